@@ -1,0 +1,16 @@
+import ArgumentParser
+import CairnCore
+
+@main
+struct CairnServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cairn-server",
+        abstract: "Publishes a knowledge base as signed, versioned snapshots and serves the repository.",
+        discussion: """
+            A repository is a folder of static, content-addressed files: every file except a \
+            channel's current manifest is immutable and named by its SHA-256, so any web server, \
+            object store or CDN can carry it.
+            """,
+        subcommands: []
+    )
+}
