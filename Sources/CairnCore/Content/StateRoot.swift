@@ -1,0 +1,60 @@
+import Crypto
+
+/// What a version *is*: one hash over its sorted chunk records, independent of any file's bytes
+/// (protocol/state-root.md).
+public enum StateRoot {
+    /// One chunk's contribution: its id and the hashes of its content, metadata and embedding.
+    public struct Record: Hashable, Sendable {
+        public var id: String
+        public var contentHash: ContentID
+        public var metadataHash: ContentID
+        public var embeddingHash: ContentID
+
+        public init(id: String, contentHash: ContentID, metadataHash: ContentID, embeddingHash: ContentID) {
+            self.id = id
+            self.contentHash = contentHash
+            self.metadataHash = metadataHash
+            self.embeddingHash = embeddingHash
+        }
+
+        public init(chunk: Chunk, embedding: [Float]) {
+            self.init(id: chunk.id, contentHash: chunk.contentHash, metadataHash: chunk.metadataHash,
+                      embeddingHash: StateRoot.embeddingHash(embedding))
+        }
+
+        /// SHA-256(u32be(len(id)) ‖ id ‖ contentHash ‖ metadataHash ‖ embeddingHash).
+        public var leaf: ContentID {
+            var bytes: [UInt8] = []
+            let id = Array(self.id.utf8)
+            bytes.append(contentsOf: withUnsafeBytes(of: UInt32(id.count).bigEndian, Array.init))
+            bytes.append(contentsOf: id)
+            bytes.append(contentsOf: contentHash.bytes)
+            bytes.append(contentsOf: metadataHash.bytes)
+            bytes.append(contentsOf: embeddingHash.bytes)
+            return ContentID(hashing: bytes)
+        }
+    }
+
+    static let domain = Array("cairn-state-root-v1\n".utf8)
+
+    /// SHA-256("cairn-state-root-v1\n" ‖ u64be(n) ‖ leaf₁ ‖ … ‖ leafₙ), records sorted by the
+    /// UTF-8 bytes of their ids. Ids must be unique.
+    public static func compute<S: Sequence>(_ records: S) -> ContentID where S.Element == Record {
+        let sorted = records.sorted { Array($0.id.utf8).lexicographicallyPrecedes(Array($1.id.utf8)) }
+        var hasher = SHA256()
+        hasher.update(data: domain)
+        hasher.update(data: withUnsafeBytes(of: UInt64(sorted.count).bigEndian, Array.init))
+        for record in sorted { hasher.update(data: record.leaf.bytes) }
+        return ContentID(bytes: Array(hasher.finalize()))!
+    }
+
+    /// SHA-256 of the vector as little-endian IEEE-754 float32 values.
+    public static func embeddingHash(_ vector: [Float]) -> ContentID {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(vector.count * 4)
+        for value in vector {
+            withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+        }
+        return ContentID(hashing: bytes)
+    }
+}
