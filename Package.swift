@@ -29,7 +29,7 @@ let package = Package(
         // The encoder's element-wise loops are optimised even in debug builds, so that the test
         // suite can run the real model on hundreds of passages in seconds.
         .target(name: "CairnEmbedding", dependencies: ["COpenBLAS"],
-                swiftSettings: [.unsafeFlags(["-O"])]),
+                swiftSettings: [.unsafeFlags(["-Ounchecked"])]),
         .target(name: "CairnIndex", dependencies: ["CairnCore", "CairnEmbedding", "CSQLite"]),
         .target(name: "CairnPublish", dependencies: [
             "CairnCore", "CairnEmbedding", "CairnIndex", "CZlib",
@@ -51,6 +51,8 @@ let package = Package(
             "CairnCore", "CairnEmbedding",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
+
+        .executableTarget(name: "cairn-bench", dependencies: ["CairnEmbedding"], path: "Benchmarks/cairn-bench"),
 
         .testTarget(name: "CairnCoreTests", dependencies: ["CairnCore"]),
         .testTarget(name: "CairnEmbeddingTests", dependencies: ["CairnEmbedding"]),

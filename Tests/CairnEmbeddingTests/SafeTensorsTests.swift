@@ -1,0 +1,87 @@
+import Foundation
+import Testing
+@testable import CairnEmbedding
+
+@Suite("safetensors reader")
+struct SafeTensorsTests {
+    func write(_ bytes: Data) throws -> String {
+        let path = try TemporaryDirectory.make() + "/model.safetensors"
+        try bytes.write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    func code(of body: () throws -> Void) -> EmbeddingError.Code? {
+        do {
+            try body()
+            return nil
+        } catch let error as EmbeddingError {
+            return error.code
+        } catch {
+            return nil
+        }
+    }
+
+    @Test("Given a valid file, when reading a tensor, then shape, dtype and values round-trip")
+    func readsTensors() throws {
+        let model = TinyModel(seed: 5)
+        let file = try SafeTensors(path: try write(model.safetensorsBytes))
+        let name = "encoder.layer.1.intermediate.dense.weight"
+        #expect(file.tensors[name]?.shape == [16, 8])
+        #expect(try file.floats(name, shape: [16, 8]) == model.tensor(name))
+        try file.withFloats(name, shape: [16, 8]) { #expect(Array($0) == model.tensor(name)) }
+    }
+
+    @Test("Given a file cut short anywhere after its header, when opening, then it is reported truncated")
+    func truncatedFilesAreRefused() throws {
+        let bytes = TinyModel(seed: 5).safetensorsBytes
+        let headerEnd = 8 + Int(bytes.prefix(8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) })
+        for cut in [0, 4, 7, 8, headerEnd - 1, headerEnd + 1, bytes.count / 2, bytes.count - 1] {
+            let path = try write(bytes.prefix(cut))
+            let found = code { _ = try SafeTensors(path: path) }
+            #expect(found == .safetensorsTruncated,
+                    "cut at \(cut): \(String(describing: found))")
+        }
+    }
+
+    @Test("Given foreign files, when opening, then each is refused as not safetensors",
+          arguments: ["PK\u{3}\u{4}zip-archive-bytes-here", "{\"not\": \"safetensors\"}", "\u{80}\u{2}cpickle...."])
+    func foreignFilesAreRefused(prefix: String) throws {
+        var bytes = Data(prefix.utf8)
+        bytes.append(Data(repeating: 0x41, count: 64))
+        let path = try write(bytes)
+        let found = code { _ = try SafeTensors(path: path) }
+        #expect(found == .safetensorsMalformed || found == .safetensorsTruncated)
+    }
+
+    @Test("Given a header that lies about sizes or overlaps, when opening, then it is refused as malformed")
+    func inconsistentHeadersAreRefused() throws {
+        let data = [Float](repeating: 1, count: 8)
+        let cases: [[String: Any]] = [
+            ["a": ["dtype": "F32", "shape": [3], "data_offsets": [0, 16]]],             // 3 floats ≠ 16 bytes
+            ["a": ["dtype": "Q4", "shape": [4], "data_offsets": [0, 16]]],              // unknown dtype
+            ["a": ["dtype": "F32", "shape": [4], "data_offsets": [0, 16]],
+             "b": ["dtype": "F32", "shape": [4], "data_offsets": [8, 24]]],             // overlap
+            ["a": ["dtype": "F32", "shape": [-1], "data_offsets": [0, 16]]],            // negative dim
+            ["a": ["dtype": "F32", "shape": [4]]],                                       // no offsets
+        ]
+        for header in cases {
+            let path = try write(TinyModel.safetensors(header: header, data: data))
+            #expect(code { _ = try SafeTensors(path: path) } == .safetensorsMalformed, "\(header)")
+        }
+    }
+
+    @Test("Given a tensor of another dtype or shape, when the encoder asks for F32 of its shape, then it is refused")
+    func wrongDtypeOrShapeIsRefused() throws {
+        let header: [String: Any] = ["half": ["dtype": "F16", "shape": [8], "data_offsets": [0, 16]],
+                                     "flat": ["dtype": "F32", "shape": [4], "data_offsets": [16, 32]]]
+        let file = try SafeTensors(path: try write(TinyModel.safetensors(header: header, data: [Float](repeating: 0, count: 8))))
+        #expect(code { _ = try file.floats("half", shape: [8]) } == .tensorMismatch)
+        #expect(code { _ = try file.floats("flat", shape: [2, 2]) } == .tensorMismatch)
+        #expect(code { _ = try file.floats("absent", shape: [4]) } == .tensorMissing)
+    }
+
+    @Test("Given no file, when opening, then the error says the model was not found")
+    func missingFile() {
+        #expect(code { _ = try SafeTensors(path: "/nonexistent/model.safetensors") } == .modelNotFound)
+    }
+}
