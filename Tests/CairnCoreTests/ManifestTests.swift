@@ -84,6 +84,14 @@ import Testing
         #expect(coreError { _ = try SignedManifest.decodeAndVerify(file, trustedKeys: [key.publicKey]) }?.code == .signatureInvalid)
     }
 
+    @Test func givenTooManySignatures_whenVerified_thenRefusedBeforeCheckingAny() throws {
+        let (file, key, _) = try fixture()
+        guard case .object(var outer) = try CanonicalJSON.parse(file), case .array(let one)? = outer["signatures"] else { return }
+        outer["signatures"] = .array(Array(repeating: one[0], count: 17))
+        let error = coreError { _ = try SignedManifest.decodeAndVerify(CanonicalJSON.object(outer).bytes, trustedKeys: [key.publicKey]) }
+        #expect(error?.code == .manifestMalformed)
+    }
+
     @Test func givenNotJSON_whenVerified_thenManifestMalformedWithCause() throws {
         for bytes in [[], Array("not json".utf8), Array(#"{"manifest":{},"signatures":[],"x":1.5}"#.utf8)] as [[UInt8]] {
             let error = coreError { _ = try SignedManifest.decodeAndVerify(bytes, trustedKeys: [try testPublisherKey().publicKey]) }
@@ -107,7 +115,7 @@ import Testing
         ("missing format_version", "format_version", { $0["format_version"] = nil }),
         ("ill-typed field", "version", { $0["version"] = .string("2") }),
         ("version zero", "version", { $0["version"] = .integer(0) }),
-        ("unknown top-level field", "unknown field", { $0["extra"] = .bool(true) }),
+        ("unknown top-level field", "unknown field `extra`", { $0["extra"] = .bool(true) }),
         ("bad hex", "state_root", { $0["state_root"] = .string(String(repeating: "G", count: 64)) }),
         ("uppercase hex", "state_root", { $0["state_root"] = .string(String(repeating: "A", count: 64)) }),
         ("bad channel", "channel", { $0["channel"] = .string("Test/..") }),

@@ -96,13 +96,16 @@ struct JSONObjectReader {
         return result
     }
 
-    /// Refuses any field that was not read.
+    /// Refuses any field that was not read, naming it when it looks like a field name.
     func finish() throws(CoreError) {
-        let unknown = members.keys.filter { !read.contains($0) }
-        guard unknown.isEmpty else {
-            // Field names are schema, not document text, but an unknown one could be anything:
-            // report how many there are rather than echo them.
-            throw CoreError(code, "\(path.isEmpty ? "document" : "`\(path)`") has \(unknown.count) unknown field(s); this build does not read them")
+        let unknown = members.keys.filter { !read.contains($0) }.sorted(by: String.utf8Precedes)
+        guard let first = unknown.first else { return }
+        // Field names are schema, not document text; still, echo only identifier-like ones.
+        let named = first.utf8.count <= 64 && first.utf8.allSatisfy {
+            ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: "_")
         }
+        let which = named ? "unknown field `\(first)`" : "an unknown field"
+        let more = unknown.count > 1 ? " (and \(unknown.count - 1) more)" : ""
+        throw CoreError(code, "\(path.isEmpty ? "document" : "`\(path)`") has \(which)\(more); this build does not read it")
     }
 }

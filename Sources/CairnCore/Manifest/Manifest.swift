@@ -1,3 +1,5 @@
+import Foundation
+
 /// What one published version of a channel is and where its bytes are (protocol/manifest.md).
 /// Signed as a whole; see `SignedManifest`.
 public struct Manifest: Sendable, Equatable {
@@ -44,6 +46,11 @@ public struct Manifest: Sendable, Equatable {
         self.canaries = canaries
         self.publisherKeyID = publisherKeyID
     }
+
+    /// `created` as a Foundation `Date`.
+    public var createdDate: Date { created.date }
+    /// `expires` as a Foundation `Date`.
+    public var expiresDate: Date { expires.date }
 
     /// Whether the manifest has expired at `now`: true once `now` is at or after `expires`.
     public func isExpired(at now: Timestamp) -> Bool { now >= expires }

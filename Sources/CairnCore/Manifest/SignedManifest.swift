@@ -7,6 +7,8 @@ public enum SignedManifest {
     public static let domain = Array("cairn-manifest-v1\n".utf8)
     /// The only signature algorithm of format 1.
     public static let algorithm = "ed25519"
+    /// The most signatures a file may carry, which bounds the work a hostile file can cause.
+    public static let maxSignatures = 16
 
     /// The bytes every signature covers: `domain` followed by the manifest's canonical JSON.
     public static func signedBytes(_ manifest: CanonicalJSON) -> [UInt8] { domain + manifest.bytes }
@@ -58,6 +60,9 @@ public enum SignedManifest {
             return (keyID, signature)
         }
         try envelope.finish()
+        guard signatures.count <= maxSignatures else {
+            throw CoreError(.manifestMalformed, "the manifest carries \(signatures.count) signatures; at most \(maxSignatures) are allowed")
+        }
 
         let message = signedBytes(manifestJSON)
         var trustedSignatureSeen = false
