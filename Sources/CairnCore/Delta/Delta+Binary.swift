@@ -1,0 +1,87 @@
+extension Delta {
+    /// The 8-byte magic that starts every delta.
+    public static let magic = Array("CAIRNDL1".utf8)
+
+    /// The canonical binary encoding (uncompressed; protocol/delta.md).
+    public var encoded: [UInt8] {
+        var w = ByteWriter()
+        w.bytes.append(contentsOf: Self.magic)
+        w.u64(UInt64(fromVersion))
+        w.u64(UInt64(toVersion))
+        w.bytes.append(contentsOf: fromStateRoot.bytes)
+        w.bytes.append(contentsOf: toStateRoot.bytes)
+        w.u32(UInt32(dimension))
+        w.u32(UInt32(upserts.count))
+        w.u32(UInt32(deletes.count))
+        for record in upserts { Self.write(record, to: &w) }
+        for id in deletes { w.string(id) }
+        return w.bytes
+    }
+
+    /// One upsert: id, title, content, scenario, tags, source, then the vector.
+    static func write(_ record: ChunkRecord, to w: inout ByteWriter) {
+        let chunk = record.chunk
+        w.string(chunk.id)
+        w.string(chunk.title)
+        w.string(chunk.content)
+        w.optionalString(chunk.scenario)
+        w.u32(UInt32(chunk.tags.count))
+        for tag in chunk.tags { w.string(tag) }
+        w.optionalString(chunk.source)
+        for value in record.vector { w.u32(value.bitPattern) }
+    }
+
+    /// Decodes a delta (uncompressed), refusing anything `encoded` would not produce.
+    ///
+    /// Never traps and never allocates more than the input justifies: every count and length is
+    /// checked against the bytes left before anything is reserved.
+    /// - Throws: `CoreError` with code `.deltaMalformed`, naming the byte offset.
+    public static func decode(_ bytes: [UInt8]) throws(CoreError) -> Delta {
+        var r = ByteReader(bytes)
+        guard try r.take(8, "magic").elementsEqual(magic) else { throw CoreError(.deltaMalformed, "not a Cairn delta (bad magic)") }
+        let fromVersion = try r.u64("from_version"), toVersion = try r.u64("to_version")
+        let fromRoot = ContentID(bytes: Array(try r.take(32, "from_state_root")))!
+        let toRoot = ContentID(bytes: Array(try r.take(32, "to_state_root")))!
+        let dimension = Int(try r.u32("dimension"))
+        let upsertCount = Int(try r.u32("upsert_count")), deleteCount = Int(try r.u32("delete_count"))
+        guard fromVersion <= UInt64(maxVersion), toVersion <= UInt64(maxVersion) else { throw r.failure("version above 2^53") }
+        guard (1...maxDimension).contains(dimension) else { throw r.failure("dimension outside 1...\(maxDimension)") }
+        // The smallest upsert: three empty strings, two flags, a tag count, the vector.
+        let minUpsert = 4 * 3 + 2 + 4 + 4 * dimension
+        guard upsertCount * minUpsert + deleteCount * 4 <= r.remaining else {
+            throw r.failure("declared counts need more bytes than remain")
+        }
+        var upserts: [ChunkRecord] = []
+        upserts.reserveCapacity(upsertCount)
+        for _ in 0..<upsertCount { upserts.append(try readUpsert(&r, dimension: dimension)) }
+        var deletes: [String] = []
+        deletes.reserveCapacity(deleteCount)
+        for _ in 0..<deleteCount { deletes.append(try r.string("delete id")) }
+        guard r.remaining == 0 else { throw r.failure("\(r.remaining) trailing byte(s)") }
+        return try Delta(validating: .deltaMalformed, fromVersion: Int(fromVersion), toVersion: Int(toVersion),
+                         fromStateRoot: fromRoot, toStateRoot: toRoot, dimension: dimension,
+                         upserts: upserts, deletes: deletes)
+    }
+
+    private static func readUpsert(_ r: inout ByteReader, dimension: Int) throws(CoreError) -> ChunkRecord {
+        let id = try r.string("id"), title = try r.string("title"), content = try r.string("content")
+        let scenario = try r.optionalString("scenario")
+        let tagCount = Int(try r.u32("tag count"))
+        guard tagCount * 4 <= r.remaining else { throw r.failure("tag count needs more bytes than remain") }
+        var tags: [String] = []
+        tags.reserveCapacity(tagCount)
+        for _ in 0..<tagCount { tags.append(try r.string("tag")) }
+        let source = try r.optionalString("source")
+        let raw = try r.take(4 * dimension, "vector")
+        var vector: [Float] = []
+        vector.reserveCapacity(dimension)
+        var index = raw.startIndex
+        while index < raw.endIndex {
+            let bits = UInt32(raw[index]) | UInt32(raw[index + 1]) << 8 | UInt32(raw[index + 2]) << 16 | UInt32(raw[index + 3]) << 24
+            vector.append(Float(bitPattern: bits))
+            index += 4
+        }
+        return ChunkRecord(chunk: Chunk(id: id, title: title, content: content, scenario: scenario, tags: tags, source: source),
+                           vector: vector)
+    }
+}

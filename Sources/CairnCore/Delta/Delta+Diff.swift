@@ -1,0 +1,51 @@
+extension Delta {
+    /// The smallest delta from `old` to `new`: a chunk is upserted when it is new or its
+    /// content, metadata or vector changed (byte for byte), and deleted when it is gone.
+    /// - Throws: `.invalidArgument` if ids repeat within `old` or `new`, or on any `Delta.init`
+    ///   precondition.
+    public static func between(old: [ChunkRecord], new: [ChunkRecord], fromVersion: Int, toVersion: Int,
+                               dimension: Int) throws(CoreError) -> Delta {
+        let oldByID = try index(old, "old"), newByID = try index(new, "new")
+        let upserts = new.filter { record in
+            oldByID[Array(record.chunk.id.utf8)].map { $0.stateRecord != record.stateRecord } ?? true
+        }
+        let deletes = old.map(\.chunk.id).filter { newByID[Array($0.utf8)] == nil }
+        return try Delta(fromVersion: fromVersion, toVersion: toVersion, fromStateRoot: StateRoot.compute(chunks: old),
+                         toStateRoot: StateRoot.compute(chunks: new), dimension: dimension,
+                         upserts: upserts, deletes: deletes)
+    }
+
+    /// Applies the delta to the records of version `fromVersion`, returning those of
+    /// `toVersion` sorted by id. Checks both state roots.
+    /// - Throws: `.stateRootMismatch` if `records` are not the delta's base or the result is
+    ///   not its target; `.deltaMalformed` if it deletes an id that is absent; `.invalidArgument`
+    ///   if ids repeat in `records`.
+    public func apply(to records: [ChunkRecord]) throws(CoreError) -> [ChunkRecord] {
+        guard StateRoot.compute(chunks: records) == fromStateRoot else {
+            throw CoreError(.stateRootMismatch, "the records are not version \(fromVersion) (state root differs); fetch a full snapshot")
+        }
+        var byID = try Self.index(records, "records")
+        for id in deletes {
+            guard byID.removeValue(forKey: Array(id.utf8)) != nil else {
+                throw CoreError(.deltaMalformed, "the delta deletes a chunk that version \(fromVersion) does not have")
+            }
+        }
+        for record in upserts { byID[Array(record.chunk.id.utf8)] = record }
+        let result = byID.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.value)
+        guard StateRoot.compute(chunks: result) == toStateRoot else {
+            throw CoreError(.stateRootMismatch, "applying the delta did not produce version \(toVersion)'s state root")
+        }
+        return result
+    }
+
+    /// Records keyed by the UTF-8 bytes of their ids (byte-exact, unlike `String` equality).
+    private static func index(_ records: [ChunkRecord], _ what: String) throws(CoreError) -> [[UInt8]: ChunkRecord] {
+        var byID: [[UInt8]: ChunkRecord] = [:]
+        for record in records {
+            guard byID.updateValue(record, forKey: Array(record.chunk.id.utf8)) == nil else {
+                throw CoreError(.invalidArgument, "\(what) contain a repeated chunk id")
+            }
+        }
+        return byID
+    }
+}

@@ -1,0 +1,67 @@
+import Testing
+@testable import CairnCore
+
+@Suite struct CanonicalJSONTests {
+    struct Vectors: Decodable {
+        struct Valid: Decodable { var name: String; var input: String; var canonical: String }
+        struct Invalid: Decodable { var name: String; var input: String }
+        var valid: [Valid]
+        var invalid: [Invalid]
+    }
+
+    @Test func givenTheVectors_whenParsedAndReencoded_thenBytesAreCanonical() throws {
+        for case_ in try vector(Vectors.self, "canonical.json").valid {
+            let value = try CanonicalJSON.parse(Array(case_.input.utf8))
+            #expect(value.bytes == Array(case_.canonical.utf8), "\(case_.name)")
+            #expect(try CanonicalJSON.parse(value.bytes).bytes == value.bytes, "\(case_.name) is a fixed point")
+        }
+    }
+
+    @Test func givenTheInvalidVectors_whenParsed_thenEachIsRefused() throws {
+        for case_ in try vector(Vectors.self, "canonical.json").invalid {
+            let error = coreError { _ = try CanonicalJSON.parse(Array(case_.input.utf8)) }
+            #expect(error?.code == .jsonMalformed, "\(case_.name)")
+        }
+    }
+
+    @Test(arguments: [[0x22, 0xC3, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22], [0x22, 0xC0, 0xAF, 0x22], [0x22, 0xFF, 0x22]] as [[UInt8]])
+    func givenInvalidUTF8_whenParsed_thenRefused(bytes: [UInt8]) {
+        #expect(coreError { _ = try CanonicalJSON.parse(bytes) }?.code == .jsonMalformed)
+    }
+
+    @Test func givenNesting_whenDeeperThan64_thenRefused() throws {
+        let ok = String(repeating: "[", count: 64) + String(repeating: "]", count: 64)
+        #expect(throws: Never.self) { try CanonicalJSON.parse(Array(ok.utf8)) }
+        let deep = String(repeating: "[", count: 65) + String(repeating: "]", count: 65)
+        #expect(coreError { _ = try CanonicalJSON.parse(Array(deep.utf8)) }?.code == .jsonMalformed)
+        let hostile = Array(String(repeating: "{\"a\":[", count: 100_000).utf8)
+        #expect(coreError { _ = try CanonicalJSON.parse(hostile) }?.code == .jsonMalformed)
+    }
+
+    @Test func givenMoreThanOneMiB_whenParsed_thenRefusedBeforeParsing() {
+        let big = [UInt8(ascii: "\"")] + [UInt8](repeating: 0x61, count: 1 << 20) + [UInt8(ascii: "\"")]
+        let error = coreError { _ = try CanonicalJSON.parse(big) }
+        #expect(error?.code == .jsonMalformed)
+        #expect(error?.message.contains("limit") == true)
+    }
+
+    @Test func givenEveryPrefixOfADocument_whenParsed_thenNoCrash() throws {
+        let document = try protocolFile("vectors/manifest.json")
+        for length in 0..<document.count - 1 {
+            _ = try? CanonicalJSON.parse(Array(document[..<length]))
+        }
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            var mutated = document
+            mutated[Int.random(in: 0..<mutated.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
+            _ = try? CanonicalJSON.parse(mutated)
+        }
+    }
+
+    @Test func givenAnError_whenDescribed_thenItNamesAnOffsetNotTheText() {
+        let error = coreError { _ = try CanonicalJSON.parse(Array(#"{"secret query text": 1.5}"#.utf8)) }
+        #expect(error?.message.contains("secret") == false)
+        #expect(error?.message.contains("offset") == true)
+        #expect(error?.isRetryable == false)
+    }
+}

@@ -1,0 +1,61 @@
+import Testing
+@testable import CairnCore
+
+@Suite struct KeyTests {
+    struct Expected: Decodable { var seed_hex: String; var key_id: String; var public_key_base64: String }
+
+    @Test func givenTheTestKeyFiles_whenParsed_thenSeedPublicKeyAndIdMatch() throws {
+        let expected = try vector(Expected.self, "manifest-expected.json")
+        let key = try testPublisherKey()
+        let publicKey = try PublicKey(fileText: String(decoding: try protocolFile("vectors/publisher.pub"), as: UTF8.self))
+        #expect(key.seed == Array(1...32))
+        #expect(hexString(key.seed) == expected.seed_hex)
+        #expect(key.publicKey == publicKey)
+        #expect(publicKey.keyID.hex == expected.key_id)
+        #expect(key.fileText == String(decoding: try protocolFile("vectors/publisher.key"), as: UTF8.self))
+        #expect(publicKey.fileText == "cairn-ed25519-public-v1 \(expected.public_key_base64)\n")
+    }
+
+    @Test func givenAGeneratedKey_whenWrittenAndRead_thenRoundTrips() throws {
+        let key = PublisherKey.generate()
+        #expect(try PublisherKey(fileText: key.fileText).seed == key.seed)
+        #expect(try PublicKey(fileText: key.publicKey.fileText) == key.publicKey)
+        #expect(try PublicKey(fileText: String(key.publicKey.fileText.dropLast())) == key.publicKey, "newline optional")
+        #expect(!key.description.contains(Base64.encode(key.seed)))
+    }
+
+    @Test func givenASignature_whenCheckedAgainstOtherBytes_thenInvalid() throws {
+        let key = try testPublisherKey()
+        let signature = key.sign(Array("a".utf8))
+        #expect(key.publicKey.isValidSignature(signature, for: Array("a".utf8)))
+        #expect(!key.publicKey.isValidSignature(signature, for: Array("b".utf8)))
+        #expect(!key.publicKey.isValidSignature(Array(signature.dropLast()), for: Array("a".utf8)))
+    }
+
+    @Test func givenMalformedKeyFiles_whenParsed_thenKeyMalformedWithAClearMessage() throws {
+        let publicText = try testPublisherKey().publicKey.fileText
+        let privateText = try testPublisherKey().fileText
+        let wrongKind = coreError { _ = try PublisherKey(fileText: publicText) }
+        #expect(wrongKind?.code == .keyMalformed)
+        #expect(wrongKind?.message.contains("public key file") == true)
+        #expect(coreError { _ = try PublicKey(fileText: privateText) }?.message.contains("private key file") == true)
+        let cases = [
+            "", "cairn-ed25519-public-v1", "cairn-ed25519-public-v1 !!!!\n", "cairn-ed25519-public-v1 AAEC\n",
+            "cairn-ed25519-public-v2 \(Base64.encode(Array(repeating: 1, count: 32)))\n",
+            "cairn-ed25519-public-v1  \(Base64.encode(Array(repeating: 1, count: 32)))\n",
+            "cairn-ed25519-public-v1 \(Base64.encode(Array(repeating: 1, count: 33)))\n",
+        ]
+        for text in cases {
+            #expect(coreError { _ = try PublicKey(fileText: text) }?.code == .keyMalformed, "\(text)")
+        }
+        #expect(coreError { _ = try PublisherKey(seed: [1, 2, 3]) }?.code == .keyMalformed)
+        #expect(coreError { _ = try PublicKey(rawBytes: []) }?.code == .keyMalformed)
+    }
+
+    @Test func givenKeyIDHex_whenParsed_thenStrict() {
+        #expect(KeyID(hex: "65b60673d6ed884b")?.hex == "65b60673d6ed884b")
+        #expect(KeyID(hex: "65B60673D6ED884B") == nil)
+        #expect(KeyID(hex: "65b60673d6ed884") == nil)
+        #expect(KeyID(hex: "65b60673d6ed884bxx") == nil)
+    }
+}
