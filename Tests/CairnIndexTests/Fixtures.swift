@@ -10,6 +10,17 @@ func withTemporaryDirectory<T>(_ body: (String) throws -> T) throws -> T {
     return try body(path)
 }
 
+/// A fresh temporary directory (for async tests, which cannot use `withTemporaryDirectory`).
+func makeTemporaryDirectory() -> String {
+    let path = (NSTemporaryDirectory() as NSString).appendingPathComponent("cairn-index-tests-\(UUID().uuidString)")
+    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
+func removeDirectory(_ path: String) {
+    try? FileManager.default.removeItem(atPath: path)
+}
+
 /// `values` scaled to unit length.
 func unit(_ values: Float...) -> [Float] {
     let norm = values.reduce(0) { $0 + $1 * $1 }.squareRoot()

@@ -22,7 +22,7 @@ import Testing
     @Test func givenAnExistingFile_whenCreatingASnapshotThere_thenItRefusesAndKeepsTheFile() throws {
         try withTemporaryDirectory { directory in
             let path = (directory as NSString).appendingPathComponent("taken")
-            FileManager.default.createFile(atPath: path, contents: Data("keep".utf8))
+            #expect(FileManager.default.createFile(atPath: path, contents: Data("keep".utf8)))
 
             #expect { try SnapshotWriter.create(at: path, meta: Corpus.meta(), entries: Corpus.entries) } throws: { error in
                 (error as? IndexError)?.code == .fileExists
@@ -76,6 +76,17 @@ import Testing
                       blob: littleEndianBytes(vector))
 
             #expect { try Snapshot.verify(at: path) } throws: { error in (error as? IndexError)?.code == .stateRootMismatch }
+        }
+    }
+
+    @Test func givenContentChangedWithoutItsFullTextIndex_whenVerifying_thenTheIndexCheckFails() throws {
+        try withTemporaryDirectory { directory in
+            let path = try Corpus.snapshot(in: directory)
+            let content = "Completely different words."
+            let db = try Database(path: path, mode: .readWrite)
+            try db.exec("UPDATE chunks SET content = '\(content)', content_hash = '\(ContentID(hashing: Array(content.utf8)).hex)' WHERE id = 'aid-burns'")
+
+            #expect { try Snapshot.verify(at: path) } throws: { error in (error as? IndexError)?.code == .snapshotMalformed }
         }
     }
 
