@@ -6,6 +6,7 @@ import Testing
         "\"", "\"\"", "\"unterminated", "AND", "OR OR OR", "NOT", "water AND", "NEAR(", "NEAR(water fire, 2)",
         "*", "water*", "-", "-water", "col:", "title:kerosene", "^water", "(", ")(", "{title content}: x",
         "🌊🔥", "💧 water", "避難所", "ماء", "", " ", "   \n\t ", "\u{0}", "a\u{0}b", "'; DROP TABLE chunks; --",
+        "\u{301}", "x\u{345}", "²", "water \u{301}",
         String(repeating: "water ", count: 2_000), String(repeating: "\"", count: 500),
     ]
 
