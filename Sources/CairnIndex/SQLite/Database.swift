@@ -1,0 +1,121 @@
+import CSQLite
+
+/// One SQLite connection.
+///
+/// Connections are opened in serialized threading mode (`SQLITE_OPEN_FULLMUTEX`), so SQLite
+/// itself serialises every call made on one connection; `Statement`s are not `Sendable` and
+/// stay with the code that prepared them.
+public final class Database: @unchecked Sendable {
+    // @unchecked: the only stored state is the immutable handle, and SQLite's serialized mode
+    // (FULLMUTEX, requested on every open) makes concurrent calls on it safe.
+
+    public enum OpenMode: Sendable {
+        /// Read only. `immutable` promises SQLite that nobody changes the file while it is open
+        /// (true of an installed snapshot, which is replaced by rename, never written): no locks.
+        case readOnly(immutable: Bool)
+        /// Read and write an existing file.
+        case readWrite
+        /// Read and write, creating the file if it does not exist.
+        case readWriteCreate
+    }
+
+    let handle: OpaquePointer
+
+    /// Milliseconds a statement waits for another connection's lock before failing.
+    public static let defaultBusyTimeout: Int32 = 5_000
+
+    public init(path: String, mode: OpenMode, busyTimeout: Int32 = Database.defaultBusyTimeout) throws(IndexError) {
+        var flags = SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_EXRESCODE
+        var name = path
+        switch mode {
+        case .readOnly(let immutable):
+            flags |= SQLITE_OPEN_READONLY
+            if immutable {
+                flags |= SQLITE_OPEN_URI
+                name = "file:" + Database.uriEscaped(path) + "?immutable=1"
+            }
+        case .readWrite:
+            flags |= SQLITE_OPEN_READWRITE
+        case .readWriteCreate:
+            flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        }
+        var db: OpaquePointer?
+        let rc = sqlite3_open_v2(name, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let code = db.map { sqlite3_extended_errcode($0) } ?? rc
+            sqlite3_close_v2(db)
+            throw IndexError(.sqlite, "cannot open the database: \(Database.describe(code))", sqliteCode: code)
+        }
+        handle = db
+        sqlite3_busy_timeout(db, busyTimeout)
+        _ = cairn_sqlite3_db_config_defensive(db, 1)
+    }
+
+    deinit {
+        sqlite3_close_v2(handle)
+    }
+
+    /// Compiles one SQL statement (Cairn's own SQL: values are always bound, never spliced).
+    public func prepare(_ sql: String, persistent: Bool = false) throws(IndexError) -> Statement {
+        var statement: OpaquePointer?
+        let flags = persistent ? UInt32(SQLITE_PREPARE_PERSISTENT) : 0
+        let rc = sqlite3_prepare_v3(handle, sql, -1, flags, &statement, nil)
+        guard rc == SQLITE_OK, let statement else {
+            // The message is about Cairn's SQL text (a missing table, a syntax error), no data.
+            throw IndexError(.sqlite, "cannot prepare a statement: \(String(cString: sqlite3_errmsg(handle)))",
+                             sqliteCode: sqlite3_extended_errcode(handle))
+        }
+        return Statement(handle: statement, database: self)
+    }
+
+    /// Runs one or more SQL statements that take no parameters and return no rows.
+    public func exec(_ sql: String) throws(IndexError) {
+        let rc = sqlite3_exec(handle, sql, nil, nil, nil)
+        guard rc == SQLITE_OK else { throw error("cannot execute a statement", rc) }
+    }
+
+    /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, rolling back if it throws.
+    public func transaction<T>(_ body: () throws(IndexError) -> T) throws(IndexError) -> T {
+        try exec("BEGIN IMMEDIATE")
+        do {
+            let value = try body()
+            try exec("COMMIT")
+            return value
+        } catch {
+            try? exec("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Rows changed by the most recent INSERT, UPDATE or DELETE.
+    public var changes: Int { Int(sqlite3_changes64(handle)) }
+
+    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// An error for result code `rc` whose message holds SQLite's generic text for the code and
+    /// never `sqlite3_errmsg`, which can quote bound values (an FTS5 syntax error quotes the query).
+    func error(_ what: String, _ rc: Int32) -> IndexError {
+        let code = sqlite3_extended_errcode(handle)
+        let effective = (code & 0xFF) == (rc & 0xFF) ? code : rc
+        return IndexError(.sqlite, "\(what): \(Database.describe(effective))", sqliteCode: effective)
+    }
+
+    static func describe(_ code: Int32) -> String {
+        "\(String(cString: sqlite3_errstr(code))) (SQLite code \(code))"
+    }
+
+    /// Escapes the characters that are special in a SQLite URI filename.
+    static func uriEscaped(_ path: String) -> String {
+        var out = ""
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "%"), UInt8(ascii: "?"), UInt8(ascii: "#"), 0..<0x20, 0x7F...:
+                let hex = Array("0123456789ABCDEF")
+                out += "%" + String(hex[Int(byte >> 4)]) + String(hex[Int(byte & 0xF)])
+            default:
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            }
+        }
+        return out
+    }
+}

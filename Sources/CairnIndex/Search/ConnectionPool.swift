@@ -1,0 +1,31 @@
+import Synchronization
+
+/// A few read-only connections to one immutable snapshot, so concurrent queries do not queue
+/// behind one connection. A query takes an idle connection (or opens a fresh one when all are
+/// busy) and gives it back afterwards; at most `capacity` idle connections are kept.
+final class ConnectionPool: Sendable {
+    let path: String
+    let capacity: Int
+    private let idle: Mutex<[Database]>
+
+    init(path: String, capacity: Int, first: Database) {
+        self.path = path
+        self.capacity = max(1, capacity)
+        idle = Mutex([first])
+    }
+
+    func withConnection<T>(_ body: (Database) throws(IndexError) -> T) throws(IndexError) -> T {
+        let database: Database
+        if let reused = idle.withLock({ $0.popLast() }) {
+            database = reused
+        } else {
+            database = try Database(path: path, mode: .readOnly(immutable: true))
+        }
+        defer {
+            idle.withLock { connections in
+                if connections.count < capacity { connections.append(database) }
+            }
+        }
+        return try body(database)
+    }
+}

@@ -1,0 +1,64 @@
+/// How `SearchIndex` ranks. Every field has a documented default that follows DESIGN.md's
+/// "Retrieval" section; the evaluation decides whether they change.
+public struct RankingConfiguration: Sendable, Hashable {
+    /// BM25 weight of the title column. Default 2.0 (a title match counts double).
+    public var titleWeight: Double
+    /// BM25 weight of the content column. Default 1.0.
+    public var contentWeight: Double
+    /// Dense matches below this cosine are dropped when a request sets no `minSimilarity`. Default 0.25.
+    public var similarityFloor: Float
+    /// Weight of the normalised dense score in hybrid fusion. Default 0.6.
+    public var denseWeight: Double
+    /// Weight of the normalised lexical score in hybrid fusion. Default 0.4.
+    public var lexicalWeight: Double
+    /// Each candidate list (lexical, dense) holds the best max(`candidateListMinimum`,
+    /// `candidateListMultiplier` × k) candidates. Defaults 100 and 10.
+    public var candidateListMinimum: Int
+    public var candidateListMultiplier: Int
+    /// Dense scores are degenerate (hybrid and rrf then use lexical alone) when the best
+    /// `degenerateWindow` candidate scores, taken before the similarity floor, are all above
+    /// `degenerateMinimumScore` and lie within `degenerateMaximumSpread` of each other. At least
+    /// two candidates are needed to judge. Defaults 20, 0.88, 0.06.
+    public var degenerateWindow: Int
+    public var degenerateMinimumScore: Float
+    public var degenerateMaximumSpread: Float
+    /// The constant of reciprocal-rank fusion, Σ 1 / (constant + rank). Default 60.
+    public var rrfConstant: Double
+    /// Word tokens of a query beyond this many are ignored. Default 32.
+    public var maximumQueryTokens: Int
+    /// Dropped from the lexical query unless nothing else remains. Default `englishStopWords`.
+    public var stopWords: Set<String>
+    /// Read-only connections kept open for concurrent queries (more are opened, briefly, when
+    /// all are busy). Default 4.
+    public var connectionPoolSize: Int
+
+    public init(titleWeight: Double = 2.0, contentWeight: Double = 1.0, similarityFloor: Float = 0.25,
+                denseWeight: Double = 0.6, lexicalWeight: Double = 0.4,
+                candidateListMinimum: Int = 100, candidateListMultiplier: Int = 10,
+                degenerateWindow: Int = 20, degenerateMinimumScore: Float = 0.88, degenerateMaximumSpread: Float = 0.06,
+                rrfConstant: Double = 60, maximumQueryTokens: Int = 32,
+                stopWords: Set<String> = RankingConfiguration.englishStopWords, connectionPoolSize: Int = 4) {
+        self.titleWeight = titleWeight
+        self.contentWeight = contentWeight
+        self.similarityFloor = similarityFloor
+        self.denseWeight = denseWeight
+        self.lexicalWeight = lexicalWeight
+        self.candidateListMinimum = candidateListMinimum
+        self.candidateListMultiplier = candidateListMultiplier
+        self.degenerateWindow = degenerateWindow
+        self.degenerateMinimumScore = degenerateMinimumScore
+        self.degenerateMaximumSpread = degenerateMaximumSpread
+        self.rrfConstant = rrfConstant
+        self.maximumQueryTokens = maximumQueryTokens
+        self.stopWords = stopWords
+        self.connectionPoolSize = connectionPoolSize
+    }
+
+    /// A small list of English function words (lowercase).
+    public static let englishStopWords: Set<String> = [
+        "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how",
+        "i", "if", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "should", "so",
+        "that", "the", "their", "there", "this", "to", "was", "we", "what", "when", "where",
+        "which", "who", "why", "will", "with", "you", "your",
+    ]
+}

@@ -1,0 +1,266 @@
+import CairnCore
+import CairnEmbedding
+
+/// Hybrid retrieval over one installed snapshot (read-only, safe to query from many tasks).
+///
+/// At open, every vector is loaded into one contiguous n × d matrix (row i = the i-th chunk by
+/// rowid) beside each row's id, rowid, scenario and tags, so a dense query is one matrix–vector
+/// product. Lexical queries and chunk fetches go to SQLite through a small pool of read-only
+/// connections. The file must not change while it is open: a device installs a new version
+/// beside the old one and swaps by rename, then opens a new `SearchIndex`.
+///
+/// The caller verifies a snapshot (`Snapshot.verify(at:expectedStateRoot:)`) before serving it;
+/// opening only checks the meta and that every vector has the meta's dimension.
+public final class SearchIndex: Sendable {
+    public let meta: SnapshotMeta
+    public let configuration: RankingConfiguration
+    /// Chunks in the index.
+    public var count: Int { ids.count }
+
+    private let pool: ConnectionPool
+    private let blas: BLAS?
+    private let matrix: [Float]
+    private let ids: [String]
+    private let rowids: [Int64]
+    private let rowForRowid: [Int64: Int]
+    /// Each row's scenario as a small integer (-1 for none), compared per query.
+    private let scenarioCodes: [Int32]
+    private let scenarioCode: [String: Int32]
+    private let tags: [Set<String>]
+
+    public static let generalScenario = "general"
+
+    public init(path: String, configuration: RankingConfiguration = RankingConfiguration()) throws(IndexError) {
+        let db = try Database(path: path, mode: .readOnly(immutable: true))
+        let meta = try Snapshot.meta(in: db)
+        let statement = try db.prepare("SELECT rowid, id, scenario, tags, embedding FROM chunks ORDER BY rowid")
+        var matrix: [Float] = []
+        matrix.reserveCapacity(meta.chunkCount * meta.dimension)
+        var ids: [String] = [], rowids: [Int64] = [], codes: [Int32] = [], tags: [Set<String>] = []
+        var scenarioCode: [String: Int32] = [:]
+        var rowForRowid: [Int64: Int] = [:]
+        while try statement.step() {
+            let rowid = statement.int64(at: 0)
+            rowForRowid[rowid] = rowids.count
+            rowids.append(rowid)
+            ids.append(statement.string(at: 1) ?? "")
+            if let scenario = statement.string(at: 2) {
+                let next = Int32(scenarioCode.count)
+                codes.append(scenarioCode[scenario, default: next])
+                scenarioCode[scenario] = codes.last!
+            } else {
+                codes.append(-1)
+            }
+            tags.append(Set(try ChunkRow.decodeTags(statement.string(at: 3) ?? "[]")))
+            try statement.withBlob(at: 4) { (bytes) throws(IndexError) in
+                guard bytes.count == meta.dimension * 4 else {
+                    throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
+                }
+                ChunkRow.decode(bytes, into: &matrix)
+            }
+        }
+        guard ids.count == meta.chunkCount else {
+            throw IndexError(.snapshotMalformed, "the snapshot holds a different number of chunks than its meta says")
+        }
+        self.meta = meta
+        self.configuration = configuration
+        self.matrix = matrix
+        self.ids = ids
+        self.rowids = rowids
+        self.rowForRowid = rowForRowid
+        self.scenarioCodes = codes
+        self.scenarioCode = scenarioCode
+        self.tags = tags
+        self.blas = try? BLAS.shared
+        self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, first: db)
+    }
+
+    // MARK: Search
+
+    public func search(_ request: SearchRequest, queryVector: [Float]?) throws(IndexError) -> SearchResponse {
+        let clock = ContinuousClock()
+        let start = clock.now
+        guard SearchRequest.kRange.contains(request.k) else {
+            throw IndexError(.invalidRequest, "k must be between \(SearchRequest.kRange.lowerBound) and \(SearchRequest.kRange.upperBound)")
+        }
+        if let queryVector, queryVector.count != meta.dimension {
+            throw IndexError(.invalidRequest, "the query vector has \(queryVector.count) values; the index's dimension is \(meta.dimension)")
+        }
+        let floor = request.minSimilarity ?? configuration.similarityFloor
+        guard floor.isFinite else { throw IndexError(.invalidRequest, "min_similarity must be a finite number") }
+
+        let mask = candidateMask(scenario: request.scenario, tags: request.tags)
+        let limit = max(configuration.candidateListMinimum, configuration.candidateListMultiplier * request.k)
+        let denseVector = request.mode == .lexical ? nil : queryVector
+        let needsLexical = request.mode != .dense || queryVector == nil
+
+        var lexicalList: [ScoredRow] = []
+        var lexicalTime = Duration.zero
+        if needsLexical {
+            let lexicalStart = clock.now
+            lexicalList = try lexical(request.query, limit: limit, mask: mask)
+            lexicalTime = clock.now - lexicalStart
+        }
+        var denseList: [ScoredRow] = []
+        var degenerate = false
+        var denseTime = Duration.zero
+        if let denseVector {
+            let denseStart = clock.now
+            (denseList, degenerate) = dense(denseVector, floor: floor, limit: limit, mask: mask)
+            denseTime = clock.now - denseStart
+        }
+
+        let ranked: [FusedRow]
+        let modeUsed: SearchRequest.Mode
+        let fusion: SearchResponse.Fusion
+        switch (request.mode, denseVector != nil) {
+        case (.lexical, _), (_, false):
+            (ranked, modeUsed, fusion) = (RankFusion.single(lexicalList, isDense: false), .lexical, .none)
+        case (.dense, true):
+            (ranked, modeUsed, fusion) = (RankFusion.single(denseList, isDense: true), .dense, .none)
+        case (.hybrid, true) where degenerate, (.rrf, true) where degenerate:
+            (ranked, modeUsed, fusion) = (RankFusion.single(lexicalList, isDense: false), .lexical, .lexicalFallback)
+        case (.hybrid, true):
+            ranked = RankFusion.weighted(lexical: lexicalList, dense: denseList,
+                                         lexicalWeight: configuration.lexicalWeight, denseWeight: configuration.denseWeight)
+            (modeUsed, fusion) = (.hybrid, .weighted)
+        case (.rrf, true):
+            ranked = RankFusion.reciprocalRank(lexical: lexicalList, dense: denseList, constant: configuration.rrfConstant)
+            (modeUsed, fusion) = (.rrf, .rrf)
+        }
+
+        let top = Array(ranked.prefix(request.k))
+        let chunks = try pool.withConnection { (db) throws(IndexError) in try fetchChunks(rows: top.map(\.row), db: db) }
+        let results = zip(top, chunks).enumerated().map { index, pair in
+            SearchResult(rank: index + 1, chunk: pair.1, lexicalScore: pair.0.lexical, denseScore: pair.0.dense,
+                         fusedScore: pair.0.fused)
+        }
+        return SearchResponse(
+            results: results, version: meta.version, stateRoot: meta.stateRoot.hex, mode: modeUsed, fusion: fusion,
+            denseAvailable: queryVector != nil,
+            timings: .init(lexicalMilliseconds: Self.milliseconds(lexicalTime), denseMilliseconds: Self.milliseconds(denseTime),
+                           totalMilliseconds: Self.milliseconds(clock.now - start)))
+    }
+
+    /// Whether a hybrid top-`k` search for `query` contains every id in `expect` (a canary: a
+    /// known question whose answer a healthy index must find).
+    public func passes(canary query: String, expect: [String], k: Int, queryVector: [Float]?) -> Bool {
+        guard let response = try? search(SearchRequest(query: query, k: k, mode: .hybrid), queryVector: queryVector) else {
+            return false
+        }
+        return Set(expect).isSubset(of: response.results.map(\.chunk.id))
+    }
+
+    /// The chunk with `id`, or nil when the index has none.
+    public func chunk(id: String) throws(IndexError) -> Chunk? {
+        try pool.withConnection { (db) throws(IndexError) in
+            let statement = try db.prepare("SELECT \(SnapshotSchema.chunkColumns) FROM chunks WHERE id = ?1")
+            try statement.bind(id, at: 1)
+            return try statement.step() ? ChunkRow.chunk(from: statement) : nil
+        }
+    }
+
+    // MARK: Candidates
+
+    /// Which rows pass the filters, or nil when every row does.
+    private func candidateMask(scenario: String?, tags required: [String]?) -> [Bool]? {
+        let requiredTags = Set(required ?? [])
+        guard scenario != nil || !requiredTags.isEmpty else { return nil }
+        var allowed: Set<Int32>?
+        if let scenario {
+            allowed = Set([scenarioCode[scenario], scenarioCode[Self.generalScenario]].compactMap { $0 })
+        }
+        return (0..<count).map { row in
+            (allowed?.contains(scenarioCodes[row]) ?? true) && (requiredTags.isEmpty || requiredTags.isSubset(of: tags[row]))
+        }
+    }
+
+    // MARK: Lexical
+
+    private func lexical(_ query: String, limit: Int, mask: [Bool]?) throws(IndexError) -> [ScoredRow] {
+        guard let expression = LexicalQuery.matchExpression(for: query, stopWords: configuration.stopWords,
+                                                            maximumTokens: configuration.maximumQueryTokens) else {
+            return []
+        }
+        let matches = try pool.withConnection { (db) throws(IndexError) -> [ScoredRow] in
+            let statement = try db.prepare(
+                "SELECT rowid, bm25(chunks_fts, ?1, ?2) FROM chunks_fts WHERE chunks_fts MATCH ?3")
+            try statement.bind(configuration.titleWeight, at: 1)
+            try statement.bind(configuration.contentWeight, at: 2)
+            try statement.bind(expression, at: 3)
+            var matches: [ScoredRow] = []
+            while try statement.step() {
+                guard let row = rowForRowid[statement.int64(at: 0)], mask?[row] ?? true else { continue }
+                matches.append(ScoredRow(row: row, id: ids[row], score: -statement.double(at: 1)))
+            }
+            return matches
+        }
+        return Array(RankFusion.sorted(matches).prefix(limit))
+    }
+
+    // MARK: Dense
+
+    /// The best candidates at or above `floor`, and whether the scores are degenerate.
+    private func dense(_ query: [Float], floor: Float, limit: Int, mask: [Bool]?) -> ([ScoredRow], Bool) {
+        let scores = similarities(query)
+        var top: [Float] = []  // the best `degenerateWindow` candidate scores, before the floor
+        let window = max(1, configuration.degenerateWindow)
+        var list: [ScoredRow] = []
+        for row in 0..<count where mask?[row] ?? true {
+            let score = scores[row]
+            if top.count < window {
+                top.append(score)
+            } else if let lowest = top.indices.min(by: { top[$0] < top[$1] }), top[lowest] < score {
+                top[lowest] = score
+            }
+            if score >= floor { list.append(ScoredRow(row: row, id: ids[row], score: Double(score))) }
+        }
+        let degenerate = RankFusion.isDegenerate(topScores: top, minimum: configuration.degenerateMinimumScore,
+                                                 maximumSpread: configuration.degenerateMaximumSpread)
+        return (Array(RankFusion.sorted(list).prefix(limit)), degenerate)
+    }
+
+    /// matrix · query: the cosine of every row with the query (all vectors are unit length).
+    private func similarities(_ query: [Float]) -> [Float] {
+        let n = count, d = meta.dimension
+        var scores = [Float](repeating: 0, count: n)
+        guard n > 0 else { return scores }
+        matrix.withUnsafeBufferPointer { a in
+            query.withUnsafeBufferPointer { x in
+                scores.withUnsafeMutableBufferPointer { y in
+                    if let blas {
+                        blas.sgemv(m: n, n: d, a: a.baseAddress!, lda: d, x: x.baseAddress!, y: y.baseAddress!)
+                    } else {
+                        for row in 0..<n {
+                            var dot: Float = 0
+                            for column in 0..<d { dot += a[row * d + column] * x[column] }
+                            y[row] = dot
+                        }
+                    }
+                }
+            }
+        }
+        return scores
+    }
+
+    // MARK: Results
+
+    private func fetchChunks(rows: [Int], db: Database) throws(IndexError) -> [Chunk] {
+        let statement = try db.prepare("SELECT \(SnapshotSchema.chunkColumns) FROM chunks WHERE rowid = ?1")
+        var chunks: [Chunk] = []
+        for row in rows {
+            statement.reset()
+            try statement.bind(rowids[row], at: 1)
+            guard try statement.step() else {
+                throw IndexError(.snapshotMalformed, "a chunk disappeared from the snapshot while it was open")
+            }
+            chunks.append(try ChunkRow.chunk(from: statement))
+        }
+        return chunks
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) * 1_000 + Double(attoseconds) / 1e15
+    }
+}

@@ -1,0 +1,93 @@
+import CairnCore
+
+/// One ranked chunk.
+public struct SearchResult: Sendable, Hashable, Codable {
+    /// 1-based position.
+    public var rank: Int
+    public var chunk: Chunk
+    /// −BM25 (higher is better), when the chunk was in the lexical list.
+    public var lexicalScore: Double?
+    /// Cosine similarity, when the chunk was in the dense list.
+    public var denseScore: Double?
+    /// The score the ranking used: the fused score for hybrid and rrf, else the one list's score.
+    public var fusedScore: Double
+
+    public init(rank: Int, chunk: Chunk, lexicalScore: Double?, denseScore: Double?, fusedScore: Double) {
+        self.rank = rank
+        self.chunk = chunk
+        self.lexicalScore = lexicalScore
+        self.denseScore = denseScore
+        self.fusedScore = fusedScore
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case rank, chunk
+        case lexicalScore = "lexical_score"
+        case denseScore = "dense_score"
+        case fusedScore = "fused_score"
+    }
+}
+
+/// The answer to one `SearchRequest`. Codable with snake_case keys (the socket API's body).
+public struct SearchResponse: Sendable, Hashable, Codable {
+    /// How the lists were combined.
+    public enum Fusion: String, Sendable, Hashable, Codable {
+        /// One list only (lexical, dense, or no query vector).
+        case none
+        /// 0.6 × min–max normalised dense + 0.4 × min–max normalised lexical.
+        case weighted
+        /// Reciprocal-rank fusion.
+        case rrf
+        /// Dense scores were degenerate, so lexical alone ranked.
+        case lexicalFallback = "lexical-fallback"
+    }
+
+    public struct Timings: Sendable, Hashable, Codable {
+        public var lexicalMilliseconds: Double
+        public var denseMilliseconds: Double
+        public var totalMilliseconds: Double
+
+        public init(lexicalMilliseconds: Double, denseMilliseconds: Double, totalMilliseconds: Double) {
+            self.lexicalMilliseconds = lexicalMilliseconds
+            self.denseMilliseconds = denseMilliseconds
+            self.totalMilliseconds = totalMilliseconds
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case lexicalMilliseconds = "lexical_ms"
+            case denseMilliseconds = "dense_ms"
+            case totalMilliseconds = "total_ms"
+        }
+    }
+
+    public var results: [SearchResult]
+    /// The snapshot version every result came from.
+    public var version: Int
+    /// The state root of that version, hex.
+    public var stateRoot: String
+    /// The mode that actually ranked (lexical when no query vector was given or dense was degenerate).
+    public var mode: SearchRequest.Mode
+    public var fusion: Fusion
+    /// False when no query vector was given: the answer is lexical only.
+    public var denseAvailable: Bool
+    public var timings: Timings
+
+    public init(results: [SearchResult], version: Int, stateRoot: String, mode: SearchRequest.Mode,
+                fusion: Fusion, denseAvailable: Bool, timings: Timings) {
+        self.results = results
+        self.version = version
+        self.stateRoot = stateRoot
+        self.mode = mode
+        self.fusion = fusion
+        self.denseAvailable = denseAvailable
+        self.timings = timings
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case results, version
+        case stateRoot = "state_root"
+        case mode, fusion
+        case denseAvailable = "dense_available"
+        case timings
+    }
+}

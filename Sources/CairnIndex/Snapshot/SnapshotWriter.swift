@@ -1,0 +1,196 @@
+import CairnCore
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Builds snapshot files (see `SnapshotSchema`) and applies deltas to copies of them.
+public enum SnapshotWriter {
+    /// Writes a new snapshot holding exactly `entries` at `path`, which must not exist yet.
+    ///
+    /// `meta.chunkCount` and `meta.stateRoot` must describe `entries` (see
+    /// `SnapshotMeta.init(channel:version:dimension:modelID:entries:)`), and every vector must
+    /// have `meta.dimension` values. On failure the partial file is removed.
+    public static func create(at path: String, meta: SnapshotMeta, entries: [(Chunk, [Float])]) throws(IndexError) {
+        try validate(meta: meta)
+        try validate(vectors: entries.map(\.1), dimension: meta.dimension)
+        let records = entries.map { StateRoot.Record(chunk: $0.0, embedding: $0.1) }
+        guard Set(records.map(\.id)).count == records.count else {
+            throw IndexError(.deltaMismatch, "two entries share one chunk id; ids must be unique within a version")
+        }
+        guard meta.chunkCount == entries.count, StateRoot.compute(records) == meta.stateRoot else {
+            throw IndexError(.stateRootMismatch, "the meta's state root or chunk count does not describe the entries")
+        }
+
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            let code = errno
+            throw code == EEXIST
+                ? IndexError(.fileExists, "the snapshot file already exists; snapshots are written once to a new path")
+                : IndexError(.sqlite, "cannot create the snapshot file: \(String(cString: strerror(code)))")
+        }
+        close(fd)
+        do {
+            try write(at: path, meta: meta, entries: entries)
+        } catch {
+            unlink(path)
+            unlink(path + "-journal")
+            throw error
+        }
+    }
+
+    private static func write(at path: String, meta: SnapshotMeta, entries: [(Chunk, [Float])]) throws(IndexError) {
+        let db = try Database(path: path, mode: .readWrite)
+        try db.exec(SnapshotSchema.pragmas)
+        try db.transaction { () throws(IndexError) in
+            try db.exec(SnapshotSchema.tables)
+            try writeMeta(meta, to: db)
+            let insert = try db.prepare(insertSQL, persistent: true)
+            for (chunk, vector) in entries {
+                try bindChunk(chunk, vector: vector, to: insert)
+                try insert.run()
+                insert.reset()
+            }
+            // An external-content table indexes what is already in `chunks` in one pass.
+            try db.exec("INSERT INTO chunks_fts(chunks_fts) VALUES('rebuild')")
+        }
+        try db.exec("INSERT INTO chunks_fts(chunks_fts) VALUES('optimize')")
+        try db.exec("VACUUM")
+    }
+
+    /// Applies upserts (insert or replace by id) and deletes to the snapshot at `path` (a copy of
+    /// the installed one) in one transaction, keeping the FTS index in step, and sets `newMeta`.
+    ///
+    /// Refuses (and leaves the file unchanged) when: a deleted id is absent, an id appears twice,
+    /// a vector's dimension differs from the snapshot's, or the resulting chunk count and state
+    /// root (from the stored hashes) differ from `newMeta`'s.
+    public static func apply(upserts: [(Chunk, [Float])], deletes: [String], newMeta: SnapshotMeta,
+                             to path: String) throws(IndexError) {
+        try validate(meta: newMeta)
+        let db = try Database(path: path, mode: .readWrite)
+        let current = try Snapshot.meta(in: db)
+        guard newMeta.dimension == current.dimension else {
+            throw IndexError(.dimensionMismatch, "a delta cannot change the embedding dimension; install a full snapshot")
+        }
+        try validate(vectors: upserts.map(\.1), dimension: current.dimension)
+        let upsertIDs = upserts.map(\.0.id)
+        guard Set(upsertIDs).count == upsertIDs.count, Set(deletes).count == deletes.count,
+              Set(upsertIDs).isDisjoint(with: deletes) else {
+            throw IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
+        }
+
+        try db.transaction { () throws(IndexError) in
+            let find = try db.prepare("SELECT rowid, title, content FROM chunks WHERE id = ?1")
+            let ftsDelete = try db.prepare(
+                "INSERT INTO chunks_fts(chunks_fts, rowid, title, content) VALUES('delete', ?1, ?2, ?3)")
+            let ftsInsert = try db.prepare("INSERT INTO chunks_fts(rowid, title, content) VALUES(?1, ?2, ?3)")
+            let deleteRow = try db.prepare("DELETE FROM chunks WHERE rowid = ?1")
+            let insert = try db.prepare(insertSQL)
+            let update = try db.prepare("""
+                UPDATE chunks SET id = ?1, title = ?2, content = ?3, scenario = ?4, tags = ?5, source = ?6,
+                    content_hash = ?7, metadata_hash = ?8, embedding = ?9, embedding_hash = ?10
+                WHERE rowid = ?11
+                """)
+
+            /// Removes the row's terms from the FTS index using the values it was indexed with.
+            func unindexExisting(id: String) throws(IndexError) -> Int64? {
+                find.reset()
+                try find.bind(id, at: 1)
+                guard try find.step() else { return nil }
+                let rowid = find.int64(at: 0)
+                ftsDelete.reset()
+                try ftsDelete.bind(rowid, at: 1)
+                try ftsDelete.bind(find.string(at: 1) ?? "", at: 2)
+                try ftsDelete.bind(find.string(at: 2) ?? "", at: 3)
+                try ftsDelete.run()
+                return rowid
+            }
+            func index(rowid: Int64, _ chunk: Chunk) throws(IndexError) {
+                ftsInsert.reset()
+                try ftsInsert.bind(rowid, at: 1)
+                try ftsInsert.bind(chunk.title, at: 2)
+                try ftsInsert.bind(chunk.content, at: 3)
+                try ftsInsert.run()
+            }
+
+            for id in deletes {
+                guard let rowid = try unindexExisting(id: id) else {
+                    throw IndexError(.deltaMismatch, "a delta deletes a chunk this snapshot does not hold; it was built for another version")
+                }
+                deleteRow.reset()
+                try deleteRow.bind(rowid, at: 1)
+                try deleteRow.run()
+            }
+            for (chunk, vector) in upserts {
+                if let rowid = try unindexExisting(id: chunk.id) {
+                    update.reset()
+                    try bindChunk(chunk, vector: vector, to: update)
+                    try update.bind(rowid, at: 11)
+                    try update.run()
+                    try index(rowid: rowid, chunk)
+                } else {
+                    insert.reset()
+                    try bindChunk(chunk, vector: vector, to: insert)
+                    try insert.run()
+                    try index(rowid: db.lastInsertRowID, chunk)
+                }
+            }
+            try writeMeta(newMeta, to: db)
+
+            let records = try Snapshot.storedRecords(in: db)
+            guard records.count == newMeta.chunkCount, StateRoot.compute(records) == newMeta.stateRoot else {
+                throw IndexError(.stateRootMismatch, "the delta does not produce the new version's state root; nothing was changed")
+            }
+        }
+    }
+
+    // MARK: Helpers
+
+    static let insertSQL = """
+        INSERT INTO chunks(id, title, content, scenario, tags, source,
+                           content_hash, metadata_hash, embedding, embedding_hash)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+        """
+
+    /// Binds parameters 1…10 of `insertSQL` (and of the upsert UPDATE).
+    static func bindChunk(_ chunk: Chunk, vector: [Float], to statement: Statement) throws(IndexError) {
+        try statement.bind(chunk.id, at: 1)
+        try statement.bind(chunk.title, at: 2)
+        try statement.bind(chunk.content, at: 3)
+        try statement.bind(chunk.scenario, at: 4)
+        try statement.bind(ChunkRow.encodeTags(chunk.tags), at: 5)
+        try statement.bind(chunk.source, at: 6)
+        try statement.bind(chunk.contentHash.hex, at: 7)
+        try statement.bind(chunk.metadataHash.hex, at: 8)
+        try statement.bind(ChunkRow.encode(vector), at: 9)
+        try statement.bind(StateRoot.embeddingHash(vector).hex, at: 10)
+    }
+
+    static func writeMeta(_ meta: SnapshotMeta, to db: Database) throws(IndexError) {
+        let statement = try db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)")
+        for (key, value) in meta.rows {
+            statement.reset()
+            try statement.bind(key, at: 1)
+            try statement.bind(value, at: 2)
+            try statement.run()
+        }
+    }
+
+    static func validate(meta: SnapshotMeta) throws(IndexError) {
+        guard meta.format == SnapshotMeta.currentFormat else {
+            throw IndexError(.snapshotMalformed, "this build writes only \(SnapshotMeta.currentFormat) snapshots")
+        }
+        guard meta.dimension > 0, meta.version >= 0, meta.chunkCount >= 0 else {
+            throw IndexError(.snapshotMalformed, "meta dimension must be positive, version and chunk count non-negative")
+        }
+    }
+
+    static func validate(vectors: [[Float]], dimension: Int) throws(IndexError) {
+        if let bad = vectors.first(where: { $0.count != dimension }) {
+            throw IndexError(.dimensionMismatch, "a vector has \(bad.count) values; the snapshot's dimension is \(dimension)")
+        }
+    }
+}

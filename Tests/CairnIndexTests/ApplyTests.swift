@@ -1,0 +1,88 @@
+import CairnCore
+import CairnIndex
+import Foundation
+import Testing
+
+@Suite struct ApplyTests {
+    let changed = Chunk(id: "lighting", title: "Lighting without power",
+                        content: "A hand-crank semaphore lantern needs no batteries.", scenario: "general", tags: ["power"])
+    let added = Chunk(id: "new-zeppelin", title: "Airship sightings", content: "Zeppelin sightings are rare.", scenario: "general")
+
+    /// The corpus after the delta: `quake-after` deleted, `lighting` changed, `new-zeppelin` added.
+    var expected: [(Chunk, [Float])] {
+        Corpus.entries.filter { $0.0.id != "quake-after" }.map { $0.0.id == "lighting" ? (changed, unit(0, 0, 0.6, 0.8)) : $0 }
+            + [(added, unit(0.6, 0.8, 0, 0))]
+    }
+
+    func copy(of path: String, in directory: String) throws -> String {
+        let copy = (directory as NSString).appendingPathComponent("next.sqlite")
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        return copy
+    }
+
+    @Test func givenUpsertsAndDeletes_whenApplied_thenSearchSeesNewTextOnlyAndTheStateRootMatches() throws {
+        try withTemporaryDirectory { directory in
+            let original = try Corpus.snapshot(in: directory)
+            let next = try copy(of: original, in: directory)
+            let newMeta = Corpus.meta(version: 2, entries: expected)
+
+            try SnapshotWriter.apply(upserts: [(changed, unit(0, 0, 0.6, 0.8)), (added, unit(0.6, 0.8, 0, 0))],
+                                     deletes: ["quake-after"], newMeta: newMeta, to: next)
+
+            #expect(try Snapshot.verify(at: next, expectedStateRoot: newMeta.stateRoot) == newMeta)
+            #expect(StateRoot.compute(try Snapshot.records(at: next))
+                    == StateRoot.compute(expected.map { StateRoot.Record(chunk: $0.0, embedding: $0.1) }))
+            let index = try SearchIndex(path: next)
+            func found(_ query: String) throws -> [String] {
+                try index.search(SearchRequest(query: query, k: 10, mode: .lexical), queryVector: nil).results.map(\.chunk.id)
+            }
+            #expect(try found("semaphore") == ["lighting"])
+            #expect(try found("zeppelin") == ["new-zeppelin"])
+            #expect(try found("candles").isEmpty)        // the old text of `lighting`
+            #expect(try found("aftershocks").isEmpty)    // the deleted chunk
+            #expect(try index.chunk(id: "lighting") == changed)
+            #expect(try index.chunk(id: "quake-after") == nil)
+            #expect(index.count == expected.count && index.meta.version == 2)
+            let dense = try index.search(SearchRequest(query: "", k: 1, mode: .dense), queryVector: unit(0.6, 0.8, 0, 0))
+            #expect(dense.results.first?.chunk.id == "new-zeppelin")
+            #expect(try Snapshot.meta(at: original) == Corpus.meta())
+        }
+    }
+
+    @Test func givenADeleteOfAnUnknownChunk_whenApplied_thenItIsRefusedAndTheFileIsUnchanged() throws {
+        try withTemporaryDirectory { directory in
+            let next = try copy(of: Corpus.snapshot(in: directory), in: directory)
+            let before = FileManager.default.contents(atPath: next)
+
+            #expect {
+                try SnapshotWriter.apply(upserts: [], deletes: ["no-such-chunk"], newMeta: Corpus.meta(version: 2), to: next)
+            } throws: { error in (error as? IndexError)?.code == .deltaMismatch }
+            #expect(FileManager.default.contents(atPath: next) == before)
+        }
+    }
+
+    @Test func givenANewMetaThatTheDeltaDoesNotProduce_whenApplied_thenItRollsBack() throws {
+        try withTemporaryDirectory { directory in
+            let next = try copy(of: Corpus.snapshot(in: directory), in: directory)
+
+            #expect {
+                try SnapshotWriter.apply(upserts: [(added, unit(0.6, 0.8, 0, 0))], deletes: [],
+                                         newMeta: Corpus.meta(version: 2), to: next)
+            } throws: { error in (error as? IndexError)?.code == .stateRootMismatch }
+            #expect(try Snapshot.verify(at: next) == Corpus.meta())
+            let index = try SearchIndex(path: next)
+            #expect(try index.search(SearchRequest(query: "zeppelin", mode: .lexical), queryVector: nil).results.isEmpty)
+        }
+    }
+
+    @Test func givenOneIDUpsertedAndDeleted_whenApplied_thenItIsRefused() throws {
+        try withTemporaryDirectory { directory in
+            let next = try copy(of: Corpus.snapshot(in: directory), in: directory)
+
+            #expect {
+                try SnapshotWriter.apply(upserts: [(changed, unit(0, 0, 0.6, 0.8))], deletes: ["lighting"],
+                                         newMeta: Corpus.meta(version: 2), to: next)
+            } throws: { error in (error as? IndexError)?.code == .deltaMismatch }
+        }
+    }
+}

@@ -1,0 +1,238 @@
+import CairnCore
+import CairnIndex
+import Foundation
+import Testing
+
+@Suite struct SearchIndexTests {
+    let water = unit(1, 0, 0, 0)
+
+    func ids(_ response: SearchResponse) -> [String] { response.results.map(\.chunk.id) }
+
+    @Test func givenARareWord_whenSearchingLexically_thenOnlyItsChunkIsFound() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+
+            let response = try index.search(SearchRequest(query: "tourniquet", k: 5, mode: .lexical), queryVector: nil)
+
+            #expect(ids(response) == ["aid-bleeding"])
+            #expect(response.results[0].lexicalScore! > 0)
+            #expect(response.results[0].denseScore == nil)
+            #expect(response.results[0].rank == 1)
+        }
+    }
+
+    @Test func givenAWordInOneTitleAndAnotherBody_whenSearchingLexically_thenTheTitleMatchRanksFirst() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+
+            let response = try index.search(SearchRequest(query: "kerosene", k: 5, mode: .lexical), queryVector: nil)
+
+            #expect(ids(response) == ["lamp-kerosene", "lighting"])
+            #expect(response.results[0].fusedScore > response.results[1].fusedScore)
+        }
+    }
+
+    @Test func givenAnInflectedWord_whenSearchingLexically_thenTheStemMatches() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+
+            let response = try index.search(SearchRequest(query: "purify", mode: .lexical), queryVector: nil)
+
+            #expect(ids(response).first == "water-purify")
+        }
+    }
+
+    @Test func givenAQueryVector_whenSearchingDensely_thenChunksRankByCosineAboveTheFloor() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+
+            let response = try index.search(SearchRequest(query: "", k: 10, mode: .dense), queryVector: water)
+
+            // cos with e0: 1, 0.9939, 0.5, 0.5 (a tie, broken by id), 0.3011; the rest are 0.
+            #expect(ids(response) == ["water-purify", "water-storage", "lamp-kerosene", "lighting", "aid-burns"])
+            for result in response.results {
+                let vector = Corpus.entries.first { $0.0.id == result.chunk.id }!.1
+                #expect(abs(result.denseScore! - dot(vector, water)) < 1e-6)
+                #expect(result.fusedScore == result.denseScore)
+            }
+            #expect(response.mode == .dense && response.fusion == .none)
+        }
+    }
+
+    @Test func givenAHigherMinimumSimilarity_whenSearchingDensely_thenWeakerMatchesAreDropped() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+
+            let response = try index.search(SearchRequest(query: "", k: 10, mode: .dense, minSimilarity: 0.6), queryVector: water)
+
+            #expect(ids(response) == ["water-purify", "water-storage"])
+        }
+    }
+
+    @Test func givenBothLists_whenSearchingHybrid_thenFusedScoresAreWeightedNormalisedScores() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+            let query = "water burns"
+            let lexical = try index.search(SearchRequest(query: query, k: 100, mode: .lexical), queryVector: nil).results
+            let dense = try index.search(SearchRequest(query: query, k: 100, mode: .dense), queryVector: water).results
+
+            let hybrid = try index.search(SearchRequest(query: query, k: 100, mode: .hybrid), queryVector: water)
+
+            func normalised(_ results: [SearchResult]) -> [String: Double] {
+                let scores = results.map(\.fusedScore)
+                let low = scores.min()!, high = scores.max()!
+                return Dictionary(uniqueKeysWithValues: results.map { ($0.chunk.id, high > low ? ($0.fusedScore - low) / (high - low) : 1) })
+            }
+            let lexicalNorm = normalised(lexical), denseNorm = normalised(dense)
+            #expect(hybrid.fusion == .weighted && hybrid.mode == .hybrid && hybrid.denseAvailable)
+            #expect(Set(ids(hybrid)) == Set(lexicalNorm.keys).union(denseNorm.keys))
+            for result in hybrid.results {
+                let expected = 0.6 * (denseNorm[result.chunk.id] ?? 0) + 0.4 * (lexicalNorm[result.chunk.id] ?? 0)
+                #expect(abs(result.fusedScore - expected) < 1e-9)
+            }
+            #expect(hybrid.results.map(\.fusedScore) == hybrid.results.map(\.fusedScore).sorted(by: >))
+        }
+    }
+
+    @Test func givenBothLists_whenSearchingRRF_thenScoresAreReciprocalRankSums() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+            let query = "water burns"
+            let lexical = ids(try index.search(SearchRequest(query: query, k: 100, mode: .lexical), queryVector: nil))
+            let dense = ids(try index.search(SearchRequest(query: query, k: 100, mode: .dense), queryVector: water))
+
+            let rrf = try index.search(SearchRequest(query: query, k: 100, mode: .rrf), queryVector: water)
+
+            #expect(rrf.fusion == .rrf && rrf.mode == .rrf)
+            for result in rrf.results {
+                let expected = [lexical, dense].reduce(0.0) { sum, list in
+                    sum + (list.firstIndex(of: result.chunk.id).map { 1 / (60 + Double($0 + 1)) } ?? 0)
+                }
+                #expect(abs(result.fusedScore - expected) < 1e-12)
+            }
+        }
+    }
+
+    @Test func givenNearlyIdenticalVectors_whenSearchingHybrid_thenLexicalAloneRanks() throws {
+        try withTemporaryDirectory { directory in
+            let entries = (0..<5).map { i in
+                (Chunk(id: "c\(i)", title: "Note \(i)", content: i == 3 ? "Siphoning gasoline safely" : "Plain advice \(i)"),
+                 unit(1, 0.05 * Float(i), 0, 0))
+            }
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory, entries: entries))
+
+            let hybrid = try index.search(SearchRequest(query: "gasoline", k: 3), queryVector: water)
+            let rrf = try index.search(SearchRequest(query: "gasoline", k: 3, mode: .rrf), queryVector: water)
+
+            #expect(hybrid.fusion == .lexicalFallback && hybrid.mode == .lexical)
+            #expect(rrf.fusion == .lexicalFallback)
+            #expect(ids(hybrid) == ["c3"])
+            #expect(hybrid.results[0].denseScore == nil)
+        }
+    }
+
+    @Test func givenSpreadOutVectors_whenSearchingHybrid_thenDenseIsNotJudgedDegenerate() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+
+            let response = try index.search(SearchRequest(query: "water"), queryVector: water)
+
+            #expect(response.fusion == .weighted)
+        }
+    }
+
+    @Test(arguments: SearchRequest.Mode.allCases)
+    func givenNoQueryVector_whenSearching_thenItDegradesToLexicalAndSaysSo(mode: SearchRequest.Mode) throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+
+            let response = try index.search(SearchRequest(query: "tourniquet", mode: mode), queryVector: nil)
+
+            #expect(response.mode == .lexical && response.fusion == .none && !response.denseAvailable)
+            #expect(ids(response) == ["aid-bleeding"])
+        }
+    }
+
+    @Test func givenAScenarioFilter_whenSearching_thenOnlyThatScenarioAndGeneralChunksAreReturned() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+            let allowed = Set(Corpus.entries.filter { ["flood", "general"].contains($0.0.scenario) }.map(\.0.id))
+
+            let response = try index.search(SearchRequest(query: "water", k: 100, scenario: "flood"), queryVector: water)
+            let unknown = try index.search(SearchRequest(query: "water kerosene", k: 100, scenario: "volcano"), queryVector: water)
+
+            #expect(Set(ids(response)).isSubset(of: allowed))
+            #expect(ids(response).contains("aid-burns"))          // general, "running water"
+            #expect(!ids(response).contains("lighting"))          // no scenario, dense 0.5
+            #expect(Set(ids(unknown)) == ["lamp-kerosene", "aid-burns"])
+        }
+    }
+
+    @Test func givenATagFilter_whenSearching_thenOnlyChunksWithEveryTagAreReturned() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+
+            let health = try index.search(SearchRequest(query: "water", k: 100, tags: ["health"]), queryVector: water)
+            let both = try index.search(SearchRequest(query: "water", k: 100, tags: ["health", "water"]), queryVector: water)
+
+            #expect(Set(ids(health)) == ["water-purify", "aid-burns"])
+            #expect(ids(both) == ["water-purify"])
+        }
+    }
+
+    @Test func givenAnIndex_whenFetchingChunksAndMeta_thenTheyMatchWhatWasWritten() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+
+            #expect(try index.chunk(id: "water-purify") == Corpus.entries[0].0)
+            #expect(try index.chunk(id: "shelter-jp") == Corpus.entries[9].0)
+            #expect(try index.chunk(id: "missing") == nil)
+            #expect(index.count == Corpus.entries.count)
+            #expect(index.meta == Corpus.meta())
+        }
+    }
+
+    @Test func givenCanaries_whenChecking_thenOnlyFoundExpectationsPass() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+
+            #expect(index.passes(canary: "stop the bleeding tourniquet", expect: ["aid-bleeding"], k: 3, queryVector: unit(0, 0, 0, 1)))
+            #expect(index.passes(canary: "tourniquet", expect: ["aid-bleeding"], k: 3, queryVector: nil))
+            #expect(!index.passes(canary: "tourniquet", expect: ["quake-cover"], k: 3, queryVector: nil))
+            #expect(!index.passes(canary: "tourniquet", expect: ["aid-bleeding"], k: 0, queryVector: nil))
+        }
+    }
+
+    @Test func givenBadRequests_whenSearching_thenTheyAreRefusedWithoutQueryText() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+            let secret = "secret-query-text"
+
+            for (request, vector) in [(SearchRequest(query: secret, k: 0), water),
+                                      (SearchRequest(query: secret, k: 101), water),
+                                      (SearchRequest(query: secret), [Float](repeating: 0.5, count: 3))] {
+                #expect { try index.search(request, queryVector: vector) } throws: { error in
+                    guard let error = error as? IndexError else { return false }
+                    return error.code == .invalidRequest && !error.message.contains(secret)
+                }
+            }
+        }
+    }
+
+    @Test func givenAResponse_whenEncoded_thenKeysAreSnakeCase() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+            let response = try index.search(SearchRequest(query: "water"), queryVector: water)
+
+            let json = String(decoding: try JSONEncoder().encode(response), as: UTF8.self)
+            let decoded = try JSONDecoder().decode(SearchResponse.self, from: Data(json.utf8))
+            let request = try JSONDecoder().decode(SearchRequest.self, from: Data(#"{"query":"x","min_similarity":0.5}"#.utf8))
+
+            for key in ["state_root", "dense_available", "fused_score", "lexical_score", "dense_score", "lexical_ms", "total_ms", "\"fusion\":\"weighted\""] {
+                #expect(json.contains(key))
+            }
+            #expect(decoded == response)
+            #expect(request == SearchRequest(query: "x", k: 3, mode: .hybrid, minSimilarity: 0.5))
+        }
+    }
+}
