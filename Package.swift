@@ -30,7 +30,8 @@ let package = Package(
         // suite can run the real model on hundreds of passages in seconds.
         .target(name: "CairnEmbedding", dependencies: ["COpenBLAS"],
                 swiftSettings: [.unsafeFlags(["-Ounchecked"])]),
-        .target(name: "CairnIndex", dependencies: ["CairnCore", "CairnEmbedding", "CSQLite"]),
+        .target(name: "CairnIndex", dependencies: ["CairnCore", "CairnEmbedding", "CSQLite"],
+                exclude: ["SNAPSHOT-SCHEMA.md"]),
         .target(name: "CairnPublish", dependencies: [
             "CairnCore", "CairnEmbedding", "CairnIndex", "CZlib",
             .product(name: "Crypto", package: "swift-crypto"),
