@@ -5,7 +5,7 @@ import PackageDescription
 // around it does one kind of I/O; the executables are thin.
 let package = Package(
     name: "Cairn",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "cairn-server", targets: ["cairn-server"]),
         .executable(name: "cairnd", targets: ["cairnd"]),
@@ -15,6 +15,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],
     targets: [
         // System libraries from Debian's -dev packages, with shims for what Swift cannot call.
@@ -23,6 +27,7 @@ let package = Package(
         .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
+        // Types and rules, no I/O.
         .target(name: "CairnCore", dependencies: [
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
@@ -30,21 +35,40 @@ let package = Package(
         // suite can run the real model on hundreds of passages in seconds.
         .target(name: "CairnEmbedding", dependencies: ["COpenBLAS"],
                 swiftSettings: [.unsafeFlags(["-Ounchecked"])]),
+        // Files: zlib streams with size caps, atomic writes, the content-addressed blob store.
+        .target(name: "CairnStore", dependencies: ["CairnCore", "CZlib"]),
         .target(name: "CairnIndex", dependencies: ["CairnCore", "CairnEmbedding", "CSQLite"],
                 exclude: ["SNAPSHOT-SCHEMA.md"]),
         .target(name: "CairnPublish", dependencies: [
-            "CairnCore", "CairnEmbedding", "CairnIndex", "CZlib",
-            .product(name: "Crypto", package: "swift-crypto"),
+            "CairnCore", "CairnEmbedding", "CairnIndex", "CairnStore",
             .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "CairnSync", dependencies: [
+            "CairnCore", "CairnIndex", "CairnStore", "CCurl",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "CairnServer", dependencies: [
+            "CairnCore", "CairnIndex", "CairnEmbedding", "CairnStore",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
+        .target(name: "CairnDaemon", dependencies: [
+            "CairnCore", "CairnIndex", "CairnEmbedding", "CairnStore", "CairnSync",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
 
         .executableTarget(name: "cairn-server", dependencies: [
-            "CairnCore", "CairnPublish",
+            "CairnCore", "CairnPublish", "CairnServer",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "cairnd", dependencies: [
-            "CairnCore",
+            "CairnCore", "CairnDaemon",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -52,11 +76,20 @@ let package = Package(
             "CairnCore", "CairnEmbedding",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
-
         .executableTarget(name: "cairn-bench", dependencies: ["CairnEmbedding"], path: "Benchmarks/cairn-bench"),
 
         .testTarget(name: "CairnCoreTests", dependencies: ["CairnCore"]),
         .testTarget(name: "CairnEmbeddingTests", dependencies: ["CairnEmbedding"]),
+        .testTarget(name: "CairnStoreTests", dependencies: ["CairnStore"]),
         .testTarget(name: "CairnIndexTests", dependencies: ["CairnIndex"]),
+        .testTarget(name: "CairnPublishTests", dependencies: ["CairnPublish", "CairnIndex", "CairnStore"]),
+        .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish"]),
+        .testTarget(name: "CairnServerTests", dependencies: [
+            "CairnServer",
+            .product(name: "HummingbirdTesting", package: "hummingbird"),
+        ]),
+        .testTarget(name: "CairnDaemonTests", dependencies: ["CairnDaemon"]),
+        // Real processes: cairn-server, cairnd and cairn started from the built products.
+        .testTarget(name: "CairnIntegrationTests", dependencies: ["CairnCore"]),
     ]
 )

@@ -88,7 +88,7 @@ class MiniLM:
 
     def embed_ids(self, batch):
         """Sentence embeddings [len(batch), 384] for a list of token-id lists."""
-        w, p = self.w, "encoder.layer.%d."
+        w = self.w
         lens = [len(ids) for ids in batch]
         offs = np.cumsum([0] + lens)
         ids = np.concatenate([np.asarray(i, dtype=np.int64) for i in batch])
@@ -98,7 +98,8 @@ class MiniLM:
         x = layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
         scale = np.float32(1.0 / math.sqrt(HEAD_DIM))
         for l in range(LAYERS):
-            lw = lambda name: w[p % l + name]  # noqa: E731
+            def lw(name, l=l):  # this layer's tensor
+                return w[f"encoder.layer.{l}.{name}"]
             q, k, v = (x @ lw(f"attention.self.{n}.weight").T + lw(f"attention.self.{n}.bias")
                        for n in ("query", "key", "value"))
             ctx = np.empty_like(x)

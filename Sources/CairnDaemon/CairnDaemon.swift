@@ -1,0 +1,2 @@
+// CairnDaemon
+public enum CairnDaemonModule {}

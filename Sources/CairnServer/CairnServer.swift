@@ -1,0 +1,2 @@
+// CairnServer
+public enum CairnServerModule {}

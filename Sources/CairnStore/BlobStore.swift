@@ -1,0 +1,47 @@
+import CairnCore
+
+/// The content-addressed part of a repository: `blobs/sha256/<ab>/<abcdef…>`, each file named by
+/// the SHA-256 of its bytes, written once and never modified (protocol/repository.md).
+public struct BlobStore: Sendable {
+    /// The repository root (the folder holding `blobs/` and `channels/`).
+    public let root: String
+
+    public init(root: String) {
+        self.root = root
+    }
+
+    /// The relative path of a blob inside a repository, as in URLs: `blobs/sha256/ab/abcdef…`.
+    public static func relativePath(of id: ContentID) -> String {
+        let hex = id.hex
+        return "blobs/sha256/\(hex.prefix(2))/\(hex)"
+    }
+
+    public func path(of id: ContentID) -> String {
+        root + "/" + Self.relativePath(of: id)
+    }
+
+    public func contains(_ id: ContentID) -> Bool {
+        FileSystem.exists(path(of: id))
+    }
+
+    /// Stores `bytes` under their SHA-256 and returns it; a blob already present is not rewritten.
+    @discardableResult
+    public func put(_ bytes: [UInt8]) throws(StoreError) -> ContentID {
+        let id = ContentID(hashing: bytes)
+        if contains(id) { return id }
+        let hex = id.hex
+        let folder = root + "/blobs/sha256/\(hex.prefix(2))"
+        try FileSystem.makeDirectory(folder)
+        try FileSystem.writeAtomically(bytes, to: path(of: id))
+        return id
+    }
+
+    /// The blob's bytes, checked against its name: a corrupt file is an error, never data.
+    public func get(_ id: ContentID) throws(StoreError) -> [UInt8] {
+        let bytes = try FileSystem.read(path(of: id))
+        guard ContentID(hashing: bytes) == id else {
+            throw StoreError(.hashMismatch, "blob \(id.hex.prefix(12))… does not match its SHA-256")
+        }
+        return bytes
+    }
+}

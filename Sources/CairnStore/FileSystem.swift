@@ -1,0 +1,107 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The file operations a crash-safe store needs, on file descriptors so that every step can be
+/// fsynced: write once to a temporary name, fsync, rename into place, fsync the directory.
+public enum FileSystem {
+    static func failure(_ what: String, _ path: String, _ code: Int32 = errno) -> StoreError {
+        let kind: StoreError.Code = switch code {
+        case ENOSPC, EDQUOT, EFBIG: .diskFull
+        case EROFS, EACCES, EPERM: .readOnly
+        case ENOENT: .notFound
+        default: .io
+        }
+        return StoreError(kind, "\(what) \(path): \(String(cString: strerror(code)))", errno: code)
+    }
+
+    /// Writes `bytes` to `path` atomically: a temporary file in the same folder, written in full,
+    /// fsynced, renamed over `path`, and the folder fsynced. Readers see the old file or the new.
+    public static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws(StoreError) {
+        let folder = (path as NSString).deletingLastPathComponent
+        let temporary = (folder as NSString).appendingPathComponent(".tmp-\(UUID().uuidString)")
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw failure("cannot create", temporary) }
+        do throws(StoreError) {
+            try writeAll(fd, bytes, path: temporary)
+            guard fsync(fd) == 0 else { throw failure("cannot fsync", temporary) }
+            guard close(fd) == 0 else { throw failure("cannot close", temporary) }
+        } catch {
+            close(fd)
+            unlink(temporary)
+            throw error
+        }
+        guard rename(temporary, path) == 0 else {
+            let error = failure("cannot rename into", path)
+            unlink(temporary)
+            throw error
+        }
+        try syncDirectory(folder)
+    }
+
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws(StoreError) {
+        var written = 0
+        while written < bytes.count {
+            let result = bytes.withUnsafeBytes { raw in
+                write(fd, raw.baseAddress! + written, raw.count - written)
+            }
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw failure("cannot write", path)
+            }
+            written += result
+        }
+    }
+
+    /// fsync on a folder, so that a rename or a new entry in it survives a power cut.
+    public static func syncDirectory(_ path: String) throws(StoreError) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw failure("cannot open folder", path) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw failure("cannot fsync folder", path) }
+    }
+
+    /// Creates `path` and its parents (mode 0755) if missing.
+    public static func makeDirectory(_ path: String) throws(StoreError) {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw StoreError(.io, "cannot create folder \(path)")
+        }
+    }
+
+    /// The whole file.
+    public static func read(_ path: String) throws(StoreError) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw failure("cannot open", path) }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw failure("cannot stat", path) }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var done = 0
+        while done < bytes.count {
+            let result = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, $0.count - done) }
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw failure("cannot read", path)
+            }
+            if result == 0 { break }
+            done += result
+        }
+        if done < bytes.count { bytes.removeSubrange(done...) }
+        return bytes
+    }
+
+    /// Bytes free for an unprivileged writer on the file system holding `path`.
+    public static func availableBytes(at path: String) throws(StoreError) -> Int64 {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { throw failure("cannot statvfs", path) }
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
+
+    public static func exists(_ path: String) -> Bool {
+        access(path, F_OK) == 0
+    }
+}

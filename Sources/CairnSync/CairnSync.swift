@@ -1,0 +1,2 @@
+// CairnSync
+public enum CairnSyncModule {}

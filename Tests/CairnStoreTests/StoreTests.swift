@@ -1,0 +1,84 @@
+import CairnCore
+import Foundation
+import Testing
+@testable import CairnStore
+
+@Suite("zlib with size caps")
+struct ZlibTests {
+    let text = Array(String(repeating: "Boil water for one full minute before drinking it. ", count: 400).utf8)
+
+    @Test("Given bytes, when compressed and decompressed with their size, then they round-trip and shrink")
+    func roundTrip() throws {
+        let compressed = try Zlib.compress(text)
+        #expect(compressed.count < text.count / 10)
+        #expect(try Zlib.decompress(compressed, expectedSize: text.count) == text)
+    }
+
+    @Test("Given a stream that inflates past its stated size (a bomb), when decompressed, then it stops at the cap")
+    func bombIsRefused() throws {
+        let bomb = try Zlib.compress([UInt8](repeating: 0, count: 50_000_000))
+        var seen = 0
+        #expect(throws: StoreError(.sizeLimitExceeded, "zlib stream inflates past its stated size of 1000000 bytes")) {
+            try Zlib.decompress(bomb, limit: 1_000_000) { seen += $0.count }
+        }
+        #expect(seen <= 1_000_000)
+    }
+
+    @Test("Given a truncated, bit-flipped or padded stream, when decompressed, then it is refused as corrupt")
+    func corruptStreams() throws {
+        let compressed = try Zlib.compress(text)
+        var flipped = compressed
+        flipped[flipped.count / 2] ^= 0x10
+        for bad in [Array(compressed.prefix(compressed.count / 2)), flipped, compressed + [0], Array("not zlib".utf8)] {
+            do {
+                _ = try Zlib.decompress(bad, expectedSize: text.count)
+                Issue.record("a corrupt stream was accepted")
+            } catch {
+                #expect(error.code == .corruptStream)
+            }
+        }
+    }
+
+    @Test("Given a stream shorter than stated, when decompressed with expectedSize, then it is refused")
+    func shortOutput() throws {
+        let compressed = try Zlib.compress(text)
+        #expect(throws: StoreError.self) { try Zlib.decompress(compressed, expectedSize: text.count + 1) }
+    }
+}
+
+@Suite("content-addressed blob store")
+struct BlobStoreTests {
+    func temporaryRoot() throws -> String {
+        let path = NSTemporaryDirectory() + "cairn-store-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    @Test("Given bytes, when put, then they live under blobs/sha256/<ab>/<hash> and read back verified")
+    func putAndGet() throws {
+        let store = BlobStore(root: try temporaryRoot())
+        let bytes = Array("snapshot bytes".utf8)
+        let id = try store.put(bytes)
+        #expect(id == ContentID(hashing: bytes))
+        #expect(store.path(of: id).hasSuffix("blobs/sha256/\(id.hex.prefix(2))/\(id.hex)"))
+        #expect(try store.get(id) == bytes)
+        #expect(try store.put(bytes) == id)
+    }
+
+    @Test("Given a blob changed on disk, when read, then it is refused as a hash mismatch")
+    func corruptBlob() throws {
+        let store = BlobStore(root: try temporaryRoot())
+        let id = try store.put(Array("original".utf8))
+        try Data("tampered".utf8).write(to: URL(fileURLWithPath: store.path(of: id)))
+        #expect(throws: StoreError.self) { try store.get(id) }
+    }
+
+    @Test("Given an atomic write, when it lands, then no temporary file is left beside it")
+    func atomicWriteLeavesNoTemporary() throws {
+        let root = try temporaryRoot()
+        try FileSystem.writeAtomically(Array("one".utf8), to: root + "/file")
+        try FileSystem.writeAtomically(Array("two".utf8), to: root + "/file")
+        #expect(try FileSystem.read(root + "/file") == Array("two".utf8))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root) == ["file"])
+    }
+}
