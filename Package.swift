@@ -44,7 +44,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "CairnSync", dependencies: [
-            "CairnCore", "CairnIndex", "CairnStore", "CCurl",
+            "CairnCore", "CairnEmbedding", "CairnIndex", "CairnStore", "CCurl",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "CairnServer", dependencies: [
