@@ -24,7 +24,9 @@ let package = Package(
         // System libraries from Debian's -dev packages, with shims for what Swift cannot call.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
-        .systemLibrary(name: "COpenBLAS", pkgConfig: "openblas", providers: [.apt(["libopenblas-dev"])]),
+        // No pkgConfig for OpenBLAS: its `-lopenblas` would link the library, and it must be
+        // loaded with dlopen instead (see BLAS.swift). cblas.h is on Debian's default include path.
+        .systemLibrary(name: "COpenBLAS", providers: [.apt(["libopenblas-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // Types and rules, no I/O.

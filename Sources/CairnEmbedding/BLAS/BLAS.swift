@@ -8,11 +8,14 @@ import Glibc
 /// OpenBLAS, loaded at run time so that its kernels match this CPU.
 ///
 /// Debian's OpenBLAS 0.3.21 is built with DYNAMIC_ARCH but does not recognise recent CPUs and
-/// falls back to its slowest kernels. `OPENBLAS_CORETYPE` selects the kernels, but OpenBLAS reads
-/// it once, in the constructor that runs when the library is loaded. Linking libopenblas into the
+/// falls back to slow kernels. `OPENBLAS_CORETYPE` selects the kernels, but OpenBLAS reads it
+/// once, in the constructor that runs when the library is loaded. Linking libopenblas into the
 /// executable would run that constructor before `main`, so Cairn does not link it: the first use
-/// of `BLAS.shared` picks a core type from the CPU's features (unless the user set one), puts it
-/// in the environment, and only then `dlopen`s the library.
+/// of `BLAS.shared` sets `OPENBLAS_CORETYPE` and only then `dlopen`s the library. The core type is
+/// `CAIRN_BLAS_CORETYPE` if set, else the best one for the CPU's features (AVX-512 → SkylakeX,
+/// AVX2 → Haswell), else whatever `OPENBLAS_CORETYPE` already says (or OpenBLAS's own choice).
+/// An inherited `OPENBLAS_CORETYPE` is overridden because it is a machine-wide setting made for
+/// other programs, while the detection here is exact for this process.
 public final class BLAS: Sendable {
     /// The process-wide instance; loading happens once, on first use.
     public static var shared: BLAS {
@@ -23,7 +26,7 @@ public final class BLAS: Sendable {
 
     /// The OpenBLAS kernel family in use, as OpenBLAS names it (e.g. "SkylakeX", "Haswell").
     public let coreName: String
-    /// What `OPENBLAS_CORETYPE` was set to by Cairn, or nil if the user's value (or none) was kept.
+    /// What Cairn set `OPENBLAS_CORETYPE` to, or nil if it left the inherited value (or none).
     public let chosenCoreType: String?
 
     // Function pointers resolved once with dlsym; C function pointers are immutable and the
@@ -35,8 +38,9 @@ public final class BLAS: Sendable {
 
     private init() throws(EmbeddingError) {
         var chosen: String?
-        if getenv("OPENBLAS_CORETYPE") == nil, let coreType = BLAS.coreTypeForThisCPU() {
-            setenv("OPENBLAS_CORETYPE", coreType, 0)
+        let environment = ProcessInfo.processInfo.environment
+        if let coreType = environment["CAIRN_BLAS_CORETYPE"].flatMap({ $0.isEmpty ? nil : $0 }) ?? BLAS.coreTypeForThisCPU() {
+            setenv("OPENBLAS_CORETYPE", coreType, 1)
             chosen = coreType
         }
         chosenCoreType = chosen

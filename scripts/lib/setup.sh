@@ -1,0 +1,24 @@
+# scripts/lib/setup.sh — installs what Cairn needs on a Debian machine, once. Sourced by
+# scripts/demo and scripts/test; every function is a fast no-op when its part is present.
+
+# Runs a command as root: directly when we are root, else through sudo.
+_cairn_as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# The Debian packages: the four C libraries Cairn links (SQLite with FTS5, libcurl, zlib,
+# OpenBLAS), pkg-config, nginx and curl (tests serve repositories with nginx and query the
+# socket with curl), rsync (the publish benchmark), and Python with venv (the reference model).
+cairn_install_system_packages() {
+    local wanted=(libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libopenblas-dev pkg-config nginx curl rsync)
+    python3 -m venv --help >/dev/null 2>&1 || wanted+=(python3 python3-venv)
+    python3 -m pip --version >/dev/null 2>&1 || wanted+=(python3-pip)
+    local missing=() package
+    for package in "${wanted[@]}"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "setup: installing ${missing[*]}" >&2
+    _cairn_as_root apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive _cairn_as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
