@@ -53,11 +53,21 @@ public struct UnixHTTPClient: Sendable {
         return try HTTPResponseParser.parse(received)
     }
 
+    /// Sends `bytes`, but stops early when the server answers first (e.g. 413 for a large body:
+    /// cairnd then stops reading, so blindly writing on would block until its idle timeout).
+    /// Returns whether everything was sent.
     private func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         var offset = 0
         while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if sent < 0 && errno == EINTR { continue }
+            var events = pollfd(fd: fd, events: Int16(POLLIN | POLLOUT), revents: 0)
+            let ready = poll(&events, 1, Int32(timeout * 1000))
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0, events.revents & Int16(POLLIN | POLLERR | POLLHUP) == 0 else { return false }
+            let end = min(bytes.count, offset + 65_536)
+            let sent = bytes[offset..<end].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+            }
+            if sent < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) { continue }
             guard sent > 0 else { return false }
             offset += sent
         }
