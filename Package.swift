@@ -75,7 +75,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "cairn", dependencies: [
-            "CairnCore", "CairnEmbedding",
+            "CairnCore", "CairnEmbedding", "CairnDaemon",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .executableTarget(name: "cairn-bench", dependencies: ["CairnEmbedding"], path: "Benchmarks/cairn-bench"),

@@ -1,10 +1,46 @@
 import ArgumentParser
+import Foundation
 
 @main
 struct CairnCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cairn",
         abstract: "The Cairn command line: query a device's knowledge base, check the model.",
-        subcommands: [EmbedCommand.self]
+        discussion: """
+            query, status, sync and get talk to cairnd over its Unix socket: --socket, else \
+            $CAIRN_SOCKET, else `socket` in /etc/cairn/cairnd.conf when it exists, else \
+            /run/cairn/cairnd.sock. The API is described in protocol/socket-api.md.
+
+            Exit status: 0 ok; 1 the daemon answered with an error (its message is printed); \
+            2 usage error; 3 cannot reach the socket; 4 no index installed yet.
+            """,
+        subcommands: [QueryCommand.self, StatusCommand.self, SyncCommand.self, GetCommand.self, EmbedCommand.self]
     )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    /// argument-parser's own entry point, except that usage errors exit 2 (not 64), as the
+    /// documented exit codes promise.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(2)
+            }
+            exit(withError: error)
+        }
+    }
+}
+
+/// `--socket`, accepted before or after the subcommand.
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: "cairnd's Unix socket (default: $CAIRN_SOCKET, else cairnd's configured socket).")
+    var socket: String?
 }

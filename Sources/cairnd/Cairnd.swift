@@ -1,6 +1,8 @@
 import ArgumentParser
-import CairnCore
+import CairnDaemon
 import Foundation
+import Logging
+import ServiceLifecycle
 
 @main
 struct Cairnd: AsyncParsableCommand {
@@ -8,22 +10,24 @@ struct Cairnd: AsyncParsableCommand {
         commandName: "cairnd",
         abstract: "The Cairn device daemon: keeps a local index fresh and answers queries over a Unix socket.",
         discussion: """
-            cairnd polls its sources for the channel's signed manifest, downloads a delta or a full \
-            snapshot, verifies signature, hashes and state root, builds the new index beside the live \
-            one and swaps it atomically. It answers hybrid retrieval over a Unix socket, online or not.
+            Settings come from the config file (--config, else /etc/cairn/cairnd.conf when it \
+            exists; see client-config/cairnd.conf for every key), then the environment \
+            (CAIRN_SOCKET, CAIRN_DATA_DIR, CAIRN_CHANNEL, CAIRN_SOURCES comma-separated), then \
+            these flags. The socket API is described in protocol/socket-api.md. SIGTERM or \
+            SIGINT: in-flight queries finish, the socket file is removed, exit 0.
 
-            Not built yet: syncing (issue 5) and the socket API (issue 6). Until they land cairnd \
-            checks its arguments and exits with status 2.
+            Exit status: 0 after a graceful shutdown, 1 when the socket is served by another \
+            process or cannot be set up, 2 for a bad flag or config file.
             """
     )
 
-    @Option(help: "Configuration file (TOML-like key = value; see client-config/).")
+    @Option(help: "Configuration file (key = value lines; see client-config/cairnd.conf).")
     var config: String?
     @Option(help: "Base URL of a repository copy (http(s)://, file://). Repeatable; tried in order.")
     var source: [String] = []
     @Option(help: "Channel to follow.")
     var channel: String?
-    @Option(name: .customLong("trusted-key"), help: "Publisher public key file to pin.")
+    @Option(name: .customLong("trusted-key"), help: "Publisher public key file to pin. Repeatable.")
     var trustedKey: [String] = []
     @Option(name: .customLong("data-dir"), help: "Where installed versions and state live.")
     var dataDir: String?
@@ -33,7 +37,50 @@ struct Cairnd: AsyncParsableCommand {
     var pollInterval: Double?
 
     func run() async throws {
-        FileHandle.standardError.write(Data("cairnd: syncing and the socket API are not implemented yet (issues 5 and 6)\n".utf8))
-        throw ExitCode(2)
+        let configuration = try resolvedConfiguration()
+        let level = configuration.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "cairnd")
+        let daemon: any Service
+        do {
+            daemon = try buildDaemon(configuration: configuration, logger: logger)
+        } catch {
+            FileHandle.standardError.write(Data("cairnd: \(error.message)\n".utf8))
+            throw ExitCode(error.code == .badConfiguration ? 2 : 1)
+        }
+        let group = ServiceGroup(configuration: .init(services: [daemon], gracefulShutdownSignals: [.sigterm, .sigint],
+                                                      logger: logger))
+        try await group.run()
+    }
+
+    /// File, then environment, then flags.
+    func resolvedConfiguration() throws -> DaemonConfiguration {
+        var configuration = DaemonConfiguration()
+        do {
+            if let path = config ?? existingDefaultFile() { try configuration.apply(file: path) }
+        } catch {
+            FileHandle.standardError.write(Data("cairnd: \(error.message)\n".utf8))
+            throw ExitCode(2)
+        }
+        configuration.apply(environment: ProcessInfo.processInfo.environment)
+        if !source.isEmpty { configuration.sources = source }
+        if !trustedKey.isEmpty { configuration.trustedKeys = trustedKey }
+        if let channel { configuration.channel = channel }
+        if let dataDir { configuration.dataDirectory = dataDir }
+        if let socket { configuration.socketPath = socket }
+        if let pollInterval {
+            guard pollInterval > 0 else { throw ValidationError("--poll-interval must be positive") }
+            configuration.pollInterval = pollInterval
+        }
+        return configuration
+    }
+
+    func existingDefaultFile() -> String? {
+        let path = DaemonConfiguration.defaultConfigurationFile
+        return FileManager.default.fileExists(atPath: path) ? path : nil
     }
 }

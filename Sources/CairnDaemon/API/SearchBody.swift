@@ -1,0 +1,92 @@
+import CairnIndex
+import Foundation
+
+/// The body of `POST /v1/search`, decoded strictly: unknown keys and wrong types are refused
+/// with the API's stable codes (thrown as `APIError`), so a typo never silently changes a query.
+struct SearchBody: Decodable {
+    static let maximumQueryBytes = 4096
+    var request: SearchRequest
+
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+        init(_ name: String) { stringValue = name }
+    }
+
+    private static let topLevelKeys: Set<String> = ["query", "k", "mode", "filter", "min_similarity"]
+    private static let filterKeys: Set<String> = ["scenario", "tags"]
+
+    init(from decoder: any Decoder) throws {
+        guard let c = try? decoder.container(keyedBy: Key.self) else { throw APIError.badJSON("the body must be a JSON object") }
+        try Self.refuseUnknown(c.allKeys, allowed: Self.topLevelKeys, in: "the request")
+        guard c.contains(Key("query")) else { throw APIError(.badRequest, "missing_field", "the request has no \"query\"") }
+        guard let query = try? c.decode(String.self, forKey: Key("query")) else { throw APIError.badJSON("\"query\" must be a string") }
+        var request = SearchRequest(query: query)
+        if c.contains(Key("k")), try !c.decodeNil(forKey: Key("k")) {
+            guard let k = try? c.decode(Int.self, forKey: Key("k")), SearchRequest.kRange.contains(k) else {
+                throw APIError(.badRequest, "bad_k", "\"k\" must be an integer from 1 to 100")
+            }
+            request.k = k
+        }
+        if c.contains(Key("mode")), try !c.decodeNil(forKey: Key("mode")) {
+            guard let raw = try? c.decode(String.self, forKey: Key("mode")), let mode = SearchRequest.Mode(rawValue: raw) else {
+                throw APIError(.badRequest, "bad_mode", "\"mode\" must be one of hybrid, lexical, dense, rrf")
+            }
+            request.mode = mode
+        }
+        if c.contains(Key("min_similarity")), try !c.decodeNil(forKey: Key("min_similarity")) {
+            guard let value = try? c.decode(Double.self, forKey: Key("min_similarity")), value.isFinite, (-1...1).contains(value) else {
+                throw APIError(.badRequest, "bad_min_similarity", "\"min_similarity\" must be a number from -1 to 1")
+            }
+            request.minSimilarity = Float(value)
+        }
+        if c.contains(Key("filter")), try !c.decodeNil(forKey: Key("filter")) {
+            guard let filter = try? c.nestedContainer(keyedBy: Key.self, forKey: Key("filter")) else {
+                throw APIError.badJSON("\"filter\" must be an object")
+            }
+            try Self.refuseUnknown(filter.allKeys, allowed: Self.filterKeys, in: "\"filter\"")
+            if filter.contains(Key("scenario")), try !filter.decodeNil(forKey: Key("scenario")) {
+                guard let scenario = try? filter.decode(String.self, forKey: Key("scenario")) else {
+                    throw APIError.badJSON("\"filter.scenario\" must be a string")
+                }
+                request.scenario = scenario
+            }
+            if filter.contains(Key("tags")), try !filter.decodeNil(forKey: Key("tags")) {
+                guard let tags = try? filter.decode([String].self, forKey: Key("tags")) else {
+                    throw APIError.badJSON("\"filter.tags\" must be an array of strings")
+                }
+                request.tags = tags
+            }
+        }
+        self.request = request
+    }
+
+    /// Parses and validates a body (after its size was checked).
+    static func parse(_ bytes: Data) throws(APIError) -> SearchRequest {
+        let request: SearchRequest
+        do {
+            request = try JSONDecoder().decode(SearchBody.self, from: bytes).request
+        } catch let error as APIError {
+            throw error
+        } catch {
+            throw APIError.badJSON()
+        }
+        if request.query.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+            throw APIError(.badRequest, "empty_query", "\"query\" is empty or only whitespace")
+        }
+        if request.query.utf8.count > maximumQueryBytes {
+            throw APIError(.contentTooLarge, "query_too_long", "\"query\" is longer than \(maximumQueryBytes) bytes")
+        }
+        return request
+    }
+
+    private static func refuseUnknown(_ keys: [Key], allowed: Set<String>, in place: String) throws {
+        // The unknown key itself is not echoed: it is client text like the query.
+        if keys.contains(where: { !allowed.contains($0.stringValue) }) {
+            throw APIError(.badRequest, "unknown_field",
+                           "\(place) has an unknown field; allowed: \(allowed.sorted().joined(separator: ", "))")
+        }
+    }
+}

@@ -1,2 +1,0 @@
-// CairnDaemon
-public enum CairnDaemonModule {}

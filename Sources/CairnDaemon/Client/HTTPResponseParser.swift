@@ -1,0 +1,67 @@
+/// Parses one HTTP/1.1 response: status line, headers, and a body delimited by
+/// `Content-Length`, chunked encoding, or the end of the stream.
+enum HTTPResponseParser {
+    static let separator: [UInt8] = Array("\r\n\r\n".utf8)
+
+    static func headerEnd(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        for i in 0...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
+            return i
+        }
+        return nil
+    }
+
+    /// Whether `bytes` hold a whole response with a known length (else read to end of stream).
+    static func isComplete(_ bytes: [UInt8]) -> Bool {
+        guard let end = headerEnd(bytes), let (_, headers) = try? head(bytes[..<end]),
+              let length = headers["content-length"].flatMap(Int.init) else { return false }
+        return bytes.count - (end + 4) >= length
+    }
+
+    static func parse(_ bytes: [UInt8]) throws(DaemonError) -> UnixHTTPClient.Response {
+        guard let end = headerEnd(bytes) else { throw violation("the answer has no complete header") }
+        let (status, headers) = try head(bytes[..<end])
+        var body = Array(bytes[(end + 4)...])
+        if let length = headers["content-length"].flatMap(Int.init) {
+            guard body.count >= length else { throw violation("the answer's body is shorter than its Content-Length") }
+            body = Array(body.prefix(length))
+        } else if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
+            body = try dechunk(body)
+        }
+        return UnixHTTPClient.Response(status: status, headers: headers, body: body)
+    }
+
+    static func head(_ bytes: ArraySlice<UInt8>) throws(DaemonError) -> (Int, [String: String]) {
+        let lines = String(decoding: bytes, as: UTF8.self).components(separatedBy: "\r\n")
+        let statusParts = lines[0].split(separator: " ", maxSplits: 2)
+        guard statusParts.count >= 2, statusParts[0].hasPrefix("HTTP/1."), let status = Int(statusParts[1]) else {
+            throw violation("the answer does not start with an HTTP/1.x status line")
+        }
+        var headers: [String: String] = [:]
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return (status, headers)
+    }
+
+    static func dechunk(_ bytes: [UInt8]) throws(DaemonError) -> [UInt8] {
+        var output: [UInt8] = [], index = 0
+        while true {
+            guard let lineEnd = (index..<max(index, bytes.count - 1)).first(where: { bytes[$0] == 13 && bytes[$0 + 1] == 10 }),
+                  let size = Int(String(decoding: bytes[index..<lineEnd], as: UTF8.self)
+                    .split(separator: ";").first ?? "", radix: 16) else {
+                throw violation("the answer's chunked body is malformed")
+            }
+            let start = lineEnd + 2
+            if size == 0 { return output }
+            guard start + size <= bytes.count else { throw violation("the answer's chunked body is truncated") }
+            output += bytes[start..<(start + size)]
+            index = start + size + 2
+        }
+    }
+
+    static func violation(_ message: String) -> DaemonError { DaemonError(.protocolViolation, message) }
+}
+
+import Foundation

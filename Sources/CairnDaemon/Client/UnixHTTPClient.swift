@@ -1,0 +1,89 @@
+import Foundation
+
+/// A small blocking HTTP/1.1 client over a Unix domain socket, for the `cairn` CLI and tests:
+/// one request per connection (`Connection: close`), a body with `Content-Length`, a response
+/// read to its `Content-Length` (or chunked, or to end of stream). Each call blocks its thread.
+public struct UnixHTTPClient: Sendable {
+    public struct Response: Sendable {
+        public var status: Int
+        /// Header names lowercased.
+        public var headers: [String: String]
+        public var body: [UInt8]
+    }
+
+    public let socketPath: String
+    /// Seconds a send or receive may block before the call fails with `unreachable`.
+    public var timeout: Double
+
+    public init(socketPath: String, timeout: Double = 60) {
+        self.socketPath = socketPath
+        self.timeout = timeout
+    }
+
+    /// Sends one request; `unreachable` when the socket cannot be reached or times out,
+    /// `protocol_violation` when the answer is not HTTP/1.1.
+    public func send(method: String, path: String, body: [UInt8]? = nil,
+                     contentType: String? = "application/json", headers: [(String, String)] = []) throws(DaemonError) -> Response {
+        let fd: Int32
+        switch UnixSocket.connect(socketPath) {
+        case .success(let connected): fd = connected
+        case .failure(let error):
+            throw DaemonError(.unreachable, "cannot reach cairnd at \(socketPath): \(error)", cause: error)
+        }
+        defer { close(fd) }
+        var limit = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1e6))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAccept: application/json\r\n"
+        if let body {
+            head += "Content-Length: \(body.count)\r\n"
+            if let contentType { head += "Content-Type: \(contentType)\r\n" }
+        }
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        head += "\r\n"
+        // A server may answer (e.g. 413) and close before reading a large body: a failed write
+        // is not fatal as long as a response can still be read.
+        let wrote = write(fd, Array(head.utf8) + (body ?? []))
+        let received = read(fd)
+        guard !received.isEmpty else {
+            let reason = wrote ? "closed the connection without answering" : "refused the request"
+            throw DaemonError(.unreachable, "cairnd at \(socketPath) \(reason) (or timed out)")
+        }
+        return try HTTPResponseParser.parse(received)
+    }
+
+    /// Sends `bytes`, but stops early when the server answers first (e.g. 413 for a large body:
+    /// cairnd then stops reading, so blindly writing on would block until its idle timeout).
+    /// Returns whether everything was sent.
+    private func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            var events = pollfd(fd: fd, events: Int16(POLLIN | POLLOUT), revents: 0)
+            let ready = poll(&events, 1, Int32(timeout * 1000))
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0, events.revents & Int16(POLLIN | POLLERR | POLLHUP) == 0 else { return false }
+            let end = min(bytes.count, offset + 65_536)
+            let sent = bytes[offset..<end].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+            }
+            if sent < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) { continue }
+            guard sent > 0 else { return false }
+            offset += sent
+        }
+        return true
+    }
+
+    private func read(_ fd: Int32) -> [UInt8] {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            received += buffer[0..<count]
+            if HTTPResponseParser.isComplete(received) { break }
+        }
+        return received
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import Logging
+
+/// Everything `cairnd` is told, from its config file, environment and flags (in that order of
+/// precedence, last wins). Every field has a documented default; the keys of the config file
+/// are given in brackets and documented in `client-config/cairnd.conf`. Fields marked "sync"
+/// are read by CairnSync, not by the socket server.
+public struct DaemonConfiguration: Sendable, Hashable {
+    /// Repository base URLs, tried in order (sync). [`source`, repeatable] Default none.
+    public var sources: [String]
+    /// The channel to follow (sync). [`channel`] Default "stable".
+    public var channel: String
+    /// Publisher public key files to pin (sync). [`trusted_key`, repeatable] Default none.
+    public var trustedKeys: [String]
+    /// Installed versions and state. [`data_dir`] Default "/var/lib/cairn".
+    public var dataDirectory: String
+    /// The Unix socket of the query API. [`socket`] Default "/run/cairn/cairnd.sock".
+    public var socketPath: String
+    /// Seconds between polls (sync). [`poll_interval`] Default 300.
+    public var pollInterval: Double
+    /// File mode of the socket. [`socket_mode`, octal] Default 0o660.
+    public var socketMode: UInt32
+    /// Group of the socket, by name; nil keeps the process's group. [`socket_group`] Default nil.
+    public var socketGroup: String?
+    /// [`log_level`: trace, debug, info, notice, warning, error, critical] Default info.
+    public var logLevel: Logger.Level
+    /// Searches that run at once. [`max_concurrent_queries`] Default 2 × active processors.
+    public var maxConcurrentQueries: Int
+    /// Searches that may wait for a slot; beyond that 503 `busy`. [`max_queued_queries`]
+    /// Default 4 × `maxConcurrentQueries`.
+    public var maxQueuedQueries: Int
+    /// Largest accepted request body. [`max_body_bytes`] Default 65536.
+    public var maxBodyBytes: Int
+    /// Open connections at most; more wait in the listen backlog. [`max_connections`] Default 256.
+    public var maxConnections: Int
+    /// Seconds a connection may sit without a complete request part. [`idle_timeout`] Default 30.
+    public var idleTimeout: Double
+
+    public static let defaultConfigurationFile = "/etc/cairn/cairnd.conf"
+    public static let defaultSocketPath = "/run/cairn/cairnd.sock"
+
+    public init(sources: [String] = [], channel: String = "stable", trustedKeys: [String] = [],
+                dataDirectory: String = "/var/lib/cairn", socketPath: String = DaemonConfiguration.defaultSocketPath,
+                pollInterval: Double = 300, socketMode: UInt32 = 0o660, socketGroup: String? = nil,
+                logLevel: Logger.Level = .info, maxConcurrentQueries: Int? = nil, maxQueuedQueries: Int? = nil,
+                maxBodyBytes: Int = 65_536, maxConnections: Int = 256, idleTimeout: Double = 30) {
+        self.sources = sources
+        self.channel = channel
+        self.trustedKeys = trustedKeys
+        self.dataDirectory = dataDirectory
+        self.socketPath = socketPath
+        self.pollInterval = pollInterval
+        self.socketMode = socketMode
+        self.socketGroup = socketGroup
+        self.logLevel = logLevel
+        let concurrent = maxConcurrentQueries ?? 2 * max(1, ProcessInfo.processInfo.activeProcessorCount)
+        self.maxConcurrentQueries = concurrent
+        self.maxQueuedQueries = maxQueuedQueries ?? 4 * concurrent
+        self.maxBodyBytes = maxBodyBytes
+        self.maxConnections = maxConnections
+        self.idleTimeout = idleTimeout
+    }
+}

@@ -1,0 +1,72 @@
+import Hummingbird
+import Logging
+import HummingbirdCore
+import NIOCore
+import ServiceLifecycle
+
+/// What the sync side hands the socket server: the shared holder it installs new versions
+/// into, the sync state, and the "sync now" trigger. All optional: without them cairnd serves
+/// what `DIR/current` holds, reads `DIR/state.json`, and answers `POST /v1/sync` with 503.
+public struct DaemonHooks: Sendable {
+    /// Shared with CairnSync, which calls `install(_:)` after each verified swap. When it is
+    /// empty at start, the daemon loads `DIR/current` (or `DIR/previous`) into it.
+    public var holder: IndexHolder
+    public var status: (any SyncStatusProvider)?
+    public var requestSync: (@Sendable () async -> Void)?
+
+    public init(holder: IndexHolder = IndexHolder(), status: (any SyncStatusProvider)? = nil,
+                requestSync: (@Sendable () async -> Void)? = nil) {
+        self.holder = holder
+        self.status = status
+        self.requestSync = requestSync
+    }
+}
+
+/// Builds the socket server: checks the socket path (a live socket is never stolen: throws
+/// `socket_in_use`), loads the installed version if the holder is empty (none installed is
+/// fine: search answers 503 `no_index`), and returns the service to run in a `ServiceGroup`.
+/// On graceful shutdown in-flight requests finish and the socket file is removed.
+public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks = DaemonHooks(),
+                        logger: Logger) throws(DaemonError) -> some Service {
+    let socket = try SocketFile(path: configuration.socketPath, mode: configuration.socketMode,
+                                group: configuration.socketGroup)
+    if hooks.holder.current == nil {
+        do {
+            hooks.holder.install(try VersionLoader.loadNewest(dataDirectory: configuration.dataDirectory, logger: logger))
+        } catch {
+            logger.warning("serving no index until a version is installed", metadata: ["cairn.error": "\(error)"])
+        }
+    }
+    let api = DaemonAPI(
+        holder: hooks.holder, status: hooks.status ?? StateFileStatusProvider(dataDirectory: configuration.dataDirectory),
+        requestSync: hooks.requestSync,
+        limiter: QueryLimiter(slots: configuration.maxConcurrentQueries, queueLimit: configuration.maxQueuedQueries),
+        dataDirectory: configuration.dataDirectory, maxBodyBytes: configuration.maxBodyBytes, logger: logger)
+    let router = Router(context: BasicRequestContext.self)
+    api.addRoutes(to: router)
+    let idle = TimeAmount.nanoseconds(Int64(configuration.idleTimeout * 1e9))
+    let app = Application(
+        router: router,
+        server: .http1(configuration: .init(idleTimeout: idle)),
+        configuration: ApplicationConfiguration(
+            address: .unixDomainSocket(path: configuration.socketPath), serverName: "cairnd",
+            availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
+        onServerRunning: { _ in
+            if let problem = socket.didBind() { logger.error("\(problem)") }
+            logger.info("answering queries", metadata: ["cairn.socket.path": "\(configuration.socketPath)"])
+        },
+        logger: logger)
+    return DaemonService(app: app, socket: socket)
+}
+
+/// The socket server as a `Service`: runs the HTTP application until graceful shutdown, then
+/// removes its socket file.
+struct DaemonService<App: Service>: Service {
+    let app: App
+    let socket: SocketFile
+
+    func run() async throws {
+        defer { socket.remove() }
+        try await app.run()
+    }
+}

@@ -1,0 +1,90 @@
+import CairnEmbedding
+import CairnIndex
+import Foundation
+import Logging
+
+/// Opens the version a data directory's `current` (or `previous`) link points at:
+/// `DIR/current -> versions/<n>/{index.sqlite, manifest.json, model -> ../../models/<sha>}`.
+///
+/// Nothing heavy is verified here (CairnSync verifies before it swaps the link); the loader
+/// checks that the index opens and that its meta's version is the folder's name. A missing or
+/// unusable model gives a lexical-only version, logged at warning.
+public enum VersionLoader {
+    public static let indexFile = "index.sqlite"
+    public static let manifestFile = "manifest.json"
+    public static let modelLink = "model"
+
+    /// The version behind `DIR/<link>` (`current` by default).
+    /// - Parameter reusing: a version whose embedder is reused when both resolve to the same
+    ///   model folder (a model is shared across versions; loading it again costs seconds).
+    public static func load(dataDirectory: String, link: String = "current", reusing: ServingVersion? = nil,
+                            configuration: RankingConfiguration = RankingConfiguration(),
+                            logger: Logger) throws(DaemonError) -> ServingVersion {
+        let linkPath = (dataDirectory as NSString).appendingPathComponent(link)
+        guard let folder = resolve(linkPath) else {
+            throw DaemonError(.noIndex, "no version is installed (\(link) is absent in the data directory)")
+        }
+        let name = (folder as NSString).lastPathComponent
+        guard let expected = Int(name) else {
+            throw DaemonError(.versionUnusable, "\(link) points at a folder whose name is not a version number")
+        }
+        let index: SearchIndex
+        do {
+            index = try SearchIndex(path: (folder as NSString).appendingPathComponent(indexFile), configuration: configuration)
+        } catch {
+            throw DaemonError(.versionUnusable, "version \(expected) cannot be opened: \(error.message)", cause: error)
+        }
+        guard index.meta.version == expected else {
+            throw DaemonError(.versionUnusable,
+                              "version folder \(expected) holds an index of version \(index.meta.version); reinstall it")
+        }
+        let manifest = FileManager.default.contents(atPath: (folder as NSString).appendingPathComponent(manifestFile))
+        let (embedder, modelDirectory) = loadModel(folder: folder, index: index, reusing: reusing, logger: logger)
+        return ServingVersion(index: index, embedder: embedder, manifest: manifest.map(Array.init) ?? [],
+                              directory: folder, modelDirectory: modelDirectory)
+    }
+
+    /// `current`, or `previous` when `current` is absent or unusable (logged).
+    public static func loadNewest(dataDirectory: String, configuration: RankingConfiguration = RankingConfiguration(),
+                                  logger: Logger) throws(DaemonError) -> ServingVersion {
+        do {
+            return try load(dataDirectory: dataDirectory, configuration: configuration, logger: logger)
+        } catch let error where error.code == .versionUnusable {
+            logger.error("the current version is unusable; trying the previous one", metadata: ["cairn.error": "\(error)"])
+            return try load(dataDirectory: dataDirectory, link: "previous", configuration: configuration, logger: logger)
+        }
+    }
+
+    private static func loadModel(folder: String, index: SearchIndex, reusing: ServingVersion?,
+                                  logger: Logger) -> (SentenceEmbedder?, String?) {
+        guard let modelFolder = resolve((folder as NSString).appendingPathComponent(modelLink)) else {
+            logger.warning("the version has no model: answers are lexical only",
+                           metadata: ["cairn.snapshot.version": "\(index.meta.version)"])
+            return (nil, nil)
+        }
+        if let reusing, reusing.modelDirectory == modelFolder, let embedder = reusing.embedder,
+           embedder.dimension == index.meta.dimension {
+            return (embedder, modelFolder)
+        }
+        do {
+            let embedder = try SentenceEmbedder(directory: modelFolder)
+            guard embedder.dimension == index.meta.dimension else {
+                logger.warning("the model's dimension differs from the index's: answers are lexical only",
+                               metadata: ["cairn.snapshot.version": "\(index.meta.version)"])
+                return (nil, nil)
+            }
+            return (embedder, modelFolder)
+        } catch {
+            logger.warning("the model cannot be loaded: answers are lexical only",
+                           metadata: ["cairn.snapshot.version": "\(index.meta.version)", "cairn.error": "\(error)"])
+            return (nil, nil)
+        }
+    }
+
+    /// The canonical path `path` resolves to, or nil when it does not exist.
+    static func resolve(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+}

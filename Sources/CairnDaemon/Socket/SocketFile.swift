@@ -1,0 +1,69 @@
+import Foundation
+import Synchronization
+
+/// The daemon's socket file: refuses to steal a live one, replaces a stale one, applies the
+/// configured mode and group once bound, and removes only its own file at shutdown.
+final class SocketFile: Sendable {
+    let path: String
+    let mode: UInt32
+    let groupID: gid_t?
+    /// The inode this process bound, so shutdown never removes a successor's socket.
+    private let boundInode: Mutex<ino_t?> = Mutex(nil)
+
+    /// Checks the path and resolves the group; throws when another process serves the path.
+    init(path: String, mode: UInt32, group: String?) throws(DaemonError) {
+        guard path.utf8.count < 108 else {
+            throw DaemonError(.socketSetup, "the socket path is longer than 107 bytes; choose a shorter one")
+        }
+        self.path = path
+        self.mode = mode
+        if let group {
+            guard let entry = getgrnam(group) else {
+                throw DaemonError(.badConfiguration, "socket_group names no group on this system")
+            }
+            groupID = entry.pointee.gr_gid
+        } else {
+            groupID = nil
+        }
+        try Self.clearStale(path)
+    }
+
+    /// Nothing at `path`: fine. A socket nobody answers on (left by a crash): removed. A socket
+    /// that accepts a connection: another daemon serves it, refuse. Anything else: refuse.
+    static func clearStale(_ path: String) throws(DaemonError) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        guard (info.st_mode & S_IFMT) == S_IFSOCK else {
+            throw DaemonError(.socketInUse, "\(path) exists and is not a socket; remove it or choose another path")
+        }
+        switch UnixSocket.probe(path) {
+        case .accepting:
+            throw DaemonError(.socketInUse, "another process is serving \(path); stop it first or choose another socket")
+        case .refused:
+            guard unlink(path) == 0 || errno == ENOENT else {
+                throw DaemonError(.socketSetup, "cannot remove the stale socket \(path): \(String(cString: strerror(errno)))")
+            }
+        case .failed(let code):
+            throw DaemonError(.socketSetup, "cannot check the existing socket \(path): \(String(cString: strerror(code)))")
+        }
+    }
+
+    /// After bind: the configured mode and group; remembers the inode. Returns an error
+    /// message when they cannot be applied.
+    func didBind() -> String? {
+        var info = stat()
+        if lstat(path, &info) == 0 { boundInode.withLock { $0 = info.st_ino } }
+        if chmod(path, mode_t(mode)) != 0 { return "cannot set the socket's mode: \(String(cString: strerror(errno)))" }
+        if let groupID, chown(path, uid_t.max, groupID) != 0 {
+            return "cannot set the socket's group: \(String(cString: strerror(errno)))"
+        }
+        return nil
+    }
+
+    /// Removes the socket file if it is still the one this process bound.
+    func remove() {
+        guard let inode = boundInode.withLock({ $0 }) else { return }
+        var info = stat()
+        if lstat(path, &info) == 0, info.st_ino == inode { unlink(path) }
+    }
+}

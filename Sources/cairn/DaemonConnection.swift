@@ -1,0 +1,58 @@
+import ArgumentParser
+import CairnDaemon
+import Foundation
+
+/// The CLI's side of the socket API: finds the socket, sends one request, and turns failures
+/// into the documented exit codes (1 daemon error, 3 unreachable, 4 no index).
+struct DaemonConnection {
+    let socketPath: String
+
+    init(root: ConnectionOptions, local: ConnectionOptions, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        socketPath = local.socket ?? root.socket ?? Self.defaultSocket(environment: environment)
+    }
+
+    static func defaultSocket(environment: [String: String]) -> String {
+        if let value = environment["CAIRN_SOCKET"], !value.isEmpty { return value }
+        var configuration = DaemonConfiguration()
+        if FileManager.default.fileExists(atPath: DaemonConfiguration.defaultConfigurationFile) {
+            try? configuration.apply(file: DaemonConfiguration.defaultConfigurationFile)
+        }
+        return configuration.socketPath
+    }
+
+    /// The 2xx response body, or exits with the documented code after printing one line.
+    func call(_ method: String, _ path: String, body: [UInt8]? = nil) throws -> [UInt8] {
+        let response: UnixHTTPClient.Response
+        do {
+            response = try UnixHTTPClient(socketPath: socketPath).send(method: method, path: path, body: body)
+        } catch {
+            fail(error.message)
+            throw ExitCode(error.code == .unreachable ? 3 : 1)
+        }
+        guard (200..<300).contains(response.status) else {
+            let problem = try? JSONDecoder().decode([String: String].self, from: Data(response.body))
+            let code = problem?["code"] ?? "http_\(response.status)"
+            fail("\(problem?["message"] ?? "cairnd answered \(response.status)") (\(code))")
+            throw ExitCode(code == "no_index" ? 4 : 1)
+        }
+        return response.body
+    }
+
+    func decode<T: Decodable>(_ type: T.Type, from body: [UInt8]) throws -> T {
+        do {
+            return try JSONDecoder().decode(type, from: Data(body))
+        } catch {
+            fail("cairnd's answer is not the expected JSON; is the daemon the same version as this CLI?")
+            throw ExitCode(1)
+        }
+    }
+
+    func fail(_ message: String) {
+        FileHandle.standardError.write(Data("cairn: \(message)\n".utf8))
+    }
+}
+
+/// Prints a server's JSON body as it came.
+func printRaw(_ body: [UInt8]) {
+    print(String(decoding: body, as: UTF8.self))
+}

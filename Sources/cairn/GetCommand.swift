@@ -1,0 +1,30 @@
+import ArgumentParser
+import CairnDaemon
+import Foundation
+
+struct GetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "get", abstract: "Print one chunk of the installed version.")
+
+    @OptionGroup var connection: ConnectionOptions
+    @ParentCommand var root: CairnCommand
+    @Argument(help: "The chunk id.")
+    var id: String
+    @Flag(help: "Print the daemon's JSON answer.")
+    var json = false
+
+    func run() async throws {
+        let daemon = DaemonConnection(root: root.connection, local: connection)
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove("/")
+        let encoded = id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id
+        let body = try daemon.call("GET", "/v1/chunks/" + encoded)
+        if json { return printRaw(body) }
+        let answer = try daemon.decode(ChunkAnswer.self, from: body)
+        let chunk = answer.chunk
+        print(chunk.title)
+        print("id \(chunk.id) · scenario \(chunk.scenario ?? "none") · tags \(chunk.tags.joined(separator: ", "))"
+              + (chunk.source.map { " · source \($0)" } ?? "") + " · version \(answer.version)")
+        print("")
+        print(chunk.content)
+    }
+}

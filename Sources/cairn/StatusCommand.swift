@@ -1,0 +1,44 @@
+import ArgumentParser
+import CairnDaemon
+import Foundation
+
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show the installed version, the model, sync state and disk use.")
+
+    @OptionGroup var connection: ConnectionOptions
+    @ParentCommand var root: CairnCommand
+    @Flag(help: "Print the daemon's JSON answer.")
+    var json = false
+
+    func run() async throws {
+        let daemon = DaemonConnection(root: root.connection, local: connection)
+        let body = try daemon.call("GET", "/v1/status")
+        if json { return printRaw(body) }
+        print(Self.render(try daemon.decode(DaemonStatus.self, from: body)))
+    }
+
+    static func render(_ status: DaemonStatus) -> String {
+        var lines: [String] = []
+        if let version = status.version, let root = status.stateRoot {
+            lines.append("version     \(version) (channel \(status.channel ?? "?"), state root \(root))")
+            lines.append("chunks      \(status.chunkCount ?? 0)")
+            lines.append("model       " + (status.modelLoaded ? "\(status.modelID ?? "?") (\(status.dimension ?? 0) dimensions)"
+                                                              : "none: answers are lexical only"))
+        } else {
+            lines.append("version     none installed yet (waiting for the first sync)")
+        }
+        let sync = status.sync
+        lines.append("online      " + (sync.online.map { $0 ? "yes" : "no" } ?? "unknown"))
+        lines.append("stale       " + (sync.stale.map { $0 ? "YES" : "no" } ?? "unknown"))
+        lines.append("last sync   attempt \(sync.lastAttempt ?? "never"), success \(sync.lastSuccess ?? "never")")
+        if let error = sync.lastError { lines.append("last error  \(error)") }
+        for source in sync.sources {
+            let health = source.healthy.map { $0 ? "healthy" : "failing" } ?? "unknown"
+            lines.append("source      \(source.url) \(health)" + (source.lastError.map { " (\($0))" } ?? ""))
+        }
+        lines.append("disk        \(ByteCountFormatter.string(fromByteCount: status.dataDirectoryBytes, countStyle: .file)) in \(status.dataDirectory)")
+        if !status.syncAvailable { lines.append("sync        not available in this cairnd") }
+        return lines.joined(separator: "\n")
+    }
+}

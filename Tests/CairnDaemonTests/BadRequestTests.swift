@@ -1,0 +1,98 @@
+import Foundation
+import Testing
+
+@Suite("Bad requests get stable codes")
+struct BadRequestTests {
+    struct Case: Sendable, CustomTestStringConvertible {
+        var name: String
+        var method = "POST"
+        var path = "/v1/search"
+        var body: [UInt8]?
+        var contentType: String? = "application/json"
+        var status: Int
+        var code: String
+        var testDescription: String { name }
+
+        init(_ name: String, json: String? = nil, method: String = "POST", path: String = "/v1/search",
+             contentType: String? = "application/json", status: Int, code: String) {
+            self.name = name
+            self.body = json.map { Array($0.utf8) }
+            self.method = method
+            self.path = path
+            self.contentType = contentType
+            self.status = status
+            self.code = code
+        }
+    }
+
+    /// Query text that must never be echoed in an error message.
+    static let secret = "zebra-secret-phrase"
+
+    static let cases: [Case] = [
+        Case("malformed JSON", json: #"{"query": "\#(secret)""#, status: 400, code: "bad_json"),
+        Case("not an object", json: #"["\#(secret)"]"#, status: 400, code: "bad_json"),
+        Case("query not a string", json: #"{"query": 12}"#, status: 400, code: "bad_json"),
+        Case("query missing", json: #"{"k": 3}"#, status: 400, code: "missing_field"),
+        Case("unknown mode", json: #"{"query": "\#(secret)", "mode": "fuzzy"}"#, status: 400, code: "bad_mode"),
+        Case("k zero", json: #"{"query": "\#(secret)", "k": 0}"#, status: 400, code: "bad_k"),
+        Case("k over 100", json: #"{"query": "\#(secret)", "k": 101}"#, status: 400, code: "bad_k"),
+        Case("k a string", json: #"{"query": "\#(secret)", "k": "3"}"#, status: 400, code: "bad_k"),
+        Case("k fractional", json: #"{"query": "\#(secret)", "k": 2.5}"#, status: 400, code: "bad_k"),
+        Case("empty query", json: #"{"query": ""}"#, status: 400, code: "empty_query"),
+        Case("whitespace query", json: #"{"query": " \n\t "}"#, status: 400, code: "empty_query"),
+        Case("query over 4 KiB", json: #"{"query": "\#(String(repeating: secret + " ", count: 250))"}"#, status: 413, code: "query_too_long"),
+        Case("unknown top-level field", json: #"{"query": "\#(secret)", "limit": 3}"#, status: 400, code: "unknown_field"),
+        Case("unknown filter field", json: #"{"query": "\#(secret)", "filter": {"scenaro": "flood"}}"#, status: 400, code: "unknown_field"),
+        Case("filter not an object", json: #"{"query": "\#(secret)", "filter": "flood"}"#, status: 400, code: "bad_json"),
+        Case("min_similarity out of range", json: #"{"query": "\#(secret)", "min_similarity": 3}"#, status: 400, code: "bad_min_similarity"),
+        Case("wrong content type", json: #"{"query": "\#(secret)"}"#, contentType: "text/plain", status: 415, code: "bad_content_type"),
+        Case("unknown route", method: "GET", path: "/v1/nothing", status: 404, code: "not_found"),
+        Case("wrong method on search", method: "GET", path: "/v1/search", status: 405, code: "method_not_allowed"),
+        Case("wrong method on status", json: "{}", method: "POST", path: "/v1/status", status: 405, code: "method_not_allowed"),
+    ]
+
+    @Test("Given a bad request, when it reaches the daemon, then it gets its documented status and code, and the message holds no query text",
+          arguments: cases)
+    func refused(_ badCase: Case) async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try fixture.addVersion(1)
+        try await withDaemon(fixture) { socket in
+            let response = try await request(socket, badCase.method, badCase.path, body: badCase.body, contentType: badCase.contentType)
+            #expect(response.status == badCase.status)
+            let body = object(response)
+            #expect(body["code"] as? String == badCase.code)
+            let message = try #require(body["message"] as? String)
+            #expect(!message.isEmpty && !message.contains(Self.secret) && !message.contains("\n"))
+            if badCase.status == 405 { #expect(response.headers["allow"] != nil) }
+        }
+    }
+
+    @Test("Given a 10 MB body, when posted, then 413 body_too_large and the daemon keeps serving")
+    func hugeBody() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try fixture.addVersion(1)
+        try await withDaemon(fixture) { socket in
+            let huge = Array(#"{"query": ""#.utf8) + [UInt8](repeating: UInt8(ascii: "a"), count: 10 << 20) + Array(#""}"#.utf8)
+            let response = try await request(socket, "POST", "/v1/search", body: huge)
+            #expect(response.status == 413)
+            #expect(object(response)["code"] as? String == "body_too_large")
+            let after = try await request(socket, "POST", "/v1/search", json: #"{"query": "water"}"#)
+            #expect(after.status == 200)
+        }
+    }
+
+    @Test("Given curl's default form content type with a JSON body, when searching, then it is read as JSON")
+    func formContentTypeAccepted() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try fixture.addVersion(1)
+        try await withDaemon(fixture) { socket in
+            let response = try await request(socket, "POST", "/v1/search", json: #"{"query": "flood maps", "k": 1}"#,
+                                             contentType: "application/x-www-form-urlencoded")
+            #expect(response.status == 200)
+            #expect((object(response)["results"] as? [Any])?.count == 1)
+        }
+    }
+}

@@ -1,0 +1,116 @@
+@testable import CairnDaemon
+import Foundation
+import Testing
+
+@Suite("Configuration: file, environment, defaults")
+struct ConfigurationTests {
+    @Test("Given the example client-config/cairnd.conf, when parsed, then every key applies and repeatable keys accumulate")
+    func exampleFile() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("client-config/cairnd.conf").path
+        var configuration = DaemonConfiguration()
+        try configuration.apply(file: path)
+        #expect(configuration.sources == ["https://kb.example.org/repo", "file:///media/usb/repo"])
+        #expect(configuration.trustedKeys == ["/etc/cairn/publisher.pub"])
+        #expect(configuration.socketPath == DaemonConfiguration.defaultSocketPath)
+    }
+
+    @Test("Given every key with a value, when parsed, then each field takes it")
+    func everyKey() throws {
+        let text = """
+            # comment
+            source = "https://a.example/repo"
+            channel = beta   # trailing comment
+            trusted_key = /k.pub
+            data_dir = /data
+            socket = /s.sock
+            poll_interval = 12.5
+            socket_mode = 0640
+            socket_group = cairn
+            log_level = debug
+            max_concurrent_queries = 3
+            max_queued_queries = 0
+            max_body_bytes = 1024
+            max_connections = 9
+            idle_timeout = 4
+            """
+        var c = DaemonConfiguration()
+        try c.apply(DaemonConfiguration.parse(text))
+        #expect(c.sources == ["https://a.example/repo"] && c.channel == "beta" && c.trustedKeys == ["/k.pub"])
+        #expect(c.dataDirectory == "/data" && c.socketPath == "/s.sock" && c.pollInterval == 12.5)
+        #expect(c.socketMode == 0o640 && c.socketGroup == "cairn" && c.logLevel == .debug)
+        #expect(c.maxConcurrentQueries == 3 && c.maxQueuedQueries == 0 && c.maxBodyBytes == 1024)
+        #expect(c.maxConnections == 9 && c.idleTimeout == 4)
+    }
+
+    @Test("Given bad lines, when parsed, then a bad_configuration error names the line", arguments: [
+        "nonsense", "colour = blue", "socket_mode = 999", "poll_interval = -1", "log_level = loud", "max_body_bytes = 0",
+    ])
+    func badLines(_ line: String) {
+        #expect {
+            var c = DaemonConfiguration()
+            try c.apply(DaemonConfiguration.parse("# ok\n" + line))
+        } throws: { error in
+            let error = error as? DaemonError
+            return error?.code == .badConfiguration && error?.message.contains("line 2") == true
+        }
+    }
+
+    @Test("Given CAIRN_* variables, when applied, then they override the file's values")
+    func environment() throws {
+        var c = DaemonConfiguration()
+        try c.apply(DaemonConfiguration.parse("socket = /from-file\nsource = a"))
+        c.apply(environment: ["CAIRN_SOCKET": "/env.sock", "CAIRN_DATA_DIR": "/env-data", "CAIRN_CHANNEL": "edge",
+                              "CAIRN_SOURCES": "https://x.example, file:///usb"])
+        #expect(c.socketPath == "/env.sock" && c.dataDirectory == "/env-data" && c.channel == "edge")
+        #expect(c.sources == ["https://x.example", "file:///usb"])
+    }
+
+    @Test("Given no settings, when defaults are read, then they are the documented ones")
+    func defaults() {
+        let c = DaemonConfiguration()
+        #expect(c.socketPath == "/run/cairn/cairnd.sock" && c.dataDirectory == "/var/lib/cairn" && c.channel == "stable")
+        #expect(c.socketMode == 0o660 && c.maxBodyBytes == 65_536 && c.pollInterval == 300 && c.idleTimeout == 30)
+        #expect(c.maxConcurrentQueries == 2 * ProcessInfo.processInfo.activeProcessorCount)
+        #expect(c.maxQueuedQueries == 4 * c.maxConcurrentQueries)
+    }
+}
+
+@Suite("The search limiter")
+struct QueryLimiterTests {
+    @Test("Given one slot and no queue, when a second search arrives while the first runs, then it is refused as busy; after, a slot is free again")
+    func refusesWhenFull() async throws {
+        let limiter = QueryLimiter(slots: 1, queueLimit: 0)
+        let (entered, enteredContinuation) = AsyncStream.makeStream(of: Void.self)
+        let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
+        async let first: Int = limiter.withSlot {
+            enteredContinuation.yield()
+            for await _ in release { break }
+            return 1
+        }
+        for await _ in entered { break }
+        await #expect { try await limiter.withSlot { 2 } } throws: { ($0 as? APIError)?.code == "busy" }
+        releaseContinuation.yield()
+        #expect(try await first == 1)
+        #expect(try await limiter.withSlot { 3 } == 3)
+    }
+
+    @Test("Given one slot and a queue of one, when a second search arrives, then it waits and runs after the first")
+    func queues() async throws {
+        let limiter = QueryLimiter(slots: 1, queueLimit: 1)
+        let order = Counter()
+        let (entered, enteredContinuation) = AsyncStream.makeStream(of: Void.self)
+        let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
+        async let first: Int = limiter.withSlot {
+            enteredContinuation.yield()
+            for await _ in release { break }
+            order.increment()
+            return order.value
+        }
+        for await _ in entered { break }
+        async let second: Int = limiter.withSlot { order.increment(); return order.value }
+        releaseContinuation.yield()
+        #expect(try await first == 1)
+        #expect(try await second == 2)
+    }
+}

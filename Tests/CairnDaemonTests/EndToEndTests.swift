@@ -1,0 +1,80 @@
+import CairnDaemon
+import Foundation
+import Testing
+
+@Suite("cairnd and cairn as real processes")
+struct EndToEndTests {
+    @Test("Given cairnd running on a temp data dir, when cairn queries, reports status, fetches a chunk and curl posts, then each works; SIGTERM exits 0 and removes the socket")
+    func cliAgainstDaemon() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try fixture.addVersion(6)
+        let socket = fixture.socketPath
+        let daemon = try launch(Products.path("cairnd"), ["--data-dir", fixture.dataDirectory, "--socket", socket],
+                                logDirectory: fixture.root)
+        defer { if daemon.isRunning { daemon.terminate() } }
+        try await waitUntil("cairnd answers /healthz") { await isHealthy(socket) }
+        let cairn = Products.path("cairn")
+
+        let query = try await run(cairn, ["--socket", socket, "query", "boil water to drink", "-k", "2", "--json"])
+        #expect(query.status == 0, "\(query.stderr)")
+        let answer = try JSONDecoder().decode(SearchAnswer.self, from: Data(query.stdout.utf8))
+        #expect(answer.version == 6 && answer.results.count == 2 && answer.results.allSatisfy { $0.chunk.id.hasPrefix("v6-") })
+
+        let human = try await run(cairn, ["query", "flood maps", "--mode", "lexical", "--scenario", "flood"],
+                                  environment: childEnvironment(["CAIRN_SOCKET": socket]))
+        #expect(human.status == 0)
+        #expect(human.stdout.contains("1. Flood maps") && human.stdout.contains("version 6"))
+
+        let status = try await run(cairn, ["status", "--socket", socket])
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(status.stdout.contains("version     6"))
+        let statusJSON = try await run(cairn, ["--socket", socket, "status", "--json"])
+        #expect(try JSONDecoder().decode(DaemonStatus.self, from: Data(statusJSON.stdout.utf8)).version == 6)
+
+        let chunk = try await run(cairn, ["--socket", socket, "get", "v6-water"])
+        #expect(chunk.status == 0 && chunk.stdout.hasPrefix("Boiling water"))
+        let missing = try await run(cairn, ["--socket", socket, "get", "v6-none"])
+        #expect(missing.status == 1 && missing.stderr.contains("chunk_not_found"))
+        let empty = try await run(cairn, ["--socket", socket, "query", "   "])
+        #expect(empty.status == 1 && empty.stderr.contains("empty_query"))
+        let sync = try await run(cairn, ["--socket", socket, "sync"])
+        #expect(sync.status == 1 && sync.stderr.contains("sync_unavailable"))
+        let usage = try await run(cairn, ["--socket", socket, "query", "water", "-k", "0"])
+        #expect(usage.status == 2)
+
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") {
+            let curl = try await run("/usr/bin/curl", ["-s", "--unix-socket", socket, "http://localhost/v1/search",
+                                                       "-d", #"{"query": "flood maps", "k": 1}"#])
+            #expect(curl.status == 0)
+            let viaCurl = try JSONDecoder().decode(SearchAnswer.self, from: Data(curl.stdout.utf8))
+            #expect(viaCurl.results.map(\.chunk.id) == ["v6-maps"])
+        }
+
+        let second = try await run(Products.path("cairnd"), ["--data-dir", fixture.dataDirectory, "--socket", socket])
+        #expect(second.status == 1 && second.stderr.contains("another process"))
+
+        daemon.terminate()  // SIGTERM
+        #expect(try await waitForExit(daemon) == 0)
+        #expect(!FileManager.default.fileExists(atPath: socket))
+        let unreachable = try await run(cairn, ["--socket", socket, "status"])
+        #expect(unreachable.status == 3)
+    }
+
+    @Test("Given cairnd with no installed version, when cairn queries, then it exits 4 while status still works")
+    func noIndexExitCode() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        let socket = fixture.socketPath
+        let daemon = try launch(Products.path("cairnd"), ["--data-dir", fixture.dataDirectory, "--socket", socket],
+                                logDirectory: fixture.root)
+        defer { if daemon.isRunning { daemon.terminate() } }
+        try await waitUntil("cairnd answers /healthz") { await isHealthy(socket) }
+        let query = try await run(Products.path("cairn"), ["--socket", socket, "query", "water"])
+        #expect(query.status == 4 && query.stderr.contains("no_index"))
+        let status = try await run(Products.path("cairn"), ["--socket", socket, "status"])
+        #expect(status.status == 0 && status.stdout.contains("none installed"))
+        daemon.terminate()
+        #expect(try await waitForExit(daemon) == 0)
+    }
+}

@@ -1,0 +1,85 @@
+import CairnDaemon
+import Foundation
+import Logging
+import Testing
+
+@Suite("The socket file")
+struct SocketTests {
+    func mode(_ path: String) -> mode_t? {
+        var info = stat()
+        return lstat(path, &info) == 0 ? info.st_mode & 0o777 : nil
+    }
+
+    @Test("Given the default configuration, when the daemon runs, then the socket has mode 0660, and it is gone after shutdown")
+    func defaultModeAndRemoval() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        let observed = try await withDaemon(fixture) { socket in mode(socket) }
+        #expect(observed == 0o660)
+        #expect(!FileManager.default.fileExists(atPath: fixture.socketPath))
+    }
+
+    @Test("Given socket_mode 0600 and the process's own group, when the daemon runs, then the socket has that mode and group")
+    func configuredModeAndGroup() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        let group = try #require(getgrgid(getegid())).pointee.gr_name.map { String(cString: $0) }
+        let observed = try await withDaemon(fixture, configure: { $0.socketMode = 0o600; $0.socketGroup = group }) { socket in
+            var info = stat()
+            _ = lstat(socket, &info)
+            return (info.st_mode & 0o777, info.st_gid)
+        }
+        #expect(observed.0 == 0o600)
+        #expect(observed.1 == getegid())
+    }
+
+    @Test("Given a socket file left by a crashed daemon, when the daemon starts, then it replaces it and serves")
+    func staleSocketReplaced() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try leaveStaleSocket(at: fixture.socketPath)
+        #expect(UnixSocket.probe(fixture.socketPath) == .refused)
+        let healthy = try await withDaemon(fixture) { socket in await isHealthy(socket) }
+        #expect(healthy)
+    }
+
+    @Test("Given a daemon serving the socket, when a second one starts on the same path, then it refuses with socket_in_use and the first keeps serving")
+    func liveSocketNotStolen() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try await withDaemon(fixture) { socket in
+            #expect {
+                _ = try buildDaemon(configuration: fixture.configuration(), logger: Logger(label: "second"))
+            } throws: { ($0 as? DaemonError)?.code == .socketInUse }
+            #expect(await isHealthy(socket))
+        }
+    }
+
+    @Test("Given a regular file at the socket path, when the daemon starts, then it refuses and leaves the file")
+    func regularFileNotRemoved() throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: fixture.socketPath))
+        #expect {
+            _ = try buildDaemon(configuration: fixture.configuration(), logger: Logger(label: "test"))
+        } throws: { ($0 as? DaemonError)?.code == .socketInUse }
+        #expect(FileManager.default.contents(atPath: fixture.socketPath) == Data("keep".utf8))
+    }
+}
+
+/// Binds a Unix socket at `path` and closes it without unlinking: what a crash leaves behind.
+func leaveStaleSocket(at path: String) throws {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        let bytes = Array(path.utf8)
+        raw.copyBytes(from: bytes)
+        raw[bytes.count] = 0
+    }
+    let result = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    close(fd)
+    guard result == 0 else { throw DaemonError(.socketSetup, "test could not bind a stale socket") }
+}

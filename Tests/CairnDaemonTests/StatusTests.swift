@@ -1,0 +1,59 @@
+import CairnDaemon
+import Foundation
+import Testing
+
+@Suite("Status and sync endpoints")
+struct StatusTests {
+    @Test("Given a version and a state.json, when asking for status, then it reports version, model, sync fields and disk use")
+    func statusFields() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try fixture.addVersion(5)
+        let state = #"{"last_attempt": "2024-05-01T10:00:00Z", "last_success": "2024-05-01T09:00:00Z", "last_error": "all sources failed", "online": false, "stale": true, "highest_version_seen": 6, "sources": [{"url": "https://a.example/repo", "healthy": false, "last_error": "timeout"}], "something_else": 1}"#
+        try Data(state.utf8).write(to: URL(fileURLWithPath: fixture.dataDirectory + "/state.json"))
+        try await withDaemon(fixture) { socket in
+            let response = try await request(socket, "GET", "/v1/status")
+            #expect(response.status == 200)
+            let status = try decode(DaemonStatus.self, response)
+            #expect(status.installed && status.version == 5 && status.chunkCount == 5)
+            #expect(status.stateRoot == (try fixture.serving(5)).stateRoot)
+            #expect(status.modelLoaded && !status.lexicalOnly && status.dimension == TinyModel.dimension)
+            #expect(status.sync.lastAttempt == "2024-05-01T10:00:00Z" && status.sync.lastError == "all sources failed")
+            #expect(status.sync.online == false && status.sync.stale == true && status.sync.highestVersionSeen == 6)
+            #expect(status.sync.sources == [SyncStatus.Source(url: "https://a.example/repo", healthy: false, lastError: "timeout")])
+            #expect(status.dataDirectoryBytes > 0)
+            #expect(!status.syncAvailable)
+            let search = try await request(socket, "POST", "/v1/search", json: #"{"query": "water"}"#)
+            #expect(object(search)["online"] as? Bool == false)
+            #expect(object(search)["stale"] as? Bool == true)
+        }
+    }
+
+    @Test("Given no sync component, when POST /v1/sync, then 503 sync_unavailable; given one, then 202 and the hook runs")
+    func syncTrigger() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try await withDaemon(fixture) { socket in
+            let response = try await request(socket, "POST", "/v1/sync")
+            #expect(response.status == 503)
+            #expect(object(response)["code"] as? String == "sync_unavailable")
+        }
+        let calls = Counter()
+        let hooks = DaemonHooks(requestSync: { calls.increment() })
+        try await withDaemon(fixture, hooks: hooks) { socket in
+            let response = try await request(socket, "POST", "/v1/sync")
+            #expect(response.status == 202)
+            #expect(object(response)["accepted"] as? Bool == true)
+            #expect(calls.value == 1)
+            #expect(object(try await request(socket, "GET", "/v1/status"))["sync_available"] as? Bool == true)
+        }
+    }
+}
+
+import Synchronization
+
+final class Counter: Sendable {
+    private let count = Mutex(0)
+    func increment() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
+}

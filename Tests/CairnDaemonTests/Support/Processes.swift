@@ -1,0 +1,65 @@
+import Foundation
+
+/// The built executables (`cairnd`, `cairn`) beside the test bundle.
+enum Products {
+    static let directory: URL = {
+        var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        // …/debug/CairnPackageTests.xctest (a file on Linux, a bundle folder on macOS)
+        while !url.lastPathComponent.hasSuffix(".xctest") && url.pathComponents.count > 1 { url.deleteLastPathComponent() }
+        return url.deletingLastPathComponent()
+    }()
+
+    static func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+}
+
+/// Output of a finished process.
+struct Finished: Sendable {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// A clean environment for the child: no CAIRN_* from the developer's shell.
+func childEnvironment(_ extra: [String: String] = [:]) -> [String: String] {
+    var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CAIRN_") }
+    environment.merge(extra) { $1 }
+    return environment
+}
+
+/// Starts `executable` and returns the running process (stdout/stderr to files in `logDirectory`).
+func launch(_ executable: String, _ arguments: [String], logDirectory: String, environment: [String: String] = childEnvironment()) throws -> Process {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.environment = environment
+    _ = FileManager.default.createFile(atPath: logDirectory + "/daemon.log", contents: nil)
+    process.standardOutput = FileHandle(forWritingAtPath: logDirectory + "/daemon.log")
+    process.standardError = FileHandle(forWritingAtPath: logDirectory + "/daemon.log")
+    try process.run()
+    return process
+}
+
+/// Runs `executable` to completion on its own thread.
+func run(_ executable: String, _ arguments: [String], environment: [String: String] = childEnvironment()) async throws -> Finished {
+    try await onThread {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = environment
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Finished(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                        stderr: String(decoding: stderr, as: UTF8.self))
+    }
+}
+
+/// Waits for `process` to exit, at most `seconds`.
+func waitForExit(_ process: Process, seconds: Double = 20) async throws -> Int32 {
+    try await waitUntil("the process exits", seconds: seconds) { !process.isRunning }
+    return process.terminationStatus
+}
