@@ -94,4 +94,16 @@ struct CachingTests {
             #expect(manifest.body.isEmpty)
         }
     }
+
+    @Test("Given a public key under keys/, when fetched, then it is served and revalidated (it may change in a key rotation)")
+    func publicKey() async throws {
+        let repo = try TestRepository()
+        defer { repo.remove() }
+        try await withServer(repo) { port in
+            let response = try await RawHTTP.send(port: port, target: "/keys/publisher.pub")
+            #expect(response.status == 200)
+            #expect(String(decoding: response.body, as: UTF8.self) == "cairn-ed25519-public-v1 AAAA\n")
+            #expect(response.header("Cache-Control") == "no-cache")
+        }
+    }
 }
