@@ -1,2 +1,0 @@
-// CairnServer
-public enum CairnServerModule {}

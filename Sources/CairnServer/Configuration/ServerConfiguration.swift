@@ -1,0 +1,81 @@
+import Logging
+
+/// Everything `cairn-server serve` needs to know. Every field has a default; the executable
+/// layers a config file, then the environment, then flags on top (each later one wins).
+///
+/// Config file keys (`key = value`, `#` comments): `host`, `port`, `repo`, `log_level`,
+/// `idle_timeout_seconds`, `max_connections`. Environment: `CAIRN_SERVER_HOST`,
+/// `CAIRN_SERVER_PORT`, `CAIRN_SERVER_REPO`, `CAIRN_SERVER_LOG_LEVEL`.
+public struct ServerConfiguration: Sendable, Equatable {
+    /// Address to bind. Default `127.0.0.1` (loopback only; put a reverse proxy or set `0.0.0.0`
+    /// to serve the network).
+    public var host: String = "127.0.0.1"
+    /// TCP port. Default 8080; 0 picks a free port (printed on start).
+    public var port: Int = 8080
+    /// The repository folder (protocol/repository.md). Default `/var/lib/cairn/repo`.
+    public var repository: String = "/var/lib/cairn/repo"
+    /// Log level. Default `info` (one line per request).
+    public var logLevel: Logger.Level = .info
+    /// Seconds a connection may stay without reading or writing before it is closed; this bounds
+    /// slow or stalled clients (headers, bodies and downloads alike). Default 60.
+    public var idleTimeoutSeconds: Int = 60
+    /// Connections served at once; further ones wait in the listen backlog. Default 1024.
+    public var maxConnections: Int = 1024
+
+    /// The defaults above.
+    public init() {}
+
+    /// The defaults with the given repository folder.
+    public init(repository: String) { self.repository = repository }
+}
+
+extension ServerConfiguration {
+    /// Applies `key = value` lines of a config file (see `ConfigFile`).
+    /// - Throws: `ServerError.Code.configurationInvalid` naming the line of an unknown key or bad value.
+    public mutating func apply(configFile text: String) throws(ServerError) {
+        for entry in try ConfigFile.parse(text) {
+            try set(entry.key, entry.value, source: "line \(entry.line)")
+        }
+    }
+
+    /// Applies `CAIRN_SERVER_HOST`, `_PORT`, `_REPO` and `_LOG_LEVEL` when present.
+    /// - Throws: `ServerError.Code.configurationInvalid` for a bad value.
+    public mutating func apply(environment: [String: String]) throws(ServerError) {
+        let names = [("CAIRN_SERVER_HOST", "host"), ("CAIRN_SERVER_PORT", "port"),
+                     ("CAIRN_SERVER_REPO", "repo"), ("CAIRN_SERVER_LOG_LEVEL", "log_level")]
+        for (variable, key) in names {
+            if let value = environment[variable] { try set(key, value, source: variable) }
+        }
+    }
+
+    /// Sets one setting by its config-file key.
+    mutating func set(_ key: String, _ value: String, source: String) throws(ServerError) {
+        func bad(_ why: String) -> ServerError {
+            ServerError(.configurationInvalid, "\(source): \(key) \(why)")
+        }
+        switch key {
+        case "host":
+            guard !value.isEmpty else { throw bad("must not be empty") }
+            host = value
+        case "port":
+            guard let port = Int(value), (0...65535).contains(port) else { throw bad("must be a port number 0-65535") }
+            self.port = port
+        case "repo":
+            guard !value.isEmpty else { throw bad("must not be empty") }
+            repository = value
+        case "log_level":
+            guard let level = Logger.Level(rawValue: value.lowercased()) else {
+                throw bad("must be one of trace, debug, info, notice, warning, error, critical")
+            }
+            logLevel = level
+        case "idle_timeout_seconds":
+            guard let seconds = Int(value), seconds > 0 else { throw bad("must be a positive whole number") }
+            idleTimeoutSeconds = seconds
+        case "max_connections":
+            guard let count = Int(value), count > 0 else { throw bad("must be a positive whole number") }
+            maxConnections = count
+        default:
+            throw ServerError(.configurationInvalid, "\(source): unknown key '\(key)'")
+        }
+    }
+}

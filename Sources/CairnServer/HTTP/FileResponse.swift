@@ -1,0 +1,76 @@
+import Hummingbird
+
+/// Builds the response for a repository file: caching headers, conditional requests, byte
+/// ranges and HEAD. Small documents come from memory; blobs stream from disk in chunks.
+struct FileResponse {
+    var file: RepositoryFile
+    var resolved: RepositoryRoot.Resolved
+    var documents: DocumentCache
+    var fileIO: FileIO
+
+    func response(to request: Request, context: some RequestContext) async throws -> Response {
+        var document: DocumentCache.Document?
+        let etag: String
+        let size: Int
+        if let name = file.immutableName {
+            etag = "\"\(name)\""
+            size = resolved.size
+        } else {
+            guard let loaded = documents.document(resolved) else { return Responses.error(.notFound) }
+            document = loaded
+            etag = "\"\(loaded.sha256)\""
+            size = loaded.bytes.readableBytes
+        }
+        var headers: HTTPFields = [
+            .eTag: etag,
+            .lastModified: HTTPDate.format(resolved.modified),
+            .cacheControl: file.cacheControl,
+            .acceptRanges: "bytes",
+        ]
+        if Conditional.notModified(request.headers, etag: etag, lastModified: resolved.modified) {
+            return Response(status: .notModified, headers: headers)
+        }
+        headers[.contentType] = file.contentType
+        var range = ByteRange.full
+        if request.method == .get, Conditional.rangeApplies(request.headers, etag: etag, lastModified: resolved.modified) {
+            range = ByteRange(header: request.headers[.range], size: size)
+        }
+        let status: HTTPResponse.Status
+        let bytes: ClosedRange<Int>?
+        switch range {
+        case .unsatisfiable:
+            headers[.contentRange] = "bytes */\(size)"
+            headers[.contentLength] = "0"
+            return Response(status: .rangeNotSatisfiable, headers: headers)
+        case .full:
+            status = .ok
+            bytes = size > 0 ? 0...(size - 1) : nil
+        case .partial(let part):
+            status = .partialContent
+            bytes = part
+            headers[.contentRange] = "bytes \(part.lowerBound)-\(part.upperBound)/\(size)"
+        }
+        let length = bytes?.count ?? 0
+        headers[.contentLength] = String(length)
+        guard request.method == .get, let bytes else { return Response(status: status, headers: headers) }
+        if let document {
+            let slice = document.bytes.getSlice(at: bytes.lowerBound, length: length) ?? ByteBuffer()
+            return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: slice))
+        }
+        let body = try await fileIO.loadFile(path: resolved.path, range: bytes, context: context)
+        return Response(status: status, headers: headers, body: body)
+    }
+}
+
+/// Short fixed responses.
+enum Responses {
+    static func error(_ status: HTTPResponse.Status) -> Response {
+        let code = String(status.reasonPhrase.lowercased().map { $0 == " " ? "_" : $0 })
+        return json(status, "{\"error\":\"\(code)\"}\n")
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ text: String) -> Response {
+        Response(status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+                 body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+}

@@ -1,0 +1,88 @@
+import Hummingbird
+import Logging
+
+/// Answers every request: routes by the raw request target (never a decoded or normalised
+/// one), serves repository files, `/healthz` and `/metrics`, and records one metric sample and
+/// one info log line per request once its body has been sent.
+struct RepositoryResponder: HTTPResponder {
+    typealias Context = BasicRequestContext
+
+    let root: RepositoryRoot
+    let documents: DocumentCache
+    let fileIO: FileIO
+    let metrics: ServerMetrics
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        let start = ContinuousClock.now
+        let route = RequestPath(target: request.head.path ?? "")
+        // POST /v1/channels/<c>/search (online search) will be routed here once the daemon's API lands.
+        var response = await answer(request, route: route, context: context)
+        let kind = route.kind
+        let status = response.status.code
+        let logger = context.logger
+        let path = request.head.path ?? ""
+        let method = request.method
+        let observe: @Sendable (Int, Bool) -> Void = { [metrics] bytes, completed in
+            let duration = ContinuousClock.now - start
+            metrics.record(kind: kind, status: status, bytes: bytes, duration: duration)
+            logger.info(completed ? "request" : "request aborted", metadata: [
+                "cairn.http.method": "\(method)", "cairn.http.path": "\(path.prefix(512))",
+                "cairn.http.kind": "\(kind)", "cairn.http.status": "\(status)", "cairn.http.bytes": "\(bytes)",
+                "cairn.http.duration_ms": "\(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)",
+            ])
+        }
+        let length = response.body.contentLength ?? 0
+        if length < 64 * 1024 {
+            observe(length, true)
+            return response
+        }
+        // Long bodies are observed when fully written, so latency covers the transfer.
+        let body = response.body
+        response.body = ResponseBody(contentLength: length) { writer in
+            do {
+                try await body.write(writer)
+            } catch {
+                observe(0, false)
+                throw error
+            }
+            observe(length, true)
+        }
+        return response
+    }
+
+    private func answer(_ request: Request, route: RequestPath, context: Context) async -> Response {
+        guard request.method == .get || request.method == .head else {
+            var response = Responses.error(.methodNotAllowed)
+            response.headers[.allow] = "GET, HEAD"
+            return response
+        }
+        let response: Response
+        switch route {
+        case .malformed:
+            return Responses.error(.badRequest)
+        case .notFound:
+            return Responses.error(.notFound)
+        case .health:
+            response = Responses.json(.ok, "{\"status\":\"ok\"}")
+        case .metrics:
+            response = Response(status: .ok,
+                                headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
+                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.exposition())))
+        case .file(let file):
+            guard let resolved = root.resolve(file.relativePath) else { return Responses.error(.notFound) }
+            let builder = FileResponse(file: file, resolved: resolved, documents: documents, fileIO: fileIO)
+            do {
+                return try await builder.response(to: request, context: context)
+            } catch {
+                // The file vanished between stat and open: as if it had never been there.
+                return Responses.error(.notFound)
+            }
+        }
+        if request.method == .head {
+            var head = Response(status: response.status, headers: response.headers)
+            head.headers[.contentLength] = String(response.body.contentLength ?? 0)
+            return head
+        }
+        return response
+    }
+}

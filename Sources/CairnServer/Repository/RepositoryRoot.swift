@@ -1,0 +1,79 @@
+import CairnCore
+import Foundation
+
+/// The served folder, with the one rule that keeps everything else private: a path is served
+/// only if its fully resolved form (`realpath`, so every symlink followed) lies under the
+/// resolved root and has no dot-named component on the way. A symlink inside the root to a
+/// servable file inside the root is therefore served; one that leads outside, or to a dotfile,
+/// is not (404).
+struct RepositoryRoot: Sendable {
+    /// The resolved root, without a trailing slash.
+    let path: String
+
+    /// Resolves `path` and checks that it is a readable folder holding no private key.
+    /// - Throws: `ServerError.Code.repositoryInvalid` or `.privateKeyUnderRoot`.
+    init(path: String) throws(ServerError) {
+        guard let resolved = Self.realPath(path) else {
+            throw ServerError(.repositoryInvalid, "repository folder \(path) does not exist or cannot be read")
+        }
+        var info = stat()
+        guard stat(resolved, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw ServerError(.repositoryInvalid, "repository \(path) is not a folder")
+        }
+        self.path = resolved
+        if let key = Self.findPrivateKey(under: resolved) {
+            throw ServerError(.privateKeyUnderRoot, "refusing to serve \(path): it contains a private signing key (\(key)); keep the key outside the served folder")
+        }
+    }
+
+    /// A served file: its resolved path and what `stat` says of it.
+    struct Resolved: Sendable {
+        var path: String
+        var size: Int
+        var modified: Int
+        /// Device, inode, size, mtime and ctime in nanoseconds: changes whenever the file does.
+        var identity: [Int]
+    }
+
+    /// The resolved regular file for a relative path, or nil if it must not be served.
+    func resolve(_ relativePath: String) -> Resolved? {
+        guard let real = Self.realPath(path + "/" + relativePath), real.hasPrefix(path + "/") else { return nil }
+        let inside = real.dropFirst(path.count + 1)
+        if inside.split(separator: "/").contains(where: { $0.hasPrefix(".") }) { return nil }
+        var info = stat()
+        guard stat(real, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        let mtime = Int(info.st_mtim.tv_sec) * 1_000_000_000 + Int(info.st_mtim.tv_nsec)
+        let ctime = Int(info.st_ctim.tv_sec) * 1_000_000_000 + Int(info.st_ctim.tv_nsec)
+        return Resolved(path: real, size: Int(info.st_size), modified: Int(info.st_mtim.tv_sec),
+                        identity: [Int(info.st_dev), Int(info.st_ino), Int(info.st_size), mtime, ctime])
+    }
+
+    static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// The relative path of the first regular file under `root` (dotfiles included, symlinks
+    /// not followed) that starts with the private key tag, if any.
+    static func findPrivateKey(under root: String) -> String? {
+        let tag = Array(PublisherKey.fileTag.utf8)
+        guard let walker = FileManager.default.enumerator(atPath: root) else { return nil }
+        while let relative = walker.nextObject() as? String {
+            let full = root + "/" + relative
+            var info = stat()
+            guard lstat(full, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size >= tag.count else { continue }
+            if readPrefix(full, count: tag.count) == tag { return relative }
+        }
+        return nil
+    }
+
+    private static func readPrefix(_ path: String, count: Int) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: count)
+        let got = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, count) }
+        return got == count ? bytes : nil
+    }
+}

@@ -1,0 +1,79 @@
+import ArgumentParser
+import CairnServer
+import Foundation
+import Logging
+
+/// `cairn-server serve`: serves a repository folder read-only over HTTP until SIGTERM/SIGINT.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serves a repository folder read-only over HTTP.",
+        discussion: """
+            Settings come from the defaults, then --config FILE (key = value lines), then the \
+            environment (CAIRN_SERVER_HOST, CAIRN_SERVER_PORT, CAIRN_SERVER_REPO, \
+            CAIRN_SERVER_LOG_LEVEL), then these flags. Port 0 picks a free port; the bound one is \
+            printed on start. Refuses to start if the folder contains a private signing key.
+            """
+    )
+
+    @Option(help: "The repository folder to serve.")
+    var repo: String?
+
+    @Option(help: "TCP port (0 picks a free one).")
+    var port: Int?
+
+    @Option(help: "Address to listen on.")
+    var host: String?
+
+    @Option(help: "A config file of `key = value` lines.")
+    var config: String?
+
+    func run() async throws {
+        let configuration: ServerConfiguration
+        do {
+            configuration = try settings()
+        } catch {
+            FileHandle.standardError.write(Data("cairn-server: \(error.message)\n".utf8))
+            throw ExitCode(78)  // EX_CONFIG
+        }
+        let level = configuration.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "cairn-server")
+        let repository = configuration.repository
+        let host = configuration.host
+        do {
+            try await runServer(configuration: configuration, logger: logger) { port in
+                // Written straight to the file descriptor: scripts wait for this line.
+                FileHandle.standardOutput.write(Data("cairn-server: serving \(repository) on http://\(host):\(port)\n".utf8))
+            }
+        } catch let error as ServerError {
+            FileHandle.standardError.write(Data("cairn-server: \(error.message)\n".utf8))
+            throw ExitCode(error.code == .privateKeyUnderRoot ? 77 : 66)  // EX_NOPERM, EX_NOINPUT
+        }
+    }
+
+    /// Defaults, then the config file, then the environment, then flags.
+    private func settings() throws(ServerError) -> ServerConfiguration {
+        var configuration = ServerConfiguration()
+        if let config {
+            guard let text = try? String(contentsOfFile: config, encoding: .utf8) else {
+                throw ServerError(.configurationInvalid, "cannot read config file \(config)")
+            }
+            do { try configuration.apply(configFile: text) } catch {
+                throw ServerError(.configurationInvalid, "\(config): \(error.message)")
+            }
+        }
+        try configuration.apply(environment: ProcessInfo.processInfo.environment)
+        if let repo { configuration.repository = repo }
+        if let host { configuration.host = host }
+        if let port {
+            guard (0...65535).contains(port) else { throw ServerError(.configurationInvalid, "--port must be 0-65535") }
+            configuration.port = port
+        }
+        return configuration
+    }
+}

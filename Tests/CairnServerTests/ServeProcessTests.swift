@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+
+@Suite("cairn-server serve as a real process")
+struct ServeProcessTests {
+    static var binary: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("cairn-server")
+    }
+
+    @Test("Given the built binary with --port 0, when started, fetched from and sent SIGTERM, then it prints its port, serves, and exits 0")
+    func endToEnd() async throws {
+        let repo = try TestRepository()
+        defer { repo.remove() }
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = ["serve", "--repo", repo.root.path, "--port", "0", "--host", "127.0.0.1"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let reader = output.fileHandleForReading
+        let line = try await RawHTTP.onThread { () -> String in
+            var text = ""
+            while !text.contains("\n") {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            return text
+        }
+        let prefix = "cairn-server: serving \(repo.root.path) on http://127.0.0.1:"
+        #expect(line.hasPrefix(prefix))
+        let port = try #require(Int(line.dropFirst(prefix.count).prefix { $0.isNumber }))
+        let response = try await RawHTTP.send(port: port, target: "/channels/stable/manifest.json")
+        #expect(response.status == 200)
+        #expect(response.body == repo.manifest)
+        kill(process.processIdentifier, SIGTERM)
+        try await RawHTTP.onThread { process.waitUntilExit() }
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 0)
+    }
+
+    @Test("Given a private key under the repository, when the binary starts, then it exits non-zero saying why")
+    func refusesKey() async throws {
+        let repo = try TestRepository()
+        defer { repo.remove() }
+        try repo.write("repo/publisher.key", Array("cairn-ed25519-private-v1 AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=\n".utf8))
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = ["serve", "--repo", repo.root.path, "--port", "0"]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let text = try await RawHTTP.onThread { String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+        try await RawHTTP.onThread { process.waitUntilExit() }
+        #expect(process.terminationStatus == 77)
+        #expect(text.contains("private signing key"))
+        #expect(!text.contains("AQIDBAUG"))
+    }
+}

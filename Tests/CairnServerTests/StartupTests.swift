@@ -1,0 +1,73 @@
+import CairnServer
+import Foundation
+import Logging
+import Testing
+
+@Suite("Start-up and configuration")
+struct StartupTests {
+    static let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    @Test("Given a private key file somewhere under the root, when the server is built, then it refuses", arguments: [
+        "publisher.key", "channels/stable/.hidden-key", "blobs/sha256/ab/key.txt",
+    ])
+    func privateKey(relative: String) throws {
+        let repo = try TestRepository()
+        defer { repo.remove() }
+        try repo.write("repo/" + relative, Array("cairn-ed25519-private-v1 AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=\n".utf8))
+        #expect {
+            _ = try buildServer(configuration: ServerConfiguration(repository: repo.root.path), logger: Self.logger)
+        } throws: { ($0 as? ServerError)?.code == .privateKeyUnderRoot }
+    }
+
+    @Test("Given a missing repository folder, when the server is built, then it refuses with repository_invalid")
+    func missingRoot() {
+        #expect {
+            _ = try buildServer(configuration: ServerConfiguration(repository: "/nonexistent/cairn-repo"), logger: Self.logger)
+        } throws: { ($0 as? ServerError)?.code == .repositoryInvalid }
+    }
+
+    @Test("Given a config file and environment, when applied in order, then later sources win and comments are ignored")
+    func layering() throws {
+        var configuration = ServerConfiguration()
+        try configuration.apply(configFile: """
+            # comment
+            host = 0.0.0.0
+            port = 9000   # trailing comment
+            repo = /srv/repo
+            log_level = debug
+            idle_timeout_seconds = 5
+            max_connections = 10
+            """)
+        #expect(configuration.host == "0.0.0.0")
+        #expect(configuration.port == 9000)
+        #expect(configuration.logLevel == .debug)
+        #expect(configuration.idleTimeoutSeconds == 5)
+        #expect(configuration.maxConnections == 10)
+        try configuration.apply(environment: ["CAIRN_SERVER_PORT": "9100", "CAIRN_SERVER_REPO": "/data/repo"])
+        #expect(configuration.port == 9100)
+        #expect(configuration.repository == "/data/repo")
+        #expect(configuration.host == "0.0.0.0")
+    }
+
+    @Test("Given bad config lines, when applied, then each is refused naming its line", arguments: [
+        "port = 70000", "colour = blue", "just words", "log_level = loud", "max_connections = 0",
+    ])
+    func badConfig(line: String) {
+        var configuration = ServerConfiguration()
+        #expect {
+            try configuration.apply(configFile: "# first\n" + line)
+        } throws: { error in
+            guard let error = error as? ServerError else { return false }
+            return error.code == .configurationInvalid && error.message.hasPrefix("line 2")
+        }
+    }
+
+    @Test("The example config file in server-config parses and holds the documented defaults")
+    func exampleFile() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("server-config/cairn-server.conf")
+        var configuration = ServerConfiguration()
+        try configuration.apply(configFile: String(contentsOf: file, encoding: .utf8))
+        #expect(configuration == ServerConfiguration())
+    }
+}

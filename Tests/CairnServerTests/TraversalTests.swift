@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+
+@Suite("Nothing outside the served files")
+struct TraversalTests {
+    /// Every attempt sent byte for byte; none may return the secret or any file's bytes.
+    static let attempts: [(target: String, status: Int)] = [
+        ("/channels/../../secret", 400),
+        ("/channels/stable/../../../secret", 400),
+        ("/../secret", 400),
+        ("/./channels/stable/manifest.json", 400),
+        ("/channels/stable//manifest.json", 400),
+        ("/channels%2F..%2F..%2Fsecret", 400),
+        ("/channels/%2e%2e/%2e%2e/secret", 400),
+        ("/channels/stable/%2E%2E/%2E%2E/%2E%2E/secret", 400),
+        ("/channels/stable/manifest%2ejson", 400),
+        ("/channels\\..\\..\\secret", 400),
+        ("/channels/stable/manifest.json%00.txt", 400),
+        ("/channels/stable/.publish.lock", 404),
+        ("/blobs/sha256/ab/.tmp-123", 404),
+        ("/.git/config", 404),
+        ("/secret", 404),
+        ("/repo/channels/stable/manifest.json", 404),
+        ("/channels/stable", 404),
+        ("/channels/stable/versions/03.json", 404),
+        ("/blobs/sha256/00/" + String(repeating: "a", count: 64), 404),
+        ("/keys/.hidden", 404),
+        ("/channels/Stable/manifest.json", 404),
+    ]
+
+    @Test("Given traversal attempts (dot segments, %2F, %2e%2e, backslashes, NUL, dotfiles, other folders), when sent raw, then each is refused with 400 or 404")
+    func refused() async throws {
+        let repo = try TestRepository()
+        defer { repo.remove() }
+        try await withServer(repo) { port in
+            for attempt in Self.attempts {
+                let target = attempt.target.replacingOccurrences(of: "/ab/", with: "/\(repo.blobHex.prefix(2))/")
+                let response = try await RawHTTP.send(port: port, target: target)
+                #expect(response.status == attempt.status, "\(target)")
+                #expect(!String(decoding: response.body, as: UTF8.self).contains("secret"), "\(target)")
+            }
+            // A literal NUL byte in the request line: refused (the HTTP parser rejects it).
+            let nul = try await RawHTTP.send(port: port, target: "/channels/stable/manifest.json\u{0}")
+            #expect(nul.status == 400)
+        }
+    }
+
+    @Test("Given symlinks in the repository, when fetched, then one leading outside the root or to a dotfile is 404, one to a file inside is served")
+    func symlinks() async throws {
+        let repo = try TestRepository()
+        defer { repo.remove() }
+        let fm = FileManager.default
+        try fm.createSymbolicLink(atPath: repo.root.path + "/keys/outside.pub", withDestinationPath: repo.base.path + "/secret")
+        try fm.createSymbolicLink(atPath: repo.root.path + "/channels/escape", withDestinationPath: repo.base.path)
+        try fm.createSymbolicLink(atPath: repo.root.path + "/keys/lock.pub", withDestinationPath: "../channels/stable/.publish.lock")
+        try fm.createSymbolicLink(atPath: repo.root.path + "/channels/stable/versions/4.json", withDestinationPath: "3.json")
+        try await withServer(repo) { port in
+            #expect(try await RawHTTP.send(port: port, target: "/keys/outside.pub").status == 404)
+            #expect(try await RawHTTP.send(port: port, target: "/channels/escape/manifest.json").status == 404)
+            #expect(try await RawHTTP.send(port: port, target: "/keys/lock.pub").status == 404)
+            let inside = try await RawHTTP.send(port: port, target: "/channels/stable/versions/4.json")
+            #expect(inside.status == 200)
+            #expect(inside.body == repo.manifest)
+        }
+    }
+
+    @Test("Given a method other than GET or HEAD, when sent, then 405 with Allow")
+    func methods() async throws {
+        let repo = try TestRepository()
+        defer { repo.remove() }
+        try await withServer(repo) { port in
+            let response = try await RawHTTP.send(port: port, method: "DELETE", target: "/channels/stable/manifest.json")
+            #expect(response.status == 405)
+            #expect(response.header("Allow") == "GET, HEAD")
+        }
+    }
+}
