@@ -1,4 +1,5 @@
 import CairnCore
+import CairnEmbedding
 import CairnIndex
 import CairnStore
 import Foundation
@@ -22,7 +23,10 @@ struct PublishRoundTripTests {
         for chunk in source {
             let record = try #require(byID[chunk.id])
             #expect(record.chunk == chunk)
-            #expect(record.vector == workspace.embedder.embed(chunk.embeddingText))
+            // Batched embedding may differ from a lone one in the last bits (summation order).
+            let alone = workspace.embedder.embed(chunk.embeddingText)
+            #expect(record.vector.count == alone.count)
+            #expect(SentenceEmbedder.cosine(record.vector, alone) > 0.99999)
         }
         let manifest = try workspace.manifest()
         #expect(manifest.stateRoot == StateRoot.compute(chunks: records))
