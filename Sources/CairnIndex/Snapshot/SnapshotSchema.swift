@@ -1,5 +1,5 @@
 /// The snapshot file: a SQLite database that *is* the ready-to-query index
-/// (`SNAPSHOT-SCHEMA.md` beside this file is the same text for readers of the format).
+/// (`protocol/snapshot.md` is the same text for readers of the format).
 ///
 /// ```sql
 /// -- page_size 4096, journal_mode DELETE; application_id 0x4361726E ('Carn'), user_version 1

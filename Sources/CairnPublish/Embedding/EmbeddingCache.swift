@@ -1,0 +1,88 @@
+import CairnCore
+import CairnIndex
+import Foundation
+
+/// Vectors already computed, in a small SQLite file shared by every repository a publisher
+/// writes: keyed by the model (its id and the SHA-256 of its weights) and the SHA-256 of the
+/// text embedded (`Chunk.embeddingText`), so an unchanged chunk is never embedded twice.
+public final class EmbeddingCache: Sendable {
+    /// `${XDG_CACHE_HOME:-~/.cache}/cairn/embedding-cache.sqlite`.
+    public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        let cache = environment["XDG_CACHE_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ((environment["HOME"] ?? NSHomeDirectory()) as NSString).appendingPathComponent(".cache")
+        return (cache as NSString).appendingPathComponent("cairn/embedding-cache.sqlite")
+    }
+
+    public let path: String
+    private let db: Database
+
+    /// Opens (creating if needed) the cache at `path`.
+    public init(path: String) throws(PublishError) {
+        self.path = path
+        do {
+            let folder = (path as NSString).deletingLastPathComponent
+            if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+            db = try Database(path: path, mode: .readWriteCreate, busyTimeout: 30_000)
+            try db.exec("""
+                PRAGMA journal_mode = WAL;
+                CREATE TABLE IF NOT EXISTS embeddings(
+                    model_key TEXT NOT NULL,
+                    text_hash BLOB NOT NULL,
+                    vector BLOB NOT NULL,
+                    PRIMARY KEY(model_key, text_hash)) WITHOUT ROWID;
+                """)
+        } catch {
+            throw PublishError(.io, "cannot open the embedding cache \(path): \(error.message)", cause: error)
+        }
+    }
+
+    /// The cached vector of `textHash` under `modelKey`, if any has `dimension` values.
+    public func vector(modelKey: String, textHash: ContentID, dimension: Int) throws(PublishError) -> [Float]? {
+        do {
+            let statement = try db.prepare("SELECT vector FROM embeddings WHERE model_key = ?1 AND text_hash = ?2")
+            try statement.bind(modelKey, at: 1)
+            try statement.bind(textHash.bytes, at: 2)
+            guard try statement.step(), let bytes = statement.blob(at: 0), bytes.count == dimension * 4 else { return nil }
+            let vector = VectorBytes.decode(bytes)
+            return vector.allSatisfy(\.isFinite) ? vector : nil
+        } catch {
+            throw PublishError(.io, "cannot read the embedding cache \(path): \(error.message)", cause: error)
+        }
+    }
+
+    /// Stores vectors in one transaction.
+    public func store(modelKey: String, _ entries: [(textHash: ContentID, vector: [Float])]) throws(PublishError) {
+        do {
+            try db.transaction { () throws(IndexError) in
+                let statement = try db.prepare(
+                    "INSERT OR REPLACE INTO embeddings(model_key, text_hash, vector) VALUES(?1, ?2, ?3)")
+                for entry in entries {
+                    statement.reset()
+                    try statement.bind(modelKey, at: 1)
+                    try statement.bind(entry.textHash.bytes, at: 2)
+                    try statement.bind(VectorBytes.encode(entry.vector), at: 3)
+                    try statement.run()
+                }
+            }
+        } catch {
+            throw PublishError(.io, "cannot write the embedding cache \(path): \(error.message)", cause: error)
+        }
+    }
+}
+
+/// Vectors as little-endian IEEE-754 float32 bytes (the snapshot's and the delta's layout).
+enum VectorBytes {
+    static func encode(_ vector: [Float]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(vector.count * 4)
+        for value in vector { withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.append(contentsOf: $0) } }
+        return bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) -> [Float] {
+        stride(from: 0, to: bytes.count - 3, by: 4).map { offset in
+            Float(bitPattern: UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8
+                  | UInt32(bytes[offset + 2]) << 16 | UInt32(bytes[offset + 3]) << 24)
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import CairnCore
+import Foundation
+
+/// Turns JSON records into chunks: Cairn's `{id, title, content, scenario?, tags?, source?}`
+/// and BEIR's `{_id, title?, text, metadata?}` (a record with `_id` or `text` is BEIR).
+enum RecordParser {
+    static let cairnFields: Set<String> = ["id", "title", "content", "scenario", "tags", "source"]
+    static let beirFields: Set<String> = ["_id", "title", "text", "metadata"]
+
+    /// A `.json` file: an array of records.
+    static func jsonArray(_ bytes: [UInt8], file: String) throws(PublishError) -> [(String, Chunk)] {
+        _ = try TextDecoding.utf8(bytes, file: file)
+        let value = try parseJSON(bytes, file: file, position: nil)
+        guard let items = value as? [Any] else {
+            throw .badInput(file, nil, "a .json source must be an array of records (use .jsonl for one record per line)")
+        }
+        var chunks: [(String, Chunk)] = []
+        for (index, item) in items.enumerated() {
+            chunks.append(try record(item, file: file, position: "index \(index)"))
+        }
+        return chunks
+    }
+
+    /// A `.jsonl` file: one record per non-blank line.
+    static func jsonLines(_ bytes: [UInt8], file: String) throws(PublishError) -> [(String, Chunk)] {
+        var chunks: [(String, Chunk)] = []
+        let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        for (index, line) in lines.enumerated() {
+            let position = "line \(index + 1)"
+            guard String(validating: line, as: UTF8.self) != nil else { throw .badInput(file, position, "invalid UTF-8") }
+            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
+            chunks.append(try record(try parseJSON(Array(line), file: file, position: position), file: file, position: position))
+        }
+        return chunks
+    }
+
+    static func parseJSON(_ bytes: [UInt8], file: String, position: String?) throws(PublishError) -> Any {
+        do {
+            return try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
+        } catch {
+            // Keep only the location from Foundation's message: it may quote document text.
+            let text = "\(error)"
+            let location = text.range(of: #"line \d+, column \d+"#, options: .regularExpression).map { " near \(text[$0])" } ?? ""
+            throw .badInput(file, position, "not valid JSON\(location)")
+        }
+    }
+
+    /// One record, named in errors by `position` (and by its id once known).
+    static func record(_ value: Any, file: String, position: String) throws(PublishError) -> (String, Chunk) {
+        guard let object = value as? [String: Any] else { throw .badInput(file, position, "a record must be a JSON object") }
+        let isBEIR = object["_id"] != nil || (object["text"] != nil && object["content"] == nil)
+        var where_ = position
+        func string(_ key: String, required: Bool) throws(PublishError) -> String? {
+            guard let raw = object[key], !(raw is NSNull) else {
+                if required { throw .badInput(file, where_, "missing `\(key)`") }
+                return nil
+            }
+            guard let text = raw as? String else { throw .badInput(file, where_, "`\(key)` must be a string") }
+            return text
+        }
+        let idKey = isBEIR ? "_id" : "id", contentKey = isBEIR ? "text" : "content"
+        let id = try string(idKey, required: true)!
+        guard !id.isEmpty else { throw .badInput(file, where_, "`\(idKey)` is empty") }
+        where_ = "\(position) (id \"\(id)\")"
+        let allowed = isBEIR ? beirFields : cairnFields
+        if let unknown = object.keys.sorted().first(where: { !allowed.contains($0) }) {
+            throw .badInput(file, where_, "unknown field `\(unknown)`\(isBEIR ? " in a BEIR record" : "")")
+        }
+        let content = try string(contentKey, required: true)!
+        guard content.contains(where: { !$0.isWhitespace }) else { throw .badInput(file, where_, "`\(contentKey)` is empty") }
+        let title = try string("title", required: !isBEIR) ?? ""
+        var tags: [String] = []
+        if !isBEIR, let raw = object["tags"], !(raw is NSNull) {
+            guard let list = raw as? [Any], let strings = list as? [String], list.allSatisfy({ $0 is String }) else {
+                throw .badInput(file, where_, "`tags` must be an array of strings")
+            }
+            tags = strings
+        }
+        let scenario = isBEIR ? nil : try string("scenario", required: false)
+        let source = isBEIR ? nil : try string("source", required: false)
+        return (where_, Chunk(id: id, title: title, content: content, scenario: scenario, tags: tags, source: source))
+    }
+}

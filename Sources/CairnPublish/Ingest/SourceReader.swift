@@ -1,0 +1,110 @@
+import CairnCore
+import Foundation
+
+/// How Markdown and plain-text files are cut into chunks. The defaults suit a 256-token model
+/// window: about 180 words (≈ 240 WordPiece tokens of English) per chunk, 30 of them repeated
+/// from the previous chunk so that a sentence cut at a boundary is whole in one of the two.
+public struct ChunkingOptions: Sendable, Hashable {
+    /// Words a chunk aims for; paragraphs are kept whole when they fit. Default 180.
+    public var targetWords: Int
+    /// Words repeated at the start of the next chunk of the same file. Default 30.
+    public var overlapWords: Int
+
+    public init(targetWords: Int = 180, overlapWords: Int = 30) {
+        self.targetWords = max(1, targetWords)
+        self.overlapWords = min(max(0, overlapWords), max(0, targetWords - 1))
+    }
+}
+
+/// Reads a knowledge-base source — a file or a folder walked recursively (sorted, dotfiles
+/// skipped) — into chunks. The kind of a file comes from its extension: `.json` (an array of
+/// records), `.jsonl` (one record per line), `.md` / `.markdown` / `.txt` (chunked text).
+/// Other files are ignored. Records are Cairn chunks `{id, title, content, scenario?, tags?,
+/// source?}` or BEIR documents `{_id, title?, text, metadata?}`.
+public enum SourceReader {
+    /// The extensions read, lowercase, without the dot.
+    public static let extensions: Set<String> = ["json", "jsonl", "md", "markdown", "txt"]
+
+    /// Every chunk of the source, in file order then record order; ids unique across files.
+    /// - Throws: `PublishError` `.badInput` naming the file, the record and what is wrong, or
+    ///   `.io` when the source cannot be read.
+    public static func read(path: String, chunking: ChunkingOptions = ChunkingOptions()) throws(PublishError) -> [Chunk] {
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
+            throw PublishError(.io, "the source \(path) does not exist")
+        }
+        let files: [(full: String, relative: String)]
+        if isFolder.boolValue {
+            files = try listFiles(in: path)
+        } else {
+            files = [(path, (path as NSString).lastPathComponent)]
+        }
+        var chunks: [Chunk] = []
+        var seen: [String: String] = [:]
+        for file in files {
+            let bytes: [UInt8]
+            do { bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file.full))) } catch {
+                throw PublishError(.io, "cannot read \(file.full)")
+            }
+            for (position, chunk) in try parse(bytes, relativePath: file.relative, displayName: file.full, chunking: chunking) {
+                if let first = seen[chunk.id] {
+                    throw .badInput(file.full, position, "duplicate id \"\(chunk.id)\" (first seen in \(first))")
+                }
+                seen[chunk.id] = "\(file.full) \(position)"
+                chunks.append(chunk)
+            }
+        }
+        return chunks
+    }
+
+    /// The chunks of one file with the position each came from (`index 3`, `line 7`, `part 2`).
+    static func parse(_ bytes: [UInt8], relativePath: String, displayName: String,
+                      chunking: ChunkingOptions) throws(PublishError) -> [(String, Chunk)] {
+        switch (relativePath as NSString).pathExtension.lowercased() {
+        case "json": return try RecordParser.jsonArray(bytes, file: displayName)
+        case "jsonl": return try RecordParser.jsonLines(bytes, file: displayName)
+        default:
+            let text = try TextDecoding.utf8(bytes, file: displayName)
+            return TextChunker(options: chunking).chunks(of: text, path: relativePath).enumerated().map {
+                ("part \($0.offset + 1)", $0.element)
+            }
+        }
+    }
+
+    /// Files under `root` with a known extension, sorted by relative path; dotfiles and dot
+    /// folders skipped.
+    static func listFiles(in root: String) throws(PublishError) -> [(full: String, relative: String)] {
+        guard let enumerator = FileManager.default.enumerator(atPath: root) else {
+            throw PublishError(.io, "cannot list the source folder \(root)")
+        }
+        var found: [String] = []
+        while let relative = enumerator.nextObject() as? String {
+            let name = (relative as NSString).lastPathComponent
+            if name.hasPrefix(".") {
+                enumerator.skipDescendants()
+                continue
+            }
+            var isFolder: ObjCBool = false
+            let full = (root as NSString).appendingPathComponent(relative)
+            guard FileManager.default.fileExists(atPath: full, isDirectory: &isFolder), !isFolder.boolValue,
+                  extensions.contains((name as NSString).pathExtension.lowercased()) else { continue }
+            found.append(relative)
+        }
+        return found.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            .map { ((root as NSString).appendingPathComponent($0), $0) }
+    }
+}
+
+/// UTF-8 checks that say where the first bad byte is.
+enum TextDecoding {
+    /// The text of `bytes`, or `.badInput` naming the line of the first invalid UTF-8 sequence.
+    static func utf8(_ bytes: [UInt8], file: String) throws(PublishError) -> String {
+        if let text = String(validating: bytes, as: UTF8.self) { return text }
+        var line = 1
+        for piece in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            if String(validating: piece, as: UTF8.self) == nil { break }
+            line += 1
+        }
+        throw .badInput(file, "line \(line)", "invalid UTF-8")
+    }
+}

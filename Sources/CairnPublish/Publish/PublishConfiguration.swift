@@ -1,0 +1,94 @@
+import CairnCore
+import Foundation
+
+/// What one publish does. Every field has a documented default except the three paths.
+public struct PublishConfiguration: Sendable {
+    /// The repository's root folder (created if missing).
+    public var repository: String
+    /// The channel, `[a-z0-9][a-z0-9._-]{0,63}`.
+    public var channel: String
+    /// A file or folder of chunks (see `SourceReader`).
+    public var source: String
+    /// Deltas are built from this many of the newest earlier versions. Default 5.
+    public var keepDeltas: Int
+    /// The manifest expires this many days after it is created. Default 30.
+    public var expiresDays: Int
+    /// Queries the new version must answer, carried in its manifest. Default none.
+    public var canaries: [Canary]
+    /// How text files are chunked. Default `ChunkingOptions()` (180 words, 30 overlap).
+    public var chunking: ChunkingOptions
+    /// Seconds to wait for another publish's lock before refusing. Default 5.
+    public var lockWait: Double
+    /// Chunks embedded per call of the model (and per progress report). Default 64.
+    public var batchSize: Int
+
+    public init(repository: String, channel: String, source: String, keepDeltas: Int = 5, expiresDays: Int = 30,
+                canaries: [Canary] = [], chunking: ChunkingOptions = ChunkingOptions(), lockWait: Double = 5,
+                batchSize: Int = 64) {
+        self.repository = repository
+        self.channel = channel
+        self.source = source
+        self.keepDeltas = keepDeltas
+        self.expiresDays = expiresDays
+        self.canaries = canaries
+        self.chunking = chunking
+        self.lockWait = lockWait
+        self.batchSize = batchSize
+    }
+}
+
+/// The points of a publish at which `Publisher`'s checkpoint is called — the places a test
+/// (through `cairn-server`'s `CAIRN_PUBLISH_PAUSE_AT`) stops a publish to kill it.
+public enum PublishStage: String, Sendable, CaseIterable {
+    /// The lock is held; nothing is written yet.
+    case locked
+    /// Every chunk has its vector; nothing is written to the repository yet.
+    case embedded
+    /// The snapshot blob is stored; deltas and model blobs may not be.
+    case snapshotStored = "snapshot-stored"
+    /// Every blob is stored; no manifest is written.
+    case blobsStored = "blobs-stored"
+    /// `versions/<n>.json` is written; `manifest.json` still names the previous version.
+    case versionWritten = "version-written"
+}
+
+/// What a publish did.
+public struct PublishReport: Sendable {
+    public struct DeltaInfo: Sendable {
+        public var fromVersion: Int
+        public var size: Int
+        public var uncompressedSize: Int
+    }
+
+    public var version: Int
+    public var stateRoot: ContentID
+    public var chunkCount: Int
+    /// Chunks whose vector the model computed in this publish.
+    public var embedded: Int
+    /// Chunks whose vector came from an earlier version's snapshot.
+    public var reusedFromSnapshot: Int
+    /// Chunks whose vector came from the embedding cache.
+    public var reusedFromCache: Int
+    public var snapshotSize: Int
+    public var snapshotUncompressedSize: Int
+    public var deltas: [DeltaInfo]
+    /// Earlier versions for which no delta was kept, with why.
+    public var skippedDeltas: [String]
+    /// The signed manifest's bytes as written.
+    public var manifestBytes: [UInt8]
+
+    /// One line: version, chunks, embedded vs reused, snapshot and delta sizes.
+    public var summary: String {
+        let deltaText = deltas.isEmpty ? "no deltas"
+            : "deltas " + deltas.map { "v\($0.fromVersion)→\(version) \($0.size) B" }.joined(separator: ", ")
+        return "published version \(version): \(chunkCount) chunks, \(embedded) embedded, "
+            + "\(reusedFromSnapshot + reusedFromCache) reused (\(reusedFromSnapshot) from earlier snapshots, \(reusedFromCache) from cache), "
+            + "snapshot \(snapshotSize) B (\(snapshotUncompressedSize) B uncompressed), \(deltaText)"
+    }
+}
+
+/// Embedding progress: `done` of `total` chunks that need the model.
+public struct PublishProgress: Sendable {
+    public var done: Int
+    public var total: Int
+}

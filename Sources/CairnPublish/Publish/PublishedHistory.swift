@@ -1,0 +1,63 @@
+import CairnCore
+import Foundation
+import Logging
+
+/// An earlier version, verified: its signed manifest and the records of its snapshot, which hash
+/// to the manifest's state root.
+struct PublishedVersion {
+    var manifest: Manifest
+    var records: [ChunkRecord]
+}
+
+/// What a channel already holds: the next version number, and the newest versions to build
+/// deltas from and reuse vectors of.
+struct PublishedHistory {
+    let repository: Repository
+    let channel: String
+    let trustedKeys: [PublicKey]
+    let logger: Logger
+    /// Versions not used, with the reason (a corrupt blob, a bad signature).
+    var skipped: [String] = []
+    let numbers: [Int]
+    /// One more than the highest version seen in `versions/` or `manifest.json`: a version file
+    /// left by a killed publish is never overwritten.
+    let nextVersion: Int
+
+    init(repository: Repository, channel: String, trustedKeys: [PublicKey], logger: Logger) {
+        self.repository = repository
+        self.channel = channel
+        self.trustedKeys = trustedKeys
+        self.logger = logger
+        numbers = repository.versionNumbers(channel)
+        let current = try? repository.manifest(at: repository.manifestPath(channel), trustedKeys: trustedKeys)
+        nextVersion = max(numbers.last ?? 0, current?.version ?? 0) + 1
+    }
+
+    /// The newest `count` versions, newest first; any that fails a check is skipped and logged.
+    mutating func loadBases(count: Int, scratch: String) -> [PublishedVersion] {
+        var bases: [PublishedVersion] = []
+        for number in numbers.reversed().prefix(count) {
+            do throws(PublishError) {
+                bases.append(try load(number, scratch: scratch))
+            } catch {
+                skipped.append("v\(number): \(error.message)")
+                logger.warning("earlier version unusable; no delta from it", metadata: [
+                    "cairn.publish.from_version": "\(number)", "cairn.publish.error": "\(error.message)"])
+            }
+        }
+        return bases
+    }
+
+    private func load(_ number: Int, scratch: String) throws(PublishError) -> PublishedVersion {
+        let path = repository.versionPath(channel, number)
+        let manifest = try repository.manifest(at: path, trustedKeys: trustedKeys)
+        guard manifest.version == number, manifest.channel == channel else {
+            throw PublishError(.repositoryCorrupt, "\(path) holds version \(manifest.version) of channel \(manifest.channel)")
+        }
+        let file = scratch + "/base-\(number).sqlite"
+        try repository.extractSnapshot(of: manifest, to: file)
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let records = try SnapshotRecords.read(at: file, expectedStateRoot: manifest.stateRoot, dimension: manifest.dimension)
+        return PublishedVersion(manifest: manifest, records: records)
+    }
+}

@@ -1,0 +1,48 @@
+/// The one error type of CairnPublish: an opaque, stable `code`, a one-line `message` that says
+/// what is wrong and where (file, record, field), and an optional `cause`.
+///
+/// Messages name files, record positions, ids and fields, never document or query text.
+public struct PublishError: Error, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The stable snake_case name, e.g. `bad_input`.
+        public let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// The source files are not acceptable (syntax, duplicate id, missing field, bad UTF-8).
+        public static let badInput = Code("bad_input")
+        /// Another publish holds the repository's lock.
+        public static let locked = Code("locked")
+        /// The new version's own index fails one of its canary queries.
+        public static let canaryFailed = Code("canary_failed")
+        /// The repository's existing files are not what their manifests say.
+        public static let repositoryCorrupt = Code("repository_corrupt")
+        /// The model folder cannot be read or loaded.
+        public static let model = Code("model")
+        /// A file could not be read or written.
+        public static let io = Code("io")
+        /// The caller passed an unusable option (channel name, key file, counts).
+        public static let invalidArgument = Code("invalid_argument")
+    }
+
+    public let code: Code
+    /// One line: what is wrong and where.
+    public let message: String
+    public let cause: (any Error & Sendable)?
+
+    public init(_ code: Code, _ message: String, cause: (any Error & Sendable)? = nil) {
+        self.code = code
+        self.message = String(message.map { $0.isNewline ? " " : $0 })
+        self.cause = cause
+    }
+
+    /// Only a held lock or an I/O failure may pass by trying again.
+    public var isRetryable: Bool { code == .locked || code == .io }
+
+    public var description: String { "\(code): \(message)" }
+
+    /// Bad input in `file` at `record` (e.g. `line 3`, `index 2`, `id "x"`).
+    static func badInput(_ file: String, _ record: String?, _ what: String) -> PublishError {
+        PublishError(.badInput, record.map { "\(file): \($0): \(what)" } ?? "\(file): \(what)")
+    }
+}

@@ -1,0 +1,44 @@
+import CairnCore
+import CairnStore
+import Foundation
+
+/// The publisher's key files on disk (protocol/keys.md): `publisher.key` (mode 0600) and
+/// `publisher.pub`.
+public enum KeyFiles {
+    /// Creates a new key in `folder` as `publisher.key` and `publisher.pub`; refuses to replace
+    /// either file.
+    public static func generate(in folder: String) throws(PublishError) -> PublisherKey {
+        let privatePath = folder + "/publisher.key", publicPath = folder + "/publisher.pub"
+        for path in [privatePath, publicPath] where FileSystem.exists(path) {
+            throw PublishError(.invalidArgument, "\(path) already exists; refusing to overwrite a key")
+        }
+        let key = PublisherKey.generate()
+        do {
+            try FileSystem.makeDirectory(folder)
+            try FileSystem.writeAtomically(Array(key.fileText.utf8), to: privatePath, mode: 0o600)
+            try FileSystem.writeAtomically(Array(key.publicKey.fileText.utf8), to: publicPath, mode: 0o644)
+        } catch {
+            throw PublishError(.io, "cannot write the key files: \(error.message)", cause: error)
+        }
+        return key
+    }
+
+    /// The private key in the file at `path`.
+    public static func loadPrivate(_ path: String) throws(PublishError) -> PublisherKey {
+        do { return try PublisherKey(fileText: try text(path)) } catch let error as CoreError {
+            throw PublishError(.invalidArgument, "\(path): \(error.message)", cause: error)
+        } catch let error as PublishError { throw error } catch { throw PublishError(.io, "cannot read \(path)") }
+    }
+
+    /// The public key in the file at `path`.
+    public static func loadPublic(_ path: String) throws(PublishError) -> PublicKey {
+        do { return try PublicKey(fileText: try text(path)) } catch let error as CoreError {
+            throw PublishError(.invalidArgument, "\(path): \(error.message)", cause: error)
+        } catch let error as PublishError { throw error } catch { throw PublishError(.io, "cannot read \(path)") }
+    }
+
+    private static func text(_ path: String) throws(PublishError) -> String {
+        guard let data = FileManager.default.contents(atPath: path) else { throw PublishError(.io, "cannot read \(path)") }
+        return String(decoding: data, as: UTF8.self)
+    }
+}

@@ -1,0 +1,32 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `flock(LOCK_EX)` on `<repo>/.publish.lock`, so that two publishes to one repository never
+/// interleave. The kernel drops the lock when the holder dies, so a killed publish never
+/// leaves the repository locked.
+final class PublishLock {
+    private let fd: Int32
+
+    /// Takes the lock, retrying every 50 ms for up to `wait` seconds, then refusing.
+    init(repository root: String, wait: Double) throws(PublishError) {
+        let path = root + "/.publish.lock"
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw PublishError(.io, "cannot open the lock file \(path): \(String(cString: strerror(errno)))") }
+        let deadline = Date().addingTimeInterval(wait)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR, Date() < deadline else {
+                close(fd)
+                throw PublishError(.locked, "another publish holds \(path); try again when it has finished")
+            }
+            usleep(50_000)
+        }
+        self.fd = fd
+    }
+
+    deinit {
+        flock(fd, LOCK_UN)
+        close(fd)
+    }
+}

@@ -1,0 +1,83 @@
+import CairnCore
+import CairnStore
+import Foundation
+
+/// A repository's paths (protocol/repository.md), and reading what is already published —
+/// every manifest checked against a trusted key, every blob against its hash.
+public struct Repository: Sendable {
+    public let root: String
+    public let blobs: BlobStore
+
+    public init(root: String) {
+        self.root = root
+        blobs = BlobStore(root: root)
+    }
+
+    public var keysFolder: String { root + "/keys" }
+    public func channelFolder(_ channel: String) -> String { root + "/channels/" + channel }
+    public func manifestPath(_ channel: String) -> String { channelFolder(channel) + "/manifest.json" }
+    public func versionsFolder(_ channel: String) -> String { channelFolder(channel) + "/versions" }
+    public func versionPath(_ channel: String, _ version: Int) -> String { versionsFolder(channel) + "/\(version).json" }
+
+    /// The channels that have a folder, sorted.
+    public func channels() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: root + "/channels")) ?? [])
+            .filter(Manifest.isValidChannelName).sorted()
+    }
+
+    /// The version numbers with a `versions/<n>.json` file, ascending.
+    public func versionNumbers(_ channel: String) -> [Int] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: versionsFolder(channel))) ?? []).compactMap { name in
+            guard name.hasSuffix(".json"), let number = Int(name.dropLast(5)), number >= 1,
+                  "\(number).json" == name else { return nil }
+            return number
+        }.sorted()
+    }
+
+    /// The public keys stored under `keys/` (written by each publish, for `verify`).
+    public func storedKeys() -> [PublicKey] {
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: keysFolder)) ?? []).filter { $0.hasSuffix(".pub") }.sorted()
+        return names.compactMap { name in
+            guard let text = try? String(contentsOfFile: keysFolder + "/" + name, encoding: .utf8) else { return nil }
+            return try? PublicKey(fileText: text)
+        }
+    }
+
+    /// The verified manifest in the file at `path`.
+    public func manifest(at path: String, trustedKeys: [PublicKey]) throws(PublishError) -> Manifest {
+        let bytes: [UInt8]
+        do { bytes = try FileSystem.read(path) } catch {
+            throw PublishError(.io, "cannot read \(path): \(error.message)", cause: error)
+        }
+        do {
+            return try SignedManifest.decodeAndVerify(bytes, trustedKeys: trustedKeys)
+        } catch {
+            throw PublishError(.repositoryCorrupt, "\(path): \(error.message)", cause: error)
+        }
+    }
+
+    /// The blob named `id`, checked against its hash and `size`.
+    public func blob(_ id: ContentID, size: Int, what: String) throws(PublishError) -> [UInt8] {
+        let bytes: [UInt8]
+        do { bytes = try blobs.get(id) } catch {
+            throw PublishError(.repositoryCorrupt, "\(what) blob \(BlobStore.relativePath(of: id)): \(error.message)", cause: error)
+        }
+        guard bytes.count == size else {
+            throw PublishError(.repositoryCorrupt, "\(what) blob \(BlobStore.relativePath(of: id)) has \(bytes.count) bytes, the manifest says \(size)")
+        }
+        return bytes
+    }
+
+    /// The uncompressed snapshot of `manifest`, written to a new file at `path` after its blob's
+    /// hash and size are checked; inflation is capped at the manifest's uncompressed size.
+    public func extractSnapshot(of manifest: Manifest, to path: String) throws(PublishError) {
+        let what = "version \(manifest.version) snapshot"
+        let compressed = try blob(manifest.snapshot.sha256, size: manifest.snapshot.size, what: what)
+        do {
+            let bytes = try Zlib.decompress(compressed, expectedSize: manifest.snapshot.uncompressedSize)
+            try FileSystem.writeAtomically(bytes, to: path)
+        } catch {
+            throw PublishError(.repositoryCorrupt, "\(what): \(error.message)", cause: error)
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import CairnCore
+import CairnStore
+import Foundation
+
+/// The writes of a publish, each crash-safe (temporary file, fsync, rename, fsync the folder),
+/// made in the order of protocol/publishing.md: blobs, then `versions/<n>.json`, then
+/// `manifest.json`.
+struct RepositoryWriter {
+    let repository: Repository
+    let channel: String
+
+    func putBlob(_ bytes: [UInt8]) throws(PublishError) {
+        do { try repository.blobs.put(bytes) } catch {
+            throw PublishError(.io, "cannot store a blob: \(error.message)", cause: error)
+        }
+    }
+
+    /// `keys/<key id>.pub`, so that `verify` finds the key without being told.
+    func storePublicKey(_ key: PublicKey) throws(PublishError) {
+        let path = repository.keysFolder + "/\(key.keyID.hex).pub"
+        guard !FileSystem.exists(path) else { return }
+        do {
+            try FileSystem.makeDirectory(repository.keysFolder)
+            try FileSystem.writeAtomically(Array(key.fileText.utf8), to: path)
+        } catch {
+            throw PublishError(.io, "cannot store the public key: \(error.message)", cause: error)
+        }
+    }
+
+    /// `versions/<n>.json`, which must not exist yet (version files are immutable).
+    func writeVersion(_ version: Int, bytes: [UInt8]) throws(PublishError) {
+        let path = repository.versionPath(channel, version)
+        guard !FileSystem.exists(path) else {
+            throw PublishError(.repositoryCorrupt, "\(path) already exists; version files are never rewritten")
+        }
+        do { try FileSystem.writeAtomically(bytes, to: path) } catch {
+            throw PublishError(.io, "cannot write \(path): \(error.message)", cause: error)
+        }
+    }
+
+    /// Replaces `manifest.json` atomically: the moment the new version becomes current.
+    func writeCurrent(_ bytes: [UInt8]) throws(PublishError) {
+        let path = repository.manifestPath(channel)
+        do { try FileSystem.writeAtomically(bytes, to: path) } catch {
+            throw PublishError(.io, "cannot write \(path): \(error.message)", cause: error)
+        }
+    }
+}
+
+/// Scratch space outside the repository, and the leftovers a killed publish may leave inside it.
+enum TemporaryFiles {
+    static func makeFolder() throws(PublishError) -> String {
+        let path = NSTemporaryDirectory() + "cairn-publish-" + UUID().uuidString
+        do { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
+            throw PublishError(.io, "cannot create a temporary folder under \(NSTemporaryDirectory())")
+        }
+        return path
+    }
+
+    /// Removes `.tmp-*` files (half-written blobs and manifests of a killed publish). Called
+    /// with the publish lock held, so no live writer owns them.
+    static func removeLeftovers(in repository: Repository) {
+        let manager = FileManager.default
+        var folders = repository.channels().flatMap { [repository.channelFolder($0), repository.versionsFolder($0)] }
+        folders.append(repository.keysFolder)
+        let fanout = repository.root + "/blobs/sha256"
+        folders += ((try? manager.contentsOfDirectory(atPath: fanout)) ?? []).map { fanout + "/" + $0 }
+        for folder in folders {
+            for name in (try? manager.contentsOfDirectory(atPath: folder)) ?? [] where name.hasPrefix(".tmp-") {
+                try? manager.removeItem(atPath: folder + "/" + name)
+            }
+        }
+    }
+}

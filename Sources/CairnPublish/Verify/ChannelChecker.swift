@@ -1,0 +1,113 @@
+import CairnCore
+import CairnIndex
+import CairnStore
+import Foundation
+
+/// The checks of one channel, for `RepositoryVerifier`.
+struct ChannelChecker {
+    let repository: Repository
+    let channel: String
+    let trustedKeys: [PublicKey]
+    let scratch: String
+    /// Records of versions whose snapshot verified, for applying deltas.
+    private var records: [Int: [ChunkRecord]] = [:]
+
+    init(repository: Repository, channel: String, trustedKeys: [PublicKey], scratch: String) {
+        self.repository = repository
+        self.channel = channel
+        self.trustedKeys = trustedKeys
+        self.scratch = scratch
+    }
+
+    mutating func run(_ report: inout VerifyReport, checkedBlobs: inout Set<ContentID>) {
+        var manifests: [Manifest] = []
+        for number in repository.versionNumbers(channel) {
+            let path = repository.versionPath(channel, number)
+            report.manifests += 1
+            do throws(PublishError) {
+                let manifest = try repository.manifest(at: path, trustedKeys: trustedKeys)
+                guard manifest.version == number, manifest.channel == channel else {
+                    throw PublishError(.repositoryCorrupt, "\(path) holds version \(manifest.version) of channel \(manifest.channel)")
+                }
+                manifests.append(manifest)
+            } catch {
+                report.problems.append(error.message)
+            }
+        }
+        checkCurrent(&report)
+        for manifest in manifests {
+            let prefix = "\(channel) v\(manifest.version)"
+            for file in manifest.model.files where checkedBlobs.insert(file.sha256).inserted {
+                report.blobs += 1
+                do throws(PublishError) { _ = try repository.blob(file.sha256, size: file.size, what: "\(prefix) model file \(file.name)") } catch {
+                    report.problems.append(error.message)
+                }
+            }
+            report.blobs += 1
+            report.snapshots += 1
+            do throws(PublishError) { try checkSnapshot(manifest) } catch { report.problems.append("\(prefix): \(error.message)") }
+        }
+        for manifest in manifests {
+            for delta in manifest.deltas {
+                report.blobs += 1
+                report.deltas += 1
+                do throws(PublishError) { try checkDelta(delta, to: manifest) } catch {
+                    report.problems.append("\(channel) v\(delta.fromVersion)→v\(manifest.version) delta: \(error.message)")
+                }
+            }
+        }
+    }
+
+    /// `manifest.json` verifies and is byte-identical to its `versions/<n>.json`.
+    private func checkCurrent(_ report: inout VerifyReport) {
+        let path = repository.manifestPath(channel)
+        guard FileSystem.exists(path) else {
+            report.problems.append("\(path) is missing")
+            return
+        }
+        report.manifests += 1
+        do throws(PublishError) {
+            let manifest = try repository.manifest(at: path, trustedKeys: trustedKeys)
+            let versionPath = repository.versionPath(channel, manifest.version)
+            guard let current = try? FileSystem.read(path), let archived = try? FileSystem.read(versionPath), current == archived else {
+                throw PublishError(.repositoryCorrupt, "\(path) differs from \(versionPath) (or that file is missing)")
+            }
+        } catch {
+            report.problems.append(error.message)
+        }
+    }
+
+    private mutating func checkSnapshot(_ manifest: Manifest) throws(PublishError) {
+        let file = scratch + "/\(channel)-\(manifest.version).sqlite"
+        try repository.extractSnapshot(of: manifest, to: file)
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let meta: SnapshotMeta
+        do { meta = try Snapshot.verify(at: file, expectedStateRoot: manifest.stateRoot) } catch {
+            throw PublishError(.repositoryCorrupt, "snapshot: \(error.message)", cause: error)
+        }
+        guard meta.chunkCount == manifest.chunkCount, meta.dimension == manifest.dimension, meta.version == manifest.version else {
+            throw PublishError(.repositoryCorrupt, "snapshot meta (version, chunk count, dimension) differs from the manifest")
+        }
+        records[manifest.version] = try SnapshotRecords.read(at: file, expectedStateRoot: manifest.stateRoot, dimension: manifest.dimension)
+    }
+
+    private func checkDelta(_ ref: Manifest.DeltaRef, to manifest: Manifest) throws(PublishError) {
+        let compressed = try repository.blob(ref.sha256, size: ref.size, what: "delta")
+        let delta: Delta
+        do {
+            delta = try Delta.decode(try Zlib.decompress(compressed, expectedSize: ref.uncompressedSize))
+        } catch {
+            throw PublishError(.repositoryCorrupt, "\(error)")
+        }
+        guard delta.fromVersion == ref.fromVersion, delta.toVersion == manifest.version,
+              delta.fromStateRoot == ref.fromStateRoot, delta.toStateRoot == manifest.stateRoot else {
+            throw PublishError(.repositoryCorrupt, "the delta's versions or state roots differ from the manifest's")
+        }
+        guard let base = records[ref.fromVersion] else {
+            throw PublishError(.repositoryCorrupt, "its base version has no verified snapshot")
+        }
+        do { _ = try delta.apply(to: base) } catch {
+            throw PublishError(.repositoryCorrupt, error.message, cause: error)
+        }
+    }
+}

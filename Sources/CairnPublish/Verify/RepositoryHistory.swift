@@ -1,0 +1,35 @@
+import CairnCore
+import Foundation
+
+/// One published version as `cairn-server history` lists it.
+public struct VersionSummary: Sendable {
+    public var version: Int
+    public var created: Timestamp
+    public var expires: Timestamp
+    public var chunkCount: Int
+    public var snapshotSize: Int
+    /// (from version, compressed bytes) of each delta to this version.
+    public var deltas: [(fromVersion: Int, size: Int)]
+    public var isCurrent: Bool
+}
+
+extension Repository {
+    /// Every version of `channel` whose manifest verifies against `trustedKeys`, ascending, and
+    /// one line for each that does not.
+    public func history(channel: String, trustedKeys: [PublicKey]) -> (versions: [VersionSummary], problems: [String]) {
+        let current = try? manifest(at: manifestPath(channel), trustedKeys: trustedKeys)
+        var versions: [VersionSummary] = [], problems: [String] = []
+        for number in versionNumbers(channel) {
+            do throws(PublishError) {
+                let m = try manifest(at: versionPath(channel, number), trustedKeys: trustedKeys)
+                versions.append(VersionSummary(version: m.version, created: m.created, expires: m.expires,
+                                               chunkCount: m.chunkCount, snapshotSize: m.snapshot.size,
+                                               deltas: m.deltas.map { (fromVersion: $0.fromVersion, size: $0.size) },
+                                               isCurrent: current?.version == m.version))
+            } catch {
+                problems.append(error.message)
+            }
+        }
+        return (versions, problems)
+    }
+}

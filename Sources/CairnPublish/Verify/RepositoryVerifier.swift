@@ -1,0 +1,54 @@
+import CairnCore
+import CairnIndex
+import CairnStore
+import Foundation
+
+/// What `RepositoryVerifier` found.
+public struct VerifyReport: Sendable {
+    public var channels = 0
+    public var manifests = 0
+    public var blobs = 0
+    public var snapshots = 0
+    public var deltas = 0
+    /// One line per problem, naming the channel, version and file.
+    public var problems: [String] = []
+
+    public var isValid: Bool { problems.isEmpty }
+
+    public var summary: String {
+        "\(channels) channel(s), \(manifests) manifest(s), \(blobs) blob(s), \(snapshots) snapshot(s), \(deltas) delta(s) checked: "
+            + (problems.isEmpty ? "all good" : "\(problems.count) problem(s)")
+    }
+}
+
+/// Checks a whole repository as a device would, and more: every manifest (current and
+/// `versions/*`) against the trusted keys, every blob against its hash and size, every snapshot
+/// (inflated within its stated size, `Snapshot.verify` against the state root), and every delta
+/// (inflated, decoded, applied to its base version's records, giving the target's state root).
+public struct RepositoryVerifier: Sendable {
+    public let repository: Repository
+    public let trustedKeys: [PublicKey]
+
+    public init(repository: Repository, trustedKeys: [PublicKey]) {
+        self.repository = repository
+        self.trustedKeys = trustedKeys
+    }
+
+    public func verify() -> VerifyReport {
+        var report = VerifyReport()
+        guard let scratch = try? TemporaryFiles.makeFolder() else {
+            report.problems.append("cannot create a temporary folder")
+            return report
+        }
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let channels = repository.channels()
+        if channels.isEmpty { report.problems.append("\(repository.root): no channels/ with a valid channel name") }
+        var checkedBlobs: Set<ContentID> = []
+        for channel in channels {
+            report.channels += 1
+            var checker = ChannelChecker(repository: repository, channel: channel, trustedKeys: trustedKeys, scratch: scratch)
+            checker.run(&report, checkedBlobs: &checkedBlobs)
+        }
+        return report
+    }
+}

@@ -1,0 +1,103 @@
+import ArgumentParser
+import CairnCore
+import CairnEmbedding
+import CairnPublish
+import Foundation
+
+struct PublishCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "publish",
+        abstract: "Publish a knowledge base as the channel's next signed version.",
+        discussion: """
+            SOURCE is a file or a folder (walked recursively, sorted, dotfiles skipped): .json (an \
+            array of {id, title, content, scenario?, tags?, source?} records or BEIR {_id, title, \
+            text}), .jsonl (one record per line), .md/.markdown/.txt (cut into chunks of about \
+            --chunk-words words overlapping by --overlap-words; title = first heading or file name; \
+            id = <relative path>#<n>).
+
+            Only chunks whose text changed are embedded: vectors come from earlier snapshots and \
+            from the embedding cache (--cache, default ${XDG_CACHE_HOME:-~/.cache}/cairn/\
+            embedding-cache.sqlite). Writes the snapshot, deltas from the last --keep-deltas \
+            versions, the model files, versions/<n>.json and finally manifest.json; any failure \
+            leaves the previous version current. A second publish to the same repository waits up \
+            to --lock-wait seconds for the first, then refuses.
+
+            Exit status: 0 published; 65 bad input (one line naming file, record and problem; \
+            nothing published); 1 a canary query failed; 75 another publish holds the lock; 3 the \
+            model cannot be loaded; 64 bad option or key file; 74 I/O error.
+
+            Test hook: CAIRN_PUBLISH_PAUSE_AT=<stage> (locked, embedded, snapshot-stored, \
+            blobs-stored, version-written) makes publish print "paused at <stage>" on standard \
+            error and block there until killed, so tests can kill it at a known point.
+            """
+    )
+
+    @Option(help: "The repository folder (created if missing).")
+    var repo: String
+    @Option(help: "The channel, [a-z0-9][a-z0-9._-]{0,63}.")
+    var channel: String
+    @Option(help: "The knowledge base: a file or a folder.")
+    var source: String
+    @Option(help: "The publisher's private key file (from keygen).")
+    var key: String
+    @Option(help: "A canaries file: JSON array of {query, expect, k?, mode?}; the new version must pass them.")
+    var canaries: String?
+    @Option(name: .customLong("keep-deltas"), help: "Build deltas from this many earlier versions.")
+    var keepDeltas = 5
+    @Option(name: .customLong("expires-days"), help: "Days until the manifest expires.")
+    var expiresDays = 30
+    @Option(name: .customLong("model-dir"), help: "Model folder (default $CAIRN_MODEL_DIR or ~/.cache/cairn/all-MiniLM-L6-v2).")
+    var modelDir: String?
+    @Option(help: "Embedding cache file.")
+    var cache: String?
+    @Flag(name: .customLong("no-cache"), help: "Use no embedding cache (earlier snapshots are still reused).")
+    var noCache = false
+    @Option(name: .customLong("chunk-words"), help: "Target words per chunk of Markdown/text.")
+    var chunkWords = 180
+    @Option(name: .customLong("overlap-words"), help: "Words repeated between consecutive text chunks.")
+    var overlapWords = 30
+    @Option(name: .customLong("lock-wait"), help: "Seconds to wait for another publish's lock.")
+    var lockWait: Double = 5
+    @Flag(help: "Log progress details.")
+    var verbose = false
+
+    func run() throws {
+        let logger = bootstrapLogging(verbose: verbose)
+        do {
+            let key = try KeyFiles.loadPrivate(self.key)
+            var configuration = PublishConfiguration(
+                repository: repo, channel: channel, source: source, keepDeltas: keepDeltas, expiresDays: expiresDays,
+                chunking: ChunkingOptions(targetWords: chunkWords, overlapWords: overlapWords), lockWait: lockWait)
+            if let canaries { configuration.canaries = try loadCanaries(canaries) }
+            let directory = modelDir ?? SentenceEmbedder.defaultDirectory()
+            let embedder: SentenceEmbedder
+            do { embedder = try SentenceEmbedder(directory: directory) } catch {
+                throw PublishError(.model, "\(error.message) (model folder \(directory); run scripts/fetch-model)")
+            }
+            let model = try PublishedModel(directory: directory, dimension: embedder.dimension, maxTokens: embedder.maximumTokens)
+            let cacheFile: EmbeddingCache? = try noCache ? nil : EmbeddingCache(path: cache ?? EmbeddingCache.defaultPath())
+            let display = ProgressDisplay()
+            let publisher = Publisher(configuration: configuration, key: key, embedder: embedder, model: model,
+                                      cache: cacheFile, logger: logger, progress: { display.update($0) }, checkpoint: pauseIfAsked)
+            let report = try publisher.publish()
+            for skipped in report.skippedDeltas { printError("note: no delta from \(skipped)") }
+            print(report.summary)
+        } catch let error as PublishError {
+            throw fail(error)
+        }
+    }
+
+    private func loadCanaries(_ path: String) throws(PublishError) -> [Canary] {
+        guard let data = FileManager.default.contents(atPath: path) else { throw PublishError(.io, "cannot read \(path)") }
+        do { return try Canary.parseFile(Array(data)) } catch {
+            throw PublishError(.badInput, "\(path): \(error.message)", cause: error)
+        }
+    }
+}
+
+/// The test hook: blocks forever at the stage named by CAIRN_PUBLISH_PAUSE_AT, after saying so.
+@Sendable func pauseIfAsked(_ stage: PublishStage) {
+    guard ProcessInfo.processInfo.environment["CAIRN_PUBLISH_PAUSE_AT"] == stage.rawValue else { return }
+    printError("paused at \(stage.rawValue) (CAIRN_PUBLISH_PAUSE_AT)")
+    while true { pause() }
+}

@@ -1,0 +1,34 @@
+import ArgumentParser
+import CairnPublish
+
+struct VerifyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Check every signature, hash, snapshot and delta of a repository.",
+        discussion: """
+            Checks, for every channel: each manifest (manifest.json and versions/*.json) against the \
+            trusted keys, and that manifest.json equals its versions/<n>.json; each blob's SHA-256 \
+            and size; each snapshot (inflated within the manifest's uncompressed size, then SQLite, \
+            full-text index, per-chunk hashes and state root); each delta (inflated, decoded, applied \
+            to its base version's records, giving the target's state root).
+
+            Keys: the --trusted-key files, else the keys the publisher stored under REPO/keys/ (which \
+            checks integrity but not who published). Prints one line per problem and a summary; \
+            exit status 0 only if everything checks out, else 1.
+            """
+    )
+
+    @Argument(help: "The repository folder.")
+    var repo: String
+    @Option(name: .customLong("trusted-key"), help: "A publisher public key file (repeatable).")
+    var trustedKey: [String] = []
+
+    func run() throws {
+        let repository = Repository(root: repo)
+        let keys = try trustedKeys(files: trustedKey, repository: repository)
+        let report = RepositoryVerifier(repository: repository, trustedKeys: keys).verify()
+        for problem in report.problems { print("problem: \(problem)") }
+        print(report.summary)
+        if !report.isValid { throw ExitCode(1) }
+    }
+}

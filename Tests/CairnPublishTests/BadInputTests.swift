@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+@testable import CairnPublish
+
+@Suite("Bad input")
+struct BadInputTests {
+    static let secret = "SECRET-DOCUMENT-TEXT"
+
+    /// Reads `bytes` as a file named `name` and returns the refusal.
+    static func refusal(_ name: String, _ bytes: [UInt8]) throws -> PublishError? {
+        let folder = try TemporaryDirectory.make()
+        let path = folder + "/" + name
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return #expect(throws: PublishError.self) { try SourceReader.read(path: path) }
+    }
+
+    static func refusal(_ name: String, _ text: String) throws -> PublishError? { try refusal(name, Array(text.utf8)) }
+
+    @Test("Given bad records, when read, then one line names the file, the record and the problem, without document text",
+          arguments: [
+            ("kb.json", #"[{"id":"a","title":"t","content":"SECRET-DOCUMENT-TEXT"},{"id":"a","title":"t","content":"x"}]"#,
+             #"index 1 (id "a"): duplicate id "a""#),
+            ("kb.json", #"[{"id":"a","title":"t","content":"x"},{"id":"b","title":"SECRET-DOCUMENT-TEXT"}]"#,
+             #"index 1 (id "b"): missing `content`"#),
+            ("kb.jsonl", "{\"id\":\"a\",\"title\":\"t\",\"content\":\"x\"}\n{\"id\":\"b\",\"title\":\"t\",\"content\":\"SECRET-DOCUMENT-TEXT\",\"tags\":\"water\"}",
+             #"line 2 (id "b"): `tags` must be an array of strings"#),
+            ("kb.jsonl", "{\"id\":\"a\",\"title\":\"t\",\"content\":\"x\",\"tags\":[1]}", #"line 1 (id "a"): `tags` must be an array of strings"#),
+            ("corpus.jsonl", "{\"_id\":\"d1\",\"text\":\"x\"}\n{\"title\":\"t\",\"text\":\"SECRET-DOCUMENT-TEXT\"}",
+             "line 2: missing `_id`"),
+            ("kb.json", #"[{"id":"a","title":"t","content":"x","colour":"SECRET-DOCUMENT-TEXT"}]"#, "unknown field `colour`"),
+            ("kb.json", #"{"id":"a"}"#, "must be an array of records"),
+            ("kb.json", #"[{"id":"a","title":"t","content":"SECRET-DOCUMENT-TEXT""#, "not valid JSON"),
+          ])
+    func badRecords(name: String, text: String, expected: String) throws {
+        let error = try #require(try Self.refusal(name, text))
+        #expect(error.code == .badInput)
+        #expect(error.message.contains(name))
+        #expect(error.message.contains(expected), "\(error.message)")
+        #expect(!error.message.contains(Self.secret))
+        #expect(!error.message.contains("\n"))
+    }
+
+    @Test("Given a file with invalid UTF-8 on line 3, when read, then the refusal names the file and line 3")
+    func invalidUTF8() throws {
+        for name in ["kb.jsonl", "notes.md", "kb.json"] {
+            var bytes = Array("{\"id\":\"a\",\"title\":\"t\",\"content\":\"x\"}\n\n".utf8)
+            bytes += [0x7B, 0x22, 0xC3, 0x28, 0x22, 0x7D]  // C3 28: a lead byte without its continuation
+            let error = try #require(try Self.refusal(name, bytes))
+            #expect(error.message.hasSuffix("\(name): line 3: invalid UTF-8"), "\(error.message)")
+        }
+    }
+
+    @Test("Given a published version, when a bad source is published with the CLI, then it exits 65 with one line and the version stays")
+    func cliRefusal() throws {
+        let workspace = try Workspace()
+        let good = try workspace.writeSource(SampleKB.chunks(count: 4))
+        #expect(try CLI.run(CLI.publishArguments(workspace, source: good)).status == 0)
+        let bad = workspace.folder + "/bad.json"
+        try #"[{"id":"x","title":"t"}]"#.write(toFile: bad, atomically: true, encoding: .utf8)
+        let result = try CLI.run(CLI.publishArguments(workspace, source: bad))
+        #expect(result.status == 65)
+        #expect(result.error == "cairn-server: \(bad): index 0 (id \"x\"): missing `content`\n")
+        #expect(try workspace.manifest().version == 1)
+        #expect(workspace.repository.versionNumbers("stable") == [1])
+    }
+}

@@ -1,0 +1,112 @@
+import CairnCore
+import Foundation
+import Testing
+@testable import CairnPublish
+
+/// `cairn-server` run as a real process: kills at each stage, the lock, keygen, verify, history.
+@Suite("cairn-server processes", .serialized)
+struct ProcessTests {
+    @Test("Given a publish killed at a stage, when the repository is checked and published again, then v1 stayed current and the next publish succeeds",
+          arguments: PublishStage.allCases)
+    func killedPublish(stage: PublishStage) throws {
+        let workspace = try Workspace()
+        var chunks = SampleKB.chunks(count: 8)
+        #expect(try CLI.run(CLI.publishArguments(workspace, source: try workspace.writeSource(chunks))).status == 0)
+        chunks[1].content += " bandage"
+        let source = try workspace.writeSource(chunks, name: "kb2.json")
+
+        let running = try CLI.start(CLI.publishArguments(workspace, source: source),
+                                    environment: ["CAIRN_PUBLISH_PAUSE_AT": stage.rawValue])
+        #expect(running.waitForError(containing: "paused at \(stage.rawValue)"), "\(running.error)")
+        running.kill()
+
+        #expect(try workspace.manifest().version == 1)
+        #expect(workspace.verify().problems == [])
+        let again = try CLI.run(CLI.publishArguments(workspace, source: source))
+        #expect(again.status == 0, "\(again.error)")
+        let current = try workspace.manifest()
+        #expect(current.version == (stage == .versionWritten ? 3 : 2))
+        #expect(current.stateRoot != (try workspace.manifest(1)).stateRoot)
+        #expect(workspace.verify().problems == [])
+    }
+
+    @Test("Given a publish holding the lock, when a second one starts, then it refuses with exit 75 and succeeds once the first is gone")
+    func concurrentPublishes() throws {
+        let workspace = try Workspace()
+        let source = try workspace.writeSource(SampleKB.chunks(count: 5))
+        let holder = try CLI.start(CLI.publishArguments(workspace, source: source),
+                                   environment: ["CAIRN_PUBLISH_PAUSE_AT": "locked"])
+        #expect(holder.waitForError(containing: "paused at locked"))
+        let second = try CLI.run(CLI.publishArguments(workspace, source: source, extra: ["--lock-wait", "0.3"]))
+        #expect(second.status == 75)
+        #expect(second.error.contains("another publish holds"))
+        #expect(second.error.split(separator: "\n").count == 1)
+        holder.kill()
+        let third = try CLI.run(CLI.publishArguments(workspace, source: source))
+        #expect(third.status == 0, "\(third.error)")
+        #expect(third.output.hasPrefix("published version 1: 5 chunks"))
+    }
+
+    @Test("Given two publishes started together without pausing, when both finish, then they got distinct versions and the repository verifies")
+    func racingPublishes() throws {
+        let workspace = try Workspace()
+        let source = try workspace.writeSource(SampleKB.chunks(count: 5))
+        let a = try CLI.start(CLI.publishArguments(workspace, source: source, extra: ["--lock-wait", "60"]))
+        let b = try CLI.start(CLI.publishArguments(workspace, source: source, extra: ["--lock-wait", "60"]))
+        #expect(a.wait() == 0)
+        #expect(b.wait() == 0)
+        #expect(workspace.repository.versionNumbers("stable") == [1, 2])
+        #expect(workspace.verify().problems == [])
+    }
+
+    @Test("Given keygen, when run twice into one folder, then the key is 0600 and the second run refuses to overwrite")
+    func keygen() throws {
+        let folder = try TemporaryDirectory.make() + "/keys"
+        let first = try CLI.run(["keygen", "--out", folder])
+        #expect(first.status == 0)
+        let mode = try FileManager.default.attributesOfItem(atPath: folder + "/publisher.key")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        let key = try KeyFiles.loadPrivate(folder + "/publisher.key")
+        #expect(try KeyFiles.loadPublic(folder + "/publisher.pub") == key.publicKey)
+        #expect(first.output.contains(key.keyID.hex))
+        let second = try CLI.run(["keygen", "--out", folder])
+        #expect(second.status != 0)
+        #expect(second.error.contains("already exists"))
+        #expect(try KeyFiles.loadPrivate(folder + "/publisher.key").seed == key.seed)
+    }
+
+    @Test("Given two versions, when verify and history run, then verify exits 0 until a blob is altered and history lists both")
+    func verifyAndHistory() throws {
+        let workspace = try VerifyTests.twoVersions()
+        let pinned = try CLI.run(["verify", workspace.repo, "--trusted-key", workspace.keyDir + "/publisher.pub"])
+        #expect(pinned.status == 0, "\(pinned.output)")
+        #expect(pinned.output.contains("1 delta(s)"))
+        let stored = try CLI.run(["verify", workspace.repo])
+        #expect(stored.status == 0)
+        #expect(stored.output.contains("no --trusted-key given"))
+
+        for command in ["history", "list"] {
+            let history = try CLI.run([command, "--repo", workspace.repo, "--channel", "stable"])
+            #expect(history.status == 0)
+            let lines = history.output.split(separator: "\n")
+            #expect(lines.count == 3)
+            #expect(lines[2].hasPrefix("*       2"))
+            #expect(lines[2].hasSuffix("1:" + String(try workspace.manifest(2).deltas[0].size)))
+        }
+
+        try VerifyTests.flipLastByte(workspace.repository.blobs.path(of: try workspace.manifest(1).snapshot.sha256))
+        let broken = try CLI.run(["verify", workspace.repo])
+        #expect(broken.status == 1)
+        #expect(broken.output.split(separator: "\n").filter { $0.hasPrefix("problem: ") }.count >= 1)
+    }
+
+    @Test("Given --help for each subcommand, when printed, then it explains the command")
+    func help() throws {
+        for (command, phrase) in [("keygen", "0600"), ("publish", "CAIRN_PUBLISH_PAUSE_AT"), ("verify", "--trusted-key"),
+                                  ("history", "deltas")] {
+            let result = try CLI.run([command, "--help"])
+            #expect(result.status == 0)
+            #expect(result.output.contains(phrase), "\(command)")
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import CairnCore
+import CairnEmbedding
+import CairnIndex
+import CairnStore
+import Foundation
+import Testing
+@testable import CairnPublish
+
+@Suite("Publishing")
+struct PublishRoundTripTests {
+    @Test("Given the example knowledge base, when it is published, then the snapshot holds every chunk with its model vector")
+    func roundTrip() throws {
+        let workspace = try Workspace()
+        let report = try workspace.publish(SampleKB.examplePath)
+        let source = try SourceReader.read(path: SampleKB.examplePath)
+        #expect(report.version == 1)
+        #expect(report.chunkCount == source.count)
+        #expect(report.embedded == source.count)
+
+        let records = try workspace.records(1)
+        let byID = Dictionary(uniqueKeysWithValues: records.map { ($0.chunk.id, $0) })
+        #expect(records.count == source.count)
+        for chunk in source {
+            let record = try #require(byID[chunk.id])
+            #expect(record.chunk == chunk)
+            // Batched embedding may differ from a lone one in the last bits (summation order).
+            let alone = workspace.embedder.embed(chunk.embeddingText)
+            #expect(record.vector.count == alone.count)
+            #expect(SentenceEmbedder.cosine(record.vector, alone) > 0.99999)
+        }
+        let manifest = try workspace.manifest()
+        #expect(manifest.stateRoot == StateRoot.compute(chunks: records))
+        #expect(manifest.model.id == "sentence-transformers/all-MiniLM-L6-v2")
+        #expect(manifest.model.files.map(\.name) == ["model.safetensors", "vocab.txt", "config.json"])
+        #expect(manifest.expires.secondsSince1970 - manifest.created.secondsSince1970 == 30 * 86_400)
+        #expect(FileManager.default.fileExists(atPath: workspace.repo + "/keys/\(workspace.key.keyID.hex).pub"))
+        #expect(workspace.verify().problems == [])
+    }
+
+    @Test("Given a published version, when a few chunks change, then only those are embedded and the rest reuse the snapshot's vectors")
+    func incremental() throws {
+        let workspace = try Workspace()
+        var chunks = SampleKB.chunks(count: 20)
+        _ = try workspace.publish(try workspace.writeSource(chunks), cache: false)
+        chunks[3].content += " storm"
+        chunks[7].title = "Renamed topic"
+        chunks.remove(at: 10)
+        chunks.append(Chunk(id: "chunk-new", title: "New", content: "radio battery torch"))
+        chunks[12].tags = ["changed"]  // metadata only: the embedded text is unchanged
+        let report = try workspace.publish(try workspace.writeSource(chunks), cache: false)
+        #expect(report.version == 2)
+        #expect(report.embedded == 3)
+        #expect(report.reusedFromSnapshot == 17)
+        #expect(report.reusedFromCache == 0)
+    }
+
+    @Test("Given a cache filled by one repository, when another repository publishes the same chunks, then nothing is embedded")
+    func cacheAcrossRepositories() throws {
+        let first = try Workspace()
+        let chunks = SampleKB.chunks(count: 12)
+        let cold = try first.publish(try first.writeSource(chunks))
+        #expect(cold.embedded == 12)
+        let second = try Workspace()
+        let warm = try second.publish(try second.writeSource(chunks), cachePath: first.cachePath)
+        #expect(warm.embedded == 0)
+        #expect(warm.reusedFromCache == 12)
+        #expect(try second.records(1).map(\.vector) == (try first.records(1)).map(\.vector))
+    }
+
+    @Test("Given four versions, when the fifth is published, then a delta from every kept version reproduces its state root")
+    func deltasFromEveryKeptVersion() throws {
+        let workspace = try Workspace()
+        var chunks = SampleKB.chunks(count: 15)
+        for round in 0..<5 {
+            if round > 0 {
+                chunks[round].content += " shelter"
+                chunks.append(Chunk(id: "added-\(round)", title: "Added", content: "map flood water \(round)"))
+                chunks.removeFirst()
+            }
+            _ = try workspace.publish(try workspace.writeSource(chunks), keepDeltas: 3)
+        }
+        let manifest = try workspace.manifest()
+        #expect(manifest.version == 5)
+        #expect(manifest.deltas.map(\.fromVersion) == [2, 3, 4])
+        let target = try workspace.records(5)
+        for ref in manifest.deltas {
+            let compressed = try workspace.repository.blob(ref.sha256, size: ref.size, what: "delta")
+            let delta = try Delta.decode(try CairnStore.Zlib.decompress(compressed, expectedSize: ref.uncompressedSize))
+            let applied = try delta.apply(to: try workspace.records(ref.fromVersion))
+            #expect(StateRoot.compute(chunks: applied) == manifest.stateRoot)
+            #expect(applied.map(\.chunk.id) == target.map(\.chunk.id).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        }
+        #expect(workspace.verify().problems == [])
+    }
+
+    @Test("Given a canary the new index cannot answer, when publishing, then nothing is published and the error names the canary")
+    func canaryRefusal() throws {
+        let workspace = try Workspace()
+        let source = try workspace.writeSource(SampleKB.chunks(count: 6))
+        let passing = Canary(query: "water", expect: ["chunk-000"], k: 6, mode: "lexical")
+        _ = try workspace.publish(source, canaries: [passing])
+        #expect(try workspace.manifest().canaries == [passing])
+        let failing = Canary(query: "water", expect: ["no-such-chunk"], k: 3)
+        let error = #expect(throws: PublishError.self) { try workspace.publish(source, canaries: [passing, failing]) }
+        #expect(error?.code == .canaryFailed)
+        #expect(error?.message.contains("canary #2") == true)
+        #expect(try workspace.manifest().version == 1)
+        #expect(workspace.repository.versionNumbers("stable") == [1])
+    }
+}

@@ -1,0 +1,71 @@
+import CairnCore
+import CairnStore
+import Foundation
+import Testing
+@testable import CairnPublish
+
+@Suite("Verify")
+struct VerifyTests {
+    /// A repository with two versions (so one delta).
+    static func twoVersions() throws -> Workspace {
+        let workspace = try Workspace()
+        var chunks = SampleKB.chunks(count: 10)
+        _ = try workspace.publish(try workspace.writeSource(chunks))
+        chunks[2].content += " radio"
+        _ = try workspace.publish(try workspace.writeSource(chunks))
+        return workspace
+    }
+
+    static func flipLastByte(_ path: String) throws {
+        var bytes = try FileSystem.read(path)
+        bytes[bytes.count - 1] ^= 0x01
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+    }
+
+    @Test("Given an untouched repository, when verified, then every manifest, blob, snapshot and delta checks out")
+    func clean() throws {
+        let report = try Self.twoVersions().verify()
+        #expect(report.problems == [])
+        #expect(report.manifests == 3)
+        #expect(report.snapshots == 2)
+        #expect(report.deltas == 1)
+    }
+
+    @Test("Given a snapshot blob with one flipped bit, when verified, then the problem names that version's snapshot blob")
+    func tamperedSnapshot() throws {
+        let workspace = try Self.twoVersions()
+        let manifest = try workspace.manifest(2)
+        try Self.flipLastByte(workspace.repository.blobs.path(of: manifest.snapshot.sha256))
+        let problems = workspace.verify().problems
+        #expect(problems.count >= 1)
+        #expect(problems.contains { $0.contains("v2") && $0.contains("snapshot") && $0.contains("SHA-256") })
+    }
+
+    @Test("Given a delta blob with one flipped bit, when verified, then the delta is reported")
+    func tamperedDelta() throws {
+        let workspace = try Self.twoVersions()
+        let ref = try #require(try workspace.manifest(2).deltas.first)
+        try Self.flipLastByte(workspace.repository.blobs.path(of: ref.sha256))
+        #expect(workspace.verify().problems.contains { $0.contains("v1→v2 delta") })
+    }
+
+    @Test("Given a version manifest whose chunk count was edited, when verified, then its signature fails")
+    func tamperedManifest() throws {
+        let workspace = try Self.twoVersions()
+        let path = workspace.repository.versionPath("stable", 1)
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        try text.replacingOccurrences(of: "\"chunk_count\":10", with: "\"chunk_count\":11")
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let problems = workspace.verify().problems
+        #expect(problems.contains { $0.contains("1.json") && $0.contains("signature") })
+    }
+
+    @Test("Given a repository signed by another key, when verified with a pinned key, then every manifest is refused")
+    func untrustedKey() throws {
+        let workspace = try Self.twoVersions()
+        let other = PublisherKey.generate().publicKey
+        let report = RepositoryVerifier(repository: workspace.repository, trustedKeys: [other]).verify()
+        #expect(report.problems.count == 3)
+        #expect(report.problems.allSatisfy { $0.contains("signed by none") })
+    }
+}
