@@ -80,17 +80,19 @@ let package = Package(
         ]),
         .executableTarget(name: "cairn-bench", dependencies: ["CairnEmbedding"], path: "Benchmarks/cairn-bench"),
 
+        // Shared by the test targets: the tiny random model, temporary folders.
+        .target(name: "CairnTestSupport", dependencies: ["CairnEmbedding"], path: "Tests/CairnTestSupport"),
         .testTarget(name: "CairnCoreTests", dependencies: ["CairnCore"]),
-        .testTarget(name: "CairnEmbeddingTests", dependencies: ["CairnEmbedding"]),
+        .testTarget(name: "CairnEmbeddingTests", dependencies: ["CairnEmbedding", "CairnTestSupport"]),
         .testTarget(name: "CairnStoreTests", dependencies: ["CairnStore"]),
         .testTarget(name: "CairnIndexTests", dependencies: ["CairnIndex"]),
-        .testTarget(name: "CairnPublishTests", dependencies: ["CairnPublish", "CairnIndex", "CairnStore"]),
+        .testTarget(name: "CairnPublishTests", dependencies: ["CairnPublish", "CairnIndex", "CairnStore", "CairnTestSupport"]),
         .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish"]),
         .testTarget(name: "CairnServerTests", dependencies: [
             "CairnServer",
             .product(name: "HummingbirdTesting", package: "hummingbird"),
         ]),
-        .testTarget(name: "CairnDaemonTests", dependencies: ["CairnDaemon"]),
+        .testTarget(name: "CairnDaemonTests", dependencies: ["CairnDaemon", "CairnTestSupport"]),
         // Real processes: cairn-server, cairnd and cairn started from the built products.
         .testTarget(name: "CairnIntegrationTests", dependencies: ["CairnCore"]),
     ]

@@ -1,16 +1,19 @@
 import Foundation
-@testable import CairnEmbedding
+import CairnEmbedding
 
-/// A tiny BERT with random weights, written as a real safetensors file by the test, so that the
-/// encoder is exercised where the real model is absent, and against a naive reference.
-struct TinyModel {
-    static let vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "water", "boil", "##ing", "safe",
+/// A tiny BERT with random weights, written as real model files by the tests, so that every
+/// part that embeds (encoder, publisher, daemon, sync) runs the real code in milliseconds where
+/// the 90 MB model is absent; `naiveEmbedding` is the plain reference the encoder must match.
+public struct TinyModel: Sendable {
+    public static let vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "water", "boil", "##ing", "safe",
                              "flood", "map", "##s", ",", ".", "!", "a", "is", "to", "drink", "storm"]
-    let configuration = BertConfiguration(vocabularySize: 20, hiddenSize: 8, layerCount: 2, headCount: 2,
+    public static let configuration = BertConfiguration(vocabularySize: 20, hiddenSize: 8, layerCount: 2, headCount: 2,
                                           intermediateSize: 16, maximumPositions: 16)
-    var tensors: [(name: String, shape: [Int], values: [Float])] = []
+    public var configuration: BertConfiguration { Self.configuration }
+    public static var dimension: Int { configuration.hiddenSize }
+    public var tensors: [(name: String, shape: [Int], values: [Float])] = []
 
-    init(seed: UInt64) {
+    public init(seed: UInt64) {
         var generator = SplitMix64(seed: seed)
         let h = configuration.hiddenSize, i = configuration.intermediateSize
         func random(_ shape: [Int], scale: Float = 0.5, offset: Float = 0) -> [Float] {
@@ -43,10 +46,10 @@ struct TinyModel {
         }
     }
 
-    func tensor(_ name: String) -> [Float] { tensors.first { $0.name == name }!.values }
+    public func tensor(_ name: String) -> [Float] { tensors.first { $0.name == name }!.values }
 
     /// The safetensors bytes: header length, JSON header (padded to 8 bytes), F32 data.
-    var safetensorsBytes: Data {
+    public var safetensorsBytes: Data {
         var header: [String: Any] = ["__metadata__": ["format": "pt"]]
         var offset = 0
         for tensor in tensors {
@@ -57,7 +60,7 @@ struct TinyModel {
         return Self.safetensors(header: header, data: tensors.flatMap(\.values))
     }
 
-    static func safetensors(header: [String: Any], data: [Float]) -> Data {
+    public static func safetensors(header: [String: Any], data: [Float]) -> Data {
         var json = try! JSONSerialization.data(withJSONObject: header, options: [.sortedKeys])
         while (8 + json.count) % 8 != 0 { json.append(UInt8(ascii: " ")) }
         var bytes = Data()
@@ -68,18 +71,28 @@ struct TinyModel {
     }
 
     /// Writes model.safetensors, vocab.txt and config.json into a new temporary folder.
-    func writeFolder() throws -> String {
+    public func writeFolder() throws -> String {
         let folder = try TemporaryDirectory.make()
+        try writeFiles(to: folder)
+        return folder
+    }
+
+    /// Writes a model made from `seed` into `folder` (created if missing).
+    public static func write(to folder: String, seed: UInt64 = 7) throws {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try TinyModel(seed: seed).writeFiles(to: folder)
+    }
+
+    func writeFiles(to folder: String) throws {
         try safetensorsBytes.write(to: URL(fileURLWithPath: folder + "/model.safetensors"))
         try (Self.vocabulary.joined(separator: "\n") + "\n").write(toFile: folder + "/vocab.txt", atomically: true, encoding: .utf8)
         let config = try JSONEncoder().encode(configuration)
         try config.write(to: URL(fileURLWithPath: folder + "/config.json"))
-        return folder
     }
 
     /// The model computed the plain way, in Double, one sequence at a time with loops: the
     /// reference the BLAS encoder must agree with.
-    func naiveEmbedding(_ ids: [Int32]) -> [Double] {
+    public func naiveEmbedding(_ ids: [Int32]) -> [Double] {
         let h = configuration.hiddenSize, heads = configuration.headCount, d = h / heads
         let eps = Double(configuration.layerNormEpsilon)
         let n = ids.count
@@ -138,10 +151,10 @@ struct TinyModel {
 }
 
 /// A deterministic generator, so that a failing case can be reproduced from its seed.
-struct SplitMix64: RandomNumberGenerator {
+public struct SplitMix64: RandomNumberGenerator, Sendable {
     var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -150,8 +163,8 @@ struct SplitMix64: RandomNumberGenerator {
     }
 }
 
-enum TemporaryDirectory {
-    static func make() throws -> String {
+public enum TemporaryDirectory {
+    public static func make() throws -> String {
         let path = NSTemporaryDirectory() + "cairn-test-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
