@@ -29,13 +29,13 @@ func benchEmbed(_ arguments: [String]) throws {
     let threads = Int(option("--threads", in: arguments) ?? "1") ?? 1
     let queryCount = Int(option("--queries", in: arguments) ?? "200") ?? 200
     let embedder = try SentenceEmbedder(directory: option("--model-dir", in: arguments) ?? SentenceEmbedder.defaultDirectory())
+    // Cairn's parallelism is whole batches on `threads` workers, each on one OpenBLAS thread.
     let blas = try BLAS.shared
-    blas.setThreads(threads)
     let passages = try readPassages(passagesPath)
     let clock = ContinuousClock()
-    _ = embedder.embed(Array(passages.prefix(32)))  // warm-up
+    _ = embedder.embed(Array(passages.prefix(32)), workers: threads)  // warm-up
     let tokens = passages.reduce(0) { $0 + embedder.tokenizer.encode($1).count }
-    let elapsed = clock.measure { _ = embedder.embed(passages) }
+    let elapsed = clock.measure { _ = embedder.embed(passages, workers: threads) }
     let queries = passages.prefix(queryCount).map { $0.split(separator: " ").prefix(8).joined(separator: " ") }
     var latencies: [Double] = []
     for query in queries {

@@ -46,10 +46,13 @@ public final class SentenceEmbedder: Sendable {
     }
 
     /// Embeds `texts`, in order. Texts are grouped by token count into batches of at most
-    /// `batchTokens` tokens, so short and long texts do not share work.
-    public func embed(_ texts: [String], batchTokens: Int = 8192) -> [[Float]] {
+    /// `batchTokens` tokens, so short and long texts do not share work, and the batches run on
+    /// `workers` threads at once (default: one per core). Each worker's matrix products run on
+    /// one OpenBLAS thread: on small per-head products OpenBLAS's own threads cost more than they
+    /// give, while whole batches in parallel keep every core busy.
+    public func embed(_ texts: [String], batchTokens: Int = 4096, workers: Int? = nil) -> [[Float]] {
         let encoded = texts.map { tokenizer.encode($0, maximumLength: maximumTokens) }
-        return embed(tokenIDs: encoded, batchTokens: batchTokens)
+        return embed(tokenIDs: encoded, batchTokens: batchTokens, workers: workers)
     }
 
     /// Embeds one text.
@@ -57,25 +60,42 @@ public final class SentenceEmbedder: Sendable {
         encoder.embed([tokenizer.encode(text, maximumLength: maximumTokens)])[0]
     }
 
-    /// Embeds already tokenized sequences, in order.
-    public func embed(tokenIDs encoded: [[Int32]], batchTokens: Int = 8192) -> [[Float]] {
+    /// Embeds already tokenized sequences, in order (see `embed(_:batchTokens:workers:)`).
+    public func embed(tokenIDs encoded: [[Int32]], batchTokens: Int = 4096, workers: Int? = nil) -> [[Float]] {
         let order = encoded.indices.sorted { encoded[$0].count < encoded[$1].count }
-        var result = [[Float]](repeating: [], count: encoded.count)
-        var batch: [Int] = []
+        var grouping: [[Int]] = [[]]
         var batchSize = 0
-        func flush() {
-            guard !batch.isEmpty else { return }
-            for (index, vector) in zip(batch, encoder.embed(batch.map { encoded[$0] })) { result[index] = vector }
-            batch.removeAll(keepingCapacity: true)
-            batchSize = 0
-        }
         for index in order {
-            if batchSize + encoded[index].count > batchTokens { flush() }
-            batch.append(index)
+            if batchSize + encoded[index].count > batchTokens, !grouping[grouping.count - 1].isEmpty {
+                grouping.append([])
+                batchSize = 0
+            }
+            grouping[grouping.count - 1].append(index)
             batchSize += encoded[index].count
         }
-        flush()
-        return result
+        let batches = grouping
+        let results = Results(count: encoded.count)
+        let workerCount = max(1, min(workers ?? ProcessInfo.processInfo.activeProcessorCount, batches.count))
+        let encoder = self.encoder
+        // Worker w takes batches w, w + workerCount, …: sorted by length, so each gets a fair share.
+        DispatchQueue.concurrentPerform(iterations: workerCount) { worker in
+            for batch in stride(from: worker, to: batches.count, by: workerCount).map({ batches[$0] }) {
+                for (index, vector) in zip(batch, encoder.embed(batch.map { encoded[$0] })) {
+                    results.set(index, vector)
+                }
+            }
+        }
+        return results.values
+    }
+
+    /// Output slots written by several workers, each slot by exactly one of them.
+    private final class Results: @unchecked Sendable {
+        // @unchecked: every index is written by one worker only, and read only after
+        // concurrentPerform has returned, which orders all writes before the read.
+        private var storage: [[Float]]
+        init(count: Int) { storage = [[Float]](repeating: [], count: count) }
+        func set(_ index: Int, _ vector: [Float]) { storage[index] = vector }
+        var values: [[Float]] { storage }
     }
 
     /// Cosine similarity of two vectors (the dot product when both are unit vectors).

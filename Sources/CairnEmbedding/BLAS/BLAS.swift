@@ -62,6 +62,9 @@ public final class BLAS: Sendable {
         sgemvFn = sgemv
         setThreadsFn = symbol("openblas_set_num_threads", as: cairn_set_num_threads_fn.self)
         getThreadsFn = symbol("openblas_get_num_threads", as: cairn_get_num_threads_fn.self)
+        // One thread per call: Cairn runs whole batches and queries in parallel instead (see
+        // SentenceEmbedder.embed); CAIRN_BLAS_THREADS overrides.
+        setThreadsFn?(Int32(environment["CAIRN_BLAS_THREADS"].flatMap(Int32.init) ?? 1))
         if let corename = symbol("openblas_get_corename", as: cairn_get_corename_fn.self),
            let name = corename() {
             coreName = String(cString: name)
