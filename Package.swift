@@ -46,6 +46,7 @@ let package = Package(
         .target(name: "CairnSync", dependencies: [
             "CairnCore", "CairnEmbedding", "CairnIndex", "CairnStore", "CCurl",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CairnServer", dependencies: [
             "CairnCore", "CairnIndex", "CairnEmbedding", "CairnStore",
@@ -83,7 +84,8 @@ let package = Package(
         .testTarget(name: "CairnStoreTests", dependencies: ["CairnStore"]),
         .testTarget(name: "CairnIndexTests", dependencies: ["CairnIndex"]),
         .testTarget(name: "CairnPublishTests", dependencies: ["CairnPublish", "CairnIndex", "CairnStore"]),
-        .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish"]),
+        .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish"],
+                    exclude: ["Fixtures/fault_server.py"]),
         .testTarget(name: "CairnServerTests", dependencies: [
             "CairnServer",
             .product(name: "HummingbirdTesting", package: "hummingbird"),
