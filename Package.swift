@@ -48,6 +48,7 @@ let package = Package(
         .target(name: "CairnSync", dependencies: [
             "CairnCore", "CairnEmbedding", "CairnIndex", "CairnStore", "CCurl",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CairnServer", dependencies: [
             "CairnCore", "CairnIndex", "CairnEmbedding", "CairnStore",
@@ -87,7 +88,8 @@ let package = Package(
         .testTarget(name: "CairnStoreTests", dependencies: ["CairnStore"]),
         .testTarget(name: "CairnIndexTests", dependencies: ["CairnIndex"]),
         .testTarget(name: "CairnPublishTests", dependencies: ["CairnPublish", "CairnIndex", "CairnStore", "CairnTestSupport"]),
-        .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish"]),
+        .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish", "CairnTestSupport"],
+                    exclude: ["Fixtures/fault_server.py"]),
         .testTarget(name: "CairnServerTests", dependencies: [
             "CairnServer",
             .product(name: "HummingbirdTesting", package: "hummingbird"),

@@ -83,6 +83,15 @@ public struct TinyModel: Sendable {
         try TinyModel(seed: seed).writeFiles(to: folder)
     }
 
+    /// `model.safetensors`, `vocab.txt` and `config.json` with their bytes (for a repository
+    /// that serves the model as blobs).
+    public static func files(seed: UInt64) -> [(name: String, bytes: [UInt8])] {
+        let model = TinyModel(seed: seed)
+        return [("model.safetensors", Array(model.safetensorsBytes)),
+                ("vocab.txt", Array((vocabulary.joined(separator: "\n") + "\n").utf8)),
+                ("config.json", Array(try! JSONEncoder().encode(configuration)))]
+    }
+
     func writeFiles(to folder: String) throws {
         try safetensorsBytes.write(to: URL(fileURLWithPath: folder + "/model.safetensors"))
         try (Self.vocabulary.joined(separator: "\n") + "\n").write(toFile: folder + "/vocab.txt", atomically: true, encoding: .utf8)

@@ -1,2 +1,0 @@
-// CairnSync
-public enum CairnSyncModule {}

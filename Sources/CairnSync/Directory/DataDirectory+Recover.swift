@@ -1,0 +1,88 @@
+import CairnStore
+import Foundation
+
+extension DataDirectory {
+    /// Start-up clean-up after a crash at any instant: drops temporary links, makes `current`
+    /// name a complete version (falling back to `previous`), removes every version folder not
+    /// referenced by `current`/`previous`, half-built model folders, and staging files other
+    /// than resumable downloads (`<sha256>.partial`). Returns the version to serve.
+    @discardableResult
+    public func recover() throws(SyncError) -> InstalledVersion? {
+        for name in ["current.tmp", "previous.tmp"] { unlink(path + "/" + name) }
+        var current = linkTarget(currentLink).flatMap { loadVersion($0) == nil ? nil : $0 }
+        var previous = linkTarget(previousLink).flatMap { loadVersion($0) == nil ? nil : $0 }
+        if current == nil, let fallback = previous {
+            logger.info("current version incomplete; falling back to previous", metadata: ["cairn.sync.version": "\(fallback)"])
+            try replaceLink(currentLink, with: fallback)
+            current = fallback
+            previous = nil
+        }
+        if current == nil { unlink(currentLink) }
+        if previous == nil || previous == current { unlink(previousLink) }
+        try syncFolder(path)
+
+        let keep = Set([current, previous].compactMap { $0 }.map { ($0 as NSString).lastPathComponent })
+        for name in entries(versionsPath) where !keep.contains(name) {
+            remove(versionsPath + "/" + name)
+        }
+        removeUnusedModels()
+        for name in entries(stagingPath) where !Self.isResumable(name) {
+            remove(stagingPath + "/" + name)
+        }
+
+        let installed = installed()
+        var state = readState()
+        if state.installedVersion != installed?.version {
+            state.installedVersion = installed?.version
+            state.installedStateRoot = installed?.stateRoot.hex
+            try writeState(state)
+        }
+        return installed
+    }
+
+    /// Removes model folders that neither `current` nor `previous` uses, and half-built ones.
+    func removeUnusedModels() {
+        let used = Set([currentLink, previousLink].compactMap { link -> String? in
+            guard let version = linkTarget(link),
+                  let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path + "/" + version + "/model")
+            else { return nil }
+            return (target as NSString).lastPathComponent
+        })
+        for name in entries(modelsPath) where !used.contains(name) {
+            remove(modelsPath + "/" + name)
+        }
+    }
+
+    /// A download named by its content hash can be resumed from any source.
+    static func isResumable(_ name: String) -> Bool {
+        guard name.hasSuffix(".partial") else { return false }
+        let hex = name.dropLast(".partial".count)
+        return hex.count == 64 && hex.allSatisfy { ("0"..."9").contains($0) || ("a"..."f").contains($0) }
+    }
+
+    /// Points `link` at `target` atomically: a symlink at `<link>.tmp`, renamed over `link`.
+    func replaceLink(_ link: String, with target: String) throws(SyncError) {
+        let temporary = link + ".tmp"
+        unlink(temporary)
+        guard symlink(target, temporary) == 0, rename(temporary, link) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary)
+            throw SyncError(.io, "cannot point \(link) at \(target): \(reason)")
+        }
+    }
+
+    func syncFolder(_ folder: String) throws(SyncError) {
+        do { try FileSystem.syncDirectory(folder) } catch {
+            throw SyncError(.io, "cannot fsync \(folder)", cause: error)
+        }
+    }
+
+    func entries(_ folder: String) -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+    }
+
+    func remove(_ item: String) {
+        logger.debug("removing leftover", metadata: ["cairn.sync.path": "\(item)"])
+        try? FileManager.default.removeItem(atPath: item)
+    }
+}

@@ -1,0 +1,101 @@
+import CairnCore
+import CairnStore
+import Foundation
+import Logging
+
+/// The device data directory (protocol/data-directory.md), locked for this process while the
+/// value lives: a second `DataDirectory` on the same folder (another cairnd) is refused.
+public final class DataDirectory: Sendable {
+    public let path: String
+    private let lockDescriptor: Int32
+    let logger: Logger
+
+    public var versionsPath: String { path + "/versions" }
+    public var modelsPath: String { path + "/models" }
+    public var stagingPath: String { path + "/staging" }
+    public var statePath: String { path + "/state.json" }
+    public var currentLink: String { path + "/current" }
+    public var previousLink: String { path + "/previous" }
+
+    /// Creates the folder layout if missing and takes `DIR/lock` (flock, exclusive, non-blocking).
+    /// - Throws: `SyncError` `.locked` when another process (or another `DataDirectory` in this
+    ///   one) holds the lock; `.io` when the folder cannot be created.
+    public init(path: String, logger: Logger) throws(SyncError) {
+        for folder in [path, path + "/versions", path + "/models", path + "/staging"] {
+            do { try FileSystem.makeDirectory(folder) } catch {
+                throw SyncError(.io, "cannot create the data directory \(folder)", cause: error)
+            }
+        }
+        let fd = open(path + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw SyncError(.io, "cannot open \(path)/lock: \(String(cString: strerror(errno)))") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            close(fd)
+            throw SyncError(.locked, "another cairnd is using the data directory \(path) (its lock is held); stop it or use another --data-dir")
+        }
+        self.path = path
+        self.lockDescriptor = fd
+        self.logger = logger
+    }
+
+    deinit { close(lockDescriptor) }
+
+    // MARK: State
+
+    /// The persisted state; an empty state when the file is missing or unreadable.
+    public func readState() -> SyncState {
+        guard let bytes = try? FileSystem.read(statePath),
+              let state = try? JSONDecoder().decode(SyncState.self, from: Data(bytes)) else { return SyncState() }
+        return state
+    }
+
+    /// Writes `state.json` atomically.
+    public func writeState(_ state: SyncState) throws(SyncError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        do {
+            let data = try encoder.encode(state)
+            try FileSystem.writeAtomically(Array(data) + [0x0A], to: statePath)
+        } catch {
+            throw SyncError(.io, "cannot write \(statePath)", cause: error)
+        }
+    }
+
+    // MARK: Versions
+
+    /// The version `current` points at, or nil when nothing is installed.
+    public func installed() -> InstalledVersion? {
+        linkTarget(currentLink).flatMap(loadVersion)
+    }
+
+    /// The version `previous` points at, if any.
+    public func previous() -> InstalledVersion? {
+        linkTarget(previousLink).flatMap(loadVersion)
+    }
+
+    /// `versions/<n>` as a link target (relative to DIR).
+    func linkTarget(_ link: String) -> String? {
+        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: link) else { return nil }
+        return target
+    }
+
+    /// A version folder (relative name `versions/<n>`) with its index and manifest; nil if incomplete.
+    func loadVersion(_ relative: String) -> InstalledVersion? {
+        let directory = path + "/" + relative
+        guard FileSystem.exists(directory + "/index.sqlite"),
+              let bytes = try? FileSystem.read(directory + "/manifest.json"),
+              let manifest = Self.parseInstalledManifest(bytes) else { return nil }
+        let model = directory + "/model"
+        let hasModel = FileSystem.exists(model + "/model.safetensors")
+        return InstalledVersion(version: manifest.version, stateRoot: manifest.stateRoot, directory: directory,
+                                manifest: manifest, modelDirectory: hasModel ? model : nil)
+    }
+
+    /// The manifest inside a signed file that was verified when it was installed (keys may have
+    /// rotated since, so the signature is not checked again).
+    static func parseInstalledManifest(_ bytes: [UInt8]) -> Manifest? {
+        guard case .object(let envelope)? = try? CanonicalJSON.parse(bytes), let json = envelope["manifest"] else {
+            return nil
+        }
+        return try? Manifest(json: json)
+    }
+}

@@ -1,0 +1,26 @@
+import CairnCore
+
+/// A fully installed, verified version: what `current` points at.
+public struct InstalledVersion: Sendable, Equatable {
+    public let version: Int
+    public let stateRoot: ContentID
+    /// `DIR/versions/<n>`.
+    public let directory: String
+    /// The manifest it was installed from (verified at install time).
+    public let manifest: Manifest
+    /// `DIR/versions/<n>/model` when the version has a usable model, else nil (lexical-only).
+    public let modelDirectory: String?
+
+    /// `DIR/versions/<n>/index.sqlite`.
+    public var indexPath: String { directory + "/index.sqlite" }
+    /// `DIR/versions/<n>/manifest.json`.
+    public var manifestPath: String { directory + "/manifest.json" }
+
+    public init(version: Int, stateRoot: ContentID, directory: String, manifest: Manifest, modelDirectory: String?) {
+        self.version = version
+        self.stateRoot = stateRoot
+        self.directory = directory
+        self.manifest = manifest
+        self.modelDirectory = modelDirectory
+    }
+}

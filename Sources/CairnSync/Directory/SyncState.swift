@@ -1,0 +1,71 @@
+import CairnCore
+import Foundation
+
+/// What `state.json` holds (protocol/data-directory.md). Every field is optional on disk.
+public struct SyncState: Codable, Sendable, Equatable {
+    /// The last refusal or failure, one line.
+    public struct LastError: Codable, Sendable, Equatable {
+        public var code: String
+        public var message: String
+        public var at: String
+    }
+
+    /// How one source has been doing.
+    public struct SourceHealth: Codable, Sendable, Equatable {
+        public var url: String
+        public var lastOK: String?
+        public var lastFailure: String?
+        public var consecutiveFailures: Int
+        /// The ETag of the manifest last found installed (sent as If-None-Match).
+        public var etag: String?
+        public var lastError: String?
+
+        public init(url: String) {
+            self.url = url
+            consecutiveFailures = 0
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case url, etag
+            case lastOK = "last_ok", lastFailure = "last_failure"
+            case consecutiveFailures = "consecutive_failures", lastError = "last_error"
+        }
+    }
+
+    public var installedVersion: Int?
+    public var installedStateRoot: String?
+    public var lastAttempt: String?
+    public var lastAttemptReachedSource: Bool?
+    public var lastSuccess: String?
+    public var lastCheck: String?
+    public var lastError: LastError?
+    public var highestVersionSeen: Int?
+    public var attempts: Int?
+    public var sources: [SourceHealth]?
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case installedVersion = "installed_version", installedStateRoot = "installed_state_root"
+        case lastAttempt = "last_attempt", lastAttemptReachedSource = "last_attempt_reached_source"
+        case lastSuccess = "last_success", lastCheck = "last_check", lastError = "last_error"
+        case highestVersionSeen = "highest_version_seen", attempts, sources
+    }
+
+    /// The health entry for `url`, created when missing.
+    mutating func withSource(_ url: String, _ change: (inout SourceHealth) -> Void) {
+        var list = sources ?? []
+        if let index = list.firstIndex(where: { $0.url == url }) {
+            change(&list[index])
+        } else {
+            var entry = SourceHealth(url: url)
+            change(&entry)
+            list.append(entry)
+        }
+        sources = list
+    }
+
+    func source(_ url: String) -> SourceHealth? { sources?.first { $0.url == url } }
+
+    static func time(_ date: Date) -> String { (Timestamp(date) ?? Timestamp(secondsSince1970: 0)!).rfc3339 }
+}

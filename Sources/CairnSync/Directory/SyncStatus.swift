@@ -1,0 +1,40 @@
+import CairnCore
+import Foundation
+
+/// What the daemon reports about syncing (protocol/data-directory.md, "Status").
+public struct SyncStatus: Sendable, Equatable {
+    public var installedVersion: Int?
+    public var installedStateRoot: String?
+    public var highestVersionSeen: Int?
+    public var lastAttempt: String?
+    public var lastSuccess: String?
+    public var lastCheck: String?
+    public var lastError: SyncState.LastError?
+    /// The last attempt got an answer from at least one source.
+    public var online: Bool
+    /// A newer version is known but not installed, no check succeeded for `staleAfterPolls`
+    /// poll intervals, or the installed manifest has expired. Stale versions keep serving.
+    public var stale: Bool
+    /// The installed manifest is past its `expires`.
+    public var expired: Bool
+
+    /// The status from the persisted state, the installed version and the wall clock `now`.
+    public init(state: SyncState, installed: InstalledVersion?, now: Date, pollInterval: Duration, staleAfterPolls: Int) {
+        installedVersion = installed?.version ?? state.installedVersion
+        installedStateRoot = installed?.stateRoot.hex ?? state.installedStateRoot
+        highestVersionSeen = state.highestVersionSeen
+        lastAttempt = state.lastAttempt
+        lastSuccess = state.lastSuccess
+        lastCheck = state.lastCheck
+        lastError = state.lastError
+        online = state.lastAttemptReachedSource ?? false
+        let nowStamp = Timestamp(now) ?? Timestamp(secondsSince1970: 0)!
+        expired = installed.map { $0.manifest.isExpired(at: nowStamp) } ?? false
+        let behind = (state.highestVersionSeen ?? 0) > (installed?.version ?? 0)
+        let window = Double(pollInterval.components.seconds) * Double(max(1, staleAfterPolls))
+        let checkedRecently = state.lastCheck.flatMap(Timestamp.init(rfc3339:)).map {
+            Double(nowStamp.secondsSince1970 - $0.secondsSince1970) <= window
+        } ?? false
+        stale = behind || !checkedRecently || expired
+    }
+}

@@ -1,0 +1,114 @@
+import CCurl
+import Dispatch
+import Foundation
+
+/// Bytes and requests one operation put on the wire (what a metered link pays for).
+public struct TransferStats: Sendable, Equatable {
+    public var requests = 0
+    /// Body bytes received (`CURLINFO_SIZE_DOWNLOAD_T`).
+    public var bodyBytes: Int64 = 0
+    /// Header bytes received (`CURLINFO_HEADER_SIZE`).
+    public var headerBytes: Int64 = 0
+    public var totalBytes: Int64 { bodyBytes + headerBytes }
+
+    public init() {}
+
+    mutating func add(_ other: TransferStats) {
+        requests += other.requests
+        bodyBytes += other.bodyBytes
+        headerBytes += other.headerBytes
+    }
+}
+
+/// The outcome of one `curl_easy_perform`.
+struct CurlOutcome: Sendable {
+    var code: CURLcode
+    var message: String
+    var status: Int
+    var stats: TransferStats
+}
+
+/// One libcurl easy transfer, run on a Dispatch queue (never on the cooperative pool, because
+/// `curl_easy_perform` blocks) and cancelled through the progress callback.
+enum CurlTransfer {
+    /// `curl_global_init`, once per process, before any handle exists.
+    private static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+    private static let queue = DispatchQueue(label: "cairn.sync.curl", qos: .utility, attributes: .concurrent)
+
+    static func run(url: String, limits: TransferLimits, context: TransferContext,
+                    headers: [String] = [], range: Int64 = 0) async -> CurlOutcome {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<CurlOutcome, Never>) in
+                queue.async {
+                    continuation.resume(returning: perform(url: url, limits: limits, context: context,
+                                                           headers: headers, range: range))
+                }
+            }
+        } onCancel: {
+            context.cancelled.store(true, ordering: .relaxed)
+        }
+    }
+
+    private static func perform(url: String, limits: TransferLimits, context: TransferContext,
+                                headers: [String], range: Int64) -> CurlOutcome {
+        guard globalInit, let handle = curl_easy_init() else {
+            return CurlOutcome(code: CURLE_FAILED_INIT, message: "libcurl cannot be initialised", status: 0, stats: TransferStats())
+        }
+        defer { curl_easy_cleanup(handle) }
+        context.handle = handle
+        var list: UnsafeMutablePointer<curl_slist>?
+        for header in headers { list = curl_slist_append(list, header) }
+        defer { curl_slist_free_all(list) }
+        let pointer = Unmanaged.passUnretained(context).toOpaque()
+        var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+
+        let code: CURLcode = errorBuffer.withUnsafeMutableBufferPointer { buffer in
+            _ = cairn_curl_setopt_string(handle, CURLOPT_URL, url)
+            _ = cairn_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+            _ = cairn_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https,file")
+            // A redirect may not lead from a server to a local file.
+            _ = cairn_curl_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+            _ = cairn_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
+            _ = cairn_curl_setopt_long(handle, CURLOPT_MAXREDIRS, limits.maxRedirects)
+            _ = cairn_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1)
+            _ = cairn_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2)
+            _ = cairn_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT, limits.connectTimeout)
+            _ = cairn_curl_setopt_long(handle, CURLOPT_TIMEOUT, limits.overallTimeout)
+            _ = cairn_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, limits.lowSpeedBytesPerSecond)
+            _ = cairn_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, limits.lowSpeedSeconds)
+            if let cap = limits.bandwidthCap {
+                _ = cairn_curl_setopt_offset(handle, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(cap))
+            }
+            _ = cairn_curl_setopt_string(handle, CURLOPT_USERAGENT, "cairnd/1")
+            _ = cairn_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, list)
+            if range > 0 {
+                // CURLOPT_RANGE rather than RESUME_FROM: on a 200 (range ignored) libcurl
+                // delivers the whole body, which restarts the file in the same request.
+                _ = cairn_curl_setopt_string(handle, CURLOPT_RANGE, "\(range)-")
+            }
+            _ = cairn_curl_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, CurlCallbacks.write)
+            _ = cairn_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, pointer)
+            _ = cairn_curl_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION, CurlCallbacks.header)
+            _ = cairn_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, pointer)
+            _ = cairn_curl_setopt_progress_callback(handle, CurlCallbacks.progress)
+            _ = cairn_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, pointer)
+            _ = cairn_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0)
+            _ = cairn_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, buffer.baseAddress)
+            return curl_easy_perform(handle)
+        }
+        var status = 0
+        _ = cairn_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        var body: curl_off_t = 0
+        _ = cairn_curl_getinfo_offset(handle, CURLINFO_SIZE_DOWNLOAD_T, &body)
+        var header = 0
+        _ = cairn_curl_getinfo_long(handle, CURLINFO_HEADER_SIZE, &header)
+        var stats = TransferStats()
+        stats.requests = 1
+        stats.bodyBytes = Int64(body)
+        stats.headerBytes = Int64(header)
+        let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        context.handle = nil
+        return CurlOutcome(code: code, message: message, status: status, stats: stats)
+    }
+}

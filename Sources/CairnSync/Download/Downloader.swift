@@ -1,0 +1,88 @@
+import CCurl
+import Foundation
+import Logging
+
+/// What a manifest poll found.
+public enum ManifestFetch: Sendable {
+    /// 304: the manifest has the ETag sent.
+    case notModified
+    /// The manifest file's bytes and the ETag they came with (none from file:// or servers without).
+    case fetched(bytes: [UInt8], etag: String?)
+}
+
+/// Fetches manifests and blobs over libcurl: http(s) and file://, with time, speed, redirect
+/// and size limits, conditional GET for the manifest and resumable blob downloads.
+public struct Downloader: Sendable {
+    public let limits: TransferLimits
+    let logger: Logger
+
+    public init(limits: TransferLimits = TransferLimits(), logger: Logger) {
+        self.limits = limits
+        self.logger = logger
+    }
+
+    /// GETs a manifest, sending `If-None-Match: etag` when given; at most `maxManifestBytes`.
+    public func fetchManifest(url: String, etag: String?) async throws(SyncError) -> (ManifestFetch, TransferStats) {
+        let context = TransferContext(limit: Int64(limits.maxManifestBytes), held: 0, rangeStart: 0)
+        let headers = etag.map { ["If-None-Match: \($0)"] } ?? []
+        let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, headers: headers)
+        if outcome.status == 304 { return (.notModified, outcome.stats) }
+        try check(outcome, context, what: "manifest")
+        return (.fetched(bytes: context.body, etag: context.etag), outcome.stats)
+    }
+
+    /// Downloads the blob at `url` into `path` until it holds exactly `size` bytes, resuming a
+    /// partial file with `Range: bytes=<held>-` and restarting it when the server ignores the
+    /// range (200) or cannot satisfy it (416). Never writes more than `size` bytes.
+    /// A cut or stalled transfer leaves the partial file for the next attempt.
+    public func download(url: String, to path: String, size: Int64) async throws(SyncError) -> TransferStats {
+        var stats = TransferStats()
+        for _ in 0..<2 {
+            var held = Self.fileSize(path)
+            if held > size {
+                truncate(path, 0)
+                held = 0
+            }
+            if held == size { return stats }
+            let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw SyncError(.io, "cannot open staging file \(path): \(String(cString: strerror(errno)))") }
+            lseek(fd, off_t(held), SEEK_SET)
+            let context = TransferContext(limit: size, held: held, rangeStart: held)
+            context.fd = fd
+            let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, range: held)
+            close(fd)
+            stats.add(outcome.stats)
+            if outcome.status == 416 {
+                logger.info("range not satisfiable; restarting the download", metadata: ["cairn.sync.url": "\(url)"])
+                truncate(path, 0)
+                continue
+            }
+            if context.exceeded { unlink(path) }
+            try check(outcome, context, what: "blob")
+            guard context.held == size else {
+                throw SyncError(.network, "the blob transfer ended after \(context.held) of \(size) bytes; it resumes on the next try")
+            }
+            return stats
+        }
+        throw SyncError(.httpStatus, "the source cannot serve the blob's byte range (416)")
+    }
+
+    private func check(_ outcome: CurlOutcome, _ context: TransferContext, what: String) throws(SyncError) {
+        if context.exceeded {
+            throw SyncError(.sizeExceeded, "the \(what) is larger than the \(context.limit) bytes allowed; transfer aborted")
+        }
+        if context.writeFailed { throw SyncError(.io, "cannot write the \(what) to the staging folder") }
+        if outcome.code == CURLE_ABORTED_BY_CALLBACK { throw SyncError(.cancelled, "the \(what) transfer was cancelled") }
+        if outcome.status >= 400 || (outcome.status > 0 && outcome.status < 200) || (300..<400).contains(outcome.status) {
+            throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) for the \(what)")
+        }
+        guard outcome.code == CURLE_OK else {
+            throw SyncError(.network, "the \(what) transfer failed: \(outcome.message) (curl \(outcome.code.rawValue))")
+        }
+    }
+
+    static func fileSize(_ path: String) -> Int64 {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int64(info.st_size) : 0
+    }
+}

@@ -1,0 +1,110 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// The state one libcurl transfer's C callbacks reach through their context pointer: where the
+/// body goes (a file descriptor or memory), the byte cap, the response status, the ETag.
+///
+/// `@unchecked Sendable`: every field but `cancelled` is touched only by the thread running
+/// `curl_easy_perform` (the callbacks run on it, synchronously); `cancelled` is an `Atomic`,
+/// set from the cancelling task.
+final class TransferContext: @unchecked Sendable {
+    let cancelled = Atomic<Bool>(false)
+    var handle: UnsafeMutableRawPointer?
+    /// File sink; -1 for memory.
+    var fd: Int32 = -1
+    var body: [UInt8] = []
+    /// The most bytes the destination may hold (resume offset included).
+    let limit: Int64
+    /// Bytes the destination holds now.
+    var held: Int64
+    /// The range start requested (0: none).
+    let rangeStart: Int64
+    var status = 0
+    private var statusChecked = false
+    private var discarding = false
+    var exceeded = false
+    var writeFailed = false
+    var restartedFromZero = false
+    var etag: String?
+
+    init(limit: Int64, held: Int64, rangeStart: Int64) {
+        self.limit = limit
+        self.held = held
+        self.rangeStart = rangeStart
+    }
+
+    /// Body bytes from libcurl. Returning fewer than `count` aborts the transfer.
+    func receive(_ data: UnsafeRawPointer, _ count: Int) -> Int {
+        if !statusChecked { checkStatus() }
+        if discarding { return count }
+        guard held + Int64(count) <= limit else {
+            exceeded = true
+            return 0
+        }
+        if fd >= 0 {
+            var done = 0
+            while done < count {
+                let result = write(fd, data + done, count - done)
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    writeFailed = true
+                    return 0
+                }
+                done += result
+            }
+        } else {
+            body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: count))
+        }
+        held += Int64(count)
+        return count
+    }
+
+    /// On the first body bytes: a 200 to a range request means the server ignored the range,
+    /// so the file restarts from zero; an error status's body is discarded.
+    private func checkStatus() {
+        statusChecked = true
+        var code = 0
+        _ = cairn_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &code)
+        status = code
+        switch code {
+        case 0, 206:
+            break // file:// (no status) honours ranges; 206 is the range asked for
+        case 200:
+            if rangeStart > 0, fd >= 0 {
+                _ = ftruncate(fd, 0)
+                _ = lseek(fd, 0, SEEK_SET)
+                held = 0
+                restartedFromZero = true
+            }
+        default:
+            discarding = true
+        }
+    }
+
+    /// One header line; a status line starts a new response (a redirect), which forgets the ETag.
+    func header(_ data: UnsafeRawPointer, _ count: Int) -> Int {
+        let line = String(decoding: UnsafeRawBufferPointer(start: data, count: count), as: UTF8.self)
+        if line.hasPrefix("HTTP/") {
+            etag = nil
+        } else if line.lowercased().hasPrefix("etag:") {
+            etag = line.dropFirst(5).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        return count
+    }
+}
+
+enum CurlCallbacks {
+    static let write: cairn_curl_data_callback = { data, size, count, context in
+        guard let data, let context else { return 0 }
+        return Unmanaged<TransferContext>.fromOpaque(context).takeUnretainedValue().receive(data, size * count)
+    }
+    static let header: cairn_curl_data_callback = { data, size, count, context in
+        guard let data, let context else { return 0 }
+        return Unmanaged<TransferContext>.fromOpaque(context).takeUnretainedValue().header(data, size * count)
+    }
+    static let progress: cairn_curl_progress_callback = { context, _, _, _, _ in
+        guard let context else { return 0 }
+        return Unmanaged<TransferContext>.fromOpaque(context).takeUnretainedValue().cancelled.load(ordering: .relaxed) ? 1 : 0
+    }
+}

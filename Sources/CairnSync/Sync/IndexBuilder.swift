@@ -1,0 +1,115 @@
+import CairnCore
+import CairnEmbedding
+import CairnIndex
+import CairnStore
+import Foundation
+
+/// Builds and checks a new version's index in its `.partial` folder: synchronous, file-bound work.
+enum IndexBuilder {
+    /// Inflates a verified snapshot blob into `output`, refusing to write past the manifest's
+    /// `uncompressed_size` (a decompression bomb stops there) or to produce less.
+    static func decompress(blob: String, to output: String, uncompressedSize: Int) throws(SyncError) {
+        let fd = open(output, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw SyncError(.io, "cannot create \(output): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var produced = 0
+        do {
+            let input = try FileSystem.read(blob)
+            try Zlib.decompress(input, limit: uncompressedSize) { (chunk) throws(StoreError) in
+                var done = 0
+                while done < chunk.count {
+                    let result = write(fd, chunk.baseAddress! + done, chunk.count - done)
+                    if result < 0 {
+                        if errno == EINTR { continue }
+                        throw StoreError(errno == ENOSPC ? .diskFull : .io, "cannot write the new index")
+                    }
+                    done += result
+                }
+                produced += chunk.count
+            }
+        } catch {
+            let code: SyncError.Code = error.code == .diskFull ? .diskFull : .installFailed
+            throw SyncError(code, "the snapshot cannot be installed: \(error.message)", cause: error)
+        }
+        guard produced == uncompressedSize else {
+            throw SyncError(.installFailed, "the snapshot inflates to \(produced) bytes, not the stated \(uncompressedSize)")
+        }
+        guard fsync(fd) == 0 else { throw SyncError(.io, "cannot fsync \(output)") }
+    }
+
+    /// Copies the installed index to `output` and applies the verified delta blob to the copy.
+    static func applyDelta(blob: String, ref: Manifest.DeltaRef, manifest: Manifest,
+                           installed: InstalledVersion, to output: String) throws(SyncError) {
+        do {
+            try FileManager.default.copyItem(atPath: installed.indexPath, toPath: output)
+        } catch {
+            throw SyncError(.io, "cannot copy the installed index beside it")
+        }
+        let delta: Delta
+        do {
+            delta = try Delta.decode(try Zlib.decompress(try FileSystem.read(blob), expectedSize: ref.uncompressedSize))
+        } catch {
+            throw SyncError(.installFailed, "the delta cannot be decoded: \(error)")
+        }
+        guard delta.fromVersion == installed.version, delta.toVersion == manifest.version,
+              delta.fromStateRoot == installed.stateRoot, delta.toStateRoot == manifest.stateRoot else {
+            throw SyncError(.installFailed, "the delta's versions or state roots differ from its manifest entry")
+        }
+        let meta = SnapshotMeta(channel: manifest.channel, version: manifest.version, stateRoot: manifest.stateRoot,
+                                dimension: manifest.dimension, modelID: manifest.model.id, chunkCount: manifest.chunkCount)
+        do {
+            try SnapshotWriter.apply(upserts: delta.upserts.map { ($0.chunk, $0.vector) }, deletes: delta.deletes,
+                                     newMeta: meta, to: output)
+        } catch {
+            throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : .installFailed,
+                            "the delta does not apply: \(error.message)", cause: error)
+        }
+    }
+
+    /// Everything a served index must pass: SQLite and FTS integrity, every hash, and the
+    /// recomputed state root against the signed manifest's; the meta must name this version.
+    static func verify(index: String, manifest: Manifest) throws(SyncError) {
+        let meta: SnapshotMeta
+        do { meta = try Snapshot.verify(at: index, expectedStateRoot: manifest.stateRoot) } catch {
+            throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : .installFailed,
+                            "the new index fails verification: \(error.message)", cause: error)
+        }
+        guard meta.version == manifest.version, meta.channel == manifest.channel, meta.dimension == manifest.dimension else {
+            throw SyncError(.installFailed, "the new index's meta names another version, channel or dimension than its manifest")
+        }
+    }
+
+    /// Runs the manifest's canaries on the new index; every one must find all its expected ids.
+    ///
+    /// With a model, each query is embedded and run in its canary's mode. Without one (the
+    /// manifest names no weights) the queries run with no vector, so every mode answers
+    /// lexically — exactly what the device will serve. `k` above `SearchRequest.kRange` is
+    /// checked against the top 100, which is stricter. Messages give the canary's position,
+    /// never its query.
+    static func runCanaries(_ canaries: [Canary], index path: String, modelDirectory: String?,
+                            maximumTokens: Int) throws(SyncError) {
+        guard !canaries.isEmpty else { return }
+        let index: SearchIndex
+        do { index = try SearchIndex(path: path) } catch {
+            throw SyncError(.installFailed, "the new index cannot be opened: \(error.message)", cause: error)
+        }
+        var embedder: SentenceEmbedder?
+        if let modelDirectory {
+            do { embedder = try SentenceEmbedder(directory: modelDirectory, maximumTokens: maximumTokens) } catch {
+                throw SyncError(.modelIncompatible, "the version's model cannot be loaded: \(error)")
+            }
+            guard embedder?.dimension == index.meta.dimension else {
+                throw SyncError(.modelIncompatible, "the model's dimension differs from the index's \(index.meta.dimension)")
+            }
+        }
+        for (position, canary) in canaries.enumerated() {
+            let mode = SearchRequest.Mode(rawValue: canary.mode) ?? .hybrid
+            let vector = mode == .lexical ? nil : embedder?.embed(canary.query)
+            let request = SearchRequest(query: canary.query, k: min(canary.k, SearchRequest.kRange.upperBound), mode: mode)
+            let found = (try? index.search(request, queryVector: vector))?.results.map(\.chunk.id) ?? []
+            guard Set(canary.expect).isSubset(of: found) else {
+                throw SyncError(.canaryFailed, "canary \(position + 1) of \(canaries.count) did not find its expected chunks in the top \(request.k); version refused")
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import CairnCore
+
+/// The decisions of one sync attempt about one verified manifest, as values: no files, no
+/// network, tested alone. The `Syncer` performs what it decides.
+public struct SyncPlanner: Sendable {
+    /// What the device has installed, as far as the planner cares.
+    public struct Installed: Sendable, Equatable {
+        public var version: Int
+        public var stateRoot: ContentID
+        public var dimension: Int
+        public var modelID: String
+
+        public init(version: Int, stateRoot: ContentID, dimension: Int, modelID: String) {
+            self.version = version
+            self.stateRoot = stateRoot
+            self.dimension = dimension
+            self.modelID = modelID
+        }
+    }
+
+    /// How to obtain the new version's index.
+    public enum Path: Sendable, Equatable {
+        case full(Manifest.Snapshot)
+        case delta(Manifest.DeltaRef)
+
+        /// The blob to download.
+        public var blob: (sha256: ContentID, size: Int, uncompressedSize: Int) {
+            switch self {
+            case .full(let s): (s.sha256, s.size, s.uncompressedSize)
+            case .delta(let d): (d.sha256, d.size, d.uncompressedSize)
+            }
+        }
+    }
+
+    public enum Decision: Sendable {
+        /// The manifest describes the installed version: nothing to do.
+        case upToDate
+        /// Install `manifest` by `path` (falling back to the full snapshot if a delta fails).
+        case install(Manifest, Path)
+        /// Refused; the installed version keeps serving.
+        case refuse(SyncError)
+    }
+
+    public var channel: String
+    public var installed: Installed?
+
+    public init(channel: String, installed: Installed?) {
+        self.channel = channel
+        self.installed = installed
+    }
+
+    /// Checks, in order: format, channel, version (equal: up to date; lower: rollback), expiry
+    /// at `now`, then chooses the cheapest path: a delta from exactly the installed version and
+    /// state root with the same model, when smaller than the full snapshot.
+    public func decide(_ manifest: Manifest, now: Timestamp) -> Decision {
+        guard manifest.formatVersion == Manifest.currentFormatVersion else {
+            return .refuse(SyncError(.unsupportedFormat, "manifest format \(manifest.formatVersion) is not supported; upgrade cairnd"))
+        }
+        guard manifest.channel == channel else {
+            return .refuse(SyncError(.channelMismatch, "the manifest is for channel \(manifest.channel), not \(channel)"))
+        }
+        if let installed {
+            if manifest.version == installed.version {
+                guard manifest.stateRoot == installed.stateRoot else {
+                    return .refuse(SyncError(.rollback, "the manifest reuses version \(manifest.version) with another state root; refused"))
+                }
+                return .upToDate
+            }
+            guard manifest.version > installed.version else {
+                return .refuse(SyncError(.rollback, "the manifest's version \(manifest.version) is older than the installed \(installed.version); rollback refused"))
+            }
+        }
+        guard !manifest.isExpired(at: now) else {
+            return .refuse(SyncError(.expired, "manifest version \(manifest.version) expired at \(manifest.expires); refused (freeze protection), the installed version keeps serving"))
+        }
+        return .install(manifest, path(for: manifest))
+    }
+
+    func path(for manifest: Manifest) -> Path {
+        guard let installed, installed.dimension == manifest.dimension, installed.modelID == manifest.model.id else {
+            return .full(manifest.snapshot)
+        }
+        let usable = manifest.deltas.filter { $0.fromVersion == installed.version && $0.fromStateRoot == installed.stateRoot }
+        guard let cheapest = usable.min(by: { $0.size < $1.size }), cheapest.size < manifest.snapshot.size else {
+            return .full(manifest.snapshot)
+        }
+        return .delta(cheapest)
+    }
+
+    /// Free bytes an install by `path` needs: the rest of the blob, the new index (uncompressed
+    /// snapshot, or a copy of the current index plus the delta's growth), missing model files,
+    /// and `margin`. Saturates instead of overflowing.
+    public static func requiredBytes(path: Path, alreadyStaged: Int64, currentIndexSize: Int64,
+                                     missingModelBytes: Int64, margin: Int64) -> Int64 {
+        let blob = path.blob
+        let index: Int64 = switch path {
+        case .full: Int64(blob.uncompressedSize)
+        case .delta: currentIndexSize.addingReportingOverflow(Int64(blob.uncompressedSize)).partialValue
+        }
+        let parts = [max(0, Int64(blob.size) - alreadyStaged), index, missingModelBytes, margin]
+        return parts.reduce(Int64(0)) { sum, part in
+            let (value, overflow) = sum.addingReportingOverflow(part)
+            return overflow ? .max : value
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import CairnCore
+import CairnStore
+import Foundation
+
+extension Syncer {
+    /// Downloads blob `id` of `size` bytes from `base` into `staging/<hex>.partial` (resuming what
+    /// is there) and checks its SHA-256. A mismatch after a resume (the earlier bytes may come from
+    /// another source) restarts from zero once; a mismatch on a whole download refuses this source.
+    /// Returns the path of the verified file.
+    func fetchBlob(base: String, id: ContentID, size: Int) async throws(SyncError) -> String {
+        let partial = "\(directory.stagingPath)/\(id.hex).partial"
+        let url = "\(base)/\(BlobStore.relativePath(of: id))"
+        for _ in 0..<2 {
+            let resumed = Downloader.fileSize(partial) > 0
+            lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(size)))
+            if try Self.hashFile(partial) == id { return partial }
+            unlink(partial)
+            if !resumed { break }
+            logger.info("resumed blob failed its hash; downloading it again whole", metadata: ["cairn.sync.blob": "\(id.hex.prefix(12))"])
+        }
+        throw SyncError(.hashMismatch, "blob \(id.hex.prefix(12))… from \(base) does not match its SHA-256; trying the next source")
+    }
+
+    static func hashFile(_ path: String) throws(SyncError) -> ContentID {
+        do { return ContentID(hashing: try FileSystem.read(path)) } catch {
+            throw SyncError(.io, "cannot read staged blob \(path)", cause: error)
+        }
+    }
+
+    /// The model folder `models/<sha256 of model.safetensors>` for `manifest`, downloading and
+    /// verifying missing files first. Nil when the manifest names no weights (lexical-only).
+    func ensureModel(_ manifest: Manifest, base: String) async throws(SyncError) -> String? {
+        guard let weights = manifest.model.files.first(where: { $0.name == "model.safetensors" }) else { return nil }
+        let folder = "\(directory.modelsPath)/\(weights.sha256.hex)"
+        if FileSystem.exists(folder) { return folder }
+        var staged: [(String, String)] = []
+        for file in manifest.model.files {
+            staged.append((file.name, try await fetchBlob(base: base, id: file.sha256, size: file.size)))
+        }
+        let partial = folder + ".partial"
+        try? FileManager.default.removeItem(atPath: partial)
+        do {
+            try FileSystem.makeDirectory(partial)
+            for (name, path) in staged {
+                guard rename(path, "\(partial)/\(name)") == 0 else { throw SyncError(.io, "cannot move \(name) into \(partial)") }
+                try Self.fsyncFile("\(partial)/\(name)")
+            }
+            try FileSystem.syncDirectory(partial)
+            guard rename(partial, folder) == 0 else { throw SyncError(.io, "cannot rename \(partial) into place") }
+            try FileSystem.syncDirectory(directory.modelsPath)
+        } catch let error as SyncError {
+            throw error
+        } catch {
+            throw SyncError(.io, "cannot install the model folder", cause: error)
+        }
+        return folder
+    }
+
+    /// Refuses before downloading when the file system holding the data directory lacks room.
+    func checkDiskSpace(manifest: Manifest, path: SyncPlanner.Path, installed: InstalledVersion?) throws(SyncError) {
+        let weights = manifest.model.files.first { $0.name == "model.safetensors" }
+        let modelPresent = weights.map { FileSystem.exists("\(directory.modelsPath)/\($0.sha256.hex)") } ?? true
+        let missingModel = modelPresent ? 0 : manifest.model.files.reduce(Int64(0)) { $0 + Int64($1.size) }
+        let staged = Downloader.fileSize("\(directory.stagingPath)/\(path.blob.sha256.hex).partial")
+        let needed = SyncPlanner.requiredBytes(path: path, alreadyStaged: staged,
+                                               currentIndexSize: installed.map { Downloader.fileSize($0.indexPath) } ?? 0,
+                                               missingModelBytes: missingModel, margin: configuration.freeSpaceMargin)
+        let available: Int64
+        do { available = try FileSystem.availableBytes(at: directory.path) } catch {
+            throw SyncError(.io, "cannot measure free disk space", cause: error)
+        }
+        guard available >= needed else {
+            throw SyncError(.diskFull, "version \(manifest.version) needs \(needed) free bytes, \(available) are available; nothing was downloaded")
+        }
+    }
+
+    static func fsyncFile(_ path: String) throws(SyncError) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw SyncError(.io, "cannot open \(path) to fsync it") }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw SyncError(.io, "cannot fsync \(path)") }
+    }
+}

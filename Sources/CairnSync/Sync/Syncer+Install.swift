@@ -1,0 +1,95 @@
+import CairnCore
+import CairnStore
+import Foundation
+
+extension Syncer {
+    /// Downloads what `path` needs, builds `versions/<n>.partial/` beside the live version,
+    /// verifies it (state root, canaries), renames it into place and swaps `current`.
+    /// On any failure the partial folder is removed and the live version is untouched.
+    func install(manifest: Manifest, bytes: [UInt8], path: SyncPlanner.Path, base: String,
+                 installed: InstalledVersion?) async throws(SyncError) -> InstalledVersion {
+        try checkDiskSpace(manifest: manifest, path: path, installed: installed)
+        let model = try await ensureModel(manifest, base: base)
+        let partial = "\(directory.versionsPath)/\(manifest.version).partial"
+        try? FileManager.default.removeItem(atPath: partial)
+        do { try FileSystem.makeDirectory(partial) } catch { throw SyncError(.io, "cannot create \(partial)", cause: error) }
+        let index = partial + "/index.sqlite"
+        do {
+            try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index)
+            try IndexBuilder.verify(index: index, manifest: manifest)
+            try IndexBuilder.runCanaries(manifest.canaries, index: index, modelDirectory: model,
+                                         maximumTokens: manifest.model.maxTokens)
+            return try finish(manifest: manifest, bytes: bytes, partial: partial, model: model)
+        } catch {
+            try? FileManager.default.removeItem(atPath: partial)
+            throw error
+        }
+    }
+
+    /// The new index file: the delta applied to a copy of the installed index, falling back to
+    /// the full snapshot when the delta cannot be fetched or does not apply.
+    private func buildIndex(manifest: Manifest, path: SyncPlanner.Path, base: String,
+                            installed: InstalledVersion?, index: String) async throws(SyncError) {
+        if case .delta(let ref) = path, let installed {
+            do {
+                let blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size)
+                try IndexBuilder.applyDelta(blob: blob, ref: ref, manifest: manifest, installed: installed, to: index)
+                return
+            } catch {
+                if error.code == .cancelled { throw error }
+                logger.info("delta path failed; falling back to the full snapshot", metadata: ["cairn.sync.error": "\(error.code)"])
+                unlink(index)
+                try checkDiskSpace(manifest: manifest, path: .full(manifest.snapshot), installed: installed)
+            }
+        }
+        let snapshot = manifest.snapshot
+        let blob = try await fetchBlob(base: base, id: snapshot.sha256, size: snapshot.size)
+        try IndexBuilder.decompress(blob: blob, to: index, uncompressedSize: snapshot.uncompressedSize)
+    }
+
+    /// Writes the manifest and model link, fsyncs, renames the folder into place, swaps the
+    /// links (`previous` first, then `current`, so both always name complete versions), and
+    /// removes what is no longer referenced.
+    private func finish(manifest: Manifest, bytes: [UInt8], partial: String, model: String?) throws(SyncError) -> InstalledVersion {
+        let name = "\(manifest.version)"
+        let final = "\(directory.versionsPath)/\(name)"
+        do {
+            try FileSystem.writeAtomically(bytes, to: partial + "/manifest.json")
+            if let model {
+                guard symlink("../../models/\((model as NSString).lastPathComponent)", partial + "/model") == 0 else {
+                    throw SyncError(.io, "cannot create the model link in \(partial)")
+                }
+            }
+            try Self.fsyncFile(partial + "/index.sqlite")
+            try FileSystem.syncDirectory(partial)
+            try? FileManager.default.removeItem(atPath: final)
+            guard rename(partial, final) == 0 else { throw SyncError(.io, "cannot rename \(partial) into place") }
+            try FileSystem.syncDirectory(directory.versionsPath)
+        } catch let error as SyncError {
+            throw error
+        } catch {
+            throw SyncError(.io, "cannot finish installing version \(name)", cause: error)
+        }
+        let old = directory.linkTarget(directory.currentLink)
+        if let old, old != "versions/\(name)" {
+            try directory.replaceLink(directory.previousLink, with: old)
+        }
+        try directory.replaceLink(directory.currentLink, with: "versions/\(name)")
+        try directory.syncFolder(directory.path)
+        logger.info("installed version", metadata: ["cairn.sync.version": "\(manifest.version)",
+                                                    "cairn.sync.state_root": "\(manifest.stateRoot.hex)"])
+
+        let keep: Set<String> = [name, (old as NSString?)?.lastPathComponent ?? name]
+        for entry in directory.entries(directory.versionsPath) where !keep.contains(entry) {
+            directory.remove(directory.versionsPath + "/" + entry)
+        }
+        directory.removeUnusedModels()
+        for entry in directory.entries(directory.stagingPath) {
+            directory.remove(directory.stagingPath + "/" + entry)
+        }
+        guard let installed = directory.installed() else {
+            throw SyncError(.io, "the installed version \(name) cannot be read back")
+        }
+        return installed
+    }
+}

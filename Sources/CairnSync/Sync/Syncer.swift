@@ -1,0 +1,136 @@
+import CairnCore
+import CairnIndex
+import Foundation
+import Logging
+
+/// The result of one sync attempt.
+public enum SyncOutcome: Sendable {
+    /// A source answered and the installed version is its newest.
+    case upToDate(version: Int?)
+    /// A new version was installed and `current` points at it.
+    case installed(InstalledVersion)
+    /// Every source failed or was refused; the installed version keeps serving.
+    case failed(SyncError)
+}
+
+/// Runs sync attempts (one at a time: it is an actor): for each source in order, fetch the
+/// manifest, verify it, decide, download, verify, install beside the live version and swap.
+/// Every refusal is recorded in `state.json` as the last error and logged as one line.
+public actor Syncer {
+    let configuration: SyncConfiguration
+    let directory: DataDirectory
+    let downloader: Downloader
+    let logger: Logger
+    let now: @Sendable () -> Date
+    let onInstalled: @Sendable (InstalledVersion) async -> Void
+    /// What the last attempt put on the wire.
+    public internal(set) var lastAttemptStats = TransferStats()
+
+    /// - Parameters:
+    ///   - now: the wall clock used for expiry and timestamps (injectable for tests).
+    ///   - onInstalled: called after each swap, so the daemon can open the new index.
+    public init(configuration: SyncConfiguration, directory: DataDirectory, logger: Logger,
+                now: @escaping @Sendable () -> Date = { Date() },
+                onInstalled: @escaping @Sendable (InstalledVersion) async -> Void = { _ in }) {
+        self.configuration = configuration
+        self.directory = directory
+        self.downloader = Downloader(limits: configuration.transfer, logger: logger)
+        self.logger = logger
+        self.now = now
+        self.onInstalled = onInstalled
+    }
+
+    /// One attempt over the sources in order; the first that yields a verified answer ends it.
+    @discardableResult
+    public func syncOnce() async -> SyncOutcome {
+        var state = directory.readState()
+        state.lastAttempt = SyncState.time(now())
+        state.attempts = (state.attempts ?? 0) + 1
+        state.lastAttemptReachedSource = false
+        lastAttemptStats = TransferStats()
+        var kept: SyncError?
+        if configuration.sources.isEmpty { kept = SyncError(.noSource, "no source is configured") }
+        for source in configuration.sources {
+            var reached = false
+            do {
+                let outcome = try await attempt(source: source, state: &state, reached: &reached)
+                state.lastAttemptReachedSource = true
+                state.lastCheck = SyncState.time(now())
+                state.lastError = nil
+                state.withSource(source) {
+                    $0.lastOK = SyncState.time(now())
+                    $0.consecutiveFailures = 0
+                    $0.lastError = nil
+                }
+                if case .installed = outcome { state.lastSuccess = SyncState.time(now()) }
+                persist(state)
+                if case .installed(let version) = outcome { await onInstalled(version) }
+                return outcome
+            } catch {
+                // An HTTP error status is an answer: the source was reached.
+                if reached || error.code == .httpStatus { state.lastAttemptReachedSource = true }
+                logger.info("sync source refused or failed", metadata: [
+                    "cairn.sync.source": "\(source)", "cairn.sync.error": "\(error.code)", "cairn.sync.message": "\(error.message)",
+                ])
+                state.withSource(source) {
+                    $0.lastFailure = SyncState.time(now())
+                    $0.consecutiveFailures += 1
+                    $0.lastError = "\(error.code): \(error.message)"
+                    $0.etag = nil
+                }
+                // Keep the most telling error: what a source served beats not reaching one.
+                if kept == nil || (kept!.isTransport && !error.isTransport) { kept = error }
+                if error.code == .cancelled { break }
+            }
+        }
+        let error = kept!
+        state.lastError = SyncState.LastError(code: error.code.name, message: error.message, at: SyncState.time(now()))
+        persist(state)
+        logger.warning("sync refused: \(error.code): \(error.message)")
+        return .failed(error)
+    }
+
+    private func persist(_ state: SyncState) {
+        do { try directory.writeState(state) } catch {
+            logger.warning("cannot persist sync state: \(error)")
+        }
+    }
+
+    private func attempt(source: String, state: inout SyncState, reached: inout Bool) async throws(SyncError) -> SyncOutcome {
+        let base = source.hasSuffix("/") ? String(source.dropLast()) : source
+        let installed = directory.installed()
+        let etag = installed == nil ? nil : state.source(source)?.etag
+        let (fetch, stats) = try await downloader.fetchManifest(
+            url: "\(base)/channels/\(configuration.channel)/manifest.json", etag: etag)
+        lastAttemptStats.add(stats)
+        reached = true
+        guard case .fetched(let bytes, let newETag) = fetch else { return .upToDate(version: installed?.version) }
+
+        let manifest: Manifest
+        do {
+            manifest = try SignedManifest.decodeAndVerify(bytes, trustedKeys: configuration.trustedKeys)
+        } catch {
+            let code: SyncError.Code = error.code == .unsupportedFormat ? .unsupportedFormat : .manifestRefused
+            throw SyncError(code, "the manifest is refused: \(error.message)", cause: error)
+        }
+        if manifest.channel == configuration.channel, manifest.version > (state.highestVersionSeen ?? 0) {
+            state.highestVersionSeen = manifest.version
+        }
+        let planner = SyncPlanner(channel: configuration.channel, installed: installed.map {
+            .init(version: $0.version, stateRoot: $0.stateRoot, dimension: $0.manifest.dimension, modelID: $0.manifest.model.id)
+        })
+        switch planner.decide(manifest, now: Timestamp(now()) ?? manifest.created) {
+        case .upToDate:
+            state.withSource(source) { $0.etag = newETag }
+            return .upToDate(version: installed?.version)
+        case .refuse(let error):
+            throw error
+        case .install(let manifest, let path):
+            let version = try await install(manifest: manifest, bytes: bytes, path: path, base: base, installed: installed)
+            state.installedVersion = version.version
+            state.installedStateRoot = version.stateRoot.hex
+            state.withSource(source) { $0.etag = newETag }
+            return .installed(version)
+        }
+    }
+}

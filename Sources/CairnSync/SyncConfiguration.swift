@@ -1,0 +1,74 @@
+import CairnCore
+
+/// Everything the syncer and its poll loop need. Every field but `sources`, `channel`,
+/// `trustedKeys` and `dataDirectory` has a documented default.
+public struct SyncConfiguration: Sendable {
+    /// Base URLs of repository copies (`https://…`, `http://…`, `file:///media/usb/repo`), tried
+    /// in order; the first that yields a verified answer ends an attempt.
+    public var sources: [String]
+    /// The channel to follow.
+    public var channel: String
+    /// Publisher keys to accept signatures from.
+    public var trustedKeys: [PublicKey]
+    /// The device data directory (protocol/data-directory.md).
+    public var dataDirectory: String
+    /// Time between polls. Default 900 s; each wait is jittered by ±10 %.
+    public var pollInterval: Duration
+    /// First wait after a failed attempt. Default 30 s; doubles per failure.
+    public var backoffMinimum: Duration
+    /// Longest wait after failures. Default 3600 s.
+    public var backoffMaximum: Duration
+    /// Status turns stale when no check succeeded within this many poll intervals. Default 3.
+    public var staleAfterPolls: Int
+    /// Transfer limits.
+    public var transfer: TransferLimits
+    /// Bytes kept free beyond what an install needs. Default 64 MiB.
+    public var freeSpaceMargin: Int64
+
+    public init(sources: [String], channel: String, trustedKeys: [PublicKey], dataDirectory: String,
+                pollInterval: Duration = .seconds(900), backoffMinimum: Duration = .seconds(30),
+                backoffMaximum: Duration = .seconds(3600), staleAfterPolls: Int = 3,
+                transfer: TransferLimits = TransferLimits(), freeSpaceMargin: Int64 = 64 << 20) {
+        self.sources = sources
+        self.channel = channel
+        self.trustedKeys = trustedKeys
+        self.dataDirectory = dataDirectory
+        self.pollInterval = pollInterval
+        self.backoffMinimum = backoffMinimum
+        self.backoffMaximum = backoffMaximum
+        self.staleAfterPolls = staleAfterPolls
+        self.transfer = transfer
+        self.freeSpaceMargin = freeSpaceMargin
+    }
+}
+
+/// Limits applied to every transfer.
+public struct TransferLimits: Sendable {
+    /// Seconds to establish a connection. Default 15.
+    public var connectTimeout: Int
+    /// Seconds a whole transfer may take; 0 means no limit (the low-speed limit still applies).
+    /// Default 0, because a large snapshot over a slow link may take hours.
+    public var overallTimeout: Int
+    /// A transfer slower than this many bytes per second … Default 1024.
+    public var lowSpeedBytesPerSecond: Int
+    /// … for this many seconds is aborted. Default 30.
+    public var lowSpeedSeconds: Int
+    /// Redirects followed (http/https only). Default 5.
+    public var maxRedirects: Int
+    /// Cap on receive speed in bytes per second; nil (default) means none.
+    public var bandwidthCap: Int64?
+    /// The largest manifest file accepted. Default 1 MiB.
+    public var maxManifestBytes: Int
+
+    public init(connectTimeout: Int = 15, overallTimeout: Int = 0, lowSpeedBytesPerSecond: Int = 1024,
+                lowSpeedSeconds: Int = 30, maxRedirects: Int = 5, bandwidthCap: Int64? = nil,
+                maxManifestBytes: Int = 1 << 20) {
+        self.connectTimeout = connectTimeout
+        self.overallTimeout = overallTimeout
+        self.lowSpeedBytesPerSecond = lowSpeedBytesPerSecond
+        self.lowSpeedSeconds = lowSpeedSeconds
+        self.maxRedirects = maxRedirects
+        self.bandwidthCap = bandwidthCap
+        self.maxManifestBytes = maxManifestBytes
+    }
+}

@@ -1,0 +1,62 @@
+/// The one error type of CairnSync: an opaque, stable `code`, a one-line `message` (never
+/// document or query text), an optional `cause`, and whether trying again later may help.
+public struct SyncError: Error, Sendable, CustomStringConvertible {
+    /// A stable, machine-readable code (protocol/data-directory.md lists them).
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// No answer from the source: DNS, connect, TLS, timeout, low speed, cut connection.
+        public static let network = Code("network")
+        /// The source answered with a status other than 200/206/304.
+        public static let httpStatus = Code("http_status")
+        /// More bytes than the manifest (or the manifest cap) allows.
+        public static let sizeExceeded = Code("size_exceeded")
+        /// A blob's SHA-256 differs from the one its manifest names.
+        public static let hashMismatch = Code("hash_mismatch")
+        /// The manifest's signature, key or shape is not acceptable.
+        public static let manifestRefused = Code("manifest_refused")
+        public static let channelMismatch = Code("channel_mismatch")
+        /// The manifest's version is not greater than the installed one.
+        public static let rollback = Code("rollback")
+        /// The manifest is past its `expires` (freeze protection).
+        public static let expired = Code("expired")
+        public static let unsupportedFormat = Code("unsupported_format")
+        /// The model's dimension differs from the installed one and no full snapshot can be used.
+        public static let modelIncompatible = Code("model_incompatible")
+        /// Not enough free disk for the download and the install beside the live version.
+        public static let diskFull = Code("disk_full")
+        /// Decompressing, copying or applying failed (including a decompression bomb).
+        public static let installFailed = Code("install_failed")
+        public static let stateRootMismatch = Code("state_root_mismatch")
+        public static let canaryFailed = Code("canary_failed")
+        /// Another process holds the data directory's lock.
+        public static let locked = Code("locked")
+        public static let io = Code("io")
+        public static let cancelled = Code("cancelled")
+        /// No source is configured.
+        public static let noSource = Code("no_source")
+    }
+
+    public let code: Code
+    public let message: String
+    public let cause: (any Error & Sendable)?
+
+    public init(_ code: Code, _ message: String, cause: (any Error & Sendable)? = nil) {
+        self.code = code
+        self.message = message
+        self.cause = cause
+    }
+
+    /// Network trouble, HTTP errors, full disks and I/O may pass; a refused manifest or a
+    /// failing canary will not change until the publisher publishes again.
+    public var isRetryable: Bool {
+        [.network, .httpStatus, .diskFull, .io, .cancelled, .hashMismatch].contains(code)
+    }
+
+    /// Whether the failure is about reaching a source rather than about what it served.
+    var isTransport: Bool { code == .network || code == .httpStatus || code == .cancelled }
+
+    public var description: String { "\(code): \(message)" }
+}

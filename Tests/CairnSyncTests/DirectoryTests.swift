@@ -1,0 +1,82 @@
+import CairnCore
+import CairnSync
+import Foundation
+import Logging
+import Testing
+
+@Suite("DataDirectory: lock, crash recovery, status")
+struct DirectoryTests {
+    @Test("Given a data directory in use, when a second one opens it, then it is refused with a clear message")
+    func lock() throws {
+        let path = try Temporary.directory("lock")
+        var first: DataDirectory? = try DataDirectory(path: path, logger: Logger(label: "test"))
+        #expect(throws: SyncError.self) { _ = try DataDirectory(path: path, logger: Logger(label: "test")) }
+        do { _ = try DataDirectory(path: path, logger: Logger(label: "test")) } catch {
+            #expect(error.code == .locked && error.message.contains("another cairnd"))
+        }
+        #expect(first != nil)
+        first = nil
+        // Released with the first value: a later cairnd may take it.
+        #expect(throws: Never.self) { _ = try DataDirectory(path: path, logger: Logger(label: "test")) }
+    }
+
+    @Test("Given an interruption left partial folders, junk and a dangling current.tmp, when recovering, then the last complete version serves and the next sync completes")
+    func crashRecovery() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        var device: Device? = try Device(repo: repo, sources: [repo.url])
+        #expect(await device!.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2)
+        #expect(await device!.syncer.syncOnce().installedVersion == 2)
+        let path = device!.path
+        device = nil // the process "dies": its lock goes with it
+
+        let fm = FileManager.default
+        try fm.createDirectory(atPath: path + "/versions/3.partial", withIntermediateDirectories: true)
+        try Data("half".utf8).write(to: URL(fileURLWithPath: path + "/versions/3.partial/index.sqlite"))
+        try fm.createDirectory(atPath: path + "/versions/7", withIntermediateDirectories: true)
+        try fm.createSymbolicLink(atPath: path + "/current.tmp", withDestinationPath: "versions/3.partial")
+        let resumable = String(repeating: "ab", count: 32) + ".partial"
+        try Data("resume me".utf8).write(to: URL(fileURLWithPath: path + "/staging/" + resumable))
+        try Data("junk".utf8).write(to: URL(fileURLWithPath: path + "/staging/.tmp-123"))
+
+        let restarted = try Device(repo: repo, sources: [repo.url], path: path) // runs recover()
+        #expect(restarted.directory.installed()?.version == 2)
+        #expect(restarted.entries("versions") == ["1", "2"])
+        #expect(!fm.fileExists(atPath: path + "/current.tmp"))
+        #expect(restarted.entries("staging") == [resumable])
+
+        try repo.publish(version: 3, deltasFrom: [2])
+        #expect(await restarted.syncer.syncOnce().installedVersion == 3)
+        #expect(restarted.entries("versions") == ["2", "3"])
+    }
+
+    @Test("Given current names a missing version, when recovering, then previous becomes current")
+    func fallbackToPrevious() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        var device: Device? = try Device(repo: repo, sources: [repo.url])
+        await device!.syncer.syncOnce()
+        try repo.publish(version: 2)
+        await device!.syncer.syncOnce()
+        let path = device!.path
+        device = nil
+        try FileManager.default.removeItem(atPath: path + "/versions/2/manifest.json")
+        let restarted = try Device(repo: repo, sources: [repo.url], path: path)
+        #expect(restarted.directory.installed()?.version == 1)
+        #expect(restarted.currentTarget == "versions/1" && restarted.previousTarget == nil)
+        #expect(restarted.entries("versions") == ["1"])
+        #expect(restarted.state.installedVersion == 1)
+    }
+
+    @Test("Given no successful check for longer than the stale window, then status is stale though nothing newer is known")
+    func staleByTime() {
+        var state = SyncState()
+        state.lastCheck = "2026-01-01T00:00:00Z"
+        state.lastAttemptReachedSource = false
+        let now = Timestamp(rfc3339: "2026-01-01T00:40:00Z")!.date
+        let fresh = SyncStatus(state: state, installed: nil, now: now, pollInterval: .seconds(900), staleAfterPolls: 3)
+        let late = SyncStatus(state: state, installed: nil, now: now.addingTimeInterval(3_600), pollInterval: .seconds(900), staleAfterPolls: 3)
+        #expect(!fresh.stale && late.stale && !late.online)
+    }
+}

@@ -1,0 +1,89 @@
+import CairnCore
+import CairnIndex
+import CairnStore
+import CairnSync
+import Foundation
+import Testing
+
+@Suite("Installing versions over real HTTP (nginx) and file://")
+struct InstallTests {
+    static let canaries = [Canary(query: "flood maps", expect: ["chunk-000"], k: 3, mode: "lexical"),
+                           Canary(query: "flood maps", expect: ["chunk-000"], k: 40, mode: "hybrid")]
+
+    @Test("Given a repository on nginx, when the device syncs, then it installs, verifies and points current at the version",
+          .enabled(if: nginxAvailable, "nginx is not installed; apt-get install nginx"))
+    func fullInstallOverHTTP() async throws {
+        let repo = try RepoFixture()
+        let manifest = try repo.publish(version: 1, canaries: Self.canaries)
+        let nginx = try Nginx(root: repo.root)
+        defer { nginx.stop() }
+        let device = try Device(repo: repo, sources: [nginx.url])
+
+        let outcome = await device.syncer.syncOnce()
+        #expect(outcome.installedVersion == 1)
+        #expect(device.currentTarget == "versions/1")
+        let installed = try #require(device.directory.installed())
+        #expect(try Snapshot.verify(at: installed.indexPath, expectedStateRoot: manifest.stateRoot).version == 1)
+        #expect(try FileSystem.read(installed.manifestPath) == repo.manifestBytes[1]!)
+        #expect(installed.modelDirectory != nil)
+        #expect(device.state.installedVersion == 1 && device.state.lastError == nil)
+        #expect(device.entries("staging").isEmpty)
+        #expect(nginx.accessLog.contains { $0.hasPrefix("/blobs/") && $0.contains(" 200 ") })
+    }
+
+    @Test("Given a repository on a USB stick (file://), when the device syncs, then it installs the version")
+    func fileSource() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 3, canaries: [Self.canaries[1]])
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 3)
+        let installed = try #require(device.directory.installed())
+        #expect(installed.modelDirectory == nil)
+        #expect(try SearchIndex(path: installed.indexPath).count == 40)
+    }
+
+    @Test("Given version 1 installed and a small delta 1→2, when syncing, then the delta is fetched, not the snapshot, and the state root verifies",
+          .enabled(if: nginxAvailable, "nginx is not installed; apt-get install nginx"))
+    func deltaPreferred() async throws {
+        let repo = try RepoFixture()
+        try repo.publish(version: 1)
+        let nginx = try Nginx(root: repo.root)
+        defer { nginx.stop() }
+        let device = try Device(repo: repo, sources: [nginx.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+
+        let v2 = try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1], canaries: Self.canaries)
+        let delta = try #require(v2.deltas.first)
+        #expect(delta.size < v2.snapshot.size)
+        let before = nginx.accessLog.count
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        let requests = nginx.accessLog.dropFirst(before)
+        #expect(requests.contains { $0.hasPrefix("/" + BlobStore.relativePath(of: delta.sha256)) })
+        #expect(!requests.contains { $0.hasPrefix("/" + BlobStore.relativePath(of: v2.snapshot.sha256)) })
+        let installed = try #require(device.directory.installed())
+        #expect(try Snapshot.verify(at: installed.indexPath, expectedStateRoot: v2.stateRoot).stateRoot == v2.stateRoot)
+        #expect(device.currentTarget == "versions/2" && device.previousTarget == "versions/1")
+        #expect(try SearchIndex(path: installed.indexPath).chunk(id: "chunk-000")?.content == "flood maps revision 2")
+    }
+
+    @Test("Given the newest version installed, when polling again, then it costs one conditional request under 2 KB",
+          .enabled(if: nginxAvailable, "nginx is not installed; apt-get install nginx"))
+    func noChangePoll() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let nginx = try Nginx(root: repo.root)
+        defer { nginx.stop() }
+        let device = try Device(repo: repo, sources: [nginx.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        #expect(device.state.sources?.first?.etag != nil)
+
+        let before = nginx.accessLog.count
+        #expect(await device.syncer.syncOnce().isUpToDate)
+        let stats = await device.syncer.lastAttemptStats
+        let requests = Array(nginx.accessLog.dropFirst(before))
+        #expect(stats.requests == 1)
+        #expect(stats.totalBytes < 2_048, "a no-change poll took \(stats.totalBytes) bytes")
+        #expect(requests.count == 1 && requests[0].contains(" 304 "))
+        #expect(device.state.lastCheck != nil)
+    }
+}

@@ -1,0 +1,79 @@
+import CairnCore
+import CairnSync
+import Foundation
+import Testing
+
+@Suite("Refusals: nothing is installed and the old version keeps serving")
+struct RefusalTests {
+    @Test("Given version 2 installed, when the source serves the older signed version 1, then it is refused as a rollback")
+    func rollback() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        try repo.publish(version: 2)
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        try repo.makeCurrent(1)
+        #expect(await device.syncer.syncOnce().errorCode == "rollback")
+        #expect(device.currentTarget == "versions/2")
+        #expect(device.state.lastError?.code == "rollback")
+        #expect(device.directory.installed()?.version == 2)
+    }
+
+    @Test("Given version 1 installed, when version 2 has expired, then it is refused and the status says stale")
+    func expired() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, expires: Date().addingTimeInterval(-60))
+        #expect(await device.syncer.syncOnce().errorCode == "expired")
+        #expect(device.currentTarget == "versions/1")
+        let status = SyncStatus(state: device.state, installed: device.directory.installed(), now: Date(),
+                                pollInterval: .seconds(900), staleAfterPolls: 3)
+        #expect(status.stale && status.online && status.installedVersion == 1 && status.highestVersionSeen == 2)
+    }
+
+    @Test("Given a manifest signed by a key the device does not trust, then it is refused")
+    func unknownKey() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1, signer: PublisherKey.generate())
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().errorCode == "manifest_refused")
+        #expect(device.currentTarget == nil && device.entries("versions").isEmpty)
+    }
+
+    @Test("Given a snapshot that inflates past its stated size (a bomb), then the install is refused and nothing is left")
+    func decompressionBomb() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1) { $0.snapshot.uncompressedSize = 4_096 }
+        let device = try Device(repo: repo, sources: [repo.url])
+        let outcome = await device.syncer.syncOnce()
+        #expect(outcome.errorCode == "install_failed")
+        #expect(device.state.lastError?.message.contains("stated size") == true)
+        #expect(device.currentTarget == nil && device.entries("versions").isEmpty)
+    }
+
+    @Test("Given a manifest stating a 2^53-byte snapshot, then it is refused for disk space before any blob is requested",
+          .enabled(if: nginxAvailable, "nginx is not installed; apt-get install nginx"))
+    func hugeBlob() async throws {
+        let repo = try RepoFixture()
+        try repo.publish(version: 1) { $0.snapshot.size = 1 << 53 }
+        let nginx = try Nginx(root: repo.root)
+        defer { nginx.stop() }
+        let device = try Device(repo: repo, sources: [nginx.url])
+        #expect(await device.syncer.syncOnce().errorCode == "disk_full")
+        #expect(!nginx.accessLog.contains { $0.hasPrefix("/blobs/") })
+        #expect(device.entries("staging").isEmpty)
+    }
+
+    @Test("Given a canary that the new index fails, then the version is refused and the old one keeps serving")
+    func canaryFailure() async throws {
+        let repo = try RepoFixture()
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, canaries: [Canary(query: "storm water", expect: ["no-such-chunk"], k: 5)])
+        #expect(await device.syncer.syncOnce().errorCode == "canary_failed")
+        #expect(device.currentTarget == "versions/1" && device.entries("versions") == ["1"])
+    }
+}

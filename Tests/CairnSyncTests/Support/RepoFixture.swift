@@ -1,0 +1,118 @@
+import CairnTestSupport
+import CairnCore
+import CairnEmbedding
+import CairnIndex
+import CairnStore
+import Foundation
+
+/// TEST FIXTURE ONLY: a minimal repository writer (protocol/repository.md) so that the sync
+/// tests have something to download before CairnPublish exists. It signs real manifests, writes
+/// real snapshot files, real deltas and the tiny model as blobs.
+final class RepoFixture {
+    let root: String
+    let key = PublisherKey.generate()
+    let channel = "stable"
+    let dimension = TinyModel.configuration.hiddenSize
+    let modelFiles: [Manifest.ModelFile]
+    private let embedder: SentenceEmbedder?
+    private(set) var records: [Int: [ChunkRecord]] = [:]
+    private(set) var manifestBytes: [Int: [UInt8]] = [:]
+
+    var blobs: BlobStore { BlobStore(root: root) }
+    var url: String { "file://" + root }
+
+    init(withModel: Bool = true) throws {
+        root = try Temporary.directory("repo")
+        guard withModel else {
+            modelFiles = []
+            embedder = nil
+            return
+        }
+        let modelDir = try Temporary.directory("model")
+        var files: [Manifest.ModelFile] = []
+        for (name, bytes) in TinyModel.files(seed: 7) {
+            files.append(Manifest.ModelFile(name: name, sha256: try BlobStore(root: root).put(bytes), size: bytes.count))
+            try Data(bytes).write(to: URL(fileURLWithPath: modelDir + "/" + name))
+        }
+        modelFiles = files
+        embedder = try SentenceEmbedder(directory: modelDir, maximumTokens: 16)
+    }
+
+    /// `count` short chunks; `revision` changes the text of chunk 0 only (so deltas stay small).
+    static func chunks(count: Int = 40, revision: Int = 1) -> [Chunk] {
+        let words = ["water", "boil", "safe", "drink", "storm", "map", "the", "a"]
+        return (0..<count).map { i in
+            let content = i == 0 ? "flood maps revision \(revision)"
+                : (0..<8).map { words[(i * 7 + $0 * 3) % words.count] }.joined(separator: " ") + " note \(i)"
+            return Chunk(id: String(format: "chunk-%03d", i), title: "Guide \(i)", content: content,
+                         scenario: i % 2 == 0 ? "flood" : "general", tags: ["t\(i % 3)"])
+        }
+    }
+
+    private func vector(for chunk: Chunk) -> [Float] {
+        if let embedder { return embedder.embed(chunk.embeddingText) }
+        var generator = SplitMix64(seed: UInt64(truncatingIfNeeded: chunk.id.hashValue))
+        let raw = (0..<dimension).map { _ in Float(generator.next() % 1000) / 1000 + 0.01 }
+        let norm = raw.reduce(0) { $0 + $1 * $1 }.squareRoot()
+        return raw.map { $0 / norm }
+    }
+
+    /// Publishes `version` made of `chunks`, with deltas from each of `deltasFrom`, and makes it
+    /// the channel's current manifest unless `current` is false. `adjust` edits the manifest
+    /// before signing (for hostile cases); `signer` replaces the fixture's key.
+    @discardableResult
+    func publish(version: Int, chunks: [Chunk] = RepoFixture.chunks(), deltasFrom: [Int] = [],
+                 canaries: [Canary] = [], expires: Date = Date().addingTimeInterval(86_400 * 30),
+                 current: Bool = true, signer: PublisherKey? = nil,
+                 adjust: (inout Manifest) -> Void = { _ in }) throws -> Manifest {
+        let entries = chunks.map { ($0, vector(for: $0)) }
+        let recordList = entries.map { ChunkRecord(chunk: $0.0, vector: $0.1) }
+        let modelID = embedder == nil ? "none" : "test/tiny-bert"
+        let meta = SnapshotMeta(channel: channel, version: version, dimension: dimension, modelID: modelID, entries: entries)
+        let file = try Temporary.directory("snapshot") + "/index.sqlite"
+        try SnapshotWriter.create(at: file, meta: meta, entries: entries)
+        let raw = try FileSystem.read(file)
+        let compressed = try Zlib.compress(raw)
+        let snapshot = Manifest.Snapshot(sha256: try blobs.put(compressed), size: compressed.count, uncompressedSize: raw.count)
+        var deltas: [Manifest.DeltaRef] = []
+        for from in deltasFrom {
+            let old = records[from]!
+            let delta = try Delta.between(old: old, new: recordList, fromVersion: from, toVersion: version, dimension: dimension)
+            let bytes = try Zlib.compress(delta.encoded)
+            deltas.append(Manifest.DeltaRef(fromVersion: from, fromStateRoot: delta.fromStateRoot, sha256: try blobs.put(bytes),
+                                            size: bytes.count, uncompressedSize: delta.encoded.count))
+        }
+        let created = Timestamp(expires.addingTimeInterval(-86_400 * 60))!
+        var manifest = Manifest(channel: channel, version: version, created: created, expires: Timestamp(expires)!,
+                                stateRoot: meta.stateRoot, chunkCount: chunks.count, dimension: dimension,
+                                model: .init(id: modelID, dimension: dimension, maxTokens: 16, files: modelFiles),
+                                snapshot: snapshot, deltas: deltas, canaries: canaries, publisherKeyID: (signer ?? key).keyID)
+        adjust(&manifest)
+        let signed = SignedManifest.encode(manifest, signingKey: signer ?? key)
+        records[version] = recordList
+        manifestBytes[version] = signed
+        let channelDir = "\(root)/channels/\(channel)"
+        try FileSystem.makeDirectory(channelDir + "/versions")
+        try FileSystem.writeAtomically(signed, to: "\(channelDir)/versions/\(version).json")
+        if current { try FileSystem.writeAtomically(signed, to: "\(channelDir)/manifest.json") }
+        return manifest
+    }
+
+    /// Makes an already published version's manifest current again (a stale mirror, a rollback).
+    func makeCurrent(_ version: Int) throws {
+        try FileSystem.writeAtomically(manifestBytes[version]!, to: "\(root)/channels/\(channel)/manifest.json")
+    }
+
+    /// Replaces a stored blob's bytes (a compressed stream of the caller's choosing).
+    func overwriteBlob(_ id: ContentID, with bytes: [UInt8]) throws {
+        try FileSystem.writeAtomically(bytes, to: blobs.path(of: id))
+    }
+}
+
+enum Temporary {
+    static func directory(_ tag: String) throws -> String {
+        let path = NSTemporaryDirectory() + "cairn-sync-\(tag)-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+}
