@@ -9,6 +9,8 @@ public struct DaemonError: Error, CustomStringConvertible, Sendable {
         public static let badConfiguration = Code(name: "bad_configuration")
         /// Another live process answers on the socket path, or the path is not a socket.
         public static let socketInUse = Code(name: "socket_in_use")
+        /// Another cairnd holds the data directory's lock.
+        public static let dataDirectoryLocked = Code(name: "data_dir_locked")
         /// The socket could not be prepared (permissions, group, path too long).
         public static let socketSetup = Code(name: "socket_setup")
         /// No version is installed in the data directory.

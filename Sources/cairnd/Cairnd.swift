@@ -16,8 +16,13 @@ struct Cairnd: AsyncParsableCommand {
             these flags. The socket API is described in protocol/socket-api.md. SIGTERM or \
             SIGINT: in-flight queries finish, the socket file is removed, exit 0.
 
-            Exit status: 0 after a graceful shutdown, 1 when the socket is served by another \
-            process or cannot be set up, 2 for a bad flag or config file.
+            With sources and a trusted key, cairnd polls the sources (SIGHUP or `cairn sync`: \
+            now), verifies and installs new versions beside the live one and swaps them in; \
+            without sources it serves what is installed.
+
+            Exit status: 0 after a graceful shutdown, 1 when another cairnd holds the data \
+            directory or the socket, or the socket cannot be set up, 2 for a bad flag, config \
+            file or trusted key.
             """
     )
 
@@ -45,14 +50,20 @@ struct Cairnd: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "cairnd")
-        let daemon: any Service
+        let device: Device
         do {
-            daemon = try buildDaemon(configuration: configuration, logger: logger)
+            device = try Device.build(configuration: configuration, logger: logger)
         } catch {
             FileHandle.standardError.write(Data("cairnd: \(error.message)\n".utf8))
             throw ExitCode(error.code == .badConfiguration ? 2 : 1)
         }
-        let group = ServiceGroup(configuration: .init(services: [daemon], gracefulShutdownSignals: [.sigterm, .sigint],
+        // SIGHUP: sync now (the socket's POST /v1/sync does the same).
+        signal(SIGHUP, SIG_IGN)
+        let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
+        hangup.setEventHandler { device.requestSync?() }
+        hangup.resume()
+        defer { hangup.cancel() }
+        let group = ServiceGroup(configuration: .init(services: device.services, gracefulShutdownSignals: [.sigterm, .sigint],
                                                       logger: logger))
         try await group.run()
     }

@@ -1,0 +1,79 @@
+import CairnCore
+import CairnSync
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// All of cairnd: the data directory (locked for this process, recovered at start-up), the
+/// sync loop, and the socket server, wired so that every verified swap reaches the query path.
+public struct Device: Sendable {
+    /// The services to run in one `ServiceGroup`: the socket server, and the sync loop when
+    /// sources are configured.
+    public let services: [any Service]
+    /// "Sync now" (the socket's `POST /v1/sync`, SIGHUP); nil without sources.
+    public let requestSync: (@Sendable () -> Void)?
+
+    /// Locks and recovers the data directory, loads the trusted keys and builds the services.
+    /// Throws `bad_configuration` (exit 2) for unreadable keys, `data_dir_locked` when another
+    /// cairnd holds the directory, `socket_in_use` for a live socket.
+    public static func build(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) -> Device {
+        let directory: DataDirectory
+        do {
+            try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+            directory = try DataDirectory(path: configuration.dataDirectory, logger: logger)
+            if let recovered = try directory.recover() {
+                logger.info("recovered the installed version", metadata: ["cairn.version": "\(recovered.version)"])
+            }
+        } catch let error as SyncError {
+            throw DaemonError(error.code == .locked ? .dataDirectoryLocked : .socketSetup, error.message, cause: error)
+        } catch {
+            throw DaemonError(.badConfiguration, "cannot create the data directory \(configuration.dataDirectory)")
+        }
+        let sync = try syncConfiguration(configuration)
+        let holder = IndexHolder()
+        let status = SyncStateStatusProvider(directory: directory, configuration: sync)
+        guard !sync.sources.isEmpty else {
+            logger.notice("no sources configured: serving what is installed, never syncing")
+            let daemon = try buildDaemon(configuration: configuration, hooks: DaemonHooks(holder: holder, status: status),
+                                         logger: logger)
+            return Device(services: [daemon], requestSync: nil)
+        }
+        let dataDirectory = configuration.dataDirectory
+        let syncer = Syncer(configuration: sync, directory: directory, logger: logger, onInstalled: { installed in
+            do {
+                let version = try VersionLoader.load(dataDirectory: dataDirectory, reusing: holder.current, logger: logger)
+                holder.install(version)
+                logger.info("now serving", metadata: ["cairn.version": "\(installed.version)"])
+            } catch {
+                logger.error("installed version cannot be served; keeping the previous one",
+                             metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(error)"])
+            }
+        })
+        let service = SyncService(syncer: syncer, configuration: sync, logger: logger)
+        let requestSync: @Sendable () -> Void = { service.requestSync() }
+        let daemon = try buildDaemon(configuration: configuration,
+                                     hooks: DaemonHooks(holder: holder, status: status, requestSync: { requestSync() }),
+                                     logger: logger)
+        return Device(services: [daemon, service], requestSync: requestSync)
+    }
+
+    static func syncConfiguration(_ configuration: DaemonConfiguration) throws(DaemonError) -> SyncConfiguration {
+        var keys: [PublicKey] = []
+        for path in configuration.trustedKeys {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw DaemonError(.badConfiguration, "cannot read trusted key \(path)")
+            }
+            do {
+                keys.append(try PublicKey(fileText: text))
+            } catch {
+                throw DaemonError(.badConfiguration, "trusted key \(path): \(error.message)")
+            }
+        }
+        if !configuration.sources.isEmpty && keys.isEmpty {
+            throw DaemonError(.badConfiguration, "sources are configured but no trusted_key: nothing could be installed")
+        }
+        let interval = Duration.milliseconds(Int64(configuration.pollInterval * 1000))
+        return SyncConfiguration(sources: configuration.sources, channel: configuration.channel, trustedKeys: keys,
+                                 dataDirectory: configuration.dataDirectory, pollInterval: interval)
+    }
+}
