@@ -1,3 +1,4 @@
+import CairnTestSupport
 import CairnDaemon
 import Foundation
 import Logging

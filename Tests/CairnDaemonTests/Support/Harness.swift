@@ -1,16 +1,8 @@
 import CairnDaemon
+import CairnTestSupport
 import Foundation
 import Logging
 import ServiceLifecycle
-
-/// Runs blocking work (the socket client) on its own thread, so it never occupies one of the
-/// few cooperative threads the in-process server's handlers need.
-func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread { continuation.resume(with: Result { try body() }) }
-        thread.start()
-    }
-}
 
 /// One request over the real Unix socket.
 func request(_ socket: String, _ method: String, _ path: String, json: String? = nil, body: [UInt8]? = nil,
@@ -26,16 +18,6 @@ func object(_ response: UnixHTTPClient.Response) -> [String: Any] {
 
 func decode<T: Decodable>(_ type: T.Type, _ response: UnixHTTPClient.Response) throws -> T {
     try JSONDecoder().decode(type, from: Data(response.body))
-}
-
-/// Polls `condition` until it holds or `seconds` pass (then throws).
-func waitUntil(_ what: String, seconds: Double = 20, _ condition: () async -> Bool) async throws {
-    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-    while ContinuousClock.now < deadline {
-        if await condition() { return }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    throw DaemonError(.unreachable, "timed out waiting until \(what)")
 }
 
 /// Whether /healthz answers 200 on `socket`.

@@ -1,33 +1,33 @@
 import Foundation
 
 /// The built executables (`cairnd`, `cairn`) beside the test bundle.
-enum Products {
-    static let directory: URL = {
+public enum Products {
+    public static let directory: URL = {
         var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         // …/debug/CairnPackageTests.xctest (a file on Linux, a bundle folder on macOS)
         while !url.lastPathComponent.hasSuffix(".xctest") && url.pathComponents.count > 1 { url.deleteLastPathComponent() }
         return url.deletingLastPathComponent()
     }()
 
-    static func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+    public static func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
 }
 
 /// Output of a finished process.
-struct Finished: Sendable {
-    var status: Int32
-    var stdout: String
-    var stderr: String
+public struct Finished: Sendable {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
 }
 
 /// A clean environment for the child: no CAIRN_* from the developer's shell.
-func childEnvironment(_ extra: [String: String] = [:]) -> [String: String] {
+public func childEnvironment(_ extra: [String: String] = [:]) -> [String: String] {
     var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CAIRN_") }
     environment.merge(extra) { $1 }
     return environment
 }
 
 /// Starts `executable` and returns the running process (stdout/stderr to files in `logDirectory`).
-func launch(_ executable: String, _ arguments: [String], logDirectory: String, environment: [String: String] = childEnvironment()) throws -> Process {
+public func launch(_ executable: String, _ arguments: [String], logDirectory: String, environment: [String: String] = childEnvironment()) throws -> Process {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
@@ -40,7 +40,7 @@ func launch(_ executable: String, _ arguments: [String], logDirectory: String, e
 }
 
 /// Runs `executable` to completion on its own thread.
-func run(_ executable: String, _ arguments: [String], environment: [String: String] = childEnvironment()) async throws -> Finished {
+public func run(_ executable: String, _ arguments: [String], environment: [String: String] = childEnvironment()) async throws -> Finished {
     try await onThread {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -59,7 +59,32 @@ func run(_ executable: String, _ arguments: [String], environment: [String: Stri
 }
 
 /// Waits for `process` to exit, at most `seconds`.
-func waitForExit(_ process: Process, seconds: Double = 20) async throws -> Int32 {
+public func waitForExit(_ process: Process, seconds: Double = 20) async throws -> Int32 {
     try await waitUntil("the process exits", seconds: seconds) { !process.isRunning }
     return process.terminationStatus
+}
+
+/// Runs blocking work (a socket client, a child process) on its own thread, so it never
+/// occupies one of the few cooperative threads that in-process servers need.
+public func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.start()
+    }
+}
+
+/// What `waitUntil` throws when its deadline passes.
+public struct TimedOut: Error, CustomStringConvertible {
+    public let description: String
+}
+
+/// Polls `condition` until it holds or `seconds` pass (then throws `TimedOut`): how tests wait
+/// for another process, never with a fixed sleep.
+public func waitUntil(_ what: String, seconds: Double = 20, _ condition: () async -> Bool) async throws {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while ContinuousClock.now < deadline {
+        if await condition() { return }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    throw TimedOut(description: "timed out waiting until \(what)")
 }
