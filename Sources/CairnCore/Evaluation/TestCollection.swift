@@ -64,8 +64,8 @@ public struct TestCollection: Sendable, Hashable {
             throw CoreError(.invalidArgument, "the qrels file is not UTF-8")
         }
         var judgments: [String: [String: Int]] = [:]
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = rawLine.hasSuffix("\r") ? rawLine.dropLast() : rawLine
+        // Split on Characters that are newlines: "\r\n" is one Character, so CRLF files work.
+        for (index, line) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             if line.allSatisfy(\.isWhitespace) { continue }
             let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
             if index == 0 && fields.first == "query-id" { continue }
