@@ -139,7 +139,7 @@ def main():
     ap.add_argument("--corpus")
     ap.add_argument("--split", default="test")
     ap.add_argument("--k", type=int, default=100)
-    ap.add_argument("--set", action="append", default=[], help="key=value over the defaults (numbers)")
+    ap.add_argument("--set", action="append", default=[], help="key=value over the defaults (numbers; stop=bm25s)")
     ap.add_argument("--grid", action="store_true", help="try the grid of docs/quality.md")
     args = ap.parse_args()
     queries, qrels, _ = load_collection(args.folder, args.corpus or os.path.join(args.folder, "corpus.jsonl"), args.split)
@@ -148,7 +148,11 @@ def main():
     cfg = dict(DEFAULT)
     for item in args.set:
         key, value = item.split("=", 1)
-        cfg[key] = None if value == "none" else float(value)
+        if key == "stop":  # "bm25s": bm25s's English list instead of Cairn's
+            from bm25s.stopwords import STOPWORDS_EN
+            cfg[key] = set(STOPWORDS_EN) if value == "bm25s" else STOP
+        else:
+            cfg[key] = None if value == "none" else float(value)
     configs = [("given", cfg)]
     if args.grid:
         for tw in (1.0, 2.0, 3.0):
