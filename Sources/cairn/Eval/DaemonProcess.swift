@@ -37,12 +37,12 @@ final class DaemonProcess {
         var lastReport = start, lastState = "not answering yet"
         while Date().timeIntervalSince(start) < seconds {
             guard process.isRunning else {
-                throw .daemon("cairnd exited with status \(process.terminationStatus) before installing version \(version) (log: \(logPath))")
+                throw .daemon("cairnd exited with status \(process.terminationStatus) before installing version \(version)\(logTail)")
             }
             if let response = try? client.send(method: "GET", path: "/v1/status"), response.status == 200,
                let status = try? JSONDecoder().decode(DaemonStatus.self, from: Data(response.body)) {
                 if status.version == version {
-                    guard status.modelLoaded else { throw .daemon("cairnd serves version \(version) without its model (log: \(logPath))") }
+                    guard status.modelLoaded else { throw .daemon("cairnd serves version \(version) without its model\(logTail)") }
                     return
                 }
                 lastState = (status.version.map { "serving version \($0)" } ?? "no version installed")
@@ -56,7 +56,15 @@ final class DaemonProcess {
             try? await Task.sleep(for: .milliseconds(100))
         }
         throw .daemon("cairnd did not install version \(version) within \(Int(seconds)) s (\(lastState)); "
-                      + "a cairnd without sync needs --install-locally (log: \(logPath))")
+                      + "a cairnd without sync needs --install-locally\(logTail)")
+    }
+
+    /// The last line of cairnd's log (the log itself is removed with the temporary folder
+    /// unless --keep), for failure messages.
+    private var logTail: String {
+        let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        guard let last = text.split(whereSeparator: \.isNewline).last else { return "" }
+        return "; cairnd's last log line: " + last.suffix(300)
     }
 
     /// SIGTERM, then waits for the exit (cairnd shuts down gracefully).

@@ -33,7 +33,7 @@ struct EvalRepository {
             logger.logLevel = .warning
             let publisher = Publisher(configuration: configuration, key: key, embedder: embedder, model: model,
                                       cache: cacheFile, logger: logger, progress: { step in
-                                          if step.done == step.total || step.done % 512 < 64 {
+                                          if step.total > 0 && (step.done == step.total || step.done % 512 < 64) {
                                               progress("embedding \(step.done)/\(step.total) chunks")
                                           }
                                       })
