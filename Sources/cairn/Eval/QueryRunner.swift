@@ -25,6 +25,8 @@ struct QueryRunner {
             let group = DispatchGroup()
             for _ in 0..<max(1, concurrency) {
                 group.enter()
+                // Plain threads, not tasks: the socket client blocks, and blocking calls would
+                // starve the cooperative pool (one thread per core). All are joined by `group`.
                 Thread.detachNewThread {
                     while let index = results.next() {
                         results.set(index, Self.search(client, jobs[index].query.text, mode: jobs[index].mode, k: k))
