@@ -75,9 +75,11 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // `cairn eval` publishes a test collection and installs it, hence Publish/Index/Store.
         .executableTarget(name: "cairn", dependencies: [
-            "CairnCore", "CairnEmbedding", "CairnDaemon",
+            "CairnCore", "CairnEmbedding", "CairnDaemon", "CairnPublish", "CairnIndex", "CairnStore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "cairn-bench", dependencies: ["CairnEmbedding"], path: "Benchmarks/cairn-bench"),
 

@@ -14,7 +14,7 @@ struct CairnCommand: AsyncParsableCommand {
             Exit status: 0 ok; 1 the daemon answered with an error (its message is printed); \
             2 usage error; 3 cannot reach the socket; 4 no index installed yet.
             """,
-        subcommands: [QueryCommand.self, StatusCommand.self, SyncCommand.self, GetCommand.self, EmbedCommand.self]
+        subcommands: [QueryCommand.self, StatusCommand.self, SyncCommand.self, GetCommand.self, EmbedCommand.self, EvalCommand.self]
     )
 
     @OptionGroup var connection: ConnectionOptions

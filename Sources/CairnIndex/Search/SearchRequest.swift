@@ -25,7 +25,7 @@ public struct SearchRequest: Sendable, Hashable, Codable {
     public var scenario: String?
     /// Only chunks that carry every one of these tags (general-scenario chunks included).
     public var tags: [String]?
-    /// Dense matches below this cosine are dropped; nil means the configuration's floor (0.25).
+    /// Dense matches below this cosine are dropped; nil means the configuration's floor (0.2).
     public var minSimilarity: Float?
 
     public init(query: String, k: Int = 3, mode: Mode = .hybrid, scenario: String? = nil,

@@ -29,14 +29,17 @@ public struct PublishedModel: Sendable {
         self.dimension = dimension
         self.maxTokens = maxTokens
         self.files = files
+        weightsHash = ContentID(hashing: files[0].1)
+        cacheKey = "\(id)@\(weightsHash.hex)"
     }
 
-    /// SHA-256 of `model.safetensors`.
-    public var weightsHash: ContentID { ContentID(hashing: files[0].bytes) }
+    /// SHA-256 of `model.safetensors`, computed once (hashing ~90 MB per cache lookup made a
+    /// publish of a few thousand chunks take many minutes before any embedding started).
+    public let weightsHash: ContentID
 
     /// The embedding cache's model key: the id and the weights' hash, so a retrained model
     /// under the same id never reuses stale vectors.
-    public var cacheKey: String { "\(id)@\(weightsHash.hex)" }
+    public let cacheKey: String
 
     /// The manifest's model entry.
     public var manifestModel: Manifest.Model {

@@ -1,0 +1,59 @@
+import CairnCore
+import Foundation
+
+/// A BEIR-format folder as `cairn eval` reads it: `queries.jsonl`, `qrels/<split>.tsv`, and the
+/// corpus (`corpus.jsonl` in the folder, or any file `SourceReader` reads, given separately).
+struct EvalCollection {
+    var name: String
+    var collection: TestCollection
+    /// The file to publish.
+    var corpusPath: String
+
+    static func load(folder: String, split: String, corpus: String?) throws(EvalFailure) -> EvalCollection {
+        let queriesPath = folder + "/queries.jsonl", qrelsPath = folder + "/qrels/\(split).tsv"
+        let corpusPath = corpus ?? folder + "/corpus.jsonl"
+        for path in [queriesPath, qrelsPath, corpusPath] where !FileManager.default.fileExists(atPath: path) {
+            throw .badInput("\(path) does not exist (expected a BEIR folder: corpus.jsonl, queries.jsonl, qrels/\(split).tsv; or --corpus)")
+        }
+        let parsed: TestCollection
+        do {
+            parsed = try TestCollection.parse(queriesJSONL: try read(queriesPath), qrelsTSV: try read(qrelsPath))
+        } catch let error as CoreError {
+            throw .badInput("\(folder): \(error.message)")
+        } catch {
+            throw (error as? EvalFailure) ?? .io("cannot read \(folder)")
+        }
+        guard !parsed.judgedQueries.isEmpty else {
+            throw .badInput("\(qrelsPath): no query of queries.jsonl has a relevant judgment")
+        }
+        let name = URL(fileURLWithPath: folder).standardizedFileURL.lastPathComponent
+        return EvalCollection(name: name, collection: parsed, corpusPath: corpusPath)
+    }
+
+    private static func read(_ path: String) throws(EvalFailure) -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: path) else { throw .io("cannot read \(path)") }
+        return Array(data)
+    }
+
+    /// The corpus as it can be published: a BEIR `.jsonl` corpus is copied to `scratch` without
+    /// the records whose `text` is empty (Cairn refuses to publish an empty chunk; Cranfield has
+    /// two), and the number dropped is returned. Other corpora are published as they are.
+    func publishableCorpus(scratch: String) throws(EvalFailure) -> (path: String, dropped: Int) {
+        guard corpusPath.lowercased().hasSuffix(".jsonl") else { return (corpusPath, 0) }
+        guard let data = FileManager.default.contents(atPath: corpusPath) else { throw .io("cannot read \(corpusPath)") }
+        var kept: [UInt8] = [], dropped = 0
+        for line in data.split(separator: UInt8(ascii: "\n")) {
+            let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any]
+            if let text = object?["text"] as? String, object?["content"] == nil,
+               !text.contains(where: { !$0.isWhitespace }) {
+                dropped += 1
+                continue
+            }
+            kept += line
+            kept.append(UInt8(ascii: "\n"))
+        }
+        let path = scratch + "/corpus.jsonl"
+        guard FileManager.default.createFile(atPath: path, contents: Data(kept)) else { throw .io("cannot write \(path)") }
+        return (path, dropped)
+    }
+}

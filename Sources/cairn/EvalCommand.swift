@@ -1,0 +1,117 @@
+import ArgumentParser
+import CairnCore
+import CairnEmbedding
+import CairnIndex
+import CairnPublish
+import Foundation
+
+struct EvalCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "eval",
+        abstract: "Measure retrieval quality on a BEIR test collection through a real cairnd.",
+        discussion: """
+            BEIR_DIR holds queries.jsonl ({_id, text}), qrels/<split>.tsv (query-id, corpus-id, \
+            score) and corpus.jsonl (or give --corpus: any file `cairn-server publish` reads). \
+            The corpus is published to a temporary repository with a new key (embeddings come \
+            from the publisher's cache when present), a cairnd started from beside this cairn \
+            syncs it, and every judged query is sent over the socket in modes lexical, dense, \
+            hybrid and rrf (k = 100). Prints nDCG@10, Recall@10, Recall@100 and MRR@10 per mode \
+            (linear gains, as trec_eval; means over the queries with a relevant judgment), and \
+            writes one line per query and mode to --per-query.
+
+            --install-locally (development fallback while cairnd cannot sync): the data \
+            directory is written from the repository's blobs instead, and cairnd serves it.
+
+            Exit status: 0 done; 1 cairnd failed or did not install the version in time; 2 usage; \
+            3 the model cannot be loaded; 65 bad collection files; 74 I/O error.
+            """
+    )
+
+    @Argument(help: "The BEIR-format folder.")
+    var folder: String
+    @Option(help: "The qrels split: qrels/<split>.tsv.")
+    var split = "test"
+    @Option(help: "The corpus file, when it is not BEIR_DIR/corpus.jsonl.")
+    var corpus: String?
+    @Flag(help: "Print the table as JSON.")
+    var json = false
+    @Option(name: .customLong("per-query"), help: "Per-query results file (default ./eval-<collection>-per-query.jsonl).")
+    var perQuery: String?
+    @Option(name: .customLong("model-dir"), help: "Model folder (default $CAIRN_MODEL_DIR or ~/.cache/cairn/all-MiniLM-L6-v2).")
+    var modelDir: String?
+    @Option(help: "Embedding cache file (default the publisher's).")
+    var cache: String?
+    @Flag(name: .customLong("no-cache"), help: "Embed every chunk, using no cache.")
+    var noCache = false
+    @Option(help: "Take this repository instead of publishing (with --channel and --trusted-key).")
+    var repo: String?
+    @Option(help: "The channel of --repo.")
+    var channel: String?
+    @Option(name: .customLong("trusted-key"), help: "The publisher's public key file for --repo.")
+    var trustedKey: String?
+    @Flag(name: .customLong("install-locally"), help: "Development fallback: build cairnd's data directory from the repository instead of a sync.")
+    var installLocally = false
+    @Option(name: .customLong("sync-timeout"), help: "Seconds to wait for cairnd to serve the version.")
+    var syncTimeout: Double = 600
+    @Flag(help: "Keep the temporary folder (repository, data directory, cairnd.log) and print its path.")
+    var keep = false
+
+    func validate() throws {
+        if repo != nil && (channel == nil || trustedKey == nil) { throw ValidationError("--repo needs --channel and --trusted-key") }
+        if repo == nil && (channel != nil || trustedKey != nil) { throw ValidationError("--channel and --trusted-key go with --repo") }
+        guard syncTimeout > 0 else { throw ValidationError("--sync-timeout must be positive") }
+    }
+
+    func run() async throws {
+        do { try await evaluate() } catch let failure as EvalFailure { throw failure.report() }
+    }
+
+    private func evaluate() async throws {
+        let loaded = try EvalCollection.load(folder: folder, split: split, corpus: corpus)
+        let scratch = try makeScratch()
+        defer { if keep { progress("kept \(scratch)") } else { try? FileManager.default.removeItem(atPath: scratch) } }
+
+        let repository: EvalRepository
+        if let repo, let channel, let trustedKey {
+            repository = try EvalRepository.open(root: repo, channel: channel, trustedKeyPath: trustedKey)
+        } else {
+            let prepared = try loaded.publishableCorpus(scratch: scratch)
+            if prepared.dropped > 0 { progress("\(prepared.dropped) documents with empty text left out (they cannot be published)") }
+            repository = try EvalRepository.publish(corpus: prepared.path, scratch: scratch,
+                                                    modelDirectory: modelDir ?? SentenceEmbedder.defaultDirectory(),
+                                                    cache: noCache ? nil : cache ?? EmbeddingCache.defaultPath())
+        }
+
+        let data = scratch + "/data"
+        var arguments = ["--channel", repository.channel]
+        if installLocally {
+            try LocalInstall.install(repository, dataDirectory: data)
+        } else {
+            let root = URL(fileURLWithPath: repository.root).standardizedFileURL.path
+            arguments += ["--source", "file://" + root, "--trusted-key", repository.trustedKeyPath, "--poll-interval", "1"]
+        }
+        let daemon = try DaemonProcess(dataDirectory: data, socketPath: scratch + "/s", arguments: arguments)
+        defer { daemon.stop() }
+        try await daemon.waitForVersion(repository.manifest.version, deadline: syncTimeout)
+
+        let queries = loaded.collection.judgedQueries
+        let modes: [SearchRequest.Mode] = [.lexical, .dense, .hybrid, .rrf]
+        progress("sending \(queries.count) queries × \(modes.count) modes to cairnd")
+        let jobs = modes.flatMap { mode in queries.map { (query: $0, mode: mode) } }
+        let outcomes = try await QueryRunner(socketPath: daemon.socketPath).run(jobs)
+        daemon.stop()
+
+        let report = EvalReport(collection: loaded.name, documents: repository.manifest.chunkCount, modes: modes,
+                                queries: queries, judgments: loaded.collection.judgments, outcomes: outcomes)
+        let perQueryPath = perQuery ?? FileManager.default.currentDirectoryPath + "/eval-\(loaded.name)-per-query.jsonl"
+        try report.writePerQuery(to: perQueryPath)
+        print(json ? try report.json() : report.table)
+        progress("per-query results in \(perQueryPath)")
+    }
+
+    private func makeScratch() throws(EvalFailure) -> String {
+        var template = Array((NSTemporaryDirectory() as NSString).appendingPathComponent("cairn-eval-XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else { throw .io("cannot create a temporary folder") }
+        return String(cString: made)
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+
+/// `cairn eval` end to end: a tiny BEIR collection is published, installed (--install-locally,
+/// until cairnd syncs), served by the real cairnd and queried over its socket; the lexical
+/// metrics are checked against values computed by hand.
+@Suite struct EvalTests {
+    /// Six documents whose words do not overlap across the queries' keywords, so each query's
+    /// lexical ranking is exactly one document (no ties, no partial matches).
+    static let corpus = [
+        #"{"_id": "d1", "title": "Boiling water", "text": "Boil water for one minute before drinking."}"#,
+        #"{"_id": "d2", "title": "Flood maps", "text": "Flood maps show which streets are under water."}"#,
+        #"{"_id": "d3", "title": "Storm shelter", "text": "Go to an interior room during a storm."}"#,
+        #"{"_id": "d4", "title": "Generator safety", "text": "Run generators outdoors, far from windows."}"#,
+        #"{"_id": "d5", "title": "Food storage", "text": "Keep food cold in a closed freezer."}"#,
+        #"{"_id": "d6", "title": "Radio", "text": "A crank radio brings news when the power fails."}"#,
+        #"{"_id": "d7", "title": "", "text": "   "}"#,  // empty text: left out of the publish
+    ]
+    static let queries = [
+        #"{"_id": "q1", "text": "storm shelter"}"#,     // lexical: d3 only
+        #"{"_id": "q2", "text": "generator outdoors"}"#,  // lexical: d4 only
+        #"{"_id": "q3", "text": "crank radio news"}"#,    // lexical: d6 only
+        #"{"_id": "q4", "text": "boiling water"}"#,       // no judgment: not evaluated
+    ]
+    static let qrels = "query-id\tcorpus-id\tscore\nq1\td3\t2\nq1\td4\t1\nq2\td4\t1\nq3\td5\t1\n"
+
+    struct Report: Decodable {
+        struct Row: Decodable {
+            var mode: String
+            var queries: Int
+            var ndcg: Double
+            var recall10: Double
+            var recall100: Double
+            var mrr: Double
+            enum CodingKeys: String, CodingKey {
+                case mode, queries, ndcg = "ndcg@10", recall10 = "recall@10", recall100 = "recall@100", mrr = "mrr@10"
+            }
+        }
+        var collection: String
+        var documents: Int
+        var modes: [Row]
+    }
+
+    @Test("Given a tiny BEIR collection, when cairn eval runs it through a real cairnd, then the lexical metrics equal the hand-computed values and every mode has a row")
+    func tinyCollection() throws {
+        let workspace = try Binaries.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: workspace) }
+        let collection = workspace + "/tiny"
+        try FileManager.default.createDirectory(atPath: collection + "/qrels", withIntermediateDirectories: true)
+        try (Self.corpus.joined(separator: "\n") + "\n").write(toFile: collection + "/corpus.jsonl", atomically: true, encoding: .utf8)
+        try (Self.queries.joined(separator: "\n") + "\n").write(toFile: collection + "/queries.jsonl", atomically: true, encoding: .utf8)
+        try Self.qrels.write(toFile: collection + "/qrels/test.tsv", atomically: true, encoding: .utf8)
+        let model = workspace + "/model"
+        try FileManager.default.createDirectory(atPath: model, withIntermediateDirectories: true)
+        try TinyModel.write(to: model)
+
+        let perQuery = workspace + "/per-query.jsonl"
+        let run = try Binaries.run("cairn", ["eval", collection, "--install-locally", "--json", "--model-dir", model,
+                                             "--no-cache", "--per-query", perQuery, "--sync-timeout", "120"], in: workspace)
+        #expect(run.status == 0, "cairn eval failed: \(run.error)")
+        let report = try JSONDecoder().decode(Report.self, from: Data(run.output.utf8))
+        #expect(report.collection == "tiny")
+        #expect(report.documents == 6)
+        #expect(report.modes.map(\.mode) == ["lexical", "dense", "hybrid", "rrf"])
+        #expect(report.modes.allSatisfy { $0.queries == 3 })
+
+        // Lexical rankings: q1 → [d3], q2 → [d4], q3 → [d6].
+        // q1 (d3: 2, d4: 1): DCG = 2/log2(2) = 2; IDCG = 2 + 1/log2(3) = 2.6309298 → nDCG 0.7601875;
+        //    recall 1/2 at 10 and 100; RR 1.
+        // q2 (d4: 1): nDCG 1, recall 1, RR 1.
+        // q3 (d5: 1; d6 unjudged): all 0.
+        // Means over 3: nDCG (0.7601875 + 1) / 3 = 0.5867292; recall (0.5 + 1) / 3 = 0.5; MRR 2/3.
+        let lexical = try #require(report.modes.first { $0.mode == "lexical" })
+        #expect(abs(lexical.ndcg - 0.5867292) < 1e-6)
+        #expect(abs(lexical.recall10 - 0.5) < 1e-9)
+        #expect(abs(lexical.recall100 - 0.5) < 1e-9)
+        #expect(abs(lexical.mrr - 2.0 / 3) < 1e-9)
+        // Fusion ranks the union of both lists, and 6 documents fit in k = 100: whatever the
+        // random model says, nothing lexical finds can be missing from the top 100.
+        for fused in report.modes where fused.mode == "hybrid" || fused.mode == "rrf" {
+            #expect(fused.recall100 >= lexical.recall100)
+        }
+
+        let lines = try String(contentsOfFile: perQuery, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 12)
+        let entries = try lines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:] }
+        let q1 = try #require(entries.first { $0["query_id"] as? String == "q1" && $0["mode"] as? String == "lexical" })
+        #expect(q1["top10"] as? [String] == ["d3"])
+        #expect(run.error.contains("1 documents with empty text left out"))
+    }
+}

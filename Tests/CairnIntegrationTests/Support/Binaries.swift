@@ -1,0 +1,43 @@
+import Foundation
+
+/// The built executables, run as real processes with files (not pipes) for their output.
+enum Binaries {
+    /// The build products folder: the first folder at or above the test bundle holding `cairn`
+    /// and `cairnd`, else `<package>/.build-eval/debug`.
+    static let folder: String = {
+        var folder = URL(fileURLWithPath: Bundle.main.bundlePath)
+        for _ in 0..<4 {
+            if ["cairn", "cairnd"].allSatisfy({ FileManager.default.isExecutableFile(atPath: folder.appendingPathComponent($0).path) }) {
+                return folder.path
+            }
+            folder.deleteLastPathComponent()
+        }
+        var root = URL(fileURLWithPath: #filePath)
+        for _ in 0..<4 { root.deleteLastPathComponent() }
+        return root.path + "/.build-eval/debug"
+    }()
+
+    /// Runs `name` to completion: exit status, standard output, standard error.
+    static func run(_ name: String, _ arguments: [String], in workspace: String) throws -> (status: Int32, output: String, error: String) {
+        let out = workspace + "/\(name).out", err = workspace + "/\(name).err"
+        FileManager.default.createFile(atPath: out, contents: nil)
+        FileManager.default.createFile(atPath: err, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: folder + "/" + name)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: workspace)
+        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        process.standardOutput = FileHandle(forWritingAtPath: out)
+        process.standardError = FileHandle(forWritingAtPath: err)
+        try process.run()
+        process.waitUntilExit()
+        return (process.terminationStatus, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+                (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+    }
+
+    static func temporaryFolder() throws -> String {
+        let path = NSTemporaryDirectory() + "cairn-it-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+}
