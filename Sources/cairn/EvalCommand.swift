@@ -19,9 +19,6 @@ struct EvalCommand: AsyncParsableCommand {
             (linear gains, as trec_eval; means over the queries with a relevant judgment), and \
             writes one line per query and mode to --per-query.
 
-            --install-locally (development fallback while cairnd cannot sync): the data \
-            directory is written from the repository's blobs instead, and cairnd serves it.
-
             Exit status: 0 done; 1 cairnd failed or did not install the version in time; 2 usage; \
             3 the model cannot be loaded; 65 bad collection files; 74 I/O error.
             """
@@ -49,8 +46,6 @@ struct EvalCommand: AsyncParsableCommand {
     var channel: String?
     @Option(name: .customLong("trusted-key"), help: "The publisher's public key file for --repo.")
     var trustedKey: String?
-    @Flag(name: .customLong("install-locally"), help: "Development fallback: build cairnd's data directory from the repository instead of a sync.")
-    var installLocally = false
     @Option(name: .customLong("sync-timeout"), help: "Seconds to wait for cairnd to serve the version.")
     var syncTimeout: Double = 600
     @Flag(help: "Keep the temporary folder (repository, data directory, cairnd.log) and print its path.")
@@ -83,13 +78,9 @@ struct EvalCommand: AsyncParsableCommand {
         }
 
         let data = scratch + "/data"
-        var arguments = ["--channel", repository.channel]
-        if installLocally {
-            try LocalInstall.install(repository, dataDirectory: data)
-        } else {
-            let root = URL(fileURLWithPath: repository.root).standardizedFileURL.path
-            arguments += ["--source", "file://" + root, "--trusted-key", repository.trustedKeyPath, "--poll-interval", "1"]
-        }
+        let root = URL(fileURLWithPath: repository.root).standardizedFileURL.path
+        let arguments = ["--channel", repository.channel, "--source", "file://" + root,
+                         "--trusted-key", repository.trustedKeyPath, "--poll-interval", "1"]
         let daemon = try DaemonProcess(dataDirectory: data, socketPath: scratch + "/s", arguments: arguments)
         defer { daemon.stop() }
         try await daemon.waitForVersion(repository.manifest.version, deadline: syncTimeout)

@@ -52,8 +52,12 @@ struct EndToEndTests {
             #expect(viaCurl.results.map(\.chunk.id) == ["v6-maps"])
         }
 
-        let second = try await run(Products.path("cairnd"), ["--data-dir", fixture.dataDirectory, "--socket", socket])
-        #expect(second.status == 1 && second.stderr.contains("another process"))
+        // A second cairnd on the same data directory is refused by its lock; on another data
+        // directory but the same socket, by the live socket.
+        let sameData = try await run(Products.path("cairnd"), ["--data-dir", fixture.dataDirectory, "--socket", socket + "2"])
+        #expect(sameData.status == 1 && sameData.stderr.contains("another cairnd is using the data directory"))
+        let sameSocket = try await run(Products.path("cairnd"), ["--data-dir", fixture.dataDirectory + "-other", "--socket", socket])
+        #expect(sameSocket.status == 1 && sameSocket.stderr.contains("another process"))
 
         daemon.terminate()  // SIGTERM
         #expect(try await waitForExit(daemon) == 0)

@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 
-/// `cairn eval` end to end: a tiny BEIR collection is published, installed (--install-locally,
-/// until cairnd syncs), served by the real cairnd and queried over its socket; the lexical
+/// `cairn eval` end to end: a tiny BEIR collection is published, synced by the real cairnd from a
+/// file:// source, served and queried over its socket; the lexical
 /// metrics are checked against values computed by hand.
 @Suite struct EvalTests {
     /// Six documents whose words do not overlap across the queries' keywords, so each query's
@@ -55,7 +55,7 @@ import Testing
         try TinyModel.write(to: model)
 
         let perQuery = workspace + "/per-query.jsonl"
-        let run = try Binaries.run("cairn", ["eval", collection, "--install-locally", "--json", "--model-dir", model,
+        let run = try Binaries.run("cairn", ["eval", collection, "--json", "--model-dir", model,
                                              "--no-cache", "--per-query", perQuery, "--sync-timeout", "120"], in: workspace)
         #expect(run.status == 0, "cairn eval failed: \(run.error)")
         let report = try JSONDecoder().decode(Report.self, from: Data(run.output.utf8))

@@ -48,9 +48,25 @@ struct DataDirectoryFixture {
         let entries = zip(chunks, embedder.embed(chunks.map(\.embeddingText))).map { ($0, $1) }
         let meta = SnapshotMeta(channel: "test", version: n, dimension: embedder.dimension, modelID: "tiny", entries: entries)
         try SnapshotWriter.create(at: folder + "/index.sqlite", meta: meta, entries: entries)
-        try Data("{\"version\":\(n)}".utf8).write(to: URL(fileURLWithPath: folder + "/manifest.json"))
+        try Data(Self.signedManifest(meta)).write(to: URL(fileURLWithPath: folder + "/manifest.json"))
         if withModel { try FileManager.default.createSymbolicLink(atPath: folder + "/model", withDestinationPath: "../../models/tiny") }
         if activate { try point("current", at: n) }
+    }
+
+    /// A signed manifest for `meta`, as sync leaves beside an installed index (cairnd's start-up
+    /// recovery keeps only versions whose manifest parses). The blob hashes are placeholders:
+    /// nothing is downloaded from this data directory.
+    static func signedManifest(_ meta: SnapshotMeta) throws -> [UInt8] {
+        let placeholder = ContentID(hashing: Array("placeholder".utf8))
+        let key = try PublisherKey(seed: [UInt8](repeating: 7, count: 32))
+        let now = Timestamp(Date())!
+        let manifest = Manifest(channel: meta.channel, version: meta.version, created: now,
+                                expires: Timestamp(Date().addingTimeInterval(86_400))!, stateRoot: meta.stateRoot,
+                                chunkCount: meta.chunkCount, dimension: meta.dimension,
+                                model: .init(id: meta.modelID, dimension: meta.dimension, maxTokens: 16, files: []),
+                                snapshot: .init(sha256: placeholder, size: 1, uncompressedSize: 1),
+                                publisherKeyID: key.keyID)
+        return SignedManifest.encode(manifest, signingKey: key)
     }
 
     /// Atomically points `link` (current, previous) at versions/<n>.
