@@ -78,7 +78,8 @@ let package = Package(
             "CairnCore", "CairnEmbedding", "CairnDaemon",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
-        .executableTarget(name: "cairn-bench", dependencies: ["CairnEmbedding"], path: "Benchmarks/cairn-bench"),
+        .executableTarget(name: "cairn-bench", dependencies: ["CairnCore", "CairnDaemon", "CairnEmbedding", "CairnIndex"],
+                         path: "Benchmarks/cairn-bench"),
 
         .testTarget(name: "CairnCoreTests", dependencies: ["CairnCore"]),
         .testTarget(name: "CairnEmbeddingTests", dependencies: ["CairnEmbedding"]),
