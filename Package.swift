@@ -81,7 +81,8 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .executableTarget(name: "cairn-bench", dependencies: ["CairnEmbedding"], path: "Benchmarks/cairn-bench"),
+        .executableTarget(name: "cairn-bench", dependencies: ["CairnCore", "CairnDaemon", "CairnEmbedding", "CairnIndex"],
+                         path: "Benchmarks/cairn-bench"),
 
         // Shared by the test targets: the tiny random model, temporary folders.
         .target(name: "CairnTestSupport", dependencies: ["CairnEmbedding"], path: "Tests/CairnTestSupport"),

@@ -1,62 +1,24 @@
-// cairn-bench: the Swift side of scripts/bench. Prints one JSON object per run so that the
-// script can put Cairn's figures beside the peers' in one table.
+// cairn-bench: the Swift side of scripts/bench and scripts/bench-query. Prints one JSON object
+// per run so that the scripts can put Cairn's figures beside the peers' in one table.
 //
 //   cairn-bench embed --passages FILE.jsonl --threads N [--model-dir DIR] [--queries 200]
-import CairnEmbedding
+//   cairn-bench make-datadir --corpus FILE --replicate N --out DIR [--model-dir DIR] [--cache FILE]
+//   cairn-bench query-load --socket PATH --queries FILE --mode M --clients C --count N
+//   cairn-bench scan --data-dir DIR --queries FILE --mode dense|lexical [--threads T] [--export DIR]
 import Foundation
 
-struct Failure: Error, CustomStringConvertible { let description: String }
-
-func option(_ name: String, in arguments: [String]) -> String? {
-    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
-    return arguments[index + 1]
-}
-
-func readPassages(_ path: String) throws -> [String] {
-    try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map { line in
-        guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-              let text = object["text"] as? String else { throw Failure(description: "\(path): a line without \"text\"") }
-        return text
-    }
-}
-
-func milliseconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) * 1e3 + Double(duration.components.attoseconds) / 1e15
-}
-
-func benchEmbed(_ arguments: [String]) throws {
-    guard let passagesPath = option("--passages", in: arguments) else { throw Failure(description: "--passages FILE is required") }
-    let threads = Int(option("--threads", in: arguments) ?? "1") ?? 1
-    let queryCount = Int(option("--queries", in: arguments) ?? "200") ?? 200
-    let embedder = try SentenceEmbedder(directory: option("--model-dir", in: arguments) ?? SentenceEmbedder.defaultDirectory())
-    // Cairn's parallelism is whole batches on `threads` workers, each on one OpenBLAS thread.
-    let blas = try BLAS.shared
-    let passages = try readPassages(passagesPath)
-    let clock = ContinuousClock()
-    _ = embedder.embed(Array(passages.prefix(32)), workers: threads)  // warm-up
-    let tokens = passages.reduce(0) { $0 + embedder.tokenizer.encode($1).count }
-    let elapsed = clock.measure { _ = embedder.embed(passages, workers: threads) }
-    let queries = passages.prefix(queryCount).map { $0.split(separator: " ").prefix(8).joined(separator: " ") }
-    var latencies: [Double] = []
-    for query in queries {
-        latencies.append(milliseconds(clock.measure { _ = embedder.embed(query) }))
-    }
-    latencies.sort()
-    let result: [String: Any] = [
-        "engine": "cairn", "threads": threads, "openblas_core": blas.coreName,
-        "passages": passages.count, "tokens": tokens,
-        "passages_per_s": Double(passages.count) / (milliseconds(elapsed) / 1e3),
-        "query_p50_ms": latencies[latencies.count / 2],
-        "query_p99_ms": latencies[min(latencies.count - 1, latencies.count * 99 / 100)],
-    ]
-    print(String(decoding: try JSONSerialization.data(withJSONObject: result, options: [.sortedKeys]), as: UTF8.self))
-}
+let usage = """
+    usage: cairn-bench embed|make-datadir|query-load|scan [options]  (options: see Benchmarks/cairn-bench/*.swift)
+    """
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 do {
     switch arguments.first {
     case "embed": try benchEmbed(arguments)
-    default: throw Failure(description: "usage: cairn-bench embed --passages FILE.jsonl --threads N")
+    case "make-datadir": try makeDataDir(arguments)
+    case "query-load": try queryLoad(arguments)
+    case "scan": try scan(arguments)
+    default: throw Failure(description: usage)
     }
 } catch {
     FileHandle.standardError.write(Data("cairn-bench: \(error)\n".utf8))

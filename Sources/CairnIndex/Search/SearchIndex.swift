@@ -205,19 +205,28 @@ public final class SearchIndex: Sendable {
         let scores = similarities(query)
         var top: [Float] = []  // the best `degenerateWindow` candidate scores, before the floor
         let window = max(1, configuration.degenerateWindow)
-        var list: [ScoredRow] = []
+        var lowest = 0  // index in `top` of its smallest score, once `top` is full
+        var best = TopSelection(capacity: limit)
         for row in 0..<count where mask?[row] ?? true {
             let score = scores[row]
             if top.count < window {
                 top.append(score)
-            } else if let lowest = top.indices.min(by: { top[$0] < top[$1] }), top[lowest] < score {
+                if top.count == window { lowest = Self.indexOfMinimum(top) }
+            } else if top[lowest] < score {
                 top[lowest] = score
+                lowest = Self.indexOfMinimum(top)
             }
-            if score >= floor { list.append(ScoredRow(row: row, id: ids[row], score: Double(score))) }
+            if score >= floor, best.admits(Double(score)) {
+                best.offer(ScoredRow(row: row, id: ids[row], score: Double(score)))
+            }
         }
         let degenerate = RankFusion.isDegenerate(topScores: top, minimum: configuration.degenerateMinimumScore,
                                                  maximumSpread: configuration.degenerateMaximumSpread)
-        return (Array(RankFusion.sorted(list).prefix(limit)), degenerate)
+        return (best.sorted, degenerate)
+    }
+
+    private static func indexOfMinimum(_ values: [Float]) -> Int {
+        values.indices.min { values[$0] < values[$1] } ?? 0
     }
 
     /// matrix · query: the cosine of every row with the query (all vectors are unit length).

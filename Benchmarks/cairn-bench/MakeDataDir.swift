@@ -1,0 +1,83 @@
+// cairn-bench make-datadir --corpus FILE --replicate N --out DIR [--model-dir M] [--cache F]
+//
+// Writes a device data directory that cairnd serves as it is (the layout of DESIGN.md):
+//   DIR/versions/1/index.sqlite   a CairnIndex snapshot of N chunks (see Corpus.chunk/vector)
+//   DIR/versions/1/manifest.json  a placeholder: cairnd only keeps these bytes, it does not
+//                                 parse them (a benchmark has no signed repository)
+//   DIR/versions/1/model -> ../../models/<sha256 of model.safetensors>
+//   DIR/models/<sha256>/{model.safetensors,vocab.txt,config.json}  symlinks to the model folder
+//   DIR/current -> versions/1
+// Each document is embedded once with the real model (title + text, as the publisher does);
+// `--cache` keeps those vectors (D × dimension float32) so that the 10k and 100k runs share them.
+import CairnCore
+import CairnEmbedding
+import CairnIndex
+import Foundation
+
+func makeDataDir(_ arguments: [String]) throws {
+    let corpusPath = try requiredOption("--corpus", in: arguments)
+    let count = try intOption("--replicate", in: arguments, default: 10_000)
+    let out = try requiredOption("--out", in: arguments)
+    let modelDirectory = option("--model-dir", in: arguments) ?? SentenceEmbedder.defaultDirectory()
+    let fileManager = FileManager.default
+    guard !fileManager.fileExists(atPath: out) else { throw Failure(description: "\(out) exists; give a new folder") }
+
+    let documents = try Corpus.read(corpusPath)
+    guard !documents.isEmpty else { throw Failure(description: "\(corpusPath) holds no documents") }
+    let embedder = try SentenceEmbedder(directory: modelDirectory)
+    let dimension = embedder.dimension
+    let clock = ContinuousClock()
+    let start = clock.now
+    let vectors = try documentVectors(documents, embedder: embedder, cache: option("--cache", in: arguments))
+    let embedSeconds = milliseconds(clock.now - start) / 1e3
+
+    let entries: [(Chunk, [Float])] = (0..<count).map { i in
+        let row = i % documents.count
+        let base = vectors[row * dimension..<(row + 1) * dimension]
+        return (Corpus.chunk(i, of: documents), Corpus.vector(base, copy: i / documents.count, seed: i))
+    }
+    let meta = SnapshotMeta(channel: "bench", version: 1, dimension: dimension, modelID: "all-MiniLM-L6-v2", entries: entries)
+    let versionFolder = join(out, "versions", "1")
+    try fileManager.createDirectory(atPath: versionFolder, withIntermediateDirectories: true)
+    let writeStart = clock.now
+    try SnapshotWriter.create(at: join(versionFolder, "index.sqlite"), meta: meta, entries: entries)
+    let writeSeconds = milliseconds(clock.now - writeStart) / 1e3
+    try Data("{\"note\":\"benchmark data directory; no signed manifest\"}\n".utf8)
+        .write(to: URL(fileURLWithPath: join(versionFolder, "manifest.json")))
+
+    let weights = try Data(contentsOf: URL(fileURLWithPath: join(modelDirectory, SentenceEmbedder.File.weights)))
+    let modelFolder = join(out, "models", ContentID(hashing: weights).hex)
+    try fileManager.createDirectory(atPath: modelFolder, withIntermediateDirectories: true)
+    let absoluteModel = URL(fileURLWithPath: modelDirectory).standardizedFileURL.path
+    for file in [SentenceEmbedder.File.weights, SentenceEmbedder.File.vocabulary, SentenceEmbedder.File.configuration] {
+        try fileManager.createSymbolicLink(atPath: join(modelFolder, file), withDestinationPath: join(absoluteModel, file))
+    }
+    try fileManager.createSymbolicLink(atPath: join(versionFolder, "model"),
+                                       withDestinationPath: "../../models/\((modelFolder as NSString).lastPathComponent)")
+    try fileManager.createSymbolicLink(atPath: join(out, "current"), withDestinationPath: "versions/1")
+
+    try printJSON([
+        "chunks": count, "documents": documents.count, "dimension": dimension,
+        "embed_seconds": embedSeconds, "snapshot_write_seconds": writeSeconds,
+        "index_bytes": (try fileManager.attributesOfItem(atPath: join(versionFolder, "index.sqlite"))[.size] as? Int) ?? 0,
+        "vector_bytes": count * dimension * 4, "model_bytes": weights.count,
+    ])
+}
+
+/// The documents' vectors, row after row: read from `cache` when it holds exactly D rows, else
+/// embedded (batches of 64) and written there.
+private func documentVectors(_ documents: [Document], embedder: SentenceEmbedder, cache: String?) throws -> [Float] {
+    let expected = documents.count * embedder.dimension
+    if let cache, FileManager.default.fileExists(atPath: cache) {
+        let cached = try readFloats(cache)
+        if cached.count == expected { return cached }
+    }
+    var vectors: [Float] = []
+    vectors.reserveCapacity(expected)
+    let texts = documents.map { Chunk(id: $0.id, title: $0.title, content: $0.text).embeddingText }
+    for start in stride(from: 0, to: texts.count, by: 64) {
+        for vector in embedder.embed(Array(texts[start..<min(texts.count, start + 64)])) { vectors += vector }
+    }
+    if let cache { try writeFloats(vectors, to: cache) }
+    return vectors
+}
