@@ -99,6 +99,6 @@ let package = Package(
         ]),
         .testTarget(name: "CairnDaemonTests", dependencies: ["CairnDaemon", "CairnTestSupport"]),
         // Real processes: cairn-server, cairnd and cairn started from the built products.
-        .testTarget(name: "CairnIntegrationTests", dependencies: ["CairnCore"]),
+        .testTarget(name: "CairnIntegrationTests", dependencies: ["CairnCore", "CairnTestSupport"]),
     ]
 )

@@ -1,21 +1,10 @@
+import CairnTestSupport
 import Foundation
 
 /// The built executables, run as real processes with files (not pipes) for their output.
 enum Binaries {
-    /// The build products folder: the first folder at or above the test bundle holding `cairn`
-    /// and `cairnd`, else `<package>/.build-eval/debug`.
-    static let folder: String = {
-        var folder = URL(fileURLWithPath: Bundle.main.bundlePath)
-        for _ in 0..<4 {
-            if ["cairn", "cairnd"].allSatisfy({ FileManager.default.isExecutableFile(atPath: folder.appendingPathComponent($0).path) }) {
-                return folder.path
-            }
-            folder.deleteLastPathComponent()
-        }
-        var root = URL(fileURLWithPath: #filePath)
-        for _ in 0..<4 { root.deleteLastPathComponent() }
-        return root.path + "/.build-eval/debug"
-    }()
+    /// The build products folder (beside the test bundle).
+    static let folder = Products.directory.path
 
     /// Runs `name` to completion: exit status, standard output, standard error.
     static func run(_ name: String, _ arguments: [String], in workspace: String) throws -> (status: Int32, output: String, error: String) {
@@ -23,7 +12,7 @@ enum Binaries {
         FileManager.default.createFile(atPath: out, contents: nil)
         FileManager.default.createFile(atPath: err, contents: nil)
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: folder + "/" + name)
+        process.executableURL = URL(fileURLWithPath: name.hasPrefix("/") ? name : folder + "/" + name)
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: workspace)
         process.standardInput = FileHandle(forReadingAtPath: "/dev/null")

@@ -1,3 +1,4 @@
+import CairnTestSupport
 import CairnCore
 import CairnSync
 import Foundation
@@ -12,7 +13,7 @@ struct Device {
 
     init(repo: RepoFixture, sources: [String], keys: [PublicKey]? = nil, transfer: TransferLimits = TransferLimits(),
          path: String? = nil, now: @escaping @Sendable () -> Date = { Date() }) throws {
-        self.path = try path ?? Temporary.directory("device")
+        self.path = try path ?? TemporaryDirectory.make()
         configuration = SyncConfiguration(sources: sources, channel: repo.channel, trustedKeys: keys ?? [repo.key.publicKey],
                                           dataDirectory: self.path, pollInterval: .seconds(900), transfer: transfer,
                                           freeSpaceMargin: 1 << 20)

@@ -22,13 +22,13 @@ final class RepoFixture {
     var url: String { "file://" + root }
 
     init(withModel: Bool = true) throws {
-        root = try Temporary.directory("repo")
+        root = try TemporaryDirectory.make()
         guard withModel else {
             modelFiles = []
             embedder = nil
             return
         }
-        let modelDir = try Temporary.directory("model")
+        let modelDir = try TemporaryDirectory.make()
         var files: [Manifest.ModelFile] = []
         for (name, bytes) in TinyModel.files(seed: 7) {
             files.append(Manifest.ModelFile(name: name, sha256: try BlobStore(root: root).put(bytes), size: bytes.count))
@@ -69,7 +69,7 @@ final class RepoFixture {
         let recordList = entries.map { ChunkRecord(chunk: $0.0, vector: $0.1) }
         let modelID = embedder == nil ? "none" : "test/tiny-bert"
         let meta = SnapshotMeta(channel: channel, version: version, dimension: dimension, modelID: modelID, entries: entries)
-        let file = try Temporary.directory("snapshot") + "/index.sqlite"
+        let file = try TemporaryDirectory.make() + "/index.sqlite"
         try SnapshotWriter.create(at: file, meta: meta, entries: entries)
         let raw = try FileSystem.read(file)
         let compressed = try Zlib.compress(raw)

@@ -1,0 +1,100 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Waits for `condition` up to `seconds`, polling; true if it became true in time.
+public func eventually(within seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(20_000)
+    }
+    return condition()
+}
+
+/// SIGTERM, then SIGKILL if the process has not exited within 5 s, then reap it.
+public func stopProcess(_ process: Process) {
+    guard process.isRunning else { return }
+    process.terminate()
+    if !eventually(within: 5, { !process.isRunning }) { kill(process.processIdentifier, SIGKILL) }
+    process.waitUntilExit()
+}
+
+/// Whether something accepts TCP connections on 127.0.0.1:`port`.
+public func isListening(_ port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
+}
+
+/// A port the OS just handed out on 127.0.0.1 (for nginx, which cannot listen on port 0).
+public func freePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+            bind(fd, pointer, length) == 0 ? getsockname(fd, pointer, &length) : -1
+        }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// A real nginx serving a repository folder on loopback, configured in a temporary folder.
+public final class Nginx {
+    public static let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    public let port: Int
+    public let folder: String
+    private let process = Process()
+    public var url: String { "http://127.0.0.1:\(port)" }
+    public var accessLog: [String] {
+        ((try? String(contentsOfFile: folder + "/access.log", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    public init(root: String) throws {
+        guard let binary = Self.binary else { throw TestSkip("nginx is not installed (apt-get install nginx)") }
+        let folder = try TemporaryDirectory.make()
+        let port = freePort()
+        self.folder = folder
+        self.port = port
+        let config = """
+            daemon off; worker_processes 1; pid \(folder)/nginx.pid; error_log \(folder)/error.log;
+            events { worker_connections 64; }
+            http {
+              log_format bytes '$request_uri $status $bytes_sent';
+              access_log \(folder)/access.log bytes;
+              client_body_temp_path \(folder)/body; proxy_temp_path \(folder)/proxy;
+              fastcgi_temp_path \(folder)/fastcgi; uwsgi_temp_path \(folder)/uwsgi; scgi_temp_path \(folder)/scgi;
+              types { application/json json; } default_type application/octet-stream;
+              server { listen 127.0.0.1:\(port); root \(root); etag on; }
+            }
+            """
+        try config.write(toFile: folder + "/nginx.conf", atomically: true, encoding: .utf8)
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["-e", folder + "/error.log", "-p", folder, "-c", folder + "/nginx.conf"]
+        try process.run()
+        guard eventually({ isListening(port) }) else {
+            stop()
+            throw TestSkip("nginx did not start: " + ((try? String(contentsOfFile: folder + "/error.log", encoding: .utf8)) ?? ""))
+        }
+    }
+
+    public func stop() { stopProcess(process) }
+}
+
+/// A part a test needs is missing (thrown, so the test fails and says what to install).
+public struct TestSkip: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
