@@ -55,9 +55,10 @@ public final class SentenceEmbedder: Sendable {
         return embed(tokenIDs: encoded, batchTokens: batchTokens, workers: workers)
     }
 
-    /// Embeds one text.
+    /// Embeds one text (a query), with its matrix products split over every core.
     public func embed(_ text: String) -> [Float] {
-        encoder.embed([tokenizer.encode(text, maximumLength: maximumTokens)])[0]
+        encoder.embed([tokenizer.encode(text, maximumLength: maximumTokens)],
+                      parallelism: ProcessInfo.processInfo.activeProcessorCount)[0]
     }
 
     /// Embeds already tokenized sequences, in order (see `embed(_:batchTokens:workers:)`).

@@ -33,6 +33,9 @@ struct ConfigurationTests {
             max_body_bytes = 1024
             max_connections = 9
             idle_timeout = 4
+            backoff_min = 5
+            backoff_max = 60
+            bandwidth_cap = 250000
             """
         var c = DaemonConfiguration()
         try c.apply(DaemonConfiguration.parse(text))
@@ -41,10 +44,12 @@ struct ConfigurationTests {
         #expect(c.socketMode == 0o640 && c.socketGroup == "cairn" && c.logLevel == .debug)
         #expect(c.maxConcurrentQueries == 3 && c.maxQueuedQueries == 0 && c.maxBodyBytes == 1024)
         #expect(c.maxConnections == 9 && c.idleTimeout == 4)
+        #expect(c.backoffMinimum == 5 && c.backoffMaximum == 60 && c.bandwidthCap == 250_000)
     }
 
     @Test("Given bad lines, when parsed, then a bad_configuration error names the line", arguments: [
         "nonsense", "colour = blue", "socket_mode = 999", "poll_interval = -1", "log_level = loud", "max_body_bytes = 0",
+        "backoff_min = 0", "bandwidth_cap = -5",
     ])
     func badLines(_ line: String) {
         #expect {

@@ -13,7 +13,7 @@ extension DaemonConfiguration {
     public static let knownKeys: Set<String> = [
         "source", "channel", "trusted_key", "data_dir", "socket", "poll_interval", "socket_mode",
         "socket_group", "log_level", "max_concurrent_queries", "max_queued_queries", "max_body_bytes",
-        "max_connections", "idle_timeout",
+        "max_connections", "idle_timeout", "backoff_min", "backoff_max", "bandwidth_cap",
     ]
 
     /// Parses config file text: `key = value` lines; blank lines and lines starting with `#`
@@ -76,6 +76,12 @@ extension DaemonConfiguration {
             case "poll_interval":
                 guard let seconds = Double(v), seconds > 0 else { throw bad("a positive number of seconds") }
                 pollInterval = seconds
+            case "backoff_min", "backoff_max":
+                guard let seconds = Double(v), seconds > 0 else { throw bad("a positive number of seconds") }
+                if entry.key == "backoff_min" { backoffMinimum = seconds } else { backoffMaximum = seconds }
+            case "bandwidth_cap":
+                guard let bytes = Int64(v), bytes >= 0 else { throw bad("bytes per second (0 for no cap)") }
+                bandwidthCap = bytes == 0 ? nil : bytes
             case "idle_timeout":
                 guard let seconds = Double(v), seconds > 0 else { throw bad("a positive number of seconds") }
                 idleTimeout = seconds

@@ -18,6 +18,12 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var socketPath: String
     /// Seconds between polls (sync). [`poll_interval`] Default 300.
     public var pollInterval: Double
+    /// Shortest and longest wait after a failed sync, doubling in between (sync).
+    /// [`backoff_min`, `backoff_max`, seconds] Default 30 and 3600.
+    public var backoffMinimum: Double = 30
+    public var backoffMaximum: Double = 3600
+    /// Download speed cap in bytes per second, nil for none (sync). [`bandwidth_cap`] Default none.
+    public var bandwidthCap: Int64?
     /// File mode of the socket. [`socket_mode`, octal] Default 0o660.
     public var socketMode: UInt32
     /// Group of the socket, by name; nil keeps the process's group. [`socket_group`] Default nil.

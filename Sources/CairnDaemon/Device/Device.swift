@@ -72,8 +72,16 @@ public struct Device: Sendable {
         if !configuration.sources.isEmpty && keys.isEmpty {
             throw DaemonError(.badConfiguration, "sources are configured but no trusted_key: nothing could be installed")
         }
-        let interval = Duration.milliseconds(Int64(configuration.pollInterval * 1000))
+        guard configuration.backoffMinimum <= configuration.backoffMaximum else {
+            throw DaemonError(.badConfiguration, "backoff_min must not exceed backoff_max")
+        }
+        func duration(_ seconds: Double) -> Duration { .milliseconds(Int64(seconds * 1000)) }
+        var transfer = TransferLimits()
+        transfer.bandwidthCap = configuration.bandwidthCap
         return SyncConfiguration(sources: configuration.sources, channel: configuration.channel, trustedKeys: keys,
-                                 dataDirectory: configuration.dataDirectory, pollInterval: interval)
+                                 dataDirectory: configuration.dataDirectory,
+                                 pollInterval: duration(configuration.pollInterval),
+                                 backoffMinimum: duration(configuration.backoffMinimum),
+                                 backoffMaximum: duration(configuration.backoffMaximum), transfer: transfer)
     }
 }

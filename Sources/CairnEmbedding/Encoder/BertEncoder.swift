@@ -1,3 +1,5 @@
+import Foundation
+
 /// A BERT encoder with mean pooling and L2 normalisation: token ids in, unit vectors out.
 ///
 /// A batch is packed, not padded: the linear layers run on all tokens of all sequences as one
@@ -76,7 +78,11 @@ public final class BertEncoder: Sendable {
 
     /// Mean-pooled, L2-normalised embeddings of `sequences` (token ids, each including its
     /// special tokens), one `hiddenSize` vector per sequence, in order.
-    public func embed(_ sequences: [[Int32]]) -> [[Float]] {
+    /// - Parameter parallelism: threads that share each matrix product, by splitting its output
+    ///   columns (and so its weights) between them. For one short query, where a product is
+    ///   too small for OpenBLAS's own threads but reading the weights dominates; batch callers
+    ///   that already run several batches at once leave it at 1.
+    public func embed(_ sequences: [[Int32]], parallelism: Int = 1) -> [[Float]] {
         let h = configuration.hiddenSize
         let lengths = sequences.map { min($0.count, maximumSequenceLength) }
         let total = lengths.reduce(0, +)
@@ -92,7 +98,8 @@ public final class BertEncoder: Sendable {
             embedTokens(sequences, lengths: lengths, offsets: offsets, into: x.baseAddress!)
             var scratch = Scratch(tokens: total, configuration: configuration, longest: lengths.max() ?? 0)
             for layer in layers {
-                run(layer, on: x.baseAddress!, tokens: total, lengths: lengths, offsets: offsets, scratch: &scratch)
+                run(layer, on: x.baseAddress!, tokens: total, lengths: lengths, offsets: offsets,
+                    parallelism: max(1, parallelism), scratch: &scratch)
             }
         }
         return zip(lengths, offsets).map { length, offset in
@@ -133,24 +140,36 @@ public final class BertEncoder: Sendable {
                              beta: embeddingNormBeta, epsilon: configuration.layerNormEpsilon)
     }
 
-    /// y = x · Wᵀ + bias (+ y if `accumulate`), with x tokens × inputs and W outputs × inputs.
-    private func linear(_ x: UnsafePointer<Float>, tokens: Int, inputs: Int, weight: [Float], bias: [Float],
-                        into y: UnsafeMutablePointer<Float>, outputs: Int, accumulate: Bool) {
-        for t in 0..<tokens {
-            let row = y + t * outputs
-            if accumulate {
-                for o in 0..<outputs { row[o] += bias[o] }
-            } else {
-                for o in 0..<outputs { row[o] = bias[o] }
-            }
-        }
+    /// y = x · Wᵀ + bias (+ y if `accumulate`), with x tokens × inputs and W outputs × inputs;
+    /// with `parallelism` > 1 the output columns are split between that many threads.
+    private func linear(_ x: UnsafePointer<Float>, tokens: Int, inputs: Int, weight: [Float], parallelism: Int = 1,
+                        bias: [Float], into y: UnsafeMutablePointer<Float>, outputs: Int, accumulate: Bool) {
         weight.withUnsafeBufferPointer { w in
-            blas.sgemm(transB: true, m: tokens, n: outputs, k: inputs, a: x, lda: inputs,
-                       b: w.baseAddress!, ldb: inputs, beta: 1, c: y, ldc: outputs)
+            bias.withUnsafeBufferPointer { b in
+                let parts = min(parallelism, max(1, outputs / 64))
+                let slice = (outputs + parts - 1) / parts
+                // Each part writes its own columns of y: no two threads touch the same floats.
+                let operands = LinearOperands(x: x, weights: w.baseAddress!, biases: b.baseAddress!, output: y)
+                let blas = self.blas
+                let work: @Sendable (Int) -> Void = { part in
+                    let x = operands.x, weights = operands.weights, biases = operands.biases
+                    let first = part * slice, count = min(slice, outputs - first)
+                    guard count > 0 else { return }
+                    for t in 0..<tokens {
+                        let row = operands.output + t * outputs + first
+                        for o in 0..<count { row[o] = (accumulate ? row[o] : 0) + biases[first + o] }
+                    }
+                    blas.sgemm(transB: true, m: tokens, n: count, k: inputs, a: x, lda: inputs,
+                               b: weights + first * inputs, ldb: inputs, beta: 1,
+                               c: operands.output + first, ldc: outputs)
+                }
+                if parts == 1 { work(0) } else { DispatchQueue.concurrentPerform(iterations: parts, execute: work) }
+            }
         }
     }
 
     private func run(_ layer: Layer, on x: UnsafeMutablePointer<Float>, tokens: Int, lengths: [Int], offsets: [Int],
+                     parallelism: Int,
                      scratch: inout Scratch) {
         let h = configuration.hiddenSize
         let heads = configuration.headCount
@@ -161,7 +180,7 @@ public final class BertEncoder: Sendable {
             scratch.context.withUnsafeMutableBufferPointer { context in
                 scratch.scores.withUnsafeMutableBufferPointer { scores in
                     let qkv = qkv.baseAddress!, context = context.baseAddress!, scores = scores.baseAddress!
-                    linear(x, tokens: tokens, inputs: h, weight: layer.qkvWeight, bias: layer.qkvBias,
+                    linear(x, tokens: tokens, inputs: h, weight: layer.qkvWeight, parallelism: parallelism, bias: layer.qkvBias,
                            into: qkv, outputs: 3 * h, accumulate: false)
                     for (length, offset) in zip(lengths, offsets) where length > 0 {
                         let rows = qkv + offset * 3 * h
@@ -180,7 +199,7 @@ public final class BertEncoder: Sendable {
                     }
                     // x ← LayerNorm(x + context · Woᵀ + bo)
                     linear(context, tokens: tokens, inputs: h, weight: layer.attentionOutputWeight,
-                           bias: layer.attentionOutputBias, into: x, outputs: h, accumulate: true)
+                           parallelism: parallelism, bias: layer.attentionOutputBias, into: x, outputs: h, accumulate: true)
                     VectorMath.layerNorm(x, rows: tokens, width: h, gamma: layer.attentionNormGamma,
                                          beta: layer.attentionNormBeta, epsilon: epsilon)
                 }
@@ -188,12 +207,12 @@ public final class BertEncoder: Sendable {
         }
         let i = configuration.intermediateSize
         scratch.intermediate.withUnsafeMutableBufferPointer { intermediate in
-            linear(x, tokens: tokens, inputs: h, weight: layer.intermediateWeight, bias: layer.intermediateBias,
+            linear(x, tokens: tokens, inputs: h, weight: layer.intermediateWeight, parallelism: parallelism, bias: layer.intermediateBias,
                    into: intermediate.baseAddress!, outputs: i, accumulate: false)
             VectorMath.gelu(UnsafeMutableBufferPointer(rebasing: intermediate[0..<(tokens * i)]))
             // x ← LayerNorm(x + GELU(·) · W2ᵀ + b2)
             linear(intermediate.baseAddress!, tokens: tokens, inputs: i, weight: layer.outputWeight,
-                   bias: layer.outputBias, into: x, outputs: h, accumulate: true)
+                   parallelism: parallelism, bias: layer.outputBias, into: x, outputs: h, accumulate: true)
         }
         VectorMath.layerNorm(x, rows: tokens, width: h, gamma: layer.outputNormGamma,
                              beta: layer.outputNormBeta, epsilon: epsilon)
@@ -215,4 +234,14 @@ public final class BertEncoder: Sendable {
         for d in 0..<h { pooled[d] *= inverse }
         return pooled
     }
+}
+
+/// The pointers of one `linear` call, handed to its `concurrentPerform` workers.
+struct LinearOperands: @unchecked Sendable {
+    // @unchecked: the workers only read x, weights and biases, write disjoint columns of
+    // output, and the call returns only after all of them have finished.
+    let x: UnsafePointer<Float>
+    let weights: UnsafePointer<Float>
+    let biases: UnsafePointer<Float>
+    let output: UnsafeMutablePointer<Float>
 }
