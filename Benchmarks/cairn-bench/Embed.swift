@@ -27,7 +27,9 @@ func benchEmbed(_ arguments: [String]) throws {
     let queries = passages.prefix(queryCount).map { $0.split(separator: " ").prefix(8).joined(separator: " ") }
     var latencies: [Double] = []
     for query in queries {
-        latencies.append(milliseconds(clock.measure { _ = embedder.embed(query) }))
+        latencies.append(milliseconds(clock.measure {
+            _ = embedder.encoder.embed([embedder.tokenizer.encode(query)], parallelism: threads)
+        }))
     }
     latencies.sort()
     let result: [String: Any] = [
