@@ -1,4 +1,3 @@
-import CairnEmbedding
 import Hummingbird
 import Logging
 import HummingbirdCore
@@ -25,18 +24,14 @@ public struct DaemonHooks: Sendable {
 
 /// Builds the socket server: checks the socket path (a live socket is never stolen: throws
 /// `socket_in_use`), loads the installed version if the holder is empty (none installed is
-/// fine: search answers 503 `no_index`), sets OpenBLAS to one thread per call (queries run
-/// concurrently instead), and returns the service to run in a `ServiceGroup`.
+/// fine: search answers 503 `no_index`), and returns the service to run in a `ServiceGroup`.
+/// (OpenBLAS runs one thread per call, as CairnEmbedding sets it: concurrent queries are the
+/// parallelism; with a thread per core, 8 clients got 90 dense queries/s instead of 240.)
 /// On graceful shutdown in-flight requests finish and the socket file is removed.
 public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks = DaemonHooks(),
                         logger: Logger) throws(DaemonError) -> some Service {
     let socket = try SocketFile(path: configuration.socketPath, mode: configuration.socketMode,
                                 group: configuration.socketGroup)
-    // Concurrent queries are the daemon's parallelism: each query's small matrix products run
-    // on one OpenBLAS thread. With OpenBLAS's default (a thread per core) concurrent queries
-    // contend for its threads: on 2 cores, 8 clients got 90 dense queries/s instead of 240
-    // (scripts/bench-query). Process-wide; set before any query runs.
-    (try? BLAS.shared)?.setThreads(1)
     if hooks.holder.current == nil {
         do {
             hooks.holder.install(try VersionLoader.loadNewest(dataDirectory: configuration.dataDirectory, logger: logger))
