@@ -38,7 +38,7 @@ struct DeviceFlowTests {
         var publicKey: String { folder + "/keys/publisher.pub" }
 
         init() throws {
-            folder = try Binaries.temporaryFolder()
+            folder = try TemporaryDirectory.make()
             model = folder + "/model"
             try TinyModel.write(to: model)
             let keygen = try Binaries.run("cairn-server", ["keygen", "--out", folder + "/keys"], in: folder)
@@ -192,6 +192,7 @@ struct DeviceFlowTests {
         var generator = SystemRandomNumberGenerator()
         var servedAtRestart: [Int: Int] = [:]
         var leftAtKill: [String: Int] = [:]
+        var held = 0
         for trial in 0..<30 {
             let name = "trial-\(trial)"
             try FileManager.default.createDirectory(atPath: workspace.folder + "/" + name, withIntermediateDirectories: true)
@@ -214,11 +215,12 @@ struct DeviceFlowTests {
             let version = restarted.status()["version"] as? Int ?? 0
             #expect(version == 1 || version == 2, "trial \(trial): served version \(version)")
             let answer = try restarted.query("crank radio")
-            #expect([1, 2].contains(answer.version) && answer.ids.first == "radio", "trial \(trial)")
+            let answered = [1, 2].contains(answer.version) && answer.ids.first == "radio"
+            #expect(answered, "trial \(trial)")
             try await restarted.waitForVersion(2)
             servedAtRestart[version, default: 0] += 1
+            if answered && [1, 2].contains(version) { held += 1 }
         }
-        #expect(servedAtRestart.values.reduce(0, +) == 30)
-        print("SIGKILL during sync: held 30/30 (current at the kill: \(leftAtKill.sorted { $0.key < $1.key }); first answer after restart: v1 \(servedAtRestart[1] ?? 0)×, v2 \(servedAtRestart[2] ?? 0)×)")
+        print("SIGKILL during sync: held \(held)/30 (current at the kill: \(leftAtKill.sorted { $0.key < $1.key }); first answer after restart: v1 \(servedAtRestart[1] ?? 0)×, v2 \(servedAtRestart[2] ?? 0)×)")
     }
 }

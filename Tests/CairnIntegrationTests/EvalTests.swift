@@ -44,7 +44,7 @@ import Testing
 
     @Test("Given a tiny BEIR collection, when cairn eval runs it through a real cairnd, then the lexical metrics equal the hand-computed values and every mode has a row")
     func tinyCollection() throws {
-        let workspace = try Binaries.temporaryFolder()
+        let workspace = try TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: workspace) }
         let collection = workspace + "/tiny"
         try FileManager.default.createDirectory(atPath: collection + "/qrels", withIntermediateDirectories: true)

@@ -1,3 +1,4 @@
+import CairnTestSupport
 import CairnCore
 import CairnSync
 import Foundation
@@ -8,7 +9,7 @@ import Testing
 struct DirectoryTests {
     @Test("Given a data directory in use, when a second one opens it, then it is refused with a clear message")
     func lock() throws {
-        let path = try Temporary.directory("lock")
+        let path = try TemporaryDirectory.make()
         var first: DataDirectory? = try DataDirectory(path: path, logger: Logger(label: "test"))
         #expect(throws: SyncError.self) { _ = try DataDirectory(path: path, logger: Logger(label: "test")) }
         do { _ = try DataDirectory(path: path, logger: Logger(label: "test")) } catch {

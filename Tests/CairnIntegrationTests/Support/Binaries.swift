@@ -23,10 +23,4 @@ enum Binaries {
         return (process.terminationStatus, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
                 (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
     }
-
-    static func temporaryFolder() throws -> String {
-        let path = NSTemporaryDirectory() + "cairn-it-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }
 }

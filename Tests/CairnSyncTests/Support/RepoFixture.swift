@@ -108,11 +108,3 @@ final class RepoFixture {
         try FileSystem.writeAtomically(bytes, to: blobs.path(of: id))
     }
 }
-
-enum Temporary {
-    static func directory(_ tag: String) throws -> String {
-        let path = NSTemporaryDirectory() + "cairn-sync-\(tag)-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }
-}

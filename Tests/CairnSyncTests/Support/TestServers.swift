@@ -21,7 +21,7 @@ final class FaultServer {
     init(root: String, _ options: [String]) throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Fixtures/fault_server.py").path
-        let folder = try Temporary.directory("fault")
+        let folder = try TemporaryDirectory.make()
         self.folder = folder
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", script, "--root", root, "--port-file", folder + "/port",
