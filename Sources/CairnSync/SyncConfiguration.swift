@@ -20,6 +20,8 @@ public struct SyncConfiguration: Sendable {
     public var backoffMaximum: Duration
     /// Status turns stale when no check succeeded within this many poll intervals. Default 3.
     public var staleAfterPolls: Int
+    /// Missed polls after which the installed version counts as stale. Default 3.
+    public static let defaultStaleAfterPolls = 3
     /// Transfer limits.
     public var transfer: TransferLimits
     /// Bytes kept free beyond what an install needs. Default 64 MiB.
@@ -27,7 +29,7 @@ public struct SyncConfiguration: Sendable {
 
     public init(sources: [String], channel: String, trustedKeys: [PublicKey], dataDirectory: String,
                 pollInterval: Duration = .seconds(900), backoffMinimum: Duration = .seconds(30),
-                backoffMaximum: Duration = .seconds(3600), staleAfterPolls: Int = 3,
+                backoffMaximum: Duration = .seconds(3600), staleAfterPolls: Int = SyncConfiguration.defaultStaleAfterPolls,
                 transfer: TransferLimits = TransferLimits(), freeSpaceMargin: Int64 = 64 << 20) {
         self.sources = sources
         self.channel = channel

@@ -10,7 +10,8 @@ struct StatusTests {
         let fixture = try DataDirectoryFixture()
         defer { fixture.remove() }
         try fixture.addVersion(5)
-        let state = #"{"last_attempt": "2024-05-01T10:00:00Z", "last_success": "2024-05-01T09:00:00Z", "last_error": "all sources failed", "online": false, "stale": true, "highest_version_seen": 6, "sources": [{"url": "https://a.example/repo", "healthy": false, "last_error": "timeout"}], "something_else": 1}"#
+        // CairnSync's state.json: the last attempt reached no source, version 6 was seen.
+        let state = #"{"last_attempt": "2024-05-01T10:00:00Z", "last_success": "2024-05-01T09:00:00Z", "last_attempt_reached_source": false, "last_error": {"code": "network", "message": "all sources failed", "at": "2024-05-01T10:00:00Z"}, "highest_version_seen": 6, "sources": [{"url": "https://a.example/repo", "consecutive_failures": 2, "last_error": "timeout"}], "something_else": 1}"#
         try Data(state.utf8).write(to: URL(fileURLWithPath: fixture.dataDirectory + "/state.json"))
         try await withDaemon(fixture) { socket in
             let response = try await request(socket, "GET", "/v1/status")

@@ -1,7 +1,8 @@
+import CairnSync
 import Foundation
 
 /// The sync side's state as the socket API reports it (the `sync` object of `GET /v1/status`,
-/// and the fields cairnd reads from `DIR/state.json`). Every field may be unknown (nil, JSON
+/// derived from CairnSync's `DIR/state.json`). Every field may be unknown (nil, JSON
 /// null). Field names are fixed by protocol/socket-api.md.
 public struct SyncStatus: Sendable, Hashable, Codable {
     /// One repository source's health.
@@ -93,18 +94,22 @@ public protocol SyncStatusProvider: Sendable {
     func syncStatus() async -> SyncStatus
 }
 
-/// Reads `DIR/state.json` at each call (it is small); an absent or unreadable file gives an
+/// Reads `DIR/state.json` (CairnSync's `SyncState`) at each call, for a daemon built without
+/// the sync side (cairnd always passes its own provider); an absent or unreadable file gives an
 /// all-unknown status.
 public struct StateFileStatusProvider: SyncStatusProvider {
     public let path: String
+    let pollInterval: Duration
 
-    public init(dataDirectory: String) {
+    public init(dataDirectory: String, pollInterval: Double = DaemonConfiguration().pollInterval) {
         path = (dataDirectory as NSString).appendingPathComponent("state.json")
+        self.pollInterval = .milliseconds(Int64(pollInterval * 1000))
     }
 
     public func syncStatus() async -> SyncStatus {
         guard let data = FileManager.default.contents(atPath: path),
-              let status = try? JSONDecoder().decode(SyncStatus.self, from: data) else { return SyncStatus() }
-        return status
+              let state = try? JSONDecoder().decode(SyncState.self, from: data) else { return SyncStatus() }
+        return SyncStatus(state: state, installed: nil, pollInterval: pollInterval,
+                          staleAfterPolls: SyncConfiguration.defaultStaleAfterPolls)
     }
 }
