@@ -38,11 +38,16 @@ public struct IndexError: Error, CustomStringConvertible, Sendable {
         self.cause = cause
     }
 
+    /// Whether another connection holds a lock this one needs (SQLITE_BUSY or SQLITE_LOCKED).
+    public var isBusy: Bool {
+        guard let sqliteCode else { return false }
+        return sqliteCode & 0xFF == 5 || sqliteCode & 0xFF == 6
+    }
+
     /// Whether trying again later can succeed (a busy or locked database, a full disk).
     public var isRetryable: Bool {
         guard let sqliteCode else { return false }
-        let primary = sqliteCode & 0xFF
-        return primary == 5 /* SQLITE_BUSY */ || primary == 6 /* SQLITE_LOCKED */ || primary == 13 /* SQLITE_FULL */
+        return isBusy || sqliteCode & 0xFF == 13 /* SQLITE_FULL */
     }
 
     public var description: String { "\(code): \(message)" }

@@ -23,14 +23,25 @@ public final class EmbeddingCache: Sendable {
             let folder = (path as NSString).deletingLastPathComponent
             if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
             db = try Database(path: path, mode: .readWriteCreate, busyTimeout: 30_000)
-            try db.exec("""
-                PRAGMA journal_mode = WAL;
-                CREATE TABLE IF NOT EXISTS embeddings(
-                    model_key TEXT NOT NULL,
-                    text_hash BLOB NOT NULL,
-                    vector BLOB NOT NULL,
-                    PRIMARY KEY(model_key, text_hash)) WITHOUT ROWID;
-                """)
+            // Switching to WAL needs an exclusive lock and SQLite does not call the busy handler
+            // for it, so two publishes opening a new cache together would see "database is
+            // locked" at once: try again for as long as the busy timeout would have waited.
+            let deadline = Date().addingTimeInterval(30)
+            while true {
+                do {
+                    try db.exec("""
+                        PRAGMA journal_mode = WAL;
+                        CREATE TABLE IF NOT EXISTS embeddings(
+                            model_key TEXT NOT NULL,
+                            text_hash BLOB NOT NULL,
+                            vector BLOB NOT NULL,
+                            PRIMARY KEY(model_key, text_hash)) WITHOUT ROWID;
+                        """)
+                    break
+                } catch where error.isBusy && Date() < deadline {
+                    usleep(20_000)
+                }
+            }
         } catch {
             throw PublishError(.io, "cannot open the embedding cache \(path): \(error.message)", cause: error)
         }
