@@ -81,7 +81,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .executableTarget(name: "cairn-bench", dependencies: ["CairnCore", "CairnDaemon", "CairnEmbedding", "CairnIndex"],
+        .executableTarget(name: "cairn-bench", dependencies: ["CairnCore", "CairnDaemon", "CairnEmbedding", "CairnIndex", "CairnStore"],
                          path: "Benchmarks/cairn-bench"),
 
         // Shared by the test targets: the tiny random model, temporary folders.

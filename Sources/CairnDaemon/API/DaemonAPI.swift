@@ -10,6 +10,7 @@ struct DaemonAPI: Sendable {
     let holder: IndexHolder
     let status: any SyncStatusProvider
     let requestSync: (@Sendable () async -> Void)?
+    let maintenance: (any DeviceMaintenance)?
     let limiter: QueryLimiter
     let dataDirectory: String
     let maxBodyBytes: Int
@@ -22,12 +23,15 @@ struct DaemonAPI: Sendable {
         router.post("v1/search") { request, _ in try await search(request) }
         router.get("v1/chunks/:id") { _, context in try chunk(context.parameters.require("id")) }
         router.post("v1/sync") { _, _ in try await sync() }
+        router.post("v1/rollback") { _, _ in try await rollback() }
+        router.post("v1/export") { request, _ in try await export(request) }
     }
 
     /// The allowed methods of each route, for 405 answers (`*` matches one path segment).
     static let routes: [(path: [String], methods: [HTTPRequest.Method])] = [
         (["healthz"], [.get]), (["v1", "status"], [.get]), (["v1", "search"], [.post]),
-        (["v1", "chunks", "*"], [.get]), (["v1", "sync"], [.post]),
+        (["v1", "chunks", "*"], [.get]), (["v1", "sync"], [.post]), (["v1", "rollback"], [.post]),
+        (["v1", "export"], [.post]),
     ]
 
     // MARK: Handlers

@@ -16,6 +16,8 @@ public final class DataDirectory: Sendable {
     public var statePath: String { path + "/state.json" }
     public var currentLink: String { path + "/current" }
     public var previousLink: String { path + "/previous" }
+    /// The verified compressed snapshot kept in a version folder installed from it.
+    public static let snapshotBlobFile = "snapshot.blob"
 
     /// Creates the folder layout if missing and takes `DIR/lock` (flock, exclusive, non-blocking).
     /// - Throws: `SyncError` `.locked` when another process (or another `DataDirectory` in this

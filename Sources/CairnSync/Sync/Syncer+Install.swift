@@ -16,9 +16,11 @@ extension Syncer {
         let index = partial + "/index.sqlite"
         do {
             try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index)
-            try IndexBuilder.verify(index: index, manifest: manifest)
-            try IndexBuilder.runCanaries(manifest.canaries, index: index, modelDirectory: model,
-                                         maximumTokens: manifest.model.maxTokens)
+            try await BackgroundWork.run { () throws(SyncError) in
+                try IndexBuilder.verify(index: index, manifest: manifest)
+                try IndexBuilder.runCanaries(manifest.canaries, index: index, modelDirectory: model,
+                                             maximumTokens: manifest.model.maxTokens)
+            }
             return try finish(manifest: manifest, bytes: bytes, partial: partial, model: model)
         } catch {
             try? FileManager.default.removeItem(atPath: partial)
@@ -33,7 +35,9 @@ extension Syncer {
         if case .delta(let ref) = path, let installed {
             do {
                 let blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size)
-                try IndexBuilder.applyDelta(blob: blob, ref: ref, manifest: manifest, installed: installed, to: index)
+                try await BackgroundWork.run { () throws(SyncError) in
+                    try IndexBuilder.applyDelta(blob: blob, ref: ref, manifest: manifest, installed: installed, to: index)
+                }
                 return
             } catch {
                 if error.code == .cancelled { throw error }
@@ -44,7 +48,12 @@ extension Syncer {
         }
         let snapshot = manifest.snapshot
         let blob = try await fetchBlob(base: base, id: snapshot.sha256, size: snapshot.size)
-        try IndexBuilder.decompress(blob: blob, to: index, uncompressedSize: snapshot.uncompressedSize)
+        try await BackgroundWork.run { () throws(SyncError) in
+            try IndexBuilder.decompress(blob: blob, to: index, uncompressedSize: snapshot.uncompressedSize)
+        }
+        // Kept for `cairn export`: the verified, signed bytes (a rename, not a copy).
+        let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectory.snapshotBlobFile
+        guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the snapshot blob in \(kept)") }
     }
 
     /// Writes the manifest and model link, fsyncs, renames the folder into place, swaps the
@@ -61,6 +70,9 @@ extension Syncer {
                 }
             }
             try Self.fsyncFile(partial + "/index.sqlite")
+            if FileSystem.exists(partial + "/" + DataDirectory.snapshotBlobFile) {
+                try Self.fsyncFile(partial + "/" + DataDirectory.snapshotBlobFile)
+            }
             try FileSystem.syncDirectory(partial)
             try? FileManager.default.removeItem(atPath: final)
             guard rename(partial, final) == 0 else { throw SyncError(.io, "cannot rename \(partial) into place") }
