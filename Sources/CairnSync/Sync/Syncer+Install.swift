@@ -14,14 +14,27 @@ extension Syncer {
         try? FileManager.default.removeItem(atPath: partial)
         do { try FileSystem.makeDirectory(partial) } catch { throw SyncError(.io, "cannot create \(partial)", cause: error) }
         let index = partial + "/index.sqlite"
+        let clock = ContinuousClock()
         do {
+            let start = clock.now
             try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index)
+            let built = clock.now
             try await BackgroundWork.run { () throws(SyncError) in
                 try IndexBuilder.verify(index: index, manifest: manifest)
+            }
+            let verified = clock.now
+            try await BackgroundWork.run { () throws(SyncError) in
                 try IndexBuilder.runCanaries(manifest.canaries, index: index, modelDirectory: model,
                                              maximumTokens: manifest.model.maxTokens)
             }
-            return try finish(manifest: manifest, bytes: bytes, partial: partial, model: model)
+            let checked = clock.now
+            let version = try finish(manifest: manifest, bytes: bytes, partial: partial, model: model)
+            logger.info("install timings", metadata: [
+                "cairn.sync.version": "\(manifest.version)",
+                "cairn.sync.build_ms": "\((built - start).milliseconds)", "cairn.sync.verify_ms": "\((verified - built).milliseconds)",
+                "cairn.sync.canaries_ms": "\((checked - verified).milliseconds)", "cairn.sync.swap_ms": "\((clock.now - checked).milliseconds)",
+            ])
+            return version
         } catch {
             try? FileManager.default.removeItem(atPath: partial)
             throw error
