@@ -19,6 +19,7 @@ public final class SearchIndex: Sendable {
     public var count: Int { ids.count }
 
     private let pool: ConnectionPool
+    private let documentCounts = DocumentCounts()
     private let blas: BLAS?
     private let matrix: [Float]
     private let ids: [String]
@@ -199,17 +200,20 @@ public final class SearchIndex: Sendable {
     // MARK: Lexical
 
     fileprivate func lexical(_ query: String, limit: Int, mask: [Bool]?) throws(IndexError) -> [ScoredRow] {
-        guard let expression = LexicalQuery.matchExpression(for: query, stopWords: configuration.stopWords,
-                                                            maximumTokens: configuration.maximumQueryTokens) else {
-            return []
-        }
-        // cairn_bm25 is FTS5's bm25() with row lengths from memory (BM25Function.swift).
+        let tokens = LexicalQuery.searchTokens(for: query, stopWords: configuration.stopWords,
+                                               maximumTokens: configuration.maximumQueryTokens)
+        guard !tokens.isEmpty else { return [] }
+        let expression = LexicalQuery.expression(tokens)
+        // cairn_bm25 is FTS5's bm25() with row lengths from memory and each phrase's document
+        // count from `documentCounts` (BM25Function.swift).
         return try pool.withConnection { (db) throws(IndexError) -> [ScoredRow] in
+            let counts = try documentCounts.counts(of: tokens, db: db)
             let statement = try db.prepare(
-                "SELECT rowid, \(BM25Function.name)(chunks_fts, ?1, ?2) FROM chunks_fts WHERE chunks_fts MATCH ?3")
+                "SELECT rowid, \(BM25Function.name)(chunks_fts, ?1, ?2, ?4) FROM chunks_fts WHERE chunks_fts MATCH ?3")
             try statement.bind(configuration.titleWeight, at: 1)
             try statement.bind(configuration.contentWeight, at: 2)
             try statement.bind(expression, at: 3)
+            try statement.bind(BM25Function.encode(counts), at: 4)
             var best = TopSelection(capacity: limit)
             while try statement.step() {
                 let score = -statement.double(at: 1)
