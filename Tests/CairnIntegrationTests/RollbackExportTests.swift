@@ -8,9 +8,6 @@ import Testing
 /// syncing from an export through a `file://` source.
 @Suite("rollback and export: real processes", .serialized)
 struct RollbackExportTests {
-    typealias Workspace = DeviceFlowTests.Workspace
-    typealias DeviceProcess = DeviceFlowTests.DeviceProcess
-
     static let version3: [(id: String, text: String)] = DeviceFlowTests.version2 + [
         ("generator", "Run a generator outside, never in a garage or a basement."),
     ]
@@ -23,7 +20,7 @@ struct RollbackExportTests {
     }
 
     /// The `sync` object of the device's status.
-    static func sync(_ device: DeviceProcess) -> [String: Any] { device.status()["sync"] as? [String: Any] ?? [:] }
+    static func sync(_ device: DeviceProcess) -> [String: Any] { device.syncStatus }
 
     /// `cairn query` in a loop on another thread until `done` is set (and at least 5 times);
     /// returns how many ran and the failures (an exit status other than 0, or a version
@@ -49,9 +46,9 @@ struct RollbackExportTests {
     func rollback() async throws {
         let workspace = try Workspace()
         try workspace.publish(DeviceFlowTests.version1)
-        let (server, url, _) = try await DeviceFlowTests.serve(workspace)
+        let (server, url, _) = try await workspace.serve()
         defer { stopProcess(server) }
-        let device = try DeviceProcess(workspace, source: url)
+        let device = try DeviceProcess(workspace, sources: [url])
         defer { device.stop() }
         try await device.waitForVersion(1)
 
@@ -105,9 +102,9 @@ struct RollbackExportTests {
     func exportAfterDelta() async throws {
         let workspace = try Workspace()
         try workspace.publish(DeviceFlowTests.version1)
-        let (server, url, serverLog) = try await DeviceFlowTests.serve(workspace)
+        let (server, url, serverLog) = try await workspace.serve()
         defer { stopProcess(server) }
-        let deviceA = try DeviceProcess(workspace, source: url, name: "device-a")
+        let deviceA = try DeviceProcess(workspace, sources: [url], name: "device-a")
         defer { deviceA.stop() }
         try await deviceA.waitForVersion(1)
         try workspace.publish(DeviceFlowTests.version2)
@@ -125,7 +122,7 @@ struct RollbackExportTests {
         #expect(FileManager.default.fileExists(atPath: export + "/channels/field/versions/2.json"))
 
         // Then device B, with only the export as source, installs and answers the same.
-        let deviceB = try DeviceProcess(workspace, source: "file://" + export, name: "device-b")
+        let deviceB = try DeviceProcess(workspace, sources: ["file://" + export], name: "device-b")
         defer { deviceB.stop() }
         try await deviceB.waitForVersion(2)
         let fromA = try deviceA.query("sandbags pyramid"), fromB = try deviceB.query("sandbags pyramid")
@@ -148,7 +145,7 @@ struct RollbackExportTests {
         var bytes = try Data(contentsOf: URL(fileURLWithPath: blob))
         bytes[bytes.count / 2] ^= 0xFF
         try bytes.write(to: URL(fileURLWithPath: blob))
-        let deviceC = try DeviceProcess(workspace, source: "file://" + tampered, name: "device-c")
+        let deviceC = try DeviceProcess(workspace, sources: ["file://" + tampered], name: "device-c")
         defer { deviceC.stop() }
         try await waitUntil("device C records a refusal", seconds: 60) {
             (Self.sync(deviceC)["last_error"] as? String)?.contains("SHA-256") == true

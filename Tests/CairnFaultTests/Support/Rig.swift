@@ -63,11 +63,13 @@ final class Rig: @unchecked Sendable {
     }
 
     /// cairnd's one log line per refused attempt ("sync refused: <code>: <message>") and per
-    /// install. The log, not state.json, marks the end of an attempt: on a full or read-only
-    /// disk state.json cannot be written (the status then answers from memory).
+    /// install that reached the query path ("now serving", logged after the new index is
+    /// loaded, which "installed version" precedes). The log, not state.json, marks the end of
+    /// an attempt: on a full or read-only disk state.json cannot be written (the status then
+    /// answers from memory).
     var outcomeLines: (refused: [Substring], installed: Int) {
         let lines = device.log.split(separator: "\n")
-        return (lines.filter { $0.contains("sync refused: ") }, lines.filter { $0.contains("installed version") }.count)
+        return (lines.filter { $0.contains("sync refused: ") }, lines.filter { $0.contains("now serving") }.count)
     }
 
     /// Asks for a sync and waits until that attempt ends; returns its error code (from the log
