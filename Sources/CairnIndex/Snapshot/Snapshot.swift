@@ -25,17 +25,40 @@ public enum Snapshot {
     @discardableResult
     public static func verify(at path: String, expectedStateRoot: ContentID? = nil) throws(IndexError) -> SnapshotMeta {
         let db = try Database(path: path, mode: .readWrite)
-        let quick = try db.prepare("PRAGMA quick_check")
-        guard try quick.step(), quick.string(at: 0) == "ok" else {
-            throw IndexError(.snapshotMalformed, "the snapshot fails SQLite's quick check; it is corrupt")
-        }
+        try quickCheck(db)
         do {
             try db.exec("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('integrity-check', 1)")
         } catch {
             throw IndexError(.snapshotMalformed, "the snapshot's full-text index does not match its chunks", cause: error)
         }
         let meta = try meta(in: db)
-        let records = try verifiedRecords(in: db, dimension: meta.dimension)
+        try check(records: verifiedRecords(in: db, dimension: meta.dimension), meta: meta, expectedStateRoot: expectedStateRoot)
+        return meta
+    }
+
+    /// The checks for a file that `SnapshotWriter.apply` made from a copy of a snapshot that
+    /// passed `verify` when it was installed (protocol/snapshot.md, "Verification after a
+    /// delta"): SQLite's quick check, and the chunk count and state root over the *stored*
+    /// hashes against the meta and `expectedStateRoot`. Rows the delta did not touch are the
+    /// verified base's; `apply` computed the upserted rows' hashes from the delta's data as it
+    /// wrote them; the FTS index was kept in step from those same values. Returns the meta.
+    @discardableResult
+    public static func verifyApplied(at path: String, expectedStateRoot: ContentID) throws(IndexError) -> SnapshotMeta {
+        let db = try Database(path: path, mode: .readOnly(immutable: false))
+        try quickCheck(db)
+        let meta = try meta(in: db)
+        try check(records: storedRecords(in: db), meta: meta, expectedStateRoot: expectedStateRoot)
+        return meta
+    }
+
+    private static func quickCheck(_ db: Database) throws(IndexError) {
+        let quick = try db.prepare("PRAGMA quick_check")
+        guard try quick.step(), quick.string(at: 0) == "ok" else {
+            throw IndexError(.snapshotMalformed, "the snapshot fails SQLite's quick check; it is corrupt")
+        }
+    }
+
+    private static func check(records: [StateRoot.Record], meta: SnapshotMeta, expectedStateRoot: ContentID?) throws(IndexError) {
         let root = StateRoot.compute(records)
         guard records.count == meta.chunkCount, root == meta.stateRoot else {
             throw IndexError(.stateRootMismatch, "the snapshot's recomputed state root or chunk count differs from its meta")
@@ -43,7 +66,6 @@ public enum Snapshot {
         if let expectedStateRoot, expectedStateRoot != root {
             throw IndexError(.stateRootMismatch, "the snapshot's state root differs from the expected one")
         }
-        return meta
     }
 
     // MARK: Internals shared with the writer and the search index
@@ -90,7 +112,10 @@ public enum Snapshot {
             guard let bytes = statement.blob(at: 8), bytes.count == dimension * 4 else {
                 throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
             }
-            let record = StateRoot.Record(chunk: chunk, embedding: ChunkRow.decode(bytes))
+            // The column is the vector's little-endian float32 bytes: exactly what the embedding
+            // hash covers, so it is hashed as stored (no decode and re-encode).
+            let record = StateRoot.Record(id: chunk.id, contentHash: chunk.contentHash, metadataHash: chunk.metadataHash,
+                                          embeddingHash: ContentID(hashing: bytes))
             guard statement.string(at: 6) == record.contentHash.hex,
                   statement.string(at: 7) == record.metadataHash.hex,
                   statement.string(at: 9) == record.embeddingHash.hex else {

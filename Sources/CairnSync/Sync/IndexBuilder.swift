@@ -42,13 +42,11 @@ enum IndexBuilder {
     static func applyDelta(blob: String, ref: Manifest.DeltaRef, manifest: Manifest,
                            installed: InstalledVersion, to output: String) throws(SyncError) {
         do {
-            try FileManager.default.copyItem(atPath: installed.indexPath, toPath: output)
-        } catch let error as CocoaError where error.code == .fileWriteOutOfSpace {
-            unlink(output)
+            try FileSystem.copyFile(from: installed.indexPath, to: output)
+        } catch where error.code == .diskFull {
             throw SyncError(.diskFull, "the disk filled while copying the installed index to apply the delta")
         } catch {
-            unlink(output)
-            throw SyncError(.io, "cannot copy the installed index beside it: \(error.localizedDescription)")
+            throw SyncError(.io, "cannot copy the installed index beside it: \(error.message)")
         }
         let delta: Delta
         do {
@@ -73,9 +71,15 @@ enum IndexBuilder {
 
     /// Everything a served index must pass: SQLite and FTS integrity, every hash, and the
     /// recomputed state root against the signed manifest's; the meta must name this version.
-    static func verify(index: String, manifest: Manifest) throws(SyncError) {
+    /// `appliedToVerifiedBase`: the file is a delta applied to a copy of the installed (verified)
+    /// index, so only what the delta changed is checked (`Snapshot.verifyApplied`).
+    static func verify(index: String, manifest: Manifest, appliedToVerifiedBase: Bool = false) throws(SyncError) {
         let meta: SnapshotMeta
-        do { meta = try Snapshot.verify(at: index, expectedStateRoot: manifest.stateRoot) } catch {
+        do {
+            meta = appliedToVerifiedBase
+                ? try Snapshot.verifyApplied(at: index, expectedStateRoot: manifest.stateRoot)
+                : try Snapshot.verify(at: index, expectedStateRoot: manifest.stateRoot)
+        } catch {
             throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : .installFailed,
                             "the new index fails verification: \(error.message)", cause: error)
         }

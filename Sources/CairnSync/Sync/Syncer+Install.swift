@@ -17,10 +17,10 @@ extension Syncer {
         let clock = ContinuousClock()
         do {
             let start = clock.now
-            try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index)
+            let byDelta = try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index)
             let built = clock.now
             try await BackgroundWork.run { () throws(SyncError) in
-                try IndexBuilder.verify(index: index, manifest: manifest)
+                try IndexBuilder.verify(index: index, manifest: manifest, appliedToVerifiedBase: byDelta)
             }
             let verified = clock.now
             try await BackgroundWork.run { () throws(SyncError) in
@@ -30,7 +30,7 @@ extension Syncer {
             let checked = clock.now
             let version = try finish(manifest: manifest, bytes: bytes, partial: partial, model: model)
             logger.info("install timings", metadata: [
-                "cairn.sync.version": "\(manifest.version)",
+                "cairn.sync.version": "\(manifest.version)", "cairn.sync.path": byDelta ? "delta" : "full",
                 "cairn.sync.build_ms": "\((built - start).milliseconds)", "cairn.sync.verify_ms": "\((verified - built).milliseconds)",
                 "cairn.sync.canaries_ms": "\((checked - verified).milliseconds)", "cairn.sync.swap_ms": "\((clock.now - checked).milliseconds)",
             ])
@@ -42,16 +42,17 @@ extension Syncer {
     }
 
     /// The new index file: the delta applied to a copy of the installed index, falling back to
-    /// the full snapshot when the delta cannot be fetched or does not apply.
+    /// the full snapshot when the delta cannot be fetched or does not apply. True when the
+    /// delta made it.
     private func buildIndex(manifest: Manifest, path: SyncPlanner.Path, base: String,
-                            installed: InstalledVersion?, index: String) async throws(SyncError) {
+                            installed: InstalledVersion?, index: String) async throws(SyncError) -> Bool {
         if case .delta(let ref) = path, let installed {
             do {
                 let blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size)
                 try await BackgroundWork.run { () throws(SyncError) in
                     try IndexBuilder.applyDelta(blob: blob, ref: ref, manifest: manifest, installed: installed, to: index)
                 }
-                return
+                return true
             } catch {
                 // A full disk will not take the larger snapshot either.
                 if error.code == .cancelled || error.code == .diskFull { throw error }
@@ -68,6 +69,7 @@ extension Syncer {
         // Kept for `cairn export`: the verified, signed bytes (a rename, not a copy).
         let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectory.snapshotBlobFile
         guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the snapshot blob in \(kept)") }
+        return false
     }
 
     /// Writes the manifest and model link, fsyncs, renames the folder into place, swaps the

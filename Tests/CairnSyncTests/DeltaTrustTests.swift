@@ -1,0 +1,73 @@
+import CairnTestSupport
+import CairnCore
+import CairnIndex
+import CairnStore
+import CairnSync
+import Foundation
+import Testing
+
+/// A delta install checks only what the delta changed (protocol/snapshot.md, "Verification
+/// after a delta"): these tests show what that still refuses.
+@Suite("What a delta install still refuses")
+struct DeltaTrustTests {
+    @Test("Given a signed delta whose upserted row was changed after the state root was signed, then it is refused and version 1 keeps serving")
+    func tamperedUpsert() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+
+        // The genuine version 2, then a delta to it whose upsert says something else; the
+        // publisher's key signs a manifest naming that delta's blob (its SHA-256 is right).
+        let genuine = try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), current: false)
+        let honest = try Delta.between(old: try #require(repo.records[1]), new: try #require(repo.records[2]),
+                                       fromVersion: 1, toVersion: 2, dimension: repo.dimension)
+        var upserts = honest.upserts
+        #expect(upserts.map(\.chunk.id) == ["chunk-000"])
+        upserts[0].chunk.content = "flood maps: drink the flood water"
+        let tampered = try Delta(fromVersion: 1, toVersion: 2, fromStateRoot: honest.fromStateRoot, toStateRoot: honest.toStateRoot,
+                                 dimension: repo.dimension, upserts: upserts, deletes: honest.deletes)
+        let bytes = try Zlib.compress(tampered.encoded)
+        let ref = Manifest.DeltaRef(fromVersion: 1, fromStateRoot: honest.fromStateRoot, sha256: try repo.blobs.put(bytes),
+                                    size: bytes.count, uncompressedSize: tampered.encoded.count)
+        let v2 = try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2)) { $0.deltas = [ref] }
+        #expect(v2.stateRoot == genuine.stateRoot)
+        // No snapshot to fall back on: the delta alone decides.
+        let snapshotPath = repo.blobs.path(of: v2.snapshot.sha256)
+        let snapshot = try FileSystem.read(snapshotPath)
+        unlink(snapshotPath)
+
+        let refused = await device.syncer.syncOnce()
+        #expect(refused.installedVersion == nil && refused.errorCode != nil)
+        #expect(device.currentTarget == "versions/1")
+        let installed = try #require(device.directory.installed())
+        #expect(try SearchIndex(path: installed.indexPath).chunk(id: "chunk-000")?.content == "flood maps revision 1")
+
+        // With the snapshot back, the device falls back to it and serves the signed text.
+        try FileSystem.writeAtomically(snapshot, to: snapshotPath)
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        let now = try #require(device.directory.installed())
+        #expect(try SearchIndex(path: now.indexPath).chunk(id: "chunk-000")?.content == "flood maps revision 2")
+        #expect(FileSystem.exists(device.path + "/versions/2/" + DataDirectory.snapshotBlobFile))
+    }
+
+    @Test("Given the installed index altered on disk (a row's text and its stored hash), when a delta arrives, then the result is refused and the full snapshot installed instead")
+    func alteredBase() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let base = try #require(device.directory.installed())
+        let poison = "boil water before drinking? no need"
+        try Database(path: base.indexPath, mode: .readWrite).exec("UPDATE chunks SET content = '\(poison)', content_hash = '\(ContentID(hashing: Array(poison.utf8)).hex)' WHERE id = 'chunk-005'")
+
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        let installed = try #require(device.directory.installed())
+        // The delta's result missed the signed state root, so the snapshot was used (it is kept).
+        #expect(FileSystem.exists(device.path + "/versions/2/" + DataDirectory.snapshotBlobFile))
+        let index = try SearchIndex(path: installed.indexPath)
+        #expect(try index.chunk(id: "chunk-005")?.content == RepoFixture.chunks()[5].content)
+        #expect(try index.chunk(id: "chunk-000")?.content == "flood maps revision 2")
+    }
+}
