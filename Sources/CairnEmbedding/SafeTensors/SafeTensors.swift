@@ -130,7 +130,8 @@ public final class SafeTensors: @unchecked Sendable {
                 throw EmbeddingError(.safetensorsMalformed, "\(name): tensor \(key) shape \(shape) does not match its \(offsets[1] - offsets[0]) bytes")
             }
             guard offsets[1] <= dataSize else {
-                throw EmbeddingError(.safetensorsTruncated, "\(name) is truncated: tensor \(key) ends at byte \(dataStart + offsets[1]), file has \(size)")
+                // Relative to the data section: `dataStart + offsets[1]` can overflow (seen with cairn-fuzz).
+                throw EmbeddingError(.safetensorsTruncated, "\(name) is truncated: tensor \(key) ends at data byte \(offsets[1]), the data section has \(dataSize)")
             }
             tensors[key] = TensorInfo(dtype: dtype, shape: shape, byteRange: (dataStart + offsets[0])..<(dataStart + offsets[1]))
         }
