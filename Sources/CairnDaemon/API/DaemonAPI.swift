@@ -49,13 +49,15 @@ struct DaemonAPI: Sendable {
     func run(_ request: SearchRequest, on serving: ServingVersion, sync: SyncStatus) throws -> SearchAnswer {
         let clock = ContinuousClock()
         let start = clock.now
-        var vector: [Float]?
-        if let embedder = serving.embedder, request.mode != .lexical {
-            vector = embedder.embed(request.query)
-        }
-        let embedTime = clock.now - start
+        var embedTime = Duration.zero
         do {
-            let response = try serving.index.search(request, queryVector: vector)
+            // The lexical part runs beside the query's embedding (SearchIndex.search(_:embed:)).
+            let response = try serving.index.search(request) { () -> [Float]? in
+                guard let embedder = serving.embedder else { return nil }
+                let embedStart = clock.now
+                defer { embedTime = clock.now - embedStart }
+                return embedder.embed(request.query)
+            }
             return SearchAnswer(response, denseAvailable: serving.denseAvailable, sync: sync, embedMilliseconds: Self.milliseconds(embedTime),
                                 totalMilliseconds: Self.milliseconds(clock.now - start))
         } catch {
