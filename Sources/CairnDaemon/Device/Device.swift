@@ -78,6 +78,7 @@ public struct Device: Sendable {
         func duration(_ seconds: Double) -> Duration { .milliseconds(Int64(seconds * 1000)) }
         var transfer = TransferLimits()
         transfer.bandwidthCap = configuration.bandwidthCap
+        transfer.lowSpeedSeconds = Int(configuration.stallTimeout.rounded(.up))
         return SyncConfiguration(sources: configuration.sources, channel: configuration.channel, trustedKeys: keys,
                                  dataDirectory: configuration.dataDirectory,
                                  pollInterval: duration(configuration.pollInterval),

@@ -21,7 +21,8 @@ enum IndexBuilder {
                     let result = write(fd, chunk.baseAddress! + done, chunk.count - done)
                     if result < 0 {
                         if errno == EINTR { continue }
-                        throw StoreError(errno == ENOSPC ? .diskFull : .io, "cannot write the new index")
+                        throw StoreError([ENOSPC, EFBIG, EDQUOT].contains(errno) ? .diskFull : .io,
+                                         "cannot write the new index: \(String(cString: strerror(errno)))")
                     }
                     done += result
                 }
@@ -42,8 +43,12 @@ enum IndexBuilder {
                            installed: InstalledVersion, to output: String) throws(SyncError) {
         do {
             try FileManager.default.copyItem(atPath: installed.indexPath, toPath: output)
+        } catch let error as CocoaError where error.code == .fileWriteOutOfSpace {
+            unlink(output)
+            throw SyncError(.diskFull, "the disk filled while copying the installed index to apply the delta")
         } catch {
-            throw SyncError(.io, "cannot copy the installed index beside it")
+            unlink(output)
+            throw SyncError(.io, "cannot copy the installed index beside it: \(error.localizedDescription)")
         }
         let delta: Delta
         do {

@@ -36,7 +36,8 @@ extension Syncer {
                 try IndexBuilder.applyDelta(blob: blob, ref: ref, manifest: manifest, installed: installed, to: index)
                 return
             } catch {
-                if error.code == .cancelled { throw error }
+                // A full disk will not take the larger snapshot either.
+                if error.code == .cancelled || error.code == .diskFull { throw error }
                 logger.info("delta path failed; falling back to the full snapshot", metadata: ["cairn.sync.error": "\(error.code)"])
                 unlink(index)
                 try checkDiskSpace(manifest: manifest, path: .full(manifest.snapshot), installed: installed)
