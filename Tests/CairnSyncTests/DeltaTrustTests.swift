@@ -10,12 +10,18 @@ import Testing
 /// after a delta"): these tests show what that still refuses.
 @Suite("What a delta install still refuses")
 struct DeltaTrustTests {
-    @Test("Given a signed delta whose upserted row was changed after the state root was signed, then it is refused and version 1 keeps serving")
-    func tamperedUpsert() async throws {
+    /// A lexical-only repository at version 1 and a device that installed it in full.
+    static func deviceOnVersion1() async throws -> (RepoFixture, Device) {
         let repo = try RepoFixture(withModel: false)
         try repo.publish(version: 1)
         let device = try Device(repo: repo, sources: [repo.url])
         #expect(await device.syncer.syncOnce().installedVersion == 1)
+        return (repo, device)
+    }
+
+    @Test("Given a signed delta whose upserted row was changed after the state root was signed, then it is refused and version 1 keeps serving")
+    func tamperedUpsert() async throws {
+        let (repo, device) = try await Self.deviceOnVersion1()
 
         // The genuine version 2, then a delta to it whose upsert says something else; the
         // publisher's key signs a manifest naming that delta's blob (its SHA-256 is right).
@@ -53,10 +59,7 @@ struct DeltaTrustTests {
 
     @Test("Given the installed index altered on disk (a row's text and its stored hash), when a delta arrives, then the result is refused and the full snapshot installed instead")
     func alteredBase() async throws {
-        let repo = try RepoFixture(withModel: false)
-        try repo.publish(version: 1)
-        let device = try Device(repo: repo, sources: [repo.url])
-        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let (repo, device) = try await Self.deviceOnVersion1()
         let base = try #require(device.directory.installed())
         let poison = "boil water before drinking? no need"
         try Database(path: base.indexPath, mode: .readWrite).exec("UPDATE chunks SET content = '\(poison)', content_hash = '\(ContentID(hashing: Array(poison.utf8)).hex)' WHERE id = 'chunk-005'")

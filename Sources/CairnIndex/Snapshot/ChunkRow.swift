@@ -35,6 +35,9 @@ enum ChunkRow {
     }
 
     static func decodeTags(_ text: String) throws(IndexError) -> [String] {
+        // Most chunks have no tags; skip a JSONDecoder per row for them (install verification
+        // and search read every row).
+        if text == "[]" { return [] }
         do {
             return try JSONDecoder().decode([String].self, from: Data(text.utf8))
         } catch {
