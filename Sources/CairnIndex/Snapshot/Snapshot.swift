@@ -24,6 +24,13 @@ public enum Snapshot {
     /// it changes no bytes (verify a staged copy, never a file that is being served).
     @discardableResult
     public static func verify(at path: String, expectedStateRoot: ContentID? = nil) throws(IndexError) -> SnapshotMeta {
+        try verifyStructure(at: path)
+        return try verifyRows(at: path, expectedStateRoot: expectedStateRoot)
+    }
+
+    /// The first half of `verify`: SQLite's quick check and the FTS index against the chunk rows.
+    /// May run beside `verifyRows` on the same file (each opens its own connection).
+    public static func verifyStructure(at path: String) throws(IndexError) {
         let db = try Database(path: path, mode: .readWrite)
         try quickCheck(db)
         do {
@@ -31,6 +38,13 @@ public enum Snapshot {
         } catch {
             throw IndexError(.snapshotMalformed, "the snapshot's full-text index does not match its chunks", cause: error)
         }
+    }
+
+    /// The second half of `verify`: every stored hash against its data, and the recomputed chunk
+    /// count and state root against the meta and `expectedStateRoot`. Returns the meta.
+    @discardableResult
+    public static func verifyRows(at path: String, expectedStateRoot: ContentID? = nil) throws(IndexError) -> SnapshotMeta {
+        let db = try Database(path: path, mode: .readOnly(immutable: false))
         let meta = try meta(in: db)
         try check(records: verifiedRecords(in: db, dimension: meta.dimension), meta: meta, expectedStateRoot: expectedStateRoot)
         return meta

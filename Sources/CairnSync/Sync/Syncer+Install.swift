@@ -17,10 +17,14 @@ extension Syncer {
         let clock = ContinuousClock()
         do {
             let start = clock.now
-            let byDelta = try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index)
+            let (byDelta, fetch) = try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index)
             let built = clock.now
-            try await BackgroundWork.run { () throws(SyncError) in
-                try IndexBuilder.verify(index: index, manifest: manifest, appliedToVerifiedBase: byDelta)
+            if byDelta {
+                try await BackgroundWork.run { () throws(SyncError) in
+                    try IndexBuilder.verify(index: index, manifest: manifest, appliedToVerifiedBase: true)
+                }
+            } else {
+                try await IndexBuilder.verifyInParallel(index: index, manifest: manifest)
             }
             let verified = clock.now
             try await BackgroundWork.run { () throws(SyncError) in
@@ -31,7 +35,7 @@ extension Syncer {
             let version = try finish(manifest: manifest, bytes: bytes, partial: partial, model: model)
             logger.info("install timings", metadata: [
                 "cairn.sync.version": "\(manifest.version)", "cairn.sync.path": byDelta ? "delta" : "full",
-                "cairn.sync.build_ms": "\((built - start).milliseconds)", "cairn.sync.verify_ms": "\((verified - built).milliseconds)",
+                "cairn.sync.fetch_ms": "\(fetch.milliseconds)", "cairn.sync.build_ms": "\((built - start - fetch).milliseconds)", "cairn.sync.verify_ms": "\((verified - built).milliseconds)",
                 "cairn.sync.canaries_ms": "\((checked - verified).milliseconds)", "cairn.sync.swap_ms": "\((clock.now - checked).milliseconds)",
             ])
             return version
@@ -42,17 +46,21 @@ extension Syncer {
     }
 
     /// The new index file: the delta applied to a copy of the installed index, falling back to
-    /// the full snapshot when the delta cannot be fetched or does not apply. True when the
-    /// delta made it.
+    /// the full snapshot when the delta cannot be fetched or does not apply. Says whether the
+    /// delta made it, and how long downloading and hashing blobs took.
     private func buildIndex(manifest: Manifest, path: SyncPlanner.Path, base: String,
-                            installed: InstalledVersion?, index: String) async throws(SyncError) -> Bool {
+                            installed: InstalledVersion?, index: String) async throws(SyncError) -> (byDelta: Bool, fetch: Duration) {
+        let clock = ContinuousClock()
+        var fetch = Duration.zero
         if case .delta(let ref) = path, let installed {
             do {
+                let started = clock.now
                 let blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size)
+                fetch += clock.now - started
                 try await BackgroundWork.run { () throws(SyncError) in
                     try IndexBuilder.applyDelta(blob: blob, ref: ref, manifest: manifest, installed: installed, to: index)
                 }
-                return true
+                return (true, fetch)
             } catch {
                 // A full disk will not take the larger snapshot either.
                 if error.code == .cancelled || error.code == .diskFull { throw error }
@@ -62,14 +70,16 @@ extension Syncer {
             }
         }
         let snapshot = manifest.snapshot
+        let started = clock.now
         let blob = try await fetchBlob(base: base, id: snapshot.sha256, size: snapshot.size)
+        fetch += clock.now - started
         try await BackgroundWork.run { () throws(SyncError) in
             try IndexBuilder.decompress(blob: blob, to: index, uncompressedSize: snapshot.uncompressedSize)
         }
         // Kept for `cairn export`: the verified, signed bytes (a rename, not a copy).
         let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectory.snapshotBlobFile
         guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the snapshot blob in \(kept)") }
-        return false
+        return (false, fetch)
     }
 
     /// Writes the manifest and model link, fsyncs, renames the folder into place, swaps the
