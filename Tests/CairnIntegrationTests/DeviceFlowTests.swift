@@ -11,57 +11,10 @@ import Glibc
 /// random model keeps it fast; the flow is the same as with MiniLM (scripts/demo runs that).
 @Suite("publish, serve, sync, query: real processes", .serialized)
 struct DeviceFlowTests {
-    /// A knowledge base of `ids`, each chunk with distinct words.
-    static func knowledgeBase(_ chunks: [(id: String, text: String)], to path: String) throws {
-        let records = chunks.map { ["id": $0.id, "title": $0.id, "content": $0.text, "scenario": "flood"] }
-        try JSONSerialization.data(withJSONObject: records).write(to: URL(fileURLWithPath: path))
-    }
+    static let version1 = PublishWorkspace.version1
+    static let version2 = PublishWorkspace.version2
 
-    static let version1: [(id: String, text: String)] = [
-        ("boil", "Boil the water for one minute before you drink it."),
-        ("maps", "The flood maps show the safe routes to higher ground."),
-        ("storm", "A storm can bring a flood within hours."),
-        ("radio", "A crank radio keeps working when the power is out."),
-    ]
-    static let version2: [(id: String, text: String)] = [
-        ("boil", "Boil the water for one full minute, three at altitude, before you drink it."),
-        ("maps", "The flood maps show the safe routes to higher ground."),
-        ("radio", "A crank radio keeps working when the power is out."),
-        ("sandbag", "Sandbags stacked in a pyramid hold back shallow flood water."),
-    ]
-
-    struct Workspace {
-        let folder: String
-        let model: String
-        var repo: String { folder + "/repo" }
-        var key: String { folder + "/keys/publisher.key" }
-        var publicKey: String { folder + "/keys/publisher.pub" }
-
-        init() throws {
-            folder = try TemporaryDirectory.make()
-            model = folder + "/model"
-            try TinyModel.write(to: model)
-            let keygen = try Binaries.run("cairn-server", ["keygen", "--out", folder + "/keys"], in: folder)
-            try #require(keygen.status == 0, "keygen: \(keygen.error)")
-        }
-
-        func publish(_ chunks: [(id: String, text: String)]) throws {
-            let source = folder + "/kb-\(UUID().uuidString).json"
-            try DeviceFlowTests.knowledgeBase(chunks, to: source)
-            let run = try Binaries.run("cairn-server", ["publish", "--repo", repo, "--channel", "field", "--source", source,
-                                                        "--key", key, "--model-dir", model, "--no-cache"], in: folder)
-            try #require(run.status == 0, "publish: \(run.error)")
-        }
-
-        /// The current manifest's snapshot and delta blob hashes.
-        func blobs() throws -> (snapshot: String, deltas: [String]) {
-            let data = try Data(contentsOf: URL(fileURLWithPath: repo + "/channels/field/manifest.json"))
-            let manifest = (try JSONSerialization.jsonObject(with: data) as! [String: Any])["manifest"] as! [String: Any]
-            let snapshot = (manifest["snapshot"] as! [String: Any])["sha256"] as! String
-            let deltas = (manifest["deltas"] as! [[String: Any]]).map { $0["sha256"] as! String }
-            return (snapshot, deltas)
-        }
-    }
+    typealias Workspace = PublishWorkspace
 
     /// A running cairnd and the `cairn` calls against its socket.
     final class DeviceProcess {
@@ -105,19 +58,7 @@ struct DeviceFlowTests {
 
     /// Starts `cairn-server serve --port 0` and returns it with its URL and log path.
     static func serve(_ workspace: Workspace) async throws -> (Process, url: String, log: String) {
-        let folder = workspace.folder + "/server"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let server = try launch(Products.path("cairn-server"), ["serve", "--repo", workspace.repo, "--port", "0"],
-                                logDirectory: folder)
-        let log = folder + "/daemon.log"
-        var url = ""
-        try await waitUntil("cairn-server prints its address", seconds: 30) {
-            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            guard let range = text.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression) else { return false }
-            url = String(text[range])
-            return true
-        }
-        return (server, url, log)
+        try await workspace.serve()
     }
 
     @Test("Given a published channel served by cairn-server, when a device syncs, updates by delta and loses the network, then it always answers from one verified version")

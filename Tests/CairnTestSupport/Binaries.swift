@@ -1,13 +1,12 @@
-import CairnTestSupport
 import Foundation
 
 /// The built executables, run as real processes with files (not pipes) for their output.
-enum Binaries {
+public enum Binaries {
     /// The build products folder (beside the test bundle).
-    static let folder = Products.directory.path
+    public static let folder = Products.directory.path
 
     /// Runs `name` to completion: exit status, standard output, standard error.
-    static func run(_ name: String, _ arguments: [String], in workspace: String) throws -> (status: Int32, output: String, error: String) {
+    public static func run(_ name: String, _ arguments: [String], in workspace: String) throws -> (status: Int32, output: String, error: String) {
         let out = workspace + "/\(name).out", err = workspace + "/\(name).err"
         FileManager.default.createFile(atPath: out, contents: nil)
         FileManager.default.createFile(atPath: err, contents: nil)
