@@ -153,6 +153,31 @@ import Testing
         }
     }
 
+    @Test("Given each mode, with and without a model, when the query is embedded beside the lexical part, then the answer is the one the sequential search gives",
+          arguments: SearchRequest.Mode.allCases)
+    func overlappedSearchMatchesSequential(mode: SearchRequest.Mode) throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+            let queries: [(String, [Float])] = [("boil water", unit(1, 0.1, 0, 0)), ("children ventilation", unit(0.3, 0.3, 0.3, 0.3)),
+                                                ("earthquake shelter", unit(0, 0.5, 0.9, 0)), ("tourniquet", unit(0, 0, 0, 1))]
+            for (query, vector) in queries {
+                for available in [true, false] {
+                    let request = SearchRequest(query: query, k: 5, mode: mode, scenario: query == "boil water" ? "flood" : nil)
+                    var embedded = 0
+                    let overlapped = try index.search(request) { () -> [Float]? in
+                        embedded += 1
+                        return available ? vector : nil
+                    }
+                    let sequential = try index.search(request, queryVector: available ? vector : nil)
+                    #expect(overlapped.results == sequential.results, "\(mode) \(query) model: \(available)")
+                    #expect(overlapped.mode == sequential.mode && overlapped.fusion == sequential.fusion)
+                    #expect(overlapped.denseAvailable == sequential.denseAvailable)
+                    #expect(embedded == (mode == .lexical ? 0 : 1))
+                }
+            }
+        }
+    }
+
     @Test func givenAScenarioFilter_whenSearching_thenOnlyThatScenarioAndGeneralChunksAreReturned() throws {
         try withTemporaryDirectory { directory in
             let index = try SearchIndex(path: Corpus.snapshot(in: directory))

@@ -6,11 +6,15 @@ import Synchronization
 final class ConnectionPool: Sendable {
     let path: String
     let capacity: Int
+    /// Run on every connection the pool opens (e.g. to register functions); `first` has had it.
+    private let prepare: @Sendable (Database) throws(IndexError) -> Void
     private let idle: Mutex<[Database]>
 
-    init(path: String, capacity: Int, first: Database) {
+    init(path: String, capacity: Int, first: Database,
+         prepare: @escaping @Sendable (Database) throws(IndexError) -> Void = { _ in }) {
         self.path = path
         self.capacity = max(1, capacity)
+        self.prepare = prepare
         idle = Mutex([first])
     }
 
@@ -20,6 +24,7 @@ final class ConnectionPool: Sendable {
             database = reused
         } else {
             database = try Database(path: path, mode: .readOnly(immutable: true))
+            try prepare(database)
         }
         defer {
             idle.withLock { connections in

@@ -31,12 +31,23 @@ public enum LexicalQuery {
     /// The MATCH expression for `text`, or nil when it holds no word token.
     public static func matchExpression(for text: String, stopWords: Set<String> = RankingConfiguration.englishStopWords,
                                        maximumTokens: Int = 32) -> String? {
+        let tokens = searchTokens(for: text, stopWords: stopWords, maximumTokens: maximumTokens)
+        return tokens.isEmpty ? nil : expression(tokens)
+    }
+
+    /// The tokens searched for `text`: its word tokens without stop words (unless only stop
+    /// words remain), at most `maximumTokens`. Phrase i of the expression is token i.
+    public static func searchTokens(for text: String, stopWords: Set<String> = RankingConfiguration.englishStopWords,
+                                    maximumTokens: Int = 32) -> [String] {
         var tokens = tokens(text)
         let content = tokens.filter { !stopWords.contains($0) }
         if !content.isEmpty { tokens = content }
-        tokens = Array(tokens.prefix(max(1, maximumTokens)))
-        guard !tokens.isEmpty else { return nil }
-        return tokens.map(quoted).joined(separator: " OR ")
+        return Array(tokens.prefix(max(1, maximumTokens)))
+    }
+
+    /// `tokens`, each quoted, joined with OR.
+    static func expression(_ tokens: [String]) -> String {
+        tokens.map(quoted).joined(separator: " OR ")
     }
 
     /// `token` as an FTS5 string literal.

@@ -1,5 +1,6 @@
 import CairnCore
 import CairnEmbedding
+import Dispatch
 
 /// Hybrid retrieval over one installed snapshot (read-only, safe to query from many tasks).
 ///
@@ -18,6 +19,7 @@ public final class SearchIndex: Sendable {
     public var count: Int { ids.count }
 
     private let pool: ConnectionPool
+    private let documentCounts = DocumentCounts()
     private let blas: BLAS?
     private let matrix: [Float]
     private let ids: [String]
@@ -72,35 +74,45 @@ public final class SearchIndex: Sendable {
         self.scenarioCode = scenarioCode
         self.tags = tags
         self.blas = try? BLAS.shared
-        self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, first: db)
+        let lengths = try DocumentLengths(db: db)
+        try BM25Function.register(on: db, lengths: lengths)
+        self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, first: db) {
+            (connection) throws(IndexError) in try BM25Function.register(on: connection, lengths: lengths)
+        }
     }
 
     // MARK: Search
 
     public func search(_ request: SearchRequest, queryVector: [Float]?) throws(IndexError) -> SearchResponse {
+        try search(request, overlapping: false) { queryVector }
+    }
+
+    /// The same search, with the query embedded by `embed` (nil: no model) while the lexical
+    /// part runs on another thread, so a hybrid query costs max(embedding + dense, lexical)
+    /// instead of their sum. `embed` is not called in lexical mode.
+    public func search(_ request: SearchRequest, embed: () -> [Float]?) throws(IndexError) -> SearchResponse {
+        try search(request, overlapping: request.mode != .lexical && request.mode != .dense, embed: embed)
+    }
+
+    private func search(_ request: SearchRequest, overlapping: Bool, embed: () -> [Float]?) throws(IndexError) -> SearchResponse {
         let clock = ContinuousClock()
         let start = clock.now
         guard SearchRequest.kRange.contains(request.k) else {
             throw IndexError(.invalidRequest, "k must be between \(SearchRequest.kRange.lowerBound) and \(SearchRequest.kRange.upperBound)")
-        }
-        if let queryVector, queryVector.count != meta.dimension {
-            throw IndexError(.invalidRequest, "the query vector has \(queryVector.count) values; the index's dimension is \(meta.dimension)")
         }
         let floor = request.minSimilarity ?? configuration.similarityFloor
         guard floor.isFinite else { throw IndexError(.invalidRequest, "min_similarity must be a finite number") }
 
         let mask = candidateMask(scenario: request.scenario, tags: request.tags)
         let limit = max(configuration.candidateListMinimum, configuration.candidateListMultiplier * request.k)
-        let denseVector = request.mode == .lexical ? nil : queryVector
-        let needsLexical = request.mode != .dense || queryVector == nil
+        let background = overlapping ? LexicalTask(index: self, query: request.query, limit: limit, mask: mask) : nil
 
-        var lexicalList: [ScoredRow] = []
-        var lexicalTime = Duration.zero
-        if needsLexical {
-            let lexicalStart = clock.now
-            lexicalList = try lexical(request.query, limit: limit, mask: mask)
-            lexicalTime = clock.now - lexicalStart
+        let queryVector = request.mode == .lexical ? nil : embed()
+        if let queryVector, queryVector.count != meta.dimension {
+            background?.wait()
+            throw IndexError(.invalidRequest, "the query vector has \(queryVector.count) values; the index's dimension is \(meta.dimension)")
         }
+        let denseVector = queryVector
         var denseList: [ScoredRow] = []
         var degenerate = false
         var denseTime = Duration.zero
@@ -108,6 +120,16 @@ public final class SearchIndex: Sendable {
             let denseStart = clock.now
             (denseList, degenerate) = dense(denseVector, floor: floor, limit: limit, mask: mask)
             denseTime = clock.now - denseStart
+        }
+
+        var lexicalList: [ScoredRow] = []
+        var lexicalTime = Duration.zero
+        if let background {
+            (lexicalList, lexicalTime) = try background.result()
+        } else if request.mode != .dense || queryVector == nil {
+            let lexicalStart = clock.now
+            lexicalList = try lexical(request.query, limit: limit, mask: mask)
+            lexicalTime = clock.now - lexicalStart
         }
 
         let ranked: [FusedRow]
@@ -177,25 +199,29 @@ public final class SearchIndex: Sendable {
 
     // MARK: Lexical
 
-    private func lexical(_ query: String, limit: Int, mask: [Bool]?) throws(IndexError) -> [ScoredRow] {
-        guard let expression = LexicalQuery.matchExpression(for: query, stopWords: configuration.stopWords,
-                                                            maximumTokens: configuration.maximumQueryTokens) else {
-            return []
-        }
-        let matches = try pool.withConnection { (db) throws(IndexError) -> [ScoredRow] in
+    fileprivate func lexical(_ query: String, limit: Int, mask: [Bool]?) throws(IndexError) -> [ScoredRow] {
+        let tokens = LexicalQuery.searchTokens(for: query, stopWords: configuration.stopWords,
+                                               maximumTokens: configuration.maximumQueryTokens)
+        guard !tokens.isEmpty else { return [] }
+        let expression = LexicalQuery.expression(tokens)
+        // cairn_bm25 is FTS5's bm25() with row lengths from memory and each phrase's document
+        // count from `documentCounts` (BM25Function.swift).
+        return try pool.withConnection { (db) throws(IndexError) -> [ScoredRow] in
+            let counts = try documentCounts.counts(of: tokens, db: db)
             let statement = try db.prepare(
-                "SELECT rowid, bm25(chunks_fts, ?1, ?2) FROM chunks_fts WHERE chunks_fts MATCH ?3")
+                "SELECT rowid, \(BM25Function.name)(chunks_fts, ?1, ?2, ?4) FROM chunks_fts WHERE chunks_fts MATCH ?3")
             try statement.bind(configuration.titleWeight, at: 1)
             try statement.bind(configuration.contentWeight, at: 2)
             try statement.bind(expression, at: 3)
-            var matches: [ScoredRow] = []
+            try statement.bind(BM25Function.encode(counts), at: 4)
+            var best = TopSelection(capacity: limit)
             while try statement.step() {
-                guard let row = rowForRowid[statement.int64(at: 0)], mask?[row] ?? true else { continue }
-                matches.append(ScoredRow(row: row, id: ids[row], score: -statement.double(at: 1)))
+                let score = -statement.double(at: 1)
+                guard best.admits(score), let row = rowForRowid[statement.int64(at: 0)], mask?[row] ?? true else { continue }
+                best.offer(ScoredRow(row: row, id: ids[row], score: score))
             }
-            return matches
+            return best.sorted
         }
-        return Array(RankFusion.sorted(matches).prefix(limit))
     }
 
     // MARK: Dense
@@ -271,5 +297,40 @@ public final class SearchIndex: Sendable {
     private static func milliseconds(_ duration: Duration) -> Double {
         let (seconds, attoseconds) = duration.components
         return Double(seconds) * 1_000 + Double(attoseconds) / 1e15
+    }
+}
+
+/// One lexical retrieval started on another thread; `result()` waits for it.
+private final class LexicalTask: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    // Written once on the worker thread before `done` is signalled, read after waiting on it.
+    private var outcome: Result<([ScoredRow], Duration), IndexError> = .success(([], .zero))
+    private var waited = false
+
+    init(index: SearchIndex, query: String, limit: Int, mask: [Bool]?) {
+        DispatchQueue.global(qos: .userInitiated).async { [self] in
+            let clock = ContinuousClock()
+            let start = clock.now
+            do {
+                let rows = try index.lexical(query, limit: limit, mask: mask)
+                outcome = .success((rows, clock.now - start))
+            } catch let error as IndexError {
+                outcome = .failure(error)
+            } catch {
+                outcome = .failure(IndexError(.sqlite, "lexical search failed"))
+            }
+            done.signal()
+        }
+    }
+
+    func wait() {
+        guard !waited else { return }
+        done.wait()
+        waited = true
+    }
+
+    func result() throws(IndexError) -> ([ScoredRow], Duration) {
+        wait()
+        return try outcome.get()
     }
 }

@@ -41,18 +41,20 @@ public struct SearchEndpoint: Sendable {
         return APIJSON.encode(answer)
     }
 
-    /// Embeds the query with the version's own model (unless lexical) and searches its index.
+    /// Embeds the query with the version's own model (unless lexical) while the lexical part
+    /// runs beside it (`SearchIndex.search(_:embed:)`), and searches the version's index.
     static func run(_ request: SearchRequest, on serving: ServingVersion, online: Bool?, stale: Bool?,
                     logger: Logger) throws(APIError) -> SearchAnswer {
         let clock = ContinuousClock()
         let start = clock.now
-        var vector: [Float]?
-        if let embedder = serving.embedder, request.mode != .lexical {
-            vector = embedder.embed(request.query)
-        }
-        let embedTime = clock.now - start
+        var embedTime = Duration.zero
         do {
-            let response = try serving.index.search(request, queryVector: vector)
+            let response = try serving.index.search(request) { () -> [Float]? in
+                guard let embedder = serving.embedder else { return nil }
+                let embedStart = clock.now
+                defer { embedTime = clock.now - embedStart }
+                return embedder.embed(request.query)
+            }
             return SearchAnswer(response, denseAvailable: serving.denseAvailable, online: online, stale: stale,
                                 embedMilliseconds: milliseconds(embedTime), totalMilliseconds: milliseconds(clock.now - start))
         } catch {
