@@ -32,9 +32,9 @@ struct BucketTests {
             Issue.record(Comment(rawValue: S3Tools.missing))
             return
         }
-        let workspace = try PublishWorkspace()
-        try workspace.publish(DeviceFlowTests.version1)
-        try workspace.publish(DeviceFlowTests.version2)
+        let workspace = try await PublishWorkspace.make()
+        try await workspace.publish(DeviceFlowTests.version1)
+        try await workspace.publish(DeviceFlowTests.version2)
 
         // Given moto's S3 server on loopback and a bucket anyone may GET from.
         let port = freePort()

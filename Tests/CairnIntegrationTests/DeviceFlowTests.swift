@@ -63,8 +63,8 @@ struct DeviceFlowTests {
 
     @Test("Given a published channel served by cairn-server, when a device syncs, updates by delta and loses the network, then it always answers from one verified version")
     func publishServeSyncQuery() async throws {
-        let workspace = try Workspace()
-        try workspace.publish(Self.version1)
+        let workspace = try await Workspace.make()
+        try await workspace.publish(Self.version1)
         let (server, url, serverLog) = try await Self.serve(workspace)
         defer { stopProcess(server) }
         let device = try DeviceProcess(workspace, source: url)
@@ -77,7 +77,7 @@ struct DeviceFlowTests {
         #expect(Set(first.ids).isSubset(of: Set(Self.version1.map(\.id))))
 
         // When version 2 is published and the device is told to sync, it takes the delta.
-        try workspace.publish(Self.version2)
+        try await workspace.publish(Self.version2)
         let blobs = try workspace.blobs()
         #expect(blobs.deltas.count == 1)
         #expect(try device.cairn(["sync"]).status == 0)
@@ -101,9 +101,9 @@ struct DeviceFlowTests {
 
     @Test("Given the same repository on nginx, when a device syncs from it, then it installs and answers")
     func syncFromNginx() async throws {
-        let workspace = try Workspace()
-        try workspace.publish(Self.version1)
-        try workspace.publish(Self.version2)
+        let workspace = try await Workspace.make()
+        try await workspace.publish(Self.version1)
+        try await workspace.publish(Self.version2)
         let nginx = try Nginx(root: workspace.repo)
         defer { nginx.stop() }
         let device = try DeviceProcess(workspace, source: nginx.url)
@@ -117,8 +117,8 @@ struct DeviceFlowTests {
     func killedDuringSyncRecovers() async throws {
         // A device data directory holding version 1, made once by a real sync and then copied
         // for each trial; the repository then gets version 2, which every trial races to.
-        let workspace = try Workspace()
-        try workspace.publish(Self.version1)
+        let workspace = try await Workspace.make()
+        try await workspace.publish(Self.version1)
         let (server, url, _) = try await Self.serve(workspace)
         defer { stopProcess(server) }
         let started = ContinuousClock.now
@@ -128,7 +128,7 @@ struct DeviceFlowTests {
         let window = (ContinuousClock.now - started).components
         let windowMicroseconds = UInt32(max(50_000, window.seconds * 1_000_000 + window.attoseconds / 1_000_000_000_000))
         seed.stop()
-        try workspace.publish(Self.version2)
+        try await workspace.publish(Self.version2)
 
         var generator = SystemRandomNumberGenerator()
         var servedAtRestart: [Int: Int] = [:]

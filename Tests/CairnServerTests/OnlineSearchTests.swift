@@ -12,8 +12,8 @@ struct OnlineSearchTests {
 
     /// Version 1 published, and a server with online search on (cache and key in the workspace).
     static func publishAndServe() async throws -> (PublishWorkspace, Process, url: String) {
-        let workspace = try PublishWorkspace()
-        try workspace.publish(Self.version1)
+        let workspace = try await PublishWorkspace.make()
+        try await workspace.publish(Self.version1)
         let config = workspace.folder + "/server.conf"
         try """
             online_search = true
@@ -92,7 +92,7 @@ struct OnlineSearchTests {
         }
 
         // When version 2 is published, the next search answers from it.
-        try workspace.publish(Self.version2)
+        try await workspace.publish(Self.version2)
         let second = try await Self.post(search, #"{"query": "sandbags pyramid", "k": 4}"#)
         #expect(second.status == 200)
         #expect(second.body["version"] as? Int == 2)
@@ -137,8 +137,8 @@ struct OnlineSearchTests {
 
     @Test("Given online search off (the default), when a search is posted, then it is 404 search_disabled and files are still served")
     func disabledByDefault() async throws {
-        let workspace = try PublishWorkspace()
-        try workspace.publish(Self.version1)
+        let workspace = try await PublishWorkspace.make()
+        try await workspace.publish(Self.version1)
         let (server, url, _) = try await workspace.serve()
         defer { stopProcess(server) }
         let answer = try await Self.post(url + "/v1/channels/field/search", #"{"query": "water"}"#)

@@ -26,12 +26,22 @@ public struct PublishWorkspace: Sendable {
         ("sandbag", "Sandbags stacked in a pyramid hold back shallow flood water."),
     ]
 
+    /// Runs keygen on a thread of its own (never blocking a cooperative thread).
+    public static func make() async throws -> PublishWorkspace {
+        try await onThread { try PublishWorkspace() }
+    }
+
     public init() throws {
         folder = try TemporaryDirectory.make()
         model = folder + "/model"
         try TinyModel.write(to: model)
         let keygen = try Binaries.run("cairn-server", ["keygen", "--out", folder + "/keys"], in: folder)
         guard keygen.status == 0 else { throw ProcessFailed("keygen: \(keygen.error)") }
+    }
+
+    /// `publish(_:)` on a thread of its own (never blocking a cooperative thread).
+    public func publish(_ chunks: [(id: String, text: String)]) async throws {
+        try await onThread { [self] in try publish(chunks) }
     }
 
     /// Publishes the next version of channel `field` holding `chunks` (scenario `flood`).
