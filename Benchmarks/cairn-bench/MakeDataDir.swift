@@ -2,8 +2,8 @@
 //
 // Writes a device data directory that cairnd serves as it is (the layout of DESIGN.md):
 //   DIR/versions/1/index.sqlite   a CairnIndex snapshot of N chunks (see Corpus.chunk/vector)
-//   DIR/versions/1/manifest.json  a placeholder: cairnd only keeps these bytes, it does not
-//                                 parse them (a benchmark has no signed repository)
+//   DIR/versions/1/manifest.json  a manifest signed with a throwaway key (cairnd's start-up
+//                                 recovery reads it; no repository holds its blobs)
 //   DIR/versions/1/model -> ../../models/<sha256 of model.safetensors>
 //   DIR/models/<sha256>/{model.safetensors,vocab.txt,config.json}  symlinks to the model folder
 //   DIR/current -> versions/1
@@ -42,10 +42,10 @@ func makeDataDir(_ arguments: [String]) throws {
     let writeStart = clock.now
     try SnapshotWriter.create(at: join(versionFolder, "index.sqlite"), meta: meta, entries: entries)
     let writeSeconds = milliseconds(clock.now - writeStart) / 1e3
-    try Data("{\"note\":\"benchmark data directory; no signed manifest\"}\n".utf8)
+    let weights = try Data(contentsOf: URL(fileURLWithPath: join(modelDirectory, SentenceEmbedder.File.weights)))
+    try Data(installedManifest(meta: meta, weights: weights, indexPath: join(versionFolder, "index.sqlite")))
         .write(to: URL(fileURLWithPath: join(versionFolder, "manifest.json")))
 
-    let weights = try Data(contentsOf: URL(fileURLWithPath: join(modelDirectory, SentenceEmbedder.File.weights)))
     let modelFolder = join(out, "models", ContentID(hashing: weights).hex)
     try fileManager.createDirectory(atPath: modelFolder, withIntermediateDirectories: true)
     let absoluteModel = URL(fileURLWithPath: modelDirectory).standardizedFileURL.path
@@ -62,6 +62,24 @@ func makeDataDir(_ arguments: [String]) throws {
         "index_bytes": (try fileManager.attributesOfItem(atPath: join(versionFolder, "index.sqlite"))[.size] as? Int) ?? 0,
         "vector_bytes": count * dimension * 4, "model_bytes": weights.count,
     ])
+}
+
+/// A signed manifest for the version, as an installed version keeps it. Its blob hashes name
+/// files no repository holds: the benchmark serves the index as it is.
+private func installedManifest(meta: SnapshotMeta, weights: Data, indexPath: String) throws -> [UInt8] {
+    let key = PublisherKey.generate()
+    let now = Int64(Date().timeIntervalSince1970)
+    let size = (try FileManager.default.attributesOfItem(atPath: indexPath)[.size] as? Int) ?? 0
+    let manifest = Manifest(
+        channel: meta.channel, version: meta.version,
+        created: Timestamp(secondsSince1970: now)!, expires: Timestamp(secondsSince1970: now + 365 * 86_400)!,
+        stateRoot: meta.stateRoot, chunkCount: meta.chunkCount, dimension: meta.dimension,
+        model: Manifest.Model(id: meta.modelID, dimension: meta.dimension, maxTokens: 256,
+                              files: [Manifest.ModelFile(name: SentenceEmbedder.File.weights, sha256: ContentID(hashing: weights),
+                                                         size: weights.count)]),
+        snapshot: Manifest.Snapshot(sha256: ContentID(hashing: Data()), size: size, uncompressedSize: size),
+        publisherKeyID: key.keyID)
+    return SignedManifest.encode(manifest, signingKey: key)
 }
 
 /// The documents' vectors, row after row: read from `cache` when it holds exactly D rows, else

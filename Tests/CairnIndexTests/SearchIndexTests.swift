@@ -1,5 +1,5 @@
 import CairnCore
-import CairnIndex
+@testable import CairnIndex
 import Foundation
 import Testing
 
@@ -176,6 +176,26 @@ import Testing
                 }
             }
         }
+    }
+
+    @Test("Given a word in half the chunks or more, when searched with a rarer one, then it is left out of the match; alone, it still matches")
+    func uninformativeTokens() throws {
+        try withTemporaryDirectory { directory in
+            let entries: [(Chunk, [Float])] = (0..<8).map { index in
+                let words = index < 3 ? "common words here" : "other words there"
+                let rare = index == 1 || index == 6 ? " with a rare lantern" : ""
+                return (Chunk(id: "c\(index)", title: "Chunk \(index)", content: words + rare), unit(1, Float(index), 0, 0))
+            }
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory, entries: entries))
+            func found(_ query: String) throws -> [String] {
+                try index.search(SearchRequest(query: query, k: 10, mode: .lexical), queryVector: nil).results.map(\.chunk.id)
+            }
+            #expect(try Set(found("words lantern")) == ["c1", "c6"])       // "words" is in all 8 rows
+            #expect(try Set(found("common lantern")) == ["c0", "c1", "c2", "c6"])  // "common" in 3 of 8: kept
+            #expect(try found("words").count == 8)
+        }
+        #expect(SearchIndex.informative(["a", "b"], counts: [5, 4], rows: 10) == (["b"], [4]))  // 5 of 10: IDF clamped
+        #expect(SearchIndex.informative(["a"], counts: [9], rows: 10) == (["a"], [9]))
     }
 
     @Test func givenAScenarioFilter_whenSearching_thenOnlyThatScenarioAndGeneralChunksAreReturned() throws {

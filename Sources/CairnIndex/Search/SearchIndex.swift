@@ -200,14 +200,14 @@ public final class SearchIndex: Sendable {
     // MARK: Lexical
 
     fileprivate func lexical(_ query: String, limit: Int, mask: [Bool]?) throws(IndexError) -> [ScoredRow] {
-        let tokens = LexicalQuery.searchTokens(for: query, stopWords: configuration.stopWords,
-                                               maximumTokens: configuration.maximumQueryTokens)
-        guard !tokens.isEmpty else { return [] }
-        let expression = LexicalQuery.expression(tokens)
+        let searched = LexicalQuery.searchTokens(for: query, stopWords: configuration.stopWords,
+                                                 maximumTokens: configuration.maximumQueryTokens)
+        guard !searched.isEmpty else { return [] }
         // cairn_bm25 is FTS5's bm25() with row lengths from memory and each phrase's document
         // count from `documentCounts` (BM25Function.swift).
         return try pool.withConnection { (db) throws(IndexError) -> [ScoredRow] in
-            let counts = try documentCounts.counts(of: tokens, db: db)
+            let (tokens, counts) = Self.informative(searched, counts: try documentCounts.counts(of: searched, db: db), rows: count)
+            let expression = LexicalQuery.expression(tokens)
             let statement = try db.prepare(
                 "SELECT rowid, \(BM25Function.name)(chunks_fts, ?1, ?2, ?4) FROM chunks_fts WHERE chunks_fts MATCH ?3")
             try statement.bind(configuration.titleWeight, at: 1)
@@ -222,6 +222,15 @@ public final class SearchIndex: Sendable {
             }
             return best.sorted
         }
+    }
+
+    /// The tokens worth matching: BM25 gives a token found in half the rows or more an IDF of
+    /// 1e-6 (FTS5 clamps log((N - n + 0.5) / (n + 0.5)) ≤ 0 to that), so it moves no score by
+    /// more than a few millionths, yet matching it walks most of the index ("study" in a medical
+    /// corpus). Such tokens are left out unless nothing else remains.
+    static func informative(_ tokens: [String], counts: [Int64], rows: Int) -> ([String], [Int64]) {
+        let kept = zip(tokens, counts).filter { 2 * $0.1 < Int64(rows) }
+        return kept.isEmpty ? (tokens, counts) : (kept.map(\.0), kept.map(\.1))
     }
 
     // MARK: Dense
