@@ -135,6 +135,30 @@ struct OnlineSearchTests {
         #expect(try await Self.post(search, #"{"query": "water"}"#).status == 200)
     }
 
+    @Test("Given a channel answering from version 1, when its manifest is replaced by one that fails verification, then version 1 keeps answering and the refusal is logged; a good publish then takes over")
+    func refusedManifestKeepsLastGood() async throws {
+        let (workspace, server, url) = try await Self.publishAndServe()
+        defer { stopProcess(server) }
+        let search = url + "/v1/channels/field/search"
+        #expect(try await Self.post(search, #"{"query": "crank radio"}"#).body["version"] as? Int == 1)
+
+        // When the manifest's signature no longer matches (one byte of the signed part changed).
+        let manifestPath = workspace.repo + "/channels/field/manifest.json"
+        let good = try String(contentsOfFile: manifestPath, encoding: .utf8)
+        try good.replacingOccurrences(of: "\"chunk_count\":4", with: "\"chunk_count\":5")
+            .write(toFile: manifestPath, atomically: true, encoding: .utf8)
+        #expect(try String(contentsOfFile: manifestPath, encoding: .utf8) != good)
+        let refused = try await Self.post(search, #"{"query": "crank radio"}"#)
+        #expect(refused.status == 200)
+        #expect(refused.body["version"] as? Int == 1)
+        let log = workspace.folder + "/server/daemon.log"
+        #expect(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("cannot load the channel's newest version"))
+
+        // Then a proper publish is picked up.
+        try await workspace.publish(Self.version2)
+        #expect(try await Self.post(search, #"{"query": "sandbags pyramid"}"#).body["version"] as? Int == 2)
+    }
+
     @Test("Given online search off (the default), when a search is posted, then it is 404 search_disabled and files are still served")
     func disabledByDefault() async throws {
         let workspace = try await PublishWorkspace.make()
