@@ -87,18 +87,19 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .executableTarget(name: "cairn-bench", dependencies: ["CairnCore", "CairnDaemon", "CairnEmbedding", "CairnIndex"],
+        .executableTarget(name: "cairn-bench", dependencies: ["CairnCore", "CairnDaemon", "CairnEmbedding", "CairnIndex", "CairnStore"],
                          path: "Benchmarks/cairn-bench"),
 
-        // Shared by the test targets: the tiny random model, temporary folders.
-        .target(name: "CairnTestSupport", dependencies: ["CairnEmbedding"], path: "Tests/CairnTestSupport"),
+        // Shared by the test targets: the tiny random model, temporary folders, processes, the
+        // fault server, the fault reporter.
+        .target(name: "CairnTestSupport", dependencies: ["CairnEmbedding"], path: "Tests/CairnTestSupport",
+                exclude: ["Fixtures/fault_server.py"]),
         .testTarget(name: "CairnCoreTests", dependencies: ["CairnCore"]),
         .testTarget(name: "CairnEmbeddingTests", dependencies: ["CairnEmbedding", "CairnTestSupport"]),
         .testTarget(name: "CairnStoreTests", dependencies: ["CairnStore"]),
         .testTarget(name: "CairnIndexTests", dependencies: ["CairnIndex"]),
         .testTarget(name: "CairnPublishTests", dependencies: ["CairnPublish", "CairnIndex", "CairnStore", "CairnTestSupport"]),
-        .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish", "CairnTestSupport"],
-                    exclude: ["Fixtures/fault_server.py"]),
+        .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish", "CairnTestSupport"]),
         .testTarget(name: "CairnSearchTests", dependencies: ["CairnSearch"]),
         .testTarget(name: "CairnServerTests", dependencies: [
             "CairnServer", "CairnIndex", "CairnSearch", "CairnEmbedding", "CairnTestSupport",
@@ -107,5 +108,8 @@ let package = Package(
         .testTarget(name: "CairnDaemonTests", dependencies: ["CairnDaemon", "CairnSearch", "CairnTestSupport"]),
         // Real processes: cairn-server, cairnd and cairn started from the built products.
         .testTarget(name: "CairnIntegrationTests", dependencies: ["CairnCore", "CairnTestSupport"]),
+        // Faults injected into real processes (network, content, disk, process, callers,
+        // publisher); one line per fault: `fault: <name> — held n/n (…)`.
+        .testTarget(name: "CairnFaultTests", dependencies: ["CairnCore", "CairnDaemon", "CairnSearch", "CairnTestSupport"]),
     ]
 )

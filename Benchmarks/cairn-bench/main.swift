@@ -5,10 +5,12 @@
 //   cairn-bench make-datadir --corpus FILE --replicate N --out DIR [--model-dir DIR] [--cache FILE]
 //   cairn-bench query-load --socket PATH --queries FILE --mode M --clients C --count N
 //   cairn-bench scan --data-dir DIR --queries FILE --mode dense|lexical [--threads T] [--export DIR]
+//   cairn-bench sync-watch --socket PATH --version N [--query TEXT] [--mode M] [--after 50]
+//   cairn-bench inflate-hash --blob FILE --size N
 import Foundation
 
 let usage = """
-    usage: cairn-bench embed|make-datadir|query-load|scan [options]  (options: see Benchmarks/cairn-bench/*.swift)
+    usage: cairn-bench embed|make-datadir|query-load|scan|sync-watch|inflate-hash [options]  (options: see Benchmarks/cairn-bench/*.swift)
     """
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -18,6 +20,8 @@ do {
     case "make-datadir": try makeDataDir(arguments)
     case "query-load": try queryLoad(arguments)
     case "scan": try scan(arguments)
+    case "sync-watch": try syncWatch(arguments)
+    case "inflate-hash": try inflateHash(arguments)
     default: throw Failure(description: usage)
     }
 } catch {

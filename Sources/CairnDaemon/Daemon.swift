@@ -14,12 +14,15 @@ public struct DaemonHooks: Sendable {
     public var holder: IndexHolder
     public var status: (any SyncStatusProvider)?
     public var requestSync: (@Sendable () async -> Void)?
+    /// The data directory's rollback and export (CairnSync's `Syncer`); nil answers 503.
+    public var maintenance: (any DeviceMaintenance)?
 
     public init(holder: IndexHolder = IndexHolder(), status: (any SyncStatusProvider)? = nil,
-                requestSync: (@Sendable () async -> Void)? = nil) {
+                requestSync: (@Sendable () async -> Void)? = nil, maintenance: (any DeviceMaintenance)? = nil) {
         self.holder = holder
         self.status = status
         self.requestSync = requestSync
+        self.maintenance = maintenance
     }
 }
 
@@ -43,7 +46,7 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
     }
     let api = DaemonAPI(
         holder: hooks.holder, status: hooks.status ?? StateFileStatusProvider(dataDirectory: configuration.dataDirectory),
-        requestSync: hooks.requestSync,
+        requestSync: hooks.requestSync, maintenance: hooks.maintenance,
         endpoint: SearchEndpoint(
             pool: SearchPool(threads: configuration.maxConcurrentQueries, queueLimit: configuration.maxQueuedQueries),
             maxBodyBytes: configuration.maxBodyBytes, logger: logger),

@@ -14,7 +14,8 @@ extension Zlib {
                 let result = write(fd, chunk.baseAddress! + done, chunk.count - done)
                 if result < 0 {
                     if errno == EINTR { continue }
-                    throw StoreError(errno == ENOSPC ? .diskFull : .io, "cannot write \(output)", errno: errno)
+                    throw StoreError([ENOSPC, EFBIG, EDQUOT].contains(errno) ? .diskFull : .io,
+                                     "cannot write \(output): \(String(cString: strerror(errno)))", errno: errno)
                 }
                 done += result
             }

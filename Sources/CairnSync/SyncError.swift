@@ -37,6 +37,18 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         public static let cancelled = Code("cancelled")
         /// No source is configured.
         public static let noSource = Code("no_source")
+        /// Rollback: the data directory keeps no previous version.
+        public static let noPreviousVersion = Code("no_previous_version")
+        /// Rollback: the previous version fails verification.
+        public static let previousUnusable = Code("previous_unusable")
+        /// Export: nothing is installed.
+        public static let notInstalled = Code("not_installed")
+        /// Export: the target is not an absolute path.
+        public static let badPath = Code("bad_path")
+        /// Export: the target folder exists and is not empty.
+        public static let exportTargetNotEmpty = Code("export_target_not_empty")
+        /// Export: the exact signed snapshot bytes cannot be produced on this device.
+        public static let exportUnreproducible = Code("export_unreproducible")
     }
 
     public let code: Code

@@ -7,14 +7,16 @@ struct CairnCommand: AsyncParsableCommand {
         commandName: "cairn",
         abstract: "The Cairn command line: query a device's knowledge base, check the model.",
         discussion: """
-            query, status, sync and get talk to cairnd over its Unix socket: --socket, else \
+            query, status, sync, get, rollback and export talk to cairnd over its Unix socket: --socket, else \
             $CAIRN_SOCKET, else `socket` in /etc/cairn/cairnd.conf when it exists, else \
             /run/cairn/cairnd.sock. The API is described in protocol/socket-api.md.
 
             Exit status: 0 ok; 1 the daemon answered with an error (its message is printed); \
-            2 usage error; 3 cannot reach the socket; 4 no index installed yet.
+            2 usage error; 3 cannot reach the socket; 4 no index installed yet; 5 no previous \
+            version to roll back to.
             """,
-        subcommands: [QueryCommand.self, StatusCommand.self, SyncCommand.self, GetCommand.self, EmbedCommand.self, EvalCommand.self]
+        subcommands: [QueryCommand.self, StatusCommand.self, SyncCommand.self, GetCommand.self, RollbackCommand.self,
+                      ExportCommand.self, EmbedCommand.self, EvalCommand.self]
     )
 
     @OptionGroup var connection: ConnectionOptions

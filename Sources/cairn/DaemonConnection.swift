@@ -3,7 +3,8 @@ import CairnDaemon
 import Foundation
 
 /// The CLI's side of the socket API: finds the socket, sends one request, and turns failures
-/// into the documented exit codes (1 daemon error, 3 unreachable, 4 no index).
+/// into the documented exit codes (1 daemon error, 3 unreachable, 4 no index, 5 nothing to
+/// roll back to).
 struct DaemonConnection {
     let socketPath: String
 
@@ -21,10 +22,10 @@ struct DaemonConnection {
     }
 
     /// The 2xx response body, or exits with the documented code after printing one line.
-    func call(_ method: String, _ path: String, body: [UInt8]? = nil) throws -> [UInt8] {
+    func call(_ method: String, _ path: String, body: [UInt8]? = nil, timeout: Double = 60) throws -> [UInt8] {
         let response: UnixHTTPClient.Response
         do {
-            response = try UnixHTTPClient(socketPath: socketPath).send(method: method, path: path, body: body)
+            response = try UnixHTTPClient(socketPath: socketPath, timeout: timeout).send(method: method, path: path, body: body)
         } catch {
             fail(error.message)
             throw ExitCode(error.code == .unreachable ? 3 : 1)
@@ -33,10 +34,13 @@ struct DaemonConnection {
             let problem = try? JSONDecoder().decode([String: String].self, from: Data(response.body))
             let code = problem?["code"] ?? "http_\(response.status)"
             fail("\(problem?["message"] ?? "cairnd answered \(response.status)") (\(code))")
-            throw ExitCode(code == "no_index" ? 4 : 1)
+            throw ExitCode(Self.exitCodes[code] ?? 1)
         }
         return response.body
     }
+
+    /// Error codes with an exit code of their own (protocol/socket-api.md, "The cairn client").
+    static let exitCodes = ["no_index": Int32(4), "no_previous_version": 5]
 
     func decode<T: Decodable>(_ type: T.Type, from body: [UInt8]) throws -> T {
         do {

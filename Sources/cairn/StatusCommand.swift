@@ -33,6 +33,9 @@ struct StatusCommand: AsyncParsableCommand {
         lines.append("stale       " + (sync.stale.map { $0 ? "YES" : "no" } ?? "unknown"))
         lines.append("last sync   attempt \(sync.lastAttempt ?? "never"), success \(sync.lastSuccess ?? "never")")
         if let error = sync.lastError { lines.append("last error  \(error)") }
+        if let held = sync.heldBackVersion {
+            lines.append("held back   version \(held) (rolled back from; sync installs only newer versions)")
+        }
         for source in sync.sources {
             let health = source.healthy.map { $0 ? "healthy" : "failing" } ?? "unknown"
             lines.append("source      \(source.url) \(health)" + (source.lastError.map { " (\($0))" } ?? ""))

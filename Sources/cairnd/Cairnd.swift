@@ -57,6 +57,9 @@ struct Cairnd: AsyncParsableCommand {
             FileHandle.standardError.write(Data("cairnd: \(error.message)\n".utf8))
             throw ExitCode(error.code == .badConfiguration ? 2 : 1)
         }
+        // A file-size limit (ulimit -f) must fail the write with EFBIG, which the sync reports
+        // as disk_full, instead of killing cairnd with SIGXFSZ.
+        signal(SIGXFSZ, SIG_IGN)
         // SIGHUP: sync now (the socket's POST /v1/sync does the same).
         signal(SIGHUP, SIG_IGN)
         let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())

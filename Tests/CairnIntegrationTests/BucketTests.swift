@@ -23,8 +23,6 @@ enum S3Tools {
 
 @Suite("An S3-compatible bucket as a source: real processes", .serialized)
 struct BucketTests {
-    typealias DeviceProcess = DeviceFlowTests.DeviceProcess
-
     @Test("Given the repository pushed with aws s3 sync to moto's S3 server, when a device syncs from the bucket's HTTP endpoint, then it installs, answers, and polls the manifest conditionally",
           .enabled(if: S3Tools.present || S3Tools.required, "moto and awscli are not in the venv; run scripts/test"))
     func syncFromBucket() async throws {
@@ -32,9 +30,9 @@ struct BucketTests {
             Issue.record(Comment(rawValue: S3Tools.missing))
             return
         }
-        let workspace = try await PublishWorkspace.make()
-        try await workspace.publish(DeviceFlowTests.version1)
-        try await workspace.publish(DeviceFlowTests.version2)
+        let workspace = try await Workspace.make()
+        try await workspace.publishOnThread(DeviceFlowTests.version1)
+        try await workspace.publishOnThread(DeviceFlowTests.version2)
 
         // Given moto's S3 server on loopback and a bucket anyone may GET from.
         let port = freePort()
@@ -80,7 +78,7 @@ struct BucketTests {
         #expect(lock.stdout == "404" || lock.stdout == "403", "the publish lock stays out of the bucket")
 
         // And a device syncing from the bucket's HTTP endpoint installs the newest version and answers.
-        let device = try DeviceProcess(workspace, source: base)
+        let device = try DeviceProcess(workspace, sources: [base])
         defer { device.stop() }
         try await device.waitForVersion(2)
         #expect(try device.query("sandbags pyramid").ids.first == "sandbag")

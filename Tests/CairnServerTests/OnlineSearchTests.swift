@@ -7,20 +7,20 @@ import Testing
 /// real `cairnd` that synced the same version from that server: same engine, same JSON.
 @Suite("Online search: cairn-server answers like cairnd", .serialized)
 struct OnlineSearchTests {
-    static let version1 = PublishWorkspace.version1
-    static let version2 = PublishWorkspace.version2
+    static let version1 = Workspace.version1
+    static let version2 = Workspace.version2
 
     /// Version 1 published, and a server with online search on (cache and key in the workspace).
-    static func publishAndServe() async throws -> (PublishWorkspace, Process, url: String) {
-        let workspace = try await PublishWorkspace.make()
-        try await workspace.publish(Self.version1)
+    static func publishAndServe() async throws -> (Workspace, Process, url: String) {
+        let workspace = try await Workspace.make()
+        try await workspace.publishOnThread(Self.version1)
         let config = workspace.folder + "/server.conf"
         try """
             online_search = true
             search_cache = \(workspace.folder)/search-cache
             search_trusted_key = \(workspace.publicKey)
             """.write(toFile: config, atomically: true, encoding: .utf8)
-        let (process, url, _) = try await workspace.serve(["--config", config])
+        let (process, url, _) = try await workspace.serve(arguments: ["--config", config])
         return (workspace, process, url)
     }
 
@@ -31,14 +31,14 @@ struct OnlineSearchTests {
                          "-w", "\n%{http_code}", url]
         if let socket { arguments = ["--unix-socket", socket] + arguments }
         let run = try await CairnTestSupport.run("/usr/bin/curl", arguments)
-        guard run.status == 0 else { throw ProcessFailed("curl exited \(run.status): \(run.stderr)") }
+        guard run.status == 0 else { throw StepFailed("curl exited \(run.status): \(run.stderr)") }
         let lines = run.stdout.split(separator: "\n", omittingEmptySubsequences: false)
         let status = Int(lines.last ?? "") ?? 0
         let json = lines.dropLast().joined(separator: "\n")
         return (status, (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any] ?? [:])
     }
 
-    static func stateRoot(_ workspace: PublishWorkspace) throws -> String {
+    static func stateRoot(_ workspace: Workspace) throws -> String {
         let data = try Data(contentsOf: URL(fileURLWithPath: workspace.repo + "/channels/field/manifest.json"))
         let manifest = (try JSONSerialization.jsonObject(with: data) as! [String: Any])["manifest"] as! [String: Any]
         return manifest["state_root"] as! String
@@ -92,7 +92,7 @@ struct OnlineSearchTests {
         }
 
         // When version 2 is published, the next search answers from it.
-        try await workspace.publish(Self.version2)
+        try await workspace.publishOnThread(Self.version2)
         let second = try await Self.post(search, #"{"query": "sandbags pyramid", "k": 4}"#)
         #expect(second.status == 200)
         #expect(second.body["version"] as? Int == 2)
@@ -155,14 +155,14 @@ struct OnlineSearchTests {
         #expect(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("cannot load the channel's newest version"))
 
         // Then a proper publish is picked up.
-        try await workspace.publish(Self.version2)
+        try await workspace.publishOnThread(Self.version2)
         #expect(try await Self.post(search, #"{"query": "sandbags pyramid"}"#).body["version"] as? Int == 2)
     }
 
     @Test("Given online search off (the default), when a search is posted, then it is 404 search_disabled and files are still served")
     func disabledByDefault() async throws {
-        let workspace = try await PublishWorkspace.make()
-        try await workspace.publish(Self.version1)
+        let workspace = try await Workspace.make()
+        try await workspace.publishOnThread(Self.version1)
         let (server, url, _) = try await workspace.serve()
         defer { stopProcess(server) }
         let answer = try await Self.post(url + "/v1/channels/field/search", #"{"query": "water"}"#)

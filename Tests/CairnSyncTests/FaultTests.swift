@@ -1,10 +1,11 @@
 import CairnCore
 import CairnStore
 import CairnSync
+import CairnTestSupport
 import Foundation
 import Testing
 
-/// These run Fixtures/fault_server.py: a real TCP server on loopback that produces the faults
+/// These run CairnTestSupport's Fixtures/fault_server.py: a real TCP server on loopback that produces the faults
 /// nginx cannot produce on demand (cut connections, stalls, garbage, 500s) on the real wire.
 @Suite("Faulty sources: skipped for the next, resumed, recorded", .enabled(if: pythonAvailable, "python3 is not installed"))
 struct FaultTests {

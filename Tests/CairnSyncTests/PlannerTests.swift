@@ -35,6 +35,16 @@ struct PlannerTests {
         }
     }
 
+    @Test("Given version 5 held back by a rollback to 4, then manifests up to 5 are skipped and 6 is installed")
+    func heldBack() {
+        let planner = SyncPlanner(channel: "stable", installed: installed, heldBack: 5)
+        guard case .heldBack = planner.decide(Self.manifest(version: 5), now: now),
+              case .install(let next, _) = planner.decide(Self.manifest(version: 6), now: now) else {
+            Issue.record("expected version 5 held back and version 6 installed"); return
+        }
+        #expect(next.version == 6)
+    }
+
     @Test("Given a newer manifest past its expiry, then it is refused as expired; another channel is refused too")
     func expiredAndChannel() {
         let planner = SyncPlanner(channel: "stable", installed: installed)

@@ -1,4 +1,5 @@
 import CairnSync
+import CairnTestSupport
 import Foundation
 import Logging
 import Testing

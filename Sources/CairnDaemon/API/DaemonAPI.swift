@@ -11,6 +11,7 @@ struct DaemonAPI: Sendable {
     let holder: IndexHolder
     let status: any SyncStatusProvider
     let requestSync: (@Sendable () async -> Void)?
+    let maintenance: (any DeviceMaintenance)?
     let endpoint: SearchEndpoint
     let dataDirectory: String
     let logger: Logger
@@ -22,23 +23,22 @@ struct DaemonAPI: Sendable {
         router.post("v1/search") { request, _ in try await search(request) }
         router.get("v1/chunks/:id") { _, context in try chunk(context.parameters.require("id")) }
         router.post("v1/sync") { _, _ in try await sync() }
+        router.post("v1/rollback") { _, _ in try await rollback() }
+        router.post("v1/export") { request, _ in try await export(request) }
     }
 
     /// The allowed methods of each route, for 405 answers (`*` matches one path segment).
     static let routes: [(path: [String], methods: [HTTPRequest.Method])] = [
         (["healthz"], [.get]), (["v1", "status"], [.get]), (["v1", "search"], [.post]),
-        (["v1", "chunks", "*"], [.get]), (["v1", "sync"], [.post]),
+        (["v1", "chunks", "*"], [.get]), (["v1", "sync"], [.post]), (["v1", "rollback"], [.post]),
+        (["v1", "export"], [.post]),
     ]
 
     // MARK: Handlers
 
     func search(_ request: Request) async throws -> Response {
         let answer = try await endpoint.search(
-            contentType: request.headers[.contentType], contentLength: request.headers[.contentLength],
-            readBody: { limit in
-                var buffer = try await request.body.collect(upTo: limit)
-                return buffer.readBytes(length: buffer.readableBytes) ?? []
-            },
+            body: try await readBody(request),
             flags: {
                 let sync = await status.syncStatus()
                 return (sync.online, sync.stale)
@@ -50,6 +50,14 @@ struct DaemonAPI: Sendable {
                 return serving
             })
         return Self.json(bytes: answer)
+    }
+
+    /// The request's JSON body, with the search endpoint's content-type and size rules.
+    func readBody(_ request: Request) async throws(APIError) -> [UInt8] {
+        try await endpoint.body(contentType: request.headers[.contentType], contentLength: request.headers[.contentLength]) { limit in
+            var buffer = try await request.body.collect(upTo: limit)
+            return buffer.readBytes(length: buffer.readableBytes) ?? []
+        }
     }
 
     func chunk(_ rawID: String) throws -> Response {

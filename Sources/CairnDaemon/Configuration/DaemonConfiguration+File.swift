@@ -14,6 +14,7 @@ extension DaemonConfiguration {
         "source", "channel", "trusted_key", "data_dir", "socket", "poll_interval", "socket_mode",
         "socket_group", "log_level", "max_concurrent_queries", "max_queued_queries", "max_body_bytes",
         "max_connections", "idle_timeout", "backoff_min", "backoff_max", "bandwidth_cap",
+        "stall_timeout",
     ]
 
     /// Parses config file text: `key = value` lines; blank lines and lines starting with `#`
@@ -82,6 +83,9 @@ extension DaemonConfiguration {
             case "bandwidth_cap":
                 guard let bytes = Int64(v), bytes >= 0 else { throw bad("bytes per second (0 for no cap)") }
                 bandwidthCap = bytes == 0 ? nil : bytes
+            case "stall_timeout":
+                guard let seconds = Double(v), seconds >= 1 else { throw bad("at least 1 second") }
+                stallTimeout = seconds
             case "idle_timeout":
                 guard let seconds = Double(v), seconds > 0 else { throw bad("a positive number of seconds") }
                 idleTimeout = seconds

@@ -15,6 +15,7 @@ public struct Device: Sendable {
     public let requestSync: (@Sendable () -> Void)?
 
     /// Locks and recovers the data directory, loads the trusted keys and builds the services.
+    /// Rollback and export work with or without sources.
     /// Throws `bad_configuration` (exit 2) for unreadable keys, `data_dir_locked` when another
     /// cairnd holds the directory, `socket_in_use` for a live socket.
     public static func build(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) -> Device {
@@ -33,16 +34,13 @@ public struct Device: Sendable {
         let sync = try syncConfiguration(configuration)
         let holder = IndexHolder()
         let status = SyncStateStatusProvider(directory: directory, configuration: sync)
-        guard !sync.sources.isEmpty else {
-            logger.notice("no sources configured: serving what is installed, never syncing")
-            let daemon = try buildDaemon(configuration: configuration, hooks: DaemonHooks(holder: holder, status: status),
-                                         logger: logger)
-            return Device(services: [daemon], requestSync: nil)
-        }
         let dataDirectory = configuration.dataDirectory
         let syncer = Syncer(configuration: sync, directory: directory, logger: logger, onInstalled: { installed in
             do {
-                let version = try VersionLoader.load(dataDirectory: dataDirectory, reusing: holder.current, logger: logger)
+                // Loading reads every vector: off the threads that answer queries.
+                let version = try await BackgroundWork.run { () throws(DaemonError) in
+                    try VersionLoader.load(dataDirectory: dataDirectory, reusing: holder.current, logger: logger)
+                }
                 holder.install(version)
                 logger.info("now serving", metadata: ["cairn.version": "\(installed.version)"])
             } catch {
@@ -50,10 +48,17 @@ public struct Device: Sendable {
                              metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(error)"])
             }
         })
+        guard !sync.sources.isEmpty else {
+            logger.notice("no sources configured: serving what is installed, never syncing")
+            let daemon = try buildDaemon(configuration: configuration,
+                                         hooks: DaemonHooks(holder: holder, status: status, maintenance: syncer), logger: logger)
+            return Device(services: [daemon], requestSync: nil)
+        }
         let service = SyncService(syncer: syncer, configuration: sync, logger: logger)
         let requestSync: @Sendable () -> Void = { service.requestSync() }
         let daemon = try buildDaemon(configuration: configuration,
-                                     hooks: DaemonHooks(holder: holder, status: status, requestSync: { requestSync() }),
+                                     hooks: DaemonHooks(holder: holder, status: status, requestSync: { requestSync() },
+                                                        maintenance: syncer),
                                      logger: logger)
         return Device(services: [daemon, service], requestSync: requestSync)
     }
@@ -79,6 +84,7 @@ public struct Device: Sendable {
         func duration(_ seconds: Double) -> Duration { .milliseconds(Int64(seconds * 1000)) }
         var transfer = TransferLimits()
         transfer.bandwidthCap = configuration.bandwidthCap
+        transfer.lowSpeedSeconds = Int(configuration.stallTimeout.rounded(.up))
         return SyncConfiguration(sources: configuration.sources, channel: configuration.channel, trustedKeys: keys,
                                  dataDirectory: configuration.dataDirectory,
                                  pollInterval: duration(configuration.pollInterval),

@@ -25,6 +25,6 @@ extension SyncStatus {
         }
         self.init(lastAttempt: state.lastAttempt, lastSuccess: state.lastSuccess, lastError: state.lastError?.message,
                   online: state.lastAttempt == nil ? nil : computed.online, stale: computed.stale,
-                  highestVersionSeen: state.highestVersionSeen, sources: sources)
+                  highestVersionSeen: state.highestVersionSeen, heldBackVersion: state.heldBackVersion, sources: sources)
     }
 }

@@ -44,23 +44,27 @@ public struct SyncStatus: Sendable, Hashable, Codable {
     /// Whether the installed version is older than the sync side tolerates (or expired).
     public var stale: Bool?
     public var highestVersionSeen: Int?
+    /// The version `cairn rollback` rolled back from; sync installs only newer ones.
+    public var heldBackVersion: Int?
     public var sources: [Source]
 
     public init(lastAttempt: String? = nil, lastSuccess: String? = nil, lastError: String? = nil,
-                online: Bool? = nil, stale: Bool? = nil, highestVersionSeen: Int? = nil, sources: [Source] = []) {
+                online: Bool? = nil, stale: Bool? = nil, highestVersionSeen: Int? = nil, heldBackVersion: Int? = nil,
+                sources: [Source] = []) {
         self.lastAttempt = lastAttempt
         self.lastSuccess = lastSuccess
         self.lastError = lastError
         self.online = online
         self.stale = stale
         self.highestVersionSeen = highestVersionSeen
+        self.heldBackVersion = heldBackVersion
         self.sources = sources
     }
 
     enum CodingKeys: String, CodingKey {
         case lastAttempt = "last_attempt", lastSuccess = "last_success", lastError = "last_error"
         case online, stale
-        case highestVersionSeen = "highest_version_seen"
+        case highestVersionSeen = "highest_version_seen", heldBackVersion = "held_back_version"
         case sources
     }
 
@@ -73,6 +77,7 @@ public struct SyncStatus: Sendable, Hashable, Codable {
         online = try? c.decodeIfPresent(Bool.self, forKey: .online)
         stale = try? c.decodeIfPresent(Bool.self, forKey: .stale)
         highestVersionSeen = try? c.decodeIfPresent(Int.self, forKey: .highestVersionSeen)
+        heldBackVersion = try? c.decodeIfPresent(Int.self, forKey: .heldBackVersion)
         sources = (try? c.decodeIfPresent([Source].self, forKey: .sources)) ?? []
     }
 
@@ -84,6 +89,7 @@ public struct SyncStatus: Sendable, Hashable, Codable {
         try c.encode(online, forKey: .online)
         try c.encode(stale, forKey: .stale)
         try c.encode(highestVersionSeen, forKey: .highestVersionSeen)
+        try c.encode(heldBackVersion, forKey: .heldBackVersion)
         try c.encode(sources, forKey: .sources)
     }
 }

@@ -10,6 +10,8 @@ import Darwin
 /// Builds snapshot files (see `SnapshotSchema`) and applies deltas to copies of them.
 public enum SnapshotWriter {
     /// Writes a new snapshot holding exactly `entries` at `path`, which must not exist yet.
+    /// Rows are inserted in UTF-8 byte order of their ids, whatever order `entries` has, so the
+    /// same rows always give the same file (protocol/snapshot.md, "Reproducible bytes").
     ///
     /// `meta.chunkCount` and `meta.stateRoot` must describe `entries` (see
     /// `SnapshotMeta.init(channel:version:dimension:modelID:entries:)`), and every vector must
@@ -33,8 +35,9 @@ public enum SnapshotWriter {
                 : IndexError(.sqlite, "cannot create the snapshot file: \(String(cString: strerror(code)))")
         }
         close(fd)
+        let ordered = entries.sorted { $0.0.id.utf8.lexicographicallyPrecedes($1.0.id.utf8) }
         do {
-            try write(at: path, meta: meta, entries: entries)
+            try write(at: path, meta: meta, entries: ordered)
         } catch {
             unlink(path)
             unlink(path + "-journal")

@@ -17,21 +17,26 @@ public struct SearchEndpoint: Sendable {
         self.logger = logger
     }
 
-    /// The answer's JSON bytes.
+    /// A request body that must be JSON: the content type checked (415 `bad_content_type`),
+    /// and at most `maxBodyBytes` read (413 `body_too_large`, before reading when the declared
+    /// length is over).
     /// - Parameters:
     ///   - contentType, contentLength: the request's headers, when present.
     ///   - readBody: collects the body, at most `limit` bytes (throwing past it).
+    public func body(contentType: String?, contentLength: String?,
+                     readBody: (_ limit: Int) async throws -> [UInt8]) async throws(APIError) -> [UInt8] {
+        try Self.checkContentType(contentType)
+        if let declared = contentLength.flatMap(Int.init), declared > maxBodyBytes { throw .bodyTooLarge(limit: maxBodyBytes) }
+        do { return try await readBody(maxBodyBytes) } catch { throw .bodyTooLarge(limit: maxBodyBytes) }
+    }
+
+    /// The answer's JSON bytes for a search request body (read with `body(…)`).
+    /// - Parameters:
     ///   - flags: `online` / `stale` at the time of the answer (nil: unknown or not applicable).
     ///   - version: the version to search, called once on the worker that runs the search, so
     ///     it may block (load a version) and every result comes from the one it returns.
-    public func search(contentType: String?, contentLength: String?,
-                       readBody: (_ limit: Int) async throws -> [UInt8],
-                       flags: () async -> (online: Bool?, stale: Bool?),
+    public func search(body: [UInt8], flags: () async -> (online: Bool?, stale: Bool?),
                        version: @escaping @Sendable () throws(APIError) -> ServingVersion) async throws(APIError) -> [UInt8] {
-        try Self.checkContentType(contentType)
-        if let declared = contentLength.flatMap(Int.init), declared > maxBodyBytes { throw .bodyTooLarge(limit: maxBodyBytes) }
-        let body: [UInt8]
-        do { body = try await readBody(maxBodyBytes) } catch { throw .bodyTooLarge(limit: maxBodyBytes) }
         let request = try SearchBody.parse(body)
         let (online, stale) = await flags()
         let logger = self.logger

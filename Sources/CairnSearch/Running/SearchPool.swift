@@ -19,12 +19,8 @@ public final class SearchPool: Sendable {
     public init(threads: Int, queueLimit: Int) {
         self.threads = max(1, threads)
         queue = JobQueue(capacity: self.threads + max(0, queueLimit))
-        for index in 0..<self.threads {
-            let worker = Thread { [queue] in
-                // Named from inside: on Linux a name set before start() is not applied.
-                Thread.current.name = "cairn-search-\(index)"
-                queue.work()
-            }
+        for _ in 0..<self.threads {
+            let worker = Thread { [queue] in queue.work() }
             worker.stackSize = 8 << 20
             worker.start()
         }

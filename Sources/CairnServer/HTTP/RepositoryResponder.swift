@@ -68,12 +68,13 @@ struct RepositoryResponder: HTTPResponder {
                 throw APIError(404, "search_disabled", "online search is not enabled on this server (online_search = true)")
             }
             guard request.method == .post else { throw APIError(405, "method_not_allowed", "use POST on this endpoint", allow: "POST") }
-            let answer = try await search.endpoint.search(
-                contentType: request.headers[.contentType], contentLength: request.headers[.contentLength],
-                readBody: { limit in
+            let body = try await search.endpoint.body(
+                contentType: request.headers[.contentType], contentLength: request.headers[.contentLength]) { limit in
                     var buffer = try await request.body.collect(upTo: limit)
                     return buffer.readBytes(length: buffer.readableBytes) ?? []
-                },
+                }
+            let answer = try await search.endpoint.search(
+                body: body,
                 // The server is the source: there is no sync whose state to report.
                 flags: { (nil, nil) },
                 version: { () throws(APIError) -> ServingVersion in try search.version(channel: channel) })

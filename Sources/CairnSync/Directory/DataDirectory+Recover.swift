@@ -32,9 +32,13 @@ extension DataDirectory {
 
         let installed = installed()
         var state = readState()
-        if state.installedVersion != installed?.version {
+        // A rollback records its held-back version before it swaps: equal to the installed one,
+        // the swap never happened.
+        let unfinishedRollback = state.heldBackVersion != nil && state.heldBackVersion == installed?.version
+        if state.installedVersion != installed?.version || unfinishedRollback {
             state.installedVersion = installed?.version
             state.installedStateRoot = installed?.stateRoot.hex
+            if unfinishedRollback { state.heldBackVersion = nil }
             try writeState(state)
         }
         return installed

@@ -2,12 +2,16 @@ import CairnCore
 import CairnStore
 import Foundation
 import Logging
+import Synchronization
 
 /// The device data directory (protocol/data-directory.md), locked for this process while the
 /// value lives: a second `DataDirectory` on the same folder (another cairnd) is refused.
 public final class DataDirectory: Sendable {
     public let path: String
     private let lockDescriptor: Int32
+    /// The newest state when `state.json` could not be written (a full or read-only disk), so
+    /// that status still says why; nil once a write succeeds.
+    private let unsaved = Mutex<SyncState?>(nil)
     let logger: Logger
 
     public var versionsPath: String { path + "/versions" }
@@ -16,6 +20,8 @@ public final class DataDirectory: Sendable {
     public var statePath: String { path + "/state.json" }
     public var currentLink: String { path + "/current" }
     public var previousLink: String { path + "/previous" }
+    /// The verified compressed snapshot kept in a version folder installed from it.
+    public static let snapshotBlobFile = "snapshot.blob"
 
     /// Creates the folder layout if missing and takes `DIR/lock` (flock, exclusive, non-blocking).
     /// - Throws: `SyncError` `.locked` when another process (or another `DataDirectory` in this
@@ -26,7 +32,9 @@ public final class DataDirectory: Sendable {
                 throw SyncError(.io, "cannot create the data directory \(folder)", cause: error)
             }
         }
-        let fd = open(path + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        // Read-only: flock needs no write access, and a descriptor open for writing would keep
+        // the file system from being remounted read-only (which the fault tests do).
+        let fd = open(path + "/lock", O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw SyncError(.io, "cannot open \(path)/lock: \(String(cString: strerror(errno)))") }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             close(fd)
@@ -41,8 +49,10 @@ public final class DataDirectory: Sendable {
 
     // MARK: State
 
-    /// The persisted state; an empty state when the file is missing or unreadable.
+    /// The newest state: the one a failed write could not save (a full or read-only disk), else
+    /// `state.json`; an empty state when the file is missing or unreadable.
     public func readState() -> SyncState {
+        if let state = unsaved.withLock({ $0 }) { return state }
         guard let bytes = try? FileSystem.read(statePath),
               let state = try? JSONDecoder().decode(SyncState.self, from: Data(bytes)) else { return SyncState() }
         return state
@@ -55,7 +65,9 @@ public final class DataDirectory: Sendable {
         do {
             let data = try encoder.encode(state)
             try FileSystem.writeAtomically(Array(data) + [0x0A], to: statePath)
+            unsaved.withLock { $0 = nil }
         } catch {
+            unsaved.withLock { $0 = state }
             throw SyncError(.io, "cannot write \(statePath)", cause: error)
         }
     }

@@ -15,6 +15,8 @@ public struct InstalledVersion: Sendable, Equatable {
     public var indexPath: String { directory + "/index.sqlite" }
     /// `DIR/versions/<n>/manifest.json`.
     public var manifestPath: String { directory + "/manifest.json" }
+    /// `DIR/versions/<n>/snapshot.blob`: present when the version was installed from its full snapshot.
+    public var snapshotBlobPath: String { directory + "/" + DataDirectory.snapshotBlobFile }
 
     public init(version: Int, stateRoot: ContentID, directory: String, manifest: Manifest, modelDirectory: String?) {
         self.version = version

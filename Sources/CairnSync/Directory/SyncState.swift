@@ -40,6 +40,8 @@ public struct SyncState: Codable, Sendable, Equatable {
     public var lastCheck: String?
     public var lastError: LastError?
     public var highestVersionSeen: Int?
+    /// The version `cairn rollback` rolled back from: sync installs only newer ones.
+    public var heldBackVersion: Int?
     public var attempts: Int?
     public var sources: [SourceHealth]?
 
@@ -49,7 +51,7 @@ public struct SyncState: Codable, Sendable, Equatable {
         case installedVersion = "installed_version", installedStateRoot = "installed_state_root"
         case lastAttempt = "last_attempt", lastAttemptReachedSource = "last_attempt_reached_source"
         case lastSuccess = "last_success", lastCheck = "last_check", lastError = "last_error"
-        case highestVersionSeen = "highest_version_seen", attempts, sources
+        case highestVersionSeen = "highest_version_seen", heldBackVersion = "held_back_version", attempts, sources
     }
 
     /// The health entry for `url`, created when missing.

@@ -6,6 +6,8 @@ public struct SyncStatus: Sendable, Equatable {
     public var installedVersion: Int?
     public var installedStateRoot: String?
     public var highestVersionSeen: Int?
+    /// The version rolled back from; sync installs only newer ones.
+    public var heldBackVersion: Int?
     public var lastAttempt: String?
     public var lastSuccess: String?
     public var lastCheck: String?
@@ -23,6 +25,7 @@ public struct SyncStatus: Sendable, Equatable {
         installedVersion = installed?.version ?? state.installedVersion
         installedStateRoot = installed?.stateRoot.hex ?? state.installedStateRoot
         highestVersionSeen = state.highestVersionSeen
+        heldBackVersion = state.heldBackVersion
         lastAttempt = state.lastAttempt
         lastSuccess = state.lastSuccess
         lastCheck = state.lastCheck
@@ -30,7 +33,8 @@ public struct SyncStatus: Sendable, Equatable {
         online = state.lastAttemptReachedSource ?? false
         let nowStamp = Timestamp(now) ?? Timestamp(secondsSince1970: 0)!
         expired = installed.map { $0.manifest.isExpired(at: nowStamp) } ?? false
-        let behind = (state.highestVersionSeen ?? 0) > (installed?.version ?? 0)
+        // A version held back by a rollback is known and refused on purpose: not "behind".
+        let behind = (state.highestVersionSeen ?? 0) > max(installed?.version ?? 0, state.heldBackVersion ?? 0)
         let window = Double(pollInterval.components.seconds) * Double(max(1, staleAfterPolls))
         let checkedRecently = state.lastCheck.flatMap(Timestamp.init(rfc3339:)).map {
             Double(nowStamp.secondsSince1970 - $0.secondsSince1970) <= window

@@ -71,7 +71,13 @@ public struct Downloader: Sendable {
         if context.exceeded {
             throw SyncError(.sizeExceeded, "the \(what) is larger than the \(context.limit) bytes allowed; transfer aborted")
         }
-        if context.writeFailed { throw SyncError(.io, "cannot write the \(what) to the staging folder") }
+        if context.writeFailed {
+            let reason = String(cString: strerror(context.writeErrno))
+            if [ENOSPC, EFBIG, EDQUOT].contains(context.writeErrno) {
+                throw SyncError(.diskFull, "the disk filled while downloading the \(what) (\(reason)); it resumes when space returns")
+            }
+            throw SyncError(.io, "cannot write the \(what) to the staging folder: \(reason)")
+        }
         if outcome.code == CURLE_ABORTED_BY_CALLBACK { throw SyncError(.cancelled, "the \(what) transfer was cancelled") }
         if outcome.status >= 400 || (outcome.status > 0 && outcome.status < 200) || (300..<400).contains(outcome.status) {
             throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) for the \(what)")

@@ -25,6 +25,8 @@ final class TransferContext: @unchecked Sendable {
     private var discarding = false
     var exceeded = false
     var writeFailed = false
+    /// The errno of the failed write (ENOSPC, EFBIG, EROFS…).
+    var writeErrno: Int32 = 0
     var restartedFromZero = false
     var etag: String?
 
@@ -49,6 +51,7 @@ final class TransferContext: @unchecked Sendable {
                 if result < 0 {
                     if errno == EINTR { continue }
                     writeFailed = true
+                    writeErrno = errno
                     return 0
                 }
                 done += result

@@ -12,7 +12,7 @@ enum IndexBuilder {
         do {
             try Zlib.decompress(try FileSystem.read(blob), toNewFile: output, size: uncompressedSize)
         } catch {
-            let code: SyncError.Code = error.code == .diskFull ? .diskFull : error.code == .io ? .io : .installFailed
+            let code: SyncError.Code = error.code == .diskFull ? .diskFull : .installFailed
             throw SyncError(code, "the snapshot cannot be installed: \(error.message)", cause: error)
         }
     }
@@ -22,8 +22,12 @@ enum IndexBuilder {
                            installed: InstalledVersion, to output: String) throws(SyncError) {
         do {
             try FileManager.default.copyItem(atPath: installed.indexPath, toPath: output)
+        } catch let error as CocoaError where error.code == .fileWriteOutOfSpace {
+            unlink(output)
+            throw SyncError(.diskFull, "the disk filled while copying the installed index to apply the delta")
         } catch {
-            throw SyncError(.io, "cannot copy the installed index beside it")
+            unlink(output)
+            throw SyncError(.io, "cannot copy the installed index beside it: \(error.localizedDescription)")
         }
         let delta: Delta
         do {

@@ -35,6 +35,8 @@ public struct SyncPlanner: Sendable {
     public enum Decision: Sendable {
         /// The manifest describes the installed version: nothing to do.
         case upToDate
+        /// Newer than the installed version but not than the one a rollback held back: skipped.
+        case heldBack
         /// Install `manifest` by `path` (falling back to the full snapshot if a delta fails).
         case install(Manifest, Path)
         /// Refused; the installed version keeps serving.
@@ -43,14 +45,17 @@ public struct SyncPlanner: Sendable {
 
     public var channel: String
     public var installed: Installed?
+    /// The version `cairn rollback` rolled back from; only newer versions are installed.
+    public var heldBack: Int?
 
-    public init(channel: String, installed: Installed?) {
+    public init(channel: String, installed: Installed?, heldBack: Int? = nil) {
         self.channel = channel
         self.installed = installed
+        self.heldBack = heldBack
     }
 
-    /// Checks, in order: format, channel, version (equal: up to date; lower: rollback), expiry
-    /// at `now`, then chooses the cheapest path: a delta from exactly the installed version and
+    /// Checks, in order: format, channel, version (equal: up to date; lower: rollback; not above
+    /// a held-back version: skipped), expiry at `now`, then chooses the cheapest path: a delta from exactly the installed version and
     /// state root with the same model, when smaller than the full snapshot.
     public func decide(_ manifest: Manifest, now: Timestamp) -> Decision {
         guard manifest.formatVersion == Manifest.currentFormatVersion else {
@@ -69,6 +74,9 @@ public struct SyncPlanner: Sendable {
             guard manifest.version > installed.version else {
                 return .refuse(SyncError(.rollback, "the manifest's version \(manifest.version) is older than the installed \(installed.version); rollback refused"))
             }
+        }
+        if let heldBack, manifest.version <= heldBack {
+            return .heldBack
         }
         guard !manifest.isExpired(at: now) else {
             return .refuse(SyncError(.expired, "manifest version \(manifest.version) expired at \(manifest.expires); refused (freeze protection), the installed version keeps serving"))

@@ -13,7 +13,7 @@ extension Syncer {
         for _ in 0..<2 {
             let resumed = Downloader.fileSize(partial) > 0
             lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(size)))
-            if try Self.hashFile(partial) == id { return partial }
+            if try await BackgroundWork.run({ () throws(SyncError) in try Self.hashFile(partial) }) == id { return partial }
             unlink(partial)
             if !resumed { break }
             logger.info("resumed blob failed its hash; downloading it again whole", metadata: ["cairn.sync.blob": "\(id.hex.prefix(12))"])

@@ -14,12 +14,27 @@ extension Syncer {
         try? FileManager.default.removeItem(atPath: partial)
         do { try FileSystem.makeDirectory(partial) } catch { throw SyncError(.io, "cannot create \(partial)", cause: error) }
         let index = partial + "/index.sqlite"
+        let clock = ContinuousClock()
         do {
+            let start = clock.now
             try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index)
-            try IndexBuilder.verify(index: index, manifest: manifest)
-            try IndexBuilder.runCanaries(manifest.canaries, index: index, modelDirectory: model,
-                                         maximumTokens: manifest.model.maxTokens)
-            return try finish(manifest: manifest, bytes: bytes, partial: partial, model: model)
+            let built = clock.now
+            try await BackgroundWork.run { () throws(SyncError) in
+                try IndexBuilder.verify(index: index, manifest: manifest)
+            }
+            let verified = clock.now
+            try await BackgroundWork.run { () throws(SyncError) in
+                try IndexBuilder.runCanaries(manifest.canaries, index: index, modelDirectory: model,
+                                             maximumTokens: manifest.model.maxTokens)
+            }
+            let checked = clock.now
+            let version = try finish(manifest: manifest, bytes: bytes, partial: partial, model: model)
+            logger.info("install timings", metadata: [
+                "cairn.sync.version": "\(manifest.version)",
+                "cairn.sync.build_ms": "\((built - start).milliseconds)", "cairn.sync.verify_ms": "\((verified - built).milliseconds)",
+                "cairn.sync.canaries_ms": "\((checked - verified).milliseconds)", "cairn.sync.swap_ms": "\((clock.now - checked).milliseconds)",
+            ])
+            return version
         } catch {
             try? FileManager.default.removeItem(atPath: partial)
             throw error
@@ -33,10 +48,13 @@ extension Syncer {
         if case .delta(let ref) = path, let installed {
             do {
                 let blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size)
-                try IndexBuilder.applyDelta(blob: blob, ref: ref, manifest: manifest, installed: installed, to: index)
+                try await BackgroundWork.run { () throws(SyncError) in
+                    try IndexBuilder.applyDelta(blob: blob, ref: ref, manifest: manifest, installed: installed, to: index)
+                }
                 return
             } catch {
-                if error.code == .cancelled { throw error }
+                // A full disk will not take the larger snapshot either.
+                if error.code == .cancelled || error.code == .diskFull { throw error }
                 logger.info("delta path failed; falling back to the full snapshot", metadata: ["cairn.sync.error": "\(error.code)"])
                 unlink(index)
                 try checkDiskSpace(manifest: manifest, path: .full(manifest.snapshot), installed: installed)
@@ -44,7 +62,12 @@ extension Syncer {
         }
         let snapshot = manifest.snapshot
         let blob = try await fetchBlob(base: base, id: snapshot.sha256, size: snapshot.size)
-        try IndexBuilder.decompress(blob: blob, to: index, uncompressedSize: snapshot.uncompressedSize)
+        try await BackgroundWork.run { () throws(SyncError) in
+            try IndexBuilder.decompress(blob: blob, to: index, uncompressedSize: snapshot.uncompressedSize)
+        }
+        // Kept for `cairn export`: the verified, signed bytes (a rename, not a copy).
+        let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectory.snapshotBlobFile
+        guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the snapshot blob in \(kept)") }
     }
 
     /// Writes the manifest and model link, fsyncs, renames the folder into place, swaps the
@@ -61,6 +84,9 @@ extension Syncer {
                 }
             }
             try Self.fsyncFile(partial + "/index.sqlite")
+            if FileSystem.exists(partial + "/" + DataDirectory.snapshotBlobFile) {
+                try Self.fsyncFile(partial + "/" + DataDirectory.snapshotBlobFile)
+            }
             try FileSystem.syncDirectory(partial)
             try? FileManager.default.removeItem(atPath: final)
             guard rename(partial, final) == 0 else { throw SyncError(.io, "cannot rename \(partial) into place") }

@@ -25,6 +25,9 @@ public actor Syncer {
     let onInstalled: @Sendable (InstalledVersion) async -> Void
     /// What the last attempt put on the wire.
     public internal(set) var lastAttemptStats = TransferStats()
+    /// Whether an attempt, rollback or export runs; the actor is reentrant across their awaits.
+    private var busy = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
 
     /// - Parameters:
     ///   - now: the wall clock used for expiry and timestamps (injectable for tests).
@@ -43,6 +46,10 @@ public actor Syncer {
     /// One attempt over the sources in order; the first that yields a verified answer ends it.
     @discardableResult
     public func syncOnce() async -> SyncOutcome {
+        await exclusively { () async -> SyncOutcome in await self.attemptAll() }
+    }
+
+    private func attemptAll() async -> SyncOutcome {
         var state = directory.readState()
         state.lastAttempt = SyncState.time(now())
         state.attempts = (state.attempts ?? 0) + 1
@@ -90,7 +97,19 @@ public actor Syncer {
         return .failed(error)
     }
 
-    private func persist(_ state: SyncState) {
+    /// Runs `body` when no other attempt, rollback or export runs (FIFO), so none of them sees
+    /// another's half-done work across an `await`.
+    func exclusively<T: Sendable, E: Error>(_ body: () async throws(E) -> T) async throws(E) -> T {
+        while busy { await withCheckedContinuation { waiting.append($0) } }
+        busy = true
+        defer {
+            busy = false
+            if !waiting.isEmpty { waiting.removeFirst().resume() }
+        }
+        return try await body()
+    }
+
+    func persist(_ state: SyncState) {
         do { try directory.writeState(state) } catch {
             logger.warning("cannot persist sync state: \(error)")
         }
@@ -118,9 +137,14 @@ public actor Syncer {
         }
         let planner = SyncPlanner(channel: configuration.channel, installed: installed.map {
             .init(version: $0.version, stateRoot: $0.stateRoot, dimension: $0.manifest.dimension, modelID: $0.manifest.model.id)
-        })
+        }, heldBack: state.heldBackVersion)
         switch planner.decide(manifest, now: Timestamp(now()) ?? manifest.created) {
         case .upToDate:
+            state.withSource(source) { $0.etag = newETag }
+            return .upToDate(version: installed?.version)
+        case .heldBack:
+            logger.info("newest version is held back by a rollback; waiting for a newer one",
+                        metadata: ["cairn.sync.version": "\(manifest.version)"])
             state.withSource(source) { $0.etag = newETag }
             return .upToDate(version: installed?.version)
         case .refuse(let error):
@@ -129,6 +153,7 @@ public actor Syncer {
             let version = try await install(manifest: manifest, bytes: bytes, path: path, base: base, installed: installed)
             state.installedVersion = version.version
             state.installedStateRoot = version.stateRoot.hex
+            state.heldBackVersion = nil
             state.withSource(source) { $0.etag = newETag }
             return .installed(version)
         }

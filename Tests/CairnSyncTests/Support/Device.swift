@@ -38,7 +38,4 @@ extension SyncOutcome {
 }
 
 let nginxAvailable = Nginx.binary != nil
-let pythonAvailable = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
-    || (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").contains {
-        FileManager.default.isExecutableFile(atPath: "\($0)/python3")
-    }
+let pythonAvailable = FaultServer.available

@@ -7,6 +7,13 @@ request misbehaves for blob paths (/blobs/...):
   --stall-after N  every blob response sends N body bytes, then stops sending (keeps the socket)
   --corrupt        every blob body is served with its bytes inverted
   --status CODE    every request is answered with CODE and a short body
+  --control FILE   a JSON object read at every request; while present its keys replace the
+                   flags above (cut_after, stall_after, corrupt, status, applied to every blob
+                   response, not once) and add: flip_bit (absolute bit offset in the blob to
+                   invert), truncate (serve the blob as if it held only its first N bytes),
+                   length_delta (announce a Content-Length off by N, then close), html (answer
+                   blobs with a 200 HTML page), rate (body bytes per second, ten pieces a second)
+  --port N         listen on N instead of a port chosen by the OS (to come back after a kill)
 Each request is logged to --log as one line: "<path> <status> <range or -> <body bytes sent>".
 The bound port (on 127.0.0.1, chosen by the OS) is written to --port-file once listening.
 """
@@ -15,6 +22,9 @@ import http.server
 import os
 import signal
 import threading
+
+import json
+import time
 
 args = None
 cut_done = threading.Event()
@@ -41,13 +51,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def serve(self, head):
         path = self.path.split("?")[0]
         rng = self.headers.get("Range")
-        if args.status:
+        fault = faults()
+        if fault.get("status"):
             body = b"fault server error\n"
-            self.send_response(args.status)
+            self.send_response(fault["status"])
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
-            log(path, args.status, rng, len(body))
+            log(path, fault["status"], rng, len(body))
             return
         full = os.path.realpath(os.path.join(args.root, path.lstrip("/")))
         if not full.startswith(os.path.realpath(args.root)) or not os.path.isfile(full):
@@ -58,6 +69,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         with open(full, "rb") as f:
             data = f.read()
+        blob = path.startswith("/blobs/")
+        if blob and fault.get("html"):
+            page = b"<!DOCTYPE html><html><body><h1>Welcome to the captive portal</h1></body></html>\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(page)
+            log(path, 200, rng, len(page))
+            return
+        if blob and fault.get("truncate") is not None:
+            data = data[:fault["truncate"]]
         start, end, status = 0, len(data) - 1, 200
         if rng and rng.startswith("bytes="):
             first, _, last = rng[6:].partition("-")
@@ -72,11 +96,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return
             status = 206
         body = data[start:end + 1]
-        blob = path.startswith("/blobs/")
-        if blob and args.corrupt:
+        if blob and fault.get("corrupt"):
             body = bytes(b ^ 0xFF for b in body)
+        flip = fault.get("flip_bit") if blob else None
+        if flip is not None and start <= flip // 8 <= end:
+            body = bytearray(body)
+            body[flip // 8 - start] ^= 1 << (flip % 8)
+            body = bytes(body)
+        delta = fault.get("length_delta", 0) if blob else 0
         self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(max(0, len(body) + delta)))
         if status == 206:
             self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
         self.send_header("Accept-Ranges", "bytes")
@@ -85,23 +114,53 @@ class Handler(http.server.BaseHTTPRequestHandler):
             log(path, status, rng, 0)
             return
         limit = len(body)
-        if blob and args.cut_after is not None and not cut_done.is_set():
+        if blob and delta < 0:
+            limit = len(body) + delta
+        if blob and fault.get("cut_after") is not None and (control_active() or not cut_done.is_set()):
             cut_done.set()
-            limit = min(limit, args.cut_after)
-        stall = blob and args.stall_after is not None
+            limit = min(limit, fault["cut_after"])
+        stall = blob and fault.get("stall_after") is not None
         if stall:
-            limit = min(limit, args.stall_after)
-        self.wfile.write(body[:limit])
-        self.wfile.flush()
+            limit = min(limit, fault["stall_after"])
+        rate = fault.get("rate") if blob else None
+        if rate:
+            try:
+                size = max(1, min(4096, rate // 10))  # ten pieces a second
+                for piece in range(0, limit, size):
+                    self.wfile.write(body[piece:min(limit, piece + size)])
+                    self.wfile.flush()
+                    time.sleep(min(size, limit - piece) / rate)
+            except OSError:
+                log(path, status, rng, -1)
+                return
+        else:
+            self.wfile.write(body[:limit])
+            self.wfile.flush()
         log(path, status, rng, limit)
         if stall:
             try:  # send nothing more until the client gives up (its low-speed limit)
                 self.rfile.read(1)
             except OSError:
                 pass
-        if limit < len(body):
+        if limit < len(body) or delta > 0:
             self.close_connection = True
             self.connection.shutdown(2)
+
+
+def control_active():
+    return args.control is not None and os.path.exists(args.control)
+
+
+def faults():
+    """The faults in force for this request: the control file's, else the flags'."""
+    if control_active():
+        try:
+            with open(args.control) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            pass
+    return {"cut_after": args.cut_after, "stall_after": args.stall_after, "corrupt": args.corrupt,
+            "status": args.status}
 
 
 def main():
@@ -114,12 +173,14 @@ def main():
     parser.add_argument("--stall-after", type=int)
     parser.add_argument("--corrupt", action="store_true")
     parser.add_argument("--status", type=int)
+    parser.add_argument("--control")
+    parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
     # The test runner's threads block signals and a spawned child inherits that mask: unblock
     # SIGTERM/SIGINT so that the test can stop this server.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     tmp = args.port_file + ".tmp"
     with open(tmp, "w") as f:

@@ -1,0 +1,76 @@
+// cairn-bench sync-watch --socket PATH --version N [--query TEXT] [--mode M] [--after 50]
+// cairn-bench inflate-hash --blob FILE --size N
+//
+// sync-watch: what a client sees while cairnd installs a version. One client queries over the
+// real socket back to back (one connection per request, as `cairn` does); after 20 warm-up
+// queries it sends `POST /v1/sync` and keeps querying until answers come from version N,
+// then `--after` more. Prints {sync_ms (sync request → first answer from version N), queries,
+// errors, median_ms (all queries), max_during_ms (queries that started during the install),
+// during, p99_ms}.
+//
+// inflate-hash: the floor an install cannot beat: SHA-256 of the compressed blob and zlib
+// inflation of it into memory, with the same CairnStore and CairnCore code cairnd uses.
+import CairnCore
+import CairnDaemon
+import CairnStore
+import Foundation
+
+func syncWatch(_ arguments: [String]) throws {
+    let client = UnixHTTPClient(socketPath: try requiredOption("--socket", in: arguments), timeout: 60)
+    let target = try intOption("--version", in: arguments, default: 1)
+    let after = try intOption("--after", in: arguments, default: 50)
+    let body = Array(try JSONSerialization.data(withJSONObject: [
+        "query": option("--query", in: arguments) ?? "vitamin d and breast cancer risk", "k": 10,
+        "mode": option("--mode", in: arguments) ?? "hybrid",
+    ]))
+    let clock = ContinuousClock()
+    struct Sample { var start: ContinuousClock.Instant; var ms: Double; var version: Int? }
+    func ask() -> Sample {
+        let start = clock.now
+        let response = try? client.send(method: "POST", path: "/v1/search", body: body)
+        let ms = milliseconds(clock.now - start)
+        guard let response, response.status == 200,
+              let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any] else {
+            return Sample(start: start, ms: ms, version: nil)
+        }
+        return Sample(start: start, ms: ms, version: object["version"] as? Int)
+    }
+    var samples: [Sample] = (0..<20).map { _ in ask() }
+    let requested = clock.now
+    let sync = try client.send(method: "POST", path: "/v1/sync", body: [])
+    guard sync.status == 202 else { throw Failure(description: "POST /v1/sync answered \(sync.status)") }
+    var switched: ContinuousClock.Instant?
+    var extra = 0
+    while extra < after {
+        let sample = ask()
+        samples.append(sample)
+        if switched == nil, sample.version == target { switched = clock.now }
+        if switched != nil { extra += 1 }
+        guard clock.now - requested < .seconds(1800) else { throw Failure(description: "version \(target) never answered") }
+    }
+    let ok = samples.filter { $0.version != nil }
+    let during = samples.filter { $0.start >= requested && $0.start <= switched! }
+    let all = ok.map(\.ms).sorted()
+    try printJSON([
+        "sync_ms": milliseconds(switched! - requested), "queries": samples.count,
+        "errors": samples.count - ok.count, "median_ms": percentile(all, 0.5), "p99_ms": percentile(all, 0.99),
+        "max_during_ms": during.map(\.ms).max() ?? .nan, "during": during.count,
+    ])
+}
+
+func inflateHash(_ arguments: [String]) throws {
+    let path = try requiredOption("--blob", in: arguments)
+    let size = try intOption("--size", in: arguments, default: 1)
+    let clock = ContinuousClock()
+    var best = Double.infinity
+    for _ in 0..<3 {
+        let start = clock.now
+        let blob = try FileSystem.read(path)
+        _ = ContentID(hashing: blob)
+        var produced = 0
+        try Zlib.decompress(blob, limit: size) { produced += $0.count }
+        guard produced == size else { throw Failure(description: "the blob inflates to \(produced) bytes, not \(size)") }
+        best = min(best, milliseconds(clock.now - start))
+    }
+    try printJSON(["inflate_hash_ms": best])
+}

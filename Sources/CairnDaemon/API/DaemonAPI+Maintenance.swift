@@ -1,0 +1,67 @@
+import CairnSearch
+import CairnSync
+import Foundation
+import Hummingbird
+
+/// Rollback and export as the daemon sees them (CairnSync's `Syncer` provides both).
+public protocol DeviceMaintenance: Sendable {
+    func rollback() async throws(SyncError) -> RollbackResult
+    func export(to target: String) async throws(SyncError) -> ExportResult
+}
+
+extension Syncer: DeviceMaintenance {}
+
+/// The body of `POST /v1/rollback`.
+struct RollbackAnswer: Encodable {
+    var version: Int
+    var stateRoot: String
+    var rolledBackFrom: Int
+    var heldBackVersion: Int
+
+    enum CodingKeys: String, CodingKey {
+        case version, stateRoot = "state_root", rolledBackFrom = "rolled_back_from", heldBackVersion = "held_back_version"
+    }
+}
+
+extension DaemonAPI {
+    func rollback() async throws -> Response {
+        let maintenance = try availableMaintenance()
+        let result: RollbackResult
+        do { result = try await maintenance.rollback() } catch { throw Self.apiError(error, failure: "rollback_failed") }
+        return Self.json(RollbackAnswer(version: result.version.version, stateRoot: result.version.stateRoot.hex,
+                                            rolledBackFrom: result.rolledBackFrom, heldBackVersion: result.rolledBackFrom))
+    }
+
+    func export(_ request: Request) async throws -> Response {
+        let body = try await readBody(request)
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else { throw APIError.badJSON() }
+        if let unknown = object.keys.sorted().first(where: { $0 != "to" }) {
+            throw APIError(400, "unknown_field", "`\(unknown)` is not a field of an export request")
+        }
+        guard let target = object["to"] as? String else {
+            throw APIError(400, "bad_path", "send {\"to\": \"/absolute/folder\"}")
+        }
+        let maintenance = try availableMaintenance()
+        let result: ExportResult
+        do { result = try await maintenance.export(to: target) } catch { throw Self.apiError(error, failure: "export_failed") }
+        return Self.json(result)
+    }
+
+    private func availableMaintenance() throws -> any DeviceMaintenance {
+        guard let maintenance else {
+            throw APIError(503, "sync_unavailable", "this cairnd runs without a data directory it manages")
+        }
+        return maintenance
+    }
+
+    /// Refusals keep their code (409/400/503); anything else is an I/O failure named `failure`.
+    static func apiError(_ error: SyncError, failure: String) -> APIError {
+        switch error.code {
+        case .noPreviousVersion, .previousUnusable, .exportTargetNotEmpty, .exportUnreproducible:
+            APIError(409, error.code.name, error.message)
+        case .badPath: APIError(400, "bad_path", error.message)
+        case .notInstalled: APIError.noIndex
+        default: APIError(500, failure, error.message)
+        }
+    }
+}

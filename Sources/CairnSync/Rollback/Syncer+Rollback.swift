@@ -1,0 +1,60 @@
+import CairnCore
+import Foundation
+
+/// What `Syncer.rollback()` did.
+public struct RollbackResult: Sendable, Equatable {
+    /// The version now current (the former previous one).
+    public let version: InstalledVersion
+    /// The version rolled back from, now held back: sync installs only newer ones.
+    public let rolledBackFrom: Int
+}
+
+extension Syncer {
+    /// Makes the previous installed version current again (protocol/data-directory.md,
+    /// "Rollback"): waits for a running attempt, verifies the previous version against its
+    /// signed state root, records the held-back version, swaps `current` atomically, drops
+    /// `previous`, and hands the version to the query path through `onInstalled`.
+    /// - Throws: `.noPreviousVersion` when there is none, `.previousUnusable` when it fails
+    ///   verification (nothing changes), `.io` when the swap fails.
+    public func rollback() async throws(SyncError) -> RollbackResult {
+        try await exclusively { () async throws(SyncError) -> RollbackResult in try await self.rollBackNow() }
+    }
+
+    private func rollBackNow() async throws(SyncError) -> RollbackResult {
+        guard let current = directory.installed(), let previous = directory.previous(),
+              let target = directory.linkTarget(directory.previousLink), previous.version != current.version else {
+            throw SyncError(.noPreviousVersion, "no previous version is kept in \(directory.path); nothing to roll back to")
+        }
+        do {
+            try await BackgroundWork.run { () throws(SyncError) in
+                try IndexBuilder.verify(index: previous.indexPath, manifest: previous.manifest)
+            }
+        } catch {
+            throw SyncError(.previousUnusable, "previous version \(previous.version) fails verification (\(error.message)); nothing was changed",
+                            cause: error)
+        }
+        var state = directory.readState()
+        let heldBefore = state.heldBackVersion
+        state.heldBackVersion = current.version
+        try directory.writeState(state)
+        do {
+            try directory.replaceLink(directory.currentLink, with: target)
+        } catch {
+            state.heldBackVersion = heldBefore
+            persist(state)
+            throw error
+        }
+        unlink(directory.previousLink)
+        try directory.syncFolder(directory.path)
+        guard let now = directory.installed() else {
+            throw SyncError(.io, "the rolled-back version \(previous.version) cannot be read back")
+        }
+        state.installedVersion = now.version
+        state.installedStateRoot = now.stateRoot.hex
+        persist(state)
+        logger.notice("rolled back", metadata: ["cairn.sync.version": "\(now.version)",
+                                                "cairn.sync.held_back_version": "\(current.version)"])
+        await onInstalled(now)
+        return RollbackResult(version: now, rolledBackFrom: current.version)
+    }
+}

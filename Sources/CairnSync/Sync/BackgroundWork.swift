@@ -1,0 +1,26 @@
+import Foundation
+
+/// Heavy, blocking install work (hashing, inflating, applying, verifying, canaries) runs on a
+/// thread of its own at a lower CPU priority, never on the few cooperative threads that the
+/// socket's queries run on: an install then slows queries only as much as sharing the cores
+/// does, and the scheduler prefers the queries.
+public enum BackgroundWork {
+    /// Nice value of install threads (on Linux the nice value is per thread: `setpriority(PRIO_PROCESS, 0, n)` sets the calling thread's).
+    static let niceness: Int32 = 10
+
+    public static func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
+        let result: Result<T, E> = await withCheckedContinuation { continuation in
+            let thread = Thread {
+                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, niceness)
+                continuation.resume(returning: Result { () throws(E) -> T in try body() })
+            }
+            thread.start()
+        }
+        return try result.get()
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, for log metadata.
+    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+}

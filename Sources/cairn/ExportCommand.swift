@@ -1,0 +1,41 @@
+import ArgumentParser
+import Foundation
+
+struct ExportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Write a self-contained repository copy of the installed version (sneakernet).",
+        discussion: """
+            cairnd writes DIR (absent or empty; made absolute here) as its own user. Another \
+            device syncs from it with `--source file:///path/to/DIR` and verifies it like any \
+            source. See protocol/socket-api.md, POST /v1/export.
+            """)
+
+    @OptionGroup var connection: ConnectionOptions
+    @ParentCommand var root: CairnCommand
+    @Option(help: "The folder to write (absent or empty).")
+    var to: String
+    @Flag(help: "Print the daemon's JSON answer.")
+    var json = false
+
+    struct Answer: Decodable {
+        var to: String
+        var version: Int
+        var channel: String
+        var snapshot: String
+        var files: Int
+        var bytes: Int64
+    }
+
+    func run() async throws {
+        let daemon = DaemonConnection(root: root.connection, local: connection)
+        let target = URL(fileURLWithPath: to).standardizedFileURL.path
+        let request = try JSONSerialization.data(withJSONObject: ["to": target])
+        let body = try daemon.call("POST", "/v1/export", body: Array(request), timeout: 3600)
+        if json { return printRaw(body) }
+        let answer = try daemon.decode(Answer.self, from: body)
+        let size = ByteCountFormatter.string(fromByteCount: answer.bytes, countStyle: .file)
+        print("exported version \(answer.version) of channel \(answer.channel) to \(answer.to): \(answer.files) files, \(size)"
+              + " (snapshot \(answer.snapshot)); sync from it with --source file://\(answer.to)")
+    }
+}

@@ -1,0 +1,100 @@
+import CairnCore
+import CairnTestSupport
+import Foundation
+import Testing
+
+/// Bad content from a source that answers fine: corrupt or short blobs (the fault server), and
+/// manifests that are signed but wrong (re-signed here with the publisher's own key, as a
+/// buggy or compromised publisher would), unsigned by a trusted key, replayed or expired.
+/// Each is refused with a one-line reason, nothing is installed, the old version answers, and
+/// the next good version installs.
+@Suite("Faults: content", .serialized, .enabled(if: FaultServer.available, "python3 is not installed"))
+struct ContentFaultTests {
+    @Test("Given a blob with one bit flipped at a random position, then it is refused as hash_mismatch each time")
+    func flippedBit() async throws {
+        let rig = try await Rig()
+        defer { rig.stop() }
+        let report = FaultReport("one flipped bit at a random position")
+        var positions: [Int] = []
+        for number in 1...6 {
+            await report.trial(number) {
+                let old = rig.version
+                let new = try rig.publishNext()
+                // Every blob of this version is at least this long, so the flip hits each one fetched.
+                let bits = (try rig.currentBlobs().map(\.size).min() ?? 1) * 8
+                let position = Int.random(in: 0..<bits)
+                positions.append(position)
+                try rig.server.set(["flip_bit": position])
+                let outcome = try await rig.syncAttempt()
+                if let problem = rig.refusal(outcome, codes: ["hash_mismatch"], old: old) { return problem }
+                try rig.server.clear()
+                return try await rig.recovery(to: new)
+            }
+        }
+        #expect(report.finish("hash_mismatch, nothing installed; bit positions \(positions.sorted())"))
+    }
+
+    @Test("Given manifests that are wrong in each way a device must catch, then each is refused, nothing installed, and the next good version installs")
+    func refusedManifests() async throws {
+        let rig = try await Rig()
+        defer { rig.stop() }
+        let stranger = rig.workspace.folder + "/stranger"
+        let keygen = try Binaries.run("cairn-server", ["keygen", "--out", stranger], in: rig.workspace.folder)
+        try #require(keygen.status == 0)
+        let later = Timestamp(Date().addingTimeInterval(-60))!
+        let cases: [(name: String, codes: Set<String>, inject: () throws -> Void)] = [
+            ("truncated blob", ["network", "hash_mismatch"], {
+                try rig.publishNext()
+                try rig.server.set(["truncate": 64])
+            }),
+            ("signed by an unknown key", ["manifest_refused"], { try rig.publishNext(key: stranger + "/publisher.key") }),
+            ("replayed old manifest", ["rollback"], {
+                // The device is on the newest version; a stale mirror serves version 1 again.
+                try rig.restoreManifest(1)
+            }),
+            ("expired manifest", ["expired"], {
+                try rig.publishNext()
+                try rig.tamperManifest {
+                    $0.created = Timestamp(Date().addingTimeInterval(-7_200))!
+                    $0.expires = later
+                }
+            }),
+            ("delta and snapshot do not give the signed state root", ["state_root_mismatch", "install_failed"], {
+                try rig.publishNext()
+                let other = ContentID(hashing: Array("not this version".utf8))
+                try rig.tamperManifest { $0.stateRoot = other }
+            }),
+            ("decompression bomb", ["install_failed"], {
+                try rig.publishNext()
+                try rig.tamperManifest {
+                    $0.deltas = []
+                    $0.snapshot.uncompressedSize = 64
+                }
+            }),
+            ("blob size 2^60", ["manifest_refused", "disk_full", "size_exceeded"], {
+                try rig.publishNext()
+                try rig.tamperManifest {
+                    $0.deltas = []
+                    $0.snapshot.size = 1 << 60
+                }
+            }),
+        ]
+        for fault in cases {
+            let report = FaultReport(fault.name)
+            var reason = ""
+            await report.trial(1) {
+                let old = try #require(rig.device.status()["version"] as? Int)
+                try fault.inject()
+                let outcome = try await rig.syncAttempt()
+                reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
+                if let problem = rig.refusal(outcome, codes: fault.codes, old: old) { return problem }
+                // Fault gone: the publisher's own manifest back, then a new good version.
+                try rig.server.clear()
+                try rig.restoreManifest(rig.version)
+                let new = try rig.publishNext()
+                return try await rig.recovery(to: new)
+            }
+            #expect(report.finish("refused: \(reason.prefix(90))"))
+        }
+    }
+}

@@ -1,0 +1,134 @@
+import CairnTestSupport
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real small file system under the data directory: a tmpfs this test mounts (the tests run
+/// as root here and in CI). The disk is filled by a real file while a throttled download is in
+/// flight, so the write that fails is cairnd's own; read-only is a real remount.
+@Suite("Faults: disk", .serialized, .enabled(if: FaultServer.available, "python3 is not installed"))
+struct DiskFaultTests {
+    /// A mounted tmpfs of `megabytes`, unmounted by `unmount()`.
+    struct Tmpfs {
+        let path: String
+
+        init(megabytes: Int) throws {
+            path = try TemporaryDirectory.make() + "/disk"
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            let mount = try Binaries.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", path], in: "/tmp")
+            guard mount.status == 0 else { throw TestSkip("cannot mount a tmpfs (run the tests as root): \(mount.error)") }
+        }
+
+        func remount(_ mode: String) throws {
+            let run = try Binaries.run("/bin/mount", ["-o", "remount,\(mode)", path], in: "/tmp")
+            guard run.status == 0 else { throw StepFailed("remount \(mode): \(run.error)") }
+        }
+
+        func unmount() { _ = try? Binaries.run("/bin/umount", ["-l", path], in: "/tmp") }
+
+        /// Grows a filler file until only `leave` bytes stay free (0: until the disk is full):
+        /// one posix_fallocate for the bulk (instant on tmpfs), then writes for the rest.
+        func fill(leaving leave: Int64) {
+            let fd = open(path + "/filler", O_WRONLY | O_CREAT | O_APPEND, 0o644)
+            defer { close(fd) }
+            var info = statvfs()
+            if statvfs(path, &info) == 0 {
+                let bulk = Int64(info.f_bavail) * Int64(info.f_frsize) - leave - (1 << 20)
+                if bulk > 0 { _ = posix_fallocate(fd, 0, off_t(bulk)) }
+            }
+            let block = [UInt8](repeating: 0xA5, count: 1 << 16)
+            while true {
+                var info = statvfs()
+                guard statvfs(path, &info) == 0 else { return }
+                let free = Int64(info.f_bavail) * Int64(info.f_frsize)
+                let room = free - leave
+                if room <= 0 { return }
+                let n = min(Int(room), block.count)
+                if block.withUnsafeBytes({ write(fd, $0.baseAddress, n) }) <= 0 { return }
+            }
+        }
+
+        func emptyFiller() { unlink(path + "/filler") }
+    }
+
+    /// Waits until some blob has bytes in the device's staging folder (a download in flight).
+    static func downloading(_ rig: Rig) -> Bool {
+        let staging = rig.device.dataDirectory + "/staging"
+        return eventually(within: 30) {
+            ((try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []).contains {
+                ((try? FileManager.default.attributesOfItem(atPath: staging + "/" + $0))?[.size] as? Int ?? 0) > 0
+            }
+        }
+    }
+
+    @Test("Given the disk filling during a download and during an apply, then the attempt fails as disk_full, leaves no half version, and resumes when space returns")
+    func diskFills() async throws {
+        // 64 MiB is cairnd's free-space margin: the disk must pass that check, then fill.
+        let disk = try Tmpfs(megabytes: 80)
+        defer { disk.unmount() }
+        let rig = try await Rig(dataDirectory: disk.path + "/data")
+        defer { rig.stop() }
+        for (name, leave) in [("disk fills during download", Int64(0)), ("disk fills during apply", Int64(-1))] {
+            let report = FaultReport(name)
+            var reason = ""
+            for number in 1...2 {
+                await report.trial(number) {
+                    defer { disk.emptyFiller() }
+                    let old = rig.version
+                    // Blobs of several pages: tmpfs allocates by page, so a blob inside the one page
+                    // already written would never meet the full disk.
+                    let new = try rig.publishNext(bulk: 40_000)
+                    let blobs = try rig.currentBlobs()
+                    try rig.server.set(["rate": 10_000])
+                    let outcome = try await rig.syncAttempt {
+                        guard Self.downloading(rig) else { return }
+                        // During download: nothing left. During apply: room for the rest of the
+                        // blob but not for the new index beside the live one.
+                        disk.fill(leaving: leave == 0 ? 0 : Int64(blobs.map(\.size).max() ?? 0) + 8_192)
+                    }
+                    reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
+                    if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
+                    let partial = (try? FileManager.default.contentsOfDirectory(atPath: rig.device.dataDirectory + "/versions"))?
+                        .filter { $0.hasSuffix(".partial") } ?? []
+                    if !partial.isEmpty { return "half versions left: \(partial)" }
+                    disk.emptyFiller()
+                    try rig.server.clear()
+                    return try await rig.recovery(to: new)
+                }
+            }
+            #expect(report.finish("\(reason.prefix(80)); no half file; installed once space returned"))
+        }
+    }
+
+    @Test("Given the data directory remounted read-only, then the attempt is refused with a reason in status and succeeds once it is writable")
+    func readOnly() async throws {
+        let disk = try Tmpfs(megabytes: 80)
+        defer { disk.unmount() }
+        let rig = try await Rig(dataDirectory: disk.path + "/data")
+        defer { rig.stop() }
+        let report = FaultReport("data directory read-only")
+        var reason = ""
+        for number in 1...2 {
+            await report.trial(number) {
+                let old = rig.version
+                let new = try rig.publishNext()
+                try disk.remount("ro")
+                // state.json cannot be written either: the status still says why (from memory).
+                let before = rig.device.syncStatus["last_attempt"] as? String
+                _ = try rig.device.cairn(["sync"])
+                try await waitUntil("the refusal shows in status", seconds: 60) {
+                    let sync = rig.device.syncStatus
+                    return sync["last_error"] is String && (sync["last_attempt"] as? String != before || before == nil)
+                }
+                reason = rig.device.syncStatus["last_error"] as? String ?? ""
+                if reason.contains("\n") { return "last_error is not one line" }
+                if let wrong = rig.wrongAnswer(expecting: old) { return wrong }
+                try disk.remount("rw")
+                return try await rig.recovery(to: new)
+            }
+        }
+        #expect(report.finish("refused: \(reason.prefix(80)); old version answering; installed once writable"))
+    }
+}

@@ -1,0 +1,170 @@
+import CairnTestSupport
+import Foundation
+import Testing
+
+/// Faults on the wire between cairnd and its source, produced by the real fault server
+/// (Fixtures/fault_server.py) and real process kills. In every trial the device is on version
+/// n-1, version n is published, the fault is injected and a sync is asked for: the attempt must
+/// fail with the right code and a one-line status, n-1 must keep answering, and once the fault
+/// is gone the next attempt must install n.
+@Suite("Faults: network", .serialized, .enabled(if: FaultServer.available, "python3 is not installed"))
+struct NetworkFaultTests {
+    static let config = ["stall_timeout": "2"]
+
+    /// One trial of `fault` on `rig`: refused with one of `codes`, then recovers.
+    static func trial(_ rig: Rig, codes: Set<String>, fault: [String: Any]) async throws -> String? {
+        try await trial(rig, codes: codes) { fault }
+    }
+
+    /// The same, with the fault made once the new version is published (to fit its blobs).
+    static func trial(_ rig: Rig, codes: Set<String>, fault: () throws -> [String: Any]) async throws -> String? {
+        let old = rig.version
+        let new = try rig.publishNext()
+        try rig.server.set(try fault())
+        let outcome = try await rig.syncAttempt { _ = rig.wrongAnswer(expecting: old) }
+        if let problem = rig.refusal(outcome, codes: codes, old: old) { return problem }
+        try rig.server.clear()
+        return try await rig.recovery(to: new)
+    }
+
+    @Test("Given connections cut at random byte offsets of the blobs, then each attempt fails as network and the next resumes")
+    func cutAtRandomOffsets() async throws {
+        let rig = try await Rig(config: Self.config)
+        defer { rig.stop() }
+        let report = FaultReport("connection cut at a random byte offset")
+        var offsets: [Int] = []
+        for number in 1...8 {
+            await report.trial(number) {
+                try await Self.trial(rig, codes: ["network"]) {
+                    // Below the size of every blob of the new version, so each one fetched is cut.
+                    let smallest = try rig.currentBlobs().map(\.size).min() ?? 2
+                    let offset = Int.random(in: 1..<max(2, smallest))
+                    offsets.append(offset)
+                    return ["cut_after": offset]
+                }
+            }
+        }
+        #expect(report.finish("network error, old version answering, resumed with Range; offsets \(offsets.sorted())"))
+        #expect(rig.server.requests.contains { $0.status == 206 }, "no download resumed with a Range request")
+    }
+
+    @Test("Given a source that stalls, answers 500, announces wrong lengths or serves HTML, then each attempt is refused and the next succeeds")
+    func badAnswers() async throws {
+        let rig = try await Rig(config: Self.config)
+        defer { rig.stop() }
+        let cases: [(name: String, codes: Set<String>, fault: [String: Any], what: String)] = [
+            ("source stalls mid-blob", ["network"], ["stall_after": 100], "low-speed limit fired"),
+            ("source answers 500", ["http_status"], ["status": 500], "http_status"),
+            ("Content-Length too long", ["network"], ["length_delta": 100], "short transfer"),
+            ("Content-Length too short", ["network", "hash_mismatch"], ["length_delta": -100], "short transfer"),
+            ("HTML instead of a blob", ["network", "hash_mismatch", "size_exceeded"], ["html": true], "refused"),
+        ]
+        for fault in cases {
+            let report = FaultReport(fault.name)
+            for number in 1...2 {
+                await report.trial(number) { try await Self.trial(rig, codes: fault.codes, fault: fault.fault) }
+            }
+            #expect(report.finish("\(fault.what), old version answering, next attempt installs"))
+        }
+    }
+
+    @Test("Given the source killed in the middle of a blob download, then the attempt fails, and once it is back the download resumes")
+    func serverKilledMidDownload() async throws {
+        let rig = try await Rig(config: Self.config)
+        defer { rig.stop() }
+        let report = FaultReport("server killed mid-download")
+        for number in 1...3 {
+            await report.trial(number) {
+                let old = rig.version
+                let new = try rig.publishNext()
+                try rig.server.set(["rate": 2_000])
+                let staging = rig.device.dataDirectory + "/staging"
+                let outcome = try await rig.syncAttempt {
+                    // Kill the server once the device holds part of a blob.
+                    _ = eventually(within: 30) {
+                        let files = (try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []
+                        return files.contains { (try? FileManager.default.attributesOfItem(atPath: staging + "/" + $0)[.size] as? Int ?? 0) ?? 0 > 0 }
+                    }
+                    rig.server.kill()
+                }
+                if let problem = rig.refusal(outcome, codes: ["network"], old: old) { return problem }
+                try rig.server.clear()
+                try rig.server.restart()
+                return try await rig.recovery(to: new)
+            }
+        }
+        let resumed = rig.server.requests.filter { $0.range != "-" && $0.status == 206 }.count
+        #expect(report.finish("network error, old version answering; \(resumed) blob downloads resumed after restart"))
+        #expect(resumed > 0)
+    }
+
+    @Test("Given a source whose host does not resolve, then the device fails over to the next source, and with only that source it stays on its version")
+    func dnsFailure() async throws {
+        let rig = try await Rig(config: Self.config)
+        defer { rig.stop() }
+        rig.device.stop()
+        let report = FaultReport("DNS failure")
+        let unresolvable = "http://cairn-no-such-host.invalid/"
+        // Only the unresolvable source: refused as network, offline, the version answers.
+        let alone = try DeviceProcess(rig.workspace, sources: [unresolvable], name: "dns-alone",
+                                      dataDirectory: rig.device.dataDirectory)
+        await report.trial(1) {
+            defer { alone.stop() }
+            try await waitUntil("cairnd answers", seconds: 30) { alone.status()["version"] is Int }
+            let new = try rig.publishNext()
+            _ = new
+            let before = alone.state["attempts"] as? Int ?? 0
+            _ = try alone.cairn(["sync"])
+            try await waitUntil("the attempt is recorded", seconds: 60) { (alone.state["attempts"] as? Int ?? 0) > before }
+            guard alone.lastErrorCode == "network" else { return "error \(String(describing: alone.lastErrorCode))" }
+            guard alone.syncStatus["online"] as? Bool == false else { return "status does not say offline" }
+            let answer = try alone.query("release notes edition", mode: "lexical")
+            return answer.version == 1 && answer.ids == ["release-1"] ? nil : "answered \(answer)"
+        }
+        // The unresolvable source first, the good one second: the device fails over.
+        let both = try DeviceProcess(rig.workspace, sources: [unresolvable, rig.server.url], name: "dns-failover",
+                                     dataDirectory: rig.device.dataDirectory)
+        await report.trial(2) {
+            defer { both.stop() }
+            try await both.waitForVersion(rig.version)
+            let sources = both.syncStatus["sources"] as? [[String: Any]] ?? []
+            let dns = sources.first { $0["url"] as? String == unresolvable }
+            guard (dns?["last_error"] as? String)?.hasPrefix("network") == true else { return "no DNS error recorded: \(sources)" }
+            let answer = try both.query("release notes edition", mode: "lexical")
+            return answer.ids == ["release-\(rig.version)"] ? nil : "answered \(answer)"
+        }
+        #expect(report.finish("alone: network error, offline, old version answering; with a second source: failed over"))
+    }
+
+    @Test("Given every source down for many polls, then cairnd backs off, says offline, keeps its last success, and resumes when the source returns")
+    func allSourcesDownLong() async throws {
+        let rig = try await Rig(config: Self.config)
+        defer { rig.stop() }
+        rig.device.stop()
+        let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "long-down",
+                                       config: ["backoff_min": "0.1", "backoff_max": "0.8"],
+                                       dataDirectory: rig.device.dataDirectory, pollInterval: 1)
+        defer { device.stop() }
+        let report = FaultReport("all sources down for many polls")
+        await report.trial(1) {
+            try await waitUntil("cairnd answers", seconds: 30) { device.status()["version"] as? Int == 1 }
+            let lastSuccess = device.state["last_success"] as? String
+            rig.server.kill()
+            let before = device.state["attempts"] as? Int ?? 0
+            try await waitUntil("ten failed polls", seconds: 60) { (device.state["attempts"] as? Int ?? 0) >= before + 10 }
+            let sync = device.syncStatus
+            guard sync["online"] as? Bool == false else { return "status does not say offline: \(sync)" }
+            guard device.state["last_success"] as? String == lastSuccess else { return "last success changed" }
+            guard device.lastErrorCode == "network" else { return "error \(String(describing: device.lastErrorCode))" }
+            let answer = try device.query("release notes edition", mode: "lexical")
+            guard answer.version == 1, answer.ids == ["release-1"], !answer.online else { return "answered \(answer)" }
+            // Back: the next poll (no `cairn sync`) installs the new version.
+            let new = try rig.publishNext()
+            try rig.server.restart()
+            try await device.waitForVersion(new)
+            return device.syncStatus["online"] as? Bool == true ? nil : "status does not say online again"
+        }
+        let polls = device.state["attempts"] as? Int ?? 0
+        #expect(report.finish("\(polls) polls with back-off, offline, last success kept, resumed by itself"))
+    }
+}

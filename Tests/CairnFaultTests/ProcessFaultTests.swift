@@ -1,0 +1,154 @@
+import CairnTestSupport
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// cairnd itself interrupted: SIGKILL and SIGTERM at random instants of a sync, and a second
+/// cairnd on the same data directory or socket.
+@Suite("Faults: process", .serialized)
+struct ProcessFaultTests {
+    static let version1: Workspace.KB = Rig.knowledgeBase(1)
+    static let version2: Workspace.KB = Rig.knowledgeBase(2)
+
+    /// A data directory holding version 1 (made by a real sync from `url`) and the time a
+    /// start-up plus a whole sync took, over which kill instants are drawn.
+    static func seed(_ workspace: Workspace, url: String) async throws -> (folder: String, window: UInt32) {
+        let started = ContinuousClock.now
+        let seed = try DeviceProcess(workspace, sources: [url], name: "seed")
+        try await seed.waitForVersion(1)
+        let window = (ContinuousClock.now - started).components
+        seed.stop()
+        return (seed.dataDirectory, UInt32(max(50_000, window.seconds * 1_000_000 + window.attoseconds / 1_000_000_000_000)))
+    }
+
+    static func copy(_ data: String, to name: String, in workspace: Workspace) throws -> String {
+        let folder = workspace.folder + "/" + name
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let copy = try Binaries.run("/bin/cp", ["-a", data, folder + "/data"], in: workspace.folder)
+        guard copy.status == 0 else { throw StepFailed("cp: \(copy.error)") }
+        return folder + "/data"
+    }
+
+    /// After a restart: answers from version 1 or 2 at once (that version's release chunk),
+    /// then completes the sync to 2. Returns the first version served, or throws.
+    static func restartServes(_ workspace: Workspace, url: String, name: String) async throws -> Int {
+        let restarted = try DeviceProcess(workspace, sources: [url], name: name)
+        defer { restarted.stop() }
+        try await waitUntil("\(name): cairnd answers", seconds: 30) { restarted.status()["version"] is Int }
+        let answer = try restarted.query("release notes edition", mode: "lexical")
+        guard [1, 2].contains(answer.version), answer.ids == ["release-\(answer.version)"] else {
+            throw StepFailed("\(name): answered \(answer)")
+        }
+        try await restarted.waitForVersion(2)
+        return answer.version
+    }
+
+    @Test("Given cairnd killed with SIGKILL at 30 random instants of a sync, when restarted each time, then it serves a verified version and finishes the sync")
+    func killedDuringSync() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Self.version1)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let (seed, window) = try await Self.seed(workspace, url: url)
+        try workspace.publish(Self.version2)
+
+        let report = FaultReport("SIGKILL at a random instant of a sync")
+        var servedAtRestart: [Int: Int] = [:]
+        var leftAtKill: [String: Int] = [:]
+        for trial in 0..<30 {
+            await report.trial(trial) {
+                let name = "kill-\(trial)"
+                let data = try Self.copy(seed, to: name, in: workspace)
+                let running = try DeviceProcess(workspace, sources: [url], name: name)
+                // A random instant of start-up, manifest, download, apply or swap.
+                usleep(UInt32.random(in: 0..<window))
+                kill(running.process.processIdentifier, SIGKILL)
+                running.process.waitUntilExit()
+                let installed = (try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/current")) ?? "?"
+                leftAtKill[installed, default: 0] += 1
+                servedAtRestart[try await Self.restartServes(workspace, url: url, name: name), default: 0] += 1
+                return nil
+            }
+        }
+        let kills = leftAtKill.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)×" }.joined(separator: ", ")
+        #expect(report.finish("restarted on v1 \(servedAtRestart[1] ?? 0)×, v2 \(servedAtRestart[2] ?? 0)×, then synced to v2; current at the kill: \(kills)"))
+    }
+
+    @Test("Given SIGTERM at random instants of a sync and swap, then cairnd exits 0, removes its socket, and restarts serving a verified version",
+          .enabled(if: FaultServer.available, "python3 is not installed"))
+    func terminatedDuringSwap() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Self.version1)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let (seed, _) = try await Self.seed(workspace, url: url)
+        try workspace.publish(Self.version2)
+        // The fault server answers 500 while each device starts, so that its sync to version 2
+        // begins only at `cairn sync`, after start-up (SIGKILL above covers start-up).
+        let source = try FaultServer(root: workspace.repo)
+        defer { source.stop() }
+
+        /// A started device on a copy of version 1, whose start-up sync has failed.
+        func started(_ name: String) async throws -> DeviceProcess {
+            _ = try Self.copy(seed, to: name, in: workspace)
+            try source.set(["status": 500])
+            let device = try DeviceProcess(workspace, sources: [source.url], name: name)
+            try await waitUntil("\(name): the start-up sync is refused", seconds: 30) { device.lastErrorCode == "http_status" }
+            try source.clear()
+            return device
+        }
+        // Kill instants are drawn over how long one sync to version 2 takes here.
+        let timing = try await started("term-timing")
+        let began = ContinuousClock.now
+        _ = try timing.cairn(["sync"])
+        try await timing.waitForVersion(2)
+        let took = (ContinuousClock.now - began).components
+        let window = UInt32(max(20_000, took.seconds * 1_000_000 + took.attoseconds / 1_000_000_000_000))
+        timing.stop()
+
+        let report = FaultReport("SIGTERM during a sync and swap")
+        for trial in 0..<8 {
+            await report.trial(trial) {
+                let name = "term-\(trial)"
+                let running = try await started(name)
+                _ = try running.cairn(["sync"])
+                usleep(UInt32.random(in: 0..<window))
+                kill(running.process.processIdentifier, SIGTERM)
+                let status = try await waitForExit(running.process, seconds: 30)
+                guard status == 0 else { return "exit status \(status): \(running.log.suffix(300))" }
+                if FileManager.default.fileExists(atPath: running.socket) { return "the socket file was left behind" }
+                _ = try await Self.restartServes(workspace, url: url, name: name)
+                return nil
+            }
+        }
+        #expect(report.finish("exit 0, socket removed, restarted on a verified version, synced to v2"))
+    }
+
+    @Test("Given a running cairnd, when a second starts on its data directory or its socket, then the second refuses with one line and the first keeps serving")
+    func secondDaemonRefused() async throws {
+        let rig = try await Rig()
+        defer { rig.stop() }
+        let report = FaultReport("second cairnd on the same data directory")
+        let cases: [(name: String, dataDirectory: String?, socket: Bool, says: String)] = [
+            ("same-data", rig.device.dataDirectory, false, "lock"),
+            ("same-socket", nil, true, "serving"),
+        ]
+        for (number, attempt) in cases.enumerated() {
+            await report.trial(number + 1) {
+                var arguments = ["--source", rig.server.url, "--channel", "field", "--trusted-key", rig.workspace.publicKey,
+                                 "--data-dir", attempt.dataDirectory ?? rig.workspace.folder + "/\(attempt.name)/data",
+                                 "--socket", attempt.socket ? rig.device.socket : rig.workspace.folder + "/\(attempt.name).sock"]
+                arguments += ["--poll-interval", "3600"]
+                try FileManager.default.createDirectory(atPath: rig.workspace.folder + "/\(attempt.name)", withIntermediateDirectories: true)
+                let second = try Binaries.run("cairnd", arguments, in: rig.workspace.folder + "/\(attempt.name)")
+                let lines = second.error.split(separator: "\n")
+                guard second.status == 1 else { return "second cairnd exited \(second.status)" }
+                guard lines.last?.contains(attempt.says) == true else { return "stderr: \(second.error.suffix(300))" }
+                return rig.wrongAnswer(expecting: 1)
+            }
+        }
+        #expect(report.finish("exit 1 with one line (lock held / socket served); the first keeps answering"))
+    }
+}

@@ -1,0 +1,143 @@
+import CairnCore
+import CairnTestSupport
+import Foundation
+
+/// One device under fault: a publisher workspace, the fault server in front of its repository,
+/// and a real cairnd syncing from it. Each version `n` holds three shared chunks and one
+/// `release-n` chunk ("release notes edition n"), so an answer shows which version served it.
+final class Rig: @unchecked Sendable {
+    // @unchecked: used from one test task at a time; `version` changes only in `publishNext`.
+    let workspace: Workspace
+    let server: FaultServer
+    let device: DeviceProcess
+    private(set) var version = 1
+
+    static func knowledgeBase(_ version: Int) -> Workspace.KB {
+        [("boil", "Boil the water for one minute before you drink it."),
+         ("maps", "The flood maps show the safe routes to higher ground."),
+         ("radio", "A crank radio keeps working when the power is out."),
+         ("release-\(version)", "Release notes for edition \(version) of the field guide.")]
+    }
+
+    /// Publishes version 1, starts the fault server and cairnd (`config` adds cairnd config
+    /// lines), and waits until version 1 serves.
+    init(name: String = "device", config: [String: String] = [:], dataDirectory: String? = nil,
+         workspace: Workspace? = nil) async throws {
+        self.workspace = try workspace ?? Workspace()
+        try self.workspace.publish(Self.knowledgeBase(1))
+        server = try FaultServer(root: self.workspace.repo)
+        device = try DeviceProcess(self.workspace, sources: [server.url], name: name, config: config,
+                                   dataDirectory: dataDirectory)
+        try await device.waitForVersion(1)
+    }
+
+    func stop() {
+        device.stop()
+        server.stop()
+    }
+
+    /// Publishes the next version (not yet synced) and returns its number. `bulk` adds a chunk
+    /// of that many bytes of random words (incompressible, so its blobs span many pages).
+    @discardableResult
+    func publishNext(key: String? = nil, extra: [String] = [], bulk: Int = 0) throws -> Int {
+        var chunks = Self.knowledgeBase(version + 1)
+        if bulk > 0 {
+            let words = (0..<bulk / 9).map { _ in String(UInt32.random(in: .min ... .max), radix: 16) }
+            chunks.append(("bulk", words.joined(separator: " ")))
+        }
+        try workspace.publish(chunks, key: key, extra: extra)
+        version += 1
+        return version
+    }
+
+    /// nil when the device answers from `version` with exactly that version's release chunk;
+    /// else what it answered.
+    func wrongAnswer(expecting version: Int) -> String? {
+        do {
+            let answer = try device.query("release notes edition", mode: "lexical")
+            if answer.version == version && answer.ids == ["release-\(version)"] { return nil }
+            return "expected version \(version) answering release-\(version), got version \(answer.version) with \(answer.ids)"
+        } catch {
+            return "query failed: \(error)"
+        }
+    }
+
+    /// cairnd's one log line per refused attempt ("sync refused: <code>: <message>") and per
+    /// install that reached the query path ("now serving", logged after the new index is
+    /// loaded, which "installed version" precedes). The log, not state.json, marks the end of
+    /// an attempt: on a full or read-only disk state.json cannot be written (the status then
+    /// answers from memory).
+    var outcomeLines: (refused: [Substring], installed: Int) {
+        let lines = device.log.split(separator: "\n")
+        return (lines.filter { $0.contains("sync refused: ") }, lines.filter { $0.contains("now serving") }.count)
+    }
+
+    /// Asks for a sync and waits until that attempt ends; returns its error code (from the log
+    /// line) and the status's one-line last_error, or nil when the attempt succeeded.
+    func syncAttempt(during: (() -> Void)? = nil) async throws -> (code: String, message: String)? {
+        let before = outcomeLines, attempts = device.state["attempts"] as? Int ?? 0
+        let sync = try device.cairn(["sync"])
+        guard sync.status == 0 else { throw StepFailed("cairn sync: \(sync.error)") }
+        during?()
+        try await waitUntil("a sync attempt ends", seconds: 90) {
+            let now = outcomeLines
+            // state.json is written before the refusal's log line: an attempt counted there
+            // without an error is an up-to-date answer.
+            return now.refused.count > before.refused.count || now.installed > before.installed
+                || ((device.state["attempts"] as? Int ?? 0) > attempts && device.lastErrorCode == nil)
+        }
+        let after = outcomeLines
+        guard after.refused.count > before.refused.count, let line = after.refused.last,
+              let range = line.range(of: "sync refused: ") else { return nil }
+        let code = line[range.upperBound...].prefix { $0 != ":" }
+        return (String(code), device.syncStatus["last_error"] as? String ?? "")
+    }
+
+    /// The common invariant of a refused or failed attempt at `version`: the error code is one
+    /// of `codes`, the status gives one line, the old version keeps answering, nothing newer is
+    /// installed. nil when all of that holds.
+    func refusal(_ outcome: (code: String, message: String)?, codes: Set<String>, old: Int) -> String? {
+        guard let outcome else { return "the attempt succeeded" }
+        if !codes.contains(outcome.code) { return "error \(outcome.code): \(outcome.message)" }
+        if outcome.message.isEmpty || outcome.message.contains("\n") { return "status last_error is not one line: \(outcome.message)" }
+        if let wrong = wrongAnswer(expecting: old) { return wrong }
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: device.dataDirectory + "/versions")) ?? []
+        if let extra = versions.first(where: { (Int($0) ?? 0) > old }) { return "versions/\(extra) was left behind" }
+        return nil
+    }
+
+    /// With the fault gone: the next attempt installs `version` and it answers.
+    func recovery(to version: Int) async throws -> String? {
+        let outcome = try await syncAttempt()
+        if let outcome { return "recovery failed: \(outcome.code): \(outcome.message)" }
+        return wrongAnswer(expecting: version)
+    }
+
+    /// The current manifest's snapshot and delta blobs and sizes (from the repository).
+    func currentBlobs() throws -> [(sha: String, size: Int)] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: workspace.manifestPath))
+        let manifest = (try JSONSerialization.jsonObject(with: data) as! [String: Any])["manifest"] as! [String: Any]
+        let snapshot = manifest["snapshot"] as! [String: Any]
+        let deltas = manifest["deltas"] as! [[String: Any]]
+        return deltas.map { ($0["sha256"] as! String, $0["size"] as! Int) } + [(snapshot["sha256"] as! String, snapshot["size"] as! Int)]
+    }
+}
+
+extension Rig {
+    /// Re-signs the current manifest with the workspace's own key after `adjust` (a publisher
+    /// that signs something wrong: the device must still check what it gets).
+    func tamperManifest(_ adjust: (inout Manifest) -> Void) throws {
+        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: workspace.manifestPath)))
+        let key = try PublisherKey(fileText: String(contentsOfFile: workspace.key, encoding: .utf8))
+        var manifest = try SignedManifest.decodeAndVerify(bytes, trustedKeys: [key.publicKey])
+        adjust(&manifest)
+        try Data(SignedManifest.encode(manifest, signingKey: key)).write(to: URL(fileURLWithPath: workspace.manifestPath))
+    }
+
+    /// Puts back the manifest the publisher wrote for `version` (after a tamper or a replay).
+    func restoreManifest(_ version: Int) throws {
+        let saved = workspace.repo + "/channels/field/versions/\(version).json"
+        try? FileManager.default.removeItem(atPath: workspace.manifestPath)
+        try FileManager.default.copyItem(atPath: saved, toPath: workspace.manifestPath)
+    }
+}

@@ -1,0 +1,155 @@
+import CairnTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// `cairn rollback` and `cairn export` against real processes: cairn-server serving a
+/// repository, cairnd syncing it, the `cairn` CLI asking over the socket, and a second cairnd
+/// syncing from an export through a `file://` source.
+@Suite("rollback and export: real processes", .serialized)
+struct RollbackExportTests {
+    static let version3: [(id: String, text: String)] = DeviceFlowTests.version2 + [
+        ("generator", "Run a generator outside, never in a garage or a basement."),
+    ]
+
+    /// A flag one thread sets and another reads.
+    final class Flag: Sendable {
+        private let value = Atomic(false)
+        var isSet: Bool { value.load(ordering: .acquiring) }
+        func set() { value.store(true, ordering: .releasing) }
+    }
+
+    /// The `sync` object of the device's status.
+    static func sync(_ device: DeviceProcess) -> [String: Any] { device.syncStatus }
+
+    /// `cairn query` in a loop on another thread until `done` is set (and at least 5 times);
+    /// returns how many ran and the failures (an exit status other than 0, or a version
+    /// outside `versions`).
+    static func queryLoop(socket: String, folder: String, versions: Set<Int>, done: Flag) async throws -> (runs: Int, failures: [String]) {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        return try await onThread {
+            var runs = 0
+            var failures: [String] = []
+            while !done.isSet || runs < 5 {
+                let result = try Binaries.run("cairn", ["--socket", socket, "query", "boil water", "--json"], in: folder)
+                runs += 1
+                let answer = try? JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any]
+                if result.status != 0 || !versions.contains(answer?["version"] as? Int ?? -1) {
+                    failures.append("status \(result.status): \(result.error)")
+                }
+            }
+            return (runs, failures)
+        }
+    }
+
+    @Test("Given a device with versions 1 and 2, when it rolls back under query load, then no query fails, it serves 1, holds 2 back, and installs only a newer 3")
+    func rollback() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(DeviceFlowTests.version1)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let device = try DeviceProcess(workspace, sources: [url])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+
+        // Given only version 1, rollback refuses with exit 5 and one line.
+        let refused = try device.cairn(["rollback"])
+        #expect(refused.status == 5)
+        #expect(refused.error.contains("no_previous_version") && refused.error.split(separator: "\n").count == 1)
+
+        try workspace.publish(DeviceFlowTests.version2)
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(2)
+
+        // When it rolls back while a client queries in a loop.
+        let done = Flag()
+        let socket = device.socket, loopFolder = device.folder + "/query-loop"
+        async let load = Self.queryLoop(socket: socket, folder: loopFolder, versions: [1, 2], done: done)
+        let rolled = try device.cairn(["rollback", "--json"])
+        done.set()
+        let (runs, failures) = try await load
+        #expect(rolled.status == 0, "rollback: \(rolled.error)")
+        #expect(failures.isEmpty, "\(failures.count) of \(runs) queries failed: \(failures.prefix(3))")
+
+        // Then version 1 serves, and status shows version 2 held back, not stale for it.
+        let answer = try JSONSerialization.jsonObject(with: Data(rolled.output.utf8)) as! [String: Any]
+        #expect(answer["version"] as? Int == 1 && answer["rolled_back_from"] as? Int == 2)
+        #expect(try device.query("boil water").version == 1)
+        #expect(Self.sync(device)["held_back_version"] as? Int == 2)
+        #expect(try device.cairn(["status"]).output.contains("held back   version 2"))
+
+        // When it polls again, version 2 is not re-installed.
+        let before = try String(contentsOfFile: device.folder + "/data/state.json", encoding: .utf8)
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await waitUntil("another sync attempt ends", seconds: 60) {
+            let state = (try? String(contentsOfFile: device.folder + "/data/state.json", encoding: .utf8)) ?? before
+            return state != before && Self.sync(device)["last_error"] is NSNull
+        }
+        #expect(device.status()["version"] as? Int == 1)
+
+        // A second rollback has nothing to go back to.
+        #expect(try device.cairn(["rollback"]).status == 5)
+
+        // When version 3 is published, it is installed and the hold is cleared.
+        try workspace.publish(Self.version3)
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(3)
+        #expect(Self.sync(device)["held_back_version"] is NSNull)
+        #expect(try device.query("generator garage").ids.first == "generator")
+    }
+
+    @Test("Given a device that installed version 2 by a delta, when it exports, then a fresh device syncs the export over file:// and answers the same; a tampered export is refused")
+    func exportAfterDelta() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(DeviceFlowTests.version1)
+        let (server, url, serverLog) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let deviceA = try DeviceProcess(workspace, sources: [url], name: "device-a")
+        defer { deviceA.stop() }
+        try await deviceA.waitForVersion(1)
+        try workspace.publish(DeviceFlowTests.version2)
+        #expect(try deviceA.cairn(["sync"]).status == 0)
+        try await deviceA.waitForVersion(2)
+        let requests = (try? String(contentsOfFile: serverLog, encoding: .utf8)) ?? ""
+        #expect(!requests.contains(try workspace.blobs().snapshot), "device A should have taken the delta")
+
+        // When device A exports, the snapshot is rebuilt from its index.
+        let export = workspace.folder + "/usb"
+        let exported = try deviceA.cairn(["export", "--to", export, "--json"])
+        try #require(exported.status == 0, "export: \(exported.error)")
+        let answer = try JSONSerialization.jsonObject(with: Data(exported.output.utf8)) as! [String: Any]
+        #expect(answer["snapshot"] as? String == "rebuilt" && answer["version"] as? Int == 2)
+        #expect(FileManager.default.fileExists(atPath: export + "/channels/field/versions/2.json"))
+
+        // Then device B, with only the export as source, installs and answers the same.
+        let deviceB = try DeviceProcess(workspace, sources: ["file://" + export], name: "device-b")
+        defer { deviceB.stop() }
+        try await deviceB.waitForVersion(2)
+        let fromA = try deviceA.query("sandbags pyramid"), fromB = try deviceB.query("sandbags pyramid")
+        #expect(fromA.version == fromB.version && fromA.ids == fromB.ids)
+        #expect(deviceA.status()["state_root"] as? String == deviceB.status()["state_root"] as? String)
+
+        // Device B installed the full snapshot: its own export hands on the kept blob.
+        let again = try deviceB.cairn(["export", "--to", workspace.folder + "/usb-b", "--json"])
+        #expect(again.status == 0 && again.output.contains("\"snapshot\":\"kept\""), "export from B: \(again.error)")
+
+        // An export into a non-empty folder is refused in one line.
+        let busy = try deviceA.cairn(["export", "--to", export])
+        #expect(busy.status == 1 && busy.error.contains("export_target_not_empty"))
+
+        // When one byte of the exported snapshot is changed, device C refuses it and installs nothing.
+        let tampered = workspace.folder + "/usb-tampered"
+        #expect(try Binaries.run("/bin/cp", ["-a", export, tampered], in: workspace.folder).status == 0)
+        let snapshot = try workspace.blobs().snapshot
+        let blob = tampered + "/blobs/sha256/\(snapshot.prefix(2))/\(snapshot)"
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: blob))
+        bytes[bytes.count / 2] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: blob))
+        let deviceC = try DeviceProcess(workspace, sources: ["file://" + tampered], name: "device-c")
+        defer { deviceC.stop() }
+        try await waitUntil("device C records a refusal", seconds: 60) {
+            (Self.sync(deviceC)["last_error"] as? String)?.contains("SHA-256") == true
+        }
+        #expect(deviceC.status()["installed"] as? Bool == false)
+    }
+}

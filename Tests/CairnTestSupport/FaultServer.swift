@@ -1,0 +1,88 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Tests/CairnTestSupport/Fixtures/fault_server.py: a real TCP server on loopback producing the
+/// faults nginx cannot produce on demand (cut connections, stalls, garbage, wrong lengths, 500s).
+/// Faults come from its flags at start, or from `set(_:)` while it runs (its control file).
+public final class FaultServer: @unchecked Sendable {
+    // @unchecked: `process` is replaced only by `restart()`, which tests call from one task.
+    public let folder: String
+    public let port: Int
+    private let root: String
+    private let options: [String]
+    private var process = Process()
+    public var url: String { "http://127.0.0.1:\(port)" }
+    /// One entry per request: path, status, range, body bytes sent.
+    public var requests: [(path: String, status: Int, range: String, sent: Int)] {
+        ((try? String(contentsOfFile: folder + "/requests.log", encoding: .utf8)) ?? "").split(separator: "\n").map {
+            let f = $0.split(separator: " ").map(String.init)
+            return (f[0], Int(f[1]) ?? 0, f[2], Int(f[3]) ?? 0)
+        }
+    }
+    public static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/fault_server.py").path
+    public static let available = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
+        || (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").contains {
+            FileManager.default.isExecutableFile(atPath: "\($0)/python3")
+        }
+
+    public init(root: String, _ options: [String] = []) throws {
+        folder = try TemporaryDirectory.make()
+        self.root = root
+        self.options = options
+        port = try Self.start(process, root: root, folder: folder, options: options, port: 0)
+    }
+
+    private static func start(_ process: Process, root: String, folder: String, options: [String], port: Int) throws -> Int {
+        try? FileManager.default.removeItem(atPath: folder + "/port")
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script, "--root", root, "--port-file", folder + "/port", "--port", String(port),
+                             "--log", folder + "/requests.log", "--control", folder + "/control.json"] + options
+        try process.run()
+        var bound = 0
+        guard eventually({
+            bound = Int((try? String(contentsOfFile: folder + "/port", encoding: .utf8)) ?? "") ?? 0
+            return bound > 0 && isListening(bound)
+        }) else {
+            stopProcess(process)
+            throw TestSkip("the fault server did not start (python3 missing?)")
+        }
+        return bound
+    }
+
+    /// Faults in force from the next request on (keys: see fault_server.py's --control).
+    public func set(_ faults: [String: Any]) throws {
+        let data = try JSONSerialization.data(withJSONObject: faults)
+        try data.write(to: URL(fileURLWithPath: folder + "/control.json.tmp"))
+        rename(folder + "/control.json.tmp", folder + "/control.json")
+    }
+
+    /// No faults from the next request on.
+    public func clear() throws { try set([:]) }
+
+    /// SIGKILL: the server dies with its connections (a crash, a pulled cable on its side).
+    public func kill() {
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// Starts again on the same port, after `kill()` or `stop()`.
+    public func restart() throws {
+        process = Process()
+        _ = try Self.start(process, root: root, folder: folder, options: options, port: port)
+    }
+
+    public func stop() { stopProcess(process) }
+}
+
+/// `eventually` for async tests: polls without blocking a cooperative thread.
+public func eventuallyAsync(within seconds: Double = 20, _ condition: () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return condition()
+}
