@@ -1,6 +1,10 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
+/// `CAIRN_FUZZ=1` adds the libFuzzer harness (Fuzz/README.md). It exists only then, because it
+/// links libFuzzer's driver, which only `-sanitize=fuzzer` provides.
+let fuzzing = Context.environment["CAIRN_FUZZ"] == "1"
+
 // Dependencies point inward: CairnCore holds the types and rules and does no I/O; each target
 // around it does one kind of I/O; the executables are thin.
 let package = Package(
@@ -34,9 +38,10 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         // The encoder's element-wise loops are optimised even in debug builds, so that the test
-        // suite can run the real model on hundreds of passages in seconds.
+        // suite can run the real model on hundreds of passages in seconds. The fuzz build keeps
+        // Swift's overflow and bounds checks, so that a broken file traps instead of wrapping.
         .target(name: "CairnEmbedding", dependencies: ["COpenBLAS"],
-                swiftSettings: [.unsafeFlags(["-Ounchecked"])]),
+                swiftSettings: fuzzing ? [] : [.unsafeFlags(["-Ounchecked"])]),
         // Files: zlib streams with size caps, atomic writes, the content-addressed blob store.
         .target(name: "CairnStore", dependencies: ["CairnCore", "CZlib"]),
         .target(name: "CairnIndex", dependencies: ["CairnCore", "CairnEmbedding", "CSQLite"],
@@ -113,3 +118,12 @@ let package = Package(
         .testTarget(name: "CairnFaultTests", dependencies: ["CairnCore", "CairnDaemon", "CairnSearch", "CairnTestSupport"]),
     ]
 )
+
+if fuzzing {
+    // One executable, one subcommand per decoder: `cairn-fuzz manifest|delta|safetensors|search-body`.
+    package.targets += [
+        .systemLibrary(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"),
+        .executableTarget(name: "cairn-fuzz", dependencies: ["CLibFuzzer", "CairnCore", "CairnEmbedding", "CairnDaemon"],
+                          path: "Fuzz/cairn-fuzz"),
+    ]
+}

@@ -71,6 +71,20 @@ struct SafeTensorsTests {
         }
     }
 
+    @Test("Given a tensor claiming Int.max bytes (cairn-fuzz safetensors), when opening, then it is reported truncated with its true end")
+    func endPastIntMax() throws {
+        let header: [String: Any] = ["a": ["dtype": "U8", "shape": [Int.max], "data_offsets": [0, Int.max]]]
+        let path = try write(TinyModel.safetensors(header: header, data: []))
+        // Its end used to be computed as header + offset: an overflow (a trap with checks on, a
+        // negative byte number in this target's -Ounchecked build).
+        #expect {
+            _ = try SafeTensors(path: path)
+        } throws: { error in
+            guard let error = error as? EmbeddingError else { return false }
+            return error.code == .safetensorsTruncated && error.message.contains("ends at data byte \(Int.max)")
+        }
+    }
+
     @Test("Given a tensor of another dtype or shape, when the encoder asks for F32 of its shape, then it is refused")
     func wrongDtypeOrShapeIsRefused() throws {
         let header: [String: Any] = ["half": ["dtype": "F16", "shape": [8], "data_offsets": [0, 16]],

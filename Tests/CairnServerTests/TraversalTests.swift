@@ -64,6 +64,24 @@ struct TraversalTests {
         }
     }
 
+    @Test("Given a private key copied under the root after start-up, when fetched where a key or a manifest may live, then 404 and its bytes never come back")
+    func privateKeyCopiedLater() async throws {
+        let repo = try TestRepository()
+        defer { repo.remove() }
+        let key = "cairn-ed25519-private-v1 AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=\n"
+        try await withServer(repo) { port in
+            // Start-up refuses a root holding a key (StartupTests); this one arrives while serving.
+            for relative in ["keys/publisher.key", "channels/stable/versions/9.json"] {
+                try repo.write("repo/" + relative, Array(key.utf8))
+                let response = try await RawHTTP.send(port: port, target: "/" + relative)
+                #expect(response.status == 404, "\(relative)")
+                #expect(!String(decoding: response.body, as: UTF8.self).contains("AQIDBAUG"), "\(relative)")
+            }
+            // The public key beside it is still served.
+            #expect(try await RawHTTP.send(port: port, target: "/keys/publisher.pub").status == 200)
+        }
+    }
+
     @Test("Given a method other than GET or HEAD, when sent, then 405 with Allow")
     func methods() async throws {
         let repo = try TestRepository()

@@ -1,5 +1,6 @@
 import CairnTestSupport
 import CairnCore
+import CairnStore
 import CairnSync
 import Foundation
 import Testing
@@ -43,6 +44,54 @@ struct RefusalTests {
         #expect(device.currentTarget == nil && device.entries("versions").isEmpty)
     }
 
+    // protocol/threat-model.md: what a malicious mirror can serve, and that none of it installs.
+    @Test("Given version 1 installed, when a mirror serves a manifest signed for another channel at this channel's path, then it is refused as channel_mismatch")
+    func otherChannel() async throws {
+        let (repo, device) = try await versionOneInstalled()
+        try repo.publish(version: 2) { $0.channel = "beta" }
+        #expect(await device.syncer.syncOnce().errorCode == "channel_mismatch")
+        #expect(device.currentTarget == "versions/1" && device.entries("versions") == ["1"])
+    }
+
+    @Test("Given version 1 installed, when a mirror serves version 2's manifest altered after signing or stripped of its signature, then each is refused and nothing is fetched")
+    func alteredOrUnsigned() async throws {
+        let (repo, device) = try await versionOneInstalled()
+        try repo.publish(version: 2, current: false)
+        let signed = String(decoding: repo.manifestBytes[2]!, as: UTF8.self)
+        let altered = signed.replacingOccurrences(of: "\"chunk_count\":40", with: "\"chunk_count\":41")
+        guard case .object(var file) = try CanonicalJSON.parse(repo.manifestBytes[2]!) else { throw TestSkip("not an object") }
+        file["signatures"] = .array([])
+        let unsigned = String(decoding: CanonicalJSON.object(file).bytes, as: UTF8.self) + "\n"
+        #expect(altered != signed && unsigned != signed)
+        for forged in [altered, unsigned] {
+            try FileSystem.writeAtomically(Array(forged.utf8), to: "\(repo.root)/channels/stable/manifest.json")
+            #expect(await device.syncer.syncOnce().errorCode == "manifest_refused")
+            #expect(device.currentTarget == "versions/1" && device.entries("versions") == ["1"])
+            #expect(device.entries("staging").isEmpty)
+        }
+    }
+
+    @Test("Given version 1 installed and one mirror, when it serves version 2's snapshot with one byte changed, then hash_mismatch and version 1 keeps serving")
+    func blobNotMatching() async throws {
+        let (repo, device) = try await versionOneInstalled()
+        let manifest = try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2))
+        var bytes = try FileSystem.read(repo.blobs.path(of: manifest.snapshot.sha256))
+        bytes[bytes.count / 2] ^= 0x01
+        try repo.overwriteBlob(manifest.snapshot.sha256, with: bytes)
+        #expect(await device.syncer.syncOnce().errorCode == "hash_mismatch")
+        #expect(device.currentTarget == "versions/1" && device.entries("versions") == ["1"])
+        #expect(device.state.lastError?.code == "hash_mismatch")
+    }
+
+    @Test("Given version 1 installed, when a mirror serves a 4 MiB manifest, then the transfer stops at the 1 MiB cap with size_exceeded")
+    func hugeManifest() async throws {
+        let (repo, device) = try await versionOneInstalled()
+        try FileSystem.writeAtomically([UInt8](repeating: 0x20, count: 4 << 20) + repo.manifestBytes[1]!,
+                                       to: "\(repo.root)/channels/stable/manifest.json")
+        #expect(await device.syncer.syncOnce().errorCode == "size_exceeded")
+        #expect(device.currentTarget == "versions/1" && device.entries("versions") == ["1"])
+    }
+
     @Test("Given a snapshot that inflates past its stated size (a bomb), then the install is refused and nothing is left")
     func decompressionBomb() async throws {
         let repo = try RepoFixture(withModel: false)
@@ -76,5 +125,14 @@ struct RefusalTests {
         try repo.publish(version: 2, canaries: [Canary(query: "storm water", expect: ["no-such-chunk"], k: 5)])
         #expect(await device.syncer.syncOnce().errorCode == "canary_failed")
         #expect(device.currentTarget == "versions/1" && device.entries("versions") == ["1"])
+    }
+
+    /// A repository (without a model) with version 1 published, and a device that installed it.
+    func versionOneInstalled() async throws -> (RepoFixture, Device) {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        try #require(await device.syncer.syncOnce().installedVersion == 1)
+        return (repo, device)
     }
 }

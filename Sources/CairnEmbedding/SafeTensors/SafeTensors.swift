@@ -58,15 +58,13 @@ public final class SafeTensors: @unchecked Sendable {
             throw EmbeddingError(.modelNotFound, "cannot stat \(path): \(String(cString: strerror(errno)))")
         }
         let size = Int(info.st_size)
-        guard size >= 8 else {
-            throw EmbeddingError(.safetensorsTruncated, "\(name) is \(size) bytes: too short for a safetensors header")
-        }
+        try Self.checkLength(size, name: name)
         guard let mapping = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), mapping != MAP_FAILED else {
             throw EmbeddingError(.modelNotFound, "cannot map \(path): \(String(cString: strerror(errno)))")
         }
         let base = UnsafeRawPointer(mapping)
         do {
-            tensors = try SafeTensors.parseHeader(base: base, size: size, name: name)
+            tensors = try SafeTensors.parseHeader(UnsafeRawBufferPointer(start: base, count: size), name: name)
         } catch {
             munmap(mapping, size)
             throw error
@@ -79,7 +77,18 @@ public final class SafeTensors: @unchecked Sendable {
         munmap(UnsafeMutableRawPointer(mutating: base), mappedSize)
     }
 
-    private static func parseHeader(base: UnsafeRawPointer, size: Int, name: String) throws(EmbeddingError) -> [String: TensorInfo] {
+    private static func checkLength(_ size: Int, name: String) throws(EmbeddingError) {
+        guard size >= 8 else {
+            throw EmbeddingError(.safetensorsTruncated, "\(name) is \(size) bytes: too short for a safetensors header")
+        }
+    }
+
+    /// Validates the header of a whole safetensors file held in `file` and returns its tensors,
+    /// each checked to lie inside `file`. Reads nothing past `file`, whatever it holds (the
+    /// fuzz target `cairn-fuzz safetensors` calls it on arbitrary bytes).
+    static func parseHeader(_ file: UnsafeRawBufferPointer, name: String) throws(EmbeddingError) -> [String: TensorInfo] {
+        try checkLength(file.count, name: name)
+        let base = file.baseAddress!, size = file.count
         var headerLength: UInt64 = 0
         withUnsafeMutableBytes(of: &headerLength) { $0.copyMemory(from: UnsafeRawBufferPointer(start: base, count: 8)) }
         headerLength = UInt64(littleEndian: headerLength)
@@ -121,7 +130,8 @@ public final class SafeTensors: @unchecked Sendable {
                 throw EmbeddingError(.safetensorsMalformed, "\(name): tensor \(key) shape \(shape) does not match its \(offsets[1] - offsets[0]) bytes")
             }
             guard offsets[1] <= dataSize else {
-                throw EmbeddingError(.safetensorsTruncated, "\(name) is truncated: tensor \(key) ends at byte \(dataStart + offsets[1]), file has \(size)")
+                // Relative to the data section: `dataStart + offsets[1]` can overflow (seen with cairn-fuzz).
+                throw EmbeddingError(.safetensorsTruncated, "\(name) is truncated: tensor \(key) ends at data byte \(offsets[1]), the data section has \(dataSize)")
             }
             tensors[key] = TensorInfo(dtype: dtype, shape: shape, byteRange: (dataStart + offsets[0])..<(dataStart + offsets[1]))
         }

@@ -5,7 +5,8 @@ import Synchronization
 
 /// Small repository files (manifests, version manifests, public keys), held in memory with the
 /// SHA-256 of their bytes, and re-read only when `stat` shows the file changed. Reading them is
-/// a short blocking read of a few kilobytes; blobs never go through here.
+/// a short blocking read of a few kilobytes; blobs never go through here. A file holding a
+/// private signing key is not a document: it is answered as absent.
 final class DocumentCache: Sendable {
     struct Document: Sendable {
         var bytes: ByteBuffer
@@ -25,6 +26,9 @@ final class DocumentCache: Sendable {
     func document(_ file: RepositoryRoot.Resolved) -> Document? {
         if let hit = entries.withLock({ $0[file.path] }), hit.identity == file.identity { return hit.document }
         guard file.size <= Self.maximumSize, let data = FileManager.default.contents(atPath: file.path) else { return nil }
+        // Start-up refuses a root holding a private key; one copied in later (`cp keys/* repo/keys/`)
+        // is never served either.
+        guard !data.starts(with: PublisherKey.fileTag.utf8) else { return nil }
         let digest = ContentID(hashing: data).hex
         let document = Document(bytes: ByteBuffer(bytes: data), sha256: digest)
         // The bytes read may be newer than the identity taken before reading: then the next

@@ -1,0 +1,58 @@
+import CairnTestSupport
+import Foundation
+import Testing
+
+/// protocol/threat-model.md: the socket's file mode and group are its only access control, so
+/// this checks them with real users. Creating users needs root (CI runs as root); the users and
+/// the group are left in place, because other test runs on the machine may be using them.
+@Suite("Who can reach the socket", .enabled(if: getuid() == 0, "needs root to create a user and run curl as it; CI runs as root"))
+struct SocketAccessTests {
+    static let group = "cairn-test-socket"
+    static let user = "cairn-test-outsider"
+
+    @Test("Given socket_group names a group, when a local user outside it and the same user inside it search with curl, then the outsider is refused by the kernel and the member gets an answer")
+    func onlyTheGroupCanQuery() async throws {
+        let socketGroup = try await Self.ensure(group: Self.group)
+        let (uid, gid) = try await Self.ensure(user: Self.user)
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try fixture.addVersion(1)
+        // Anyone may enter the folder: only the socket's own mode and group stand in the way.
+        chmod(fixture.root, 0o755)
+        try await withDaemon(fixture, configure: { $0.socketGroup = Self.group }) { socket in
+            func curlAs(_ groups: String) async throws -> Finished {
+                try await run("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)", groups, "--", "curl", "-sS", "-v", "--max-time", "20",
+                                                   "--unix-socket", socket, "http://localhost/v1/search", "-d", #"{"query":"water"}"#])
+            }
+            let outsider = try await curlAs("--clear-groups")
+            #expect(outsider.status == 7, "curl exit \(outsider.status): \(outsider.stderr)")
+            // curl -v names the errno of connect(2).
+            #expect(outsider.stderr.contains("Permission denied"))
+            #expect(!outsider.stdout.contains("v1-"))
+            let member = try await curlAs("--groups=\(socketGroup)")
+            #expect(member.status == 0, "curl exit \(member.status): \(member.stderr)")
+            #expect(member.stdout.contains("\"v1-water\""))
+        }
+    }
+
+    /// The id of `group`, created as a system group if missing.
+    static func ensure(group: String) async throws -> gid_t {
+        if let entry = getgrnam(group) { return entry.pointee.gr_gid }
+        // Exit 9: another test run created it meanwhile.
+        let made = try await run("/usr/sbin/groupadd", ["--system", group])
+        guard made.status == 0 || made.status == 9, let entry = getgrnam(group) else {
+            throw TestSkip("groupadd \(group) failed: \(made.stderr)")
+        }
+        return entry.pointee.gr_gid
+    }
+
+    /// The uid and primary gid of `user`, created as a system user without a home if missing.
+    static func ensure(user: String) async throws -> (uid_t, gid_t) {
+        if let entry = getpwnam(user) { return (entry.pointee.pw_uid, entry.pointee.pw_gid) }
+        let made = try await run("/usr/sbin/useradd", ["--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", user])
+        guard made.status == 0 || made.status == 9, let entry = getpwnam(user) else {
+            throw TestSkip("useradd \(user) failed: \(made.stderr)")
+        }
+        return (entry.pointee.pw_uid, entry.pointee.pw_gid)
+    }
+}
