@@ -80,15 +80,18 @@ struct BucketTests {
         // And a device syncing from the bucket's HTTP endpoint installs the newest version and answers.
         let device = try DeviceProcess(workspace, sources: [base])
         defer { device.stop() }
-        try await device.waitForVersion(2)
-        #expect(try device.query("sandbags pyramid").ids.first == "sandbag")
+        // (Every `cairn` call runs on a thread of its own: it blocks until the process exits.)
+        try await waitUntil("cairnd serves version 2", seconds: 60) {
+            (try? await onThread { device.status()["version"] as? Int }) == 2
+        }
+        #expect(try await onThread { try device.query("sandbags pyramid") }.ids.first == "sandbag")
         // Its next poll is conditional, and the bucket answers it with 304.
-        #expect(try device.cairn(["sync"]).status == 0)
+        #expect(try await onThread { try device.cairn(["sync"]) }.status == 0)
         let log = motoFolder + "/daemon.log"
         try await waitUntil("moto answers a manifest poll with 304", seconds: 30) {
             ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
                 .contains("GET /cairn/repo/channels/field/manifest.json HTTP/1.1\" 304")
         }
-        #expect(device.status()["version"] as? Int == 2)
+        #expect(try await onThread { device.status()["version"] as? Int } == 2)
     }
 }
