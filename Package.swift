@@ -123,7 +123,7 @@ if fuzzing {
     // One executable, one subcommand per decoder: `cairn-fuzz manifest|delta|safetensors|search-body`.
     package.targets += [
         .systemLibrary(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"),
-        .executableTarget(name: "cairn-fuzz", dependencies: ["CLibFuzzer", "CairnCore", "CairnEmbedding", "CairnDaemon"],
+        .executableTarget(name: "cairn-fuzz", dependencies: ["CLibFuzzer", "CairnCore", "CairnEmbedding", "CairnSearch"],
                           path: "Fuzz/cairn-fuzz"),
     ]
 }
