@@ -55,8 +55,14 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // What cairnd's socket API and cairn-server's online search share: request parsing,
+        // answers, error codes, the version being searched and the worker pool that runs it.
+        .target(name: "CairnSearch", dependencies: [
+            "CairnIndex", "CairnEmbedding",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .target(name: "CairnServer", dependencies: [
-            "CairnCore", "CairnIndex", "CairnEmbedding", "CairnStore",
+            "CairnCore", "CairnIndex", "CairnEmbedding", "CairnSearch", "CairnStore",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
@@ -64,7 +70,7 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CairnDaemon", dependencies: [
-            "CairnCore", "CairnIndex", "CairnEmbedding", "CairnStore", "CairnSync",
+            "CairnCore", "CairnIndex", "CairnEmbedding", "CairnSearch", "CairnStore", "CairnSync",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -82,7 +88,7 @@ let package = Package(
         ]),
         // `cairn eval` publishes a test collection and installs it, hence Publish/Index/Store.
         .executableTarget(name: "cairn", dependencies: [
-            "CairnCore", "CairnEmbedding", "CairnDaemon", "CairnPublish", "CairnIndex", "CairnStore",
+            "CairnCore", "CairnEmbedding", "CairnDaemon", "CairnPublish", "CairnIndex", "CairnSearch", "CairnStore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -99,16 +105,17 @@ let package = Package(
         .testTarget(name: "CairnIndexTests", dependencies: ["CairnIndex"]),
         .testTarget(name: "CairnPublishTests", dependencies: ["CairnPublish", "CairnIndex", "CairnStore", "CairnTestSupport"]),
         .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish", "CairnTestSupport"]),
+        .testTarget(name: "CairnSearchTests", dependencies: ["CairnSearch"]),
         .testTarget(name: "CairnServerTests", dependencies: [
-            "CairnServer",
+            "CairnServer", "CairnIndex", "CairnSearch", "CairnEmbedding", "CairnTestSupport",
             .product(name: "HummingbirdTesting", package: "hummingbird"),
         ]),
-        .testTarget(name: "CairnDaemonTests", dependencies: ["CairnDaemon", "CairnTestSupport"]),
+        .testTarget(name: "CairnDaemonTests", dependencies: ["CairnDaemon", "CairnSearch", "CairnTestSupport"]),
         // Real processes: cairn-server, cairnd and cairn started from the built products.
         .testTarget(name: "CairnIntegrationTests", dependencies: ["CairnCore", "CairnTestSupport"]),
         // Faults injected into real processes (network, content, disk, process, callers,
         // publisher); one line per fault: `fault: <name> — held n/n (…)`.
-        .testTarget(name: "CairnFaultTests", dependencies: ["CairnCore", "CairnDaemon", "CairnTestSupport"]),
+        .testTarget(name: "CairnFaultTests", dependencies: ["CairnCore", "CairnDaemon", "CairnSearch", "CairnTestSupport"]),
     ]
 )
 
@@ -116,7 +123,7 @@ if fuzzing {
     // One executable, one subcommand per decoder: `cairn-fuzz manifest|delta|safetensors|search-body`.
     package.targets += [
         .systemLibrary(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"),
-        .executableTarget(name: "cairn-fuzz", dependencies: ["CLibFuzzer", "CairnCore", "CairnEmbedding", "CairnDaemon"],
+        .executableTarget(name: "cairn-fuzz", dependencies: ["CLibFuzzer", "CairnCore", "CairnEmbedding", "CairnSearch"],
                           path: "Fuzz/cairn-fuzz"),
     ]
 }

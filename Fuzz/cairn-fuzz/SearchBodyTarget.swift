@@ -1,5 +1,5 @@
-// The only use of the daemon: SearchBody.parse. If it moves to another module, import that one.
-@testable import CairnDaemon
+// The socket request decoder, SearchBody.parse, lives in CairnSearch (shared by cairnd and cairn-server).
+@testable import CairnSearch
 import CairnIndex
 import Foundation
 

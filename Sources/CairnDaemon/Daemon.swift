@@ -1,6 +1,7 @@
+import CairnSearch
 import Hummingbird
-import Logging
 import HummingbirdCore
+import Logging
 import NIOCore
 import ServiceLifecycle
 
@@ -28,8 +29,9 @@ public struct DaemonHooks: Sendable {
 /// Builds the socket server: checks the socket path (a live socket is never stolen: throws
 /// `socket_in_use`), loads the installed version if the holder is empty (none installed is
 /// fine: search answers 503 `no_index`), and returns the service to run in a `ServiceGroup`.
-/// (OpenBLAS runs one thread per call, as CairnEmbedding sets it: concurrent queries are the
-/// parallelism; with a thread per core, 8 clients got 90 dense queries/s instead of 240.)
+/// Searches run on `max_concurrent_queries` threads of their own (`SearchPool`), off the event
+/// loops. (OpenBLAS runs one thread per call, as CairnEmbedding sets it: concurrent queries are
+/// the parallelism; with a thread per core, 8 clients got 90 dense queries/s instead of 240.)
 /// On graceful shutdown in-flight requests finish and the socket file is removed.
 public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks = DaemonHooks(),
                         logger: Logger) throws(DaemonError) -> some Service {
@@ -45,8 +47,10 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
     let api = DaemonAPI(
         holder: hooks.holder, status: hooks.status ?? StateFileStatusProvider(dataDirectory: configuration.dataDirectory),
         requestSync: hooks.requestSync, maintenance: hooks.maintenance,
-        limiter: QueryLimiter(slots: configuration.maxConcurrentQueries, queueLimit: configuration.maxQueuedQueries),
-        dataDirectory: configuration.dataDirectory, maxBodyBytes: configuration.maxBodyBytes, logger: logger)
+        endpoint: SearchEndpoint(
+            pool: SearchPool(threads: configuration.maxConcurrentQueries, queueLimit: configuration.maxQueuedQueries),
+            maxBodyBytes: configuration.maxBodyBytes, logger: logger),
+        dataDirectory: configuration.dataDirectory, logger: logger)
     let router = Router(context: BasicRequestContext.self)
     api.addRoutes(to: router)
     let idle = TimeAmount.nanoseconds(Int64(configuration.idleTimeout * 1e9))

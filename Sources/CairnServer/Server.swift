@@ -1,3 +1,5 @@
+import CairnSearch
+import Foundation
 import Hummingbird
 import HummingbirdCore
 import Logging
@@ -19,7 +21,9 @@ public func buildServer(
     onRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) throws(ServerError) -> some ApplicationProtocol {
     let root = try RepositoryRoot(path: configuration.repository)
-    let responder = RepositoryResponder(root: root, documents: DocumentCache(), fileIO: FileIO(), metrics: ServerMetrics())
+    let search = try configuration.onlineSearch ? makeOnlineSearch(root: root, configuration: configuration, logger: logger) : nil
+    let responder = RepositoryResponder(root: root, documents: DocumentCache(), fileIO: FileIO(), metrics: ServerMetrics(),
+                                        search: search)
     let idleTimeout = TimeAmount.seconds(Int64(configuration.idleTimeoutSeconds))
     let http1 = HTTP1Channel.Configuration(
         additionalChannelHandlers: [DrainBeforeCloseHandler(limit: idleTimeout)], idleTimeout: idleTimeout)
@@ -34,6 +38,23 @@ public func buildServer(
         onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger
     )
+}
+
+/// Online search's parts: the cache folder (checked now, so a bad one stops the start), the
+/// trusted keys, and the worker pool.
+private func makeOnlineSearch(root: RepositoryRoot, configuration: ServerConfiguration,
+                              logger: Logger) throws(ServerError) -> OnlineSearch {
+    let folder = configuration.searchCache ?? (NSTemporaryDirectory() as NSString)
+        .appendingPathComponent("cairn-server-search-\(getuid())")
+    let cache = try VersionCache(repository: root.path, folder: folder, trustedKeyFiles: configuration.searchTrustedKeys,
+                                 logger: logger)
+    if configuration.searchTrustedKeys.isEmpty {
+        logger.warning("online search trusts the keys stored under the repository's keys/ (integrity, not authorship); set search_trusted_key to pin one")
+    }
+    logger.info("online search is on", metadata: ["cairn.search.cache": "\(folder)"])
+    let pool = SearchPool(threads: configuration.maxConcurrentSearches, queueLimit: configuration.maxQueuedSearches)
+    return OnlineSearch(root: root, cache: cache, endpoint: SearchEndpoint(pool: pool, maxBodyBytes: 64 * 1024, logger: logger),
+                        logger: logger)
 }
 
 /// Builds the server and runs it until SIGTERM or SIGINT, then shuts down gracefully: the

@@ -13,6 +13,9 @@ public struct ServerError: Error, CustomStringConvertible, Sendable {
         public static let repositoryInvalid = Code("repository_invalid")
         /// A private signing key lies under the served folder: the server refuses to start.
         public static let privateKeyUnderRoot = Code("private_key_under_root")
+        /// Online search cannot load a channel's newest version (bad signature, missing or
+        /// corrupt blob, failed verification, cache folder unusable); the last good one serves.
+        public static let versionUnusable = Code("version_unusable")
     }
 
     public let code: Code

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CairnDaemon
+import CairnSearch
 import Foundation
 
 struct QueryCommand: AsyncParsableCommand {

@@ -1,5 +1,6 @@
 import CairnDaemon
 import CairnIndex
+import CairnSearch
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
-import CairnTestSupport
 import CairnDaemon
+import CairnSearch
+import CairnTestSupport
 import Foundation
 import Logging
 import Testing

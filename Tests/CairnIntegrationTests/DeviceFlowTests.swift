@@ -12,18 +12,8 @@ import Glibc
 /// SIGKILL during sync lives in CairnFaultTests with the other faults.
 @Suite("publish, serve, sync, query: real processes", .serialized)
 struct DeviceFlowTests {
-    static let version1: [(id: String, text: String)] = [
-        ("boil", "Boil the water for one minute before you drink it."),
-        ("maps", "The flood maps show the safe routes to higher ground."),
-        ("storm", "A storm can bring a flood within hours."),
-        ("radio", "A crank radio keeps working when the power is out."),
-    ]
-    static let version2: [(id: String, text: String)] = [
-        ("boil", "Boil the water for one full minute, three at altitude, before you drink it."),
-        ("maps", "The flood maps show the safe routes to higher ground."),
-        ("radio", "A crank radio keeps working when the power is out."),
-        ("sandbag", "Sandbags stacked in a pyramid hold back shallow flood water."),
-    ]
+    static let version1 = Workspace.version1
+    static let version2 = Workspace.version2
 
     @Test("Given a published channel served by cairn-server, when a device syncs, updates by delta and loses the network, then it always answers from one verified version")
     func publishServeSyncQuery() async throws {

@@ -37,13 +37,25 @@ struct StartupTests {
             log_level = debug
             idle_timeout_seconds = 5
             max_connections = 10
+            online_search = true
+            search_cache = /var/cache/cairn-search
+            search_trusted_key = /etc/cairn/a.pub
+            search_trusted_key = /etc/cairn/b.pub
+            max_concurrent_searches = 3
+            max_queued_searches = 0
             """)
+        #expect(configuration.onlineSearch)
+        #expect(configuration.searchCache == "/var/cache/cairn-search")
+        #expect(configuration.searchTrustedKeys == ["/etc/cairn/a.pub", "/etc/cairn/b.pub"])
+        #expect(configuration.maxConcurrentSearches == 3 && configuration.maxQueuedSearches == 0)
         #expect(configuration.host == "0.0.0.0")
         #expect(configuration.port == 9000)
         #expect(configuration.logLevel == .debug)
         #expect(configuration.idleTimeoutSeconds == 5)
         #expect(configuration.maxConnections == 10)
-        try configuration.apply(environment: ["CAIRN_SERVER_PORT": "9100", "CAIRN_SERVER_REPO": "/data/repo"])
+        try configuration.apply(environment: ["CAIRN_SERVER_PORT": "9100", "CAIRN_SERVER_REPO": "/data/repo",
+                                              "CAIRN_SERVER_ONLINE_SEARCH": "false"])
+        #expect(!configuration.onlineSearch)
         #expect(configuration.port == 9100)
         #expect(configuration.repository == "/data/repo")
         #expect(configuration.host == "0.0.0.0")
@@ -51,6 +63,7 @@ struct StartupTests {
 
     @Test("Given bad config lines, when applied, then each is refused naming its line", arguments: [
         "port = 70000", "colour = blue", "just words", "log_level = loud", "max_connections = 0",
+        "online_search = maybe", "max_concurrent_searches = 0", "search_cache =",
     ])
     func badConfig(line: String) {
         var configuration = ServerConfiguration()

@@ -50,13 +50,14 @@ public struct Workspace: Sendable {
         return (snapshot["sha256"] as! String, snapshot["size"] as! Int, deltas)
     }
 
-    /// Starts `cairn-server serve --port 0` (or `port`) and returns it with its URL and log path.
-    public func serve(port: Int = 0) async throws -> (Process, url: String, log: String) {
+    /// Starts `cairn-server serve --port 0` (or `port`, plus `arguments`) and returns it with its
+    /// URL and log path.
+    public func serve(port: Int = 0, arguments: [String] = []) async throws -> (Process, url: String, log: String) {
         let server = folder + "/server"
         try FileManager.default.createDirectory(atPath: server, withIntermediateDirectories: true)
         let log = server + "/daemon.log"
         try? FileManager.default.removeItem(atPath: log)
-        let process = try launch(Products.path("cairn-server"), ["serve", "--repo", repo, "--port", String(port)],
+        let process = try launch(Products.path("cairn-server"), ["serve", "--repo", repo, "--port", String(port)] + arguments,
                                  logDirectory: server)
         var url = ""
         try await waitUntil("cairn-server prints its address", seconds: 30) {

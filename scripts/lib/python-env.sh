@@ -10,9 +10,10 @@
 # CAIRN_PYTHON (the venv's python). A stamp file (a `pip freeze` taken after each
 # install) makes a repeat call a no-op that runs no pip. Quiet unless something fails.
 # Verified pins (Python 3.11, x86_64): numpy==2.4.6 tokenizers==0.23.3 onnxruntime==1.31.1
+# "moto[server]==5.2.5" awscli==1.46.2 (extras in brackets are ignored by the stamp check).
 
 _cairn_norm() {  # PEP 503 name normalisation of "name==ver" lines: lower case, [-_.]+ -> -
-    awk -F'==' 'NF == 2 { n = tolower($1); gsub(/[-_.]+/, "-", n); print n "==" $2 }'
+    awk -F'==' 'NF == 2 { n = tolower($1); sub(/\[.*\]$/, "", n); gsub(/[-_.]+/, "-", n); print n "==" $2 }'
 }
 
 # Prints the pins ($@) that the stamp does not list.

@@ -1,3 +1,4 @@
+import CairnSearch
 import CairnSync
 import Foundation
 import Hummingbird
@@ -27,29 +28,28 @@ extension DaemonAPI {
         let maintenance = try availableMaintenance()
         let result: RollbackResult
         do { result = try await maintenance.rollback() } catch { throw Self.apiError(error, failure: "rollback_failed") }
-        return try Self.json(RollbackAnswer(version: result.version.version, stateRoot: result.version.stateRoot.hex,
+        return Self.json(RollbackAnswer(version: result.version.version, stateRoot: result.version.stateRoot.hex,
                                             rolledBackFrom: result.rolledBackFrom, heldBackVersion: result.rolledBackFrom))
     }
 
     func export(_ request: Request) async throws -> Response {
-        try Self.checkContentType(request)
         let body = try await readBody(request)
-        guard let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] else { throw APIError.badJSON() }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else { throw APIError.badJSON() }
         if let unknown = object.keys.sorted().first(where: { $0 != "to" }) {
-            throw APIError(.badRequest, "unknown_field", "`\(unknown)` is not a field of an export request")
+            throw APIError(400, "unknown_field", "`\(unknown)` is not a field of an export request")
         }
         guard let target = object["to"] as? String else {
-            throw APIError(.badRequest, "bad_path", "send {\"to\": \"/absolute/folder\"}")
+            throw APIError(400, "bad_path", "send {\"to\": \"/absolute/folder\"}")
         }
         let maintenance = try availableMaintenance()
         let result: ExportResult
         do { result = try await maintenance.export(to: target) } catch { throw Self.apiError(error, failure: "export_failed") }
-        return try Self.json(result)
+        return Self.json(result)
     }
 
     private func availableMaintenance() throws -> any DeviceMaintenance {
         guard let maintenance else {
-            throw APIError(.serviceUnavailable, "sync_unavailable", "this cairnd runs without a data directory it manages")
+            throw APIError(503, "sync_unavailable", "this cairnd runs without a data directory it manages")
         }
         return maintenance
     }
@@ -58,10 +58,10 @@ extension DaemonAPI {
     static func apiError(_ error: SyncError, failure: String) -> APIError {
         switch error.code {
         case .noPreviousVersion, .previousUnusable, .exportTargetNotEmpty, .exportUnreproducible:
-            APIError(.conflict, error.code.name, error.message)
-        case .badPath: APIError(.badRequest, "bad_path", error.message)
+            APIError(409, error.code.name, error.message)
+        case .badPath: APIError(400, "bad_path", error.message)
         case .notInstalled: APIError.noIndex
-        default: APIError(.internalServerError, failure, error.message)
+        default: APIError(500, failure, error.message)
         }
     }
 }

@@ -1,24 +1,24 @@
 import CairnCore
 import CairnIndex
+import CairnSearch
 import Foundation
 import Hummingbird
 import Logging
 
 /// The socket API's handlers (protocol/socket-api.md): stateless apart from the shared
-/// `IndexHolder`, status provider and search limiter.
+/// `IndexHolder`, status provider and search endpoint (CairnSearch, shared with cairn-server).
 struct DaemonAPI: Sendable {
     let holder: IndexHolder
     let status: any SyncStatusProvider
     let requestSync: (@Sendable () async -> Void)?
     let maintenance: (any DeviceMaintenance)?
-    let limiter: QueryLimiter
+    let endpoint: SearchEndpoint
     let dataDirectory: String
-    let maxBodyBytes: Int
     let logger: Logger
 
     func addRoutes(to router: Router<BasicRequestContext>) {
         router.add(middleware: ErrorMiddleware(logger: logger))
-        router.get("healthz") { _, _ in try Self.json(["ok": true]) }
+        router.get("healthz") { _, _ in Self.json(["ok": true]) }
         router.get("v1/status") { _, _ in try await statusAnswer() }
         router.post("v1/search") { request, _ in try await search(request) }
         router.get("v1/chunks/:id") { _, context in try chunk(context.parameters.require("id")) }
@@ -37,36 +37,26 @@ struct DaemonAPI: Sendable {
     // MARK: Handlers
 
     func search(_ request: Request) async throws -> Response {
-        try Self.checkContentType(request)
-        let body = try await readBody(request)
-        let searchRequest = try SearchBody.parse(body)
-        let answer = try await limiter.withSlot { () async throws -> SearchAnswer in
+        let answer = try await endpoint.search(
+            body: try await readBody(request),
+            flags: {
+                let sync = await status.syncStatus()
+                return (sync.online, sync.stale)
+            },
             // The version is taken once: every result of this query comes from it, even if a
             // new version is installed meanwhile.
-            guard let serving = holder.current else { throw APIError.noIndex }
-            let sync = await status.syncStatus()
-            return try run(searchRequest, on: serving, sync: sync)
-        }
-        return try Self.json(answer)
+            version: { [holder] () throws(APIError) -> ServingVersion in
+                guard let serving = holder.current else { throw APIError.noIndex }
+                return serving
+            })
+        return Self.json(bytes: answer)
     }
 
-    func run(_ request: SearchRequest, on serving: ServingVersion, sync: SyncStatus) throws -> SearchAnswer {
-        let clock = ContinuousClock()
-        let start = clock.now
-        var embedTime = Duration.zero
-        do {
-            // The lexical part runs beside the query's embedding (SearchIndex.search(_:embed:)).
-            let response = try serving.index.search(request) { () -> [Float]? in
-                guard let embedder = serving.embedder else { return nil }
-                let embedStart = clock.now
-                defer { embedTime = clock.now - embedStart }
-                return embedder.embed(request.query)
-            }
-            return SearchAnswer(response, denseAvailable: serving.denseAvailable, sync: sync, embedMilliseconds: Self.milliseconds(embedTime),
-                                totalMilliseconds: Self.milliseconds(clock.now - start))
-        } catch {
-            logger.error("search failed", metadata: ["cairn.snapshot.version": "\(serving.version)", "cairn.error": "\(error)"])
-            throw APIError.internalError
+    /// The request's JSON body, with the search endpoint's content-type and size rules.
+    func readBody(_ request: Request) async throws(APIError) -> [UInt8] {
+        try await endpoint.body(contentType: request.headers[.contentType], contentLength: request.headers[.contentLength]) { limit in
+            var buffer = try await request.body.collect(upTo: limit)
+            return buffer.readBytes(length: buffer.readableBytes) ?? []
         }
     }
 
@@ -80,8 +70,8 @@ struct DaemonAPI: Sendable {
             logger.error("chunk fetch failed", metadata: ["cairn.error": "\(error)"])
             throw APIError.internalError
         }
-        guard let found else { throw APIError(.notFound, "chunk_not_found", "the installed version has no chunk with that id") }
-        return try Self.json(ChunkAnswer(chunk: found, version: serving.version, stateRoot: serving.stateRoot))
+        guard let found else { throw APIError(404, "chunk_not_found", "the installed version has no chunk with that id") }
+        return Self.json(ChunkAnswer(chunk: found, version: serving.version, stateRoot: serving.stateRoot))
     }
 
     func statusAnswer() async throws -> Response {
@@ -89,51 +79,31 @@ struct DaemonAPI: Sendable {
         let answer = DaemonStatus(serving: holder.current, dataDirectory: dataDirectory,
                                   dataDirectoryBytes: DiskUsage.bytes(under: dataDirectory),
                                   syncAvailable: requestSync != nil, sync: sync)
-        return try Self.json(answer)
+        return Self.json(answer)
     }
 
     func sync() async throws -> Response {
         guard let requestSync else {
-            throw APIError(.serviceUnavailable, "sync_unavailable", "this cairnd runs without a sync component")
+            throw APIError(503, "sync_unavailable", "this cairnd runs without a sync component")
         }
         await requestSync()
-        return try Self.json(["accepted": true], status: .accepted)
+        return Self.json(["accepted": true], status: .accepted)
     }
 
     // MARK: Helpers
 
-    static func checkContentType(_ request: Request) throws {
-        guard let value = request.headers[.contentType] else { return }
-        let type = value.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
-        guard type == "application/json" || type == "application/x-www-form-urlencoded" else {
-            throw APIError(.unsupportedMediaType, "bad_content_type",
-                           "send the body as application/json (application/x-www-form-urlencoded is read as JSON too)")
-        }
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+        json(bytes: APIJSON.encode(value), status: status)
     }
 
-    /// The body, refused before reading when its declared length is over the limit, and cut
-    /// off at the limit when it is chunked.
-    func readBody(_ request: Request) async throws -> Data {
-        let tooLarge = APIError(.contentTooLarge, "body_too_large", "the request body is larger than \(maxBodyBytes) bytes")
-        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > maxBodyBytes { throw tooLarge }
-        do {
-            var buffer = try await request.body.collect(upTo: maxBodyBytes)
-            return Data(buffer.readBytes(length: buffer.readableBytes) ?? [])
-        } catch {
-            throw tooLarge
-        }
+    static func json(bytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: APIJSON.contentType], body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
-    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let data = try encoder.encode(value)
-        return Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: data)))
-    }
-
-    static func milliseconds(_ duration: Duration) -> Double {
-        let (seconds, attoseconds) = duration.components
-        return Double(seconds) * 1_000 + Double(attoseconds) / 1e15
+    /// The JSON error answer.
+    static func response(for error: APIError) -> Response {
+        var response = json(bytes: error.body, status: HTTPResponse.Status(code: error.status))
+        if let allow = error.allow { response.headers[.allow] = allow }
+        return response
     }
 }

@@ -1,3 +1,5 @@
+import CairnSearch
+
 /// The body of `GET /v1/status` (protocol/socket-api.md). Version fields are nil before the
 /// first install.
 public struct DaemonStatus: Sendable, Hashable, Codable {

@@ -1,3 +1,4 @@
+import CairnSearch
 import Hummingbird
 import Logging
 
@@ -12,16 +13,15 @@ struct ErrorMiddleware: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch let error as APIError {
-            return try error.response(from: request, context: context)
+            return DaemonAPI.response(for: error)
         } catch let error as HTTPError where error.status == .notFound {
-            return try Self.routeMiss(request).response(from: request, context: context)
+            return DaemonAPI.response(for: Self.routeMiss(request))
         } catch let error as any HTTPResponseError where error.status.code < 500 {
             let code = error.status == .contentTooLarge ? "body_too_large" : "bad_request"
-            return try APIError(error.status, code, "the request was refused (\(error.status.code))")
-                .response(from: request, context: context)
+            return DaemonAPI.response(for: APIError(error.status.code, code, "the request was refused (\(error.status.code))"))
         } catch {
             logger.error("request failed", metadata: ["cairn.error": "\(error)", "cairn.http.path": "\(request.uri.path)"])
-            return try APIError.internalError.response(from: request, context: context)
+            return DaemonAPI.response(for: .internalError)
         }
     }
 
@@ -30,10 +30,8 @@ struct ErrorMiddleware: RouterMiddleware {
         let matching = DaemonAPI.routes.first { route in
             route.path.count == segments.count && zip(route.path, segments).allSatisfy { $0 == "*" || $0 == $1 }
         }
-        guard let matching else { return APIError(.notFound, "not_found", "no such endpoint; see protocol/socket-api.md") }
-        var error = APIError(.methodNotAllowed, "method_not_allowed",
-                             "use \(matching.methods.map(\.rawValue).joined(separator: ", ")) on this endpoint")
-        error.headers[.allow] = matching.methods.map(\.rawValue).joined(separator: ", ")
-        return error
+        guard let matching else { return APIError(404, "not_found", "no such endpoint; see protocol/socket-api.md") }
+        let allowed = matching.methods.map(\.rawValue).joined(separator: ", ")
+        return APIError(405, "method_not_allowed", "use \(allowed) on this endpoint", allow: allowed)
     }
 }

@@ -33,7 +33,8 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var socketGroup: String?
     /// [`log_level`: trace, debug, info, notice, warning, error, critical] Default info.
     public var logLevel: Logger.Level
-    /// Searches that run at once. [`max_concurrent_queries`] Default 2 × active processors.
+    /// Searches that run at once, each on a thread of the search pool. [`max_concurrent_queries`]
+    /// Default 2 × active processors.
     public var maxConcurrentQueries: Int
     /// Searches that may wait for a slot; beyond that 503 `busy`. [`max_queued_queries`]
     /// Default 4 × `maxConcurrentQueries`.

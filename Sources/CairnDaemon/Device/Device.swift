@@ -1,4 +1,5 @@
 import CairnCore
+import CairnSearch
 import CairnSync
 import Foundation
 import Logging

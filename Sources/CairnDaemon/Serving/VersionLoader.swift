@@ -1,5 +1,6 @@
 import CairnEmbedding
 import CairnIndex
+import CairnSearch
 import Foundation
 import Logging
 
@@ -39,9 +40,10 @@ public enum VersionLoader {
                               "version folder \(expected) holds an index of version \(index.meta.version); reinstall it")
         }
         let manifest = FileManager.default.contents(atPath: (folder as NSString).appendingPathComponent(manifestFile))
-        let (embedder, modelDirectory) = loadModel(folder: folder, index: index, reusing: reusing, logger: logger)
+        let modelDirectory = resolve((folder as NSString).appendingPathComponent(modelLink))
+        let embedder = ServingVersion.embedder(for: index, modelFolder: modelDirectory, reusing: reusing, logger: logger)
         return ServingVersion(index: index, embedder: embedder, manifest: manifest.map(Array.init) ?? [],
-                              directory: folder, modelDirectory: modelDirectory)
+                              directory: folder, modelDirectory: embedder == nil ? nil : modelDirectory)
     }
 
     /// `current`, or `previous` when `current` is absent or unusable (logged).
@@ -52,32 +54,6 @@ public enum VersionLoader {
         } catch let error where error.code == .versionUnusable {
             logger.error("the current version is unusable; trying the previous one", metadata: ["cairn.error": "\(error)"])
             return try load(dataDirectory: dataDirectory, link: "previous", configuration: configuration, logger: logger)
-        }
-    }
-
-    private static func loadModel(folder: String, index: SearchIndex, reusing: ServingVersion?,
-                                  logger: Logger) -> (SentenceEmbedder?, String?) {
-        guard let modelFolder = resolve((folder as NSString).appendingPathComponent(modelLink)) else {
-            logger.warning("the version has no model: answers are lexical only",
-                           metadata: ["cairn.snapshot.version": "\(index.meta.version)"])
-            return (nil, nil)
-        }
-        if let reusing, reusing.modelDirectory == modelFolder, let embedder = reusing.embedder,
-           embedder.dimension == index.meta.dimension {
-            return (embedder, modelFolder)
-        }
-        do {
-            let embedder = try SentenceEmbedder(directory: modelFolder)
-            guard embedder.dimension == index.meta.dimension else {
-                logger.warning("the model's dimension differs from the index's: answers are lexical only",
-                               metadata: ["cairn.snapshot.version": "\(index.meta.version)"])
-                return (nil, nil)
-            }
-            return (embedder, modelFolder)
-        } catch {
-            logger.warning("the model cannot be loaded: answers are lexical only",
-                           metadata: ["cairn.snapshot.version": "\(index.meta.version)", "cairn.error": "\(error)"])
-            return (nil, nil)
         }
     }
 

@@ -1,11 +1,14 @@
+import Foundation
 import Logging
 
 /// Everything `cairn-server serve` needs to know. Every field has a default; the executable
 /// layers a config file, then the environment, then flags on top (each later one wins).
 ///
 /// Config file keys (`key = value`, `#` comments): `host`, `port`, `repo`, `log_level`,
-/// `idle_timeout_seconds`, `max_connections`. Environment: `CAIRN_SERVER_HOST`,
-/// `CAIRN_SERVER_PORT`, `CAIRN_SERVER_REPO`, `CAIRN_SERVER_LOG_LEVEL`.
+/// `idle_timeout_seconds`, `max_connections`, `online_search`, `search_cache`,
+/// `search_trusted_key`, `max_concurrent_searches`, `max_queued_searches`. Environment:
+/// `CAIRN_SERVER_HOST`, `CAIRN_SERVER_PORT`, `CAIRN_SERVER_REPO`, `CAIRN_SERVER_LOG_LEVEL`,
+/// `CAIRN_SERVER_ONLINE_SEARCH`, `CAIRN_SERVER_SEARCH_CACHE`, `CAIRN_SERVER_SEARCH_TRUSTED_KEY`.
 public struct ServerConfiguration: Sendable, Equatable {
     /// Address to bind. Default `127.0.0.1` (loopback only; put a reverse proxy or set `0.0.0.0`
     /// to serve the network).
@@ -21,6 +24,20 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var idleTimeoutSeconds: Int = 60
     /// Connections served at once; further ones wait in the listen backlog. Default 1024.
     public var maxConnections: Int = 1024
+    /// Whether `POST /v1/channels/<c>/search` answers (protocol/online-search.md). Default
+    /// false: each searched channel's newest version is kept open in memory with its model.
+    public var onlineSearch: Bool = false
+    /// The folder online search inflates versions and models into. Default nil:
+    /// `cairn-server-search-<uid>` in the system's temporary folder. Created with mode 0700.
+    public var searchCache: String?
+    /// Public key files (`*.pub`) the manifests must be signed with for online search. Default
+    /// empty: the keys the publisher stored under `<repo>/keys/` (integrity, not authorship).
+    public var searchTrustedKeys: [String] = []
+    /// Searches run at once, each on a thread of its own. Default 2 × the number of cores (as
+    /// cairnd's `max_concurrent_queries`).
+    public var maxConcurrentSearches: Int = 2 * ProcessInfo.processInfo.activeProcessorCount
+    /// Searches that may wait for a thread; beyond that 503 `busy`. Default 4 × the above.
+    public var maxQueuedSearches: Int = 8 * ProcessInfo.processInfo.activeProcessorCount
 
     /// The defaults above.
     public init() {}
@@ -38,11 +55,14 @@ extension ServerConfiguration {
         }
     }
 
-    /// Applies `CAIRN_SERVER_HOST`, `_PORT`, `_REPO` and `_LOG_LEVEL` when present.
+    /// Applies `CAIRN_SERVER_HOST`, `_PORT`, `_REPO`, `_LOG_LEVEL`, `_ONLINE_SEARCH`,
+    /// `_SEARCH_CACHE` and `_SEARCH_TRUSTED_KEY` when present.
     /// - Throws: `ServerError.Code.configurationInvalid` for a bad value.
     public mutating func apply(environment: [String: String]) throws(ServerError) {
         let names = [("CAIRN_SERVER_HOST", "host"), ("CAIRN_SERVER_PORT", "port"),
-                     ("CAIRN_SERVER_REPO", "repo"), ("CAIRN_SERVER_LOG_LEVEL", "log_level")]
+                     ("CAIRN_SERVER_REPO", "repo"), ("CAIRN_SERVER_LOG_LEVEL", "log_level"),
+                     ("CAIRN_SERVER_ONLINE_SEARCH", "online_search"), ("CAIRN_SERVER_SEARCH_CACHE", "search_cache"),
+                     ("CAIRN_SERVER_SEARCH_TRUSTED_KEY", "search_trusted_key")]
         for (variable, key) in names {
             if let value = environment[variable] { try set(key, value, source: variable) }
         }
@@ -74,6 +94,24 @@ extension ServerConfiguration {
         case "max_connections":
             guard let count = Int(value), count > 0 else { throw bad("must be a positive whole number") }
             maxConnections = count
+        case "online_search":
+            switch value.lowercased() {
+            case "true", "yes", "on", "1": onlineSearch = true
+            case "false", "no", "off", "0": onlineSearch = false
+            default: throw bad("must be true or false")
+            }
+        case "search_cache":
+            guard !value.isEmpty else { throw bad("must not be empty") }
+            searchCache = value
+        case "search_trusted_key":
+            guard !value.isEmpty else { throw bad("must not be empty") }
+            searchTrustedKeys.append(value)
+        case "max_concurrent_searches":
+            guard let count = Int(value), (1...256).contains(count) else { throw bad("must be a whole number 1-256") }
+            maxConcurrentSearches = count
+        case "max_queued_searches":
+            guard let count = Int(value), count >= 0 else { throw bad("must be a whole number, 0 or more") }
+            maxQueuedSearches = count
         default:
             throw ServerError(.configurationInvalid, "\(source): unknown key '\(key)'")
         }

@@ -1,3 +1,4 @@
+import CairnSearch
 import Hummingbird
 
 /// Builds the response for a repository file: caching headers, conditional requests, byte
@@ -72,5 +73,11 @@ enum Responses {
     static func json(_ status: HTTPResponse.Status, _ text: String) -> Response {
         Response(status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"],
                  body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    /// An online search answer or error (the daemon's JSON).
+    static func json(_ status: HTTPResponse.Status, bytes: [UInt8]) -> Response {
+        Response(status: status, headers: [.contentType: APIJSON.contentType, .cacheControl: "no-store"],
+                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 }

@@ -1,9 +1,14 @@
+import CairnSearch
 import Hummingbird
 import Logging
 
 /// Answers every request: routes by the raw request target (never a decoded or normalised
 /// one), serves repository files, `/healthz` and `/metrics`, and records one metric sample and
 /// one info log line per request once its body has been sent.
+///
+/// Everything is static (GET and HEAD of files, read-only) except one route:
+/// `POST /v1/channels/<c>/search`, online search, answered by `OnlineSearch` when the
+/// configuration enables it and with 404 `search_disabled` otherwise.
 struct RepositoryResponder: HTTPResponder {
     typealias Context = BasicRequestContext
 
@@ -11,12 +16,18 @@ struct RepositoryResponder: HTTPResponder {
     let documents: DocumentCache
     let fileIO: FileIO
     let metrics: ServerMetrics
+    /// Nil unless online search is enabled.
+    let search: OnlineSearch?
 
     func respond(to request: Request, context: Context) async throws -> Response {
         let start = ContinuousClock.now
         let route = RequestPath(target: request.head.path ?? "")
-        // POST /v1/channels/<c>/search (online search) will be routed here once the daemon's API lands.
-        var response = await answer(request, route: route, context: context)
+        var response: Response
+        if case .search(let channel) = route {
+            response = await searchAnswer(request, channel: channel)
+        } else {
+            response = await answer(request, route: route, context: context)
+        }
         let kind = route.kind
         let status = response.status.code
         let logger = context.logger
@@ -50,6 +61,31 @@ struct RepositoryResponder: HTTPResponder {
         return response
     }
 
+    /// Online search: the daemon's `POST /v1/search`, on the channel's newest version.
+    private func searchAnswer(_ request: Request, channel: String) async -> Response {
+        do throws(APIError) {
+            guard let search else {
+                throw APIError(404, "search_disabled", "online search is not enabled on this server (online_search = true)")
+            }
+            guard request.method == .post else { throw APIError(405, "method_not_allowed", "use POST on this endpoint", allow: "POST") }
+            let body = try await search.endpoint.body(
+                contentType: request.headers[.contentType], contentLength: request.headers[.contentLength]) { limit in
+                    var buffer = try await request.body.collect(upTo: limit)
+                    return buffer.readBytes(length: buffer.readableBytes) ?? []
+                }
+            let answer = try await search.endpoint.search(
+                body: body,
+                // The server is the source: there is no sync whose state to report.
+                flags: { (nil, nil) },
+                version: { () throws(APIError) -> ServingVersion in try search.version(channel: channel) })
+            return Responses.json(.ok, bytes: answer)
+        } catch {
+            var response = Responses.json(HTTPResponse.Status(code: error.status), bytes: error.body)
+            if let allow = error.allow { response.headers[.allow] = allow }
+            return response
+        }
+    }
+
     private func answer(_ request: Request, route: RequestPath, context: Context) async -> Response {
         guard request.method == .get || request.method == .head else {
             var response = Responses.error(.methodNotAllowed)
@@ -60,7 +96,7 @@ struct RepositoryResponder: HTTPResponder {
         switch route {
         case .malformed:
             return Responses.error(.badRequest)
-        case .notFound:
+        case .notFound, .search:
             return Responses.error(.notFound)
         case .health:
             response = Responses.json(.ok, "{\"status\":\"ok\"}")

@@ -1,12 +1,15 @@
 import CairnCore
 
 /// What a request target names. Pure: decides from the raw target text alone, before any file
-/// is touched. Only `channels/…`, `blobs/…` and `keys/…` files are ever served.
+/// is touched. Only `channels/…`, `blobs/…` and `keys/…` files are ever served; the one
+/// non-static route is online search.
 enum RequestPath: Equatable, Sendable {
     /// A repository file, by its path relative to the root (no leading `/`).
     case file(RepositoryFile)
     case health
     case metrics
+    /// `POST /v1/channels/<c>/search`, online search (the name is checked by the searcher).
+    case search(channel: String)
     /// Not a target a well-behaved client sends: `%`-escapes, backslashes, control bytes, empty,
     /// `.` or `..` segments (400). Repository names never need escaping, so refusing every `%`
     /// refuses `%2F`, `%2e%2e` and every other disguise at once.
@@ -21,6 +24,7 @@ enum RequestPath: Equatable, Sendable {
         case .file(let file): file.kind.rawValue
         case .health: "health"
         case .metrics: "metrics"
+        case .search: "search"
         case .malformed: "malformed"
         case .notFound: "not_found"
         }
@@ -46,6 +50,7 @@ enum RequestPath: Equatable, Sendable {
         switch s.count {
         case 1 where s[0] == "healthz": return .health
         case 1 where s[0] == "metrics": return .metrics
+        case 4 where s[0] == "v1" && s[1] == "channels" && s[3] == "search": return .search(channel: s[2])
         case 3 where s[0] == "channels" && s[2] == "manifest.json" && Manifest.isValidChannelName(s[1]):
             return .file(RepositoryFile(kind: .manifest, relativePath: s.joined(separator: "/")))
         case 4 where s[0] == "channels" && s[2] == "versions" && Manifest.isValidChannelName(s[1])

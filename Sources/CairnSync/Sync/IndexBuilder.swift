@@ -7,36 +7,14 @@ import Foundation
 /// Builds and checks a new version's index in its `.partial` folder: synchronous, file-bound work.
 enum IndexBuilder {
     /// Inflates a verified snapshot blob into `output`, refusing to write past the manifest's
-    /// `uncompressed_size` (a decompression bomb stops there) or to produce less. Not synced.
+    /// `uncompressed_size` (a decompression bomb stops there) or to produce less.
     static func decompress(blob: String, to output: String, uncompressedSize: Int) throws(SyncError) {
-        let fd = open(output, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw SyncError(.io, "cannot create \(output): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var produced = 0
         do {
-            let input = try FileSystem.read(blob)
-            try Zlib.decompress(input, limit: uncompressedSize) { (chunk) throws(StoreError) in
-                var done = 0
-                while done < chunk.count {
-                    let result = write(fd, chunk.baseAddress! + done, chunk.count - done)
-                    if result < 0 {
-                        if errno == EINTR { continue }
-                        throw StoreError([ENOSPC, EFBIG, EDQUOT].contains(errno) ? .diskFull : .io,
-                                         "cannot write the new index: \(String(cString: strerror(errno)))")
-                    }
-                    done += result
-                }
-                produced += chunk.count
-            }
+            try Zlib.decompress(try FileSystem.read(blob), toNewFile: output, size: uncompressedSize)
         } catch {
             let code: SyncError.Code = error.code == .diskFull ? .diskFull : .installFailed
             throw SyncError(code, "the snapshot cannot be installed: \(error.message)", cause: error)
         }
-        guard produced == uncompressedSize else {
-            throw SyncError(.installFailed, "the snapshot inflates to \(produced) bytes, not the stated \(uncompressedSize)")
-        }
-        // No fsync here: `finish` syncs the file once, after verification, so the kernel's
-        // write-back overlaps the checks instead of stalling before them.
     }
 
     /// Copies the installed index to `output` and applies the verified delta blob to the copy.

@@ -1,6 +1,7 @@
 import CairnCore
 import CairnDaemon
 import CairnIndex
+import CairnSearch
 import Foundation
 
 /// Sends every (query, mode) search to cairnd over its socket, `concurrency` at a time, each on

@@ -1,8 +1,9 @@
-import CairnTestSupport
 import CairnCore
 import CairnDaemon
 import CairnEmbedding
 import CairnIndex
+import CairnSearch
+import CairnTestSupport
 import Foundation
 import Logging
 

@@ -1,8 +1,9 @@
 import CairnCore
 import CairnIndex
 
-/// The body of a successful `POST /v1/search`: CairnIndex's `SearchResponse` plus the device's
-/// sync flags and the embedding time. Codable with snake_case keys (protocol/socket-api.md).
+/// The body of a successful search (cairnd's `POST /v1/search`, cairn-server's
+/// `POST /v1/channels/<c>/search`): CairnIndex's `SearchResponse` plus the sync flags and the
+/// embedding time. Codable with snake_case keys (protocol/socket-api.md).
 public struct SearchAnswer: Sendable, Hashable, Codable {
     public struct Timings: Sendable, Hashable, Codable {
         public var embedMilliseconds: Double
@@ -28,15 +29,16 @@ public struct SearchAnswer: Sendable, Hashable, Codable {
     public var stale: Bool?
     public var timings: Timings
 
-    init(_ response: SearchResponse, denseAvailable: Bool, sync: SyncStatus, embedMilliseconds: Double, totalMilliseconds: Double) {
+    public init(_ response: SearchResponse, denseAvailable: Bool, online: Bool?, stale: Bool?,
+                embedMilliseconds: Double, totalMilliseconds: Double) {
         results = response.results
         version = response.version
         stateRoot = response.stateRoot
         mode = response.mode
         fusion = response.fusion
         self.denseAvailable = denseAvailable
-        online = sync.online
-        stale = sync.stale
+        self.online = online
+        self.stale = stale
         timings = Timings(embedMilliseconds: embedMilliseconds, lexicalMilliseconds: response.timings.lexicalMilliseconds,
                           denseMilliseconds: response.timings.denseMilliseconds, totalMilliseconds: totalMilliseconds)
     }
@@ -57,34 +59,5 @@ public struct SearchAnswer: Sendable, Hashable, Codable {
         try c.encode(online, forKey: .online)
         try c.encode(stale, forKey: .stale)
         try c.encode(timings, forKey: .timings)
-    }
-}
-
-/// The body of `GET /v1/chunks/{id}`: the chunk's fields plus the version it came from.
-public struct ChunkAnswer: Sendable, Hashable, Codable {
-    public var chunk: Chunk
-    public var version: Int
-    public var stateRoot: String
-
-    enum CodingKeys: String, CodingKey { case version, stateRoot = "state_root" }
-
-    public init(chunk: Chunk, version: Int, stateRoot: String) {
-        self.chunk = chunk
-        self.version = version
-        self.stateRoot = stateRoot
-    }
-
-    public init(from decoder: any Decoder) throws {
-        chunk = try Chunk(from: decoder)
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        version = try c.decode(Int.self, forKey: .version)
-        stateRoot = try c.decode(String.self, forKey: .stateRoot)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        try chunk.encode(to: encoder)
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(version, forKey: .version)
-        try c.encode(stateRoot, forKey: .stateRoot)
     }
 }

@@ -1,17 +1,18 @@
 import Logging
 import Synchronization
 
-/// The version the daemon serves, swapped atomically.
+/// The version a process searches, swapped atomically.
 ///
 /// A query calls `current` once at its start and uses that reference to the end, so it never
 /// mixes two versions and never fails because of a swap; the old version is closed when the
-/// last query holding it ends. CairnSync calls `install(_:)` after it has verified and
-/// atomically activated a new version on disk.
+/// last query holding it ends. In cairnd, CairnSync calls `install(_:)` after it has verified
+/// and atomically activated a new version on disk; in cairn-server, the online search loader
+/// after it has verified a channel's newest version.
 public final class IndexHolder: Sendable {
     private let state: Mutex<ServingVersion?>
     private let logger: Logger
 
-    public init(_ initial: ServingVersion? = nil, logger: Logger = Logger(label: "cairn.daemon.index")) {
+    public init(_ initial: ServingVersion? = nil, logger: Logger = Logger(label: "cairn.search.index")) {
         state = Mutex(initial)
         self.logger = logger
     }

@@ -3,9 +3,9 @@ import Foundation
 
 /// The body of `POST /v1/search`, decoded strictly: unknown keys and wrong types are refused
 /// with the API's stable codes (thrown as `APIError`), so a typo never silently changes a query.
-struct SearchBody: Decodable {
-    static let maximumQueryBytes = 4096
-    var request: SearchRequest
+public struct SearchBody: Decodable {
+    public static let maximumQueryBytes = 4096
+    public var request: SearchRequest
 
     private struct Key: CodingKey {
         var stringValue: String
@@ -18,27 +18,27 @@ struct SearchBody: Decodable {
     private static let topLevelKeys: Set<String> = ["query", "k", "mode", "filter", "min_similarity"]
     private static let filterKeys: Set<String> = ["scenario", "tags"]
 
-    init(from decoder: any Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         guard let c = try? decoder.container(keyedBy: Key.self) else { throw APIError.badJSON("the body must be a JSON object") }
         try Self.refuseUnknown(c.allKeys, allowed: Self.topLevelKeys, in: "the request")
-        guard c.contains(Key("query")) else { throw APIError(.badRequest, "missing_field", "the request has no \"query\"") }
+        guard c.contains(Key("query")) else { throw APIError(400, "missing_field", "the request has no \"query\"") }
         guard let query = try? c.decode(String.self, forKey: Key("query")) else { throw APIError.badJSON("\"query\" must be a string") }
         var request = SearchRequest(query: query)
         if c.contains(Key("k")), try !c.decodeNil(forKey: Key("k")) {
             guard let k = try? c.decode(Int.self, forKey: Key("k")), SearchRequest.kRange.contains(k) else {
-                throw APIError(.badRequest, "bad_k", "\"k\" must be an integer from 1 to 100")
+                throw APIError(400, "bad_k", "\"k\" must be an integer from 1 to 100")
             }
             request.k = k
         }
         if c.contains(Key("mode")), try !c.decodeNil(forKey: Key("mode")) {
             guard let raw = try? c.decode(String.self, forKey: Key("mode")), let mode = SearchRequest.Mode(rawValue: raw) else {
-                throw APIError(.badRequest, "bad_mode", "\"mode\" must be one of hybrid, lexical, dense, rrf")
+                throw APIError(400, "bad_mode", "\"mode\" must be one of hybrid, lexical, dense, rrf")
             }
             request.mode = mode
         }
         if c.contains(Key("min_similarity")), try !c.decodeNil(forKey: Key("min_similarity")) {
             guard let value = try? c.decode(Double.self, forKey: Key("min_similarity")), value.isFinite, (-1...1).contains(value) else {
-                throw APIError(.badRequest, "bad_min_similarity", "\"min_similarity\" must be a number from -1 to 1")
+                throw APIError(400, "bad_min_similarity", "\"min_similarity\" must be a number from -1 to 1")
             }
             request.minSimilarity = Float(value)
         }
@@ -64,20 +64,20 @@ struct SearchBody: Decodable {
     }
 
     /// Parses and validates a body (after its size was checked).
-    static func parse(_ bytes: Data) throws(APIError) -> SearchRequest {
+    public static func parse(_ bytes: some Collection<UInt8>) throws(APIError) -> SearchRequest {
         let request: SearchRequest
         do {
-            request = try JSONDecoder().decode(SearchBody.self, from: bytes).request
+            request = try JSONDecoder().decode(SearchBody.self, from: Data(bytes)).request
         } catch let error as APIError {
             throw error
         } catch {
             throw APIError.badJSON()
         }
         if request.query.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
-            throw APIError(.badRequest, "empty_query", "\"query\" is empty or only whitespace")
+            throw APIError(400, "empty_query", "\"query\" is empty or only whitespace")
         }
         if request.query.utf8.count > maximumQueryBytes {
-            throw APIError(.contentTooLarge, "query_too_long", "\"query\" is longer than \(maximumQueryBytes) bytes")
+            throw APIError(413, "query_too_long", "\"query\" is longer than \(maximumQueryBytes) bytes")
         }
         return request
     }
@@ -85,7 +85,7 @@ struct SearchBody: Decodable {
     private static func refuseUnknown(_ keys: [Key], allowed: Set<String>, in place: String) throws {
         // The unknown key itself is not echoed: it is client text like the query.
         if keys.contains(where: { !allowed.contains($0.stringValue) }) {
-            throw APIError(.badRequest, "unknown_field",
+            throw APIError(400, "unknown_field",
                            "\(place) has an unknown field; allowed: \(allowed.sorted().joined(separator: ", "))")
         }
     }

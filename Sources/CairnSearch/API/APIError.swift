@@ -1,0 +1,50 @@
+import Foundation
+
+/// The one error type of CairnSearch, and the error answer of both HTTP+JSON APIs that search
+/// (cairnd's socket API and cairn-server's online search): an HTTP status and
+/// `{"code", "message"}` with a stable code (protocol/socket-api.md lists them). Messages never
+/// contain query or document text. The HTTP layers turn it into a response with `body`.
+public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The HTTP status code.
+    public let status: Int
+    public let code: String
+    public let message: String
+    /// The `Allow` header of a 405 answer.
+    public var allow: String?
+
+    public init(_ status: Int, _ code: String, _ message: String, allow: String? = nil) {
+        self.status = status
+        self.code = code
+        self.message = String(message.map { $0.isNewline ? " " : $0 })
+        self.allow = allow
+    }
+
+    /// `{"code": …, "message": …}` as UTF-8 JSON.
+    public var body: [UInt8] { APIJSON.encode(["code": code, "message": message]) }
+
+    public var description: String { "\(status) \(code): \(message)" }
+
+    public static func badJSON(_ message: String = "the body is not a valid JSON object") -> APIError {
+        APIError(400, "bad_json", message)
+    }
+    public static func bodyTooLarge(limit: Int) -> APIError {
+        APIError(413, "body_too_large", "the request body is larger than \(limit) bytes")
+    }
+    public static let badContentType = APIError(
+        415, "bad_content_type", "send the body as application/json (application/x-www-form-urlencoded is read as JSON too)")
+    public static let noIndex = APIError(503, "no_index", "no knowledge-base version is installed yet; wait for the first sync")
+    public static let busy = APIError(503, "busy", "too many searches are waiting; retry in a moment")
+    public static let internalError = APIError(500, "internal", "the search failed inside the server; see its log")
+}
+
+/// The JSON both APIs write: sorted keys, slashes unescaped.
+public enum APIJSON {
+    public static let contentType = "application/json; charset=utf-8"
+
+    public static func encode(_ value: some Encodable) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Every value encoded here is a plain struct of strings and numbers: encoding cannot fail.
+        return (try? encoder.encode(value)).map(Array.init) ?? Array("{}".utf8)
+    }
+}

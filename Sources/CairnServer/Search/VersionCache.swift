@@ -1,0 +1,157 @@
+import CairnCore
+import CairnIndex
+import CairnSearch
+import CairnStore
+import Foundation
+import Logging
+
+/// Turns a channel's signed manifest into a searchable version, the way a device installs one
+/// but from the repository's own files: verify the signature, check each blob's SHA-256 and
+/// size, inflate the snapshot into the cache folder, verify it against the manifest's state
+/// root, copy the model files beside it, and open both with the daemon's engine.
+///
+/// Cache layout: `<cache>/<channel>/<version>-<state root>/index.sqlite` and
+/// `<cache>/models/<sha256 of the weights>/<file>`. A folder appears under its final name only
+/// once complete and verified (built as `.partial-*`, then renamed), so a later start reuses it.
+struct VersionCache: Sendable {
+    let repository: String
+    let folder: String
+    /// The configured key files; empty: the keys under `<repo>/keys/`.
+    let trustedKeyFiles: [String]
+    let logger: Logger
+
+    /// Creates the cache folder (mode 0700) and checks that this user owns it.
+    init(repository: String, folder: String, trustedKeyFiles: [String], logger: Logger) throws(ServerError) {
+        self.repository = repository
+        self.folder = folder
+        self.trustedKeyFiles = trustedKeyFiles
+        self.logger = logger
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true,
+                                                 attributes: [.posixPermissions: 0o700])
+        var info = stat()
+        guard stat(folder, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == getuid() else {
+            throw ServerError(.configurationInvalid, "search cache \(folder) is not a folder this user owns; set search_cache")
+        }
+        _ = try trustedKeys()
+    }
+
+    /// The public keys manifests must be signed with.
+    func trustedKeys() throws(ServerError) -> [PublicKey] {
+        let files = trustedKeyFiles.isEmpty
+            ? ((try? FileManager.default.contentsOfDirectory(atPath: repository + "/keys")) ?? [])
+                .filter { $0.hasSuffix(".pub") }.sorted().map { repository + "/keys/" + $0 }
+            : trustedKeyFiles
+        var keys: [PublicKey] = []
+        for file in files {
+            do {
+                guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                    throw ServerError(.configurationInvalid, "cannot read trusted key \(file)")
+                }
+                keys.append(try PublicKey(fileText: text))
+            } catch let error as ServerError {
+                if !trustedKeyFiles.isEmpty { throw error }
+            } catch {
+                if !trustedKeyFiles.isEmpty { throw ServerError(.configurationInvalid, "trusted key \(file): \(error)") }
+            }
+        }
+        return keys
+    }
+
+    /// The version the manifest bytes describe, opened for search.
+    /// - Parameter reusing: the version serving now, whose model is reused when unchanged.
+    func load(channel: String, manifestBytes: [UInt8], reusing: ServingVersion?) throws(ServerError) -> ServingVersion {
+        let manifest: Manifest
+        do { manifest = try SignedManifest.decodeAndVerify(manifestBytes, trustedKeys: try trustedKeys()) } catch let error as CoreError {
+            throw ServerError(.versionUnusable, "channel \(channel)'s manifest is refused: \(error.message)", cause: error)
+        } catch {
+            throw ServerError(.versionUnusable, "channel \(channel): \(error)")
+        }
+        guard manifest.channel == channel else {
+            throw ServerError(.versionUnusable, "channel \(channel)'s manifest names channel \(manifest.channel)")
+        }
+        let indexFolder = try snapshotFolder(manifest)
+        let modelFolder = try self.modelFolder(manifest)
+        let index: SearchIndex
+        do { index = try SearchIndex(path: indexFolder + "/index.sqlite") } catch {
+            throw ServerError(.versionUnusable, "version \(manifest.version) of \(channel) cannot be opened: \(error.message)", cause: error)
+        }
+        let embedder = ServingVersion.embedder(for: index, modelFolder: modelFolder, reusing: reusing, logger: logger)
+        removeOtherVersions(channel: channel, keeping: [indexFolder, reusing?.directory].compactMap { $0 })
+        return ServingVersion(index: index, embedder: embedder, manifest: manifestBytes, directory: indexFolder,
+                              modelDirectory: embedder == nil ? nil : modelFolder)
+    }
+
+    /// `<cache>/<channel>/<version>-<state root>`, built and verified if absent.
+    private func snapshotFolder(_ manifest: Manifest) throws(ServerError) -> String {
+        let final = "\(folder)/\(manifest.channel)/\(manifest.version)-\(manifest.stateRoot.hex)"
+        if FileSystem.exists(final + "/index.sqlite") { return final }
+        return try build(final) { (partial) throws(ServerError) in
+            let snapshot = manifest.snapshot
+            let blob = try self.blob(snapshot.sha256, size: snapshot.size)
+            do {
+                try Zlib.decompress(blob, toNewFile: partial + "/index.sqlite", size: snapshot.uncompressedSize)
+                let meta = try Snapshot.verify(at: partial + "/index.sqlite", expectedStateRoot: manifest.stateRoot)
+                guard meta.version == manifest.version, meta.channel == manifest.channel else {
+                    throw ServerError(.versionUnusable, "the snapshot of version \(manifest.version) names another version or channel")
+                }
+            } catch let error as ServerError {
+                throw error
+            } catch {
+                throw ServerError(.versionUnusable, "the snapshot of version \(manifest.version) fails verification: \(error)")
+            }
+        }
+    }
+
+    /// `<cache>/models/<sha256 of the weights>`, copied from verified blobs if absent; nil when
+    /// the manifest names no weights (lexical only).
+    private func modelFolder(_ manifest: Manifest) throws(ServerError) -> String? {
+        guard let weights = manifest.model.files.first(where: { $0.name == "model.safetensors" }) else { return nil }
+        let final = "\(folder)/models/\(weights.sha256.hex)"
+        if FileSystem.exists(final) { return final }
+        return try build(final) { (partial) throws(ServerError) in
+            for file in manifest.model.files {
+                let bytes = try self.blob(file.sha256, size: file.size)
+                do { try FileSystem.writeAtomically(bytes, to: partial + "/" + file.name) } catch {
+                    throw ServerError(.versionUnusable, "cannot write model file \(file.name) into the search cache", cause: error)
+                }
+            }
+        }
+    }
+
+    /// The repository blob `id`, checked against its SHA-256 and `size`.
+    private func blob(_ id: ContentID, size: Int) throws(ServerError) -> [UInt8] {
+        let bytes: [UInt8]
+        do { bytes = try BlobStore(root: repository).get(id) } catch {
+            throw ServerError(.versionUnusable, "blob \(id.hex.prefix(12))… is missing or corrupt: \(error.message)", cause: error)
+        }
+        guard bytes.count == size else {
+            throw ServerError(.versionUnusable, "blob \(id.hex.prefix(12))… is \(bytes.count) bytes, not the stated \(size)")
+        }
+        return bytes
+    }
+
+    /// Fills a fresh `.partial-*` folder beside `final` with `fill`, then renames it into place
+    /// (another process may have won the race: its complete folder is as good).
+    private func build(_ final: String, _ fill: (String) throws(ServerError) -> Void) throws(ServerError) -> String {
+        let partial = "\((final as NSString).deletingLastPathComponent)/.partial-\(UUID().uuidString)"
+        do { try FileSystem.makeDirectory(partial) } catch {
+            throw ServerError(.versionUnusable, "cannot create \(partial) in the search cache: \(error.message)", cause: error)
+        }
+        defer { try? FileManager.default.removeItem(atPath: partial) }
+        try fill(partial)
+        if rename(partial, final) != 0 && !FileSystem.exists(final) {
+            throw ServerError(.versionUnusable, "cannot rename \(partial) into place in the search cache")
+        }
+        return final
+    }
+
+    /// Removes the channel's cached versions other than `keeping` (queries still running on a
+    /// removed one keep their open files).
+    private func removeOtherVersions(channel: String, keeping: [String]) {
+        let base = "\(folder)/\(channel)"
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? []
+        where !name.hasPrefix(".") && !keeping.contains(base + "/" + name) {
+            try? FileManager.default.removeItem(atPath: base + "/" + name)
+        }
+    }
+}

@@ -1,0 +1,97 @@
+import CairnTestSupport
+import Foundation
+import Testing
+
+/// moto's S3 server and the AWS CLI, from the Python venv that scripts/test makes
+/// (`CAIRN_PYTHON` names its python; `moto_server` and `aws` lie beside it).
+enum S3Tools {
+    static let environment = ProcessInfo.processInfo.environment
+    static var folder: String? {
+        environment["CAIRN_PYTHON"].map { ($0 as NSString).deletingLastPathComponent }
+    }
+    static var moto: String? { folder.map { $0 + "/moto_server" }.flatMap(executable) }
+    static var aws: String? { folder.map { $0 + "/aws" }.flatMap(executable) }
+    static var present: Bool { moto != nil && aws != nil }
+    /// scripts/test sets it: a missing tool then fails the test instead of skipping it.
+    static var required: Bool { environment["CAIRN_REQUIRE_MODEL"] == "1" }
+    static let missing = "moto_server and aws are not in the venv named by CAIRN_PYTHON; run the suite with scripts/test"
+
+    private static func executable(_ path: String) -> String? {
+        FileManager.default.isExecutableFile(atPath: path) ? path : nil
+    }
+}
+
+@Suite("An S3-compatible bucket as a source: real processes", .serialized)
+struct BucketTests {
+    @Test("Given the repository pushed with aws s3 sync to moto's S3 server, when a device syncs from the bucket's HTTP endpoint, then it installs, answers, and polls the manifest conditionally",
+          .enabled(if: S3Tools.present || S3Tools.required, "moto and awscli are not in the venv; run scripts/test"))
+    func syncFromBucket() async throws {
+        guard let moto = S3Tools.moto, let aws = S3Tools.aws else {
+            Issue.record(Comment(rawValue: S3Tools.missing))
+            return
+        }
+        let workspace = try await Workspace.make()
+        try await workspace.publishOnThread(DeviceFlowTests.version1)
+        try await workspace.publishOnThread(DeviceFlowTests.version2)
+
+        // Given moto's S3 server on loopback and a bucket anyone may GET from.
+        let port = freePort()
+        let motoFolder = workspace.folder + "/moto"
+        try FileManager.default.createDirectory(atPath: motoFolder, withIntermediateDirectories: true)
+        let server = try launch(moto, ["-H", "127.0.0.1", "-p", "\(port)"], logDirectory: motoFolder)
+        defer { stopProcess(server) }
+        try await waitUntil("moto listens", seconds: 60) { isListening(port) }
+        let endpoint = "http://127.0.0.1:\(port)"
+        let environment = childEnvironment([
+            "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": workspace.folder + "/no-aws-config",
+        ])
+        func s3(_ arguments: [String]) async throws {
+            let done = try await run(aws, ["--endpoint-url", endpoint] + arguments, environment: environment)
+            try #require(done.status == 0, "aws \(arguments.prefix(2).joined(separator: " ")): \(done.stderr)")
+        }
+        try await s3(["s3", "mb", "s3://cairn"])
+        try await s3(["s3api", "put-bucket-policy", "--bucket", "cairn", "--policy", """
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": "*",
+             "Action": "s3:GetObject", "Resource": "arn:aws:s3:::cairn/*"}]}
+            """])
+
+        // When the repository is pushed as the README says: everything but the manifests and
+        // dotfiles, cached for a year; then the manifests, revalidated every time.
+        try await s3(["s3", "sync", workspace.repo, "s3://cairn/repo", "--exclude", "*/manifest.json",
+                      "--exclude", ".*", "--exclude", "*/.*", "--cache-control", "public, max-age=31536000, immutable"])
+        try await s3(["s3", "sync", workspace.repo, "s3://cairn/repo", "--exclude", "*", "--include", "*/manifest.json",
+                      "--cache-control", "no-cache", "--content-type", "application/json"])
+
+        // Then plain anonymous GETs see each object with its caching headers (GET: moto refuses
+        // anonymous HEAD under a GetObject-only policy).
+        let base = endpoint + "/cairn/repo"
+        let blob = try workspace.blobs().snapshot
+        let manifestHead = try await run("/usr/bin/curl", ["-sS", "-D", "-", "-o", "/dev/null", base + "/channels/field/manifest.json"]).stdout.lowercased()
+        #expect(manifestHead.hasPrefix("http/1.1 200"))
+        #expect(manifestHead.contains("cache-control: no-cache"))
+        #expect(manifestHead.contains("content-type: application/json"))
+        #expect(manifestHead.contains("etag: "))
+        let blobHead = try await run("/usr/bin/curl", ["-sS", "-D", "-", "-o", "/dev/null", base + "/blobs/sha256/\(blob.prefix(2))/\(blob)"]).stdout.lowercased()
+        #expect(blobHead.contains("cache-control: public, max-age=31536000, immutable"))
+        let lock = try await run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", base + "/.publish.lock"])
+        #expect(lock.stdout == "404" || lock.stdout == "403", "the publish lock stays out of the bucket")
+
+        // And a device syncing from the bucket's HTTP endpoint installs the newest version and answers.
+        let device = try DeviceProcess(workspace, sources: [base])
+        defer { device.stop() }
+        // (Every `cairn` call runs on a thread of its own: it blocks until the process exits.)
+        try await waitUntil("cairnd serves version 2", seconds: 60) {
+            (try? await onThread { device.status()["version"] as? Int }) == 2
+        }
+        #expect(try await onThread { try device.query("sandbags pyramid") }.ids.first == "sandbag")
+        // Its next poll is conditional, and the bucket answers it with 304.
+        #expect(try await onThread { try device.cairn(["sync"]) }.status == 0)
+        let log = motoFolder + "/daemon.log"
+        try await waitUntil("moto answers a manifest poll with 304", seconds: 30) {
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+                .contains("GET /cairn/repo/channels/field/manifest.json HTTP/1.1\" 304")
+        }
+        #expect(try await onThread { device.status()["version"] as? Int } == 2)
+    }
+}

@@ -1,0 +1,69 @@
+import CairnSearch
+import Foundation
+import Synchronization
+import Testing
+
+@Suite("The search pool")
+struct SearchPoolTests {
+    @Test("Given a pool, when a search runs, then it runs outside any Swift task (on a pool thread, not the cooperative pool)")
+    func ownThreads() async throws {
+        let pool = SearchPool(threads: 2, queueLimit: 0)
+        #expect(withUnsafeCurrentTask { $0 != nil }, "the test itself runs in a task")
+        let inTask = try await pool.run { () throws(APIError) -> Bool in withUnsafeCurrentTask { $0 != nil } }
+        #expect(!inTask)
+    }
+
+    @Test("Given one thread and no queue, when a second search arrives while the first runs, then it is refused as busy; after, the thread is free again")
+    func refusesWhenFull() async throws {
+        let pool = SearchPool(threads: 1, queueLimit: 0)
+        let entered = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        async let first: Int = pool.run { () throws(APIError) -> Int in
+            entered.signal()
+            release.wait()
+            return 1
+        }
+        await Self.wait(entered)
+        await #expect { try await pool.run { () throws(APIError) -> Int in 2 } } throws: { ($0 as? APIError)?.code == "busy" }
+        release.signal()
+        #expect(try await first == 1)
+        #expect(try await pool.run { () throws(APIError) -> Int in 3 } == 3)
+    }
+
+    @Test("Given one thread and a queue of one, when a second search arrives, then it waits and runs after the first")
+    func queues() async throws {
+        let pool = SearchPool(threads: 1, queueLimit: 1)
+        let order = Order()
+        let entered = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        async let first: Int = pool.run { () throws(APIError) -> Int in
+            entered.signal()
+            release.wait()
+            return order.next()
+        }
+        await Self.wait(entered)
+        async let second: Int = pool.run { () throws(APIError) -> Int in order.next() }
+        release.signal()
+        #expect(try await first == 1)
+        #expect(try await second == 2)
+    }
+
+    @Test("Given a job that throws an APIError, when run, then the caller gets that error")
+    func passesErrorsOn() async {
+        let pool = SearchPool(threads: 1, queueLimit: 0)
+        await #expect { try await pool.run { () throws(APIError) -> Int in throw .noIndex } } throws: {
+            ($0 as? APIError)?.code == "no_index"
+        }
+    }
+
+    /// Waits for `semaphore` on a thread of its own (never blocking a cooperative thread).
+    static func wait(_ semaphore: DispatchSemaphore) async {
+        await withCheckedContinuation { continuation in
+            Thread { semaphore.wait(); continuation.resume() }.start()
+        }
+    }
+}
+
+/// Hands out 1, 2, 3… across threads.
+final class Order: Sendable {
+    private let count = Mutex(0)
+    func next() -> Int { count.withLock { $0 += 1; return $0 } }
+}

@@ -1,0 +1,175 @@
+import CairnSearch
+import CairnTestSupport
+import Foundation
+import Testing
+
+/// `POST /v1/channels/<c>/search` on a real `cairn-server serve` process, checked against a
+/// real `cairnd` that synced the same version from that server: same engine, same JSON.
+@Suite("Online search: cairn-server answers like cairnd", .serialized)
+struct OnlineSearchTests {
+    static let version1 = Workspace.version1
+    static let version2 = Workspace.version2
+
+    /// Version 1 published, and a server with online search on (cache and key in the workspace).
+    static func publishAndServe() async throws -> (Workspace, Process, url: String) {
+        let workspace = try await Workspace.make()
+        try await workspace.publishOnThread(Self.version1)
+        let config = workspace.folder + "/server.conf"
+        try """
+            online_search = true
+            search_cache = \(workspace.folder)/search-cache
+            search_trusted_key = \(workspace.publicKey)
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let (process, url, _) = try await workspace.serve(arguments: ["--config", config])
+        return (workspace, process, url)
+    }
+
+    /// `curl` POSTing `body` (status and body); `socket` for cairnd's Unix socket.
+    static func post(_ url: String, _ body: String, contentType: String = "application/json", method: String = "POST",
+                     socket: String? = nil) async throws -> (status: Int, body: [String: Any]) {
+        var arguments = ["-s", "-X", method, "-H", "Content-Type: \(contentType)", "--data-binary", body,
+                         "-w", "\n%{http_code}", url]
+        if let socket { arguments = ["--unix-socket", socket] + arguments }
+        let run = try await CairnTestSupport.run("/usr/bin/curl", arguments)
+        guard run.status == 0 else { throw StepFailed("curl exited \(run.status): \(run.stderr)") }
+        let lines = run.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        let status = Int(lines.last ?? "") ?? 0
+        let json = lines.dropLast().joined(separator: "\n")
+        return (status, (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any] ?? [:])
+    }
+
+    static func stateRoot(_ workspace: Workspace) throws -> String {
+        let data = try Data(contentsOf: URL(fileURLWithPath: workspace.repo + "/channels/field/manifest.json"))
+        let manifest = (try JSONSerialization.jsonObject(with: data) as! [String: Any])["manifest"] as! [String: Any]
+        return manifest["state_root"] as! String
+    }
+
+    /// Ids and fused scores of an answer, in rank order.
+    static func ranking(_ answer: [String: Any]) -> [String] {
+        ((answer["results"] as? [[String: Any]]) ?? []).map {
+            "\(($0["chunk"] as? [String: Any])?["id"] ?? "?") \($0["fused_score"] ?? "?") \($0["dense_score"] ?? "-")"
+        }
+    }
+
+    @Test("Given a published channel, when the server and a cairnd synced from it get the same searches, then both answer the same results from the newest version; a new publish is picked up")
+    func sameAnswersAsDaemon() async throws {
+        let (workspace, server, url) = try await Self.publishAndServe()
+        defer { stopProcess(server) }
+        let search = url + "/v1/channels/field/search"
+
+        // When the server is asked, it answers from version 1, naming its state root.
+        let first = try await Self.post(search, #"{"query": "boil water", "k": 4}"#)
+        #expect(first.status == 200)
+        #expect(first.body["version"] as? Int == 1)
+        #expect(first.body["state_root"] as? String == (try Self.stateRoot(workspace)))
+        #expect(first.body["dense_available"] as? Bool == true)
+        #expect(first.body.keys.contains("online") && first.body["online"] is NSNull)
+        #expect(Self.ranking(first.body).first?.hasPrefix("boil ") == true)
+
+        // Then a cairnd that synced version 1 from this server answers the same searches alike.
+        let deviceFolder = workspace.folder + "/device"
+        try FileManager.default.createDirectory(atPath: deviceFolder, withIntermediateDirectories: true)
+        let socket = deviceFolder + "/cairnd.sock"
+        let daemon = try launch(Products.path("cairnd"),
+                                ["--source", url, "--channel", "field", "--trusted-key", workspace.publicKey,
+                                 "--data-dir", deviceFolder + "/data", "--socket", socket, "--poll-interval", "3600"],
+                                logDirectory: deviceFolder)
+        defer { stopProcess(daemon) }
+        try await waitUntil("cairnd serves version 1", seconds: 60) {
+            (try? await Self.post("http://localhost/v1/search", #"{"query": "radio"}"#, socket: socket))?.body["version"] as? Int == 1
+        }
+        for body in [#"{"query": "boil water", "k": 4}"#, #"{"query": "flood safe routes", "k": 4, "mode": "dense"}"#,
+                     #"{"query": "crank radio power", "mode": "lexical"}"#, #"{"query": "storm flood", "mode": "rrf", "k": 3}"#,
+                     #"{"query": "water", "filter": {"scenario": "flood"}, "min_similarity": -1}"#] {
+            let fromServer = try await Self.post(search, body)
+            let fromDaemon = try await Self.post("http://localhost/v1/search", body, socket: socket)
+            #expect(fromServer.status == 200 && fromDaemon.status == 200)
+            #expect(!Self.ranking(fromServer.body).isEmpty)
+            #expect(Self.ranking(fromServer.body) == Self.ranking(fromDaemon.body), "\(body)")
+            for key in ["version", "state_root", "mode", "fusion", "dense_available"] {
+                #expect("\(fromServer.body[key] ?? "absent")" == "\(fromDaemon.body[key] ?? "absent")", "\(key) for \(body)")
+            }
+        }
+
+        // When version 2 is published, the next search answers from it.
+        try await workspace.publishOnThread(Self.version2)
+        let second = try await Self.post(search, #"{"query": "sandbags pyramid", "k": 4}"#)
+        #expect(second.status == 200)
+        #expect(second.body["version"] as? Int == 2)
+        #expect(second.body["state_root"] as? String == (try Self.stateRoot(workspace)))
+        #expect(Self.ranking(second.body).first?.hasPrefix("sandbag ") == true)
+        #expect(!Self.ranking(second.body).contains { $0.hasPrefix("storm ") })
+    }
+
+    @Test("Given online search on, when bad requests arrive, then the server answers each with the daemon's status and code")
+    func badRequests() async throws {
+        let (_, server, url) = try await Self.publishAndServe()
+        defer { stopProcess(server) }
+        let search = url + "/v1/channels/field/search"
+        let longQuery = String(repeating: "a", count: SearchBody.maximumQueryBytes + 1)
+        let cases: [(body: String, contentType: String, status: Int, code: String)] = [
+            ("{", "application/json", 400, "bad_json"),
+            (#"{"k": 3}"#, "application/json", 400, "missing_field"),
+            (#"{"query": "water", "colour": 1}"#, "application/json", 400, "unknown_field"),
+            (#"{"query": "water", "mode": "fuzzy"}"#, "application/json", 400, "bad_mode"),
+            (#"{"query": "water", "k": 0}"#, "application/json", 400, "bad_k"),
+            (#"{"query": "   "}"#, "application/json", 400, "empty_query"),
+            (#"{"query": "water", "min_similarity": 2}"#, "application/json", 400, "bad_min_similarity"),
+            (#"{"query": "\#(longQuery)"}"#, "application/json", 413, "query_too_long"),
+            (#"{"query": "water", "pad": "\#(String(repeating: "x", count: 70_000))"}"#, "application/json", 413, "body_too_large"),
+            (#"{"query": "water"}"#, "text/plain", 415, "bad_content_type"),
+        ]
+        for item in cases {
+            let answer = try await Self.post(search, item.body, contentType: item.contentType)
+            #expect(answer.status == item.status, "\(item.code)")
+            #expect(answer.body["code"] as? String == item.code)
+            #expect((answer.body["message"] as? String)?.isEmpty == false)
+        }
+        let wrongMethod = try await Self.post(search, "", method: "PUT")
+        #expect(wrongMethod.status == 405 && wrongMethod.body["code"] as? String == "method_not_allowed")
+        let unknown = try await Self.post(url + "/v1/channels/nosuch/search", #"{"query": "water"}"#)
+        #expect(unknown.status == 404 && unknown.body["code"] as? String == "channel_not_found")
+        let badName = try await Self.post(url + "/v1/channels/UPPER/search", #"{"query": "water"}"#)
+        #expect(badName.status == 404 && badName.body["code"] as? String == "channel_not_found")
+        // And after all that the channel still answers.
+        #expect(try await Self.post(search, #"{"query": "water"}"#).status == 200)
+    }
+
+    @Test("Given a channel answering from version 1, when its manifest is replaced by one that fails verification, then version 1 keeps answering and the refusal is logged; a good publish then takes over")
+    func refusedManifestKeepsLastGood() async throws {
+        let (workspace, server, url) = try await Self.publishAndServe()
+        defer { stopProcess(server) }
+        let search = url + "/v1/channels/field/search"
+        #expect(try await Self.post(search, #"{"query": "crank radio"}"#).body["version"] as? Int == 1)
+
+        // When the manifest's signature no longer matches (one byte of the signed part changed).
+        let manifestPath = workspace.repo + "/channels/field/manifest.json"
+        let good = try String(contentsOfFile: manifestPath, encoding: .utf8)
+        try good.replacingOccurrences(of: "\"chunk_count\":4", with: "\"chunk_count\":5")
+            .write(toFile: manifestPath, atomically: true, encoding: .utf8)
+        #expect(try String(contentsOfFile: manifestPath, encoding: .utf8) != good)
+        let refused = try await Self.post(search, #"{"query": "crank radio"}"#)
+        #expect(refused.status == 200)
+        #expect(refused.body["version"] as? Int == 1)
+        let log = workspace.folder + "/server/daemon.log"
+        #expect(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("cannot load the channel's newest version"))
+
+        // Then a proper publish is picked up.
+        try await workspace.publishOnThread(Self.version2)
+        #expect(try await Self.post(search, #"{"query": "sandbags pyramid"}"#).body["version"] as? Int == 2)
+    }
+
+    @Test("Given online search off (the default), when a search is posted, then it is 404 search_disabled and files are still served")
+    func disabledByDefault() async throws {
+        let workspace = try await Workspace.make()
+        try await workspace.publishOnThread(Self.version1)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let answer = try await Self.post(url + "/v1/channels/field/search", #"{"query": "water"}"#)
+        #expect(answer.status == 404)
+        #expect(answer.body["code"] as? String == "search_disabled")
+        let manifest = try await CairnTestSupport.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}",
+                                                                       url + "/channels/field/manifest.json"])
+        #expect(manifest.stdout == "200")
+    }
+}

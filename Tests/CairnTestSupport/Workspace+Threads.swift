@@ -1,0 +1,27 @@
+extension Workspace {
+    /// A small knowledge base, each chunk with distinct words.
+    public static let version1: KB = [
+        ("boil", "Boil the water for one minute before you drink it."),
+        ("maps", "The flood maps show the safe routes to higher ground."),
+        ("storm", "A storm can bring a flood within hours."),
+        ("radio", "A crank radio keeps working when the power is out."),
+    ]
+    /// Its update: one chunk rewritten, one removed, one added.
+    public static let version2: KB = [
+        ("boil", "Boil the water for one full minute, three at altitude, before you drink it."),
+        ("maps", "The flood maps show the safe routes to higher ground."),
+        ("radio", "A crank radio keeps working when the power is out."),
+        ("sandbag", "Sandbags stacked in a pyramid hold back shallow flood water."),
+    ]
+
+    /// `Workspace()` (keygen) on a thread of its own, never blocking a cooperative thread that
+    /// in-process servers of other suites need.
+    public static func make() async throws -> Workspace {
+        try await onThread { try Workspace() }
+    }
+
+    /// `publish(_:)` on a thread of its own.
+    public func publishOnThread(_ chunks: KB) async throws {
+        try await onThread { [self] in try publish(chunks) }
+    }
+}
