@@ -63,7 +63,9 @@ public enum Zlib {
                     return (status, bufferSize - Int(stream.avail_out))
                 }
                 switch status {
-                case Z_OK, Z_STREAM_END, Z_BUF_ERROR where count > 0:
+                case Z_OK, Z_STREAM_END:
+                    break
+                case Z_BUF_ERROR where count > 0:  // output was produced; the next call goes on
                     break
                 case Z_BUF_ERROR:
                     throw StoreError(.corruptStream, "zlib stream is truncated")
