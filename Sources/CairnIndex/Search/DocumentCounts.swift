@@ -11,8 +11,10 @@ final class DocumentCounts: Sendable {
     func counts(of tokens: [String], db: Database) throws(IndexError) -> [Int64] {
         var counts = known.withLock { known in tokens.map { known[$0] } }
         var found: [String: Int64] = [:]
+        guard counts.contains(where: { $0 == nil }) else { return counts.map { $0 ?? 0 } }
+        let statement = try db.prepare("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1")
         for (index, token) in tokens.enumerated() where counts[index] == nil {
-            let statement = try db.prepare("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1")
+            statement.reset()
             try statement.bind(LexicalQuery.expression([token]), at: 1)
             _ = try statement.step()
             counts[index] = statement.int64(at: 0)

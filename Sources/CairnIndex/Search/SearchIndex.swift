@@ -112,13 +112,12 @@ public final class SearchIndex: Sendable {
             background?.wait()
             throw IndexError(.invalidRequest, "the query vector has \(queryVector.count) values; the index's dimension is \(meta.dimension)")
         }
-        let denseVector = queryVector
         var denseList: [ScoredRow] = []
         var degenerate = false
         var denseTime = Duration.zero
-        if let denseVector {
+        if let queryVector {
             let denseStart = clock.now
-            (denseList, degenerate) = dense(denseVector, floor: floor, limit: limit, mask: mask)
+            (denseList, degenerate) = dense(queryVector, floor: floor, limit: limit, mask: mask)
             denseTime = clock.now - denseStart
         }
 
@@ -135,7 +134,7 @@ public final class SearchIndex: Sendable {
         let ranked: [FusedRow]
         let modeUsed: SearchRequest.Mode
         let fusion: SearchResponse.Fusion
-        switch (request.mode, denseVector != nil) {
+        switch (request.mode, queryVector != nil) {
         case (.lexical, _), (_, false):
             (ranked, modeUsed, fusion) = (RankFusion.single(lexicalList, isDense: false), .lexical, .none)
         case (.dense, true):
@@ -320,14 +319,7 @@ private final class LexicalTask: @unchecked Sendable {
         DispatchQueue.global(qos: .userInitiated).async { [self] in
             let clock = ContinuousClock()
             let start = clock.now
-            do {
-                let rows = try index.lexical(query, limit: limit, mask: mask)
-                outcome = .success((rows, clock.now - start))
-            } catch let error as IndexError {
-                outcome = .failure(error)
-            } catch {
-                outcome = .failure(IndexError(.sqlite, "lexical search failed"))
-            }
+            outcome = Result { () throws(IndexError) in (try index.lexical(query, limit: limit, mask: mask), clock.now - start) }
             done.signal()
         }
     }
