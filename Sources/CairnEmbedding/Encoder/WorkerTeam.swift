@@ -68,8 +68,14 @@ final class WorkerTeam: Sendable {
             return ticket
         }
 
+        /// Spins until the helper has finished `ticket`; on a machine busy with other work the
+        /// helper may not be running, so after a while the caller yields its core between checks.
         func wait(for ticket: Int) {
-            while finished.load(ordering: .acquiring) != ticket {}
+            var spins = 0
+            while finished.load(ordering: .acquiring) != ticket {
+                spins += 1
+                if spins > Self.spinLimit / 10 { sched_yield() }
+            }
         }
 
         func loop() {
