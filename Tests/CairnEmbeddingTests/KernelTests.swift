@@ -121,20 +121,19 @@ struct KernelTests {
         }
     }
 
-    @Test("Given two callers sharing the worker team, when each runs many split jobs, then every part runs exactly once per call")
-    func workerTeamRunsEveryPartOnce() async throws {
+    @Test("Given two callers sharing the worker team, when each runs many chunked jobs, then every chunk runs exactly once per call, before the call returns")
+    func workerTeamRunsEveryChunkOnce() async throws {
         let team = WorkerTeam(helpers: 1)
-        let calls = 2_000
-        let counts = (0..<2).map { _ in Counts(parts: 2) }
+        let calls = 2_000, chunks = 5
+        let counts = (0..<2).map { _ in Counts(parts: chunks) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for caller in 0..<2 {
                 group.addTask {
                     try await onThread {
                         for _ in 0..<calls {
                             let before = counts[caller].total()
-                            team.run(parts: 2) { part in counts[caller].add(part) }
-                            // run returns only after both parts have finished.
-                            if counts[caller].total() != before + 2 { counts[caller].returnedEarly() }
+                            team.run(chunks: chunks) { chunk in counts[caller].add(chunk) }
+                            if counts[caller].total() != before + chunks { counts[caller].returnedEarly() }
                         }
                     }
                 }
@@ -142,7 +141,7 @@ struct KernelTests {
             try await group.waitForAll()
         }
         for count in counts {
-            #expect(count.values() == [calls, calls])
+            #expect(count.values() == [Int](repeating: calls, count: chunks))
             #expect(count.earlyReturns() == 0)
         }
     }

@@ -194,16 +194,18 @@ public final class BertEncoder: Sendable {
                         packed: EncoderKernels.PackedLinear?, parallelism: Int = 1,
                         bias: [Float], into y: UnsafeMutablePointer<Float>, outputs: Int, accumulate: Bool) {
         if let packed {
-            // Each part computes whole panels, so its own columns of y.
-            let parts = min(parallelism, WorkerTeam.shared.width, packed.panels)
+            // Each chunk computes whole panels, so its own columns of y; with one thread, one
+            // chunk. Two panels a chunk: small enough that a busy helper holds the caller up
+            // little, large enough that claiming one is noise.
+            let chunks = min(parallelism, WorkerTeam.shared.width) > 1 ? (packed.panels + 1) / 2 : 1
             let operands = LinearOperands(x: x, output: y)
             let kernels = self.kernels
-            let work: @Sendable (Int) -> Void = { part in
-                let first = packed.panels * part / parts, end = packed.panels * (part + 1) / parts
+            let work: @Sendable (Int) -> Void = { chunk in
+                let first = packed.panels * chunk / chunks, end = packed.panels * (chunk + 1) / chunks
                 kernels.linear(operands.x, tokens: tokens, layer: packed, panels: first..<end,
                                into: operands.output, accumulate: accumulate)
             }
-            WorkerTeam.shared.run(parts: parts, work)
+            WorkerTeam.shared.run(chunks: chunks, work)
             return
         }
         weight.withUnsafeBufferPointer { w in
@@ -226,7 +228,7 @@ public final class BertEncoder: Sendable {
                                b: weights + first * inputs, ldb: inputs, beta: 1,
                                c: operands.output + first, ldc: outputs)
                 }
-                WorkerTeam.shared.run(parts: parts, work)
+                WorkerTeam.shared.run(chunks: parts, work)
             }
         }
     }

@@ -4,11 +4,16 @@ import Synchronization
 /// Threads that stay awake between the matrix products of one query.
 ///
 /// A short query's linear layers take ~100 µs each. Split over two cores with
-/// `DispatchQueue.concurrentPerform`, the second half waits for a parked worker to wake (tens of
-/// µs), and the caller often runs both halves itself before it does: two threads were no faster
+/// `DispatchQueue.concurrentPerform`, the second half waited for a parked worker to wake (tens of
+/// µs), and the caller often ran both halves itself before it did: two threads were no faster
 /// than one. A team's helpers spin on an atomic counter for a while after each job, so the next
 /// product of the same query starts on them at once, and park on a condition when the query is
-/// over. One team serves the process; a call that finds it busy runs its parts on its own thread.
+/// over.
+///
+/// Work is split into chunks that the caller and the helpers claim from a shared counter, so a
+/// helper that is not running (the machine busy with an install, say) costs the caller nothing:
+/// the caller takes the chunks itself and waits only for a chunk a helper has already claimed.
+/// One team serves the process; a call that finds it busy runs its chunks on its own thread.
 final class WorkerTeam: Sendable {
     /// Helpers for every core but the caller's.
     static let shared = WorkerTeam(helpers: max(0, ProcessInfo.processInfo.activeProcessorCount - 1))
@@ -16,7 +21,7 @@ final class WorkerTeam: Sendable {
     private let helpers: [Helper]
     private let busy = Atomic<Bool>(false)
 
-    /// The number of parts a call can run at once: the helpers and the caller.
+    /// Threads that can work on one call at once: the helpers and the caller.
     var width: Int { helpers.count + 1 }
 
     init(helpers count: Int) {
@@ -28,54 +33,74 @@ final class WorkerTeam: Sendable {
         }
     }
 
-    /// Runs `work(0)`, …, `work(parts − 1)`: part 0 on the caller, the others on helpers (or all
-    /// on the caller when the team is busy with another call or too small), and returns when all
-    /// have finished.
-    func run(parts: Int, _ work: @escaping @Sendable (Int) -> Void) {
-        guard parts > 1, parts <= width,
+    /// Runs `work(0)`, …, `work(chunks − 1)`, each once, on the caller and whichever helpers are
+    /// free, and returns when all have finished.
+    func run(chunks: Int, _ work: @escaping @Sendable (Int) -> Void) {
+        guard chunks > 1, !helpers.isEmpty,
               busy.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else {
-            for part in 0..<parts { work(part) }
+            for chunk in 0..<chunks { work(chunk) }
             return
         }
-        let tickets = (1..<parts).map { part in helpers[part - 1].post(work, part: part) }
-        work(0)
-        for (helper, ticket) in zip(helpers, tickets) { helper.wait(for: ticket) }
+        let job = Job(chunks: chunks, work: work)
+        for helper in helpers { helper.post(job) }
+        job.work()
+        job.waitUntilDone()
         busy.store(false, ordering: .releasing)
+    }
+
+    /// One call's chunks. A helper that wakes after the call has ended finds none left to claim,
+    /// so it never touches the caller's buffers then.
+    private final class Job: Sendable {
+        private let chunks: Int
+        private let body: @Sendable (Int) -> Void
+        private let next = Atomic<Int>(0)
+        private let done = Atomic<Int>(0)
+
+        init(chunks: Int, work: @escaping @Sendable (Int) -> Void) {
+            self.chunks = chunks
+            body = work
+        }
+
+        /// Claims and runs chunks until none are left.
+        func work() {
+            while true {
+                let chunk = next.add(1, ordering: .relaxed).oldValue
+                guard chunk < chunks else { return }
+                body(chunk)
+                done.add(1, ordering: .releasing)
+            }
+        }
+
+        /// Spins until every chunk has finished (only chunks a helper is running can be left);
+        /// after a while it yields the core, in case that helper is waiting for one.
+        func waitUntilDone() {
+            var spins = 0
+            while done.load(ordering: .acquiring) < chunks {
+                spins += 1
+                if spins > 10_000 { sched_yield() }
+            }
+        }
     }
 
     /// One helper thread and its mailbox.
     private final class Helper: @unchecked Sendable {
-        // @unchecked: `job` and `part` are written by the poster before it publishes a ticket with
-        // a releasing store to `posted`, and read by the helper after an acquiring load that sees
-        // that ticket; the poster writes them again only after `finished` says the job is done.
-        private var job: (@Sendable (Int) -> Void)?
-        private var part = 0
+        // @unchecked: `sleeping` is only read and written with `condition` locked; everything
+        // else is a Mutex or an Atomic.
+        private let mailbox = Mutex<Job?>(nil)
         private let posted = Atomic<Int>(0)
-        private let finished = Atomic<Int>(0)
         private let condition = NSCondition()
-        private var sleeping = false  // guarded by `condition`
+        private var sleeping = false
 
-        /// Spins before parking: about a millisecond, longer than the gaps within one query.
-        private static let spinLimit = 200_000
+        /// Spins before parking: longer than the gaps between the products of one query
+        /// (attention, LayerNorm), short enough not to hold a core long after it.
+        private static let spinLimit = 100_000
 
-        func post(_ work: @escaping @Sendable (Int) -> Void, part: Int) -> Int {
-            job = work
-            self.part = part
-            let ticket = posted.add(1, ordering: .releasing).newValue
+        func post(_ job: Job) {
+            mailbox.withLock { $0 = job }
+            posted.add(1, ordering: .releasing)
             condition.lock()
             if sleeping { condition.signal() }
             condition.unlock()
-            return ticket
-        }
-
-        /// Spins until the helper has finished `ticket`; on a machine busy with other work the
-        /// helper may not be running, so after a while the caller yields its core between checks.
-        func wait(for ticket: Int) {
-            var spins = 0
-            while finished.load(ordering: .acquiring) != ticket {
-                spins += 1
-                if spins > Self.spinLimit / 10 { sched_yield() }
-            }
         }
 
         func loop() {
@@ -92,8 +117,11 @@ final class WorkerTeam: Sendable {
                     condition.unlock()
                 }
                 seen = posted.load(ordering: .acquiring)
-                job?(part)
-                finished.store(seen, ordering: .releasing)
+                let job = mailbox.withLock { job in
+                    defer { job = nil }
+                    return job
+                }
+                job?.work()
             }
         }
     }
