@@ -7,10 +7,11 @@ import Foundation
 /// Builds and checks a new version's index in its `.partial` folder: synchronous, file-bound work.
 enum IndexBuilder {
     /// Inflates a verified snapshot blob into `output`, refusing to write past the manifest's
-    /// `uncompressed_size` (a decompression bomb stops there) or to produce less.
+    /// `uncompressed_size` (a decompression bomb stops there) or to produce less. The file is
+    /// not yet durable: its writeback has started, and `finish` fsyncs it before the swap.
     static func decompress(blob: String, to output: String, uncompressedSize: Int) throws(SyncError) {
         do {
-            try Zlib.decompress(try FileSystem.read(blob), toNewFile: output, size: uncompressedSize)
+            try Zlib.decompress(try FileSystem.read(blob), toNewFile: output, size: uncompressedSize, durable: false)
         } catch {
             let code: SyncError.Code = error.code == .diskFull ? .diskFull : .installFailed
             throw SyncError(code, "the snapshot cannot be installed: \(error.message)", cause: error)
@@ -27,6 +28,7 @@ enum IndexBuilder {
         } catch {
             throw SyncError(.io, "cannot copy the installed index beside it: \(error.message)")
         }
+        FileSystem.startWriteback(path: output)
         let delta: Delta
         do {
             delta = try Delta.decode(try Zlib.decompress(try FileSystem.read(blob), expectedSize: ref.uncompressedSize))
@@ -42,43 +44,39 @@ enum IndexBuilder {
         do {
             try SnapshotWriter.apply(upserts: delta.upserts.map { ($0.chunk, $0.vector) }, deletes: delta.deletes,
                                      newMeta: meta, to: output)
+            // Not yet durable (`apply` does not fsync): `finish` fsyncs it before the swap.
+            FileSystem.startWriteback(path: output)
         } catch {
             throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : .installFailed,
                             "the delta does not apply: \(error.message)", cause: error)
         }
     }
 
-    /// Everything a served index must pass: SQLite and FTS integrity, every hash, and the
-    /// recomputed state root against the signed manifest's; the meta must name this version.
-    /// `appliedToVerifiedBase`: the file is a delta applied to a copy of the installed (verified)
-    /// index, so only what the delta changed is checked (`Snapshot.verifyApplied`).
-    static func verify(index: String, manifest: Manifest, appliedToVerifiedBase: Bool = false) throws(SyncError) {
-        let meta: SnapshotMeta
+    /// The checks a new index passes before it is served, in one pass over its rows that also
+    /// loads them for the query path (protocol/snapshot.md): the state root over every row,
+    /// against the meta and the signed manifest's, and the meta naming this version.
+    /// A full snapshot (`byDelta` false) has every row's hashes recomputed from its data; a
+    /// delta applied to a copy of the installed (verified) index is checked over the stored
+    /// hashes, the upserted rows' having been computed from the delta as they were written.
+    static func check(index: String, manifest: Manifest, byDelta: Bool) throws(SyncError) -> IndexContents {
+        let contents: IndexContents
         do {
-            meta = appliedToVerifiedBase
-                ? try Snapshot.verifyApplied(at: index, expectedStateRoot: manifest.stateRoot)
-                : try Snapshot.verify(at: index, expectedStateRoot: manifest.stateRoot)
+            contents = try Snapshot.scan(at: index, check: byDelta ? .storedHashes : .recomputedHashes,
+                                         expectedStateRoot: manifest.stateRoot)
         } catch {
             throw failure(error)
         }
-        try check(meta, against: manifest)
+        try check(contents.meta, against: manifest)
+        return contents
     }
 
-    /// `verify` of a full snapshot with its two halves (structure; rows and state root) on two
-    /// install threads at once: on a multi-core device the slower half sets the time.
-    static func verifyInParallel(index: String, manifest: Manifest) async throws(SyncError) {
-        async let structure = BackgroundWork.run { () -> Result<Void, IndexError> in
-            Result { () throws(IndexError) in try Snapshot.verifyStructure(at: index) }
-        }
-        async let rows = BackgroundWork.run { () -> Result<SnapshotMeta, IndexError> in
-            Result { () throws(IndexError) in try Snapshot.verifyRows(at: index, expectedStateRoot: manifest.stateRoot) }
-        }
-        let (structureResult, rowsResult) = await (structure, rows)
-        if case .failure(let error) = structureResult { throw failure(error) }
-        switch rowsResult {
-        case .failure(let error): throw failure(error)
-        case .success(let meta): try check(meta, against: manifest)
-        }
+    /// Everything `Snapshot.verify` checks (SQLite and FTS integrity, every hash, the state root
+    /// against the signed manifest's), and the meta naming this version: an installed version
+    /// before `cairn rollback` serves it again.
+    static func verify(index: String, manifest: Manifest) throws(SyncError) {
+        let meta: SnapshotMeta
+        do { meta = try Snapshot.verify(at: index, expectedStateRoot: manifest.stateRoot) } catch { throw failure(error) }
+        try check(meta, against: manifest)
     }
 
     private static func failure(_ error: IndexError) -> SyncError {
@@ -99,11 +97,11 @@ enum IndexBuilder {
     /// lexically — exactly what the device will serve. `k` above `SearchRequest.kRange` is
     /// checked against the top 100, which is stricter. Messages give the canary's position,
     /// never its query.
-    static func runCanaries(_ canaries: [Canary], index path: String, modelDirectory: String?,
+    static func runCanaries(_ canaries: [Canary], index path: String, contents: IndexContents, modelDirectory: String?,
                             maximumTokens: Int) throws(SyncError) {
         guard !canaries.isEmpty else { return }
         let index: SearchIndex
-        do { index = try SearchIndex(path: path) } catch {
+        do { index = try SearchIndex(path: path, contents: contents) } catch {
             throw SyncError(.installFailed, "the new index cannot be opened: \(error.message)", cause: error)
         }
         var embedder: SentenceEmbedder?
