@@ -3,9 +3,8 @@ import Foundation
 extension Zlib {
     /// Inflates `input` into a new file at `output` (created exclusively), refusing to write past
     /// `size` bytes (a decompression bomb stops there) or to produce fewer.
-    /// - Parameter durable: fsync the file before returning; false only starts its writeback
-    ///   (`FileSystem.startWriteback`), for a caller that checks the file first and fsyncs it
-    ///   before anything depends on it.
+    /// - Parameter durable: fsync the file before returning; false for a caller that fsyncs it
+    ///   itself (beside its checks of the file) before anything depends on it.
     public static func decompress(_ input: [UInt8], toNewFile output: String, size: Int, durable: Bool = true) throws(StoreError) {
         let fd = open(output, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw StoreError(.io, "cannot create \(output): \(String(cString: strerror(errno)))", errno: errno) }
@@ -27,7 +26,6 @@ extension Zlib {
         guard produced == size else {
             throw StoreError(.corruptStream, "zlib stream inflates to \(produced) bytes, not the stated \(size)")
         }
-        guard durable else { return FileSystem.startWriteback(fd) }
-        guard fsync(fd) == 0 else { throw StoreError(.io, "cannot fsync \(output)", errno: errno) }
+        guard !durable || fsync(fd) == 0 else { throw StoreError(.io, "cannot fsync \(output)", errno: errno) }
     }
 }

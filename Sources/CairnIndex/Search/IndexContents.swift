@@ -39,7 +39,7 @@ public final class IndexContents: Sendable {
     }
 
     /// The rows as they are read, in rowid order.
-    struct Rows {
+    struct Rows: Sendable {
         var matrix: [Float] = []
         var ids: [String] = []
         var rowids: [Int64] = []
@@ -71,6 +71,26 @@ public final class IndexContents: Sendable {
             }
             self.tags.append(Set(tags))
             ChunkRow.decode(embedding, into: &matrix)
+        }
+
+        /// Appends rows read after these (higher rowids), their scenario codes renumbered.
+        mutating func append(contentsOf other: Rows) {
+            let offset = rowids.count
+            for (rowid, row) in other.rowForRowid { rowForRowid[rowid] = offset + row }
+            rowids += other.rowids
+            ids += other.ids
+            let names = Dictionary(uniqueKeysWithValues: other.scenarioCode.map { ($1, $0) })
+            for code in other.scenarioCodes {
+                guard let name = names[code] else {
+                    scenarioCodes.append(-1)
+                    continue
+                }
+                let merged = scenarioCode[name, default: Int32(scenarioCode.count)]
+                scenarioCode[name] = merged
+                scenarioCodes.append(merged)
+            }
+            tags += other.tags
+            matrix += other.matrix
         }
     }
 }

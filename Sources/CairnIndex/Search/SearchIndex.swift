@@ -48,7 +48,8 @@ public final class SearchIndex: Sendable {
             }
             loaded = contents
         } else {
-            loaded = try Snapshot.scan(db, file: file, check: .none, expectedStateRoot: nil)
+            loaded = try Snapshot.combine([Snapshot.scanPart(db, meta: meta, file: file, check: .none, rowids: nil, lengths: true)],
+                                          check: .none, expectedStateRoot: nil)
         }
         self.meta = meta
         self.configuration = configuration

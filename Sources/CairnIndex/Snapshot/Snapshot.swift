@@ -11,9 +11,7 @@ public enum Snapshot {
     /// vector. Throws `.hashMismatch` when a stored hash disagrees with its recomputation, and
     /// `.dimensionMismatch` when a vector's length differs from the meta's dimension.
     public static func records(at path: String) throws(IndexError) -> [StateRoot.Record] {
-        let file = try FileIdentity(path: path)
-        let db = try Database(path: path, mode: .readOnly(immutable: false))
-        return try scanRows(db, file: file, check: .recomputedHashes, expectedStateRoot: nil).records
+        try scanPart(at: path, check: .recomputedHashes, part: 0, of: 1).records
     }
 
     /// Everything a device checks before it serves a file: SQLite's quick check, the FTS index

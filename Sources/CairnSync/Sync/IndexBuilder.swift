@@ -7,8 +7,8 @@ import Foundation
 /// Builds and checks a new version's index in its `.partial` folder: synchronous, file-bound work.
 enum IndexBuilder {
     /// Inflates a verified snapshot blob into `output`, refusing to write past the manifest's
-    /// `uncompressed_size` (a decompression bomb stops there) or to produce less. The file is
-    /// not yet durable: its writeback has started, and `finish` fsyncs it before the swap.
+    /// `uncompressed_size` (a decompression bomb stops there) or to produce less. Not fsynced:
+    /// `check` does that beside its pass over the rows.
     static func decompress(blob: String, to output: String, uncompressedSize: Int) throws(SyncError) {
         do {
             try Zlib.decompress(try FileSystem.read(blob), toNewFile: output, size: uncompressedSize, durable: false)
@@ -28,7 +28,6 @@ enum IndexBuilder {
         } catch {
             throw SyncError(.io, "cannot copy the installed index beside it: \(error.message)")
         }
-        FileSystem.startWriteback(path: output)
         let delta: Delta
         do {
             delta = try Delta.decode(try Zlib.decompress(try FileSystem.read(blob), expectedSize: ref.uncompressedSize))
@@ -44,8 +43,6 @@ enum IndexBuilder {
         do {
             try SnapshotWriter.apply(upserts: delta.upserts.map { ($0.chunk, $0.vector) }, deletes: delta.deletes,
                                      newMeta: meta, to: output)
-            // Not yet durable (`apply` does not fsync): `finish` fsyncs it before the swap.
-            FileSystem.startWriteback(path: output)
         } catch {
             throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : .installFailed,
                             "the delta does not apply: \(error.message)", cause: error)
@@ -58,14 +55,31 @@ enum IndexBuilder {
     /// A full snapshot (`byDelta` false) has every row's hashes recomputed from its data; a
     /// delta applied to a copy of the installed (verified) index is checked over the stored
     /// hashes, the upserted rows' having been computed from the delta as they were written.
-    static func check(index: String, manifest: Manifest, byDelta: Bool) throws(SyncError) -> IndexContents {
+    ///
+    /// The pass runs as two halves on two install threads, and a third fsyncs `durable` (the
+    /// new index and the kept snapshot blob, written without fsync) meanwhile, so the disk
+    /// writes while the cores hash.
+    static func check(index: String, manifest: Manifest, byDelta: Bool, durable: [String]) async throws(SyncError) -> IndexContents {
+        let rowCheck: Snapshot.RowCheck = byDelta ? .storedHashes : .recomputedHashes
+        async let synced = BackgroundWork.run { () -> Result<Void, SyncError> in
+            Result { () throws(SyncError) in for path in durable { try Syncer.fsyncFile(path) } }
+        }
+        async let first = BackgroundWork.run { () -> Result<Snapshot.ScanPart, IndexError> in
+            Result { () throws(IndexError) in try Snapshot.scanPart(at: index, check: rowCheck, part: 0, of: 2) }
+        }
+        async let second = BackgroundWork.run { () -> Result<Snapshot.ScanPart, IndexError> in
+            Result { () throws(IndexError) in try Snapshot.scanPart(at: index, check: rowCheck, part: 1, of: 2) }
+        }
+        let (parts, sync) = await ([first, second], synced)
         let contents: IndexContents
-        do {
-            contents = try Snapshot.scan(at: index, check: byDelta ? .storedHashes : .recomputedHashes,
-                                         expectedStateRoot: manifest.stateRoot)
+        do throws(IndexError) {
+            var scanned: [Snapshot.ScanPart] = []
+            for part in parts { scanned.append(try part.get()) }
+            contents = try Snapshot.combine(scanned, check: rowCheck, expectedStateRoot: manifest.stateRoot)
         } catch {
             throw failure(error)
         }
+        try sync.get()
         try check(contents.meta, against: manifest)
         return contents
     }

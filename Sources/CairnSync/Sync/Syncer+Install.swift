@@ -21,9 +21,9 @@ extension Syncer {
             let start = clock.now
             let (byDelta, fetch) = try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index)
             let built = clock.now
-            let contents = try await BackgroundWork.run { () throws(SyncError) -> IndexContents in
-                try IndexBuilder.check(index: index, manifest: manifest, byDelta: byDelta)
-            }
+            let kept = partial + "/" + DataDirectory.snapshotBlobFile
+            let contents = try await IndexBuilder.check(index: index, manifest: manifest, byDelta: byDelta,
+                                                        durable: byDelta ? [index] : [index, kept])
             let verified = clock.now
             try await BackgroundWork.run { () throws(SyncError) in
                 try IndexBuilder.runCanaries(manifest.canaries, index: index, contents: contents, modelDirectory: model,
@@ -78,7 +78,6 @@ extension Syncer {
         // Kept for `cairn export`: the verified, signed bytes (a rename, not a copy).
         let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectory.snapshotBlobFile
         guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the snapshot blob in \(kept)") }
-        FileSystem.startWriteback(path: kept)
         return (false, fetch)
     }
 
