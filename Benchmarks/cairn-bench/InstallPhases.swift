@@ -2,7 +2,7 @@
 //
 // What the file-bound phases of an install cost on one snapshot file, each the best of
 // `--repeat` runs (the file stays in the page cache, as it is right after an install writes it):
-// the row scan with each check (`Snapshot.scan`: none = opening to serve, stored = after a delta,
+// the row scan with each check (`Snapshot.scan`: none = opening to serve or after a delta,
 // recomputed = after a full snapshot), the structure checks a device no longer runs on a signed
 // snapshot (`Snapshot.verifyStructure`), and copying the file in the kernel, then fsyncing it.
 import CairnIndex
@@ -25,7 +25,6 @@ func installPhases(_ arguments: [String]) throws {
     let root = try Snapshot.meta(at: path).stateRoot
     var result: [String: Any] = [:]
     result["scan_none_ms"] = try best { _ = try Snapshot.scan(at: path, check: .none) }
-    result["scan_stored_ms"] = try best { _ = try Snapshot.scan(at: path, check: .storedHashes, expectedStateRoot: root) }
     result["scan_recomputed_ms"] = try best { _ = try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: root) }
     let copy = path + ".phases-copy"
     defer { unlink(copy) }

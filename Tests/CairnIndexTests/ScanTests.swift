@@ -13,7 +13,7 @@ import Testing
         SearchRequest(query: "water", k: 5, mode: .hybrid, scenario: "flood"),
     ]
 
-    @Test(arguments: [Snapshot.RowCheck.none, .storedHashes, .recomputedHashes])
+    @Test(arguments: [Snapshot.RowCheck.none, .recomputedHashes])
     func givenASnapshot_whenScannedAndOpenedWithTheContents_thenEveryAnswerEqualsAnIndexThatReadsItsRows(check: Snapshot.RowCheck) throws {
         try withTemporaryDirectory { directory in
             let path = try Corpus.snapshot(in: directory)
@@ -78,31 +78,28 @@ import Testing
         }
     }
 
-    @Test func givenARowWhoseTextChangedButNotItsStoredHash_whenScanned_thenOnlyRecomputingTheHashesRefusesIt() throws {
+    @Test func givenARowWhoseTextChangedButNotItsStoredHash_whenScannedWithRecomputedHashes_thenHashMismatch() throws {
         try withTemporaryDirectory { directory in
             let path = try Corpus.snapshot(in: directory)
             try Database(path: path, mode: .readWrite).exec("UPDATE chunks SET content = 'drink flood water' WHERE id = 'aid-burns'")
-            let root = Corpus.meta().stateRoot
 
-            #expect { try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: root) } throws: { error in
+            #expect { try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: Corpus.meta().stateRoot) } throws: { error in
                 (error as? IndexError)?.code == .hashMismatch
             }
-            // The stored-hash check is for a delta's result, whose other rows are a verified base's.
-            #expect(try Snapshot.scan(at: path, check: .storedHashes, expectedStateRoot: root).meta == Corpus.meta())
+            // Opening to serve checks nothing of the kind: the file was verified when installed.
+            #expect(try Snapshot.scan(at: path, check: .none).count == Corpus.entries.count)
         }
     }
 
-    @Test func givenARowAndItsStoredHashChanged_whenScannedWithEitherCheck_thenTheStateRootMismatches() throws {
+    @Test func givenARowAndItsStoredHashChanged_whenScannedWithRecomputedHashes_thenTheStateRootMismatches() throws {
         try withTemporaryDirectory { directory in
             let path = try Corpus.snapshot(in: directory)
             let text = "drink flood water"
             try Database(path: path, mode: .readWrite).exec(
                 "UPDATE chunks SET content = '\(text)', content_hash = '\(ContentID(hashing: Array(text.utf8)).hex)' WHERE id = 'aid-burns'")
 
-            for check in [Snapshot.RowCheck.storedHashes, .recomputedHashes] {
-                #expect { try Snapshot.scan(at: path, check: check, expectedStateRoot: Corpus.meta().stateRoot) } throws: { error in
-                    (error as? IndexError)?.code == .stateRootMismatch
-                }
+            #expect { try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: Corpus.meta().stateRoot) } throws: { error in
+                (error as? IndexError)?.code == .stateRootMismatch
             }
         }
     }
@@ -110,7 +107,7 @@ import Testing
     @Test func givenAnotherExpectedStateRoot_whenScanned_thenItIsRefused() throws {
         try withTemporaryDirectory { directory in
             let path = try Corpus.snapshot(in: directory)
-            #expect { try Snapshot.scan(at: path, check: .storedHashes, expectedStateRoot: ContentID(hashing: [1, 2, 3])) } throws: { error in
+            #expect { try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: ContentID(hashing: [1, 2, 3])) } throws: { error in
                 (error as? IndexError)?.code == .stateRootMismatch
             }
         }

@@ -3,11 +3,9 @@ import CairnCore
 extension Snapshot {
     /// What a scan checks while it loads the rows.
     public enum RowCheck: Sendable {
-        /// Nothing: an installed file, verified when it was installed, opened to serve.
+        /// Nothing beyond the row count: an installed file, verified when it was installed, opened
+        /// to serve; or a delta's result, whose state root the applying transaction checked.
         case none
-        /// The state root over the stored hash columns: a delta applied to a copy of a verified
-        /// base (protocol/snapshot.md, "Verification after a delta").
-        case storedHashes
         /// Every row's three hashes recomputed from its data and compared with the stored ones,
         /// then the state root over them: a full snapshot (protocol/snapshot.md, "Verification").
         case recomputedHashes
@@ -36,7 +34,7 @@ extension Snapshot {
     /// rowid ranges, each opened on its own connection, so that the parts can run at once.
     public static func scanPart(at path: String, check: RowCheck, part: Int, of parts: Int) throws(IndexError) -> ScanPart {
         let file = try FileIdentity(path: path)
-        let db = try Database(path: path, mode: .readOnly(immutable: check == .none))
+        let db = try Database(path: path, mode: .readOnly(immutable: false))
         let meta = try meta(in: db)
         var range: ClosedRange<Int64>?
         if parts > 1 {
@@ -94,12 +92,7 @@ extension Snapshot {
                 // embedding hash covers, so it is hashed as stored.
                 return check == .recomputedHashes ? ContentID(hashing: bytes) : nil
             }
-            switch check {
-            case .none:
-                continue
-            case .storedHashes:
-                records.append(try storedRecord(id: chunk.id, from: statement, first: 8))
-            case .recomputedHashes:
+            if check == .recomputedHashes {
                 let record = StateRoot.Record(id: chunk.id, contentHash: chunk.contentHash, metadataHash: chunk.metadataHash,
                                               embeddingHash: embeddingHash!)
                 guard try storedRecord(id: chunk.id, from: statement, first: 8) == record else {

@@ -50,17 +50,18 @@ enum IndexBuilder {
     }
 
     /// The checks a new index passes before it is served, in one pass over its rows that also
-    /// loads them for the query path (protocol/snapshot.md): the state root over every row,
-    /// against the meta and the signed manifest's, and the meta naming this version.
-    /// A full snapshot (`byDelta` false) has every row's hashes recomputed from its data; a
-    /// delta applied to a copy of the installed (verified) index is checked over the stored
-    /// hashes, the upserted rows' having been computed from the delta as they were written.
+    /// loads them for the query path (protocol/snapshot.md), and the meta naming this version
+    /// and the signed state root. A full snapshot (`byDelta` false) has every row's hashes
+    /// recomputed from its data and the state root over them compared with the signed one. A
+    /// delta's result was checked by `applyDelta` (the state root over the stored hashes, the
+    /// upserted rows' computed from the delta as they were written) inside the transaction that
+    /// committed it, so its rows are only loaded.
     ///
     /// The pass runs as two halves on two install threads, and a third fsyncs `durable` (the
     /// new index and the kept snapshot blob, written without fsync) meanwhile, so the disk
     /// writes while the cores hash.
     static func check(index: String, manifest: Manifest, byDelta: Bool, durable: [String]) async throws(SyncError) -> IndexContents {
-        let rowCheck: Snapshot.RowCheck = byDelta ? .storedHashes : .recomputedHashes
+        let rowCheck: Snapshot.RowCheck = byDelta ? .none : .recomputedHashes
         async let synced = BackgroundWork.run { () -> Result<Void, SyncError> in
             Result { () throws(SyncError) in for path in durable { try Syncer.fsyncFile(path) } }
         }
@@ -99,8 +100,9 @@ enum IndexBuilder {
     }
 
     private static func check(_ meta: SnapshotMeta, against manifest: Manifest) throws(SyncError) {
-        guard meta.version == manifest.version, meta.channel == manifest.channel, meta.dimension == manifest.dimension else {
-            throw SyncError(.installFailed, "the new index's meta names another version, channel or dimension than its manifest")
+        guard meta.version == manifest.version, meta.channel == manifest.channel, meta.dimension == manifest.dimension,
+              meta.stateRoot == manifest.stateRoot, meta.chunkCount == manifest.chunkCount else {
+            throw SyncError(.installFailed, "the new index's meta names another version, channel, dimension, state root or size than its manifest")
         }
     }
 
