@@ -40,7 +40,10 @@ let package = Package(
         // The encoder's element-wise loops are optimised even in debug builds, so that the test
         // suite can run the real model on hundreds of passages in seconds. The fuzz build keeps
         // Swift's overflow and bounds checks, so that a broken file traps instead of wrapping.
-        .target(name: "CairnEmbedding", dependencies: ["COpenBLAS"],
+        // The encoder's C kernels, compiled per instruction set (see EncoderKernels.swift); -O3
+        // in debug builds too, so that tests of the real model take seconds, not minutes.
+        .target(name: "CEncoderKernels", cSettings: [.unsafeFlags(["-O3"])]),
+        .target(name: "CairnEmbedding", dependencies: ["COpenBLAS", "CEncoderKernels"],
                 swiftSettings: fuzzing ? [] : [.unsafeFlags(["-Ounchecked"])]),
         // Files: zlib streams with size caps, atomic writes, the content-addressed blob store.
         .target(name: "CairnStore", dependencies: ["CairnCore", "CZlib"]),

@@ -24,7 +24,9 @@ public final class SentenceEmbedder: Sendable {
     }
 
     /// Loads `model.safetensors`, `vocab.txt` and `config.json` from `directory`.
-    public convenience init(directory: String, maximumTokens: Int = defaultMaximumTokens) throws(EmbeddingError) {
+    /// - Parameter kernels: the encoder's kernels (default: the widest instruction set this CPU runs).
+    public convenience init(directory: String, maximumTokens: Int = defaultMaximumTokens,
+                            kernels: EncoderKernels = .best) throws(EmbeddingError) {
         let path = { (name: String) in (directory as NSString).appendingPathComponent(name) }
         let configuration = try BertConfiguration(path: path(File.configuration))
         let weights = try SafeTensors(path: path(File.weights))
@@ -32,7 +34,8 @@ public final class SentenceEmbedder: Sendable {
         guard tokenizer.vocabulary.count <= configuration.vocabularySize else {
             throw EmbeddingError(.vocabularyMalformed, "vocabulary has \(tokenizer.vocabulary.count) tokens, the model \(configuration.vocabularySize)")
         }
-        self.init(tokenizer: tokenizer, encoder: try BertEncoder(weights: weights, configuration: configuration),
+        self.init(tokenizer: tokenizer,
+                  encoder: try BertEncoder(weights: weights, configuration: configuration, kernels: kernels),
                   maximumTokens: maximumTokens)
     }
 

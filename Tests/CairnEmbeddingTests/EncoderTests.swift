@@ -5,17 +5,40 @@ import Testing
 
 @Suite("BERT encoder on a tiny random model")
 struct EncoderTests {
-    @Test("Given random weights, when embedding, then the BLAS encoder matches a naive Double reference",
-          arguments: [UInt64(1), 2, 3])
-    func matchesNaiveReference(seed: UInt64) throws {
+    static let sequences: [[Int32]] = [[2, 4, 5, 3], [2, 6, 7, 8, 12, 17, 18, 5, 13, 3], [2, 3], [2, 9, 10, 11, 19, 14, 3]]
+
+    @Test("Given random weights and each kernel set, when a short batch is embedded (packed kernel), then it matches a naive Double reference",
+          arguments: [UInt64(1), 2, 3], EncoderKernels.InstructionSet.allCases)
+    func shortBatchMatchesNaiveReference(seed: UInt64, set: EncoderKernels.InstructionSet) throws {
+        guard let kernels = EncoderKernels(set) else { return }  // this CPU cannot run the set
         let model = TinyModel(seed: seed)
-        let embedder = try SentenceEmbedder(directory: try model.writeFolder())
-        let sequences: [[Int32]] = [[2, 4, 5, 3], [2, 6, 7, 8, 12, 17, 18, 5, 13, 3], [2, 3], [2, 9, 10, 11, 19, 14, 3]]
-        let vectors = embedder.embed(tokenIDs: sequences)
-        for (sequence, vector) in zip(sequences, vectors) {
-            let expected = model.naiveEmbedding(sequence)
-            let maximumError = zip(vector, expected).map { abs(Double($0) - $1) }.max()!
-            #expect(maximumError < 1e-5, "sequence \(sequence): max |Δ| = \(maximumError)")
+        let embedder = try SentenceEmbedder(directory: try model.writeFolder(), kernels: kernels)
+        #expect(Self.sequences.joined().count <= BertEncoder.packedKernelMaximumTokens)
+        for parallelism in [1, 2] {
+            let vectors = embedder.encoder.embed(Self.sequences, parallelism: parallelism)
+            expectClose(vectors, to: Self.sequences.map(model.naiveEmbedding), "\(kernels), parallelism \(parallelism)")
+        }
+    }
+
+    @Test("Given random weights and each kernel set, when a long batch is embedded (sgemm), then it matches a naive Double reference",
+          arguments: [UInt64(1), 2], EncoderKernels.InstructionSet.allCases)
+    func longBatchMatchesNaiveReference(seed: UInt64, set: EncoderKernels.InstructionSet) throws {
+        guard let kernels = EncoderKernels(set) else { return }
+        let model = TinyModel(seed: seed)
+        let embedder = try SentenceEmbedder(directory: try model.writeFolder(), kernels: kernels)
+        let sequences = Array(repeating: Self.sequences, count: 4).joined() + [[2, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 3]]
+        #expect(sequences.joined().count > BertEncoder.packedKernelMaximumTokens)
+        for parallelism in [1, 2] {
+            let vectors = embedder.encoder.embed(Array(sequences), parallelism: parallelism)
+            expectClose(vectors, to: sequences.map(model.naiveEmbedding), "\(kernels), parallelism \(parallelism)")
+        }
+    }
+
+    func expectClose(_ vectors: [[Float]], to expected: [[Double]], _ context: String) {
+        #expect(vectors.count == expected.count)
+        for (vector, reference) in zip(vectors, expected) {
+            let maximumError = zip(vector, reference).map { abs(Double($0) - $1) }.max()!
+            #expect(maximumError < 1e-5, "\(context): max |Δ| = \(maximumError)")
         }
     }
 
@@ -51,18 +74,5 @@ struct EncoderTests {
             #expect(error.code == .modelNotFound)
             #expect(error.message.contains("model.safetensors"))
         }
-    }
-
-    @Test("Given the vector kernels, when compared with libm, then exp and erf are accurate")
-    func vectorKernelsAreAccurate() {
-        var worstExp: Float = 0, worstErf: Float = 0
-        for step in 0..<4000 {
-            let x = Float(step - 2000) / 100 // -20 … 20
-            let e = VectorMath.exp(x)
-            worstExp = max(worstExp, abs(e - Foundation.exp(x)) / max(Foundation.exp(x), 1e-30))
-            worstErf = max(worstErf, abs(VectorMath.erf(x) - Foundation.erf(x)))
-        }
-        #expect(worstExp < 1e-6)
-        #expect(worstErf < 3e-7)
     }
 }

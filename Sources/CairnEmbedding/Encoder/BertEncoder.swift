@@ -1,10 +1,17 @@
 import Foundation
+import Synchronization
 
 /// A BERT encoder with mean pooling and L2 normalisation: token ids in, unit vectors out.
 ///
 /// A batch is packed, not padded: the linear layers run on all tokens of all sequences as one
 /// matrix (one sgemm each), and attention runs per sequence and head on its own length, so no
 /// work is spent on padding and no mask is needed.
+///
+/// Short inputs (a query: at most `packedKernelMaximumTokens` tokens in the call) take another
+/// route through the linear layers. An sgemm call re-packs its operands, and with 16 tokens that
+/// means copying all ~42 MB of layer weights on every query: most of its time. For them the
+/// encoder packs the weights once (on first use) into 32-output panels and runs its own kernel
+/// (EncoderKernels) over them; batches stay on OpenBLAS, whose blocking wins on large products.
 public final class BertEncoder: Sendable {
     struct Layer: Sendable {
         /// Query, key and value weights stacked: (3·hidden) × hidden, row-major (out × in).
@@ -28,13 +35,33 @@ public final class BertEncoder: Sendable {
     let tokenTypeEmbeddings: [Float]
     let embeddingNormGamma: [Float]
     let embeddingNormBeta: [Float]
+    /// One layer's linear weights in the packed layout of the short-sequence kernel.
+    struct PackedLayer: Sendable {
+        let qkv: EncoderKernels.PackedLinear
+        let attentionOutput: EncoderKernels.PackedLinear
+        let intermediate: EncoderKernels.PackedLinear
+        let output: EncoderKernels.PackedLinear
+    }
+
     let layers: [Layer]
     let blas: BLAS
+    /// GELU, softmax, LayerNorm and the short-sequence linear kernel, for this CPU.
+    public let kernels: EncoderKernels
+    /// Packed on the first short call: a process that only embeds batches (publishing) never
+    /// holds the second copy of the weights.
+    private let packed = Mutex<[PackedLayer]?>(nil)
+
+    /// Calls with at most this many tokens in all take the packed-weight kernel.
+    public static let packedKernelMaximumTokens = 64
 
     /// Loads and checks every tensor of `configuration` from `weights`.
-    public init(weights: SafeTensors, configuration: BertConfiguration) throws(EmbeddingError) {
+    /// - Parameter kernels: the instruction set of the encoder's own kernels (default: the
+    ///   widest this CPU runs; tests pass each in turn).
+    public init(weights: SafeTensors, configuration: BertConfiguration,
+                kernels: EncoderKernels = .best) throws(EmbeddingError) {
         try configuration.validate()
         self.configuration = configuration
+        self.kernels = kernels
         blas = try BLAS.shared
         let h = configuration.hiddenSize
         let i = configuration.intermediateSize
@@ -94,16 +121,36 @@ public final class BertEncoder: Sendable {
             running += length
         }
         var hidden = [Float](repeating: 0, count: total * h)
+        let packedLayers = total <= Self.packedKernelMaximumTokens ? packedLayers() : nil
         hidden.withUnsafeMutableBufferPointer { x in
             embedTokens(sequences, lengths: lengths, offsets: offsets, into: x.baseAddress!)
             var scratch = Scratch(tokens: total, configuration: configuration, longest: lengths.max() ?? 0)
-            for layer in layers {
-                run(layer, on: x.baseAddress!, tokens: total, lengths: lengths, offsets: offsets,
-                    parallelism: max(1, parallelism), scratch: &scratch)
+            for (index, layer) in layers.enumerated() {
+                run(layer, packed: packedLayers?[index], on: x.baseAddress!, tokens: total, lengths: lengths,
+                    offsets: offsets, parallelism: max(1, parallelism), scratch: &scratch)
             }
         }
         return zip(lengths, offsets).map { length, offset in
             meanPoolNormalized(hidden, offset: offset, length: length)
+        }
+    }
+
+    /// The layers' weights in the packed layout, packed on the first call.
+    private func packedLayers() -> [PackedLayer] {
+        packed.withLock { cached in
+            if let cached { return cached }
+            let h = configuration.hiddenSize, i = configuration.intermediateSize
+            let made = layers.map { layer in
+                PackedLayer(
+                    qkv: .init(weight: layer.qkvWeight, bias: layer.qkvBias, outputs: 3 * h, inputs: h),
+                    attentionOutput: .init(weight: layer.attentionOutputWeight, bias: layer.attentionOutputBias,
+                                           outputs: h, inputs: h),
+                    intermediate: .init(weight: layer.intermediateWeight, bias: layer.intermediateBias,
+                                        outputs: i, inputs: h),
+                    output: .init(weight: layer.outputWeight, bias: layer.outputBias, outputs: h, inputs: i))
+            }
+            cached = made
+            return made
         }
     }
 
@@ -136,23 +183,39 @@ public final class BertEncoder: Sendable {
                 }
             }
         }
-        VectorMath.layerNorm(x, rows: lengths.reduce(0, +), width: h, gamma: embeddingNormGamma,
-                             beta: embeddingNormBeta, epsilon: configuration.layerNormEpsilon)
+        kernels.layerNorm(x, rows: lengths.reduce(0, +), gamma: embeddingNormGamma, beta: embeddingNormBeta,
+                          epsilon: configuration.layerNormEpsilon)
     }
 
     /// y = x · Wᵀ + bias (+ y if `accumulate`), with x tokens × inputs and W outputs × inputs;
-    /// with `parallelism` > 1 the output columns are split between that many threads.
-    private func linear(_ x: UnsafePointer<Float>, tokens: Int, inputs: Int, weight: [Float], parallelism: Int = 1,
+    /// with `parallelism` > 1 the output columns are split between that many threads. With
+    /// `packed` weights the packed kernel runs instead of sgemm.
+    private func linear(_ x: UnsafePointer<Float>, tokens: Int, inputs: Int, weight: [Float],
+                        packed: EncoderKernels.PackedLinear?, parallelism: Int = 1,
                         bias: [Float], into y: UnsafeMutablePointer<Float>, outputs: Int, accumulate: Bool) {
+        if let packed {
+            // Each part computes whole panels, so its own columns of y.
+            let parts = min(parallelism, WorkerTeam.shared.width, packed.panels)
+            let operands = LinearOperands(x: x, output: y)
+            let kernels = self.kernels
+            let work: @Sendable (Int) -> Void = { part in
+                let first = packed.panels * part / parts, end = packed.panels * (part + 1) / parts
+                kernels.linear(operands.x, tokens: tokens, layer: packed, panels: first..<end,
+                               into: operands.output, accumulate: accumulate)
+            }
+            WorkerTeam.shared.run(parts: parts, work)
+            return
+        }
         weight.withUnsafeBufferPointer { w in
             bias.withUnsafeBufferPointer { b in
-                let parts = min(parallelism, max(1, outputs / 64))
+                let parts = min(parallelism, WorkerTeam.shared.width, max(1, outputs / 64))
                 let slice = (outputs + parts - 1) / parts
                 // Each part writes its own columns of y: no two threads touch the same floats.
-                let operands = LinearOperands(x: x, weights: w.baseAddress!, biases: b.baseAddress!, output: y)
+                let operands = LinearOperands(x: x, output: y)
+                let weights = SharedPointer(w.baseAddress!), biases = SharedPointer(b.baseAddress!)
                 let blas = self.blas
                 let work: @Sendable (Int) -> Void = { part in
-                    let x = operands.x, weights = operands.weights, biases = operands.biases
+                    let x = operands.x, weights = weights.pointer, biases = biases.pointer
                     let first = part * slice, count = min(slice, outputs - first)
                     guard count > 0 else { return }
                     for t in 0..<tokens {
@@ -163,14 +226,13 @@ public final class BertEncoder: Sendable {
                                b: weights + first * inputs, ldb: inputs, beta: 1,
                                c: operands.output + first, ldc: outputs)
                 }
-                if parts == 1 { work(0) } else { DispatchQueue.concurrentPerform(iterations: parts, execute: work) }
+                WorkerTeam.shared.run(parts: parts, work)
             }
         }
     }
 
-    private func run(_ layer: Layer, on x: UnsafeMutablePointer<Float>, tokens: Int, lengths: [Int], offsets: [Int],
-                     parallelism: Int,
-                     scratch: inout Scratch) {
+    private func run(_ layer: Layer, packed: PackedLayer?, on x: UnsafeMutablePointer<Float>, tokens: Int,
+                     lengths: [Int], offsets: [Int], parallelism: Int, scratch: inout Scratch) {
         let h = configuration.hiddenSize
         let heads = configuration.headCount
         let headSize = h / heads
@@ -180,7 +242,8 @@ public final class BertEncoder: Sendable {
             scratch.context.withUnsafeMutableBufferPointer { context in
                 scratch.scores.withUnsafeMutableBufferPointer { scores in
                     let qkv = qkv.baseAddress!, context = context.baseAddress!, scores = scores.baseAddress!
-                    linear(x, tokens: tokens, inputs: h, weight: layer.qkvWeight, parallelism: parallelism, bias: layer.qkvBias,
+                    linear(x, tokens: tokens, inputs: h, weight: layer.qkvWeight, packed: packed?.qkv,
+                           parallelism: parallelism, bias: layer.qkvBias,
                            into: qkv, outputs: 3 * h, accumulate: false)
                     for (length, offset) in zip(lengths, offsets) where length > 0 {
                         let rows = qkv + offset * 3 * h
@@ -191,7 +254,7 @@ public final class BertEncoder: Sendable {
                             // scores = scale · Q Kᵀ  (length × length)
                             blas.sgemm(transB: true, m: length, n: length, k: headSize, alpha: scale,
                                        a: q, lda: 3 * h, b: k, ldb: 3 * h, c: scores, ldc: length)
-                            VectorMath.softmaxRows(scores, rows: length, columns: length, stride: length)
+                            kernels.softmaxRows(scores, rows: length, columns: length, stride: length)
                             // context[:, head] = P V
                             blas.sgemm(m: length, n: headSize, k: length, a: scores, lda: length,
                                        b: v, ldb: 3 * h, c: context + offset * h + head * headSize, ldc: h)
@@ -199,23 +262,24 @@ public final class BertEncoder: Sendable {
                     }
                     // x ← LayerNorm(x + context · Woᵀ + bo)
                     linear(context, tokens: tokens, inputs: h, weight: layer.attentionOutputWeight,
-                           parallelism: parallelism, bias: layer.attentionOutputBias, into: x, outputs: h, accumulate: true)
-                    VectorMath.layerNorm(x, rows: tokens, width: h, gamma: layer.attentionNormGamma,
-                                         beta: layer.attentionNormBeta, epsilon: epsilon)
+                           packed: packed?.attentionOutput, parallelism: parallelism, bias: layer.attentionOutputBias, into: x, outputs: h, accumulate: true)
+                    kernels.layerNorm(x, rows: tokens, gamma: layer.attentionNormGamma,
+                                      beta: layer.attentionNormBeta, epsilon: epsilon)
                 }
             }
         }
         let i = configuration.intermediateSize
         scratch.intermediate.withUnsafeMutableBufferPointer { intermediate in
-            linear(x, tokens: tokens, inputs: h, weight: layer.intermediateWeight, parallelism: parallelism, bias: layer.intermediateBias,
+            linear(x, tokens: tokens, inputs: h, weight: layer.intermediateWeight, packed: packed?.intermediate,
+                   parallelism: parallelism, bias: layer.intermediateBias,
                    into: intermediate.baseAddress!, outputs: i, accumulate: false)
-            VectorMath.gelu(UnsafeMutableBufferPointer(rebasing: intermediate[0..<(tokens * i)]))
+            kernels.gelu(UnsafeMutableBufferPointer(rebasing: intermediate[0..<(tokens * i)]))
             // x ← LayerNorm(x + GELU(·) · W2ᵀ + b2)
             linear(intermediate.baseAddress!, tokens: tokens, inputs: i, weight: layer.outputWeight,
-                   parallelism: parallelism, bias: layer.outputBias, into: x, outputs: h, accumulate: true)
+                   packed: packed?.output, parallelism: parallelism, bias: layer.outputBias, into: x, outputs: h, accumulate: true)
         }
-        VectorMath.layerNorm(x, rows: tokens, width: h, gamma: layer.outputNormGamma,
-                             beta: layer.outputNormBeta, epsilon: epsilon)
+        kernels.layerNorm(x, rows: tokens, gamma: layer.outputNormGamma, beta: layer.outputNormBeta,
+                          epsilon: epsilon)
     }
 
     private func meanPoolNormalized(_ hidden: [Float], offset: Int, length: Int) -> [Float] {
@@ -236,12 +300,17 @@ public final class BertEncoder: Sendable {
     }
 }
 
-/// The pointers of one `linear` call, handed to its `concurrentPerform` workers.
+/// The input and output of one `linear` call, handed to its `concurrentPerform` workers.
 struct LinearOperands: @unchecked Sendable {
-    // @unchecked: the workers only read x, weights and biases, write disjoint columns of
-    // output, and the call returns only after all of them have finished.
+    // @unchecked: the workers only read x, write disjoint columns of output, and the call
+    // returns only after all of them have finished.
     let x: UnsafePointer<Float>
-    let weights: UnsafePointer<Float>
-    let biases: UnsafePointer<Float>
     let output: UnsafeMutablePointer<Float>
+}
+
+/// A read-only buffer shared by a `linear` call's workers, valid until the call returns.
+struct SharedPointer: @unchecked Sendable {
+    // @unchecked: only read, and only while the owning call waits for its workers.
+    let pointer: UnsafePointer<Float>
+    init(_ pointer: UnsafePointer<Float>) { self.pointer = pointer }
 }
