@@ -28,17 +28,9 @@ struct FullTrustTests {
         }
     }
 
-    static func deviceOnVersion1() async throws -> (RepoFixture, Device) {
-        let repo = try RepoFixture(withModel: false)
-        try repo.publish(version: 1)
-        let device = try Device(repo: repo, sources: [repo.url])
-        #expect(await device.syncer.syncOnce().installedVersion == 1)
-        return (repo, device)
-    }
-
     @Test("Given a signed snapshot in which a row's text differs from its stored hash, when installed, then it is refused and version 1 keeps serving")
     func rowTextNotItsHash() async throws {
-        let (repo, device) = try await Self.deviceOnVersion1()
+        let (repo, device) = try await DeltaTrustTests.deviceOnVersion1()
         try Self.publishAltered(repo, sql: "UPDATE chunks SET content = 'drink the flood water' WHERE id = 'chunk-003'")
 
         let outcome = await device.syncer.syncOnce()
@@ -50,7 +42,7 @@ struct FullTrustTests {
 
     @Test("Given a signed snapshot whose row text and stored hash were both changed, when installed, then state_root_mismatch and version 1 keeps serving")
     func rowAndHashChanged() async throws {
-        let (repo, device) = try await Self.deviceOnVersion1()
+        let (repo, device) = try await DeltaTrustTests.deviceOnVersion1()
         let text = "drink the flood water"
         try Self.publishAltered(repo, sql: """
             UPDATE chunks SET content = '\(text)', content_hash = '\(ContentID(hashing: Array(text.utf8)).hex)' WHERE id = 'chunk-003'

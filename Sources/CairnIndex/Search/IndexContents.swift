@@ -12,38 +12,26 @@ public final class IndexContents: Sendable {
     public let meta: SnapshotMeta
     /// The file it was read from; a `SearchIndex` accepts the contents only for that same file.
     let file: FileIdentity
-    let matrix: [Float]
-    let ids: [String]
-    let rowids: [Int64]
-    let rowForRowid: [Int64: Int]
-    /// Each row's scenario as a small integer (-1 for none), compared per query.
-    let scenarioCodes: [Int32]
-    let scenarioCode: [String: Int32]
-    let tags: [Set<String>]
+    let rows: Rows
     let lengths: DocumentLengths
 
     /// Chunks loaded.
-    public var count: Int { ids.count }
+    public var count: Int { rows.ids.count }
 
     init(meta: SnapshotMeta, file: FileIdentity, rows: Rows, lengths: DocumentLengths) {
         self.meta = meta
         self.file = file
-        matrix = rows.matrix
-        ids = rows.ids
-        rowids = rows.rowids
-        rowForRowid = rows.rowForRowid
-        scenarioCodes = rows.scenarioCodes
-        scenarioCode = rows.scenarioCode
-        tags = rows.tags
+        self.rows = rows
         self.lengths = lengths
     }
 
-    /// The rows as they are read, in rowid order.
+    /// The rows as they are read, in rowid order: vectors, ids, rowids, scenarios, tags.
     struct Rows: Sendable {
         var matrix: [Float] = []
         var ids: [String] = []
         var rowids: [Int64] = []
         var rowForRowid: [Int64: Int] = [:]
+        /// Each row's scenario as a small integer (-1 for none), compared per query.
         var scenarioCodes: [Int32] = []
         var scenarioCode: [String: Int32] = [:]
         var tags: [Set<String>] = []

@@ -10,8 +10,9 @@ import Dispatch
 /// connections. The file must not change while it is open: a device installs a new version
 /// beside the old one and swaps by rename, then opens a new `SearchIndex`.
 ///
-/// The caller verifies a snapshot (`Snapshot.verify(at:expectedStateRoot:)`) before serving it;
-/// opening only checks the meta and that every vector has the meta's dimension.
+/// The caller verifies a snapshot before serving it (a device in the pass that also loads the
+/// rows, `Snapshot.scan`, whose result it hands to `init(path:configuration:contents:)`);
+/// opening only checks the meta, the row count and that every vector has the meta's dimension.
 public final class SearchIndex: Sendable {
     public let meta: SnapshotMeta
     public let configuration: RankingConfiguration
@@ -53,13 +54,8 @@ public final class SearchIndex: Sendable {
         }
         self.meta = meta
         self.configuration = configuration
-        matrix = loaded.matrix
-        ids = loaded.ids
-        rowids = loaded.rowids
-        rowForRowid = loaded.rowForRowid
-        scenarioCodes = loaded.scenarioCodes
-        scenarioCode = loaded.scenarioCode
-        tags = loaded.tags
+        (matrix, ids, rowids, rowForRowid) = (loaded.rows.matrix, loaded.rows.ids, loaded.rows.rowids, loaded.rows.rowForRowid)
+        (scenarioCodes, scenarioCode, tags) = (loaded.rows.scenarioCodes, loaded.rows.scenarioCode, loaded.rows.tags)
         self.blas = try? BLAS.shared
         let lengths = loaded.lengths
         try BM25Function.register(on: db, lengths: lengths)

@@ -57,21 +57,24 @@ enum IndexBuilder {
     /// upserted rows' computed from the delta as they were written) inside the transaction that
     /// committed it, so its rows are only loaded.
     ///
-    /// The pass runs as two halves on two install threads, and a third fsyncs `durable` (the
-    /// new index and the kept snapshot blob, written without fsync) meanwhile, so the disk
-    /// writes while the cores hash.
+    /// A full snapshot's pass runs as two halves on two install threads; another thread fsyncs
+    /// `durable` (the new index and the kept snapshot blob, written without fsync) meanwhile, so
+    /// the disk writes while the cores hash.
     static func check(index: String, manifest: Manifest, byDelta: Bool, durable: [String]) async throws(SyncError) -> IndexContents {
         let rowCheck: Snapshot.RowCheck = byDelta ? .none : .recomputedHashes
         async let synced = BackgroundWork.run { () -> Result<Void, SyncError> in
             Result { () throws(SyncError) in for path in durable { try Syncer.fsyncFile(path) } }
         }
+        // Loading alone is light: one thread, leaving the other core to queries.
+        let count = byDelta ? 1 : 2
         async let first = BackgroundWork.run { () -> Result<Snapshot.ScanPart, IndexError> in
-            Result { () throws(IndexError) in try Snapshot.scanPart(at: index, check: rowCheck, part: 0, of: 2) }
+            Result { () throws(IndexError) in try Snapshot.scanPart(at: index, check: rowCheck, part: 0, of: count) }
         }
-        async let second = BackgroundWork.run { () -> Result<Snapshot.ScanPart, IndexError> in
-            Result { () throws(IndexError) in try Snapshot.scanPart(at: index, check: rowCheck, part: 1, of: 2) }
+        async let second = BackgroundWork.run { () -> Result<Snapshot.ScanPart, IndexError>? in
+            count < 2 ? nil : Result { () throws(IndexError) in try Snapshot.scanPart(at: index, check: rowCheck, part: 1, of: count) }
         }
-        let (parts, sync) = await ([first, second], synced)
+        let (one, two, sync) = await (first, second, synced)
+        let parts = [one] + (two.map { [$0] } ?? [])
         let contents: IndexContents
         do throws(IndexError) {
             var scanned: [Snapshot.ScanPart] = []
