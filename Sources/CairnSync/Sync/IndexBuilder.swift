@@ -8,7 +8,7 @@ import Foundation
 enum IndexBuilder {
     /// Inflates a verified snapshot blob into `output`, refusing to write past the manifest's
     /// `uncompressed_size` (a decompression bomb stops there) or to produce less. Not fsynced:
-    /// `check` does that beside its pass over the rows.
+    /// `finish` does that once, before the swap.
     static func decompress(blob: String, to output: String, uncompressedSize: Int) throws(SyncError) {
         do {
             try Zlib.decompress(try FileSystem.read(blob), toNewFile: output, size: uncompressedSize, durable: false)
@@ -57,14 +57,10 @@ enum IndexBuilder {
     /// upserted rows' computed from the delta as they were written) inside the transaction that
     /// committed it, so its rows are only loaded.
     ///
-    /// A full snapshot's pass runs as two halves on two install threads; another thread fsyncs
-    /// `durable` (the new index and the kept snapshot blob, written without fsync) meanwhile, so
-    /// the disk writes while the cores hash.
-    static func check(index: String, manifest: Manifest, byDelta: Bool, durable: [String]) async throws(SyncError) -> IndexContents {
+    /// A full snapshot's pass runs as two halves on two install threads. The file is not fsynced
+    /// yet (`finish` does that, once, before the swap).
+    static func check(index: String, manifest: Manifest, byDelta: Bool) async throws(SyncError) -> IndexContents {
         let rowCheck: Snapshot.RowCheck = byDelta ? .none : .recomputedHashes
-        async let synced = BackgroundWork.run { () -> Result<Void, SyncError> in
-            Result { () throws(SyncError) in for path in durable { try Syncer.fsyncFile(path) } }
-        }
         // Loading alone is light: one thread, leaving the other core to queries.
         let count = byDelta ? 1 : 2
         async let first = BackgroundWork.run { () -> Result<Snapshot.ScanPart, IndexError> in
@@ -73,7 +69,7 @@ enum IndexBuilder {
         async let second = BackgroundWork.run { () -> Result<Snapshot.ScanPart, IndexError>? in
             count < 2 ? nil : Result { () throws(IndexError) in try Snapshot.scanPart(at: index, check: rowCheck, part: 1, of: count) }
         }
-        let (one, two, sync) = await (first, second, synced)
+        let (one, two) = await (first, second)
         let parts = [one] + (two.map { [$0] } ?? [])
         let contents: IndexContents
         do throws(IndexError) {
@@ -83,7 +79,6 @@ enum IndexBuilder {
         } catch {
             throw failure(error)
         }
-        try sync.get()
         try check(contents.meta, against: manifest)
         return contents
     }

@@ -21,9 +21,7 @@ extension Syncer {
             let start = clock.now
             let (byDelta, fetch) = try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index)
             let built = clock.now
-            let kept = partial + "/" + DataDirectory.snapshotBlobFile
-            let contents = try await IndexBuilder.check(index: index, manifest: manifest, byDelta: byDelta,
-                                                        durable: byDelta ? [index] : [index, kept])
+            let contents = try await IndexBuilder.check(index: index, manifest: manifest, byDelta: byDelta)
             let verified = clock.now
             try await BackgroundWork.run { () throws(SyncError) in
                 try IndexBuilder.runCanaries(manifest.canaries, index: index, contents: contents, modelDirectory: model,
