@@ -7,10 +7,11 @@
 //   cairn-bench scan --data-dir DIR --queries FILE --mode dense|lexical [--threads T] [--export DIR]
 //   cairn-bench sync-watch --socket PATH --version N [--query TEXT] [--mode M] [--after 50]
 //   cairn-bench inflate-hash --blob FILE --size N
+//   cairn-bench install-phases --index FILE [--repeat 3]
 import Foundation
 
 let usage = """
-    usage: cairn-bench embed|make-datadir|query-load|scan|sync-watch|inflate-hash [options]  (options: see Benchmarks/cairn-bench/*.swift)
+    usage: cairn-bench embed|make-datadir|query-load|scan|sync-watch|inflate-hash|install-phases [options]  (options: see Benchmarks/cairn-bench/*.swift)
     """
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -22,6 +23,7 @@ do {
     case "scan": try scan(arguments)
     case "sync-watch": try syncWatch(arguments)
     case "inflate-hash": try inflateHash(arguments)
+    case "install-phases": try installPhases(arguments)
     default: throw Failure(description: usage)
     }
 } catch {

@@ -24,14 +24,16 @@ public enum StateRoot {
 
         /// SHA-256(u32be(len(id)) ‖ id ‖ contentHash ‖ metadataHash ‖ embeddingHash).
         public var leaf: ContentID {
-            var bytes: [UInt8] = []
-            let id = Array(self.id.utf8)
-            bytes.append(contentsOf: withUnsafeBytes(of: UInt32(id.count).bigEndian, Array.init))
-            bytes.append(contentsOf: id)
-            bytes.append(contentsOf: contentHash.bytes)
-            bytes.append(contentsOf: metadataHash.bytes)
-            bytes.append(contentsOf: embeddingHash.bytes)
-            return ContentID(hashing: bytes)
+            var hasher = SHA256()
+            var id = self.id
+            id.withUTF8 { utf8 in
+                withUnsafeBytes(of: UInt32(utf8.count).bigEndian) { hasher.update(bufferPointer: $0) }
+                hasher.update(bufferPointer: UnsafeRawBufferPointer(utf8))
+            }
+            hasher.update(data: contentHash.bytes)
+            hasher.update(data: metadataHash.bytes)
+            hasher.update(data: embeddingHash.bytes)
+            return ContentID(bytes: Array(hasher.finalize()))!
         }
     }
 
@@ -40,7 +42,7 @@ public enum StateRoot {
     /// SHA-256("cairn-state-root-v1\n" ‖ u64be(n) ‖ leaf₁ ‖ … ‖ leafₙ), records sorted by the
     /// UTF-8 bytes of their ids. Ids must be unique.
     public static func compute<S: Sequence>(_ records: S) -> ContentID where S.Element == Record {
-        let sorted = records.sorted { Array($0.id.utf8).lexicographicallyPrecedes(Array($1.id.utf8)) }
+        let sorted = records.sorted { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }
         var hasher = SHA256()
         hasher.update(data: domain)
         hasher.update(data: withUnsafeBytes(of: UInt64(sorted.count).bigEndian, Array.init))

@@ -35,11 +35,12 @@ public struct Device: Sendable {
         let holder = IndexHolder()
         let status = SyncStateStatusProvider(directory: directory, configuration: sync)
         let dataDirectory = configuration.dataDirectory
-        let syncer = Syncer(configuration: sync, directory: directory, logger: logger, onInstalled: { installed in
+        let syncer = Syncer(configuration: sync, directory: directory, logger: logger, onInstalled: { installed, contents in
             do {
-                // Loading reads every vector: off the threads that answer queries.
+                // Opening (reading every vector when the install did not hand its rows over) runs
+                // off the threads that answer queries.
                 let version = try await BackgroundWork.run { () throws(DaemonError) in
-                    try VersionLoader.load(dataDirectory: dataDirectory, reusing: holder.current, logger: logger)
+                    try VersionLoader.load(dataDirectory: dataDirectory, reusing: holder.current, contents: contents, logger: logger)
                 }
                 holder.install(version)
                 logger.info("now serving", metadata: ["cairn.version": "\(installed.version)"])

@@ -16,10 +16,13 @@ public enum VersionLoader {
     public static let modelLink = "model"
 
     /// The version behind `DIR/<link>` (`current` by default).
-    /// - Parameter reusing: a version whose embedder is reused when both resolve to the same
-    ///   model folder (a model is shared across versions; loading it again costs seconds).
+    /// - Parameters:
+    ///   - reusing: a version whose embedder is reused when both resolve to the same model
+    ///     folder (a model is shared across versions; loading it again costs seconds).
+    ///   - contents: the index's rows as the install's verifying pass loaded them, used instead
+    ///     of reading them again when they belong to the file `link` names (else read).
     public static func load(dataDirectory: String, link: String = "current", reusing: ServingVersion? = nil,
-                            configuration: RankingConfiguration = RankingConfiguration(),
+                            contents: IndexContents? = nil, configuration: RankingConfiguration = RankingConfiguration(),
                             logger: Logger) throws(DaemonError) -> ServingVersion {
         let linkPath = (dataDirectory as NSString).appendingPathComponent(link)
         guard let folder = resolve(linkPath) else {
@@ -29,9 +32,14 @@ public enum VersionLoader {
         guard let expected = Int(name) else {
             throw DaemonError(.versionUnusable, "\(link) points at a folder whose name is not a version number")
         }
+        let path = (folder as NSString).appendingPathComponent(indexFile)
         let index: SearchIndex
         do {
-            index = try SearchIndex(path: (folder as NSString).appendingPathComponent(indexFile), configuration: configuration)
+            if let contents, let preloaded = try? SearchIndex(path: path, configuration: configuration, contents: contents) {
+                index = preloaded
+            } else {
+                index = try SearchIndex(path: path, configuration: configuration)
+            }
         } catch {
             throw DaemonError(.versionUnusable, "version \(expected) cannot be opened: \(error.message)", cause: error)
         }

@@ -10,8 +10,9 @@ import Dispatch
 /// connections. The file must not change while it is open: a device installs a new version
 /// beside the old one and swaps by rename, then opens a new `SearchIndex`.
 ///
-/// The caller verifies a snapshot (`Snapshot.verify(at:expectedStateRoot:)`) before serving it;
-/// opening only checks the meta and that every vector has the meta's dimension.
+/// The caller verifies a snapshot before serving it (a device in the pass that also loads the
+/// rows, `Snapshot.scan`, whose result it hands to `init(path:configuration:contents:)`);
+/// opening only checks the meta, the row count and that every vector has the meta's dimension.
 public final class SearchIndex: Sendable {
     public let meta: SnapshotMeta
     public let configuration: RankingConfiguration
@@ -21,60 +22,42 @@ public final class SearchIndex: Sendable {
     private let pool: ConnectionPool
     private let documentCounts = DocumentCounts()
     private let blas: BLAS?
+    // The contents' arrays (shared, not copied), as stored properties for the query loops.
     private let matrix: [Float]
     private let ids: [String]
     private let rowids: [Int64]
     private let rowForRowid: [Int64: Int]
-    /// Each row's scenario as a small integer (-1 for none), compared per query.
     private let scenarioCodes: [Int32]
     private let scenarioCode: [String: Int32]
     private let tags: [Set<String>]
 
     public static let generalScenario = "general"
 
-    public init(path: String, configuration: RankingConfiguration = RankingConfiguration()) throws(IndexError) {
+    /// Opens the snapshot at `path`.
+    /// - Parameter contents: the rows as a verifying pass over this same file loaded them
+    ///   (`Snapshot.scan`); nil reads them now. Contents of another file (another inode, size or
+    ///   modification time, or other meta) are refused with `.snapshotMalformed`.
+    public init(path: String, configuration: RankingConfiguration = RankingConfiguration(),
+                contents: IndexContents? = nil) throws(IndexError) {
+        let file = try FileIdentity(path: path)
         let db = try Database(path: path, mode: .readOnly(immutable: true))
         let meta = try Snapshot.meta(in: db)
-        let statement = try db.prepare("SELECT rowid, id, scenario, tags, embedding FROM chunks ORDER BY rowid")
-        var matrix: [Float] = []
-        matrix.reserveCapacity(meta.chunkCount * meta.dimension)
-        var ids: [String] = [], rowids: [Int64] = [], codes: [Int32] = [], tags: [Set<String>] = []
-        var scenarioCode: [String: Int32] = [:]
-        var rowForRowid: [Int64: Int] = [:]
-        while try statement.step() {
-            let rowid = statement.int64(at: 0)
-            rowForRowid[rowid] = rowids.count
-            rowids.append(rowid)
-            ids.append(statement.string(at: 1) ?? "")
-            if let scenario = statement.string(at: 2) {
-                let next = Int32(scenarioCode.count)
-                codes.append(scenarioCode[scenario, default: next])
-                scenarioCode[scenario] = codes.last!
-            } else {
-                codes.append(-1)
+        let loaded: IndexContents
+        if let contents {
+            guard contents.file == file, contents.meta == meta else {
+                throw IndexError(.snapshotMalformed, "the preloaded rows belong to another file than the one opened")
             }
-            tags.append(Set(try ChunkRow.decodeTags(statement.string(at: 3) ?? "[]")))
-            try statement.withBlob(at: 4) { (bytes) throws(IndexError) in
-                guard bytes.count == meta.dimension * 4 else {
-                    throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
-                }
-                ChunkRow.decode(bytes, into: &matrix)
-            }
-        }
-        guard ids.count == meta.chunkCount else {
-            throw IndexError(.snapshotMalformed, "the snapshot holds a different number of chunks than its meta says")
+            loaded = contents
+        } else {
+            loaded = try Snapshot.combine([Snapshot.scanPart(db, meta: meta, file: file, check: .none, rowids: nil, lengths: true)],
+                                          check: .none, expectedStateRoot: nil)
         }
         self.meta = meta
         self.configuration = configuration
-        self.matrix = matrix
-        self.ids = ids
-        self.rowids = rowids
-        self.rowForRowid = rowForRowid
-        self.scenarioCodes = codes
-        self.scenarioCode = scenarioCode
-        self.tags = tags
+        (matrix, ids, rowids, rowForRowid) = (loaded.rows.matrix, loaded.rows.ids, loaded.rows.rowids, loaded.rows.rowForRowid)
+        (scenarioCodes, scenarioCode, tags) = (loaded.rows.scenarioCodes, loaded.rows.scenarioCode, loaded.rows.tags)
         self.blas = try? BLAS.shared
-        let lengths = try DocumentLengths(db: db)
+        let lengths = loaded.lengths
         try BM25Function.register(on: db, lengths: lengths)
         self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, first: db) {
             (connection) throws(IndexError) in try BM25Function.register(on: connection, lengths: lengths)

@@ -15,11 +15,21 @@ enum ChunkRow {
 
     /// Appends the little-endian float32 values of `bytes` to `vector`.
     static func decode(_ bytes: UnsafeRawBufferPointer, into vector: inout [Float]) {
-        for offset in stride(from: 0, to: bytes.count - 3, by: 4) {
+        let count = bytes.count / 4
+        #if _endian(little)
+        // The stored bytes are the host's float32 layout: one copy (the blob may be unaligned).
+        let start = vector.count
+        vector.append(contentsOf: repeatElement(0, count: count))
+        vector.withUnsafeMutableBytes { target in
+            target.baseAddress!.advanced(by: start * 4).copyMemory(from: bytes.baseAddress!, byteCount: count * 4)
+        }
+        #else
+        for offset in stride(from: 0, to: count * 4, by: 4) {
             let bits = UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8
                 | UInt32(bytes[offset + 2]) << 16 | UInt32(bytes[offset + 3]) << 24
             vector.append(Float(bitPattern: bits))
         }
+        #endif
     }
 
     static func decode(_ bytes: [UInt8]) -> [Float] {

@@ -11,8 +11,7 @@ public enum Snapshot {
     /// vector. Throws `.hashMismatch` when a stored hash disagrees with its recomputation, and
     /// `.dimensionMismatch` when a vector's length differs from the meta's dimension.
     public static func records(at path: String) throws(IndexError) -> [StateRoot.Record] {
-        let db = try Database(path: path, mode: .readOnly(immutable: false))
-        return try verifiedRecords(in: db, dimension: meta(in: db).dimension)
+        try scanPart(at: path, check: .recomputedHashes, part: 0, of: 1).records
     }
 
     /// Everything a device checks before it serves a file: SQLite's quick check, the FTS index
@@ -44,25 +43,7 @@ public enum Snapshot {
     /// count and state root against the meta and `expectedStateRoot`. Returns the meta.
     @discardableResult
     public static func verifyRows(at path: String, expectedStateRoot: ContentID? = nil) throws(IndexError) -> SnapshotMeta {
-        let db = try Database(path: path, mode: .readOnly(immutable: false))
-        let meta = try meta(in: db)
-        try check(records: verifiedRecords(in: db, dimension: meta.dimension), meta: meta, expectedStateRoot: expectedStateRoot)
-        return meta
-    }
-
-    /// The checks for a file that `SnapshotWriter.apply` made from a copy of a snapshot that
-    /// passed `verify` when it was installed (protocol/snapshot.md, "Verification after a
-    /// delta"): SQLite's quick check, and the chunk count and state root over the *stored*
-    /// hashes against the meta and `expectedStateRoot`. Rows the delta did not touch are the
-    /// verified base's; `apply` computed the upserted rows' hashes from the delta's data as it
-    /// wrote them; the FTS index was kept in step from those same values. Returns the meta.
-    @discardableResult
-    public static func verifyApplied(at path: String, expectedStateRoot: ContentID) throws(IndexError) -> SnapshotMeta {
-        let db = try Database(path: path, mode: .readOnly(immutable: false))
-        try quickCheck(db)
-        let meta = try meta(in: db)
-        try check(records: storedRecords(in: db), meta: meta, expectedStateRoot: expectedStateRoot)
-        return meta
+        try scan(at: path, check: .recomputedHashes, expectedStateRoot: expectedStateRoot).meta
     }
 
     private static func quickCheck(_ db: Database) throws(IndexError) {
@@ -72,7 +53,7 @@ public enum Snapshot {
         }
     }
 
-    private static func check(records: [StateRoot.Record], meta: SnapshotMeta, expectedStateRoot: ContentID?) throws(IndexError) {
+    static func check(records: [StateRoot.Record], meta: SnapshotMeta, expectedStateRoot: ContentID?) throws(IndexError) {
         let root = StateRoot.compute(records)
         guard records.count == meta.chunkCount, root == meta.stateRoot else {
             throw IndexError(.stateRootMismatch, "the snapshot's recomputed state root or chunk count differs from its meta")
@@ -103,40 +84,19 @@ public enum Snapshot {
         let statement = try db.prepare("SELECT id, content_hash, metadata_hash, embedding_hash FROM chunks")
         var records: [StateRoot.Record] = []
         while try statement.step() {
-            guard let content = statement.string(at: 1).flatMap(ContentID.init(hex:)),
-                  let metadata = statement.string(at: 2).flatMap(ContentID.init(hex:)),
-                  let embedding = statement.string(at: 3).flatMap(ContentID.init(hex:)) else {
-                throw IndexError(.hashMismatch, "a chunk's stored hash is not a SHA-256 hex digest")
-            }
-            records.append(StateRoot.Record(id: statement.string(at: 0) ?? "", contentHash: content,
-                                            metadataHash: metadata, embeddingHash: embedding))
+            records.append(try storedRecord(id: statement.string(at: 0) ?? "", from: statement, first: 1))
         }
         return records
     }
 
-    /// Records recomputed from the data, each checked against the stored hashes.
-    static func verifiedRecords(in db: Database, dimension: Int) throws(IndexError) -> [StateRoot.Record] {
-        let statement = try db.prepare("""
-            SELECT \(SnapshotSchema.chunkColumns), content_hash, metadata_hash, embedding, embedding_hash
-            FROM chunks ORDER BY rowid
-            """)
-        var records: [StateRoot.Record] = []
-        while try statement.step() {
-            let chunk = try ChunkRow.chunk(from: statement)
-            guard let bytes = statement.blob(at: 8), bytes.count == dimension * 4 else {
-                throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
-            }
-            // The column is the vector's little-endian float32 bytes: exactly what the embedding
-            // hash covers, so it is hashed as stored (no decode and re-encode).
-            let record = StateRoot.Record(id: chunk.id, contentHash: chunk.contentHash, metadataHash: chunk.metadataHash,
-                                          embeddingHash: ContentID(hashing: bytes))
-            guard statement.string(at: 6) == record.contentHash.hex,
-                  statement.string(at: 7) == record.metadataHash.hex,
-                  statement.string(at: 9) == record.embeddingHash.hex else {
-                throw IndexError(.hashMismatch, "a chunk's stored hashes do not match its stored data; the snapshot was altered")
-            }
-            records.append(record)
+    /// The record of `id` from the stored content, metadata and embedding hashes in columns
+    /// `first`, `first + 1`, `first + 2` of the current row.
+    static func storedRecord(id: String, from statement: Statement, first: Int32) throws(IndexError) -> StateRoot.Record {
+        guard let content = statement.string(at: first).flatMap(ContentID.init(hex:)),
+              let metadata = statement.string(at: first + 1).flatMap(ContentID.init(hex:)),
+              let embedding = statement.string(at: first + 2).flatMap(ContentID.init(hex:)) else {
+            throw IndexError(.hashMismatch, "a chunk's stored hash is not a SHA-256 hex digest")
         }
-        return records
+        return StateRoot.Record(id: id, contentHash: content, metadataHash: metadata, embeddingHash: embedding)
     }
 }

@@ -70,10 +70,16 @@ public enum SnapshotWriter {
     /// Refuses (and leaves the file unchanged) when: a deleted id is absent, an id appears twice,
     /// a vector's dimension differs from the snapshot's, or the resulting chunk count and state
     /// root (from the stored hashes) differ from `newMeta`'s.
+    ///
+    /// The file is scratch until the caller fsyncs it: the transaction keeps its rollback
+    /// journal in memory and SQLite does not fsync (`journal_mode=MEMORY`, `synchronous=OFF`,
+    /// neither stored in the file), so a crash part-way leaves a file to discard, as a device
+    /// discards its `.partial` folders at start-up; a refusal still rolls back in full.
     public static func apply(upserts: [(Chunk, [Float])], deletes: [String], newMeta: SnapshotMeta,
                              to path: String) throws(IndexError) {
         try validate(meta: newMeta)
         let db = try Database(path: path, mode: .readWrite)
+        try db.exec("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF")
         let current = try Snapshot.meta(in: db)
         guard newMeta.dimension == current.dimension else {
             throw IndexError(.dimensionMismatch, "a delta cannot change the embedding dimension; install a full snapshot")

@@ -20,6 +20,9 @@ enum SnapshotBuilder {
         let path = scratch + "/snapshot-\(version).sqlite"
         do {
             try SnapshotWriter.create(at: path, meta: meta, entries: entries)
+            // What is signed is checked whole here, once: SQLite's quick check and the FTS index
+            // (which a device does not repeat on these signed bytes), every hash, the state root.
+            try Snapshot.verify(at: path, expectedStateRoot: meta.stateRoot)
             let bytes = try FileSystem.read(path)
             let compressed = try Zlib.compress(bytes, level: 9)
             return Built(path: path, records: entries.map { ChunkRecord(chunk: $0.0, vector: $0.1) },

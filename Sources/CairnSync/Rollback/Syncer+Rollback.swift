@@ -54,7 +54,7 @@ extension Syncer {
         persist(state)
         logger.notice("rolled back", metadata: ["cairn.sync.version": "\(now.version)",
                                                 "cairn.sync.held_back_version": "\(current.version)"])
-        await onInstalled(now)
+        await onInstalled(now, nil)
         return RollbackResult(version: now, rolledBackFrom: current.version)
     }
 }

@@ -7,10 +7,11 @@ import Foundation
 /// Builds and checks a new version's index in its `.partial` folder: synchronous, file-bound work.
 enum IndexBuilder {
     /// Inflates a verified snapshot blob into `output`, refusing to write past the manifest's
-    /// `uncompressed_size` (a decompression bomb stops there) or to produce less.
+    /// `uncompressed_size` (a decompression bomb stops there) or to produce less. Not fsynced:
+    /// `finish` does that once, before the swap.
     static func decompress(blob: String, to output: String, uncompressedSize: Int) throws(SyncError) {
         do {
-            try Zlib.decompress(try FileSystem.read(blob), toNewFile: output, size: uncompressedSize)
+            try Zlib.decompress(try FileSystem.read(blob), toNewFile: output, size: uncompressedSize, durable: false)
         } catch {
             let code: SyncError.Code = error.code == .diskFull ? .diskFull : .installFailed
             throw SyncError(code, "the snapshot cannot be installed: \(error.message)", cause: error)
@@ -48,37 +49,47 @@ enum IndexBuilder {
         }
     }
 
-    /// Everything a served index must pass: SQLite and FTS integrity, every hash, and the
-    /// recomputed state root against the signed manifest's; the meta must name this version.
-    /// `appliedToVerifiedBase`: the file is a delta applied to a copy of the installed (verified)
-    /// index, so only what the delta changed is checked (`Snapshot.verifyApplied`).
-    static func verify(index: String, manifest: Manifest, appliedToVerifiedBase: Bool = false) throws(SyncError) {
-        let meta: SnapshotMeta
-        do {
-            meta = appliedToVerifiedBase
-                ? try Snapshot.verifyApplied(at: index, expectedStateRoot: manifest.stateRoot)
-                : try Snapshot.verify(at: index, expectedStateRoot: manifest.stateRoot)
+    /// The checks a new index passes before it is served, in one pass over its rows that also
+    /// loads them for the query path (protocol/snapshot.md), and the meta naming this version
+    /// and the signed state root. A full snapshot (`byDelta` false) has every row's hashes
+    /// recomputed from its data and the state root over them compared with the signed one. A
+    /// delta's result was checked by `applyDelta` (the state root over the stored hashes, the
+    /// upserted rows' computed from the delta as they were written) inside the transaction that
+    /// committed it, so its rows are only loaded.
+    ///
+    /// A full snapshot's pass runs as two halves on two install threads. The file is not fsynced
+    /// yet (`finish` does that, once, before the swap).
+    static func check(index: String, manifest: Manifest, byDelta: Bool) async throws(SyncError) -> IndexContents {
+        let rowCheck: Snapshot.RowCheck = byDelta ? .none : .recomputedHashes
+        // Loading alone is light: one thread, leaving the other core to queries.
+        let count = byDelta ? 1 : 2
+        async let first = BackgroundWork.run { () -> Result<Snapshot.ScanPart, IndexError> in
+            Result { () throws(IndexError) in try Snapshot.scanPart(at: index, check: rowCheck, part: 0, of: count) }
+        }
+        async let second = BackgroundWork.run { () -> Result<Snapshot.ScanPart, IndexError>? in
+            count < 2 ? nil : Result { () throws(IndexError) in try Snapshot.scanPart(at: index, check: rowCheck, part: 1, of: count) }
+        }
+        let (one, two) = await (first, second)
+        let parts = [one] + (two.map { [$0] } ?? [])
+        let contents: IndexContents
+        do throws(IndexError) {
+            var scanned: [Snapshot.ScanPart] = []
+            for part in parts { scanned.append(try part.get()) }
+            contents = try Snapshot.combine(scanned, check: rowCheck, expectedStateRoot: manifest.stateRoot)
         } catch {
             throw failure(error)
         }
-        try check(meta, against: manifest)
+        try check(contents.meta, against: manifest)
+        return contents
     }
 
-    /// `verify` of a full snapshot with its two halves (structure; rows and state root) on two
-    /// install threads at once: on a multi-core device the slower half sets the time.
-    static func verifyInParallel(index: String, manifest: Manifest) async throws(SyncError) {
-        async let structure = BackgroundWork.run { () -> Result<Void, IndexError> in
-            Result { () throws(IndexError) in try Snapshot.verifyStructure(at: index) }
-        }
-        async let rows = BackgroundWork.run { () -> Result<SnapshotMeta, IndexError> in
-            Result { () throws(IndexError) in try Snapshot.verifyRows(at: index, expectedStateRoot: manifest.stateRoot) }
-        }
-        let (structureResult, rowsResult) = await (structure, rows)
-        if case .failure(let error) = structureResult { throw failure(error) }
-        switch rowsResult {
-        case .failure(let error): throw failure(error)
-        case .success(let meta): try check(meta, against: manifest)
-        }
+    /// Everything `Snapshot.verify` checks (SQLite and FTS integrity, every hash, the state root
+    /// against the signed manifest's), and the meta naming this version: an installed version
+    /// before `cairn rollback` serves it again.
+    static func verify(index: String, manifest: Manifest) throws(SyncError) {
+        let meta: SnapshotMeta
+        do { meta = try Snapshot.verify(at: index, expectedStateRoot: manifest.stateRoot) } catch { throw failure(error) }
+        try check(meta, against: manifest)
     }
 
     private static func failure(_ error: IndexError) -> SyncError {
@@ -87,8 +98,9 @@ enum IndexBuilder {
     }
 
     private static func check(_ meta: SnapshotMeta, against manifest: Manifest) throws(SyncError) {
-        guard meta.version == manifest.version, meta.channel == manifest.channel, meta.dimension == manifest.dimension else {
-            throw SyncError(.installFailed, "the new index's meta names another version, channel or dimension than its manifest")
+        guard meta.version == manifest.version, meta.channel == manifest.channel, meta.dimension == manifest.dimension,
+              meta.stateRoot == manifest.stateRoot, meta.chunkCount == manifest.chunkCount else {
+            throw SyncError(.installFailed, "the new index's meta names another version, channel, dimension, state root or size than its manifest")
         }
     }
 
@@ -99,11 +111,11 @@ enum IndexBuilder {
     /// lexically — exactly what the device will serve. `k` above `SearchRequest.kRange` is
     /// checked against the top 100, which is stricter. Messages give the canary's position,
     /// never its query.
-    static func runCanaries(_ canaries: [Canary], index path: String, modelDirectory: String?,
+    static func runCanaries(_ canaries: [Canary], index path: String, contents: IndexContents, modelDirectory: String?,
                             maximumTokens: Int) throws(SyncError) {
         guard !canaries.isEmpty else { return }
         let index: SearchIndex
-        do { index = try SearchIndex(path: path) } catch {
+        do { index = try SearchIndex(path: path, contents: contents) } catch {
             throw SyncError(.installFailed, "the new index cannot be opened: \(error.message)", cause: error)
         }
         var embedder: SentenceEmbedder?

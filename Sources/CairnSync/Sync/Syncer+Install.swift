@@ -1,13 +1,15 @@
 import CairnCore
+import CairnIndex
 import CairnStore
 import Foundation
 
 extension Syncer {
     /// Downloads what `path` needs, builds `versions/<n>.partial/` beside the live version,
-    /// verifies it (state root, canaries), renames it into place and swaps `current`.
+    /// checks it (state root, canaries) in the pass that loads its rows for the query path,
+    /// renames it into place and swaps `current`. Returns the installed version and those rows.
     /// On any failure the partial folder is removed and the live version is untouched.
     func install(manifest: Manifest, bytes: [UInt8], path: SyncPlanner.Path, base: String,
-                 installed: InstalledVersion?) async throws(SyncError) -> InstalledVersion {
+                 installed: InstalledVersion?, timings: inout InstallTimings) async throws(SyncError) -> (InstalledVersion, IndexContents) {
         try checkDiskSpace(manifest: manifest, path: path, installed: installed)
         let model = try await ensureModel(manifest, base: base)
         let partial = "\(directory.versionsPath)/\(manifest.version).partial"
@@ -19,26 +21,21 @@ extension Syncer {
             let start = clock.now
             let (byDelta, fetch) = try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index)
             let built = clock.now
-            if byDelta {
-                try await BackgroundWork.run { () throws(SyncError) in
-                    try IndexBuilder.verify(index: index, manifest: manifest, appliedToVerifiedBase: true)
-                }
-            } else {
-                try await IndexBuilder.verifyInParallel(index: index, manifest: manifest)
-            }
+            let contents = try await IndexBuilder.check(index: index, manifest: manifest, byDelta: byDelta)
             let verified = clock.now
             try await BackgroundWork.run { () throws(SyncError) in
-                try IndexBuilder.runCanaries(manifest.canaries, index: index, modelDirectory: model,
+                try IndexBuilder.runCanaries(manifest.canaries, index: index, contents: contents, modelDirectory: model,
                                              maximumTokens: manifest.model.maxTokens)
             }
             let checked = clock.now
             let version = try finish(manifest: manifest, bytes: bytes, partial: partial, model: model)
-            logger.info("install timings", metadata: [
-                "cairn.sync.version": "\(manifest.version)", "cairn.sync.path": byDelta ? "delta" : "full",
-                "cairn.sync.fetch_ms": "\(fetch.milliseconds)", "cairn.sync.build_ms": "\((built - start - fetch).milliseconds)", "cairn.sync.verify_ms": "\((verified - built).milliseconds)",
-                "cairn.sync.canaries_ms": "\((checked - verified).milliseconds)", "cairn.sync.swap_ms": "\((clock.now - checked).milliseconds)",
-            ])
-            return version
+            timings.path = byDelta ? "delta" : "full"
+            timings.fetch = fetch
+            timings.build = built - start - fetch
+            timings.verify = verified - built
+            timings.canaries = checked - verified
+            timings.swap = clock.now - checked
+            return (version, contents)
         } catch {
             try? FileManager.default.removeItem(atPath: partial)
             throw error

@@ -22,7 +22,7 @@ public actor Syncer {
     let downloader: Downloader
     let logger: Logger
     let now: @Sendable () -> Date
-    let onInstalled: @Sendable (InstalledVersion) async -> Void
+    let onInstalled: @Sendable (InstalledVersion, IndexContents?) async -> Void
     /// What the last attempt put on the wire.
     public internal(set) var lastAttemptStats = TransferStats()
     /// Whether an attempt, rollback or export runs; the actor is reentrant across their awaits.
@@ -31,10 +31,12 @@ public actor Syncer {
 
     /// - Parameters:
     ///   - now: the wall clock used for expiry and timestamps (injectable for tests).
-    ///   - onInstalled: called after each swap, so the daemon can open the new index.
+    ///   - onInstalled: called after each swap, so the daemon can open the new index; with the
+    ///     rows the install's verifying pass loaded from it (nil after a rollback), which
+    ///     `SearchIndex(path:configuration:contents:)` takes instead of reading them again.
     public init(configuration: SyncConfiguration, directory: DataDirectory, logger: Logger,
                 now: @escaping @Sendable () -> Date = { Date() },
-                onInstalled: @escaping @Sendable (InstalledVersion) async -> Void = { _ in }) {
+                onInstalled: @escaping @Sendable (InstalledVersion, IndexContents?) async -> Void = { _, _ in }) {
         self.configuration = configuration
         self.directory = directory
         self.downloader = Downloader(limits: configuration.transfer, logger: logger)
@@ -59,8 +61,9 @@ public actor Syncer {
         if configuration.sources.isEmpty { kept = SyncError(.noSource, "no source is configured") }
         for source in configuration.sources {
             var reached = false
+            var timings = InstallTimings()
             do {
-                let outcome = try await attempt(source: source, state: &state, reached: &reached)
+                let (outcome, contents) = try await attempt(source: source, state: &state, reached: &reached, timings: &timings)
                 state.lastAttemptReachedSource = true
                 state.lastCheck = SyncState.time(now())
                 state.lastError = nil
@@ -70,8 +73,15 @@ public actor Syncer {
                     $0.lastError = nil
                 }
                 if case .installed = outcome { state.lastSuccess = SyncState.time(now()) }
+                let clock = ContinuousClock()
+                let persisting = clock.now
                 persist(state)
-                if case .installed(let version) = outcome { await onInstalled(version) }
+                if case .installed(let version) = outcome {
+                    let opening = clock.now
+                    await onInstalled(version, contents)
+                    (timings.state, timings.open) = (opening - persisting, clock.now - opening)
+                    logger.info("install timings", metadata: timings.metadata.merging(["cairn.sync.version": "\(version.version)"]) { $1 })
+                }
                 return outcome
             } catch {
                 // An HTTP error status is an answer: the source was reached.
@@ -115,15 +125,18 @@ public actor Syncer {
         }
     }
 
-    private func attempt(source: String, state: inout SyncState, reached: inout Bool) async throws(SyncError) -> SyncOutcome {
+    private func attempt(source: String, state: inout SyncState, reached: inout Bool,
+                         timings: inout InstallTimings) async throws(SyncError) -> (SyncOutcome, IndexContents?) {
         let base = source.hasSuffix("/") ? String(source.dropLast()) : source
+        let clock = ContinuousClock()
+        let start = clock.now
         let installed = directory.installed()
         let etag = installed == nil ? nil : state.source(source)?.etag
         let (fetch, stats) = try await downloader.fetchManifest(
             url: "\(base)/channels/\(configuration.channel)/manifest.json", etag: etag)
         lastAttemptStats.add(stats)
         reached = true
-        guard case .fetched(let bytes, let newETag) = fetch else { return .upToDate(version: installed?.version) }
+        guard case .fetched(let bytes, let newETag) = fetch else { return (.upToDate(version: installed?.version), nil) }
 
         let manifest: Manifest
         do {
@@ -141,21 +154,23 @@ public actor Syncer {
         switch planner.decide(manifest, now: Timestamp(now()) ?? manifest.created) {
         case .upToDate:
             state.withSource(source) { $0.etag = newETag }
-            return .upToDate(version: installed?.version)
+            return (.upToDate(version: installed?.version), nil)
         case .heldBack:
             logger.info("newest version is held back by a rollback; waiting for a newer one",
                         metadata: ["cairn.sync.version": "\(manifest.version)"])
             state.withSource(source) { $0.etag = newETag }
-            return .upToDate(version: installed?.version)
+            return (.upToDate(version: installed?.version), nil)
         case .refuse(let error):
             throw error
         case .install(let manifest, let path):
-            let version = try await install(manifest: manifest, bytes: bytes, path: path, base: base, installed: installed)
+            timings.manifest = clock.now - start
+            let (version, contents) = try await install(manifest: manifest, bytes: bytes, path: path, base: base,
+                                                        installed: installed, timings: &timings)
             state.installedVersion = version.version
             state.installedStateRoot = version.stateRoot.hex
             state.heldBackVersion = nil
             state.withSource(source) { $0.etag = newETag }
-            return .installed(version)
+            return (.installed(version), contents)
         }
     }
 }

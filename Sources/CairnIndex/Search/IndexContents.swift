@@ -1,0 +1,104 @@
+import CairnCore
+import Foundation
+
+/// What a `SearchIndex` keeps in memory for one snapshot file: every vector in one contiguous
+/// n × d matrix (row i = the i-th chunk by rowid) beside each row's id, rowid, scenario and
+/// tags, and each row's token count for BM25.
+///
+/// Loaded in one pass over the rows (`Snapshot.scan`); the pass that verifies a new version
+/// loads it too, so a device opens the version it just verified without reading every row
+/// again (`SearchIndex(path:configuration:contents:)`). Immutable.
+public final class IndexContents: Sendable {
+    public let meta: SnapshotMeta
+    /// The file it was read from; a `SearchIndex` accepts the contents only for that same file.
+    let file: FileIdentity
+    let rows: Rows
+    let lengths: DocumentLengths
+
+    /// Chunks loaded.
+    public var count: Int { rows.ids.count }
+
+    init(meta: SnapshotMeta, file: FileIdentity, rows: Rows, lengths: DocumentLengths) {
+        self.meta = meta
+        self.file = file
+        self.rows = rows
+        self.lengths = lengths
+    }
+
+    /// The rows as they are read, in rowid order: vectors, ids, rowids, scenarios, tags.
+    struct Rows: Sendable {
+        var matrix: [Float] = []
+        var ids: [String] = []
+        var rowids: [Int64] = []
+        var rowForRowid: [Int64: Int] = [:]
+        /// Each row's scenario as a small integer (-1 for none), compared per query.
+        var scenarioCodes: [Int32] = []
+        var scenarioCode: [String: Int32] = [:]
+        var tags: [Set<String>] = []
+
+        init(capacity: Int, dimension: Int) {
+            matrix.reserveCapacity(capacity * dimension)
+            ids.reserveCapacity(capacity)
+            rowids.reserveCapacity(capacity)
+            rowForRowid.reserveCapacity(capacity)
+            scenarioCodes.reserveCapacity(capacity)
+            tags.reserveCapacity(capacity)
+        }
+
+        /// Appends one row; `embedding` holds exactly `dimension` little-endian float32 values.
+        mutating func append(rowid: Int64, id: String, scenario: String?, tags: [String], embedding: UnsafeRawBufferPointer) {
+            rowForRowid[rowid] = rowids.count
+            rowids.append(rowid)
+            ids.append(id)
+            if let scenario {
+                let code = scenarioCode[scenario, default: Int32(scenarioCode.count)]
+                scenarioCode[scenario] = code
+                scenarioCodes.append(code)
+            } else {
+                scenarioCodes.append(-1)
+            }
+            self.tags.append(Set(tags))
+            ChunkRow.decode(embedding, into: &matrix)
+        }
+
+        /// Appends rows read after these (higher rowids), their scenario codes renumbered.
+        mutating func append(contentsOf other: Rows) {
+            let offset = rowids.count
+            for (rowid, row) in other.rowForRowid { rowForRowid[rowid] = offset + row }
+            rowids += other.rowids
+            ids += other.ids
+            let names = Dictionary(uniqueKeysWithValues: other.scenarioCode.map { ($1, $0) })
+            for code in other.scenarioCodes {
+                guard let name = names[code] else {
+                    scenarioCodes.append(-1)
+                    continue
+                }
+                let merged = scenarioCode[name, default: Int32(scenarioCode.count)]
+                scenarioCode[name] = merged
+                scenarioCodes.append(merged)
+            }
+            tags += other.tags
+            matrix += other.matrix
+        }
+    }
+}
+
+/// A file's identity while it exists (device, inode, size, modification time): a rename keeps
+/// it, another file at the same path has another.
+struct FileIdentity: Equatable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+    let size: Int64
+    let modified: Int64
+
+    init(path: String) throws(IndexError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw IndexError(.sqlite, "cannot stat the snapshot file: \(String(cString: strerror(errno)))")
+        }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = Int64(info.st_size)
+        modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+    }
+}

@@ -1,0 +1,106 @@
+import CairnCore
+
+extension Snapshot {
+    /// What a scan checks while it loads the rows.
+    public enum RowCheck: Sendable {
+        /// Nothing beyond the row count: an installed file, verified when it was installed, opened
+        /// to serve; or a delta's result, whose state root the applying transaction checked.
+        case none
+        /// Every row's three hashes recomputed from its data and compared with the stored ones,
+        /// then the state root over them: a full snapshot (protocol/snapshot.md, "Verification").
+        case recomputedHashes
+    }
+
+    /// The rows of one rowid range, loaded and (as the check says) hashed; `combine` joins the
+    /// parts of a file, which may be scanned on as many threads at once.
+    public struct ScanPart: Sendable {
+        let meta: SnapshotMeta
+        let file: FileIdentity
+        let rows: IndexContents.Rows
+        let records: [StateRoot.Record]
+        /// Read by part 0 only.
+        let lengths: DocumentLengths?
+    }
+
+    /// One pass over every row in rowid order that loads what a `SearchIndex` keeps in memory
+    /// and, unless `check` is `.none`, computes the state root as `check` says and compares it
+    /// and the row count with the meta's and with `expectedStateRoot` (the signed manifest's).
+    /// Throws `.hashMismatch`, `.dimensionMismatch` or `.stateRootMismatch`.
+    public static func scan(at path: String, check: RowCheck, expectedStateRoot: ContentID? = nil) throws(IndexError) -> IndexContents {
+        try combine([scanPart(at: path, check: check, part: 0, of: 1)], check: check, expectedStateRoot: expectedStateRoot)
+    }
+
+    /// Part `part` (from 0) of `parts` of `scan`: the rows of the `part`-th of `parts` equal
+    /// rowid ranges, each opened on its own connection, so that the parts can run at once.
+    public static func scanPart(at path: String, check: RowCheck, part: Int, of parts: Int) throws(IndexError) -> ScanPart {
+        let file = try FileIdentity(path: path)
+        let db = try Database(path: path, mode: .readOnly(immutable: false))
+        let meta = try meta(in: db)
+        var range: ClosedRange<Int64>?
+        if parts > 1 {
+            let bounds = try db.prepare("SELECT min(rowid), max(rowid) FROM chunks")
+            if try bounds.step(), !bounds.isNull(at: 0) {
+                let low = bounds.int64(at: 0), span = bounds.int64(at: 1) - low + 1
+                range = (low + span * Int64(part) / Int64(parts))...(low + span * Int64(part + 1) / Int64(parts) - 1)
+            }
+        }
+        return try scanPart(db, meta: meta, file: file, check: check, rowids: range, lengths: part == 0)
+    }
+
+    /// The contents of a file from all its parts (in part order), after checking the row count
+    /// and, unless `check` is `.none`, the state root against the meta's and `expectedStateRoot`.
+    public static func combine(_ parts: [ScanPart], check: RowCheck, expectedStateRoot: ContentID?) throws(IndexError) -> IndexContents {
+        guard let first = parts.first, let lengths = first.lengths,
+              parts.allSatisfy({ $0.file == first.file && $0.meta == first.meta }) else {
+            throw IndexError(.snapshotMalformed, "the scanned parts do not come from one file")
+        }
+        var rows = first.rows
+        for part in parts.dropFirst() { rows.append(contentsOf: part.rows) }
+        guard rows.ids.count == first.meta.chunkCount else {
+            throw IndexError(check == .none ? .snapshotMalformed : .stateRootMismatch,
+                             "the snapshot holds a different number of chunks than its meta says")
+        }
+        if check != .none {
+            try Self.check(records: parts.flatMap(\.records), meta: first.meta, expectedStateRoot: expectedStateRoot)
+        }
+        return IndexContents(meta: first.meta, file: first.file, rows: rows, lengths: lengths)
+    }
+
+    /// The rows with rowids in `rowids` (all when nil) of an open file.
+    static func scanPart(_ db: Database, meta: SnapshotMeta, file: FileIdentity, check: RowCheck,
+                         rowids: ClosedRange<Int64>?, lengths: Bool) throws(IndexError) -> ScanPart {
+        // One column layout for every check; what a check does not need is selected as NULL.
+        let text = check == .recomputedHashes ? "title, content, scenario, tags, source" : "NULL, NULL, scenario, tags, NULL"
+        let hashes = check == .none ? "NULL, NULL, NULL" : "content_hash, metadata_hash, embedding_hash"
+        let statement = try db.prepare("SELECT rowid, id, \(text), embedding, \(hashes) FROM chunks "
+            + (rowids == nil ? "" : "WHERE rowid BETWEEN ?1 AND ?2 ") + "ORDER BY rowid")
+        if let rowids {
+            try statement.bind(rowids.lowerBound, at: 1)
+            try statement.bind(rowids.upperBound, at: 2)
+        }
+        var rows = IndexContents.Rows(capacity: meta.chunkCount, dimension: meta.dimension)
+        var records: [StateRoot.Record] = []
+        if check != .none { records.reserveCapacity(meta.chunkCount) }
+        while try statement.step() {
+            let chunk = try ChunkRow.chunk(from: statement, first: 1)
+            let embeddingHash = try statement.withBlob(at: 7) { (bytes) throws(IndexError) -> ContentID? in
+                guard bytes.count == meta.dimension * 4 else {
+                    throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
+                }
+                rows.append(rowid: statement.int64(at: 0), id: chunk.id, scenario: chunk.scenario, tags: chunk.tags, embedding: bytes)
+                // The column is the vector's little-endian float32 bytes: exactly what the
+                // embedding hash covers, so it is hashed as stored.
+                return check == .recomputedHashes ? ContentID(hashing: bytes) : nil
+            }
+            if check == .recomputedHashes {
+                let record = StateRoot.Record(id: chunk.id, contentHash: chunk.contentHash, metadataHash: chunk.metadataHash,
+                                              embeddingHash: embeddingHash!)
+                guard try storedRecord(id: chunk.id, from: statement, first: 8) == record else {
+                    throw IndexError(.hashMismatch, "a chunk's stored hashes do not match its stored data; the snapshot was altered")
+                }
+                records.append(record)
+            }
+        }
+        return ScanPart(meta: meta, file: file, rows: rows, records: records, lengths: lengths ? try DocumentLengths(db: db) : nil)
+    }
+}

@@ -1,0 +1,33 @@
+import Logging
+
+/// Where one install's time went, from the manifest request to the daemon serving the new
+/// version; logged as one `install timings` line (what `scripts/bench sync` quotes).
+struct InstallTimings {
+    var path = "full"
+    /// The manifest request and its checks.
+    var manifest = Duration.zero
+    /// Downloading and hashing blobs.
+    var fetch = Duration.zero
+    /// Inflating the snapshot, or copying the installed index and applying the delta.
+    var build = Duration.zero
+    /// The pass over every row that checks the state root and loads the rows for searching.
+    var verify = Duration.zero
+    var canaries = Duration.zero
+    /// fsync, rename into place, the links.
+    var swap = Duration.zero
+    /// Writing `state.json`.
+    var state = Duration.zero
+    /// The query path opening the new version (`onInstalled`).
+    var open = Duration.zero
+
+    var metadata: Logger.Metadata {
+        let total = manifest + fetch + build + verify + canaries + swap + state + open
+        return [
+            "cairn.sync.path": "\(path)", "cairn.sync.manifest_ms": "\(manifest.milliseconds)",
+            "cairn.sync.fetch_ms": "\(fetch.milliseconds)", "cairn.sync.build_ms": "\(build.milliseconds)",
+            "cairn.sync.verify_ms": "\(verify.milliseconds)", "cairn.sync.canaries_ms": "\(canaries.milliseconds)",
+            "cairn.sync.swap_ms": "\(swap.milliseconds)", "cairn.sync.state_ms": "\(state.milliseconds)",
+            "cairn.sync.open_ms": "\(open.milliseconds)", "cairn.sync.total_ms": "\(total.milliseconds)",
+        ]
+    }
+}

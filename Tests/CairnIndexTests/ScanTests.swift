@@ -1,0 +1,115 @@
+import CairnCore
+import CairnIndex
+import Foundation
+import Testing
+
+/// `Snapshot.scan`: the one pass over the rows that checks an install and loads what the search
+/// index keeps in memory, so that the new version opens without reading every row again.
+@Suite struct ScanTests {
+    static let requests = [
+        SearchRequest(query: "boil water", k: 5, mode: .hybrid),
+        SearchRequest(query: "burns", k: 5, mode: .lexical),
+        SearchRequest(query: "storage", k: 5, mode: .dense),
+        SearchRequest(query: "water", k: 5, mode: .hybrid, scenario: "flood"),
+    ]
+
+    @Test(arguments: [Snapshot.RowCheck.none, .recomputedHashes])
+    func givenASnapshot_whenScannedAndOpenedWithTheContents_thenEveryAnswerEqualsAnIndexThatReadsItsRows(check: Snapshot.RowCheck) throws {
+        try withTemporaryDirectory { directory in
+            let path = try Corpus.snapshot(in: directory)
+            let contents = try Snapshot.scan(at: path, check: check, expectedStateRoot: check == .none ? nil : Corpus.meta().stateRoot)
+            #expect(contents.meta == Corpus.meta() && contents.count == Corpus.entries.count)
+
+            let preloaded = try SearchIndex(path: path, contents: contents)
+            let reading = try SearchIndex(path: path)
+            for request in Self.requests {
+                let vector = unit(0.2, 0.4, 0.4, 0.8)
+                let a = try preloaded.search(request, queryVector: vector).results
+                let b = try reading.search(request, queryVector: vector).results
+                #expect(!b.isEmpty)
+                #expect(a.map(\.chunk) == b.map(\.chunk))
+                #expect(a.map(\.fusedScore) == b.map(\.fusedScore))
+            }
+        }
+    }
+
+    @Test(arguments: [2, 3])
+    func givenASnapshotWithRowidGaps_whenScannedInPartsAndCombined_thenEveryAnswerEqualsAOnePartScan(parts: Int) throws {
+        try withTemporaryDirectory { directory in
+            let path = try Corpus.snapshot(in: directory)
+            // Deleting rows leaves gaps in the rowids, as a delta's deletes do.
+            try Database(path: path, mode: .readWrite).exec("DELETE FROM chunks WHERE id IN ('water-storage', 'quake-after')")
+            let remaining = Corpus.entries.filter { !["water-storage", "quake-after"].contains($0.0.id) }
+            let meta = Corpus.meta(entries: remaining)
+            try Database(path: path, mode: .readWrite).exec(
+                "UPDATE meta SET value = '\(meta.stateRoot.hex)' WHERE key = 'state_root'; UPDATE meta SET value = '8' WHERE key = 'chunk_count'")
+
+            let split = try (0..<parts).map { try Snapshot.scanPart(at: path, check: .recomputedHashes, part: $0, of: parts) }
+            let combined = try Snapshot.combine(split, check: .recomputedHashes, expectedStateRoot: meta.stateRoot)
+            let whole = try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: meta.stateRoot)
+            #expect(combined.count == 8 && whole.count == 8)
+
+            let a = try SearchIndex(path: path, contents: combined), b = try SearchIndex(path: path, contents: whole)
+            for request in Self.requests + [SearchRequest(query: "shelter", k: 5, mode: .hybrid, scenario: "earthquake")] {
+                let vector = unit(0.2, 0.4, 0.4, 0.8)
+                #expect(try a.search(request, queryVector: vector).results == b.search(request, queryVector: vector).results)
+            }
+            // A part missing is refused, not served short.
+            #expect { try Snapshot.combine(Array(split.dropLast()), check: .none, expectedStateRoot: nil) } throws: { error in
+                (error as? IndexError)?.code == .snapshotMalformed
+            }
+        }
+    }
+
+    @Test func givenContentsScannedFromOneFile_whenOpeningACopyOfIt_thenTheyAreRefused() throws {
+        try withTemporaryDirectory { directory in
+            let path = try Corpus.snapshot(in: directory)
+            let copy = (directory as NSString).appendingPathComponent("copy.sqlite")
+            try FileManager.default.copyItem(atPath: path, toPath: copy)
+            let contents = try Snapshot.scan(at: path, check: .none)
+
+            #expect { try SearchIndex(path: copy, contents: contents) } throws: { error in
+                (error as? IndexError)?.code == .snapshotMalformed
+            }
+            // Renamed, it is the same file: accepted.
+            let renamed = (directory as NSString).appendingPathComponent("renamed.sqlite")
+            #expect(rename(path, renamed) == 0)
+            #expect(try SearchIndex(path: renamed, contents: contents).count == Corpus.entries.count)
+        }
+    }
+
+    @Test func givenARowWhoseTextChangedButNotItsStoredHash_whenScannedWithRecomputedHashes_thenHashMismatch() throws {
+        try withTemporaryDirectory { directory in
+            let path = try Corpus.snapshot(in: directory)
+            try Database(path: path, mode: .readWrite).exec("UPDATE chunks SET content = 'drink flood water' WHERE id = 'aid-burns'")
+
+            #expect { try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: Corpus.meta().stateRoot) } throws: { error in
+                (error as? IndexError)?.code == .hashMismatch
+            }
+            // Opening to serve checks nothing of the kind: the file was verified when installed.
+            #expect(try Snapshot.scan(at: path, check: .none).count == Corpus.entries.count)
+        }
+    }
+
+    @Test func givenARowAndItsStoredHashChanged_whenScannedWithRecomputedHashes_thenTheStateRootMismatches() throws {
+        try withTemporaryDirectory { directory in
+            let path = try Corpus.snapshot(in: directory)
+            let text = "drink flood water"
+            try Database(path: path, mode: .readWrite).exec(
+                "UPDATE chunks SET content = '\(text)', content_hash = '\(ContentID(hashing: Array(text.utf8)).hex)' WHERE id = 'aid-burns'")
+
+            #expect { try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: Corpus.meta().stateRoot) } throws: { error in
+                (error as? IndexError)?.code == .stateRootMismatch
+            }
+        }
+    }
+
+    @Test func givenAnotherExpectedStateRoot_whenScanned_thenItIsRefused() throws {
+        try withTemporaryDirectory { directory in
+            let path = try Corpus.snapshot(in: directory)
+            #expect { try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: ContentID(hashing: [1, 2, 3])) } throws: { error in
+                (error as? IndexError)?.code == .stateRootMismatch
+            }
+        }
+    }
+}
