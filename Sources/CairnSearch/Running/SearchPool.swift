@@ -33,7 +33,10 @@ public final class SearchPool: Sendable {
     public func run<T: Sendable>(_ job: @escaping @Sendable () throws(APIError) -> T) async throws(APIError) -> T {
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, APIError>, Never>) in
             let accepted = queue.push {
-                continuation.resume(returning: Result { () throws(APIError) -> T in try job() })
+                let result = Result { () throws(APIError) -> T in try job() }
+                // Handed back only after the worker's slot is free again (see JobQueue.work), so
+                // a caller that searches again as soon as it has its answer is not refused as busy.
+                return { continuation.resume(returning: result) }
             }
             if !accepted { continuation.resume(returning: .failure(.busy)) }
         }
@@ -45,7 +48,8 @@ public final class SearchPool: Sendable {
 /// it is released (each exits after the job it runs).
 private final class JobQueue: Sendable {
     private struct State {
-        var jobs: [@Sendable () -> Void] = []
+        /// A job runs, then returns how to deliver its result.
+        var jobs: [@Sendable () -> @Sendable () -> Void] = []
         var head = 0  // index of the first job not yet taken
         /// Jobs accepted and not yet finished (waiting or running).
         var admitted = 0
@@ -60,7 +64,7 @@ private final class JobQueue: Sendable {
     init(capacity: Int) { self.capacity = capacity }
 
     /// Queues `job`; false (not queued) when `capacity` jobs are already waiting or running.
-    func push(_ job: @escaping @Sendable () -> Void) -> Bool {
+    func push(_ job: @escaping @Sendable () -> @Sendable () -> Void) -> Bool {
         let accepted = state.withLock { state in
             guard state.admitted < capacity, !state.stopping else { return false }
             state.admitted += 1
@@ -71,11 +75,12 @@ private final class JobQueue: Sendable {
         return accepted
     }
 
-    /// A worker's loop: take the oldest job, run it, repeat until stopped.
+    /// A worker's loop: take the oldest job, run it, free its slot, deliver its result, repeat
+    /// until stopped.
     func work() {
         while true {
             ready.wait()
-            let job: (@Sendable () -> Void)? = state.withLock { state in
+            let job: (@Sendable () -> @Sendable () -> Void)? = state.withLock { state in
                 guard state.head < state.jobs.count else { return nil }
                 let job = state.jobs[state.head]
                 state.head += 1
@@ -86,8 +91,9 @@ private final class JobQueue: Sendable {
                 return job
             }
             guard let job else { return }  // a stop signal
-            job()
+            let deliver = job()
             state.withLock { $0.admitted -= 1 }
+            deliver()
         }
     }
 
