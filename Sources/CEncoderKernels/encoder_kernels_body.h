@@ -101,8 +101,8 @@ KERNEL_ATTR static void KERNEL(softmax_rows)(float *x, int rows, int columns, in
             sum += e;
         }
         if (rest) {
-            // The padding lanes are e^(−∞ clamped) ≈ 0 and are not stored; they are masked out
-            // of the sum all the same.
+            // The padding lanes (filled with the maximum, so e^0 = 1) are neither stored nor
+            // summed: the sum reads the stored values back with zeros around them.
             const vf16 e = KERNEL(exp)(KERNEL(load_tail)(v + whole, rest, top) - top);
             KERNEL(store_tail)(v + whole, e, rest);
             sum += KERNEL(load_tail)(v + whole, rest, 0);

@@ -208,29 +208,27 @@ public final class BertEncoder: Sendable {
             WorkerTeam.shared.run(chunks: chunks, work)
             return
         }
-        weight.withUnsafeBufferPointer { w in
-            bias.withUnsafeBufferPointer { b in
-                let parts = min(parallelism, WorkerTeam.shared.width, max(1, outputs / 64))
-                let slice = (outputs + parts - 1) / parts
-                // Each part writes its own columns of y: no two threads touch the same floats.
-                let operands = LinearOperands(x: x, output: y)
-                let weights = SharedPointer(w.baseAddress!), biases = SharedPointer(b.baseAddress!)
-                let blas = self.blas
-                let work: @Sendable (Int) -> Void = { part in
-                    let x = operands.x, weights = weights.pointer, biases = biases.pointer
-                    let first = part * slice, count = min(slice, outputs - first)
-                    guard count > 0 else { return }
+        let parts = min(parallelism, WorkerTeam.shared.width, max(1, outputs / 64))
+        let slice = (outputs + parts - 1) / parts
+        // Each part writes its own columns of y: no two threads touch the same floats.
+        let operands = LinearOperands(x: x, output: y)
+        let blas = self.blas
+        let work: @Sendable (Int) -> Void = { part in
+            let first = part * slice, count = min(slice, outputs - first)
+            guard count > 0 else { return }
+            weight.withUnsafeBufferPointer { weights in
+                bias.withUnsafeBufferPointer { biases in
                     for t in 0..<tokens {
                         let row = operands.output + t * outputs + first
                         for o in 0..<count { row[o] = (accumulate ? row[o] : 0) + biases[first + o] }
                     }
-                    blas.sgemm(transB: true, m: tokens, n: count, k: inputs, a: x, lda: inputs,
-                               b: weights + first * inputs, ldb: inputs, beta: 1,
+                    blas.sgemm(transB: true, m: tokens, n: count, k: inputs, a: operands.x, lda: inputs,
+                               b: weights.baseAddress! + first * inputs, ldb: inputs, beta: 1,
                                c: operands.output + first, ldc: outputs)
                 }
-                WorkerTeam.shared.run(chunks: parts, work)
             }
         }
+        WorkerTeam.shared.run(chunks: parts, work)
     }
 
     private func run(_ layer: Layer, packed: PackedLayer?, on x: UnsafeMutablePointer<Float>, tokens: Int,
@@ -302,17 +300,11 @@ public final class BertEncoder: Sendable {
     }
 }
 
-/// The input and output of one `linear` call, handed to its `concurrentPerform` workers.
+/// The input and output of one `linear` call, handed to the `WorkerTeam` threads that run its chunks.
 struct LinearOperands: @unchecked Sendable {
-    // @unchecked: the workers only read x, write disjoint columns of output, and the call
+    // @unchecked: the chunks only read x, write disjoint columns of output, and the call
     // returns only after all of them have finished.
     let x: UnsafePointer<Float>
     let output: UnsafeMutablePointer<Float>
 }
 
-/// A read-only buffer shared by a `linear` call's workers, valid until the call returns.
-struct SharedPointer: @unchecked Sendable {
-    // @unchecked: only read, and only while the owning call waits for its workers.
-    let pointer: UnsafePointer<Float>
-    init(_ pointer: UnsafePointer<Float>) { self.pointer = pointer }
-}
