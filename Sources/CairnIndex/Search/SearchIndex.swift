@@ -49,7 +49,8 @@ public final class SearchIndex: Sendable {
             }
             loaded = contents
         } else {
-            loaded = try Snapshot.combine([Snapshot.scanPart(db, meta: meta, file: file, check: .none, rowids: nil, lengths: true)],
+            loaded = try Snapshot.combine([Snapshot.scanPart(db, meta: meta, file: file, check: .none, rowids: nil, lengths: true,
+                                                            expectedRows: meta.chunkCount)],
                                           check: .none, expectedStateRoot: nil)
         }
         self.meta = meta

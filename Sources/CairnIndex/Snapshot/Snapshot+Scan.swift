@@ -44,7 +44,8 @@ extension Snapshot {
                 range = (low + span * Int64(part) / Int64(parts))...(low + span * Int64(part + 1) / Int64(parts) - 1)
             }
         }
-        return try scanPart(db, meta: meta, file: file, check: check, rowids: range, lengths: part == 0)
+        return try scanPart(db, meta: meta, file: file, check: check, rowids: range, lengths: part == 0,
+                            expectedRows: meta.chunkCount / max(1, parts) + 1)
     }
 
     /// The contents of a file from all its parts (in part order), after checking the row count
@@ -66,9 +67,10 @@ extension Snapshot {
         return IndexContents(meta: first.meta, file: first.file, rows: rows, lengths: lengths)
     }
 
-    /// The rows with rowids in `rowids` (all when nil) of an open file.
+    /// The rows with rowids in `rowids` (all when nil) of an open file; `expectedRows` sizes the
+    /// arrays up front (a part of a file holds about its share of the rows, not all of them).
     static func scanPart(_ db: Database, meta: SnapshotMeta, file: FileIdentity, check: RowCheck,
-                         rowids: ClosedRange<Int64>?, lengths: Bool) throws(IndexError) -> ScanPart {
+                         rowids: ClosedRange<Int64>?, lengths: Bool, expectedRows: Int) throws(IndexError) -> ScanPart {
         // One column layout for every check; what a check does not need is selected as NULL.
         let text = check == .recomputedHashes ? "title, content, scenario, tags, source" : "NULL, NULL, scenario, tags, NULL"
         let hashes = check == .none ? "NULL, NULL, NULL" : "content_hash, metadata_hash, embedding_hash"
@@ -78,9 +80,9 @@ extension Snapshot {
             try statement.bind(rowids.lowerBound, at: 1)
             try statement.bind(rowids.upperBound, at: 2)
         }
-        var rows = IndexContents.Rows(capacity: meta.chunkCount, dimension: meta.dimension)
+        var rows = IndexContents.Rows(capacity: expectedRows, dimension: meta.dimension)
         var records: [StateRoot.Record] = []
-        if check != .none { records.reserveCapacity(meta.chunkCount) }
+        if check != .none { records.reserveCapacity(expectedRows) }
         while try statement.step() {
             let chunk = try ChunkRow.chunk(from: statement, first: 1)
             let embeddingHash = try statement.withBlob(at: 7) { (bytes) throws(IndexError) -> ContentID? in

@@ -63,14 +63,15 @@ enum IndexBuilder {
         let rowCheck: Snapshot.RowCheck = byDelta ? .none : .recomputedHashes
         // Loading alone is light: one thread, leaving the other core to queries.
         let count = byDelta ? 1 : 2
-        async let first = BackgroundWork.run { () -> Result<Snapshot.ScanPart, IndexError> in
-            Result { () throws(IndexError) in try Snapshot.scanPart(at: index, check: rowCheck, part: 0, of: count) }
+        @Sendable func scan(_ part: Int) async -> Result<Snapshot.ScanPart, IndexError> {
+            await BackgroundWork.run { () -> Result<Snapshot.ScanPart, IndexError> in
+                Result { () throws(IndexError) in try Snapshot.scanPart(at: index, check: rowCheck, part: part, of: count) }
+            }
         }
-        async let second = BackgroundWork.run { () -> Result<Snapshot.ScanPart, IndexError>? in
-            count < 2 ? nil : Result { () throws(IndexError) in try Snapshot.scanPart(at: index, check: rowCheck, part: 1, of: count) }
-        }
-        let (one, two) = await (first, second)
-        let parts = [one] + (two.map { [$0] } ?? [])
+        // Part 0 on one install thread while this task waits for part 1 on the other.
+        async let first = scan(0)
+        let rest = count > 1 ? [await scan(1)] : []
+        let parts = [await first] + rest
         let contents: IndexContents
         do throws(IndexError) {
             var scanned: [Snapshot.ScanPart] = []
