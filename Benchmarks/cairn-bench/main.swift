@@ -6,12 +6,13 @@
 //   cairn-bench query-load --socket PATH --queries FILE --mode M --clients C --count N
 //   cairn-bench scan --data-dir DIR --queries FILE --mode dense|lexical [--threads T] [--export DIR]
 //   cairn-bench sync-watch --socket PATH --version N [--query TEXT] [--mode M] [--after 50]
+//   cairn-bench sync-time --socket PATH --version N --chunk ID [--interval-ms 2]
 //   cairn-bench inflate-hash --blob FILE --size N
 //   cairn-bench install-phases --index FILE [--repeat 3]
 import Foundation
 
 let usage = """
-    usage: cairn-bench embed|make-datadir|query-load|scan|sync-watch|inflate-hash|install-phases [options]  (options: see Benchmarks/cairn-bench/*.swift)
+    usage: cairn-bench embed|make-datadir|query-load|scan|sync-watch|sync-time|inflate-hash|install-phases [options]  (options: see Benchmarks/cairn-bench/*.swift)
     """
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -22,6 +23,7 @@ do {
     case "query-load": try queryLoad(arguments)
     case "scan": try scan(arguments)
     case "sync-watch": try syncWatch(arguments)
+    case "sync-time": try syncTime(arguments)
     case "inflate-hash": try inflateHash(arguments)
     case "install-phases": try installPhases(arguments)
     default: throw Failure(description: usage)
