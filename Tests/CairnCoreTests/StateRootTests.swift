@@ -35,4 +35,46 @@ import Testing
     @Test func givenMinusZero_whenHashed_thenItDiffersFromPlusZero() {
         #expect(StateRoot.embeddingHash([0]) != StateRoot.embeddingHash([-0.0]))
     }
+
+    @Test(arguments: [
+        Chunk(id: "a", title: "Say \"hi\"\\ \u{1}\u{1F}", content: "", scenario: "flood", tags: ["a\"b", "ü", ""], source: "x\\y"),
+        Chunk(id: "b", title: "", content: "", tags: []),
+        Chunk(id: "c", title: "Ωmega\n", content: "", scenario: nil, tags: ["one"], source: "s"),
+    ])
+    func givenAChunk_whenItsMetadataIsWrittenDirectly_thenTheBytesEqualTheCanonicalJSONValue(chunk: Chunk) {
+        var direct: [UInt8] = []
+        Chunk.writeMetadataJSON(title: chunk.title.utf8, scenario: chunk.scenario?.utf8, tags: chunk.tags,
+                                source: chunk.source?.utf8, to: &direct)
+        #expect(direct == chunk.metadataJSON.bytes)
+        #expect(chunk.metadataHash == ContentID(hashing: chunk.metadataJSON.bytes))
+    }
+
+    @Test func givenTheVectorChunksAsStoredRows_whenChecked_thenEachLeafMatchesAndAnAlteredHashIsCaught() throws {
+        let vectors = try vector(Vectors.self, "state-root.json")
+        var check = StoredRowCheck()
+        for entry in vectors.chunks {
+            let chunk = entry.chunk.record.chunk
+            let embedding = hexBytes(entry.chunk.vector_f32le_hex)
+            func run(_ content: String, _ metadata: String, _ embeddingHash: String) -> StoredRowCheck.Outcome {
+                func utf8<T>(_ text: String?, _ body: (UnsafeBufferPointer<UInt8>?) -> T) -> T {
+                    guard var text else { return body(nil) }
+                    return text.withUTF8 { body($0) }
+                }
+                return utf8(chunk.title) { title in utf8(chunk.content) { body in utf8(chunk.scenario) { scenario in
+                    utf8(chunk.source) { source in utf8(content) { c in utf8(metadata) { m in utf8(embeddingHash) { e in
+                        embedding.withUnsafeBytes { vector in
+                            check.check(id: chunk.id, title: title!, content: body!, scenario: scenario, tags: chunk.tags,
+                                        source: source, embedding: vector, storedHashes: (c, m, e))
+                        }
+                    } } } } } } }
+            }
+            let expected = entry.expected
+            #expect(run(expected.content_hash, expected.metadata_hash, expected.embedding_hash) == .leaf(ContentID(hex: expected.leaf)!))
+            let flipped = String(expected.metadata_hash.dropLast()) + (expected.metadata_hash.hasSuffix("0") ? "1" : "0")
+            #expect(run(expected.content_hash, flipped, expected.embedding_hash) == .mismatch)
+            #expect(run(expected.content_hash, expected.metadata_hash, expected.embedding_hash.uppercased()) == .malformedHash)
+            #expect(run("", expected.metadata_hash, expected.embedding_hash) == .malformedHash)
+        }
+    }
+
 }

@@ -112,4 +112,45 @@ import Testing
             }
         }
     }
+
+    @Test(arguments: [
+        "UPDATE chunks SET title = 'Purifying \"water\"' WHERE id = 'water-purify'",
+        "UPDATE chunks SET content = 'Boil it.' WHERE id = 'water-purify'",
+        "UPDATE chunks SET tags = '[\"water\"]' WHERE id = 'water-purify'",
+        "UPDATE chunks SET source = NULL WHERE id = 'water-purify'",
+        "UPDATE chunks SET scenario = 'earthquake' WHERE id = 'water-purify'",
+        "UPDATE chunks SET metadata_hash = upper(metadata_hash) WHERE id = 'water-purify'",
+        "UPDATE chunks SET content_hash = 'xyz' WHERE id = 'water-purify'",
+    ])
+    func givenOneRowAlteredWithoutItsStoredHash_whenScannedRecomputing_thenTheHashCheckFails(sql: String) throws {
+        try withTemporaryDirectory { directory in
+            let path = try Corpus.snapshot(in: directory)
+            try Database(path: path, mode: .readWrite).exec(sql)
+
+            #expect { try Snapshot.scan(at: path, check: .recomputedHashes) } throws: { error in
+                (error as? IndexError)?.code == .hashMismatch
+            }
+            #expect { try Snapshot.records(at: path) } throws: { error in (error as? IndexError)?.code == .hashMismatch }
+        }
+    }
+
+    @Test func givenRowsWithEscapedTextAndNoOptionalFields_whenScannedRecomputing_thenTheRootEqualsTheChunkBasedOne() throws {
+        try withTemporaryDirectory { directory in
+            // Quotes, backslashes, control characters, non-ASCII text, no scenario or source, ids
+            // whose rowid order is not their byte order: what the row check writes itself.
+            let entries: [(Chunk, [Float])] = [
+                (Chunk(id: "z-last", title: "Say \"hi\"\\ \u{1}", content: "Line\nbreak\ttab", tags: ["a\"b", "ü"]), unit(1, 0, 0, 0)),
+                (Chunk(id: "a-first", title: "", content: "Plain café text.", scenario: "flood", source: "x\\y"), unit(0, 1, 0, 0)),
+                (Chunk(id: "m-middle", title: "Ωmega", content: "", tags: []), unit(0, 0, 1, 0)),
+            ]
+            let meta = Corpus.meta(entries: entries)
+            let path = (directory as NSString).appendingPathComponent("escaped.sqlite")
+            try SnapshotWriter.create(at: path, meta: meta, entries: entries)
+
+            let contents = try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: meta.stateRoot)
+            #expect(contents.count == 3)
+            #expect(StateRoot.compute(try Snapshot.records(at: path)) == meta.stateRoot)
+        }
+    }
+
 }

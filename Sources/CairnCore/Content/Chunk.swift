@@ -23,8 +23,31 @@ public struct Chunk: Hashable, Sendable, Codable {
     /// embedding cache (the embedded text is title and content; see `embeddingText`).
     public var contentHash: ContentID { ContentID(hashing: Array(content.utf8)) }
 
-    /// SHA-256 of the canonical JSON of title, scenario, tags and source.
-    public var metadataHash: ContentID { ContentID(hashing: metadataJSON.bytes) }
+    /// SHA-256 of the canonical JSON of title, scenario, tags and source (`metadataJSON`).
+    public var metadataHash: ContentID {
+        var bytes: [UInt8] = []
+        Self.writeMetadataJSON(title: title.utf8, scenario: scenario?.utf8, tags: tags, source: source?.utf8, to: &bytes)
+        return ContentID(hashing: bytes)
+    }
+
+    /// Appends the bytes of `metadataJSON` for these fields, given as UTF-8 (a chunk's, or a
+    /// stored row's text read unchanged), without building the JSON value: the keys in their
+    /// canonical order (`scenario`, `source`, `tags`, `title`).
+    public static func writeMetadataJSON<U: Collection<UInt8>>(title: U, scenario: U?, tags: [String], source: U?,
+                                                                to out: inout [UInt8]) {
+        out.append(contentsOf: #"{"scenario":"#.utf8)
+        if let scenario { CanonicalJSON.writeString(utf8: scenario, to: &out) } else { out.append(contentsOf: "null".utf8) }
+        out.append(contentsOf: #","source":"#.utf8)
+        if let source { CanonicalJSON.writeString(utf8: source, to: &out) } else { out.append(contentsOf: "null".utf8) }
+        out.append(contentsOf: #","tags":["#.utf8)
+        for (index, tag) in tags.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            CanonicalJSON.writeString(utf8: tag.utf8, to: &out)
+        }
+        out.append(contentsOf: #"],"title":"#.utf8)
+        CanonicalJSON.writeString(utf8: title, to: &out)
+        out.append(UInt8(ascii: "}"))
+    }
 
     public var metadataJSON: CanonicalJSON {
         .object([

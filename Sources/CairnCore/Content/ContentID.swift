@@ -16,6 +16,21 @@ public struct ContentID: Hashable, Comparable, Sendable, CustomStringConvertible
         bytes = Array(SHA256.hash(data: data))
     }
 
+    /// SHA-256 over bytes given in pieces (a download as it arrives).
+    public struct Hasher {
+        private var hasher = SHA256()
+
+        public init() {}
+
+        public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+            hasher.update(bufferPointer: bytes)
+        }
+
+        public func finalize() -> ContentID {
+            ContentID(bytes: Array(hasher.finalize()))!
+        }
+    }
+
     /// Parses 64 lowercase hexadecimal characters.
     public init?(hex: String) {
         let utf8 = Array(hex.utf8)
@@ -29,7 +44,7 @@ public struct ContentID: Hashable, Comparable, Sendable, CustomStringConvertible
         self.bytes = bytes
     }
 
-    private static func nibble(_ c: UInt8) -> UInt8? {
+    static func nibble(_ c: UInt8) -> UInt8? {
         switch c {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10

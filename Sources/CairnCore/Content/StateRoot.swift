@@ -24,17 +24,29 @@ public enum StateRoot {
 
         /// SHA-256(u32be(len(id)) ‖ id ‖ contentHash ‖ metadataHash ‖ embeddingHash).
         public var leaf: ContentID {
-            var hasher = SHA256()
-            var id = self.id
-            id.withUTF8 { utf8 in
-                withUnsafeBytes(of: UInt32(utf8.count).bigEndian) { hasher.update(bufferPointer: $0) }
-                hasher.update(bufferPointer: UnsafeRawBufferPointer(utf8))
+            contentHash.bytes.withUnsafeBytes { content in
+                metadataHash.bytes.withUnsafeBytes { metadata in
+                    embeddingHash.bytes.withUnsafeBytes { embedding in
+                        StateRoot.leaf(id: id, contentHash: content, metadataHash: metadata, embeddingHash: embedding)
+                    }
+                }
             }
-            hasher.update(data: contentHash.bytes)
-            hasher.update(data: metadataHash.bytes)
-            hasher.update(data: embeddingHash.bytes)
-            return ContentID(bytes: Array(hasher.finalize()))!
         }
+    }
+
+    /// A record's leaf from its id and its three 32-byte digests.
+    static func leaf(id: String, contentHash: UnsafeRawBufferPointer, metadataHash: UnsafeRawBufferPointer,
+                     embeddingHash: UnsafeRawBufferPointer) -> ContentID {
+        var hasher = SHA256()
+        var id = id
+        id.withUTF8 { utf8 in
+            withUnsafeBytes(of: UInt32(utf8.count).bigEndian) { hasher.update(bufferPointer: $0) }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(utf8))
+        }
+        hasher.update(bufferPointer: contentHash)
+        hasher.update(bufferPointer: metadataHash)
+        hasher.update(bufferPointer: embeddingHash)
+        return ContentID(bytes: Array(hasher.finalize()))!
     }
 
     static let domain = Array("cairn-state-root-v1\n".utf8)
@@ -42,11 +54,21 @@ public enum StateRoot {
     /// SHA-256("cairn-state-root-v1\n" ‖ u64be(n) ‖ leaf₁ ‖ … ‖ leafₙ), records sorted by the
     /// UTF-8 bytes of their ids. Ids must be unique.
     public static func compute<S: Sequence>(_ records: S) -> ContentID where S.Element == Record {
-        let sorted = records.sorted { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }
+        compute(leaves: records.map { (id: $0.id, leaf: $0.leaf) })
+    }
+
+    /// The state root from each record's id and leaf (`Record.leaf`), in any order (a list
+    /// already in id order, as a snapshot's rows are, is only checked, not sorted).
+    public static func compute(leaves: [(id: String, leaf: ContentID)]) -> ContentID {
+        func precedes(_ a: (id: String, leaf: ContentID), _ b: (id: String, leaf: ContentID)) -> Bool {
+            a.id.utf8.lexicographicallyPrecedes(b.id.utf8)
+        }
+        let inOrder = zip(leaves, leaves.dropFirst()).allSatisfy { !precedes($1, $0) }
+        let sorted = inOrder ? leaves : leaves.sorted(by: precedes)
         var hasher = SHA256()
         hasher.update(data: domain)
         hasher.update(data: withUnsafeBytes(of: UInt64(sorted.count).bigEndian, Array.init))
-        for record in sorted { hasher.update(data: record.leaf.bytes) }
+        for entry in sorted { hasher.update(data: entry.leaf.bytes) }
         return ContentID(bytes: Array(hasher.finalize()))!
     }
 

@@ -43,17 +43,29 @@ public indirect enum CanonicalJSON: Hashable, Sendable {
     }
 
     static func writeString(_ value: String, to out: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
+        writeString(utf8: value.utf8, to: &out)
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// A string given as its UTF-8 bytes (a `String`'s, or text read from a file unchanged).
+    static func writeString<S: Collection<UInt8>>(utf8 value: S, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
+        // Most text needs no escape: copied in one piece.
+        guard value.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+            out.append(contentsOf: value)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
+        for byte in value {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"):
                 out.append(UInt8(ascii: "\\"))
                 out.append(byte)
             case 0..<0x20:
                 out.append(contentsOf: "\\u00".utf8)
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 0xF)])
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 0xF)])
             default:
                 out.append(byte)
             }

@@ -105,6 +105,14 @@ public final class Statement {
         return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
     }
 
+    /// The column's text as UTF-8 bytes without copying them, or nil when it is NULL. The
+    /// bytes are SQLite's: valid only until the statement steps, resets or reads this column
+    /// as another type.
+    public func unsafeUTF8(at column: Int32) -> UnsafeBufferPointer<UInt8>? {
+        guard let text = sqlite3_column_text(handle, column) else { return nil }
+        return UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(handle, column)))
+    }
+
     /// The column as bytes, or nil when it is NULL.
     public func blob(at column: Int32) -> [UInt8]? {
         if isNull(at: column) { return nil }

@@ -17,7 +17,8 @@ extension Snapshot {
         let meta: SnapshotMeta
         let file: FileIdentity
         let rows: IndexContents.Rows
-        let records: [StateRoot.Record]
+        /// Each row's id and state-root leaf (with `.recomputedHashes`), in rowid order.
+        let leaves: [(id: String, leaf: ContentID)]
         /// Read by part 0 only.
         let lengths: DocumentLengths?
     }
@@ -30,11 +31,16 @@ extension Snapshot {
         try combine([scanPart(at: path, check: check, part: 0, of: 1)], check: check, expectedStateRoot: expectedStateRoot)
     }
 
+    /// The most of a file a scan maps into memory (the rest, if any, is read as usual).
+    static let scanMapSize = 1 << 31 - 1
+
     /// Part `part` (from 0) of `parts` of `scan`: the rows of the `part`-th of `parts` equal
     /// rowid ranges, each opened on its own connection, so that the parts can run at once.
     public static func scanPart(at path: String, check: RowCheck, part: Int, of parts: Int) throws(IndexError) -> ScanPart {
         let file = try FileIdentity(path: path)
         let db = try Database(path: path, mode: .readOnly(immutable: false))
+        // Reading the pages through a mapping instead of copying each into SQLite's cache.
+        try db.exec("PRAGMA mmap_size = \(Self.scanMapSize)")
         let meta = try meta(in: db)
         var range: ClosedRange<Int64>?
         if parts > 1 {
@@ -62,7 +68,7 @@ extension Snapshot {
                              "the snapshot holds a different number of chunks than its meta says")
         }
         if check != .none {
-            try Self.check(records: parts.flatMap(\.records), meta: first.meta, expectedStateRoot: expectedStateRoot)
+            try Self.check(leaves: parts.flatMap(\.leaves), meta: first.meta, expectedStateRoot: expectedStateRoot)
         }
         return IndexContents(meta: first.meta, file: first.file, rows: rows, lengths: lengths)
     }
@@ -81,28 +87,34 @@ extension Snapshot {
             try statement.bind(rowids.upperBound, at: 2)
         }
         var rows = IndexContents.Rows(capacity: expectedRows, dimension: meta.dimension)
-        var records: [StateRoot.Record] = []
-        if check != .none { records.reserveCapacity(expectedRows) }
+        var leaves: [(id: String, leaf: ContentID)] = []
+        if check != .none { leaves.reserveCapacity(expectedRows) }
+        var rowCheck = StoredRowCheck()
+        let empty = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
         while try statement.step() {
-            let chunk = try ChunkRow.chunk(from: statement, first: 1)
-            let embeddingHash = try statement.withBlob(at: 7) { (bytes) throws(IndexError) -> ContentID? in
+            let id = statement.string(at: 1) ?? ""
+            let scenario = statement.string(at: 4)
+            let tags = try ChunkRow.decodeTags(statement.string(at: 5) ?? "[]")
+            try statement.withBlob(at: 7) { (bytes) throws(IndexError) in
                 guard bytes.count == meta.dimension * 4 else {
                     throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
                 }
-                rows.append(rowid: statement.int64(at: 0), id: chunk.id, scenario: chunk.scenario, tags: chunk.tags, embedding: bytes)
-                // The column is the vector's little-endian float32 bytes: exactly what the
-                // embedding hash covers, so it is hashed as stored.
-                return check == .recomputedHashes ? ContentID(hashing: bytes) : nil
-            }
-            if check == .recomputedHashes {
-                let record = StateRoot.Record(id: chunk.id, contentHash: chunk.contentHash, metadataHash: chunk.metadataHash,
-                                              embeddingHash: embeddingHash!)
-                guard try storedRecord(id: chunk.id, from: statement, first: 8) == record else {
-                    throw IndexError(.hashMismatch, "a chunk's stored hashes do not match its stored data; the snapshot was altered")
+                rows.append(rowid: statement.int64(at: 0), id: id, scenario: scenario, tags: tags, embedding: bytes)
+                guard check == .recomputedHashes else { return }
+                // The text columns' bytes as stored, hashed without building a Chunk; the
+                // embedding column is the vector's little-endian float32 bytes, exactly what the
+                // embedding hash covers.
+                let outcome = rowCheck.check(
+                    id: id, title: statement.unsafeUTF8(at: 2) ?? empty, content: statement.unsafeUTF8(at: 3) ?? empty,
+                    scenario: statement.unsafeUTF8(at: 4), tags: tags, source: statement.unsafeUTF8(at: 6), embedding: bytes,
+                    storedHashes: (statement.unsafeUTF8(at: 8), statement.unsafeUTF8(at: 9), statement.unsafeUTF8(at: 10)))
+                switch outcome {
+                case .leaf(let leaf): leaves.append((id, leaf))
+                case .mismatch: throw IndexError(.hashMismatch, "a chunk's stored hashes do not match its stored data; the snapshot was altered")
+                case .malformedHash: throw IndexError(.hashMismatch, "a chunk's stored hash is not a SHA-256 hex digest")
                 }
-                records.append(record)
             }
         }
-        return ScanPart(meta: meta, file: file, rows: rows, records: records, lengths: lengths ? try DocumentLengths(db: db) : nil)
+        return ScanPart(meta: meta, file: file, rows: rows, leaves: leaves, lengths: lengths ? try DocumentLengths(db: db) : nil)
     }
 }

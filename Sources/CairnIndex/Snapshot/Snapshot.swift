@@ -10,8 +10,28 @@ public enum Snapshot {
     /// The state-root records of every chunk, each recomputed from the stored text, metadata and
     /// vector. Throws `.hashMismatch` when a stored hash disagrees with its recomputation, and
     /// `.dimensionMismatch` when a vector's length differs from the meta's dimension.
+    ///
+    /// A second, plain implementation of what `scan` checks per row (through `Chunk` and
+    /// `StateRoot.Record`), which tests hold the scan's state root against.
     public static func records(at path: String) throws(IndexError) -> [StateRoot.Record] {
-        try scanPart(at: path, check: .recomputedHashes, part: 0, of: 1).records
+        let db = try Database(path: path, mode: .readOnly(immutable: false))
+        let dimension = try meta(in: db).dimension
+        let statement = try db.prepare("SELECT id, title, content, scenario, tags, source, embedding, "
+            + "content_hash, metadata_hash, embedding_hash FROM chunks ORDER BY rowid")
+        var records: [StateRoot.Record] = []
+        while try statement.step() {
+            let chunk = try ChunkRow.chunk(from: statement)
+            guard let embedding = statement.blob(at: 6), embedding.count == dimension * 4 else {
+                throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
+            }
+            let record = StateRoot.Record(id: chunk.id, contentHash: chunk.contentHash, metadataHash: chunk.metadataHash,
+                                          embeddingHash: ContentID(hashing: embedding))
+            guard try storedRecord(id: chunk.id, from: statement, first: 7) == record else {
+                throw IndexError(.hashMismatch, "a chunk's stored hashes do not match its stored data; the snapshot was altered")
+            }
+            records.append(record)
+        }
+        return records
     }
 
     /// Everything a device checks before it serves a file: SQLite's quick check, the FTS index
@@ -53,9 +73,9 @@ public enum Snapshot {
         }
     }
 
-    static func check(records: [StateRoot.Record], meta: SnapshotMeta, expectedStateRoot: ContentID?) throws(IndexError) {
-        let root = StateRoot.compute(records)
-        guard records.count == meta.chunkCount, root == meta.stateRoot else {
+    static func check(leaves: [(id: String, leaf: ContentID)], meta: SnapshotMeta, expectedStateRoot: ContentID?) throws(IndexError) {
+        let root = StateRoot.compute(leaves: leaves)
+        guard leaves.count == meta.chunkCount, root == meta.stateRoot else {
             throw IndexError(.stateRootMismatch, "the snapshot's recomputed state root or chunk count differs from its meta")
         }
         if let expectedStateRoot, expectedStateRoot != root {
