@@ -1,3 +1,4 @@
+import CZlib
 import Foundation
 
 extension Zlib {
@@ -6,26 +7,119 @@ extension Zlib {
     /// - Parameter durable: fsync the file before returning; false for a caller that fsyncs it
     ///   itself (beside its checks of the file) before anything depends on it.
     public static func decompress(_ input: [UInt8], toNewFile output: String, size: Int, durable: Bool = true) throws(StoreError) {
-        let fd = open(output, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw StoreError(.io, "cannot create \(output): \(String(cString: strerror(errno)))", errno: errno) }
-        defer { close(fd) }
-        var produced = 0
-        try decompress(input, limit: size) { (chunk) throws(StoreError) in
+        let inflater = try FileInflater(creating: output, size: size)
+        var failure: StoreError?
+        input.withUnsafeBytes { bytes in
+            do throws(StoreError) { try inflater.feed(bytes) } catch { failure = error }
+        }
+        if let failure { throw failure }
+        try inflater.finish(durable: durable)
+    }
+
+    /// Inflates one zlib stream, given in pieces as it arrives (a download), into a new file
+    /// (created exclusively): it refuses to write past `size` bytes (a decompression bomb stops
+    /// there), and `finish` refuses a stream that is truncated, has trailing bytes or inflates to
+    /// fewer bytes. Writes in large pieces. Not thread-safe: one caller feeds it.
+    public final class FileInflater {
+        private let stream: UnsafeMutablePointer<z_stream>
+        private let fd: Int32
+        private let path: String
+        private let size: Int
+        private var buffer: [UInt8]
+        private var pending = 0
+        private var written = 0
+        private var ended = false
+
+        /// Bytes written out (and held in the buffer) so far.
+        public var produced: Int { written + pending }
+
+        public init(creating path: String, size: Int) throws(StoreError) {
+            let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
+            stream.initialize(to: z_stream())
+            guard cairn_inflateInit(stream) == Z_OK else {
+                stream.deallocate()
+                throw StoreError(.io, "zlib: cannot initialise decompression")
+            }
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            guard fd >= 0 else {
+                let error = StoreError(.io, "cannot create \(path): \(String(cString: strerror(errno)))", errno: errno)
+                inflateEnd(stream)
+                stream.deallocate()
+                throw error
+            }
+            self.stream = stream
+            self.fd = fd
+            self.path = path
+            self.size = size
+            buffer = [UInt8](repeating: 0, count: 1 << 20)
+        }
+
+        deinit {
+            inflateEnd(stream)
+            stream.deallocate()
+            close(fd)
+        }
+
+        /// Inflates the next piece of the stream.
+        public func feed(_ input: UnsafeRawBufferPointer) throws(StoreError) {
+            guard !input.isEmpty else { return }
+            guard !ended else { throw StoreError(.corruptStream, "zlib stream has trailing bytes") }
+            stream.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            stream.pointee.avail_in = uInt(input.count)
+            while stream.pointee.avail_in > 0, !ended {
+                let capacity = buffer.count - pending
+                let before = stream.pointee.avail_in
+                let status = buffer.withUnsafeMutableBufferPointer { destination in
+                    stream.pointee.next_out = destination.baseAddress! + pending
+                    stream.pointee.avail_out = uInt(capacity)
+                    return inflate(stream, Z_NO_FLUSH)
+                }
+                let count = capacity - Int(stream.pointee.avail_out)
+                switch status {
+                case Z_OK: break
+                case Z_BUF_ERROR where count > 0 || stream.pointee.avail_in < before: break
+                case Z_STREAM_END: ended = true
+                default: throw StoreError(.corruptStream, "zlib stream is corrupt (\(status))")
+                }
+                guard produced + count <= size else {
+                    throw StoreError(.sizeLimitExceeded, "zlib stream inflates past its stated size of \(size) bytes")
+                }
+                pending += count
+                if pending == buffer.count { try flush() }
+            }
+            if ended, stream.pointee.avail_in > 0 {
+                throw StoreError(.corruptStream, "zlib stream has \(stream.pointee.avail_in) trailing bytes")
+            }
+        }
+
+        /// Writes what is buffered and checks that the stream ended at exactly `size` bytes;
+        /// `durable` fsyncs the file, else its writeback is only started (`FileSystem.startWriteback`).
+        public func finish(durable: Bool) throws(StoreError) {
+            try flush()
+            guard ended else { throw StoreError(.corruptStream, "zlib stream is truncated") }
+            guard written == size else {
+                throw StoreError(.corruptStream, "zlib stream inflates to \(written) bytes, not the stated \(size)")
+            }
+            if durable {
+                guard fsync(fd) == 0 else { throw StoreError(.io, "cannot fsync \(path)", errno: errno) }
+            } else {
+                FileSystem.startWriteback(fd)
+            }
+        }
+
+        private func flush() throws(StoreError) {
             var done = 0
-            while done < chunk.count {
-                let result = write(fd, chunk.baseAddress! + done, chunk.count - done)
+            while done < pending {
+                let result = buffer.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, pending - done) }
                 if result < 0 {
                     if errno == EINTR { continue }
                     throw StoreError([ENOSPC, EFBIG, EDQUOT].contains(errno) ? .diskFull : .io,
-                                     "cannot write \(output): \(String(cString: strerror(errno)))", errno: errno)
+                                     "cannot write \(path): \(String(cString: strerror(errno)))", errno: errno)
                 }
                 done += result
             }
-            produced += chunk.count
+            written += pending
+            pending = 0
         }
-        guard produced == size else {
-            throw StoreError(.corruptStream, "zlib stream inflates to \(produced) bytes, not the stated \(size)")
-        }
-        guard !durable || fsync(fd) == 0 else { throw StoreError(.io, "cannot fsync \(output)", errno: errno) }
     }
 }

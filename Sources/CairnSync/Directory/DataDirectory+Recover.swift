@@ -21,14 +21,7 @@ extension DataDirectory {
         if previous == nil || previous == current { unlink(previousLink) }
         try syncFolder(path)
 
-        let keep = Set([current, previous].compactMap { $0 }.map { ($0 as NSString).lastPathComponent })
-        for name in entries(versionsPath) where !keep.contains(name) {
-            remove(versionsPath + "/" + name)
-        }
-        removeUnusedModels()
-        for name in entries(stagingPath) where !Self.isResumable(name) {
-            remove(stagingPath + "/" + name)
-        }
+        removeUnreferenced(keepingResumableDownloads: true)
 
         let installed = installed()
         var state = readState()
@@ -42,6 +35,20 @@ extension DataDirectory {
             try writeState(state)
         }
         return installed
+    }
+
+    /// Removes what neither `current` nor `previous` references (protocol/data-directory.md,
+    /// "Complete means referenced"): other version folders (and `.partial` ones), model folders
+    /// neither uses, and staging, except resumable downloads when `keepingResumableDownloads`.
+    func removeUnreferenced(keepingResumableDownloads: Bool) {
+        let keep = Set([currentLink, previousLink].compactMap(linkTarget).map { ($0 as NSString).lastPathComponent })
+        for name in entries(versionsPath) where !keep.contains(name) {
+            remove(versionsPath + "/" + name)
+        }
+        removeUnusedModels()
+        for name in entries(stagingPath) where !(keepingResumableDownloads && Self.isResumable(name)) {
+            remove(stagingPath + "/" + name)
+        }
     }
 
     /// Removes model folders that neither `current` nor `previous` uses, and half-built ones.

@@ -29,16 +29,21 @@ struct CurlOutcome: Sendable {
 }
 
 /// One libcurl easy transfer, run on a Dispatch queue (never on the cooperative pool, because
-/// `curl_easy_perform` blocks) and cancelled through the progress callback.
+/// `curl_easy_perform` blocks) or on an install thread, and cancelled through the progress callback.
 enum CurlTransfer {
     /// `curl_global_init`, once per process, before any handle exists.
     private static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
     private static let queue = DispatchQueue(label: "cairn.sync.curl", qos: .utility, attributes: .concurrent)
 
+    /// - Parameter onInstallThread: run on a `BackgroundWork` thread (below the queries' priority),
+    ///   for a transfer whose callbacks do an install's work.
     static func run(url: String, limits: TransferLimits, context: TransferContext,
-                    headers: [String] = [], range: Int64 = 0) async -> CurlOutcome {
+                    headers: [String] = [], range: Int64 = 0, onInstallThread: Bool = false) async -> CurlOutcome {
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<CurlOutcome, Never>) in
+            if onInstallThread {
+                return await BackgroundWork.run { perform(url: url, limits: limits, context: context, headers: headers, range: range) }
+            }
+            return await withCheckedContinuation { (continuation: CheckedContinuation<CurlOutcome, Never>) in
                 queue.async {
                     continuation.resume(returning: perform(url: url, limits: limits, context: context,
                                                            headers: headers, range: range))

@@ -36,6 +36,13 @@ public struct Downloader: Sendable {
     /// range (200) or cannot satisfy it (416). Never writes more than `size` bytes.
     /// A cut or stalled transfer leaves the partial file for the next attempt.
     public func download(url: String, to path: String, size: Int64) async throws(SyncError) -> TransferStats {
+        try await download(url: url, to: path, size: size, tap: nil)
+    }
+
+    /// `download(url:to:size:)`, where `tap` sees the body bytes as they are written when the
+    /// file starts empty (never after a resume: the caller compares what it saw with `size`); the
+    /// transfer then runs on an install thread (`BackgroundWork`), as the tap's work is an install's.
+    func download(url: String, to path: String, size: Int64, tap: (any DownloadTap)?) async throws(SyncError) -> TransferStats {
         var stats = TransferStats()
         for _ in 0..<2 {
             var held = Self.fileSize(path)
@@ -49,7 +56,9 @@ public struct Downloader: Sendable {
             lseek(fd, off_t(held), SEEK_SET)
             let context = TransferContext(limit: size, held: held, rangeStart: held)
             context.fd = fd
-            let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, range: held)
+            context.tap = held == 0 ? tap : nil
+            let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, range: held,
+                                                 onInstallThread: context.tap != nil)
             close(fd)
             stats.add(outcome.stats)
             if outcome.status == 416 {

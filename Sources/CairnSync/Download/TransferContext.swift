@@ -2,6 +2,12 @@ import CCurl
 import Foundation
 import Synchronization
 
+/// Sees a blob's bytes as a download writes them, on the transfer's thread (to hash and inflate
+/// them while they arrive).
+protocol DownloadTap: AnyObject, Sendable {
+    func receive(_ bytes: UnsafeRawBufferPointer)
+}
+
 /// The state one libcurl transfer's C callbacks reach through their context pointer: where the
 /// body goes (a file descriptor or memory), the byte cap, the response status, the ETag.
 ///
@@ -29,6 +35,8 @@ final class TransferContext: @unchecked Sendable {
     var writeErrno: Int32 = 0
     var restartedFromZero = false
     var etag: String?
+    /// Sees every body byte written to `fd`, in order, after it is written.
+    var tap: (any DownloadTap)?
 
     init(limit: Int64, held: Int64, rangeStart: Int64) {
         self.limit = limit
@@ -56,6 +64,7 @@ final class TransferContext: @unchecked Sendable {
                 }
                 done += result
             }
+            tap?.receive(UnsafeRawBufferPointer(start: data, count: count))
         } else {
             body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: count))
         }

@@ -8,14 +8,19 @@ import Foundation
 enum IndexBuilder {
     /// Inflates a verified snapshot blob into `output`, refusing to write past the manifest's
     /// `uncompressed_size` (a decompression bomb stops there) or to produce less. Not fsynced:
-    /// `finish` does that once, before the swap.
+    /// `finish` does that once, before the swap (the writeback starts here).
     static func decompress(blob: String, to output: String, uncompressedSize: Int) throws(SyncError) {
         do {
             try Zlib.decompress(try FileSystem.read(blob), toNewFile: output, size: uncompressedSize, durable: false)
         } catch {
-            let code: SyncError.Code = error.code == .diskFull ? .diskFull : .installFailed
-            throw SyncError(code, "the snapshot cannot be installed: \(error.message)", cause: error)
+            throw snapshotFailure(error)
         }
+    }
+
+    /// What a snapshot that cannot be inflated into the index file is refused as.
+    static func snapshotFailure(_ error: StoreError) -> SyncError {
+        let code: SyncError.Code = error.code == .diskFull ? .diskFull : .installFailed
+        return SyncError(code, "the snapshot cannot be installed: \(error.message)", cause: error)
     }
 
     /// Copies the installed index to `output` and applies the verified delta blob to the copy.

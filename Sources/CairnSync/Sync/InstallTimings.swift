@@ -6,9 +6,11 @@ struct InstallTimings {
     var path = "full"
     /// The manifest request and its checks.
     var manifest = Duration.zero
-    /// Downloading and hashing blobs.
+    /// Downloading and hashing blobs; for a full snapshot downloaded from its first byte, also
+    /// inflating it, as it arrives (`SnapshotStream`).
     var fetch = Duration.zero
-    /// Inflating the snapshot, or copying the installed index and applying the delta.
+    /// Inflating a snapshot whose download resumed, or copying the installed index and applying
+    /// the delta.
     var build = Duration.zero
     /// The pass over every row that checks the state root and loads the rows for searching.
     var verify = Duration.zero

@@ -18,7 +18,44 @@ extension Syncer {
             if !resumed { break }
             logger.info("resumed blob failed its hash; downloading it again whole", metadata: ["cairn.sync.blob": "\(id.hex.prefix(12))"])
         }
-        throw SyncError(.hashMismatch, "blob \(id.hex.prefix(12))… from \(base) does not match its SHA-256; trying the next source")
+        throw Self.hashMismatch(id, from: base)
+    }
+
+    private static func hashMismatch(_ id: ContentID, from base: String) -> SyncError {
+        SyncError(.hashMismatch, "blob \(id.hex.prefix(12))… from \(base) does not match its SHA-256; trying the next source")
+    }
+
+    /// Downloads the full snapshot's blob (as `fetchBlob`) and inflates it into `index`. A
+    /// download from the blob's first byte inflates the bytes as they arrive (`SnapshotStream`);
+    /// a resumed one inflates the verified file afterwards. Returns the verified blob's path.
+    func fetchSnapshot(base: String, snapshot: Manifest.Snapshot, index: String) async throws(SyncError) -> String {
+        let partial = "\(directory.stagingPath)/\(snapshot.sha256.hex).partial"
+        if Downloader.fileSize(partial) == 0 {
+            let stream = try SnapshotStream(index: index, uncompressedSize: snapshot.uncompressedSize)
+            let url = "\(base)/\(BlobStore.relativePath(of: snapshot.sha256))"
+            lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(snapshot.size), tap: stream))
+            if stream.received == Int64(snapshot.size) {
+                guard stream.digest == snapshot.sha256 else {
+                    unlink(partial)
+                    throw Self.hashMismatch(snapshot.sha256, from: base)
+                }
+                try stream.finish()
+                // Kept as the version's snapshot.blob and fsynced before the swap: start its writeback.
+                let fd = open(partial, O_RDONLY | O_CLOEXEC)
+                if fd >= 0 {
+                    FileSystem.startWriteback(fd)
+                    close(fd)
+                }
+                return partial
+            }
+            // The stream did not see the whole blob from its start: inflate the file below.
+            unlink(index)
+        }
+        let blob = try await fetchBlob(base: base, id: snapshot.sha256, size: snapshot.size)
+        try await BackgroundWork.run { () throws(SyncError) in
+            try IndexBuilder.decompress(blob: blob, to: index, uncompressedSize: snapshot.uncompressedSize)
+        }
+        return blob
     }
 
     static func hashFile(_ path: String) throws(SyncError) -> ContentID {

@@ -42,6 +42,17 @@ extension Syncer {
         }
     }
 
+    /// Removes what an install left unreferenced: the version before the previous one, models
+    /// neither uses, staging. Called once the query path serves the new version, so that the
+    /// install hands it over sooner; a crash before leaves them to start-up recovery.
+    func removeUnreferenced() {
+        let clock = ContinuousClock()
+        let start = clock.now
+        directory.removeUnreferenced(keepingResumableDownloads: false)
+        logger.debug("removed unreferenced versions, models and staging",
+                     metadata: ["cairn.sync.cleanup_ms": "\((clock.now - start).milliseconds)"])
+    }
+
     /// The new index file: the delta applied to a copy of the installed index, falling back to
     /// the full snapshot when the delta cannot be fetched or does not apply. Says whether the
     /// delta made it, and how long downloading and hashing blobs took.
@@ -66,22 +77,19 @@ extension Syncer {
                 try checkDiskSpace(manifest: manifest, path: .full(manifest.snapshot), installed: installed)
             }
         }
-        let snapshot = manifest.snapshot
         let started = clock.now
-        let blob = try await fetchBlob(base: base, id: snapshot.sha256, size: snapshot.size)
+        let blob = try await fetchSnapshot(base: base, snapshot: manifest.snapshot, index: index)
         fetch += clock.now - started
-        try await BackgroundWork.run { () throws(SyncError) in
-            try IndexBuilder.decompress(blob: blob, to: index, uncompressedSize: snapshot.uncompressedSize)
-        }
         // Kept for `cairn export`: the verified, signed bytes (a rename, not a copy).
         let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectory.snapshotBlobFile
         guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the snapshot blob in \(kept)") }
         return (false, fetch)
     }
 
-    /// Writes the manifest and model link, fsyncs, renames the folder into place, swaps the
-    /// links (`previous` first, then `current`, so both always name complete versions), and
-    /// removes what is no longer referenced.
+    /// Writes the manifest and model link, fsyncs, renames the folder into place and swaps the
+    /// links (`previous` first, then `current`, so both always name complete versions). What is
+    /// no longer referenced is removed after the query path has the new version
+    /// (`removeUnreferenced`).
     private func finish(manifest: Manifest, bytes: [UInt8], partial: String, model: String?) throws(SyncError) -> InstalledVersion {
         let name = "\(manifest.version)"
         let final = "\(directory.versionsPath)/\(name)"
@@ -113,15 +121,6 @@ extension Syncer {
         try directory.syncFolder(directory.path)
         logger.info("installed version", metadata: ["cairn.sync.version": "\(manifest.version)",
                                                     "cairn.sync.state_root": "\(manifest.stateRoot.hex)"])
-
-        let keep: Set<String> = [name, (old as NSString?)?.lastPathComponent ?? name]
-        for entry in directory.entries(directory.versionsPath) where !keep.contains(entry) {
-            directory.remove(directory.versionsPath + "/" + entry)
-        }
-        directory.removeUnusedModels()
-        for entry in directory.entries(directory.stagingPath) {
-            directory.remove(directory.stagingPath + "/" + entry)
-        }
         guard let installed = directory.installed() else {
             throw SyncError(.io, "the installed version \(name) cannot be read back")
         }

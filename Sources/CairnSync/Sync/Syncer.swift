@@ -81,6 +81,7 @@ public actor Syncer {
                     await onInstalled(version, contents)
                     (timings.state, timings.open) = (opening - persisting, clock.now - opening)
                     logger.info("install timings", metadata: timings.metadata.merging(["cairn.sync.version": "\(version.version)"]) { $1 })
+                    removeUnreferenced()
                 }
                 return outcome
             } catch {

@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+@testable import CairnStore
+
+@Suite("zlib inflated into a file piece by piece")
+struct FileInflaterTests {
+    // Incompressible enough to span several of the inflater's 1 MiB output buffers.
+    let data: [UInt8] = {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        return (0..<3_000_000).map { index in
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return index % 3 == 0 ? UInt8(truncatingIfNeeded: state >> 33) : UInt8(ascii: "a") + UInt8(index % 7)
+        }
+    }()
+
+    func temporaryPath() throws -> String {
+        let folder = NSTemporaryDirectory() + "cairn-inflate-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        return folder + "/out"
+    }
+
+    /// Feeds `input` in pieces of `piece` bytes.
+    func feed(_ inflater: Zlib.FileInflater, _ input: [UInt8], piece: Int) throws {
+        for start in stride(from: 0, to: input.count, by: piece) {
+            let slice = Array(input[start..<min(input.count, start + piece)])
+            try slice.withUnsafeBytes { try inflater.feed($0) }
+        }
+    }
+
+    @Test("Given a stream fed in pieces of any size, when finished, then the file holds exactly the inflated bytes",
+          arguments: [1, 4_096, 65_536, 10_000_000])
+    func piecesRoundTrip(piece: Int) throws {
+        let compressed = try Zlib.compress(data)
+        let path = try temporaryPath()
+        let inflater = try Zlib.FileInflater(creating: path, size: data.count)
+        try feed(inflater, compressed, piece: piece)
+        try inflater.finish(durable: false)
+        #expect(try FileSystem.read(path) == data)
+    }
+
+    @Test("Given a bomb fed in pieces, when it passes the stated size, then it is refused and the file stays within it")
+    func bombStopsAtTheCap() throws {
+        let bomb = try Zlib.compress([UInt8](repeating: 0, count: 50_000_000))
+        let path = try temporaryPath()
+        let inflater = try Zlib.FileInflater(creating: path, size: 1_000_000)
+        #expect { try feed(inflater, bomb, piece: 1_000) } throws: { ($0 as? StoreError)?.code == .sizeLimitExceeded }
+        #expect(inflater.produced <= 1_000_000)
+        #expect(try FileSystem.read(path).count <= 1_000_000)
+    }
+
+    @Test("Given a truncated, padded or short stream, when fed and finished, then it is refused as corrupt")
+    func corruptStreamsAreRefused() throws {
+        let compressed = try Zlib.compress(data)
+        for (input, size) in [(Array(compressed.prefix(compressed.count / 2)), data.count), (compressed + [0], data.count),
+                              (compressed, data.count + 1)] {
+            let inflater = try Zlib.FileInflater(creating: try temporaryPath(), size: size)
+            #expect { try feed(inflater, input, piece: 65_536); try inflater.finish(durable: false) } throws: {
+                ($0 as? StoreError)?.code == .corruptStream
+            }
+        }
+    }
+
+    @Test("Given a file that exists, when an inflater is created there, then it refuses and keeps the file")
+    func existingFileIsKept() throws {
+        let path = try temporaryPath()
+        try FileSystem.writeAtomically([1, 2, 3], to: path)
+        #expect(throws: StoreError.self) { try Zlib.FileInflater(creating: path, size: 10) }
+        #expect(try FileSystem.read(path) == [1, 2, 3])
+    }
+}
