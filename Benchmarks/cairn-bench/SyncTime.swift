@@ -1,10 +1,13 @@
-// cairn-bench sync-time --socket PATH --version N --chunk ID [--interval-ms 2]
+// cairn-bench sync-time --socket PATH --version N --chunk ID [--data-dir DIR] [--interval-ms 2]
 //
 // How long a sync takes as a client sees it, with no other load: sends `POST /v1/sync`, then
 // asks `GET /v1/chunks/ID` (one row read by id: the cheapest request that names the version
-// being served) every `--interval-ms` until the answer comes from version N. Prints {sync_ms
-// (request → first answer from version N), polls, interval_ms, poll_ms (median time of one
-// poll request), resolution_ms (interval + that: how late the switch can be seen at most)}.
+// being served) every `--interval-ms` until the answer comes from version N. With --data-dir,
+// the polling costs next to nothing while the install runs: it first waits, reading the
+// `DIR/current` link every millisecond (one readlink call, no request to cairnd), until the
+// link names version N, and only then asks back to back. Prints {sync_ms (request → first
+// answer from version N), polls, interval_ms, poll_ms (median time of one poll request),
+// resolution_ms (interval + that: how late the switch can be seen at most)}.
 import CairnDaemon
 import Foundation
 
@@ -27,6 +30,20 @@ func syncTime(_ arguments: [String]) throws {
     let sync = try client.send(method: "POST", path: "/v1/sync", body: [])
     guard sync.status == 202 else { throw Failure(description: "POST /v1/sync answered \(sync.status)") }
     var pollTimes: [Double] = []
+    var pause = interval
+    if let directory = option("--data-dir", in: arguments) {
+        let link = directory + "/current"
+        func current() -> String {
+            var buffer = [CChar](repeating: 0, count: 4096)
+            let count = readlink(link, &buffer, buffer.count - 1)
+            return count > 0 ? String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        }
+        while current() != "versions/\(target)" {
+            guard clock.now - requested < .seconds(600) else { throw Failure(description: "version \(target) was never installed") }
+            Thread.sleep(forTimeInterval: 0.001)
+        }
+        pause = 0
+    }
     while true {
         let start = clock.now
         let version = servedVersion()
@@ -36,13 +53,13 @@ func syncTime(_ arguments: [String]) throws {
             let sorted = pollTimes.sorted()
             try printJSON([
                 "sync_ms": milliseconds(end - requested), "polls": pollTimes.count,
-                "interval_ms": interval, "poll_ms": percentile(sorted, 0.5),
-                "resolution_ms": Double(interval) + percentile(sorted, 0.5),
+                "interval_ms": pause, "poll_ms": percentile(sorted, 0.5),
+                "resolution_ms": Double(pause) + percentile(sorted, 0.5),
             ])
             return
         }
         guard end - requested < .seconds(600) else { throw Failure(description: "version \(target) never answered") }
         // Sleeping between polls keeps their cost off the install's cores.
-        Thread.sleep(forTimeInterval: Double(interval) / 1000)
+        if pause > 0 { Thread.sleep(forTimeInterval: Double(pause) / 1000) }
     }
 }

@@ -6,8 +6,8 @@
 //   cairn-bench query-load --socket PATH --queries FILE --mode M --clients C --count N
 //   cairn-bench scan --data-dir DIR --queries FILE --mode dense|lexical [--threads T] [--export DIR]
 //   cairn-bench sync-watch --socket PATH --version N [--query TEXT] [--mode M] [--after 50]
-//   cairn-bench sync-time --socket PATH --version N --chunk ID [--interval-ms 2]
-//   cairn-bench inflate-hash --blob FILE --size N
+//   cairn-bench sync-time --socket PATH --version N --chunk ID [--data-dir DIR] [--interval-ms 2]
+//   cairn-bench inflate-hash --blob FILE --size N [--file PATH]
 //   cairn-bench install-phases --index FILE [--repeat 3]
 import Foundation
 
