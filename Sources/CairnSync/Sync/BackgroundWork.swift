@@ -14,6 +14,16 @@ public enum BackgroundWork {
     /// The nice value of install threads started from a thread whose nice value is `current`.
     static func niceness(below current: Int32) -> Int32 { min(19, max(current, -20) + niceness) }
 
+    /// Starts `body` on an install thread of its own and returns at once; the caller waits for
+    /// it by its own means (`SnapshotStream` joins its inflating thread).
+    static func start(_ body: @escaping @Sendable () -> Void) {
+        let target = niceness(below: getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0))
+        Thread {
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, target)
+            body()
+        }.start()
+    }
+
     public static func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
         let target = niceness(below: getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0))
         let result: Result<T, E> = await withCheckedContinuation { continuation in

@@ -33,7 +33,15 @@ extension Syncer {
         if Downloader.fileSize(partial) == 0 {
             let stream = try SnapshotStream(index: index, uncompressedSize: snapshot.uncompressedSize)
             let url = "\(base)/\(BlobStore.relativePath(of: snapshot.sha256))"
-            lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(snapshot.size), tap: stream))
+            let stats: TransferStats
+            do {
+                stats = try await downloader.download(url: url, to: partial, size: Int64(snapshot.size), tap: stream)
+                stream.endInput()
+            } catch {
+                stream.endInput()
+                throw error
+            }
+            lastAttemptStats.add(stats)
             if stream.received == Int64(snapshot.size) {
                 guard stream.digest == snapshot.sha256 else {
                     unlink(partial)
