@@ -42,11 +42,17 @@ public enum StateRoot {
     /// SHA-256("cairn-state-root-v1\n" ‖ u64be(n) ‖ leaf₁ ‖ … ‖ leafₙ), records sorted by the
     /// UTF-8 bytes of their ids. Ids must be unique.
     public static func compute<S: Sequence>(_ records: S) -> ContentID where S.Element == Record {
-        let sorted = records.sorted { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }
+        compute(leaves: records.map { (id: $0.id, leaf: $0.leaf) })
+    }
+
+    /// The same root from each record's id and its `Record.leaf`, in any order (a device keeps
+    /// the leaves of its installed version, so that a delta is checked without re-reading rows).
+    public static func compute(leaves: [(id: String, leaf: ContentID)]) -> ContentID {
+        let sorted = leaves.sorted { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }
         var hasher = SHA256()
         hasher.update(data: domain)
         hasher.update(data: withUnsafeBytes(of: UInt64(sorted.count).bigEndian, Array.init))
-        for record in sorted { hasher.update(data: record.leaf.bytes) }
+        for entry in sorted { hasher.update(data: entry.leaf.bytes) }
         return ContentID(bytes: Array(hasher.finalize()))!
     }
 

@@ -4,8 +4,12 @@ extension Snapshot {
     /// What a scan checks while it loads the rows.
     public enum RowCheck: Sendable {
         /// Nothing beyond the row count: an installed file, verified when it was installed, opened
-        /// to serve; or a delta's result, whose state root the applying transaction checked.
+        /// to serve.
         case none
+        /// Nothing beyond the row count either, but each row's state-root leaf is kept from its
+        /// stored hashes: a delta's result, whose state root the applying transaction checked,
+        /// so that the next delta can be checked against the leaves in memory.
+        case storedHashes
         /// Every row's three hashes recomputed from its data and compared with the stored ones,
         /// then the state root over them: a full snapshot (protocol/snapshot.md, "Verification").
         case recomputedHashes
@@ -61,8 +65,8 @@ extension Snapshot {
             throw IndexError(check == .none ? .snapshotMalformed : .stateRootMismatch,
                              "the snapshot holds a different number of chunks than its meta says")
         }
-        if check != .none {
-            try Self.check(records: parts.flatMap(\.records), meta: first.meta, expectedStateRoot: expectedStateRoot)
+        if check == .recomputedHashes {
+            try Self.check(leaves: Array(zip(rows.ids, rows.leaves)), meta: first.meta, expectedStateRoot: expectedStateRoot)
         }
         return IndexContents(meta: first.meta, file: first.file, rows: rows, lengths: lengths)
     }
@@ -82,7 +86,8 @@ extension Snapshot {
         }
         var rows = IndexContents.Rows(capacity: expectedRows, dimension: meta.dimension)
         var records: [StateRoot.Record] = []
-        if check != .none { records.reserveCapacity(expectedRows) }
+        if check == .recomputedHashes { records.reserveCapacity(expectedRows) }
+        if check != .none { rows.reserveLeaves(expectedRows) }
         while try statement.step() {
             let chunk = try ChunkRow.chunk(from: statement, first: 1)
             let embeddingHash = try statement.withBlob(at: 7) { (bytes) throws(IndexError) -> ContentID? in
@@ -101,6 +106,9 @@ extension Snapshot {
                     throw IndexError(.hashMismatch, "a chunk's stored hashes do not match its stored data; the snapshot was altered")
                 }
                 records.append(record)
+                rows.leaves.append(record.leaf)
+            } else if check == .storedHashes {
+                rows.leaves.append(try storedRecord(id: chunk.id, from: statement, first: 8).leaf)
             }
         }
         return ScanPart(meta: meta, file: file, rows: rows, records: records, lengths: lengths ? try DocumentLengths(db: db) : nil)

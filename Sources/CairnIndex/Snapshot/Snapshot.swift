@@ -53,9 +53,9 @@ public enum Snapshot {
         }
     }
 
-    static func check(records: [StateRoot.Record], meta: SnapshotMeta, expectedStateRoot: ContentID?) throws(IndexError) {
-        let root = StateRoot.compute(records)
-        guard records.count == meta.chunkCount, root == meta.stateRoot else {
+    static func check(leaves: [(id: String, leaf: ContentID)], meta: SnapshotMeta, expectedStateRoot: ContentID?) throws(IndexError) {
+        let root = StateRoot.compute(leaves: leaves)
+        guard leaves.count == meta.chunkCount, root == meta.stateRoot else {
             throw IndexError(.stateRootMismatch, "the snapshot's recomputed state root or chunk count differs from its meta")
         }
         if let expectedStateRoot, expectedStateRoot != root {
