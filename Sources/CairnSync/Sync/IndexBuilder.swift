@@ -67,18 +67,14 @@ enum IndexBuilder {
             }
         }
 
-        var changes = [change]
-        var reused = false
-        if base != nil, let reusable, let catchUp = try? decodeDelta(reusable.deltaBlob, ref: reusable.deltaRef, checkHash: true),
-           catchUp.fromVersion == reusable.version.version, catchUp.fromStateRoot == reusable.version.stateRoot,
-           catchUp.toVersion == installed.version, catchUp.toStateRoot == installed.stateRoot,
-           !Database.isOpenImmutable(reusable.version.indexPath) {
+        // In place only when the delta was checked in memory: a refusal then never costs the
+        // previous version.
+        let catchUp = changed == nil ? nil : reusable.flatMap { catchUpDelta($0, installed: installed) }
+        if let reusable, let catchUp {
             try reusable.release()
             guard rename(reusable.version.indexPath, output) == 0 else {
                 throw SyncError(.io, "cannot move the previous version's index beside the new one: \(String(cString: strerror(errno)))")
             }
-            changes.insert(SnapshotWriter.Change(upserts: catchUp.upserts.map { ($0.chunk, $0.vector) }, deletes: catchUp.deletes), at: 0)
-            reused = true
         } else {
             do {
                 try FileSystem.copyFile(from: installed.indexPath, to: output)
@@ -88,6 +84,9 @@ enum IndexBuilder {
                 throw SyncError(.io, "cannot copy the installed index beside it: \(error.message)")
             }
         }
+        let changes = (catchUp.map { [SnapshotWriter.Change(upserts: $0.upserts.map { ($0.chunk, $0.vector) }, deletes: $0.deletes)] } ?? [])
+            + [change]
+        let reused = catchUp != nil
         let meta = SnapshotMeta(channel: manifest.channel, version: manifest.version, stateRoot: manifest.stateRoot,
                                 dimension: manifest.dimension, modelID: manifest.model.id, chunkCount: manifest.chunkCount)
         do {
@@ -98,6 +97,16 @@ enum IndexBuilder {
             throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : .installFailed,
                             "the delta does not apply: \(error.message)", cause: error)
         }
+    }
+
+    /// The kept delta that brings `reusable`'s file up to the installed version, when it is
+    /// whole, chains exactly, and no connection still reads that file; else nil (copy instead).
+    private static func catchUpDelta(_ reusable: ReusableFile, installed: InstalledVersion) -> Delta? {
+        guard let delta = try? decodeDelta(reusable.deltaBlob, ref: reusable.deltaRef, checkHash: true),
+              delta.fromVersion == reusable.version.version, delta.fromStateRoot == reusable.version.stateRoot,
+              delta.toVersion == installed.version, delta.toStateRoot == installed.stateRoot,
+              !Database.isOpenImmutable(reusable.version.indexPath) else { return nil }
+        return delta
     }
 
     /// The delta blob of manifest entry `ref`, inflated to exactly its uncompressed size and
