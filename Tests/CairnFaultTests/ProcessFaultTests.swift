@@ -13,11 +13,20 @@ struct ProcessFaultTests {
     static let version2: Workspace.KB = Rig.knowledgeBase(2)
 
     /// A data directory holding version 1 (made by a real sync from `url`) and the time a
-    /// start-up plus a whole sync took, over which kill instants are drawn.
-    static func seed(_ workspace: Workspace, url: String) async throws -> (folder: String, window: UInt32) {
-        let started = ContinuousClock.now
+    /// start-up plus a whole sync took, over which kill instants are drawn. With `upTo` 2 it
+    /// then syncs version 2 (published by the caller before) by its delta, keeping version 1 as
+    /// `previous` and the delta blob: the next delta is applied to version 1's file in place.
+    static func seed(_ workspace: Workspace, url: String, upTo last: Int = 1,
+                     publishing next: (() throws -> Void)? = nil) async throws -> (folder: String, window: UInt32) {
+        var started = ContinuousClock.now
         let seed = try DeviceProcess(workspace, sources: [url], name: "seed")
         try await seed.waitForVersion(1)
+        if last == 2 {
+            try next?()
+            started = ContinuousClock.now
+            _ = try seed.cairn(["sync"])
+            try await seed.waitForVersion(2)
+        }
         let window = (ContinuousClock.now - started).components
         seed.stop()
         return (seed.dataDirectory, UInt32(max(50_000, window.seconds * 1_000_000 + window.attoseconds / 1_000_000_000_000)))
@@ -31,28 +40,33 @@ struct ProcessFaultTests {
         return folder + "/data"
     }
 
-    /// After a restart: answers from version 1 or 2 at once (that version's release chunk),
-    /// then completes the sync to 2. Returns the first version served, or throws.
-    static func restartServes(_ workspace: Workspace, url: String, name: String) async throws -> Int {
+    /// After a restart: answers from version `target - 1` or `target` at once (that version's
+    /// release chunk), then completes the sync to `target`. Returns the first version served.
+    static func restartServes(_ workspace: Workspace, url: String, name: String, target: Int = 2) async throws -> Int {
         let restarted = try DeviceProcess(workspace, sources: [url], name: name)
         defer { restarted.stop() }
         try await waitUntil("\(name): cairnd answers", seconds: 30) { restarted.status()["version"] is Int }
         let answer = try restarted.query("release notes edition", mode: "lexical")
-        guard [1, 2].contains(answer.version), answer.ids == ["release-\(answer.version)"] else {
+        guard [target - 1, target].contains(answer.version), answer.ids == ["release-\(answer.version)"] else {
             throw StepFailed("\(name): answered \(answer)")
         }
-        try await restarted.waitForVersion(2)
+        try await restarted.waitForVersion(target)
         return answer.version
     }
 
-    @Test("Given cairnd killed with SIGKILL at 30 random instants of a sync, when restarted each time, then it serves a verified version and finishes the sync")
-    func killedDuringSync() async throws {
+    /// From version 1 (installed in full, nothing previous) the sync to 2 takes the delta on a
+    /// copy of the live index; from version 2 (installed by a delta, version 1 previous) the
+    /// sync to 3 applies its delta to version 1's file in place.
+    @Test("Given cairnd killed with SIGKILL at 30 random instants of a sync, when restarted each time, then it serves a verified version and finishes the sync",
+          arguments: [1, 2])
+    func killedDuringSync(from installed: Int) async throws {
         let workspace = try Workspace()
         try workspace.publish(Self.version1)
         let (server, url, _) = try await workspace.serve()
         defer { stopProcess(server) }
-        let (seed, window) = try await Self.seed(workspace, url: url)
-        try workspace.publish(Self.version2)
+        let (seed, window) = try await Self.seed(workspace, url: url, upTo: installed) { try workspace.publish(Self.version2) }
+        let target = installed + 1
+        try workspace.publish(Rig.knowledgeBase(target))
 
         let report = FaultReport("SIGKILL at a random instant of a sync")
         var servedAtRestart: [Int: Int] = [:]
@@ -68,12 +82,18 @@ struct ProcessFaultTests {
                 running.process.waitUntilExit()
                 let installed = (try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/current")) ?? "?"
                 leftAtKill[installed, default: 0] += 1
-                servedAtRestart[try await Self.restartServes(workspace, url: url, name: name), default: 0] += 1
+                servedAtRestart[try await Self.restartServes(workspace, url: url, name: name, target: target), default: 0] += 1
+                if target == 3 {
+                    // Version 3 came from version 1's file brought up to date in place: verified by
+                    // the install; here its folders are whole and nothing else is left.
+                    let versions = (try? FileManager.default.contentsOfDirectory(atPath: data + "/versions"))?.sorted() ?? []
+                    guard versions == ["2", "3"] else { return "versions left after the sync: \(versions)" }
+                }
                 return nil
             }
         }
         let kills = leftAtKill.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)×" }.joined(separator: ", ")
-        #expect(report.finish("restarted on v1 \(servedAtRestart[1] ?? 0)×, v2 \(servedAtRestart[2] ?? 0)×, then synced to v2; current at the kill: \(kills)"))
+        #expect(report.finish("restarted on v\(installed) \(servedAtRestart[installed] ?? 0)×, v\(target) \(servedAtRestart[target] ?? 0)×, then synced to v\(target); current at the kill: \(kills)"))
     }
 
     @Test("Given SIGTERM at random instants of a sync and swap, then cairnd exits 0, removes its socket, and restarts serving a verified version",

@@ -57,12 +57,18 @@ struct DeltaTrustTests {
         #expect(FileSystem.exists(device.path + "/versions/2/" + DataDirectory.snapshotBlobFile))
     }
 
-    @Test("Given the installed index altered on disk (a row's text and its stored hash), when a delta arrives, then the result is refused and the full snapshot installed instead")
+    @Test("Given the installed index altered on disk while the device was stopped (a row's text and its stored hash), when a delta arrives, then the result is refused and the full snapshot installed instead")
     func alteredBase() async throws {
-        let (repo, device) = try await Self.deviceOnVersion1()
-        let base = try #require(device.directory.installed())
+        let (repo, path) = try await { () async throws -> (RepoFixture, String) in
+            let (repo, stopped) = try await Self.deviceOnVersion1()
+            return (repo, stopped.path)
+        }()
+        let base = path + "/versions/1/index.sqlite"
         let poison = "boil water before drinking? no need"
-        try Database(path: base.indexPath, mode: .readWrite).exec("UPDATE chunks SET content = '\(poison)', content_hash = '\(ContentID(hashing: Array(poison.utf8)).hex)' WHERE id = 'chunk-005'")
+        try Database(path: base, mode: .readWrite).exec("UPDATE chunks SET content = '\(poison)', content_hash = '\(ContentID(hashing: Array(poison.utf8)).hex)' WHERE id = 'chunk-005'")
+        // Restarted: the syncer reads the installed rows from the file (cairnd's start-up scan
+        // reads the stored hashes too), not from a previous run's memory.
+        let device = try Device(repo: repo, sources: [repo.url], path: path)
 
         try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
         #expect(await device.syncer.syncOnce().installedVersion == 2)

@@ -57,8 +57,9 @@ public enum StateRoot {
         compute(leaves: records.map { (id: $0.id, leaf: $0.leaf) })
     }
 
-    /// The state root from each record's id and leaf (`Record.leaf`), in any order (a list
-    /// already in id order, as a snapshot's rows are, is only checked, not sorted).
+    /// The same root from each record's id and its `Record.leaf`, in any order (a device keeps
+    /// the leaves of its installed version, so that a delta is checked without re-reading rows;
+    /// a list already in id order, as a snapshot's rows are, is only checked, not sorted).
     public static func compute(leaves: [(id: String, leaf: ContentID)]) -> ContentID {
         func precedes(_ a: (id: String, leaf: ContentID), _ b: (id: String, leaf: ContentID)) -> Bool {
             a.id.utf8.lexicographicallyPrecedes(b.id.utf8)

@@ -1,4 +1,5 @@
 import CairnCore
+import CairnIndex
 import CairnSearch
 import CairnSync
 import Foundation
@@ -33,9 +34,20 @@ public struct Device: Sendable {
         }
         let sync = try syncConfiguration(configuration)
         let holder = IndexHolder()
+        // The installed version, opened from rows whose state-root leaves are kept for the
+        // syncer: the next delta is then checked in memory and applied to the previous version's
+        // file in place. If this fails, `buildDaemon` opens what it can (falling back to previous).
+        var installedRows: IndexContents?
+        if let installed = directory.installed(), let rows = try? Snapshot.scan(at: installed.indexPath, check: .storedHashes),
+           let version = try? VersionLoader.load(dataDirectory: configuration.dataDirectory, contents: rows, logger: logger),
+           version.index.meta.version == installed.version {
+            holder.install(version)
+            installedRows = rows
+        }
         let status = SyncStateStatusProvider(directory: directory, configuration: sync)
         let dataDirectory = configuration.dataDirectory
-        let syncer = Syncer(configuration: sync, directory: directory, logger: logger, onInstalled: { installed, contents in
+        let syncer = Syncer(configuration: sync, directory: directory, logger: logger, installedRows: installedRows,
+                            onInstalled: { installed, contents in
             do {
                 // Opening (reading every vector when the install did not hand its rows over) runs
                 // off the threads that answer queries.

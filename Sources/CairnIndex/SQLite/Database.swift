@@ -1,4 +1,6 @@
 import CSQLite
+import Glibc
+import Synchronization
 
 /// One SQLite connection.
 ///
@@ -20,6 +22,8 @@ public final class Database: @unchecked Sendable {
     }
 
     let handle: OpaquePointer
+    /// The file (device, inode) when opened immutable: counted in `immutableOpens` while open.
+    private let immutableFile: FileKey?
 
     /// Milliseconds a statement waits for another connection's lock before failing.
     public static let defaultBusyTimeout: Int32 = 5_000
@@ -47,12 +51,47 @@ public final class Database: @unchecked Sendable {
             throw IndexError(.sqlite, "cannot open the database: \(Database.describe(code))", sqliteCode: code)
         }
         handle = db
+        immutableFile = Self.immutableFlag(mode) ? FileKey(path: path) : nil
+        if let immutableFile { Self.immutableOpens.withLock { $0[immutableFile, default: 0] += 1 } }
         sqlite3_busy_timeout(db, busyTimeout)
         _ = cairn_sqlite3_db_config_defensive(db, 1)
     }
 
     deinit {
         sqlite3_close_v2(handle)
+        if let immutableFile {
+            Self.immutableOpens.withLock {
+                $0[immutableFile, default: 1] -= 1
+                if $0[immutableFile] == 0 { $0[immutableFile] = nil }
+            }
+        }
+    }
+
+    /// Whether a connection of this process has the file at `path` open as immutable (a served
+    /// snapshot: SQLite reads it without locks, so it must not change while such a connection
+    /// lives). A connection's statements keep it alive.
+    public static func isOpenImmutable(_ path: String) -> Bool {
+        guard let key = FileKey(path: path) else { return false }
+        return immutableOpens.withLock { $0[key] != nil }
+    }
+
+    private static let immutableOpens = Mutex<[FileKey: Int]>([:])
+
+    private struct FileKey: Hashable {
+        let device: UInt64
+        let inode: UInt64
+
+        init?(path: String) {
+            var info = stat()
+            guard stat(path, &info) == 0 else { return nil }
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+        }
+    }
+
+    private static func immutableFlag(_ mode: OpenMode) -> Bool {
+        if case .readOnly(immutable: true) = mode { return true }
+        return false
     }
 
     /// Compiles one SQL statement (Cairn's own SQL: values are always bound, never spliced).

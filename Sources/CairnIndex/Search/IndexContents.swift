@@ -35,6 +35,9 @@ public final class IndexContents: Sendable {
         var scenarioCodes: [Int32] = []
         var scenarioCode: [String: Int32] = [:]
         var tags: [Set<String>] = []
+        /// Each row's state-root leaf (`StateRoot.Record.leaf`) when the scan read or recomputed
+        /// the hashes, else empty: a delta to these rows is then checked without reading them.
+        var leaves: [ContentID] = []
 
         init(capacity: Int, dimension: Int) {
             matrix.reserveCapacity(capacity * dimension)
@@ -45,8 +48,15 @@ public final class IndexContents: Sendable {
             tags.reserveCapacity(capacity)
         }
 
+        /// Reserves room for one leaf per row (a scan that keeps them).
+        mutating func reserveLeaves(_ capacity: Int) { leaves.reserveCapacity(capacity) }
+
         /// Appends one row; `embedding` holds exactly `dimension` little-endian float32 values.
         mutating func append(rowid: Int64, id: String, scenario: String?, tags: [String], embedding: UnsafeRawBufferPointer) {
+            append(rowid: rowid, id: id, scenario: scenario, tags: Set(tags), embedding: embedding)
+        }
+
+        mutating func append(rowid: Int64, id: String, scenario: String?, tags: Set<String>, embedding: UnsafeRawBufferPointer) {
             rowForRowid[rowid] = rowids.count
             rowids.append(rowid)
             ids.append(id)
@@ -57,7 +67,7 @@ public final class IndexContents: Sendable {
             } else {
                 scenarioCodes.append(-1)
             }
-            self.tags.append(Set(tags))
+            self.tags.append(tags)
             ChunkRow.decode(embedding, into: &matrix)
         }
 
@@ -78,6 +88,7 @@ public final class IndexContents: Sendable {
                 scenarioCodes.append(merged)
             }
             tags += other.tags
+            leaves += other.leaves
             matrix += other.matrix
         }
     }

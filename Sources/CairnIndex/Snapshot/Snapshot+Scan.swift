@@ -4,8 +4,12 @@ extension Snapshot {
     /// What a scan checks while it loads the rows.
     public enum RowCheck: Sendable {
         /// Nothing beyond the row count: an installed file, verified when it was installed, opened
-        /// to serve; or a delta's result, whose state root the applying transaction checked.
+        /// to serve.
         case none
+        /// Nothing beyond the row count either, but each row's state-root leaf is kept from its
+        /// stored hashes: a delta's result, whose state root the applying transaction checked,
+        /// so that the next delta can be checked against the leaves in memory.
+        case storedHashes
         /// Every row's three hashes recomputed from its data and compared with the stored ones,
         /// then the state root over them: a full snapshot (protocol/snapshot.md, "Verification").
         case recomputedHashes
@@ -17,8 +21,6 @@ extension Snapshot {
         let meta: SnapshotMeta
         let file: FileIdentity
         let rows: IndexContents.Rows
-        /// Each row's id and state-root leaf (with `.recomputedHashes`), in rowid order.
-        let leaves: [(id: String, leaf: ContentID)]
         /// Read by part 0 only.
         let lengths: DocumentLengths?
     }
@@ -67,8 +69,8 @@ extension Snapshot {
             throw IndexError(check == .none ? .snapshotMalformed : .stateRootMismatch,
                              "the snapshot holds a different number of chunks than its meta says")
         }
-        if check != .none {
-            try Self.check(leaves: parts.flatMap(\.leaves), meta: first.meta, expectedStateRoot: expectedStateRoot)
+        if check == .recomputedHashes {
+            try Self.check(leaves: Array(zip(rows.ids, rows.leaves)), meta: first.meta, expectedStateRoot: expectedStateRoot)
         }
         return IndexContents(meta: first.meta, file: first.file, rows: rows, lengths: lengths)
     }
@@ -87,8 +89,7 @@ extension Snapshot {
             try statement.bind(rowids.upperBound, at: 2)
         }
         var rows = IndexContents.Rows(capacity: expectedRows, dimension: meta.dimension)
-        var leaves: [(id: String, leaf: ContentID)] = []
-        if check != .none { leaves.reserveCapacity(expectedRows) }
+        if check != .none { rows.reserveLeaves(expectedRows) }
         var rowCheck = StoredRowCheck()
         let empty = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
         while try statement.step() {
@@ -100,6 +101,7 @@ extension Snapshot {
                     throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
                 }
                 rows.append(rowid: statement.int64(at: 0), id: id, scenario: scenario, tags: tags, embedding: bytes)
+                if check == .storedHashes { rows.leaves.append(try storedRecord(id: id, from: statement, first: 8).leaf) }
                 guard check == .recomputedHashes else { return }
                 // The text columns' bytes as stored, hashed without building a Chunk; the
                 // embedding column is the vector's little-endian float32 bytes, exactly what the
@@ -109,12 +111,12 @@ extension Snapshot {
                     scenario: statement.unsafeUTF8(at: 4), tags: tags, source: statement.unsafeUTF8(at: 6), embedding: bytes,
                     storedHashes: (statement.unsafeUTF8(at: 8), statement.unsafeUTF8(at: 9), statement.unsafeUTF8(at: 10)))
                 switch outcome {
-                case .leaf(let leaf): leaves.append((id, leaf))
+                case .leaf(let leaf): rows.leaves.append(leaf)
                 case .mismatch: throw IndexError(.hashMismatch, "a chunk's stored hashes do not match its stored data; the snapshot was altered")
                 case .malformedHash: throw IndexError(.hashMismatch, "a chunk's stored hash is not a SHA-256 hex digest")
                 }
             }
         }
-        return ScanPart(meta: meta, file: file, rows: rows, leaves: leaves, lengths: lengths ? try DocumentLengths(db: db) : nil)
+        return ScanPart(meta: meta, file: file, rows: rows, lengths: lengths ? try DocumentLengths(db: db) : nil)
     }
 }

@@ -64,19 +64,49 @@ public enum SnapshotWriter {
         try db.exec("VACUUM")
     }
 
+    /// One delta's changes to a snapshot's rows: chunks to insert or replace by id, ids to delete.
+    public struct Change: Sendable {
+        public var upserts: [(Chunk, [Float])]
+        public var deletes: [String]
+
+        public init(upserts: [(Chunk, [Float])], deletes: [String]) {
+            self.upserts = upserts
+            self.deletes = deletes
+        }
+    }
+
+    /// How `apply` checks the rows it is about to commit.
+    public enum ResultCheck: Sendable {
+        /// The state root over every row's stored hashes (one read of four short columns per
+        /// row) and the row count must equal the new meta's.
+        case storedHashes
+        /// The caller computed the result's state root before the file was touched, from the
+        /// rows the changes apply to (`IndexContents.stateRoot(deleting:upserting:)`); only the
+        /// row count is checked here.
+        case checkedByCaller
+    }
+
     /// Applies upserts (insert or replace by id) and deletes to the snapshot at `path` (a copy of
     /// the installed one) in one transaction, keeping the FTS index in step, and sets `newMeta`.
+    public static func apply(upserts: [(Chunk, [Float])], deletes: [String], newMeta: SnapshotMeta,
+                             to path: String) throws(IndexError) {
+        try apply([Change(upserts: upserts, deletes: deletes)], newMeta: newMeta, to: path, check: .storedHashes)
+    }
+
+    /// Applies `changes` in order (each as one delta: upserts insert or replace by id, deletes
+    /// remove) to the snapshot at `path` in one transaction, keeping the FTS index in step, and
+    /// sets `newMeta`. Several changes bring an older version's file up to the delta's base first.
     ///
-    /// Refuses (and leaves the file unchanged) when: a deleted id is absent, an id appears twice,
-    /// a vector's dimension differs from the snapshot's, or the resulting chunk count and state
-    /// root (from the stored hashes) differ from `newMeta`'s.
+    /// Refuses (and leaves the file unchanged) when: a deleted id is absent, an id appears twice
+    /// in one change, a vector's dimension differs from the snapshot's, or the resulting chunk
+    /// count (and, with `.storedHashes`, the state root) differ from `newMeta`'s.
     ///
     /// The file is scratch until the caller fsyncs it: the transaction keeps its rollback
     /// journal in memory and SQLite does not fsync (`journal_mode=MEMORY`, `synchronous=OFF`,
     /// neither stored in the file), so a crash part-way leaves a file to discard, as a device
     /// discards its `.partial` folders at start-up; a refusal still rolls back in full.
-    public static func apply(upserts: [(Chunk, [Float])], deletes: [String], newMeta: SnapshotMeta,
-                             to path: String) throws(IndexError) {
+    public static func apply(_ changes: [Change], newMeta: SnapshotMeta, to path: String,
+                             check: ResultCheck) throws(IndexError) {
         try validate(meta: newMeta)
         let db = try Database(path: path, mode: .readWrite)
         try db.exec("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF")
@@ -84,11 +114,13 @@ public enum SnapshotWriter {
         guard newMeta.dimension == current.dimension else {
             throw IndexError(.dimensionMismatch, "a delta cannot change the embedding dimension; install a full snapshot")
         }
-        try validate(vectors: upserts.map(\.1), dimension: current.dimension)
-        let upsertIDs = upserts.map(\.0.id)
-        guard Set(upsertIDs).count == upsertIDs.count, Set(deletes).count == deletes.count,
-              Set(upsertIDs).isDisjoint(with: deletes) else {
-            throw IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
+        for change in changes {
+            try validate(vectors: change.upserts.map(\.1), dimension: current.dimension)
+            let upsertIDs = change.upserts.map(\.0.id)
+            guard Set(upsertIDs).count == upsertIDs.count, Set(change.deletes).count == change.deletes.count,
+                  Set(upsertIDs).isDisjoint(with: change.deletes) else {
+                throw IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
+            }
         }
 
         try db.transaction { () throws(IndexError) in
@@ -125,33 +157,43 @@ public enum SnapshotWriter {
                 try ftsInsert.run()
             }
 
-            for id in deletes {
-                guard let rowid = try unindexExisting(id: id) else {
-                    throw IndexError(.deltaMismatch, "a delta deletes a chunk this snapshot does not hold; it was built for another version")
+            for change in changes {
+                for id in change.deletes {
+                    guard let rowid = try unindexExisting(id: id) else {
+                        throw IndexError(.deltaMismatch, "a delta deletes a chunk this snapshot does not hold; it was built for another version")
+                    }
+                    deleteRow.reset()
+                    try deleteRow.bind(rowid, at: 1)
+                    try deleteRow.run()
                 }
-                deleteRow.reset()
-                try deleteRow.bind(rowid, at: 1)
-                try deleteRow.run()
-            }
-            for (chunk, vector) in upserts {
-                if let rowid = try unindexExisting(id: chunk.id) {
-                    update.reset()
-                    try bindChunk(chunk, vector: vector, to: update)
-                    try update.bind(rowid, at: 11)
-                    try update.run()
-                    try index(rowid: rowid, chunk)
-                } else {
-                    insert.reset()
-                    try bindChunk(chunk, vector: vector, to: insert)
-                    try insert.run()
-                    try index(rowid: db.lastInsertRowID, chunk)
+                for (chunk, vector) in change.upserts {
+                    if let rowid = try unindexExisting(id: chunk.id) {
+                        update.reset()
+                        try bindChunk(chunk, vector: vector, to: update)
+                        try update.bind(rowid, at: 11)
+                        try update.run()
+                        try index(rowid: rowid, chunk)
+                    } else {
+                        insert.reset()
+                        try bindChunk(chunk, vector: vector, to: insert)
+                        try insert.run()
+                        try index(rowid: db.lastInsertRowID, chunk)
+                    }
                 }
             }
             try writeMeta(newMeta, to: db)
 
-            let records = try Snapshot.storedRecords(in: db)
-            guard records.count == newMeta.chunkCount, StateRoot.compute(records) == newMeta.stateRoot else {
-                throw IndexError(.stateRootMismatch, "the delta does not produce the new version's state root; nothing was changed")
+            switch check {
+            case .storedHashes:
+                let records = try Snapshot.storedRecords(in: db)
+                guard records.count == newMeta.chunkCount, StateRoot.compute(records) == newMeta.stateRoot else {
+                    throw IndexError(.stateRootMismatch, "the delta does not produce the new version's state root; nothing was changed")
+                }
+            case .checkedByCaller:
+                let count = try db.prepare("SELECT count(*) FROM chunks")
+                guard try count.step(), count.int64(at: 0) == Int64(newMeta.chunkCount) else {
+                    throw IndexError(.stateRootMismatch, "the delta does not produce the new version's chunk count; nothing was changed")
+                }
             }
         }
     }

@@ -22,6 +22,8 @@ public final class DataDirectory: Sendable {
     public var previousLink: String { path + "/previous" }
     /// The verified compressed snapshot kept in a version folder installed from it.
     public static let snapshotBlobFile = "snapshot.blob"
+    /// The verified compressed delta a version was installed by (from the version then current).
+    public static let deltaBlobFile = "delta.blob"
 
     /// Creates the folder layout if missing and takes `DIR/lock` (flock, exclusive, non-blocking).
     /// - Throws: `SyncError` `.locked` when another process (or another `DataDirectory` in this

@@ -45,6 +45,7 @@ extension Syncer {
             throw error
         }
         unlink(directory.previousLink)
+        installedRows = nil
         try directory.syncFolder(directory.path)
         guard let now = directory.installed() else {
             throw SyncError(.io, "the rolled-back version \(previous.version) cannot be read back")

@@ -23,34 +23,109 @@ enum IndexBuilder {
         return SyncError(code, "the snapshot cannot be installed: \(error.message)", cause: error)
     }
 
-    /// Copies the installed index to `output` and applies the verified delta blob to the copy.
-    static func applyDelta(blob: String, ref: Manifest.DeltaRef, manifest: Manifest,
-                           installed: InstalledVersion, to output: String) throws(SyncError) {
-        do {
-            try FileSystem.copyFile(from: installed.indexPath, to: output)
-        } catch where error.code == .diskFull {
-            throw SyncError(.diskFull, "the disk filled while copying the installed index to apply the delta")
-        } catch {
-            throw SyncError(.io, "cannot copy the installed index beside it: \(error.message)")
-        }
-        let delta: Delta
-        do {
-            delta = try Delta.decode(try Zlib.decompress(try FileSystem.read(blob), expectedSize: ref.uncompressedSize))
-        } catch {
-            throw SyncError(.installFailed, "the delta cannot be decoded: \(error)")
-        }
+    /// An older installed version's index file that a delta can bring up to date in place
+    /// instead of copying the live one: the `previous` version, with the delta blob that took it
+    /// to the installed version (kept in the installed version's folder).
+    struct ReusableFile: Sendable {
+        let version: InstalledVersion
+        /// `versions/<installed>/delta.blob`: the delta from `version` to the installed version,
+        /// and its entry in the installed version's manifest.
+        let deltaBlob: String
+        let deltaRef: Manifest.DeltaRef
+        /// Makes the file the installer's own (drops the `previous` link) before it moves it.
+        let release: @Sendable () throws(SyncError) -> Void
+    }
+
+    /// What `applyDelta` built.
+    struct DeltaResult: Sendable {
+        /// The new index's rows for the query path, derived from the installed version's without
+        /// reading the file's rows; nil when the installed rows were not at hand (then the
+        /// transaction checked the state root over the stored hashes, and the rows are read).
+        let contents: IndexContents?
+        /// Whether the file is the previous version's, brought up to date in place.
+        let reused: Bool
+    }
+
+    /// Builds `output` from the verified delta blob: checks the delta against the installed
+    /// version's rows in memory when `installedRows` are given (the state root the result will
+    /// have, before any file is touched), then applies it to the previous version's file brought
+    /// up to the installed version by its kept delta (`reusable`, written only where changed),
+    /// else to a copy of the installed index.
+    static func applyDelta(blob: String, ref: Manifest.DeltaRef, manifest: Manifest, installed: InstalledVersion,
+                           installedRows: IndexContents?, reusable: ReusableFile?, to output: String) throws(SyncError) -> DeltaResult {
+        let delta = try decodeDelta(blob, ref: ref, checkHash: false)
         guard delta.fromVersion == installed.version, delta.toVersion == manifest.version,
               delta.fromStateRoot == installed.stateRoot, delta.toStateRoot == manifest.stateRoot else {
             throw SyncError(.installFailed, "the delta's versions or state roots differ from its manifest entry")
         }
+        let change = SnapshotWriter.Change(upserts: delta.upserts.map { ($0.chunk, $0.vector) }, deletes: delta.deletes)
+        let base = installedRows.flatMap {
+            $0.hasLeaves && $0.meta.version == installed.version && $0.meta.stateRoot == installed.stateRoot ? $0 : nil
+        }
+        var changed: IndexContents.Changed?
+        if let base {
+            do { changed = try base.changed(deleting: change.deletes, upserting: change.upserts) } catch {
+                throw SyncError(.installFailed, "the delta does not apply: \(error.message)", cause: error)
+            }
+            guard changed?.stateRoot == manifest.stateRoot, changed?.count == manifest.chunkCount else {
+                throw SyncError(.stateRootMismatch, "the delta does not produce the new version's state root; nothing was changed")
+            }
+        }
+
+        // In place only when the delta was checked in memory: a refusal then never costs the
+        // previous version.
+        let catchUp = changed == nil ? nil : reusable.flatMap { catchUpDelta($0, installed: installed) }
+        if let reusable, let catchUp {
+            try reusable.release()
+            guard rename(reusable.version.indexPath, output) == 0 else {
+                throw SyncError(.io, "cannot move the previous version's index beside the new one: \(String(cString: strerror(errno)))")
+            }
+        } else {
+            do {
+                try FileSystem.copyFile(from: installed.indexPath, to: output)
+            } catch where error.code == .diskFull {
+                throw SyncError(.diskFull, "the disk filled while copying the installed index to apply the delta")
+            } catch {
+                throw SyncError(.io, "cannot copy the installed index beside it: \(error.message)")
+            }
+        }
+        let changes = (catchUp.map { [SnapshotWriter.Change(upserts: $0.upserts.map { ($0.chunk, $0.vector) }, deletes: $0.deletes)] } ?? [])
+            + [change]
+        let reused = catchUp != nil
         let meta = SnapshotMeta(channel: manifest.channel, version: manifest.version, stateRoot: manifest.stateRoot,
                                 dimension: manifest.dimension, modelID: manifest.model.id, chunkCount: manifest.chunkCount)
         do {
-            try SnapshotWriter.apply(upserts: delta.upserts.map { ($0.chunk, $0.vector) }, deletes: delta.deletes,
-                                     newMeta: meta, to: output)
+            try SnapshotWriter.apply(changes, newMeta: meta, to: output, check: base == nil ? .storedHashes : .checkedByCaller)
+            let contents = try changed?.contents(ofFile: output, meta: meta)
+            return DeltaResult(contents: contents, reused: reused)
         } catch {
             throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : .installFailed,
                             "the delta does not apply: \(error.message)", cause: error)
+        }
+    }
+
+    /// The kept delta that brings `reusable`'s file up to the installed version, when it is
+    /// whole, chains exactly, and no connection still reads that file; else nil (copy instead).
+    private static func catchUpDelta(_ reusable: ReusableFile, installed: InstalledVersion) -> Delta? {
+        guard let delta = try? decodeDelta(reusable.deltaBlob, ref: reusable.deltaRef, checkHash: true),
+              delta.fromVersion == reusable.version.version, delta.fromStateRoot == reusable.version.stateRoot,
+              delta.toVersion == installed.version, delta.toStateRoot == installed.stateRoot,
+              !Database.isOpenImmutable(reusable.version.indexPath) else { return nil }
+        return delta
+    }
+
+    /// The delta blob of manifest entry `ref`, inflated to exactly its uncompressed size and
+    /// decoded; `checkHash` checks its SHA-256 first (a kept blob: written without an fsync, a
+    /// crash may have torn it).
+    private static func decodeDelta(_ blob: String, ref: Manifest.DeltaRef, checkHash: Bool) throws(SyncError) -> Delta {
+        do {
+            let bytes = try FileSystem.read(blob)
+            guard !checkHash || ContentID(hashing: bytes) == ref.sha256 else {
+                throw SyncError(.hashMismatch, "the kept delta blob \(blob) does not match its SHA-256")
+            }
+            return try Delta.decode(try Zlib.decompress(bytes, expectedSize: ref.uncompressedSize))
+        } catch {
+            throw SyncError(.installFailed, "the delta cannot be decoded: \(error)")
         }
     }
 

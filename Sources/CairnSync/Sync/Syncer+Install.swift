@@ -19,9 +19,12 @@ extension Syncer {
         let clock = ContinuousClock()
         do {
             let start = clock.now
-            let (byDelta, fetch) = try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index)
+            let made = try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index)
             let built = clock.now
-            let contents = try await IndexBuilder.check(index: index, manifest: manifest, byDelta: byDelta)
+            let contents: IndexContents
+            if let derived = made.rows { contents = derived } else {
+                contents = try await IndexBuilder.check(index: index, manifest: manifest, byDelta: made.byDelta)
+            }
             let verified = clock.now
             try await BackgroundWork.run { () throws(SyncError) in
                 try IndexBuilder.runCanaries(manifest.canaries, index: index, contents: contents, modelDirectory: model,
@@ -29,9 +32,9 @@ extension Syncer {
             }
             let checked = clock.now
             let version = try finish(manifest: manifest, bytes: bytes, partial: partial, model: model)
-            timings.path = byDelta ? "delta" : "full"
-            timings.fetch = fetch
-            timings.build = built - start - fetch
+            timings.path = !made.byDelta ? "full" : made.inPlace ? "delta-in-place" : "delta-on-copy"
+            timings.fetch = made.fetch
+            timings.build = built - start - made.fetch
             timings.verify = verified - built
             timings.canaries = checked - verified
             timings.swap = clock.now - checked
@@ -53,22 +56,28 @@ extension Syncer {
                      metadata: ["cairn.sync.cleanup_ms": "\((clock.now - start).milliseconds)"])
     }
 
-    /// The new index file: the delta applied to a copy of the installed index, falling back to
-    /// the full snapshot when the delta cannot be fetched or does not apply. Says whether the
-    /// delta made it, and how long downloading and hashing blobs took.
-    private func buildIndex(manifest: Manifest, path: SyncPlanner.Path, base: String,
-                            installed: InstalledVersion?, index: String) async throws(SyncError) -> (byDelta: Bool, fetch: Duration) {
+    /// The new index file: the delta applied to the previous version's file brought up to date
+    /// in place or to a copy of the installed index, falling back to the full snapshot when the
+    /// delta cannot be fetched or does not apply. Says whether the delta made it, how long
+    /// downloading and hashing blobs took, and the new rows when the delta path derived them.
+    private func buildIndex(manifest: Manifest, path: SyncPlanner.Path, base: String, installed: InstalledVersion?,
+                            index: String) async throws(SyncError) -> BuiltIndex {
         let clock = ContinuousClock()
         var fetch = Duration.zero
         if case .delta(let ref) = path, let installed {
-            do {
+            do throws(SyncError) {
                 let started = clock.now
                 let blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size)
                 fetch += clock.now - started
-                try await BackgroundWork.run { () throws(SyncError) in
-                    try IndexBuilder.applyDelta(blob: blob, ref: ref, manifest: manifest, installed: installed, to: index)
+                let (rows, reusable) = (installedRows, reusableFile(installed: installed))
+                let result = try await BackgroundWork.run { () throws(SyncError) -> IndexBuilder.DeltaResult in
+                    try IndexBuilder.applyDelta(blob: blob, ref: ref, manifest: manifest, installed: installed,
+                                                installedRows: rows, reusable: reusable, to: index)
                 }
-                return (true, fetch)
+                // Kept for the next delta, which brings this file up to date in place (a rename).
+                let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectory.deltaBlobFile
+                guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the delta blob in \(kept)") }
+                return BuiltIndex(byDelta: true, inPlace: result.reused, fetch: fetch, rows: result.contents)
             } catch {
                 // A full disk will not take the larger snapshot either.
                 if error.code == .cancelled || error.code == .diskFull { throw error }
@@ -83,7 +92,36 @@ extension Syncer {
         // Kept for `cairn export`: the verified, signed bytes (a rename, not a copy).
         let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectory.snapshotBlobFile
         guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the snapshot blob in \(kept)") }
-        return (false, fetch)
+        return BuiltIndex(byDelta: false, inPlace: false, fetch: fetch, rows: nil)
+    }
+
+    /// What `buildIndex` made, and how.
+    private struct BuiltIndex {
+        /// Whether a delta made it (else the full snapshot).
+        let byDelta: Bool
+        /// Whether the delta was applied to the previous version's file in place (else to a copy).
+        let inPlace: Bool
+        /// Time spent downloading and hashing blobs.
+        let fetch: Duration
+        /// The new rows when the delta path derived them from the installed version's.
+        let rows: IndexContents?
+    }
+
+    /// The `previous` version's index, when the installed version's folder keeps the delta that
+    /// took `previous` to it: a delta can then bring that file up to date in place.
+    private func reusableFile(installed: InstalledVersion) -> IndexBuilder.ReusableFile? {
+        let blob = installed.directory + "/" + DataDirectory.deltaBlobFile
+        guard let previous = directory.previous(), previous.version < installed.version, FileSystem.exists(blob),
+              let ref = installed.manifest.deltas.first(where: {
+                  $0.fromVersion == previous.version && $0.fromStateRoot == previous.stateRoot
+              }) else { return nil }
+        let directory = self.directory
+        return IndexBuilder.ReusableFile(version: previous, deltaBlob: blob, deltaRef: ref) { () throws(SyncError) in
+            // Unreferenced first: a crash from here on leaves a folder that start-up removes.
+            guard unlink(directory.previousLink) == 0 || errno == ENOENT else {
+                throw SyncError(.io, "cannot drop the previous link: \(String(cString: strerror(errno)))")
+            }
+        }
     }
 
     /// Writes the manifest and model link, fsyncs, renames the folder into place and swaps the

@@ -27,15 +27,21 @@ public actor Syncer {
     public internal(set) var lastAttemptStats = TransferStats()
     /// Whether an attempt, rollback or export runs; the actor is reentrant across their awaits.
     private var busy = false
+    /// The rows of the version `current` names as the install that put it there loaded them
+    /// (with their state-root leaves), so that the next delta is checked and its rows derived
+    /// without reading the file; nil after a start-up or a rollback (the next install reads).
+    var installedRows: IndexContents?
     private var waiting: [CheckedContinuation<Void, Never>] = []
 
     /// - Parameters:
     ///   - now: the wall clock used for expiry and timestamps (injectable for tests).
+    ///   - installedRows: the rows of the version `current` names, loaded with their state-root
+    ///     leaves (`Snapshot.scan`, check `storedHashes`) when the caller opened it for queries.
     ///   - onInstalled: called after each swap, so the daemon can open the new index; with the
     ///     rows the install's verifying pass loaded from it (nil after a rollback), which
     ///     `SearchIndex(path:configuration:contents:)` takes instead of reading them again.
     public init(configuration: SyncConfiguration, directory: DataDirectory, logger: Logger,
-                now: @escaping @Sendable () -> Date = { Date() },
+                now: @escaping @Sendable () -> Date = { Date() }, installedRows: IndexContents? = nil,
                 onInstalled: @escaping @Sendable (InstalledVersion, IndexContents?) async -> Void = { _, _ in }) {
         self.configuration = configuration
         self.directory = directory
@@ -43,6 +49,7 @@ public actor Syncer {
         self.logger = logger
         self.now = now
         self.onInstalled = onInstalled
+        self.installedRows = installedRows
     }
 
     /// One attempt over the sources in order; the first that yields a verified answer ends it.
@@ -167,6 +174,7 @@ public actor Syncer {
             timings.manifest = clock.now - start
             let (version, contents) = try await install(manifest: manifest, bytes: bytes, path: path, base: base,
                                                         installed: installed, timings: &timings)
+            installedRows = contents.hasLeaves ? contents : nil
             state.installedVersion = version.version
             state.installedStateRoot = version.stateRoot.hex
             state.heldBackVersion = nil
