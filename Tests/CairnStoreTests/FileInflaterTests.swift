@@ -13,10 +13,12 @@ struct FileInflaterTests {
         }
     }()
 
-    func temporaryPath() throws -> String {
+    /// Runs `body` with a path in a new temporary folder, removed afterwards.
+    func withTemporaryPath(_ body: (String) throws -> Void) throws {
         let folder = NSTemporaryDirectory() + "cairn-inflate-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        return folder + "/out"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try body(folder + "/out")
     }
 
     /// Feeds `input` in pieces of `piece` bytes.
@@ -31,21 +33,23 @@ struct FileInflaterTests {
           arguments: [1, 4_096, 65_536, 10_000_000])
     func piecesRoundTrip(piece: Int) throws {
         let compressed = try Zlib.compress(data)
-        let path = try temporaryPath()
-        let inflater = try Zlib.FileInflater(creating: path, size: data.count)
-        try feed(inflater, compressed, piece: piece)
-        try inflater.finish(durable: false)
-        #expect(try FileSystem.read(path) == data)
+        try withTemporaryPath { path in
+            let inflater = try Zlib.FileInflater(creating: path, size: data.count)
+            try feed(inflater, compressed, piece: piece)
+            try inflater.finish(durable: false)
+            #expect(try FileSystem.read(path) == data)
+        }
     }
 
     @Test("Given a bomb fed in pieces, when it passes the stated size, then it is refused and the file stays within it")
     func bombStopsAtTheCap() throws {
         let bomb = try Zlib.compress([UInt8](repeating: 0, count: 50_000_000))
-        let path = try temporaryPath()
-        let inflater = try Zlib.FileInflater(creating: path, size: 1_000_000)
-        #expect { try feed(inflater, bomb, piece: 1_000) } throws: { ($0 as? StoreError)?.code == .sizeLimitExceeded }
-        #expect(inflater.produced <= 1_000_000)
-        #expect(try FileSystem.read(path).count <= 1_000_000)
+        try withTemporaryPath { path in
+            let inflater = try Zlib.FileInflater(creating: path, size: 1_000_000)
+            #expect { try feed(inflater, bomb, piece: 1_000) } throws: { ($0 as? StoreError)?.code == .sizeLimitExceeded }
+            #expect(inflater.produced <= 1_000_000)
+            #expect(try FileSystem.read(path).count <= 1_000_000)
+        }
     }
 
     @Test("Given a truncated, padded or short stream, when fed and finished, then it is refused as corrupt")
@@ -53,18 +57,21 @@ struct FileInflaterTests {
         let compressed = try Zlib.compress(data)
         for (input, size) in [(Array(compressed.prefix(compressed.count / 2)), data.count), (compressed + [0], data.count),
                               (compressed, data.count + 1)] {
-            let inflater = try Zlib.FileInflater(creating: try temporaryPath(), size: size)
-            #expect { try feed(inflater, input, piece: 65_536); try inflater.finish(durable: false) } throws: {
-                ($0 as? StoreError)?.code == .corruptStream
+            try withTemporaryPath { path in
+                let inflater = try Zlib.FileInflater(creating: path, size: size)
+                #expect { try feed(inflater, input, piece: 65_536); try inflater.finish(durable: false) } throws: {
+                    ($0 as? StoreError)?.code == .corruptStream
+                }
             }
         }
     }
 
     @Test("Given a file that exists, when an inflater is created there, then it refuses and keeps the file")
     func existingFileIsKept() throws {
-        let path = try temporaryPath()
-        try FileSystem.writeAtomically([1, 2, 3], to: path)
-        #expect(throws: StoreError.self) { try Zlib.FileInflater(creating: path, size: 10) }
-        #expect(try FileSystem.read(path) == [1, 2, 3])
+        try withTemporaryPath { path in
+            try FileSystem.writeAtomically([1, 2, 3], to: path)
+            #expect(throws: StoreError.self) { try Zlib.FileInflater(creating: path, size: 10) }
+            #expect(try FileSystem.read(path) == [1, 2, 3])
+        }
     }
 }
