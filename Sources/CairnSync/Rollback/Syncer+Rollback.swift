@@ -41,7 +41,7 @@ extension Syncer {
             try directory.replaceLink(directory.currentLink, with: target)
         } catch {
             state.heldBackVersion = heldBefore
-            persist(state)
+            await persist(state)
             throw error
         }
         unlink(directory.previousLink)
@@ -52,7 +52,7 @@ extension Syncer {
         }
         state.installedVersion = now.version
         state.installedStateRoot = now.stateRoot.hex
-        persist(state)
+        await persist(state)
         logger.notice("rolled back", metadata: ["cairn.sync.version": "\(now.version)",
                                                 "cairn.sync.held_back_version": "\(current.version)"])
         await onInstalled(now, nil)

@@ -75,7 +75,7 @@ enum IndexBuilder {
         // In place only when the delta was checked in memory: a refusal then never costs the
         // previous version.
         let catchUp = changed == nil ? nil : reusable.flatMap { catchUpDelta($0, installed: installed) }
-        if let reusable, let catchUp {
+        if let reusable, catchUp != nil {
             try reusable.release()
             guard rename(reusable.version.indexPath, output) == 0 else {
                 throw SyncError(.io, "cannot move the previous version's index beside the new one: \(String(cString: strerror(errno)))")

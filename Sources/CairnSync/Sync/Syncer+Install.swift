@@ -31,7 +31,10 @@ extension Syncer {
                                              maximumTokens: manifest.model.maxTokens)
             }
             let checked = clock.now
-            let version = try finish(manifest: manifest, bytes: bytes, partial: partial, model: model)
+            // fsyncs and renames: on an install thread, not on the cooperative threads.
+            let version = try await BackgroundWork.run { () throws(SyncError) in
+                try self.finish(manifest: manifest, bytes: bytes, partial: partial, model: model)
+            }
             timings.path = !made.byDelta ? "full" : made.inPlace ? "delta-in-place" : "delta-on-copy"
             timings.fetch = made.fetch
             timings.build = built - start - made.fetch
@@ -48,10 +51,11 @@ extension Syncer {
     /// Removes what an install left unreferenced: the version before the previous one, models
     /// neither uses, staging. Called once the query path serves the new version, so that the
     /// install hands it over sooner; a crash before leaves them to start-up recovery.
-    func removeUnreferenced() {
+    func removeUnreferenced() async {
         let clock = ContinuousClock()
         let start = clock.now
-        directory.removeUnreferenced(keepingResumableDownloads: false)
+        let directory = self.directory
+        await BackgroundWork.run { directory.removeUnreferenced(keepingResumableDownloads: false) }
         logger.debug("removed unreferenced versions, models and staging",
                      metadata: ["cairn.sync.cleanup_ms": "\((clock.now - start).milliseconds)"])
     }
@@ -128,7 +132,7 @@ extension Syncer {
     /// links (`previous` first, then `current`, so both always name complete versions). What is
     /// no longer referenced is removed after the query path has the new version
     /// (`removeUnreferenced`).
-    private func finish(manifest: Manifest, bytes: [UInt8], partial: String, model: String?) throws(SyncError) -> InstalledVersion {
+    private nonisolated func finish(manifest: Manifest, bytes: [UInt8], partial: String, model: String?) throws(SyncError) -> InstalledVersion {
         let name = "\(manifest.version)"
         let final = "\(directory.versionsPath)/\(name)"
         do {

@@ -82,13 +82,13 @@ public actor Syncer {
                 if case .installed = outcome { state.lastSuccess = SyncState.time(now()) }
                 let clock = ContinuousClock()
                 let persisting = clock.now
-                persist(state)
+                await persist(state)
                 if case .installed(let version) = outcome {
                     let opening = clock.now
                     await onInstalled(version, contents)
                     (timings.state, timings.open) = (opening - persisting, clock.now - opening)
                     logger.info("install timings", metadata: timings.metadata.merging(["cairn.sync.version": "\(version.version)"]) { $1 })
-                    removeUnreferenced()
+                    await removeUnreferenced()
                 }
                 return outcome
             } catch {
@@ -110,7 +110,7 @@ public actor Syncer {
         }
         let error = kept!
         state.lastError = SyncState.LastError(code: error.code.name, message: error.message, at: SyncState.time(now()))
-        persist(state)
+        await persist(state)
         logger.warning("sync refused: \(error.code): \(error.message)")
         return .failed(error)
     }
@@ -127,9 +127,14 @@ public actor Syncer {
         return try await body()
     }
 
-    func persist(_ state: SyncState) {
-        do { try directory.writeState(state) } catch {
-            logger.warning("cannot persist sync state: \(error)")
+    /// Writes `state.json` (fsyncs and a rename) on an install thread: never on the cooperative
+    /// threads that the socket's queries also need.
+    func persist(_ state: SyncState) async {
+        let (directory, logger) = (self.directory, self.logger)
+        await BackgroundWork.run {
+            do { try directory.writeState(state) } catch {
+                logger.warning("cannot persist sync state: \(error)")
+            }
         }
     }
 
