@@ -12,24 +12,46 @@ struct ProcessFaultTests {
     static let version1: Workspace.KB = Rig.knowledgeBase(1)
     static let version2: Workspace.KB = Rig.knowledgeBase(2)
 
-    /// A data directory holding version 1 (made by a real sync from `url`) and the time a
-    /// start-up plus a whole sync took, over which kill instants are drawn. With `upTo` 2 it
-    /// then syncs version 2 (published by the caller before) by its delta, keeping version 1 as
-    /// `previous` and the delta blob: the next delta is applied to version 1's file in place.
+    /// A data directory holding version 1 (made by a real sync from `url`). With `upTo` 2 it then syncs version 2 (published by
+    /// `next`) by its delta, keeping version 1 as `previous` and the delta blob: the next delta
+    /// is applied to version 1's file in place.
     static func seed(_ workspace: Workspace, url: String, upTo last: Int = 1,
-                     publishing next: (() throws -> Void)? = nil) async throws -> (folder: String, window: UInt32) {
-        var started = ContinuousClock.now
+                     publishing next: (() throws -> Void)? = nil) async throws -> String {
         let seed = try DeviceProcess(workspace, sources: [url], name: "seed")
         try await seed.waitForVersion(1)
         if last == 2 {
             try next?()
-            started = ContinuousClock.now
             _ = try seed.cairn(["sync"])
             try await seed.waitForVersion(2)
         }
-        let window = (ContinuousClock.now - started).components
         seed.stop()
-        return (seed.dataDirectory, UInt32(max(50_000, window.seconds * 1_000_000 + window.attoseconds / 1_000_000_000_000)))
+        return seed.dataDirectory
+    }
+
+    static func microseconds(_ duration: Duration) -> UInt32 {
+        UInt32(duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000)
+    }
+
+    /// How long a trial's cairnd takes from launch to serving `target` (start-up, then the
+    /// sync), on a copy of `seed`, and when its install began (the end less the `total_ms` it
+    /// logs): kill instants are drawn over the whole, or over the install alone, so that they
+    /// fall in every phase rather than mostly in start-up or after the install.
+    static func trialWindow(_ workspace: Workspace, seed: String, url: String,
+                            target: Int) async throws -> (window: UInt32, install: UInt32) {
+        let data = try copy(seed, to: "kill-timing", in: workspace)
+        let started = ContinuousClock.now
+        let timing = try DeviceProcess(workspace, sources: [url], name: "kill-timing")
+        defer { timing.stop() }
+        // The swap's instant to the millisecond: the `current` link read every millisecond.
+        while (try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/current")) != "versions/\(target)" {
+            guard ContinuousClock.now - started < .seconds(60) else { throw StepFailed("kill-timing: version \(target) never installed") }
+            usleep(1_000)
+        }
+        let window = max(20_000, microseconds(ContinuousClock.now - started))
+        try await timing.waitForVersion(target)
+        let total = timing.log.components(separatedBy: "cairn.sync.total_ms=").dropFirst().last
+            .flatMap { UInt32($0.prefix { $0.isNumber }) } ?? 0
+        return (window, window - min(window, total * 1_000))
     }
 
     static func copy(_ data: String, to name: String, in workspace: Workspace) throws -> String {
@@ -64,9 +86,10 @@ struct ProcessFaultTests {
         try workspace.publish(Self.version1)
         let (server, url, _) = try await workspace.serve()
         defer { stopProcess(server) }
-        let (seed, window) = try await Self.seed(workspace, url: url, upTo: installed) { try workspace.publish(Self.version2) }
+        let seed = try await Self.seed(workspace, url: url, upTo: installed) { try workspace.publish(Self.version2) }
         let target = installed + 1
         try workspace.publish(Rig.knowledgeBase(target))
+        let (window, install) = try await Self.trialWindow(workspace, seed: seed, url: url, target: target)
 
         let report = FaultReport("SIGKILL at a random instant of a sync")
         var servedAtRestart: [Int: Int] = [:]
@@ -76,11 +99,13 @@ struct ProcessFaultTests {
                 let name = "kill-\(trial)"
                 let data = try Self.copy(seed, to: name, in: workspace)
                 let running = try DeviceProcess(workspace, sources: [url], name: name)
-                // A random instant of start-up, manifest, download, apply or swap.
-                usleep(UInt32.random(in: 0..<window))
+                // A random instant of start-up, manifest, download, apply or swap; every other
+                // trial one of the install alone.
+                usleep(UInt32.random(in: (trial % 2 == 0 ? 0 : install)..<window))
                 kill(running.process.processIdentifier, SIGKILL)
                 running.process.waitUntilExit()
-                let installed = (try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/current")) ?? "?"
+                var installed = (try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/current")) ?? "?"
+                if FileManager.default.fileExists(atPath: data + "/versions/\(target).partial") { installed += " mid-install" }
                 leftAtKill[installed, default: 0] += 1
                 servedAtRestart[try await Self.restartServes(workspace, url: url, name: name, target: target), default: 0] += 1
                 if target == 3 {
@@ -103,7 +128,7 @@ struct ProcessFaultTests {
         try workspace.publish(Self.version1)
         let (server, url, _) = try await workspace.serve()
         defer { stopProcess(server) }
-        let (seed, _) = try await Self.seed(workspace, url: url)
+        let seed = try await Self.seed(workspace, url: url)
         try workspace.publish(Self.version2)
         // The fault server answers 500 while each device starts, so that its sync to version 2
         // begins only at `cairn sync`, after start-up (SIGKILL above covers start-up).
