@@ -16,7 +16,8 @@ struct SwapTests {
         let versions = [try fixture.serving(1), try fixture.serving(2)]
         let holder = IndexHolder(versions[0], logger: Logger(label: "swap-test"))
         let swapsDone = Counter()
-        let answered = Counter()
+        // Answers from each version (index 0: version 1), so the swapper knows each was seen.
+        let answered = [Counter(), Counter()]
         let answers = try await withDaemon(fixture, hooks: DaemonHooks(holder: holder)) { socket in
             try await withThrowingTaskGroup(of: [(Int, [String], Int)].self) { group in
                 for client in 0..<8 {
@@ -29,15 +30,20 @@ struct SwapTests {
                                                              json: #"{"query": "safe water flood", "k": 5, "mode": "\#(mode)", "min_similarity": -1}"#)
                             let answer = try decode(SearchAnswer.self, response)
                             seen.append((answer.version, answer.results.map(\.chunk.id), response.status))
-                            answered.increment()
+                            answered[answer.version == 2 ? 1 : 0].increment()
                         }
                         return seen
                     }
                 }
                 group.addTask {
                     for swap in 1...10 {
-                        // Let queries run on the current version before swapping again.
-                        try await waitUntil("8 more answers", seconds: 60) { answered.value >= swap * 8 }
+                        // Let the version installed last answer 4 more queries before swapping again
+                        // (counted per version: answers in flight across a swap come from the old one).
+                        let current = (swap + 1) % 2
+                        let mark = answered[current].value
+                        try await waitUntil("4 more answers from version \(current + 1)", seconds: 60) {
+                            answered[current].value >= mark + 4
+                        }
                         holder.install(versions[swap % 2])
                         swapsDone.increment()
                     }
