@@ -58,31 +58,41 @@ extension IndexContents {
 
             var scenarioNames = [String](repeating: "", count: rows.scenarioCode.count)
             for (name, code) in rows.scenarioCode { scenarioNames[Int(code)] = name }
-            let width = meta.dimension * MemoryLayout<Float>.size
-            var result = Rows(capacity: count, dimension: meta.dimension)
+            // (No room reserved for the matrix: it is built whole below.)
+            var result = Rows(capacity: count, dimension: 0)
             result.reserveLeaves(count)
-            // (withUnsafeBytes rethrows untyped errors: a stranger is reported after the loop.)
-            let stranger = rows.matrix.withUnsafeBytes { matrix -> Bool in
-                for (rowid, id) in pairs {
-                    if let position = upserted[id] {
-                        let (chunk, vector) = upserts[position]
-                        vector.withUnsafeBytes { bytes in
-                            result.append(rowid: rowid, id: id, scenario: chunk.scenario, tags: Set(chunk.tags), embedding: bytes)
+            // Where each row's vector comes from: a row of the base (≥ 0) or upsert -1 - position.
+            var sources: [Int] = []
+            sources.reserveCapacity(count)
+            for (rowid, id) in pairs {
+                if let position = upserted[id] {
+                    let chunk = upserts[position].0
+                    result.appendRow(rowid: rowid, id: id, scenario: chunk.scenario, tags: Set(chunk.tags))
+                    result.leaves.append(change.upsertLeaves[position])
+                    sources.append(-1 - position)
+                } else if let row = change.rowForID[id], !change.removed.contains(row) {
+                    let code = rows.scenarioCodes[row]
+                    result.appendRow(rowid: rowid, id: id, scenario: code < 0 ? nil : scenarioNames[Int(code)], tags: rows.tags[row])
+                    result.leaves.append(rows.leaves[row])
+                    sources.append(row)
+                } else {
+                    throw IndexError(.snapshotMalformed, "the changed snapshot holds a chunk that neither the old version nor the delta has")
+                }
+            }
+            // The matrix in one allocation, a row copied at a time.
+            let dimension = meta.dimension
+            result.matrix = [Float](unsafeUninitializedCapacity: sources.count * dimension) { buffer, initialized in
+                rows.matrix.withUnsafeBufferPointer { old in
+                    for (index, source) in sources.enumerated() {
+                        let target = buffer.baseAddress! + index * dimension
+                        if source >= 0 {
+                            target.initialize(from: old.baseAddress! + source * dimension, count: dimension)
+                        } else {
+                            upserts[-1 - source].1.withUnsafeBufferPointer { target.initialize(from: $0.baseAddress!, count: dimension) }
                         }
-                        result.leaves.append(change.upsertLeaves[position])
-                    } else if let row = change.rowForID[id], !change.removed.contains(row) {
-                        let code = rows.scenarioCodes[row]
-                        result.append(rowid: rowid, id: id, scenario: code < 0 ? nil : scenarioNames[Int(code)], tags: rows.tags[row],
-                                      embedding: UnsafeRawBufferPointer(rebasing: matrix[row * width..<(row + 1) * width]))
-                        result.leaves.append(rows.leaves[row])
-                    } else {
-                        return true
                     }
                 }
-                return false
-            }
-            guard !stranger else {
-                throw IndexError(.snapshotMalformed, "the changed snapshot holds a chunk that neither the old version nor the delta has")
+                initialized = sources.count * dimension
             }
             guard result.ids.count == count else {
                 throw IndexError(.snapshotMalformed, "the changed snapshot holds another number of chunks than the delta gives")

@@ -57,6 +57,12 @@ public final class IndexContents: Sendable {
         }
 
         mutating func append(rowid: Int64, id: String, scenario: String?, tags: Set<String>, embedding: UnsafeRawBufferPointer) {
+            appendRow(rowid: rowid, id: id, scenario: scenario, tags: tags)
+            ChunkRow.decode(embedding, into: &matrix)
+        }
+
+        /// Appends one row's id, rowid, scenario and tags; its vector goes into `matrix` apart.
+        mutating func appendRow(rowid: Int64, id: String, scenario: String?, tags: Set<String>) {
             rowForRowid[rowid] = rowids.count
             rowids.append(rowid)
             ids.append(id)
@@ -68,7 +74,6 @@ public final class IndexContents: Sendable {
                 scenarioCodes.append(-1)
             }
             self.tags.append(tags)
-            ChunkRow.decode(embedding, into: &matrix)
         }
 
         /// Appends rows read after these (higher rowids), their scenario codes renumbered.
