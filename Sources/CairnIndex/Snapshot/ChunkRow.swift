@@ -17,11 +17,12 @@ enum ChunkRow {
     static func decode(_ bytes: UnsafeRawBufferPointer, into vector: inout [Float]) {
         let count = bytes.count / 4
         #if _endian(little)
-        // The stored bytes are the host's float32 layout: one copy (the blob may be unaligned).
-        let start = vector.count
-        vector.append(contentsOf: repeatElement(0, count: count))
-        vector.withUnsafeMutableBytes { target in
-            target.baseAddress!.advanced(by: start * 4).copyMemory(from: bytes.baseAddress!, byteCount: count * 4)
+        // The stored bytes are the host's float32 layout: copied into an aligned scratch buffer
+        // (the blob may be unaligned), then appended as one block (both memcpy; appending zeros
+        // first went element by element).
+        withUnsafeTemporaryAllocation(of: Float.self, capacity: count) { scratch in
+            UnsafeMutableRawBufferPointer(scratch).copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[0..<count * 4]))
+            vector.append(contentsOf: scratch)
         }
         #else
         for offset in stride(from: 0, to: count * 4, by: 4) {
