@@ -26,16 +26,8 @@ struct DeltaTrustTests {
         // The genuine version 2, then a delta to it whose upsert says something else; the
         // publisher's key signs a manifest naming that delta's blob (its SHA-256 is right).
         let genuine = try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), current: false)
-        let honest = try Delta.between(old: try #require(repo.records[1]), new: try #require(repo.records[2]),
-                                       fromVersion: 1, toVersion: 2, dimension: repo.dimension)
-        var upserts = honest.upserts
-        #expect(upserts.map(\.chunk.id) == ["chunk-000"])
-        upserts[0].chunk.content = "flood maps: drink the flood water"
-        let tampered = try Delta(fromVersion: 1, toVersion: 2, fromStateRoot: honest.fromStateRoot, toStateRoot: honest.toStateRoot,
-                                 dimension: repo.dimension, upserts: upserts, deletes: honest.deletes)
-        let bytes = try Zlib.compress(tampered.encoded)
-        let ref = Manifest.DeltaRef(fromVersion: 1, fromStateRoot: honest.fromStateRoot, sha256: try repo.blobs.put(bytes),
-                                    size: bytes.count, uncompressedSize: tampered.encoded.count)
+        let (ref, upserted) = try repo.tamperedDelta(from: 1, to: 2, content: "flood maps: drink the flood water")
+        #expect(upserted == ["chunk-000"])
         let v2 = try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2)) { $0.deltas = [ref] }
         #expect(v2.stateRoot == genuine.stateRoot)
         // No snapshot to fall back on: the delta alone decides.

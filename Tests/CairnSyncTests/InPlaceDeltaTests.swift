@@ -108,15 +108,7 @@ struct InPlaceDeltaTests {
     func tamperedRefusedInMemory() async throws {
         let (repo, device, v3) = try await Self.deviceOnVersion2(withModel: false)
         // Version 3's delta blob replaced by a delta whose upsert differs from the signed root.
-        let honest = try Delta.between(old: try #require(repo.records[2]), new: try #require(repo.records[3]),
-                                       fromVersion: 2, toVersion: 3, dimension: repo.dimension)
-        var upserts = honest.upserts
-        upserts[0].chunk.content = "drink the flood water"
-        let tampered = try Delta(fromVersion: 2, toVersion: 3, fromStateRoot: honest.fromStateRoot, toStateRoot: honest.toStateRoot,
-                                 dimension: repo.dimension, upserts: upserts, deletes: honest.deletes)
-        let bytes = try Zlib.compress(tampered.encoded)
-        let ref = Manifest.DeltaRef(fromVersion: 2, fromStateRoot: honest.fromStateRoot, sha256: try repo.blobs.put(bytes),
-                                    size: bytes.count, uncompressedSize: tampered.encoded.count)
+        let (ref, _) = try repo.tamperedDelta(from: 2, to: 3, content: "drink the flood water")
         try repo.publish(version: 3, chunks: Self.chunks(version: 3)) { $0.deltas = [ref] }
         let snapshotPath = repo.blobs.path(of: v3.snapshot.sha256)
         unlink(snapshotPath)

@@ -98,6 +98,22 @@ final class RepoFixture {
         return manifest
     }
 
+    /// A delta blob from version `from` to `to` (both published) whose first upserted chunk's
+    /// content is replaced by `content` after the fact, stored in the repository and described
+    /// as the honest delta's entry would be (its SHA-256 is the tampered blob's, so it downloads
+    /// and hashes fine: only the state root can catch it). Returns the entry and the honest upserts' ids.
+    func tamperedDelta(from: Int, to: Int, content: String) throws -> (ref: Manifest.DeltaRef, upserted: [String]) {
+        let honest = try Delta.between(old: records[from]!, new: records[to]!, fromVersion: from, toVersion: to, dimension: dimension)
+        var upserts = honest.upserts
+        upserts[0].chunk.content = content
+        let tampered = try Delta(fromVersion: from, toVersion: to, fromStateRoot: honest.fromStateRoot, toStateRoot: honest.toStateRoot,
+                                 dimension: dimension, upserts: upserts, deletes: honest.deletes)
+        let bytes = try Zlib.compress(tampered.encoded)
+        let ref = Manifest.DeltaRef(fromVersion: from, fromStateRoot: honest.fromStateRoot, sha256: try blobs.put(bytes),
+                                    size: bytes.count, uncompressedSize: tampered.encoded.count)
+        return (ref, honest.upserts.map(\.chunk.id))
+    }
+
     /// Makes an already published version's manifest current again (a stale mirror, a rollback).
     func makeCurrent(_ version: Int) throws {
         try FileSystem.writeAtomically(manifestBytes[version]!, to: "\(root)/channels/\(channel)/manifest.json")
