@@ -75,6 +75,28 @@ struct InPlaceDeltaTests {
         #expect(try await device.syncer.rollback().version.version == 2)
     }
 
+    @Test("Given a device restarted without its installed rows in memory, when two deltas arrive, then the first goes on a copy and keeps the rows it loads, so the second goes in place")
+    func restartedWithoutRows() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1, chunks: Self.chunks(version: 1))
+        let path = try await { () async throws -> String in
+            let first = try Device(repo: repo, sources: [repo.url])
+            #expect(await first.syncer.syncOnce().installedVersion == 1)
+            return first.path
+        }()
+        // A new syncer on the same directory holds no rows (as after a restart or a rollback).
+        let device = try Device(repo: repo, sources: [repo.url], path: path)
+        let versionOneFile = try #require(Self.inode(path + "/versions/1/index.sqlite"))
+        try repo.publish(version: 2, chunks: Self.chunks(version: 2), deltasFrom: [1])
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        #expect(Self.inode(path + "/versions/2/index.sqlite") != versionOneFile)
+        let v3 = try repo.publish(version: 3, chunks: Self.chunks(version: 3), deltasFrom: [2])
+
+        #expect(await device.syncer.syncOnce().installedVersion == 3)
+        try Self.expectVersion3(device, v3)
+        #expect(Self.inode(path + "/versions/3/index.sqlite") == versionOneFile)
+    }
+
     @Test("Given the previous version's file still open for queries, when a delta arrives, then the live index is copied and the open file stays as it was")
     func previousStillOpen() async throws {
         let (_, device, v3) = try await Self.deviceOnVersion2(withModel: false)

@@ -135,12 +135,13 @@ enum IndexBuilder {
     /// recomputed from its data and the state root over them compared with the signed one. A
     /// delta's result was checked by `applyDelta` (the state root over the stored hashes, the
     /// upserted rows' computed from the delta as they were written) inside the transaction that
-    /// committed it, so its rows are only loaded.
+    /// committed it, so its rows are only loaded, each with its leaf from the stored hashes (the
+    /// next delta is then checked and applied without reading the file).
     ///
     /// A full snapshot's pass runs as two halves on two install threads. The file is not fsynced
     /// yet (`finish` does that, once, before the swap).
     static func check(index: String, manifest: Manifest, byDelta: Bool) async throws(SyncError) -> IndexContents {
-        let rowCheck: Snapshot.RowCheck = byDelta ? .none : .recomputedHashes
+        let rowCheck: Snapshot.RowCheck = byDelta ? .storedHashes : .recomputedHashes
         // Loading alone is light: one thread, leaving the other core to queries.
         let count = byDelta ? 1 : 2
         @Sendable func scan(_ part: Int) async -> Result<Snapshot.ScanPart, IndexError> {

@@ -29,7 +29,8 @@ public actor Syncer {
     private var busy = false
     /// The rows of the version `current` names as the install that put it there loaded them
     /// (with their state-root leaves), so that the next delta is checked and its rows derived
-    /// without reading the file; nil after a start-up or a rollback (the next install reads).
+    /// without reading the file; nil after a rollback, or a start-up whose caller passed none
+    /// (the next install then reads them).
     var installedRows: IndexContents?
     private var waiting: [CheckedContinuation<Void, Never>] = []
 
@@ -179,7 +180,7 @@ public actor Syncer {
             timings.manifest = clock.now - start
             let (version, contents) = try await install(manifest: manifest, bytes: bytes, path: path, base: base,
                                                         installed: installed, timings: &timings)
-            installedRows = contents.hasLeaves ? contents : nil
+            installedRows = contents
             state.installedVersion = version.version
             state.installedStateRoot = version.stateRoot.hex
             state.heldBackVersion = nil
