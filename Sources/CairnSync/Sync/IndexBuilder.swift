@@ -59,11 +59,10 @@ enum IndexBuilder {
             throw SyncError(.installFailed, "the delta's versions or state roots differ from its manifest entry")
         }
         let change = SnapshotWriter.Change(upserts: delta.upserts.map { ($0.chunk, $0.vector) }, deletes: delta.deletes)
-        let base = installedRows.flatMap {
-            $0.hasLeaves && $0.meta.version == installed.version && $0.meta.stateRoot == installed.stateRoot ? $0 : nil
-        }
+        // Checked in memory when the installed rows (with leaves) are at hand: nil otherwise.
         var changed: IndexContents.Changed?
-        if let base {
+        if let base = installedRows, base.hasLeaves, base.meta.version == installed.version,
+           base.meta.stateRoot == installed.stateRoot {
             do { changed = try base.changed(deleting: change.deletes, upserting: change.upserts) } catch {
                 throw SyncError(.installFailed, "the delta does not apply: \(error.message)", cause: error)
             }
@@ -95,7 +94,7 @@ enum IndexBuilder {
         let meta = SnapshotMeta(channel: manifest.channel, version: manifest.version, stateRoot: manifest.stateRoot,
                                 dimension: manifest.dimension, modelID: manifest.model.id, chunkCount: manifest.chunkCount)
         do {
-            try SnapshotWriter.apply(changes, newMeta: meta, to: output, check: base == nil ? .storedHashes : .checkedByCaller)
+            try SnapshotWriter.apply(changes, newMeta: meta, to: output, check: changed == nil ? .storedHashes : .checkedByCaller)
             let contents = try changed?.contents(ofFile: output, meta: meta)
             return DeltaResult(contents: contents, reused: reused)
         } catch {
