@@ -13,6 +13,20 @@ struct BackgroundWorkTests {
         #expect(inside == min(19, caller + 10))
     }
 
+    /// A test's "restart" drops its data directory (and its lock) and opens the folder again:
+    /// the work's thread must not still hold it when the caller goes on.
+    @Test("Given work that captures an object, when the caller resumes, then the work no longer holds it")
+    func releasesBeforeResuming() async {
+        final class Held: Sendable {}
+        weak var weakly: Held?
+        do {
+            let held = Held()
+            weakly = held
+            await BackgroundWork.run { withExtendedLifetime(held) {} }
+        }
+        #expect(weakly == nil)
+    }
+
     @Test("Given nice values across the range, then install threads are 10 nicer, capped at 19")
     func cap() {
         #expect(BackgroundWork.niceness(below: 0) == 10)

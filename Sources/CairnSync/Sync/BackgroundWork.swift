@@ -24,16 +24,35 @@ public enum BackgroundWork {
         }.start()
     }
 
+    /// Runs `body` on an install thread of its own and returns its result. `body`, and what it
+    /// captures, is released before the caller resumes: a thread keeps its closure until it
+    /// exits, so a caller that then drops its last reference to something the work used (a
+    /// data directory and its lock) would otherwise race the thread's exit.
     public static func run<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
         let target = niceness(below: getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0))
+        let work = Work(body)
         let result: Result<T, E> = await withCheckedContinuation { continuation in
             let thread = Thread {
                 _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, target)
-                continuation.resume(returning: Result { () throws(E) -> T in try body() })
+                continuation.resume(returning: work.runOnce())
             }
             thread.start()
         }
         return try result.get()
+    }
+
+    /// Work that runs once and lets go of its closure as it returns.
+    private final class Work<T: Sendable, E: Error>: @unchecked Sendable {
+        // Touched only by the one thread that runs it.
+        private var body: (@Sendable () throws(E) -> T)?
+
+        init(_ body: @escaping @Sendable () throws(E) -> T) { self.body = body }
+
+        func runOnce() -> Result<T, E> {
+            guard let body else { preconditionFailure("background work runs once") }
+            self.body = nil
+            return Result { () throws(E) -> T in try body() }
+        }
     }
 }
 
