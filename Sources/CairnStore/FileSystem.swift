@@ -41,6 +41,16 @@ public enum FileSystem {
         try syncDirectory(folder)
     }
 
+    /// Writes `bytes` to a new file at `path` (which must not exist) and starts its writeback;
+    /// not fsynced: for a file in a folder that is fsynced, with it, before anything names it.
+    public static func writeNew(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws(StoreError) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw failure("cannot create", path) }
+        defer { close(fd) }
+        try writeAll(fd, bytes, path: path)
+        startWriteback(fd)
+    }
+
     static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws(StoreError) {
         var written = 0
         while written < bytes.count {
@@ -68,6 +78,14 @@ public enum FileSystem {
     /// later finds them written. A hint: durability still takes that fsync.
     public static func startWriteback(_ fd: Int32) {
         _ = syncFileRange?(fd, 0, 0, syncFileRangeWrite)
+    }
+
+    /// `startWriteback` on the file at `path` (nothing when it cannot be opened).
+    public static func startWriteback(path: String) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        startWriteback(fd)
+        close(fd)
     }
 
     private typealias SyncFileRange = @convention(c) (Int32, Int64, Int64, UInt32) -> Int32

@@ -1,5 +1,5 @@
 import CairnCore
-import CairnIndex
+@testable import CairnIndex
 import Foundation
 import Testing
 
@@ -97,6 +97,81 @@ import Testing
             #expect { try changed.contents(ofFile: path, meta: meta) } throws: {
                 ($0 as? IndexError)?.code == .snapshotMalformed
             }
+        }
+    }
+
+    /// Everything a `SearchIndex` and the next delta take from the rows, by rowid.
+    static func expectSameRows(_ derived: IndexContents, _ read: IndexContents) {
+        let (a, b) = (derived.rows, read.rows)
+        #expect(a.ids == b.ids && a.rowids == b.rowids && a.leaves == b.leaves && a.tags == b.tags && a.matrix == b.matrix)
+        #expect(a.rowForRowid == b.rowForRowid)
+        func scenarios(_ rows: IndexContents.Rows) -> [String?] {
+            let names = Dictionary(uniqueKeysWithValues: rows.scenarioCode.map { ($1, $0) })
+            return rows.scenarioCodes.map { names[$0] }
+        }
+        #expect(scenarios(a) == scenarios(b))
+        #expect(a.idOrder == b.idOrder)
+        #expect(a.rowids.map { derived.lengths.tokens(rowid: $0) } == b.rowids.map { read.lengths.tokens(rowid: $0) })
+    }
+
+    @Test func givenThreeDeltasInARow_whenEachVersionsRowsAreDerivedFromTheLast_thenTheyEqualTheRowsReadFromTheFile() throws {
+        try withTemporaryDirectory { directory in
+            let path = try Corpus.snapshot(in: directory)
+            var contents = try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: Corpus.meta().stateRoot)
+            var entries = Corpus.entries
+            // Each version: one chunk revised, one deleted, two new ones whose ids sort before and
+            // among the others (inserted at the end of rowid order, so ids stop ascending by rowid).
+            for version in 2...4 {
+                let revised = entries[version]
+                let upserts: [(Chunk, [Float])] = [
+                    (Chunk(id: revised.0.id, title: revised.0.title, content: revised.0.content + " Revised \(version).",
+                           scenario: version == 3 ? nil : "storm", tags: ["revised", "v\(version)"]), unit(1, Float(version), 0, 0)),
+                    (Chunk(id: "aaa-\(version)", title: "First \(version)", content: "early guide \(version) water", scenario: "flood",
+                           tags: []), unit(0, 1, Float(version), 0)),
+                    (Chunk(id: "m-\(version)", title: "Middle \(version)", content: "middle guide \(version) shelter", scenario: nil,
+                           tags: ["m"]), unit(0, 0, 1, Float(version))),
+                ]
+                let deleted = entries[entries.count - version].0.id
+                entries.removeAll { $0.0.id == deleted || $0.0.id == revised.0.id }
+                entries += upserts
+                let meta = Corpus.meta(version: version, entries: entries)
+
+                let changed = try contents.changed(deleting: [deleted], upserting: upserts)
+                #expect(changed.stateRoot == meta.stateRoot && changed.count == entries.count)
+                try SnapshotWriter.apply([SnapshotWriter.Change(upserts: upserts, deletes: [deleted])], newMeta: meta,
+                                         to: path, check: .checkedByCaller)
+                let derived = try changed.contents(ofFile: path, meta: meta)
+                let read = try Snapshot.scan(at: path, check: .storedHashes)
+                #expect(read.rows.ids != read.rows.idOrder.map { read.rows.ids[Int($0)] })
+                Self.expectSameRows(derived, read)
+                contents = derived
+            }
+        }
+    }
+
+    @Test func givenTheDeltaAppliedToAFileWithAnotherRowidOrder_whenRowsAreDerived_thenTheyFollowThatFile() throws {
+        try withTemporaryDirectory { directory in
+            // The base rows come from a file whose rowids are not in id order (a new id appended)…
+            let path = try Corpus.snapshot(in: directory)
+            let extra = (Chunk(id: "aaa-first", title: "First", content: "first aid kit", scenario: nil, tags: []), unit(1, 1, 0, 0))
+            let v2 = Corpus.entries + [extra]
+            try SnapshotWriter.apply([SnapshotWriter.Change(upserts: [extra], deletes: [])], newMeta: Corpus.meta(version: 2, entries: v2),
+                                     to: path, check: .checkedByCaller)
+            let base = try Snapshot.scan(at: path, check: .storedHashes)
+            // …and the delta is applied to a file holding the same rows written whole (id order).
+            let other = try Corpus.snapshot(in: directory, name: "other.sqlite", entries: v2)
+            try Database(path: other, mode: .readWrite).exec("UPDATE meta SET value = '2' WHERE key = 'version'")
+            let meta = Corpus.meta(version: 3, entries: v2.filter { !Self.deletes.contains($0.0.id) && !Self.upserts.map(\.0.id).contains($0.0.id) } + Self.upserts)
+            let changed = try base.changed(deleting: Self.deletes, upserting: Self.upserts)
+            #expect(changed.stateRoot == meta.stateRoot)
+            let predicted = changed.predictedRows()
+            try SnapshotWriter.apply([SnapshotWriter.Change(upserts: Self.upserts, deletes: Self.deletes)], newMeta: meta,
+                                     to: other, check: .checkedByCaller)
+
+            let derived = try changed.contents(ofFile: other, meta: meta, predicted: predicted)
+            let read = try Snapshot.scan(at: other, check: .storedHashes)
+            #expect(read.rows.ids.first == "aaa-first")
+            Self.expectSameRows(derived, read)
         }
     }
 }

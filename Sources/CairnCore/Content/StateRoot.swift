@@ -65,11 +65,16 @@ public enum StateRoot {
             a.id.utf8.lexicographicallyPrecedes(b.id.utf8)
         }
         let inOrder = zip(leaves, leaves.dropFirst()).allSatisfy { !precedes($1, $0) }
-        let sorted = inOrder ? leaves : leaves.sorted(by: precedes)
+        return compute(orderedLeaves: (inOrder ? leaves : leaves.sorted(by: precedes)).map(\.leaf))
+    }
+
+    /// The same root from leaves already in UTF-8 byte order of their ids (not checked: leaves
+    /// out of order give another root, which the signed one then refuses).
+    public static func compute(orderedLeaves leaves: [ContentID]) -> ContentID {
         var hasher = SHA256()
         hasher.update(data: domain)
-        hasher.update(data: withUnsafeBytes(of: UInt64(sorted.count).bigEndian, Array.init))
-        for entry in sorted { hasher.update(data: entry.leaf.bytes) }
+        hasher.update(data: withUnsafeBytes(of: UInt64(leaves.count).bigEndian, Array.init))
+        for leaf in leaves { hasher.update(data: leaf.bytes) }
         return ContentID(bytes: Array(hasher.finalize()))!
     }
 

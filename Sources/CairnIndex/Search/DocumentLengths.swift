@@ -6,27 +6,46 @@ final class DocumentLengths: @unchecked Sendable {
     /// Whether rowids run first, first + 1, … without gaps (the usual case): then a lookup is an index.
     private let contiguous: Bool
 
-    init(db: Database) throws(IndexError) {
+    convenience init(db: Database) throws(IndexError) {
         let statement = try db.prepare("SELECT id, sz FROM chunks_fts_docsize ORDER BY id")
         var rowids: [Int64] = [], tokens: [Int32] = []
         while try statement.step() {
             rowids.append(statement.int64(at: 0))
-            var total: Int64 = 0
-            try statement.withBlob(at: 1) { (bytes) throws(IndexError) in
-                var offset = 0
-                while offset < bytes.count {
-                    guard let (value, next) = Self.varint(bytes, at: offset) else {
-                        throw IndexError(.snapshotMalformed, "a row of the full-text index has a malformed size record")
-                    }
-                    total += value
-                    offset = next
-                }
-            }
-            tokens.append(Int32(clamping: total))
+            tokens.append(try statement.withBlob(at: 1, Self.total))
         }
+        self.init(rowids: rowids, tokens: tokens)
+    }
+
+    /// Lengths given by row: `rowids` ascending, `tokens[i]` the length of `rowids[i]`.
+    init(rowids: [Int64], tokens: [Int32]) {
         self.rowids = rowids
         self.tokens = tokens
         contiguous = rowids.last.map { $0 - rowids[0] == Int64(rowids.count - 1) } ?? true
+    }
+
+    /// The length of one row of `db`, read from its size record (nil when it has none).
+    static func read(rowid: Int64, from statement: Statement) throws(IndexError) -> Int32? {
+        statement.reset()
+        try statement.bind(rowid, at: 1)
+        guard try statement.step() else { return nil }
+        return try statement.withBlob(at: 0, total)
+    }
+
+    /// The statement `read(rowid:from:)` steps.
+    static let rowSQL = "SELECT sz FROM chunks_fts_docsize WHERE id = ?1"
+
+    /// A size record's total: the sum of its varints (one per column).
+    static func total(_ bytes: UnsafeRawBufferPointer) throws(IndexError) -> Int32 {
+        var total: Int64 = 0
+        var offset = 0
+        while offset < bytes.count {
+            guard let (value, next) = varint(bytes, at: offset) else {
+                throw IndexError(.snapshotMalformed, "a row of the full-text index has a malformed size record")
+            }
+            total += value
+            offset = next
+        }
+        return Int32(clamping: total)
     }
 
     /// The length of `rowid`, or nil when the table has no size for it.

@@ -9,17 +9,17 @@ extension IndexContents {
     /// them (`.deltaMismatch` when a deleted id is absent or an id is named twice,
     /// `.dimensionMismatch` for a vector of another length, `.snapshotMalformed` without leaves)
     /// and with the state root they give (protocol/state-root.md): the kept rows' leaves as
-    /// loaded, the upserts' computed from their data. Reads no file, so a delta is checked
-    /// before any file is touched.
+    /// loaded, the upserts' computed from their data, merged in id order. Reads no file, so a
+    /// delta is checked before any file is touched.
     public func changed(deleting deletes: [String], upserting upserts: [(Chunk, [Float])]) throws(IndexError) -> Changed {
         let change = try Change(self, deletes: deletes, upserts: upserts)
-        var leaves: [(id: String, leaf: ContentID)] = []
-        leaves.reserveCapacity(rows.ids.count + upserts.count)
-        for (row, id) in rows.ids.enumerated() where !change.removed.contains(row) {
-            leaves.append((id, rows.leaves[row]))
+        var leaves: [ContentID] = []
+        leaves.reserveCapacity(change.count)
+        change.merge(rows) { source in
+            leaves.append(source >= 0 ? rows.leaves[source] : change.upsertLeaves[-1 - source])
         }
-        for (position, (chunk, _)) in upserts.enumerated() { leaves.append((chunk.id, change.upsertLeaves[position])) }
-        return Changed(base: self, change: change, upserts: upserts, stateRoot: StateRoot.compute(leaves: leaves), count: leaves.count)
+        return Changed(base: self, change: change, upserts: upserts, stateRoot: StateRoot.compute(orderedLeaves: leaves),
+                       count: change.count)
     }
 
     /// A checked change to loaded rows (`changed(deleting:upserting:)`).
@@ -31,56 +31,46 @@ extension IndexContents {
         public let stateRoot: ContentID
         public let count: Int
 
-        /// The contents of the snapshot at `path`, which holds the changed rows and `meta`
-        /// (written by `SnapshotWriter.apply`, on the base version's file or on an older one
-        /// brought up to it): rowids from the file's id index and row lengths from its FTS size
-        /// table, everything else — vectors, scenarios, tags, leaves — from the base rows and the
-        /// upserts, without reading the rows themselves. The file's ids must be exactly the
-        /// changed rows' ids (else `.snapshotMalformed`).
-        public func contents(ofFile path: String, meta: SnapshotMeta) throws(IndexError) -> IndexContents {
+        /// The changed rows in the order the changed file is expected to hold them by rowid —
+        /// the base rows' order, an upsert of a held id in that row's place, new ids after them
+        /// in the delta's order (what `SnapshotWriter.apply` does to the base version's file, or
+        /// to an older one brought up to it by the same changes) — with everything but their
+        /// rowids. Reads no file: it can be built while the delta is being applied.
+        public func predictedRows() -> PredictedRows {
             let rows = base.rows
-            let file = try FileIdentity(path: path)
-            let db = try Database(path: path, mode: .readOnly(immutable: false))
-            guard try Snapshot.meta(in: db) == meta, meta.chunkCount == count else {
-                throw IndexError(.snapshotMalformed, "the changed snapshot's meta is not the new version's")
+            var replacement = [Int32](repeating: -1, count: rows.ids.count)
+            for (position, row) in change.upsertRows.enumerated() { if let row { replacement[row] = Int32(position) } }
+            var sources: [Int] = []
+            sources.reserveCapacity(count)
+            for row in rows.ids.indices {
+                if replacement[row] >= 0 { sources.append(-1 - Int(replacement[row])) } else if !change.removed[row] { sources.append(row) }
             }
-            var upserted: [String: Int] = [:]
-            upserted.reserveCapacity(upserts.count)
-            for (position, (chunk, _)) in upserts.enumerated() { upserted[chunk.id] = position }
+            for (position, row) in change.upsertRows.enumerated() where row == nil { sources.append(-1 - position) }
+            return PredictedRows(sources: sources, rows: assemble(sources))
+        }
 
-            // (rowid, id) from the id index (a few pages; the table's own pages hold the text and
-            // vectors), put in rowid order: the order every other load uses.
-            var pairs: [(rowid: Int64, id: String)] = []
-            pairs.reserveCapacity(count)
-            let statement = try db.prepare("SELECT rowid, id FROM chunks ORDER BY id")
-            while try statement.step() { pairs.append((statement.int64(at: 0), statement.string(at: 1) ?? "")) }
-            pairs.sort { $0.rowid < $1.rowid }
-
+        /// The changed rows of `sources` (a base row ≥ 0 or upsert -1 - position) in that order,
+        /// without rowids.
+        private func assemble(_ sources: [Int]) -> Rows {
+            let rows = base.rows
             var scenarioNames = [String](repeating: "", count: rows.scenarioCode.count)
             for (name, code) in rows.scenarioCode { scenarioNames[Int(code)] = name }
             // (No room reserved for the matrix: it is built whole below.)
-            var result = Rows(capacity: count, dimension: 0)
-            result.reserveLeaves(count)
-            // Where each row's vector comes from: a row of the base (≥ 0) or upsert -1 - position.
-            var sources: [Int] = []
-            sources.reserveCapacity(count)
-            for (rowid, id) in pairs {
-                if let position = upserted[id] {
-                    let chunk = upserts[position].0
-                    result.appendRow(rowid: rowid, id: id, scenario: chunk.scenario, tags: Set(chunk.tags))
-                    result.leaves.append(change.upsertLeaves[position])
-                    sources.append(-1 - position)
-                } else if let row = change.rowForID[id], !change.removed.contains(row) {
-                    let code = rows.scenarioCodes[row]
-                    result.appendRow(rowid: rowid, id: id, scenario: code < 0 ? nil : scenarioNames[Int(code)], tags: rows.tags[row])
-                    result.leaves.append(rows.leaves[row])
-                    sources.append(row)
+            var result = Rows(capacity: sources.count, dimension: 0)
+            result.reserveLeaves(sources.count)
+            for source in sources {
+                if source >= 0 {
+                    let code = rows.scenarioCodes[source]
+                    result.appendRow(id: rows.ids[source], scenario: code < 0 ? nil : scenarioNames[Int(code)], tags: rows.tags[source])
+                    result.leaves.append(rows.leaves[source])
                 } else {
-                    throw IndexError(.snapshotMalformed, "the changed snapshot holds a chunk that neither the old version nor the delta has")
+                    let chunk = upserts[-1 - source].0
+                    result.appendRow(id: chunk.id, scenario: chunk.scenario, tags: Set(chunk.tags))
+                    result.leaves.append(change.upsertLeaves[-1 - source])
                 }
             }
             // The matrix in one allocation, a row copied at a time.
-            let dimension = meta.dimension
+            let dimension = base.meta.dimension
             result.matrix = [Float](unsafeUninitializedCapacity: sources.count * dimension) { buffer, initialized in
                 rows.matrix.withUnsafeBufferPointer { old in
                     for (index, source) in sources.enumerated() {
@@ -94,51 +84,171 @@ extension IndexContents {
                 }
                 initialized = sources.count * dimension
             }
-            guard result.ids.count == count else {
-                throw IndexError(.snapshotMalformed, "the changed snapshot holds another number of chunks than the delta gives")
+            return result
+        }
+
+        /// The contents of the snapshot at `path`, which holds the changed rows and `meta`
+        /// (written by `SnapshotWriter.apply`, on the base version's file or on an older one
+        /// brought up to it): rowids from the file's id index, read in id order beside the
+        /// changed rows' ids (which they must equal, else `.snapshotMalformed`), and the upserted
+        /// rows' lengths from its FTS size table; everything else — vectors, scenarios, tags,
+        /// leaves, the kept rows' lengths — from the base rows and the upserts (`predicted`, when
+        /// built beforehand and the file's rowids follow its order; else built here), without
+        /// reading the rows themselves.
+        public func contents(ofFile path: String, meta: SnapshotMeta, predicted: PredictedRows? = nil) throws(IndexError) -> IndexContents {
+            let rows = base.rows
+            let file = try FileIdentity(path: path)
+            let db = try Database(path: path, mode: .readOnly(immutable: false))
+            guard try Snapshot.meta(in: db) == meta, meta.chunkCount == count else {
+                throw IndexError(.snapshotMalformed, "the changed snapshot's meta is not the new version's")
             }
-            return IndexContents(meta: meta, file: file, rows: result, lengths: try DocumentLengths(db: db))
+
+            // The file's (rowid, id) pairs from its id index (a few pages; the table's own pages
+            // hold the text and vectors), in id order, each matched with the row the change puts
+            // there: a base row (≥ 0) or upsert -1 - position.
+            var inIDOrder: [Int] = []
+            inIDOrder.reserveCapacity(count)
+            var baseRowids = [Int64](repeating: 0, count: rows.ids.count)
+            var upsertRowids = [Int64](repeating: 0, count: upserts.count)
+            let statement = try db.prepare("SELECT rowid, id FROM chunks ORDER BY id")
+            var matched = true
+            try change.merge(rows) { (source) throws(IndexError) in
+                guard matched, try statement.step(), let stored = statement.unsafeUTF8(at: 1) else {
+                    matched = false
+                    return
+                }
+                let id = source >= 0 ? rows.ids[source] : upserts[-1 - source].0.id
+                if !id.utf8.elementsEqual(stored) { matched = false }
+                if source >= 0 { baseRowids[source] = statement.int64(at: 0) } else { upsertRowids[-1 - source] = statement.int64(at: 0) }
+                inIDOrder.append(source)
+            }
+            guard matched, try !statement.step() else {
+                throw IndexError(.snapshotMalformed, "the changed snapshot's chunk ids are not the old version's changed by the delta")
+            }
+            func rowid(_ source: Int) -> Int64 { source >= 0 ? baseRowids[source] : upsertRowids[-1 - source] }
+
+            // Rows in rowid order, the order every other load uses.
+            var prediction = predicted ?? predictedRows()
+            let ascending = zip(prediction.sources, prediction.sources.dropFirst()).allSatisfy { rowid($0) < rowid($1) }
+            if !ascending {
+                let sources = prediction.sources.sorted { rowid($0) < rowid($1) }
+                prediction = PredictedRows(sources: sources, rows: assemble(sources))
+            }
+            var result = prediction.rows
+            result.place(rowids: prediction.sources.map(rowid))
+
+            // `idOrder` from the id order read; lengths: kept rows' as loaded, upserted rows' read.
+            var newRowForBase = [Int32](repeating: -1, count: rows.ids.count)
+            var newRowForUpsert = [Int32](repeating: -1, count: upserts.count)
+            for (row, source) in prediction.sources.enumerated() {
+                if source >= 0 { newRowForBase[source] = Int32(row) } else { newRowForUpsert[-1 - source] = Int32(row) }
+            }
+            result.idOrder = inIDOrder.map { $0 >= 0 ? newRowForBase[$0] : newRowForUpsert[-1 - $0] }
+            var tokens: [Int32] = []
+            tokens.reserveCapacity(count)
+            let sizes = try db.prepare(DocumentLengths.rowSQL)
+            for source in prediction.sources {
+                let length = source >= 0 ? base.lengths.tokens(rowid: rows.rowids[source])
+                    : try DocumentLengths.read(rowid: rowid(source), from: sizes)
+                guard let length else {
+                    throw IndexError(.snapshotMalformed, "a row of the changed snapshot has no full-text size record")
+                }
+                tokens.append(length)
+            }
+            return IndexContents(meta: meta, file: file, rows: result,
+                                 lengths: DocumentLengths(rowids: result.rowids, tokens: tokens))
         }
     }
 
-    /// Which loaded rows a delta removes or replaces.
+    /// `Changed.predictedRows()`: the changed rows without rowids, in their expected rowid order.
+    public struct PredictedRows: Sendable {
+        /// Each row's source: a base row (≥ 0) or upsert -1 - position.
+        fileprivate let sources: [Int]
+        fileprivate let rows: Rows
+    }
+
+    /// Which loaded rows a delta removes or replaces, found by id in `Rows.idOrder`.
     fileprivate struct Change: Sendable {
-        let rowForID: [String: Int]
-        /// Rows deleted or replaced by an upsert.
-        let removed: Set<Int>
+        /// Per loaded row: deleted or replaced by an upsert.
+        let removed: [Bool]
+        /// Rows after the change.
+        let count: Int
+        /// Upsert positions in UTF-8 byte order of their ids, and the ids.
+        let upsertOrder: [Int]
+        let upsertIDs: [String]
         /// Each upsert's state-root leaf, computed from its data.
         let upsertLeaves: [ContentID]
+        /// The loaded row each upsert replaces (nil for a new id).
+        let upsertRows: [Int?]
 
         init(_ contents: IndexContents, deletes: [String], upserts: [(Chunk, [Float])]) throws(IndexError) {
             guard contents.hasLeaves else {
                 throw IndexError(.snapshotMalformed, "these rows were loaded without their state-root leaves")
             }
-            var rowForID: [String: Int] = [:]
-            rowForID.reserveCapacity(contents.rows.ids.count)
-            for (row, id) in contents.rows.ids.enumerated() { rowForID[id] = row }
-            var removed = Set<Int>()
+            let rows = contents.rows
+            var removed = [Bool](repeating: false, count: rows.ids.count)
+            var removedCount = 0
             for id in deletes {
-                guard let row = rowForID[id], removed.insert(row).inserted else {
+                guard let row = Self.row(of: id, in: rows), !removed[row] else {
                     throw IndexError(.deltaMismatch, "a delta deletes a chunk this version does not hold, or one id twice")
                 }
+                removed[row] = true
+                removedCount += 1
             }
-            var seen = Set<String>()
-            for (chunk, vector) in upserts {
-                guard seen.insert(chunk.id).inserted else {
+            var upsertRows = [Int?](repeating: nil, count: upserts.count)
+            let upsertOrder = upserts.indices.sorted { upserts[$0].0.id.utf8.lexicographicallyPrecedes(upserts[$1].0.id.utf8) }
+            for (index, position) in upsertOrder.enumerated() {
+                let (chunk, vector) = upserts[position]
+                guard index == 0 || !upserts[upsertOrder[index - 1]].0.id.utf8.elementsEqual(chunk.id.utf8) else {
                     throw IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
                 }
                 guard vector.count == contents.meta.dimension else {
                     throw IndexError(.dimensionMismatch, "a vector has \(vector.count) values; the snapshot's dimension is \(contents.meta.dimension)")
                 }
-                if let row = rowForID[chunk.id] {
-                    guard removed.insert(row).inserted else {
+                if let row = Self.row(of: chunk.id, in: rows) {
+                    guard !removed[row] else {
                         throw IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
                     }
+                    removed[row] = true
+                    removedCount += 1
+                    upsertRows[position] = row
                 }
             }
-            self.rowForID = rowForID
             self.removed = removed
+            self.upsertRows = upsertRows
+            self.upsertOrder = upsertOrder
+            upsertIDs = upserts.map(\.0.id)
+            count = rows.ids.count - removedCount + upserts.count
             upsertLeaves = upserts.map { StateRoot.Record(chunk: $0.0, embedding: $0.1).leaf }
+        }
+
+        /// The loaded row holding `id` (its UTF-8 bytes), by binary search in `idOrder`.
+        static func row(of id: String, in rows: Rows) -> Int? {
+            var low = 0, high = rows.idOrder.count
+            while low < high {
+                let middle = (low + high) / 2
+                if rows.ids[Int(rows.idOrder[middle])].utf8.lexicographicallyPrecedes(id.utf8) { low = middle + 1 } else { high = middle }
+            }
+            guard low < rows.idOrder.count, rows.ids[Int(rows.idOrder[low])].utf8.elementsEqual(id.utf8) else { return nil }
+            return Int(rows.idOrder[low])
+        }
+
+        /// Calls `body` with each row after the change in UTF-8 byte order of its id: a kept
+        /// loaded row (≥ 0) or upsert -1 - position.
+        func merge<E: Error>(_ rows: Rows, _ body: (Int) throws(E) -> Void) throws(E) {
+            var next = 0
+            for row in rows.idOrder where !removed[Int(row)] {
+                let id = rows.ids[Int(row)]
+                while next < upsertOrder.count, upsertIDs[upsertOrder[next]].utf8.lexicographicallyPrecedes(id.utf8) {
+                    try body(-1 - upsertOrder[next])
+                    next += 1
+                }
+                try body(Int(row))
+            }
+            while next < upsertOrder.count {
+                try body(-1 - upsertOrder[next])
+                next += 1
+            }
         }
     }
 }

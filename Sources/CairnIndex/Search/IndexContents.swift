@@ -21,6 +21,8 @@ public final class IndexContents: Sendable {
     init(meta: SnapshotMeta, file: FileIdentity, rows: Rows, lengths: DocumentLengths) {
         self.meta = meta
         self.file = file
+        var rows = rows
+        if rows.leaves.count == rows.ids.count, rows.idOrder.count != rows.ids.count { rows.orderIDs() }
         self.rows = rows
         self.lengths = lengths
     }
@@ -38,6 +40,10 @@ public final class IndexContents: Sendable {
         /// Each row's state-root leaf (`StateRoot.Record.leaf`) when the scan read or recomputed
         /// the hashes, else empty: a delta to these rows is then checked without reading them.
         var leaves: [ContentID] = []
+        /// The rows' positions in UTF-8 byte order of their ids, when they have leaves (else
+        /// empty): a delta is checked, and the new rows derived, by merging in this order, the
+        /// order of the state root and of the file's id index.
+        var idOrder: [Int32] = []
 
         init(capacity: Int, dimension: Int) {
             matrix.reserveCapacity(capacity * dimension)
@@ -46,6 +52,15 @@ public final class IndexContents: Sendable {
             rowForRowid.reserveCapacity(capacity)
             scenarioCodes.reserveCapacity(capacity)
             tags.reserveCapacity(capacity)
+        }
+
+        /// Sets `idOrder`: the positions as they are when the ids already ascend (a snapshot
+        /// written whole inserts its rows in id order), else sorted.
+        mutating func orderIDs() {
+            let ids = self.ids
+            let ascending = zip(ids, ids.dropFirst()).allSatisfy { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            idOrder = ascending ? Array(0..<Int32(ids.count))
+                : (0..<Int32(ids.count)).sorted { ids[Int($0)].utf8.lexicographicallyPrecedes(ids[Int($1)].utf8) }
         }
 
         /// Reserves room for one leaf per row (a scan that keeps them).
@@ -65,6 +80,19 @@ public final class IndexContents: Sendable {
         mutating func appendRow(rowid: Int64, id: String, scenario: String?, tags: Set<String>) {
             rowForRowid[rowid] = rowids.count
             rowids.append(rowid)
+            appendRow(id: id, scenario: scenario, tags: tags)
+        }
+
+        /// Sets every row's rowid (rows appended without: `appendRow(id:scenario:tags:)`).
+        mutating func place(rowids: [Int64]) {
+            self.rowids = rowids
+            rowForRowid = [:]
+            rowForRowid.reserveCapacity(rowids.count)
+            for (row, rowid) in rowids.enumerated() { rowForRowid[rowid] = row }
+        }
+
+        /// Appends one row's id, scenario and tags without its rowid (`place(rowids:)` sets them).
+        mutating func appendRow(id: String, scenario: String?, tags: Set<String>) {
             ids.append(id)
             if let scenario {
                 let code = scenarioCode[scenario, default: Int32(scenarioCode.count)]

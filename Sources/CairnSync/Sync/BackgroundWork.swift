@@ -24,6 +24,27 @@ public enum BackgroundWork {
         }.start()
     }
 
+    /// Work started on an install thread of its own, whose result a blocking caller (itself an
+    /// install thread) takes when it needs it: two parts of one install at once.
+    final class Pending<T: Sendable>: @unchecked Sendable {
+        private let done = DispatchSemaphore(value: 0)
+        // Written once by the worker before `done` is signalled; read after waiting for it.
+        private var result: T?
+
+        init(_ body: @escaping @Sendable () -> T) {
+            BackgroundWork.start { [self] in
+                result = body()
+                done.signal()
+            }
+        }
+
+        /// Blocks until the work is done; call once.
+        func wait() -> T {
+            done.wait()
+            return result!
+        }
+    }
+
     /// Runs `body` on an install thread of its own and returns its result. `body`, and what it
     /// captures, is released before the caller resumes: a thread keeps its closure until it
     /// exits, so a caller that then drops its last reference to something the work used (a

@@ -93,9 +93,14 @@ enum IndexBuilder {
         let reused = catchUp != nil
         let meta = SnapshotMeta(channel: manifest.channel, version: manifest.version, stateRoot: manifest.stateRoot,
                                 dimension: manifest.dimension, modelID: manifest.model.id, chunkCount: manifest.chunkCount)
+        // The new rows are assembled on the other core while SQLite applies the changes.
+        let predicted = changed.map { changed in BackgroundWork.Pending { changed.predictedRows() } }
         do {
             try SnapshotWriter.apply(changes, newMeta: meta, to: output, check: changed == nil ? .storedHashes : .checkedByCaller)
-            let contents = try changed?.contents(ofFile: output, meta: meta)
+            // The changed pages go to disk while the rows are derived, so `finish`'s fsync finds
+            // them written (on a thread of its own: submitting them blocks for milliseconds).
+            BackgroundWork.start { FileSystem.startWriteback(path: output) }
+            let contents = try changed?.contents(ofFile: output, meta: meta, predicted: predicted?.wait())
             return DeltaResult(contents: contents, reused: reused)
         } catch {
             throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : .installFailed,

@@ -14,7 +14,14 @@ extension Syncer {
         let model = try await ensureModel(manifest, base: base)
         let partial = "\(directory.versionsPath)/\(manifest.version).partial"
         try? FileManager.default.removeItem(atPath: partial)
-        do { try FileSystem.makeDirectory(partial) } catch { throw SyncError(.io, "cannot create \(partial)", cause: error) }
+        do {
+            try FileSystem.makeDirectory(partial)
+            // Written now, fsynced by `finish` (by then its pages are on their way).
+            try FileSystem.writeNew(bytes, to: partial + "/manifest.json")
+        } catch {
+            try? FileManager.default.removeItem(atPath: partial)
+            throw SyncError(error.code == .diskFull ? .diskFull : .io, "cannot create \(partial): \(error.message)", cause: error)
+        }
         let index = partial + "/index.sqlite"
         let clock = ContinuousClock()
         do {
@@ -33,7 +40,7 @@ extension Syncer {
             let checked = clock.now
             // fsyncs and renames: on an install thread, not on the cooperative threads.
             let version = try await BackgroundWork.run { () throws(SyncError) in
-                try self.finish(manifest: manifest, bytes: bytes, partial: partial, model: model)
+                try self.finish(manifest: manifest, partial: partial, model: model)
             }
             timings.path = !made.byDelta ? "full" : made.inPlace ? "delta-in-place" : "delta-on-copy"
             timings.fetch = made.fetch
@@ -128,15 +135,15 @@ extension Syncer {
         }
     }
 
-    /// Writes the manifest and model link, fsyncs, renames the folder into place and swaps the
-    /// links (`previous` first, then `current`, so both always name complete versions). What is
-    /// no longer referenced is removed after the query path has the new version
-    /// (`removeUnreferenced`).
-    private nonisolated func finish(manifest: Manifest, bytes: [UInt8], partial: String, model: String?) throws(SyncError) -> InstalledVersion {
+    /// Writes the model link, fsyncs the manifest (written by `install`), the index and the
+    /// folder, renames the folder into place and swaps the links (`previous` first, then
+    /// `current`, so both always name complete versions). What is no longer referenced is
+    /// removed after the query path has the new version (`removeUnreferenced`).
+    private nonisolated func finish(manifest: Manifest, partial: String, model: String?) throws(SyncError) -> InstalledVersion {
         let name = "\(manifest.version)"
         let final = "\(directory.versionsPath)/\(name)"
         do {
-            try FileSystem.writeAtomically(bytes, to: partial + "/manifest.json")
+            try Self.fsyncFile(partial + "/manifest.json")
             if let model {
                 guard symlink("../../models/\((model as NSString).lastPathComponent)", partial + "/model") == 0 else {
                     throw SyncError(.io, "cannot create the model link in \(partial)")
