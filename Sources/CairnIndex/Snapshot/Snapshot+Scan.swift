@@ -69,8 +69,10 @@ extension Snapshot {
             throw IndexError(check == .none ? .snapshotMalformed : .stateRootMismatch,
                              "the snapshot holds a different number of chunks than its meta says")
         }
+        // The id order once: for the state root here and for the next delta (`Rows.idOrder`).
+        if check != .none { rows.orderIDs() }
         if check == .recomputedHashes {
-            try Self.check(leaves: Array(zip(rows.ids, rows.leaves)), meta: first.meta, expectedStateRoot: expectedStateRoot)
+            try Self.check(orderedLeaves: rows.idOrder.map { rows.leaves[Int($0)] }, meta: first.meta, expectedStateRoot: expectedStateRoot)
         }
         return IndexContents(meta: first.meta, file: first.file, rows: rows, lengths: lengths)
     }

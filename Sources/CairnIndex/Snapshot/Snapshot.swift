@@ -73,8 +73,10 @@ public enum Snapshot {
         }
     }
 
-    static func check(leaves: [(id: String, leaf: ContentID)], meta: SnapshotMeta, expectedStateRoot: ContentID?) throws(IndexError) {
-        let root = StateRoot.compute(leaves: leaves)
+    /// The state root over `orderedLeaves` (in id order) and their count equal the meta's and
+    /// `expectedStateRoot`.
+    static func check(orderedLeaves leaves: [ContentID], meta: SnapshotMeta, expectedStateRoot: ContentID?) throws(IndexError) {
+        let root = StateRoot.compute(orderedLeaves: leaves)
         guard leaves.count == meta.chunkCount, root == meta.stateRoot else {
             throw IndexError(.stateRootMismatch, "the snapshot's recomputed state root or chunk count differs from its meta")
         }
