@@ -18,8 +18,7 @@ extension IndexContents {
         change.merge(rows) { source in
             leaves.append(source >= 0 ? rows.leaves[source] : change.upsertLeaves[-1 - source])
         }
-        return Changed(base: self, change: change, upserts: upserts, stateRoot: StateRoot.compute(orderedLeaves: leaves),
-                       count: change.count)
+        return Changed(base: self, change: change, upserts: upserts, stateRoot: StateRoot.compute(orderedLeaves: leaves))
     }
 
     /// A checked change to loaded rows (`changed(deleting:upserting:)`).
@@ -29,7 +28,7 @@ extension IndexContents {
         let upserts: [(Chunk, [Float])]
         /// The state root and chunk count of the rows after the change.
         public let stateRoot: ContentID
-        public let count: Int
+        public var count: Int { change.count }
 
         /// The changed rows in the order the changed file is expected to hold them by rowid —
         /// the base rows' order, an upsert of a held id in that row's place, new ids after them
