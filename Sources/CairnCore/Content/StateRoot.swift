@@ -54,18 +54,7 @@ public enum StateRoot {
     /// SHA-256("cairn-state-root-v1\n" ‖ u64be(n) ‖ leaf₁ ‖ … ‖ leafₙ), records sorted by the
     /// UTF-8 bytes of their ids. Ids must be unique.
     public static func compute<S: Sequence>(_ records: S) -> ContentID where S.Element == Record {
-        compute(leaves: records.map { (id: $0.id, leaf: $0.leaf) })
-    }
-
-    /// The same root from each record's id and its `Record.leaf`, in any order (a device keeps
-    /// the leaves of its installed version, so that a delta is checked without re-reading rows;
-    /// a list already in id order, as a snapshot's rows are, is only checked, not sorted).
-    public static func compute(leaves: [(id: String, leaf: ContentID)]) -> ContentID {
-        func precedes(_ a: (id: String, leaf: ContentID), _ b: (id: String, leaf: ContentID)) -> Bool {
-            a.id.utf8.lexicographicallyPrecedes(b.id.utf8)
-        }
-        let inOrder = zip(leaves, leaves.dropFirst()).allSatisfy { !precedes($1, $0) }
-        return compute(orderedLeaves: (inOrder ? leaves : leaves.sorted(by: precedes)).map(\.leaf))
+        compute(orderedLeaves: records.sorted { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }.map(\.leaf))
     }
 
     /// The same root from leaves already in UTF-8 byte order of their ids (not checked: leaves

@@ -58,7 +58,7 @@ enum IndexBuilder {
               delta.fromStateRoot == installed.stateRoot, delta.toStateRoot == manifest.stateRoot else {
             throw SyncError(.installFailed, "the delta's versions or state roots differ from its manifest entry")
         }
-        let change = SnapshotWriter.Change(upserts: delta.upserts.map { ($0.chunk, $0.vector) }, deletes: delta.deletes)
+        let change = SnapshotWriter.Change(delta)
         // Checked in memory when the installed rows (with leaves) are at hand: nil otherwise.
         var changed: IndexContents.Changed?
         if let base = installedRows, base.hasLeaves, base.meta.version == installed.version,
@@ -88,8 +88,7 @@ enum IndexBuilder {
                 throw SyncError(.io, "cannot copy the installed index beside it: \(error.message)")
             }
         }
-        let changes = (catchUp.map { [SnapshotWriter.Change(upserts: $0.upserts.map { ($0.chunk, $0.vector) }, deletes: $0.deletes)] } ?? [])
-            + [change]
+        let changes = (catchUp.map { [SnapshotWriter.Change($0)] } ?? []) + [change]
         let reused = catchUp != nil
         let meta = SnapshotMeta(channel: manifest.channel, version: manifest.version, stateRoot: manifest.stateRoot,
                                 dimension: manifest.dimension, modelID: manifest.model.id, chunkCount: manifest.chunkCount)
@@ -222,5 +221,12 @@ enum IndexBuilder {
                 throw SyncError(.canaryFailed, "canary \(position + 1) of \(canaries.count) did not find its expected chunks in the top \(request.k); version refused")
             }
         }
+    }
+}
+
+extension SnapshotWriter.Change {
+    /// A decoded delta's upserts and deletes.
+    init(_ delta: Delta) {
+        self.init(upserts: delta.upserts.map { ($0.chunk, $0.vector) }, deletes: delta.deletes)
     }
 }

@@ -49,11 +49,7 @@ extension Syncer {
                 }
                 try stream.finish()
                 // Kept as the version's snapshot.blob and fsynced before the swap: start its writeback.
-                let fd = open(partial, O_RDONLY | O_CLOEXEC)
-                if fd >= 0 {
-                    FileSystem.startWriteback(fd)
-                    close(fd)
-                }
+                FileSystem.startWriteback(path: partial)
                 return partial
             }
             // The stream did not see the whole blob from its start: inflate the file below.
