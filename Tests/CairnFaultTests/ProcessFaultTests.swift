@@ -12,9 +12,9 @@ struct ProcessFaultTests {
     static let version1: Workspace.KB = Rig.knowledgeBase(1)
     static let version2: Workspace.KB = Rig.knowledgeBase(2)
 
-    /// A data directory holding version 1 (made by a real sync from `url`). With `upTo` 2 it then syncs version 2 (published by
-    /// `next`) by its delta, keeping version 1 as `previous` and the delta blob: the next delta
-    /// is applied to version 1's file in place.
+    /// A data directory holding version 1 (made by a real sync from `url`). With `upTo` 2 it
+    /// then syncs version 2 (published by `next`) by its delta, keeping version 1 as `previous`
+    /// and the delta blob: the next delta is applied to version 1's file in place.
     static func seed(_ workspace: Workspace, url: String, upTo last: Int = 1,
                      publishing next: (() throws -> Void)? = nil) async throws -> String {
         let seed = try DeviceProcess(workspace, sources: [url], name: "seed")

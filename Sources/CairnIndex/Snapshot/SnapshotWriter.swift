@@ -81,7 +81,7 @@ public enum SnapshotWriter {
         /// row) and the row count must equal the new meta's.
         case storedHashes
         /// The caller computed the result's state root before the file was touched, from the
-        /// rows the changes apply to (`IndexContents.stateRoot(deleting:upserting:)`); only the
+        /// rows the changes apply to (`IndexContents.changed(deleting:upserting:)`); only the
         /// row count is checked here.
         case checkedByCaller
     }

@@ -9,8 +9,8 @@ struct InstallTimings {
     /// Downloading and hashing blobs; for a full snapshot downloaded from its first byte, also
     /// inflating it, as it arrives (`SnapshotStream`).
     var fetch = Duration.zero
-    /// Inflating a snapshot whose download resumed, or copying the installed index and applying
-    /// the delta.
+    /// Inflating a snapshot whose download resumed, or applying the delta (to a copy of the
+    /// installed index, or in place to the previous version's file) and deriving the new rows.
     var build = Duration.zero
     /// The pass over every row that checks the state root and loads the rows for searching.
     var verify = Duration.zero
