@@ -49,6 +49,47 @@ import Testing
         }
     }
 
+    /// The FTS5 index's stored blocks (`chunks_fts_data`), to tell whether a change wrote to it.
+    func ftsBlocks(_ path: String) throws -> [[UInt8]] {
+        let db = try Database(path: path, mode: .readOnly(immutable: false))
+        let rows = try db.prepare("SELECT block FROM chunks_fts_data ORDER BY id")
+        var blocks: [[UInt8]] = []
+        while try rows.step() { blocks.append(rows.blob(at: 0) ?? []) }
+        return blocks
+    }
+
+    @Test func givenAnUpsertThatKeepsTitleAndContent_whenApplied_thenTheFullTextIndexIsNotRewrittenAndStillAnswers() throws {
+        try withTemporaryDirectory { directory in
+            let next = try copy(of: Corpus.snapshot(in: directory), in: directory)
+            let blocks = try ftsBlocks(next)
+            let original = Corpus.entries.first { $0.0.id == "lighting" }!.0
+            var retagged = original
+            retagged.scenario = "blackout"
+            retagged.tags = ["power"]
+            let entries = Corpus.entries.map { $0.0.id == "lighting" ? (retagged, unit(0, 0, 0.6, 0.8)) : $0 }
+
+            try SnapshotWriter.apply(upserts: [(retagged, unit(0, 0, 0.6, 0.8))], deletes: [],
+                                     newMeta: Corpus.meta(version: 2, entries: entries), to: next)
+
+            #expect(try ftsBlocks(next) == blocks)
+            // Structure, FTS integrity against the rows, every hash and the state root.
+            #expect(try Snapshot.verify(at: next, expectedStateRoot: Corpus.meta(version: 2, entries: entries).stateRoot).version == 2)
+            let index = try SearchIndex(path: next)
+            #expect(try index.chunk(id: "lighting") == retagged)
+            let found = try index.search(SearchRequest(query: "candles", k: 10, mode: .lexical), queryVector: nil)
+            #expect(found.results.map(\.chunk.id) == ["lighting"])
+
+            // A changed content does rewrite it (the comparison above can fail).
+            var edited = retagged
+            edited.content += " Lanterns too."
+            let third = entries.map { $0.0.id == "lighting" ? (edited, $0.1) : $0 }
+            try SnapshotWriter.apply(upserts: [(edited, unit(0, 0, 0.6, 0.8))], deletes: [],
+                                     newMeta: Corpus.meta(version: 3, entries: third), to: next)
+            #expect(try ftsBlocks(next) != blocks)
+            #expect(try Snapshot.verify(at: next, expectedStateRoot: Corpus.meta(version: 3, entries: third).stateRoot).version == 3)
+        }
+    }
+
     @Test func givenADeleteOfAnUnknownChunk_whenApplied_thenItIsRefusedAndTheFileIsUnchanged() throws {
         try withTemporaryDirectory { directory in
             let next = try copy(of: Corpus.snapshot(in: directory), in: directory)

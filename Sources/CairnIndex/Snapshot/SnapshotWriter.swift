@@ -73,6 +73,11 @@ public enum SnapshotWriter {
             self.upserts = upserts
             self.deletes = deletes
         }
+
+        /// A decoded delta's upserts and deletes.
+        public init(_ delta: Delta) {
+            self.init(upserts: delta.upserts.map { ($0.chunk, $0.vector) }, deletes: delta.deletes)
+        }
     }
 
     /// How `apply` checks the rows it is about to commit.
@@ -136,18 +141,20 @@ public enum SnapshotWriter {
                 WHERE rowid = ?11
                 """)
 
-            /// Removes the row's terms from the FTS index using the values it was indexed with.
-            func unindexExisting(id: String) throws(IndexError) -> Int64? {
+            /// The row holding `id`, with the title and content it was indexed with.
+            func existing(id: String) throws(IndexError) -> (rowid: Int64, title: String, content: String)? {
                 find.reset()
                 try find.bind(id, at: 1)
                 guard try find.step() else { return nil }
-                let rowid = find.int64(at: 0)
+                return (find.int64(at: 0), find.string(at: 1) ?? "", find.string(at: 2) ?? "")
+            }
+            /// Removes the row's terms from the FTS index using the values it was indexed with.
+            func unindex(_ row: (rowid: Int64, title: String, content: String)) throws(IndexError) {
                 ftsDelete.reset()
-                try ftsDelete.bind(rowid, at: 1)
-                try ftsDelete.bind(find.string(at: 1) ?? "", at: 2)
-                try ftsDelete.bind(find.string(at: 2) ?? "", at: 3)
+                try ftsDelete.bind(row.rowid, at: 1)
+                try ftsDelete.bind(row.title, at: 2)
+                try ftsDelete.bind(row.content, at: 3)
                 try ftsDelete.run()
-                return rowid
             }
             func index(rowid: Int64, _ chunk: Chunk) throws(IndexError) {
                 ftsInsert.reset()
@@ -159,20 +166,27 @@ public enum SnapshotWriter {
 
             for change in changes {
                 for id in change.deletes {
-                    guard let rowid = try unindexExisting(id: id) else {
+                    guard let row = try existing(id: id) else {
                         throw IndexError(.deltaMismatch, "a delta deletes a chunk this snapshot does not hold; it was built for another version")
                     }
+                    try unindex(row)
                     deleteRow.reset()
-                    try deleteRow.bind(rowid, at: 1)
+                    try deleteRow.bind(row.rowid, at: 1)
                     try deleteRow.run()
                 }
                 for (chunk, vector) in change.upserts {
-                    if let rowid = try unindexExisting(id: chunk.id) {
+                    if let row = try existing(id: chunk.id) {
+                        // Same title and content bytes (not Swift's canonical equivalence: the
+                        // tokenizer sees bytes): the row's terms stay as indexed, so a change of
+                        // metadata or embedding alone costs no tokenizing.
+                        let sameText = row.title.utf8.elementsEqual(chunk.title.utf8)
+                            && row.content.utf8.elementsEqual(chunk.content.utf8)
+                        if !sameText { try unindex(row) }
                         update.reset()
                         try bindChunk(chunk, vector: vector, to: update)
-                        try update.bind(rowid, at: 11)
+                        try update.bind(row.rowid, at: 11)
                         try update.run()
-                        try index(rowid: rowid, chunk)
+                        if !sameText { try index(rowid: row.rowid, chunk) }
                     } else {
                         insert.reset()
                         try bindChunk(chunk, vector: vector, to: insert)

@@ -223,10 +223,3 @@ enum IndexBuilder {
         }
     }
 }
-
-extension SnapshotWriter.Change {
-    /// A decoded delta's upserts and deletes.
-    init(_ delta: Delta) {
-        self.init(upserts: delta.upserts.map { ($0.chunk, $0.vector) }, deletes: delta.deletes)
-    }
-}
