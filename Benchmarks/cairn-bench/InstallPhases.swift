@@ -1,10 +1,19 @@
 // cairn-bench install-phases --index FILE [--repeat 3]
+//                             [--delta-base FILE --delta BLOB --delta-size N --chunk-count N]
 //
 // What the file-bound phases of an install cost on one snapshot file, each the best of
 // `--repeat` runs (the file stays in the page cache, as it is right after an install writes it):
 // the row scan with each check (`Snapshot.scan`: none = opening to serve or after a delta,
 // recomputed = after a full snapshot), the structure checks a device no longer runs on a signed
 // snapshot (`Snapshot.verifyStructure`), and copying the file in the kernel, then fsyncing it.
+//
+// With a delta (its compressed blob, its uncompressed size, the version it makes and that
+// version's chunk count) and the snapshot file it applies to: what SQLite alone takes to apply it
+// to a page-cached copy of that file (`SnapshotWriter.apply`, the state root checked by the
+// caller as a device does), and of that the FTS5 statements alone (each changed row's terms
+// removed and each upserted row's added, on a fresh copy, one transaction). No fetch, no check,
+// no fsync: the floor of any delta install that updates the full-text index before its swap.
+import CairnCore
 import CairnIndex
 import CairnStore
 import Foundation
@@ -13,9 +22,11 @@ func installPhases(_ arguments: [String]) throws {
     let path = try requiredOption("--index", in: arguments)
     let repeats = try intOption("--repeat", in: arguments, default: 3)
     let clock = ContinuousClock()
-    func best(_ body: () throws -> Void) rethrows -> Double {
+    /// The best of `repeats` timings of `body`, each after an untimed `setup`.
+    func best(setup: () throws -> Void = {}, _ body: () throws -> Void) rethrows -> Double {
         var best = Double.infinity
         for _ in 0..<repeats {
+            try setup()
             let start = clock.now
             try body()
             best = min(best, milliseconds(clock.now - start))
@@ -44,5 +55,57 @@ func installPhases(_ arguments: [String]) throws {
         fsyncMS = min(fsyncMS, milliseconds(clock.now - start))
     }
     result["fsync_after_copy_ms"] = fsyncMS
+    if let base = option("--delta-base", in: arguments) {
+        let change = SnapshotWriter.Change(try Delta.decode(try Zlib.decompress(
+            try FileSystem.read(try requiredOption("--delta", in: arguments)),
+            expectedSize: try intOption("--delta-size", in: arguments, default: 1))))
+        var meta = try Snapshot.meta(at: base)
+        meta.chunkCount = try intOption("--chunk-count", in: arguments, default: 1)
+        meta.version += 1
+        result["delta_rows"] = change.upserts.count + change.deletes.count
+        func freshCopy() throws {
+            unlink(copy)
+            try FileSystem.copyFile(from: base, to: copy)
+        }
+        result["delta_apply_ms"] = try best(setup: freshCopy) {
+            try SnapshotWriter.apply([change], newMeta: meta, to: copy, check: .checkedByCaller)
+        }
+        result["delta_fts_ms"] = try best(setup: freshCopy) { try ftsStatements(of: change, in: copy) }
+    }
     try printJSON(result)
+}
+
+/// The FTS5 statements `SnapshotWriter.apply` runs for `change` (the old terms of every deleted
+/// or upserted row removed, each upserted row's added), alone, in one transaction on `path`.
+private func ftsStatements(of change: SnapshotWriter.Change, in path: String) throws {
+    let db = try Database(path: path, mode: .readWrite)
+    try db.exec("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF")
+    let find = try db.prepare("SELECT rowid, title, content FROM chunks WHERE id = ?1")
+    let remove = try db.prepare("INSERT INTO chunks_fts(chunks_fts, rowid, title, content) VALUES('delete', ?1, ?2, ?3)")
+    let add = try db.prepare("INSERT INTO chunks_fts(rowid, title, content) VALUES(?1, ?2, ?3)")
+    let last = try db.prepare("SELECT max(rowid) FROM chunks")
+    var unused = try last.step() ? last.int64(at: 0) + 1 : 1
+    try db.transaction { () throws(IndexError) in
+        for (id, chunk) in change.deletes.map({ ($0, Chunk?.none) }) + change.upserts.map({ ($0.0.id, Optional($0.0)) }) {
+            find.reset()
+            try find.bind(id, at: 1)
+            var rowid = unused
+            if try find.step() {
+                rowid = find.int64(at: 0)
+                remove.reset()
+                try remove.bind(rowid, at: 1)
+                try remove.bind(find.string(at: 1) ?? "", at: 2)
+                try remove.bind(find.string(at: 2) ?? "", at: 3)
+                try remove.run()
+            } else {
+                unused += 1  // a new id: only its terms are added, under a rowid no row has
+            }
+            guard let chunk else { continue }
+            add.reset()
+            try add.bind(rowid, at: 1)
+            try add.bind(chunk.title, at: 2)
+            try add.bind(chunk.content, at: 3)
+            try add.run()
+        }
+    }
 }
