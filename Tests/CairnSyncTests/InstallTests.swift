@@ -67,6 +67,27 @@ struct InstallTests {
         #expect(try SearchIndex(path: installed.indexPath).chunk(id: "chunk-000")?.content == "flood maps revision 2")
     }
 
+    @Test("Given version 1 installed, when a delta sync fetches the manifest and then the delta, then both travel over one kept-alive connection",
+          .enabled(if: nginxAvailable, "nginx is not installed; apt-get install nginx"))
+    func oneConnectionPerSync() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let nginx = try Nginx(root: repo.root)
+        defer { nginx.stop() }
+        let device = try Device(repo: repo, sources: [nginx.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
+
+        let before = nginx.accessLog.count
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        let requests = Array(nginx.accessLog.dropFirst(before))
+        // nginx's `$connection`, the serial number of the connection a request came on, ends each line.
+        let connections = Set(requests.compactMap { $0.split(separator: " ").last })
+        #expect(requests.count == 2 && requests[0].contains("manifest.json") && requests[1].hasPrefix("/blobs/"))
+        #expect(connections.count == 1, "the sync's requests came on connections \(connections)")
+        #expect(await device.syncer.lastAttemptStats.connections <= 1)
+    }
+
     @Test("Given the newest version installed, when polling again, then it costs one conditional request under 2 KB",
           .enabled(if: nginxAvailable, "nginx is not installed; apt-get install nginx"))
     func noChangePoll() async throws {

@@ -71,7 +71,7 @@ public final class Nginx {
             daemon off; worker_processes 1; pid \(folder)/nginx.pid; error_log \(folder)/error.log;
             events { worker_connections 64; }
             http {
-              log_format bytes '$request_uri $status $bytes_sent';
+              log_format bytes '$request_uri $status $bytes_sent $connection';
               access_log \(folder)/access.log bytes;
               client_body_temp_path \(folder)/body; proxy_temp_path \(folder)/proxy;
               fastcgi_temp_path \(folder)/fastcgi; uwsgi_temp_path \(folder)/uwsgi; scgi_temp_path \(folder)/scgi;

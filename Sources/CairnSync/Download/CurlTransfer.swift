@@ -1,6 +1,7 @@
 import CCurl
 import Dispatch
 import Foundation
+import Synchronization
 
 /// Bytes and requests one operation put on the wire (what a metered link pays for).
 public struct TransferStats: Sendable, Equatable {
@@ -9,6 +10,8 @@ public struct TransferStats: Sendable, Equatable {
     public var bodyBytes: Int64 = 0
     /// Header bytes received (`CURLINFO_HEADER_SIZE`).
     public var headerBytes: Int64 = 0
+    /// Connections opened (`CURLINFO_NUM_CONNECTS`): a request on a kept-alive one opens none.
+    public var connections = 0
     public var totalBytes: Int64 { bodyBytes + headerBytes }
 
     public init() {}
@@ -17,6 +20,7 @@ public struct TransferStats: Sendable, Equatable {
         requests += other.requests
         bodyBytes += other.bodyBytes
         headerBytes += other.headerBytes
+        connections += other.connections
     }
 }
 
@@ -54,12 +58,40 @@ enum CurlTransfer {
         }
     }
 
+    /// Easy handles between transfers, each with the connections libcurl keeps open in it: the
+    /// next transfer from the same source (a sync's blob after its manifest, the next poll)
+    /// reuses one instead of connecting — and over HTTPS handshaking — again. libcurl checks that
+    /// a kept connection is still alive before it reuses it, and reuses none idle for over 118 s
+    /// (`CURLOPT_MAXAGE_CONN`). A handle serves one transfer at a time (taken out of the list).
+    private static let idleHandles = Mutex<[EasyHandle]>([])
+    private static let maximumIdleHandles = 4
+
+    private struct EasyHandle: @unchecked Sendable {
+        let pointer: UnsafeMutableRawPointer
+    }
+
+    private static func takeHandle() -> UnsafeMutableRawPointer? {
+        if let kept = idleHandles.withLock({ $0.popLast() }) { return kept.pointer }
+        return curl_easy_init()
+    }
+
+    /// Clears the transfer's options (callbacks, buffers, headers), keeping its connections.
+    private static func giveBack(_ handle: UnsafeMutableRawPointer) {
+        curl_easy_reset(handle)
+        let kept = idleHandles.withLock { handles -> Bool in
+            guard handles.count < maximumIdleHandles else { return false }
+            handles.append(EasyHandle(pointer: handle))
+            return true
+        }
+        if !kept { curl_easy_cleanup(handle) }
+    }
+
     private static func perform(url: String, limits: TransferLimits, context: TransferContext,
                                 headers: [String], range: Int64) -> CurlOutcome {
-        guard globalInit, let handle = curl_easy_init() else {
+        guard globalInit, let handle = takeHandle() else {
             return CurlOutcome(code: CURLE_FAILED_INIT, message: "libcurl cannot be initialised", status: 0, stats: TransferStats())
         }
-        defer { curl_easy_cleanup(handle) }
+        defer { giveBack(handle) }
         context.handle = handle
         var list: UnsafeMutablePointer<curl_slist>?
         for header in headers { list = curl_slist_append(list, header) }
@@ -99,7 +131,10 @@ enum CurlTransfer {
             _ = cairn_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, pointer)
             _ = cairn_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0)
             _ = cairn_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, buffer.baseAddress)
-            return curl_easy_perform(handle)
+            let code = curl_easy_perform(handle)
+            // The buffer does not outlive this closure; the handle does.
+            _ = cairn_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, nil)
+            return code
         }
         var status = 0
         _ = cairn_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
@@ -107,10 +142,13 @@ enum CurlTransfer {
         _ = cairn_curl_getinfo_offset(handle, CURLINFO_SIZE_DOWNLOAD_T, &body)
         var header = 0
         _ = cairn_curl_getinfo_long(handle, CURLINFO_HEADER_SIZE, &header)
+        var connections = 0
+        _ = cairn_curl_getinfo_long(handle, CURLINFO_NUM_CONNECTS, &connections)
         var stats = TransferStats()
         stats.requests = 1
         stats.bodyBytes = Int64(body)
         stats.headerBytes = Int64(header)
+        stats.connections = connections
         let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
         context.handle = nil
