@@ -67,15 +67,26 @@ struct InstallTests {
         #expect(try SearchIndex(path: installed.indexPath).chunk(id: "chunk-000")?.content == "flood maps revision 2")
     }
 
-    @Test("Given version 1 installed, when a delta sync fetches the manifest and then the delta, then both travel over one kept-alive connection",
-          .enabled(if: nginxAvailable, "nginx is not installed; apt-get install nginx"))
-    func oneConnectionPerSync() async throws {
+    /// Version 1 (no model) published, served by nginx and installed on a device; the caller stops nginx.
+    private func versionOneFromNginx() async throws -> (RepoFixture, Nginx, Device) {
         let repo = try RepoFixture(withModel: false)
         try repo.publish(version: 1)
         let nginx = try Nginx(root: repo.root)
+        do {
+            let device = try Device(repo: repo, sources: [nginx.url])
+            #expect(await device.syncer.syncOnce().installedVersion == 1)
+            return (repo, nginx, device)
+        } catch {
+            nginx.stop()
+            throw error
+        }
+    }
+
+    @Test("Given version 1 installed, when a delta sync fetches the manifest and then the delta, then both travel over one kept-alive connection",
+          .enabled(if: nginxAvailable, "nginx is not installed; apt-get install nginx"))
+    func oneConnectionPerSync() async throws {
+        let (repo, nginx, device) = try await versionOneFromNginx()
         defer { nginx.stop() }
-        let device = try Device(repo: repo, sources: [nginx.url])
-        #expect(await device.syncer.syncOnce().installedVersion == 1)
         try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
 
         let before = nginx.accessLog.count
@@ -91,12 +102,8 @@ struct InstallTests {
     @Test("Given the newest version installed, when polling again, then it costs one conditional request under 2 KB",
           .enabled(if: nginxAvailable, "nginx is not installed; apt-get install nginx"))
     func noChangePoll() async throws {
-        let repo = try RepoFixture(withModel: false)
-        try repo.publish(version: 1)
-        let nginx = try Nginx(root: repo.root)
+        let (_, nginx, device) = try await versionOneFromNginx()
         defer { nginx.stop() }
-        let device = try Device(repo: repo, sources: [nginx.url])
-        #expect(await device.syncer.syncOnce().installedVersion == 1)
         #expect(device.state.sources?.first?.etag != nil)
 
         let before = nginx.accessLog.count
