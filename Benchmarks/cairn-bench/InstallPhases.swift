@@ -10,9 +10,9 @@
 // With a delta (its compressed blob, its uncompressed size, the version it makes and that
 // version's chunk count) and the snapshot file it applies to: what SQLite alone takes to apply it
 // to a page-cached copy of that file (`SnapshotWriter.apply`, the state root checked by the
-// caller as a device does), and of that the FTS5 statements alone (each changed row's terms
-// removed and each upserted row's added, on a fresh copy, one transaction). No fetch, no check,
-// no fsync: the floor of any delta install that updates the full-text index before its swap.
+// caller as a device does), and the FTS5 work alone (each touched row's old terms removed and
+// each upserted row's added, on a fresh copy, one transaction). No fetch, no check, no fsync:
+// the floor of any delta install that updates the full-text index before its swap.
 import CairnCore
 import CairnIndex
 import CairnStore
@@ -75,8 +75,10 @@ func installPhases(_ arguments: [String]) throws {
     try printJSON(result)
 }
 
-/// The FTS5 statements `SnapshotWriter.apply` runs for `change` (the old terms of every deleted
-/// or upserted row removed, each upserted row's added), alone, in one transaction on `path`.
+/// The FTS5 work of replacing the terms of every row `change` touches, alone, in one transaction
+/// on `path`: each deleted or upserted row's old terms removed and each upserted row's added, as
+/// `SnapshotWriter.apply` does for a row whose text changed (it skips an upsert whose title and
+/// content are unchanged; this does not, so a metadata-only delta shows what that skip saves).
 private func ftsStatements(of change: SnapshotWriter.Change, in path: String) throws {
     let db = try Database(path: path, mode: .readWrite)
     try db.exec("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF")
