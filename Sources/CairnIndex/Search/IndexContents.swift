@@ -21,8 +21,6 @@ public final class IndexContents: Sendable {
     init(meta: SnapshotMeta, file: FileIdentity, rows: Rows, lengths: DocumentLengths) {
         self.meta = meta
         self.file = file
-        var rows = rows
-        if rows.leaves.count == rows.ids.count, rows.idOrder.count != rows.ids.count { rows.orderIDs() }
         self.rows = rows
         self.lengths = lengths
     }
@@ -42,7 +40,9 @@ public final class IndexContents: Sendable {
         var leaves: [ContentID] = []
         /// The rows' positions in UTF-8 byte order of their ids, when they have leaves (else
         /// empty): a delta is checked, and the new rows derived, by merging in this order, the
-        /// order of the state root and of the file's id index.
+        /// order of the state root and of the file's id index. Set by whoever loads rows with
+        /// leaves: `Snapshot.combine` (`orderIDs()`) and `Changed.contents(ofFile:…)` (from the
+        /// id order it reads).
         var idOrder: [Int32] = []
 
         init(capacity: Int, dimension: Int) {
