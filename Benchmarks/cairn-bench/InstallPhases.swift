@@ -82,9 +82,9 @@ func installPhases(_ arguments: [String]) throws {
 private func ftsStatements(of change: SnapshotWriter.Change, in path: String) throws {
     let db = try Database(path: path, mode: .readWrite)
     try db.exec("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF")
-    let find = try db.prepare("SELECT rowid, title, content FROM chunks WHERE id = ?1")
-    let remove = try db.prepare("INSERT INTO chunks_fts(chunks_fts, rowid, title, content) VALUES('delete', ?1, ?2, ?3)")
-    let add = try db.prepare("INSERT INTO chunks_fts(rowid, title, content) VALUES(?1, ?2, ?3)")
+    let find = try db.prepare(SnapshotWriter.FullTextSQL.find)
+    let remove = try db.prepare(SnapshotWriter.FullTextSQL.remove)
+    let add = try db.prepare(SnapshotWriter.FullTextSQL.add)
     let last = try db.prepare("SELECT max(rowid) FROM chunks")
     var unused = try last.step() ? last.int64(at: 0) + 1 : 1
     try db.transaction { () throws(IndexError) in

@@ -129,10 +129,9 @@ public enum SnapshotWriter {
         }
 
         try db.transaction { () throws(IndexError) in
-            let find = try db.prepare("SELECT rowid, title, content FROM chunks WHERE id = ?1")
-            let ftsDelete = try db.prepare(
-                "INSERT INTO chunks_fts(chunks_fts, rowid, title, content) VALUES('delete', ?1, ?2, ?3)")
-            let ftsInsert = try db.prepare("INSERT INTO chunks_fts(rowid, title, content) VALUES(?1, ?2, ?3)")
+            let find = try db.prepare(FullTextSQL.find)
+            let ftsDelete = try db.prepare(FullTextSQL.remove)
+            let ftsInsert = try db.prepare(FullTextSQL.add)
             let deleteRow = try db.prepare("DELETE FROM chunks WHERE rowid = ?1")
             let insert = try db.prepare(insertSQL)
             let update = try db.prepare("""
@@ -210,6 +209,17 @@ public enum SnapshotWriter {
                 }
             }
         }
+    }
+
+    /// The statements `apply` keeps `chunks_fts` in step with (public for `cairn-bench`, which
+    /// times them alone).
+    public enum FullTextSQL {
+        /// A row by id (?1): its rowid, and the title and content it was indexed with.
+        public static let find = "SELECT rowid, title, content FROM chunks WHERE id = ?1"
+        /// Removes row ?1's terms, given the title (?2) and content (?3) it was indexed with.
+        public static let remove = "INSERT INTO chunks_fts(chunks_fts, rowid, title, content) VALUES('delete', ?1, ?2, ?3)"
+        /// Indexes row ?1's title (?2) and content (?3).
+        public static let add = "INSERT INTO chunks_fts(rowid, title, content) VALUES(?1, ?2, ?3)"
     }
 
     // MARK: Helpers
