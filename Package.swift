@@ -43,11 +43,14 @@ let package = Package(
         // The encoder's C kernels, compiled per instruction set (see EncoderKernels.swift); -O3
         // in debug builds too, so that tests of the real model take seconds, not minutes.
         .target(name: "CEncoderKernels", cSettings: [.unsafeFlags(["-O3"])]),
-        .target(name: "CairnEmbedding", dependencies: ["COpenBLAS", "CEncoderKernels"],
+        // OpenBLAS, loaded with dlopen at first use: the embedding model's and the dense scan's
+        // matrix products.
+        .target(name: "CairnBLAS", dependencies: ["COpenBLAS"]),
+        .target(name: "CairnEmbedding", dependencies: ["CairnBLAS", "CEncoderKernels"],
                 swiftSettings: fuzzing ? [] : [.unsafeFlags(["-Ounchecked"])]),
         // Files: zlib streams with size caps, atomic writes, the content-addressed blob store.
         .target(name: "CairnStore", dependencies: ["CairnCore", "CZlib"]),
-        .target(name: "CairnIndex", dependencies: ["CairnCore", "CairnEmbedding", "CSQLite"],
+        .target(name: "CairnIndex", dependencies: ["CairnCore", "CairnBLAS", "CSQLite"],
                 exclude: ["SNAPSHOT-SCHEMA.md"]),
         .target(name: "CairnPublish", dependencies: [
             "CairnCore", "CairnEmbedding", "CairnIndex", "CairnStore",
@@ -95,7 +98,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .executableTarget(name: "cairn-bench", dependencies: ["CairnCore", "CairnDaemon", "CairnEmbedding", "CairnIndex", "CairnStore"],
+        .executableTarget(name: "cairn-bench", dependencies: ["CairnCore", "CairnBLAS", "CairnDaemon", "CairnEmbedding", "CairnIndex", "CairnStore"],
                          path: "Benchmarks/cairn-bench"),
 
         // Shared by the test targets: the tiny random model, temporary folders, processes, the

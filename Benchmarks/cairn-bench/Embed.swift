@@ -1,3 +1,4 @@
+import CairnBLAS
 // cairn-bench embed --passages FILE.jsonl --threads N [--model-dir DIR] [--queries 200]
 //
 // Passages per second and short-query latency of the embedding engine (scripts/bench embed).

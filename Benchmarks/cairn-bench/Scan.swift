@@ -1,3 +1,4 @@
+import CairnBLAS
 // cairn-bench scan --data-dir DIR --queries FILE --mode dense|lexical [--threads T] [--export DIR]
 //
 // In-process search times on the installed version of a data directory, per query, without

@@ -1,3 +1,4 @@
+import CairnBLAS
 import Foundation
 import Synchronization
 
@@ -62,7 +63,7 @@ public final class BertEncoder: Sendable {
         try configuration.validate()
         self.configuration = configuration
         self.kernels = kernels
-        blas = try BLAS.shared
+        do { blas = try BLAS.shared } catch { throw EmbeddingError(.blasUnavailable, error.message) }
         let h = configuration.hiddenSize
         let i = configuration.intermediateSize
         // Checkpoints saved from BertModel have no prefix; from BertForX they have "bert.".

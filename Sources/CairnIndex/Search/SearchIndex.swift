@@ -1,5 +1,5 @@
+import CairnBLAS
 import CairnCore
-import CairnEmbedding
 import Dispatch
 
 /// Hybrid retrieval over one installed snapshot (read-only, safe to query from many tasks).

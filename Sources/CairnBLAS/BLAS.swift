@@ -5,6 +5,12 @@ import Foundation
 import Glibc
 #endif
 
+/// Why OpenBLAS cannot be used: the library is missing or lacks the CBLAS functions.
+public struct BLASUnavailable: Error, CustomStringConvertible, Sendable {
+    public let message: String
+    public var description: String { message }
+}
+
 /// OpenBLAS, loaded at run time so that its kernels match this CPU.
 ///
 /// Debian's OpenBLAS 0.3.21 is built with DYNAMIC_ARCH but does not recognise recent CPUs and
@@ -19,10 +25,10 @@ import Glibc
 public final class BLAS: Sendable {
     /// The process-wide instance; loading happens once, on first use.
     public static var shared: BLAS {
-        get throws(EmbeddingError) { try loaded.get() }
+        get throws(BLASUnavailable) { try loaded.get() }
     }
 
-    private static let loaded: Result<BLAS, EmbeddingError> = Result { () throws(EmbeddingError) in try BLAS() }
+    private static let loaded: Result<BLAS, BLASUnavailable> = Result { () throws(BLASUnavailable) in try BLAS() }
 
     /// The OpenBLAS kernel family in use, as OpenBLAS names it (e.g. "SkylakeX", "Haswell").
     public let coreName: String
@@ -36,7 +42,7 @@ public final class BLAS: Sendable {
     private let setThreadsFn: cairn_set_num_threads_fn?
     private let getThreadsFn: cairn_get_num_threads_fn?
 
-    private init() throws(EmbeddingError) {
+    private init() throws(BLASUnavailable) {
         var chosen: String?
         let environment = ProcessInfo.processInfo.environment
         if let coreType = environment["CAIRN_BLAS_CORETYPE"].flatMap({ $0.isEmpty ? nil : $0 }) ?? BLAS.coreTypeForThisCPU() {
@@ -47,8 +53,7 @@ public final class BLAS: Sendable {
         let names = ["libopenblas.so.0", "libopenblas.so", "/usr/lib/x86_64-linux-gnu/libopenblas.so.0",
                      "/usr/lib/aarch64-linux-gnu/libopenblas.so.0", "libopenblas.dylib"]
         guard let handle = names.lazy.compactMap({ dlopen($0, RTLD_NOW | RTLD_LOCAL) }).first else {
-            throw EmbeddingError(.blasUnavailable,
-                                 "cannot load libopenblas (install libopenblas0 or libopenblas-dev)")
+            throw BLASUnavailable(message: "cannot load libopenblas (install libopenblas0 or libopenblas-dev)")
         }
         func symbol<T>(_ name: String, as type: T.Type) -> T? {
             guard let pointer = dlsym(handle, name) else { return nil }
@@ -56,7 +61,7 @@ public final class BLAS: Sendable {
         }
         guard let sgemm = symbol("cblas_sgemm", as: cairn_sgemm_fn.self),
               let sgemv = symbol("cblas_sgemv", as: cairn_sgemv_fn.self) else {
-            throw EmbeddingError(.blasUnavailable, "libopenblas has no cblas_sgemm/cblas_sgemv")
+            throw BLASUnavailable(message: "libopenblas has no cblas_sgemm/cblas_sgemv")
         }
         sgemmFn = sgemm
         sgemvFn = sgemv
