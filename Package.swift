@@ -83,7 +83,7 @@ let package = Package(
         ]),
 
         .executableTarget(name: "cairn-server", dependencies: [
-            "CairnCore", "CairnPublish", "CairnServer",
+            "CairnCore", "CairnPublish", "CairnServer", "CairnStore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -1,3 +1,4 @@
+import Foundation
 import CairnSearch
 import Hummingbird
 import HummingbirdCore
@@ -61,6 +62,7 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
             address: .unixDomainSocket(path: configuration.socketPath), serverName: "cairnd",
             availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
         onServerRunning: { _ in
+            socket.markListening()
             if let problem = socket.didBind() { logger.error("\(problem)") }
             logger.info("answering queries", metadata: ["cairn.socket.path": "\(configuration.socketPath)"])
         },
@@ -74,8 +76,15 @@ struct DaemonService<App: Service>: Service {
     let app: App
     let socket: SocketFile
 
+    /// A failure before the socket listens (bind refused) becomes a one-line `socket_setup`
+    /// error naming the path; later failures pass through as they are.
     func run() async throws {
         defer { socket.remove() }
-        try await app.run()
+        do {
+            try await app.run()
+        } catch where !socket.isListening {
+            let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? "\(error)"
+            throw DaemonError(.socketSetup, "cannot listen on the socket \(socket.path) (\(reason)); choose another --socket")
+        }
     }
 }

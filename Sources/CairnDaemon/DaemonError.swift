@@ -11,7 +11,11 @@ public struct DaemonError: Error, CustomStringConvertible, Sendable {
         public static let socketInUse = Code(name: "socket_in_use")
         /// Another cairnd holds the data directory's lock.
         public static let dataDirectoryLocked = Code(name: "data_dir_locked")
-        /// The socket could not be prepared (permissions, group, path too long).
+        /// The data directory cannot be created or written (missing parent, permissions, a
+        /// file in its place).
+        public static let dataDirectoryUnusable = Code(name: "data_dir_unusable")
+        /// The socket could not be prepared or bound (its folder missing or closed, group, path too
+        /// long).
         public static let socketSetup = Code(name: "socket_setup")
         /// No version is installed in the data directory.
         public static let noIndex = Code(name: "no_index")

@@ -5,6 +5,7 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import ServiceLifecycle
+import Synchronization
 
 /// Builds the HTTP server for a repository folder (protocol/repository.md), read-only.
 ///
@@ -59,14 +60,25 @@ private func makeOnlineSearch(root: RepositoryRoot, configuration: ServerConfigu
 
 /// Builds the server and runs it until SIGTERM or SIGINT, then shuts down gracefully: the
 /// listener closes at once and requests in flight (downloads included) are finished first.
-/// - Throws: `ServerError` from `buildServer`, or what the server throws while running.
+/// - Throws: `ServerError` from `buildServer`, `.listenFailed` when it cannot listen, or what the
+///   server throws while running.
 public func runServer(
     configuration: ServerConfiguration,
     logger: Logger,
     onRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) async throws {
-    let application = try buildServer(configuration: configuration, logger: logger, onRunning: onRunning)
+    let listening = Mutex(false)
+    let application = try buildServer(configuration: configuration, logger: logger) { port in
+        listening.withLock { $0 = true }
+        await onRunning(port)
+    }
     let group = ServiceGroup(configuration: .init(
         services: [application], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-    try await group.run()
+    do {
+        try await group.run()
+    } catch where !listening.withLock({ $0 }) {
+        let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? "\(error)"
+        throw ServerError(.listenFailed, "cannot listen on \(configuration.host):\(configuration.port) (\(reason)); "
+                          + "stop what uses that port or choose another --port or --host")
+    }
 }

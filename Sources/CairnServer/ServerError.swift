@@ -13,6 +13,9 @@ public struct ServerError: Error, CustomStringConvertible, Sendable {
         public static let repositoryInvalid = Code("repository_invalid")
         /// A private signing key lies under the served folder: the server refuses to start.
         public static let privateKeyUnderRoot = Code("private_key_under_root")
+        /// The server cannot listen on its address (the port is taken, the address is not
+        /// this machine's, a privileged port without the right).
+        public static let listenFailed = Code("listen_failed")
         /// Online search cannot load a channel's newest version (bad signature, missing or
         /// corrupt blob, failed verification, cache folder unusable); the last good one serves.
         public static let versionUnusable = Code("version_unusable")

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CairnServer
+import CairnStore
 import Foundation
 import Logging
 
@@ -54,7 +55,20 @@ struct ServeCommand: AsyncParsableCommand {
             }
         } catch let error as ServerError {
             FileHandle.standardError.write(Data("cairn-server: \(error.message)\n".utf8))
-            throw ExitCode(error.code == .privateKeyUnderRoot ? 77 : 66)  // EX_NOPERM, EX_NOINPUT
+            throw ExitCode(Self.exitCode(for: error.code))
+        } catch {
+            FileHandle.standardError.write(Data("cairn-server: stopped: \(error)\n".utf8))
+            throw ExitCode(70)  // EX_SOFTWARE
+        }
+    }
+
+    /// sysexits.h codes (docs/exit-codes.md).
+    static func exitCode(for code: ServerError.Code) -> Int32 {
+        switch code {
+        case .privateKeyUnderRoot: 77  // EX_NOPERM
+        case .listenFailed: 69         // EX_UNAVAILABLE
+        case .configurationInvalid: 78 // EX_CONFIG
+        default: 66                    // EX_NOINPUT
         }
     }
 
@@ -62,8 +76,15 @@ struct ServeCommand: AsyncParsableCommand {
     private func settings() throws(ServerError) -> ServerConfiguration {
         var configuration = ServerConfiguration()
         if let config {
-            guard let text = try? String(contentsOfFile: config, encoding: .utf8) else {
-                throw ServerError(.configurationInvalid, "cannot read config file \(config)")
+            let bytes: [UInt8]
+            do {
+                bytes = try FileSystem.read(config)
+            } catch {
+                let reason = error.errno.map { String(cString: strerror($0)) } ?? error.message
+                throw ServerError(.configurationInvalid, "cannot read the config file \(config) (\(reason)); fix it or pass another --config")
+            }
+            guard let text = String(validating: bytes, as: UTF8.self) else {
+                throw ServerError(.configurationInvalid, "the config file \(config) is not UTF-8 text; fix it or pass another --config")
             }
             do { try configuration.apply(configFile: text) } catch {
                 throw ServerError(.configurationInvalid, "\(config): \(error.message)")

@@ -26,9 +26,12 @@ struct DaemonConnection {
         let response: UnixHTTPClient.Response
         do {
             response = try UnixHTTPClient(socketPath: socketPath, timeout: timeout).send(method: method, path: path, body: body)
+        } catch where error.code == .unreachable {
+            fail("\(error.message); is cairnd running? Start it, or pass --socket (or set CAIRN_SOCKET) to its socket")
+            throw ExitCode(3)
         } catch {
             fail(error.message)
-            throw ExitCode(error.code == .unreachable ? 3 : 1)
+            throw ExitCode(1)
         }
         guard (200..<300).contains(response.status) else {
             let problem = try? JSONDecoder().decode([String: String].self, from: Data(response.body))

@@ -20,11 +20,34 @@ struct Cairnd: AsyncParsableCommand {
             now), verifies and installs new versions beside the live one and swaps them in; \
             without sources it serves what is installed.
 
-            Exit status: 0 after a graceful shutdown, 1 when another cairnd holds the data \
-            directory or the socket, or the socket cannot be set up, 2 for a bad flag, config \
-            file or trusted key.
+            Exit status (docs/exit-codes.md): 0 after a graceful shutdown; 1 when the data \
+            directory or the socket cannot be used (held by another cairnd, folder missing or \
+            not writable, cannot listen); 2 for a bad flag, config file or trusted key. Each \
+            failure prints one line saying what failed, where, and what to do.
             """
     )
+
+    /// argument-parser's entry point, except that usage errors exit 2 (not 64), as the
+    /// documented exit codes promise, and a start-up failure is one line of its own.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let error as DaemonError {
+            FileHandle.standardError.write(Data("cairnd: \(error.message)\n".utf8))
+            Foundation.exit(error.code == .badConfiguration ? 2 : 1)
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                FileHandle.standardError.write(Data("cairnd: \(message(for: error))\n".utf8))
+                Foundation.exit(2)
+            }
+            exit(withError: error)
+        }
+    }
 
     @Option(help: "Configuration file (key = value lines; see client-config/cairnd.conf).")
     var config: String?
@@ -50,13 +73,7 @@ struct Cairnd: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "cairnd")
-        let device: Device
-        do {
-            device = try Device.build(configuration: configuration, logger: logger)
-        } catch {
-            FileHandle.standardError.write(Data("cairnd: \(error.message)\n".utf8))
-            throw ExitCode(error.code == .badConfiguration ? 2 : 1)
-        }
+        let device = try Device.build(configuration: configuration, logger: logger)
         // A file-size limit (ulimit -f) must fail the write with EFBIG, which the sync reports
         // as disk_full, instead of killing cairnd with SIGXFSZ.
         signal(SIGXFSZ, SIG_IGN)
@@ -68,18 +85,20 @@ struct Cairnd: AsyncParsableCommand {
         defer { hangup.cancel() }
         let group = ServiceGroup(configuration: .init(services: device.services, gracefulShutdownSignals: [.sigterm, .sigint],
                                                       logger: logger))
-        try await group.run()
+        do {
+            try await group.run()
+        } catch let error as DaemonError {
+            throw error
+        } catch {
+            FileHandle.standardError.write(Data("cairnd: stopped: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
     }
 
     /// File, then environment, then flags.
     func resolvedConfiguration() throws -> DaemonConfiguration {
         var configuration = DaemonConfiguration()
-        do {
-            if let path = config ?? existingDefaultFile() { try configuration.apply(file: path) }
-        } catch {
-            FileHandle.standardError.write(Data("cairnd: \(error.message)\n".utf8))
-            throw ExitCode(2)
-        }
+        if let path = config ?? existingDefaultFile() { try configuration.apply(file: path) }
         configuration.apply(environment: ProcessInfo.processInfo.environment)
         if !source.isEmpty { configuration.sources = source }
         if !trustedKey.isEmpty { configuration.trustedKeys = trustedKey }
@@ -87,7 +106,7 @@ struct Cairnd: AsyncParsableCommand {
         if let dataDir { configuration.dataDirectory = dataDir }
         if let socket { configuration.socketPath = socket }
         if let pollInterval {
-            guard pollInterval > 0 else { throw ValidationError("--poll-interval must be positive") }
+            guard pollInterval > 0 else { throw DaemonError(.badConfiguration, "--poll-interval must be positive") }
             configuration.pollInterval = pollInterval
         }
         return configuration

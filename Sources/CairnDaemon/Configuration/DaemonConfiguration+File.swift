@@ -1,3 +1,4 @@
+import CairnStore
 import Foundation
 import Logging
 
@@ -46,11 +47,15 @@ extension DaemonConfiguration {
 
     /// Reads and applies the config file at `path`.
     public mutating func apply(file path: String) throws(DaemonError) {
-        let text: String
+        let bytes: [UInt8]
         do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
+            bytes = try FileSystem.read(path)
         } catch {
-            throw DaemonError(.badConfiguration, "cannot read the config file \(path)")
+            let reason = error.errno.map { String(cString: strerror($0)) } ?? error.message
+            throw DaemonError(.badConfiguration, "cannot read the config file \(path) (\(reason)); fix it or pass another --config")
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw DaemonError(.badConfiguration, "the config file \(path) is not UTF-8 text; fix it or pass another --config")
         }
         try apply(try Self.parse(text))
     }

@@ -18,19 +18,20 @@ public struct Device: Sendable {
     /// Locks and recovers the data directory, loads the trusted keys and builds the services.
     /// Rollback and export work with or without sources.
     /// Throws `bad_configuration` (exit 2) for unreadable keys, `data_dir_locked` when another
-    /// cairnd holds the directory, `socket_in_use` for a live socket.
+    /// cairnd holds the directory, `data_dir_unusable` when it cannot be created or written,
+    /// `socket_in_use` for a live socket, `socket_setup` when its folder is missing or closed.
     public static func build(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) -> Device {
         let directory: DataDirectory
+        try prepareDataDirectory(configuration.dataDirectory)
         do {
-            try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
             directory = try DataDirectory(path: configuration.dataDirectory, logger: logger)
             if let recovered = try directory.recover() {
                 logger.info("recovered the installed version", metadata: ["cairn.version": "\(recovered.version)"])
             }
         } catch let error as SyncError {
-            throw DaemonError(error.code == .locked ? .dataDirectoryLocked : .socketSetup, error.message, cause: error)
+            throw DaemonError(error.code == .locked ? .dataDirectoryLocked : .dataDirectoryUnusable, error.message, cause: error)
         } catch {
-            throw DaemonError(.badConfiguration, "cannot create the data directory \(configuration.dataDirectory)")
+            throw DaemonError(.dataDirectoryUnusable, "cannot set up the data directory \(configuration.dataDirectory): \(error)")
         }
         let sync = try syncConfiguration(configuration)
         let holder = IndexHolder()
@@ -62,9 +63,9 @@ public struct Device: Sendable {
             }
         })
         guard !sync.sources.isEmpty else {
-            logger.notice("no sources configured: serving what is installed, never syncing")
             let daemon = try buildDaemon(configuration: configuration,
                                          hooks: DaemonHooks(holder: holder, status: status, maintenance: syncer), logger: logger)
+            logger.notice("no sources configured: serving what is installed, never syncing")
             return Device(services: [daemon], requestSync: nil)
         }
         let service = SyncService(syncer: syncer, configuration: sync, logger: logger)
@@ -74,6 +75,33 @@ public struct Device: Sendable {
                                                         maintenance: syncer),
                                      logger: logger)
         return Device(services: [daemon, service], requestSync: requestSync)
+    }
+
+    /// Creates the data directory (and its parents) if missing and checks that this process may
+    /// write in it, so that a start-up failure names the folder and what to do.
+    static func prepareDataDirectory(_ path: String) throws(DaemonError) {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            var info = stat()
+            if stat(prefix, &info) == 0 {
+                guard (info.st_mode & S_IFMT) == S_IFDIR else {
+                    throw DaemonError(.dataDirectoryUnusable, "cannot use the data directory \(path): \(prefix) is not a folder; "
+                                      + "choose another --data-dir")
+                }
+                continue
+            }
+            guard mkdir(prefix, 0o755) == 0 || errno == EEXIST else {
+                let reason = String(cString: strerror(errno))
+                throw DaemonError(.dataDirectoryUnusable, "cannot create the data directory \(path) (\(prefix): \(reason)); "
+                                  + "create it with write access for this user or choose another --data-dir")
+            }
+        }
+        guard access(path, W_OK | X_OK) == 0 else {
+            let reason = String(cString: strerror(errno))
+            throw DaemonError(.dataDirectoryUnusable, "cannot write to the data directory \(path) (\(reason)); "
+                              + "give this user write access to it (chown) or choose another --data-dir")
+        }
     }
 
     static func syncConfiguration(_ configuration: DaemonConfiguration) throws(DaemonError) -> SyncConfiguration {

@@ -13,8 +13,9 @@ final class SocketFile: Sendable {
     /// Checks the path and resolves the group; throws when another process serves the path.
     init(path: String, mode: UInt32, group: String?) throws(DaemonError) {
         guard path.utf8.count < 108 else {
-            throw DaemonError(.socketSetup, "the socket path is longer than 107 bytes; choose a shorter one")
+            throw DaemonError(.socketSetup, "the socket path \(path) is longer than 107 bytes; choose a shorter --socket")
         }
+        try Self.checkFolder(of: path)
         self.path = path
         self.mode = mode
         if let group {
@@ -28,17 +29,36 @@ final class SocketFile: Sendable {
         try Self.clearStale(path)
     }
 
+    /// The folder the socket is created in must exist and let this process create files.
+    static func checkFolder(of path: String) throws(DaemonError) {
+        let folder = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
+        var info = stat()
+        guard stat(folder, &info) == 0 else {
+            let reason = String(cString: strerror(errno))
+            throw DaemonError(.socketSetup, "cannot create the socket \(path): its folder \(folder) is missing (\(reason)); "
+                              + "create it (mkdir -p \(folder)) or choose another --socket")
+        }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw DaemonError(.socketSetup, "cannot create the socket \(path): \(folder) is not a folder; choose another --socket")
+        }
+        guard access(folder, W_OK | X_OK) == 0 else {
+            let reason = String(cString: strerror(errno))
+            throw DaemonError(.socketSetup, "cannot create the socket \(path): no write access to \(folder) (\(reason)); "
+                              + "run cairnd as a user who may write there or choose another --socket")
+        }
+    }
+
     /// Nothing at `path`: fine. A socket nobody answers on (left by a crash): removed. A socket
     /// that accepts a connection: another daemon serves it, refuse. Anything else: refuse.
     static func clearStale(_ path: String) throws(DaemonError) {
         var info = stat()
         guard lstat(path, &info) == 0 else { return }
         guard (info.st_mode & S_IFMT) == S_IFSOCK else {
-            throw DaemonError(.socketInUse, "\(path) exists and is not a socket; remove it or choose another path")
+            throw DaemonError(.socketInUse, "\(path) exists and is not a socket; remove it or choose another --socket")
         }
         switch UnixSocket.probe(path) {
         case .accepting:
-            throw DaemonError(.socketInUse, "another process is serving \(path); stop it first or choose another socket")
+            throw DaemonError(.socketInUse, "another process is serving the socket \(path); stop it first or choose another --socket")
         case .refused:
             guard unlink(path) == 0 || errno == ENOENT else {
                 throw DaemonError(.socketSetup, "cannot remove the stale socket \(path): \(String(cString: strerror(errno)))")
@@ -47,6 +67,12 @@ final class SocketFile: Sendable {
             throw DaemonError(.socketSetup, "cannot check the existing socket \(path): \(String(cString: strerror(code)))")
         }
     }
+
+    private let listening = Mutex(false)
+
+    /// Whether the server has bound and listens on the path.
+    var isListening: Bool { listening.withLock { $0 } }
+    func markListening() { listening.withLock { $0 = true } }
 
     /// After bind: the configured mode and group; remembers the inode. Returns an error
     /// message when they cannot be applied.

@@ -14,11 +14,11 @@ struct RepositoryRoot: Sendable {
     /// - Throws: `ServerError.Code.repositoryInvalid` or `.privateKeyUnderRoot`.
     init(path: String) throws(ServerError) {
         guard let resolved = Self.realPath(path) else {
-            throw ServerError(.repositoryInvalid, "repository folder \(path) does not exist or cannot be read")
+            throw ServerError(.repositoryInvalid, "the repository folder \(path) does not exist or cannot be read; publish into it first (cairn-server publish --repo \(path)) or pass another --repo")
         }
         var info = stat()
         guard stat(resolved, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
-            throw ServerError(.repositoryInvalid, "repository \(path) is not a folder")
+            throw ServerError(.repositoryInvalid, "the repository \(path) is not a folder; pass the repository folder with --repo")
         }
         self.path = resolved
         if let key = Self.findPrivateKey(under: resolved) {

@@ -1,0 +1,232 @@
+import CairnTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Each program started, as a real process, into each start-up failure a newcomer meets: the
+/// answer is one line on standard error that names what failed and where and says what to do,
+/// with the exit code docs/exit-codes.md gives for it.
+@Suite("Start-up failures: one line, the place, what to do, a documented exit code")
+struct StartupFailureTests {
+    /// Runs `program` to completion off the cooperative pool; checks the exit code and that
+    /// standard error is one line starting with the program's name and holding every fragment.
+    func expectOneLine(_ program: String, _ arguments: [String], in folder: String, exit code: Int32,
+                       saying fragments: [String],
+                       sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let run = try await onThread { try Binaries.run(program, arguments, in: folder) }
+        let lines = run.error.split(separator: "\n", omittingEmptySubsequences: true)
+        #expect(run.status == code, "exit \(run.status), stderr: \(run.error)", sourceLocation: sourceLocation)
+        #expect(lines.count == 1, "stderr is not one line: \(run.error)", sourceLocation: sourceLocation)
+        #expect(run.error.hasPrefix("\(program): "), "stderr: \(run.error)", sourceLocation: sourceLocation)
+        for fragment in fragments {
+            #expect(run.error.contains(fragment), "missing \"\(fragment)\" in: \(run.error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    // MARK: cairnd
+
+    @Test("Given a socket whose folder does not exist, when cairnd starts, then it exits 1 naming the folder and how to create it")
+    func cairndSocketFolderMissing() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let socket = folder + "/missing/cairnd.sock"
+        try await expectOneLine("cairnd", ["--data-dir", folder + "/data", "--socket", socket], in: folder, exit: 1,
+                                saying: [socket, "mkdir -p \(folder)/missing", "--socket"])
+        #expect(!FileManager.default.fileExists(atPath: folder + "/missing"))
+    }
+
+    @Test("Given another process serving the socket path, when cairnd starts, then it exits 1 saying so and leaves that socket alone")
+    func cairndSocketInUse() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let socket = folder + "/cairnd.sock"
+        let listener = try UnixListener(path: socket)
+        defer { listener.close() }
+        try await expectOneLine("cairnd", ["--data-dir", folder + "/data", "--socket", socket], in: folder, exit: 1,
+                                saying: ["another process is serving the socket \(socket)", "stop it first"])
+        #expect(listener.accepts())
+    }
+
+    @Test("Given a data directory another process holds the lock of, when cairnd starts, then it exits 1 naming the directory")
+    func cairndDataDirectoryLocked() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let data = folder + "/data"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        let lock = open(data + "/lock", O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
+        try #require(lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0)
+        defer { close(lock) }
+        try await expectOneLine("cairnd", ["--data-dir", data, "--socket", folder + "/cairnd.sock"], in: folder, exit: 1,
+                                saying: ["data directory \(data)", "--data-dir"])
+        #expect(!FileManager.default.fileExists(atPath: folder + "/cairnd.sock"))
+    }
+
+    @Test("Given a data directory this user cannot write, when cairnd starts, then it exits 1 naming it and the fix")
+    func cairndDataDirectoryUnwritable() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let data = folder + "/data"
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        // Root may write into any folder whatever its mode: as root the data directory is a
+        // tmpfs mounted read-only (a card mounted read-only in the field); otherwise the folder
+        // is made read-only for this user.
+        let reason: String
+        if getuid() == 0 {
+            let mount = try Binaries.run("/bin/mount", ["-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", data], in: "/tmp")
+            guard mount.status == 0 else { throw StepFailed("mount a read-only tmpfs: \(mount.error)") }
+            reason = "Read-only file system"
+        } else {
+            chmod(data, 0o555)
+            reason = "Permission denied"
+        }
+        defer {
+            if getuid() == 0 { _ = try? Binaries.run("/bin/umount", ["-l", data], in: "/tmp") } else { chmod(data, 0o755) }
+        }
+        try await expectOneLine("cairnd", ["--data-dir", data, "--socket", folder + "/cairnd.sock"], in: folder, exit: 1,
+                                saying: ["cannot write to the data directory \(data)", reason, "--data-dir"])
+    }
+
+    @Test("Given a data directory path that runs through a file, when cairnd starts, then it exits 1 naming the file")
+    func cairndDataDirectoryThroughFile() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        FileManager.default.createFile(atPath: folder + "/file", contents: Data("x".utf8))
+        try await expectOneLine("cairnd", ["--data-dir", folder + "/file/data", "--socket", folder + "/cairnd.sock"],
+                                in: folder, exit: 1, saying: ["\(folder)/file is not a folder", "--data-dir"])
+    }
+
+    @Test("Given a config file that is missing or a folder, when cairnd starts, then it exits 2 naming the file and why")
+    func cairndConfigUnreadable() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try await expectOneLine("cairnd", ["--config", folder + "/none.conf"], in: folder, exit: 2,
+                                saying: ["cannot read the config file \(folder)/none.conf", "No such file", "--config"])
+        try await expectOneLine("cairnd", ["--config", folder], in: folder, exit: 2,
+                                saying: ["cannot read the config file \(folder)", "Is a directory", "--config"])
+    }
+
+    @Test("Given an unknown flag, when cairnd starts, then it exits 2 with one line naming the flag")
+    func cairndBadFlag() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try await expectOneLine("cairnd", ["--no-such-flag"], in: folder, exit: 2, saying: ["--no-such-flag"])
+    }
+
+    // MARK: cairn-server serve
+
+    @Test("Given a port another process listens on, when cairn-server serve starts on it, then it exits 69 naming the port")
+    func serverPortTaken() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let listener = try TCPListener()
+        defer { listener.close() }
+        try await expectOneLine("cairn-server", ["serve", "--repo", folder, "--host", "127.0.0.1", "--port", "\(listener.port)"],
+                                in: folder, exit: 69,
+                                saying: ["cannot listen on 127.0.0.1:\(listener.port)", "Address already in use", "--port"])
+    }
+
+    @Test("Given a repository folder that does not exist, when cairn-server serve starts, then it exits 66 naming it")
+    func serverRepositoryMissing() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try await expectOneLine("cairn-server", ["serve", "--repo", folder + "/none", "--port", "0"], in: folder, exit: 66,
+                                saying: ["\(folder)/none does not exist", "--repo"])
+    }
+
+    @Test("Given a config file that is missing, when cairn-server serve starts, then it exits 78 naming the file and why")
+    func serverConfigUnreadable() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try await expectOneLine("cairn-server", ["serve", "--repo", folder, "--config", folder + "/none.conf"], in: folder,
+                                exit: 78, saying: ["cannot read the config file \(folder)/none.conf", "No such file", "--config"])
+    }
+
+    // MARK: cairn
+
+    @Test("Given no cairnd on the socket path, when cairn asks for status, then it exits 3 naming the socket and what to do")
+    func cliNoDaemon() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let socket = folder + "/cairnd.sock"
+        try await expectOneLine("cairn", ["--socket", socket, "status"], in: folder, exit: 3,
+                                saying: ["cannot reach cairnd at \(socket)", "is cairnd running?", "--socket"])
+    }
+
+    @Test("Given an unknown flag, when cairn runs, then it exits 2")
+    func cliBadFlag() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let run = try await onThread { try Binaries.run("cairn", ["status", "--no-such-flag"], in: folder) }
+        #expect(run.status == 2)
+        #expect(run.error.contains("--no-such-flag"))
+    }
+}
+
+/// A Unix socket that another process listens on (the "socket in use" case).
+struct UnixListener {
+    let fd: Int32
+
+    init(path: String) throws {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: Array(path.utf8))
+            raw[path.utf8.count] = 0
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard bound == 0, listen(fd, 4) == 0 else { throw StepFailed("cannot listen on \(path)") }
+        self.fd = fd
+        self.path = path
+    }
+
+    let path: String
+
+    /// Whether a client can still connect (the listener was not taken over or removed).
+    func accepts() -> Bool {
+        let client = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { Glibc.close(client) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: Array(path.utf8))
+            raw[path.utf8.count] = 0
+        }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        } == 0
+    }
+
+    func close() { Glibc.close(fd) }
+}
+
+/// A TCP port on 127.0.0.1 that this process listens on (the "port taken" case).
+struct TCPListener {
+    let fd: Int32
+    let port: Int
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 4) == 0 else { throw StepFailed("cannot listen on 127.0.0.1") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() { Glibc.close(fd) }
+}
