@@ -61,6 +61,9 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // The Swift side of cairnd's socket API, for the CLI and for apps: the Unix-socket HTTP
+        // client, the wire types of its answers, where the socket is. No server, no sync.
+        .target(name: "CairnClient", dependencies: ["CairnCore"]),
         // What cairnd's socket API and cairn-server's online search share: request parsing,
         // answers, error codes, the version being searched and the worker pool that runs it.
         .target(name: "CairnSearch", dependencies: [
@@ -76,7 +79,7 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CairnDaemon", dependencies: [
-            "CairnCore", "CairnIndex", "CairnEmbedding", "CairnSearch", "CairnStore", "CairnSync",
+            "CairnClient", "CairnCore", "CairnIndex", "CairnEmbedding", "CairnSearch", "CairnStore", "CairnSync",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -94,11 +97,11 @@ let package = Package(
         ]),
         // `cairn eval` publishes a test collection and installs it, hence Publish/Index/Store.
         .executableTarget(name: "cairn", dependencies: [
-            "CairnCore", "CairnEmbedding", "CairnDaemon", "CairnPublish", "CairnIndex", "CairnSearch", "CairnStore",
+            "CairnClient", "CairnCore", "CairnEmbedding", "CairnPublish", "CairnIndex", "CairnSearch", "CairnStore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .executableTarget(name: "cairn-bench", dependencies: ["CairnCore", "CairnBLAS", "CairnDaemon", "CairnEmbedding", "CairnIndex", "CairnStore"],
+        .executableTarget(name: "cairn-bench", dependencies: ["CairnBLAS", "CairnClient", "CairnCore", "CairnEmbedding", "CairnIndex", "CairnStore"],
                          path: "Benchmarks/cairn-bench"),
 
         // Shared by the test targets: the tiny random model, temporary folders, processes, the
@@ -116,12 +119,12 @@ let package = Package(
             "CairnServer", "CairnIndex", "CairnSearch", "CairnEmbedding", "CairnTestSupport",
             .product(name: "HummingbirdTesting", package: "hummingbird"),
         ]),
-        .testTarget(name: "CairnDaemonTests", dependencies: ["CairnDaemon", "CairnSearch", "CairnTestSupport"]),
+        .testTarget(name: "CairnDaemonTests", dependencies: ["CairnClient", "CairnDaemon", "CairnSearch", "CairnTestSupport"]),
         // Real processes: cairn-server, cairnd and cairn started from the built products.
         .testTarget(name: "CairnIntegrationTests", dependencies: ["CairnCore", "CairnTestSupport"]),
         // Faults injected into real processes (network, content, disk, process, callers,
         // publisher); one line per fault: `fault: <name> — held n/n (…)`.
-        .testTarget(name: "CairnFaultTests", dependencies: ["CairnCore", "CairnDaemon", "CairnSearch", "CairnTestSupport"]),
+        .testTarget(name: "CairnFaultTests", dependencies: ["CairnClient", "CairnCore", "CairnDaemon", "CairnSearch", "CairnTestSupport"]),
     ]
 )
 

@@ -7,7 +7,7 @@
 // embedding, the search, JSON and the connection set-up. Ten unmeasured warm-up requests run
 // first. Prints {p50_ms, p99_ms, mean_ms, qps, errors, …}; `server_*` are the daemon's own
 // `timings` (after the body was read), for seeing where the time goes.
-import CairnDaemon
+import CairnClient
 import Foundation
 import Synchronization
 

@@ -8,7 +8,7 @@
 // link names version N, and only then asks back to back. Prints {sync_ms (request → first
 // answer from version N), polls, interval_ms, poll_ms (median time of one poll request),
 // resolution_ms (interval + that: how late the switch can be seen at most)}.
-import CairnDaemon
+import CairnClient
 import Foundation
 
 func syncTime(_ arguments: [String]) throws {

@@ -16,7 +16,7 @@
 // median (inflate_hash_ms) and best of 5 runs. With --file PATH, also the median of the same
 // inflating into a new file there, as an install does (inflate_file_ms; not fsynced).
 import CairnCore
-import CairnDaemon
+import CairnClient
 import CairnStore
 import Foundation
 

@@ -21,10 +21,6 @@ public struct DaemonError: Error, CustomStringConvertible, Sendable {
         public static let noIndex = Code(name: "no_index")
         /// The installed version cannot be opened (missing file, wrong version, bad meta).
         public static let versionUnusable = Code(name: "version_unusable")
-        /// The socket cannot be reached (client side).
-        public static let unreachable = Code(name: "unreachable")
-        /// The peer broke the HTTP/1.1 exchange (client side).
-        public static let protocolViolation = Code(name: "protocol_violation")
     }
 
     public let code: Code
@@ -38,7 +34,7 @@ public struct DaemonError: Error, CustomStringConvertible, Sendable {
     }
 
     /// Whether trying again later can succeed.
-    public var isRetryable: Bool { code == .unreachable || code == .noIndex }
+    public var isRetryable: Bool { code == .noIndex }
 
     public var description: String { "\(code): \(message)" }
 }

@@ -1,5 +1,5 @@
 import ArgumentParser
-import CairnDaemon
+import CairnClient
 import Foundation
 
 /// The CLI's side of the socket API: finds the socket, sends one request, and turns failures
@@ -13,12 +13,7 @@ struct DaemonConnection {
     }
 
     static func defaultSocket(environment: [String: String]) -> String {
-        if let value = environment["CAIRN_SOCKET"], !value.isEmpty { return value }
-        var configuration = DaemonConfiguration()
-        if FileManager.default.fileExists(atPath: DaemonConfiguration.defaultConfigurationFile) {
-            try? configuration.apply(file: DaemonConfiguration.defaultConfigurationFile)
-        }
-        return configuration.socketPath
+        CairndConfigFile.socketPath(environment: environment)
     }
 
     /// The 2xx response body, or exits with the documented code after printing one line.

@@ -1,5 +1,5 @@
 import ArgumentParser
-import CairnDaemon
+import CairnClient
 import Foundation
 
 struct StatusCommand: AsyncParsableCommand {

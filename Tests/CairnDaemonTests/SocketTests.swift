@@ -1,3 +1,4 @@
+import CairnClient
 import CairnDaemon
 import Foundation
 import Logging

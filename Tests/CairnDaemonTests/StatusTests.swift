@@ -1,3 +1,4 @@
+import CairnClient
 import CairnTestSupport
 import CairnDaemon
 import Foundation
@@ -22,7 +23,7 @@ struct StatusTests {
             #expect(status.modelLoaded && !status.lexicalOnly && status.dimension == TinyModel.dimension)
             #expect(status.sync.lastAttempt == "2024-05-01T10:00:00Z" && status.sync.lastError == "all sources failed")
             #expect(status.sync.online == false && status.sync.stale == true && status.sync.highestVersionSeen == 6)
-            #expect(status.sync.sources == [SyncStatus.Source(url: "https://a.example/repo", healthy: false, lastError: "timeout")])
+            #expect(status.sync.sources == [DaemonStatus.Sync.Source(url: "https://a.example/repo", healthy: false, lastError: "timeout")])
             #expect(status.dataDirectoryBytes > 0)
             #expect(!status.syncAvailable)
             let search = try await request(socket, "POST", "/v1/search", json: #"{"query": "water"}"#)

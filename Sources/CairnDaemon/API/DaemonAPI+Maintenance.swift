@@ -1,3 +1,4 @@
+import CairnClient
 import CairnSearch
 import CairnSync
 import Foundation

@@ -1,3 +1,4 @@
+import CairnClient
 import CairnCore
 import CairnIndex
 import CairnSearch

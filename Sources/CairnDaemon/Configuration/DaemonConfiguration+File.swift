@@ -1,48 +1,14 @@
+import CairnClient
 import CairnStore
 import Foundation
 import Logging
 
 extension DaemonConfiguration {
-    /// One `key = value` line of a config file.
-    public struct Entry: Sendable, Hashable {
-        public var key: String
-        public var value: String
-        public var line: Int
-    }
+    public typealias Entry = CairndConfigFile.Entry
 
-    /// The keys a config file may hold; `source` and `trusted_key` may repeat.
-    public static let knownKeys: Set<String> = [
-        "source", "channel", "trusted_key", "data_dir", "socket", "poll_interval", "socket_mode",
-        "socket_group", "log_level", "max_concurrent_queries", "max_queued_queries", "max_body_bytes",
-        "max_connections", "idle_timeout", "backoff_min", "backoff_max", "bandwidth_cap",
-        "stall_timeout",
-    ]
-
-    /// Parses config file text: `key = value` lines; blank lines and lines starting with `#`
-    /// are ignored; a value may be wrapped in double quotes (kept verbatim inside). A `#` after
-    /// a value starts a comment only when preceded by whitespace.
+    /// Parses config file text (`CairndConfigFile.parse`), as a `bad_configuration` error.
     public static func parse(_ text: String) throws(DaemonError) -> [Entry] {
-        var entries: [Entry] = []
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let number = index + 1
-            var line = raw.trimmingCharacters(in: .whitespaces)
-            if line.isEmpty || line.hasPrefix("#") { continue }
-            guard let equals = line.firstIndex(of: "=") else {
-                throw DaemonError(.badConfiguration, "config line \(number) is not `key = value`")
-            }
-            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
-            line = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
-            if line.hasPrefix("\""), let close = line.dropFirst().firstIndex(of: "\"") {
-                line = String(line[line.index(after: line.startIndex)..<close])
-            } else if let comment = line.range(of: " #") ?? line.range(of: "\t#") {
-                line = line[..<comment.lowerBound].trimmingCharacters(in: .whitespaces)
-            }
-            guard knownKeys.contains(key) else {
-                throw DaemonError(.badConfiguration, "config line \(number): unknown key \"\(key)\"")
-            }
-            entries.append(Entry(key: key, value: line, line: number))
-        }
-        return entries
+        do { return try CairndConfigFile.parse(text) } catch { throw DaemonError(.badConfiguration, error.message) }
     }
 
     /// Reads and applies the config file at `path`.

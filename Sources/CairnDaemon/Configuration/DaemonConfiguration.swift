@@ -1,3 +1,4 @@
+import CairnClient
 import Foundation
 import Logging
 
@@ -46,8 +47,8 @@ public struct DaemonConfiguration: Sendable, Hashable {
     /// Seconds a connection may sit without a complete request part. [`idle_timeout`] Default 30.
     public var idleTimeout: Double
 
-    public static let defaultConfigurationFile = "/etc/cairn/cairnd.conf"
-    public static let defaultSocketPath = "/run/cairn/cairnd.sock"
+    public static let defaultConfigurationFile = CairndConfigFile.defaultPath
+    public static let defaultSocketPath = CairndConfigFile.defaultSocketPath
 
     public init(sources: [String] = [], channel: String = "stable", trustedKeys: [String] = [],
                 dataDirectory: String = "/var/lib/cairn", socketPath: String = DaemonConfiguration.defaultSocketPath,

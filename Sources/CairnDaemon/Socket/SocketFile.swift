@@ -1,3 +1,4 @@
+import CairnClient
 import Foundation
 import Synchronization
 

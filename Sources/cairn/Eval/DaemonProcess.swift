@@ -1,4 +1,4 @@
-import CairnDaemon
+import CairnClient
 import Foundation
 
 /// The real `cairnd` binary (the one beside the running `cairn`), started for one evaluation

@@ -1,5 +1,5 @@
+import CairnClient
 import CairnCore
-import CairnDaemon
 import CairnIndex
 import CairnSearch
 import Foundation
@@ -59,7 +59,7 @@ struct QueryRunner {
             }
             let answer = try JSONDecoder().decode(SearchAnswer.self, from: Data(response.body))
             return .success(Outcome(ranking: answer.results.map(\.chunk.id), fusion: answer.fusion.rawValue))
-        } catch let error as DaemonError {
+        } catch let error as ClientError {
             return .failure(.daemon(error.message))
         } catch {
             return .failure(.daemon("cairnd's answer is not the expected JSON"))

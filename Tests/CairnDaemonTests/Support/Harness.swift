@@ -1,3 +1,4 @@
+import CairnClient
 import CairnDaemon
 import CairnTestSupport
 import Foundation

@@ -23,12 +23,12 @@ public struct UnixHTTPClient: Sendable {
     /// Sends one request; `unreachable` when the socket cannot be reached or times out,
     /// `protocol_violation` when the answer is not HTTP/1.1.
     public func send(method: String, path: String, body: [UInt8]? = nil,
-                     contentType: String? = "application/json", headers: [(String, String)] = []) throws(DaemonError) -> Response {
+                     contentType: String? = "application/json", headers: [(String, String)] = []) throws(ClientError) -> Response {
         let fd: Int32
         switch UnixSocket.connect(socketPath) {
         case .success(let connected): fd = connected
         case .failure(let error):
-            throw DaemonError(.unreachable, "cannot reach cairnd at \(socketPath): \(error)", cause: error)
+            throw ClientError(.unreachable, "cannot reach cairnd at \(socketPath): \(error)", cause: error)
         }
         defer { close(fd) }
         var limit = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1e6))
@@ -48,7 +48,7 @@ public struct UnixHTTPClient: Sendable {
         let received = read(fd)
         guard !received.isEmpty else {
             let reason = wrote ? "closed the connection without answering" : "refused the request"
-            throw DaemonError(.unreachable, "cairnd at \(socketPath) \(reason) (or timed out)")
+            throw ClientError(.unreachable, "cairnd at \(socketPath) \(reason) (or timed out)")
         }
         return try HTTPResponseParser.parse(received)
     }

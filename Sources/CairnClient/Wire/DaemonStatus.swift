@@ -1,5 +1,3 @@
-import CairnSearch
-
 /// The body of `GET /v1/status` (protocol/socket-api.md). Version fields are nil before the
 /// first install.
 public struct DaemonStatus: Sendable, Hashable, Codable {
@@ -15,18 +13,20 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
     public var dataDirectory: String
     public var dataDirectoryBytes: Int64
     public var syncAvailable: Bool
-    public var sync: SyncStatus
+    public var sync: Sync
 
-    init(serving: ServingVersion?, dataDirectory: String, dataDirectoryBytes: Int64, syncAvailable: Bool, sync: SyncStatus) {
-        installed = serving != nil
-        version = serving?.version
-        stateRoot = serving?.stateRoot
-        channel = serving?.index.meta.channel
-        chunkCount = serving?.index.count
-        modelID = serving?.index.meta.modelID
-        dimension = serving?.index.meta.dimension
-        modelLoaded = serving?.embedder != nil
-        lexicalOnly = !(serving?.denseAvailable ?? false)
+    public init(installed: Bool, version: Int? = nil, stateRoot: String? = nil, channel: String? = nil,
+                chunkCount: Int? = nil, modelID: String? = nil, dimension: Int? = nil, modelLoaded: Bool,
+                lexicalOnly: Bool, dataDirectory: String, dataDirectoryBytes: Int64, syncAvailable: Bool, sync: Sync) {
+        self.installed = installed
+        self.version = version
+        self.stateRoot = stateRoot
+        self.channel = channel
+        self.chunkCount = chunkCount
+        self.modelID = modelID
+        self.dimension = dimension
+        self.modelLoaded = modelLoaded
+        self.lexicalOnly = lexicalOnly
         self.dataDirectory = dataDirectory
         self.dataDirectoryBytes = dataDirectoryBytes
         self.syncAvailable = syncAvailable

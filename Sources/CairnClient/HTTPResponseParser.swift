@@ -18,7 +18,7 @@ enum HTTPResponseParser {
         return bytes.count - (end + 4) >= length
     }
 
-    static func parse(_ bytes: [UInt8]) throws(DaemonError) -> UnixHTTPClient.Response {
+    static func parse(_ bytes: [UInt8]) throws(ClientError) -> UnixHTTPClient.Response {
         guard let end = headerEnd(bytes) else { throw violation("the answer has no complete header") }
         let (status, headers) = try head(bytes[..<end])
         var body = Array(bytes[(end + 4)...])
@@ -31,7 +31,7 @@ enum HTTPResponseParser {
         return UnixHTTPClient.Response(status: status, headers: headers, body: body)
     }
 
-    static func head(_ bytes: ArraySlice<UInt8>) throws(DaemonError) -> (Int, [String: String]) {
+    static func head(_ bytes: ArraySlice<UInt8>) throws(ClientError) -> (Int, [String: String]) {
         let lines = String(decoding: bytes, as: UTF8.self).components(separatedBy: "\r\n")
         let statusParts = lines[0].split(separator: " ", maxSplits: 2)
         guard statusParts.count >= 2, statusParts[0].hasPrefix("HTTP/1."), let status = Int(statusParts[1]) else {
@@ -45,7 +45,7 @@ enum HTTPResponseParser {
         return (status, headers)
     }
 
-    static func dechunk(_ bytes: [UInt8]) throws(DaemonError) -> [UInt8] {
+    static func dechunk(_ bytes: [UInt8]) throws(ClientError) -> [UInt8] {
         var output: [UInt8] = [], index = 0
         while true {
             guard let lineEnd = (index..<max(index, bytes.count - 1)).first(where: { bytes[$0] == 13 && bytes[$0 + 1] == 10 }),
@@ -61,7 +61,7 @@ enum HTTPResponseParser {
         }
     }
 
-    static func violation(_ message: String) -> DaemonError { DaemonError(.protocolViolation, message) }
+    static func violation(_ message: String) -> ClientError { ClientError(.protocolViolation, message) }
 }
 
 import Foundation

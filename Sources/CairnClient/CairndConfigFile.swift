@@ -1,0 +1,68 @@
+import Foundation
+
+/// cairnd's config file format (client-config/cairnd.conf): `key = value` lines. cairnd reads
+/// every key; a client reads `socket` from it to find the daemon.
+public enum CairndConfigFile {
+    /// Where cairnd and its clients look for the file when none is named.
+    public static let defaultPath = "/etc/cairn/cairnd.conf"
+    /// The socket when neither the environment nor a config file names one.
+    public static let defaultSocketPath = "/run/cairn/cairnd.sock"
+
+    /// Why a config file's text is refused, one line naming the line.
+    public struct Invalid: Error, Sendable {
+        public let message: String
+    }
+
+    /// One `key = value` line of a config file.
+    public struct Entry: Sendable, Hashable {
+        public var key: String
+        public var value: String
+        public var line: Int
+    }
+
+    /// The keys a config file may hold; `source` and `trusted_key` may repeat.
+    public static let knownKeys: Set<String> = [
+        "source", "channel", "trusted_key", "data_dir", "socket", "poll_interval", "socket_mode",
+        "socket_group", "log_level", "max_concurrent_queries", "max_queued_queries", "max_body_bytes",
+        "max_connections", "idle_timeout", "backoff_min", "backoff_max", "bandwidth_cap",
+        "stall_timeout",
+    ]
+
+    /// Parses config file text: `key = value` lines; blank lines and lines starting with `#`
+    /// are ignored; a value may be wrapped in double quotes (kept verbatim inside). A `#` after
+    /// a value starts a comment only when preceded by whitespace.
+    public static func parse(_ text: String) throws(CairndConfigFile.Invalid) -> [Entry] {
+        var entries: [Entry] = []
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let number = index + 1
+            var line = raw.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            guard let equals = line.firstIndex(of: "=") else {
+                throw Invalid(message: "config line \(number) is not `key = value`")
+            }
+            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
+            line = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            if line.hasPrefix("\""), let close = line.dropFirst().firstIndex(of: "\"") {
+                line = String(line[line.index(after: line.startIndex)..<close])
+            } else if let comment = line.range(of: " #") ?? line.range(of: "\t#") {
+                line = line[..<comment.lowerBound].trimmingCharacters(in: .whitespaces)
+            }
+            guard knownKeys.contains(key) else {
+                throw Invalid(message: "config line \(number): unknown key \"\(key)\"")
+            }
+            entries.append(Entry(key: key, value: line, line: number))
+        }
+        return entries
+    }
+
+    /// The socket a client should use: `CAIRN_SOCKET`, else `socket` in the default config file
+    /// when it exists and parses, else the default path.
+    public static func socketPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let value = environment["CAIRN_SOCKET"], !value.isEmpty { return value }
+        if let text = try? String(contentsOfFile: defaultPath, encoding: .utf8),
+           let entries = try? parse(text), let socket = entries.last(where: { $0.key == "socket" }) {
+            return socket.value
+        }
+        return defaultSocketPath
+    }
+}

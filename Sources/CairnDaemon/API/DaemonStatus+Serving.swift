@@ -1,0 +1,14 @@
+import CairnClient
+import CairnSearch
+
+extension DaemonStatus {
+    /// The status body for the version being served (nil before the first install).
+    init(serving: ServingVersion?, dataDirectory: String, dataDirectoryBytes: Int64, syncAvailable: Bool, sync: Sync) {
+        self.init(installed: serving != nil, version: serving?.version, stateRoot: serving?.stateRoot,
+                  channel: serving?.index.meta.channel, chunkCount: serving?.index.count,
+                  modelID: serving?.index.meta.modelID, dimension: serving?.index.meta.dimension,
+                  modelLoaded: serving?.embedder != nil, lexicalOnly: !(serving?.denseAvailable ?? false),
+                  dataDirectory: dataDirectory, dataDirectoryBytes: dataDirectoryBytes, syncAvailable: syncAvailable,
+                  sync: sync)
+    }
+}

@@ -1,0 +1,29 @@
+import CairnClient
+import CairnSync
+import Foundation
+
+/// Where the daemon learns the sync state. CairnSync provides the real one; the default reads
+/// `DIR/state.json`.
+public protocol SyncStatusProvider: Sendable {
+    func syncStatus() async -> DaemonStatus.Sync
+}
+
+/// Reads `DIR/state.json` (CairnSync's `SyncState`) at each call, for a daemon built without
+/// the sync side (cairnd always passes its own provider); an absent or unreadable file gives an
+/// all-unknown status.
+public struct StateFileStatusProvider: SyncStatusProvider {
+    public let path: String
+    let pollInterval: Duration
+
+    public init(dataDirectory: String, pollInterval: Double = DaemonConfiguration().pollInterval) {
+        path = (dataDirectory as NSString).appendingPathComponent("state.json")
+        self.pollInterval = .milliseconds(Int64(pollInterval * 1000))
+    }
+
+    public func syncStatus() async -> DaemonStatus.Sync {
+        guard let data = FileManager.default.contents(atPath: path),
+              let state = try? JSONDecoder().decode(SyncState.self, from: data) else { return DaemonStatus.Sync() }
+        return DaemonStatus.Sync(state: state, installed: nil, pollInterval: pollInterval,
+                          staleAfterPolls: SyncConfiguration.defaultStaleAfterPolls)
+    }
+}
