@@ -41,15 +41,15 @@ enum CurlTransfer {
 
     /// - Parameter onInstallThread: run on a `BackgroundWork` thread (below the queries' priority),
     ///   for a transfer whose callbacks do an install's work.
-    static func run(url: String, limits: TransferLimits, context: TransferContext,
+    static func run(url: String, limits: TransferLimits, context: TransferContext, handles: CurlHandles,
                     headers: [String] = [], range: Int64 = 0, onInstallThread: Bool = false) async -> CurlOutcome {
         await withTaskCancellationHandler {
             if onInstallThread {
-                return await BackgroundWork.run { perform(url: url, limits: limits, context: context, headers: headers, range: range) }
+                return await BackgroundWork.run { perform(url: url, limits: limits, context: context, handles: handles, headers: headers, range: range) }
             }
             return await withCheckedContinuation { (continuation: CheckedContinuation<CurlOutcome, Never>) in
                 queue.async {
-                    continuation.resume(returning: perform(url: url, limits: limits, context: context,
+                    continuation.resume(returning: perform(url: url, limits: limits, context: context, handles: handles,
                                                            headers: headers, range: range))
                 }
             }
@@ -58,40 +58,13 @@ enum CurlTransfer {
         }
     }
 
-    /// Easy handles between transfers, each with the connections libcurl keeps open in it: the
-    /// next transfer from the same source (a sync's blob after its manifest, the next poll)
-    /// reuses one instead of connecting — and over HTTPS handshaking — again. libcurl checks that
-    /// a kept connection is still alive before it reuses it, and reuses none idle for over 118 s
-    /// (`CURLOPT_MAXAGE_CONN`). A handle serves one transfer at a time (taken out of the list).
-    private static let idleHandles = Mutex<[EasyHandle]>([])
-    private static let maximumIdleHandles = 4
-
-    private struct EasyHandle: @unchecked Sendable {
-        let pointer: UnsafeMutableRawPointer
-    }
-
-    private static func takeHandle() -> UnsafeMutableRawPointer? {
-        if let kept = idleHandles.withLock({ $0.popLast() }) { return kept.pointer }
-        return curl_easy_init()
-    }
-
-    /// Clears the transfer's options (callbacks, buffers, headers), keeping its connections.
-    private static func giveBack(_ handle: UnsafeMutableRawPointer) {
-        curl_easy_reset(handle)
-        let kept = idleHandles.withLock { handles -> Bool in
-            guard handles.count < maximumIdleHandles else { return false }
-            handles.append(EasyHandle(pointer: handle))
-            return true
-        }
-        if !kept { curl_easy_cleanup(handle) }
-    }
-
-    private static func perform(url: String, limits: TransferLimits, context: TransferContext,
+    private static func perform(url: String, limits: TransferLimits, context: TransferContext, handles: CurlHandles,
                                 headers: [String], range: Int64) -> CurlOutcome {
-        guard globalInit, let handle = takeHandle() else {
+        let origin = CurlHandles.origin(of: url)
+        guard globalInit, let handle = handles.take(for: origin) else {
             return CurlOutcome(code: CURLE_FAILED_INIT, message: "libcurl cannot be initialised", status: 0, stats: TransferStats())
         }
-        defer { giveBack(handle) }
+        defer { handles.giveBack(handle, origin: origin) }
         context.handle = handle
         var list: UnsafeMutablePointer<curl_slist>?
         for header in headers { list = curl_slist_append(list, header) }
@@ -153,5 +126,55 @@ enum CurlTransfer {
         let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
         context.handle = nil
         return CurlOutcome(code: code, message: message, status: status, stats: stats)
+    }
+}
+
+/// A downloader's easy handles between transfers, each with the connections libcurl keeps open
+/// in it: the next transfer to the same origin (a sync's blob after its manifest, the next poll)
+/// takes the handle that last talked to that origin and reuses its connection instead of
+/// connecting — and over HTTPS handshaking — again. libcurl checks that a kept connection is
+/// still alive before it reuses it, and reuses none idle for over 118 s (`CURLOPT_MAXAGE_CONN`).
+/// A handle serves one transfer at a time (taken out of the list); a transfer to an origin no
+/// idle handle knows gets a new handle, so it never takes another origin's connection away;
+/// beyond `maximumIdle` the least recently used is closed. Each `Downloader` (one per syncer)
+/// has its own, so several syncers in one process never take each other's connections.
+final class CurlHandles: Sendable {
+    private let idle = Mutex<[EasyHandle]>([])
+    private let maximumIdle = 4
+
+    private struct EasyHandle: @unchecked Sendable {
+        let pointer: UnsafeMutableRawPointer
+        /// Scheme, host and port of the handle's last transfer.
+        let origin: Substring
+    }
+
+    deinit {
+        for handle in idle.withLock({ $0 }) { curl_easy_cleanup(handle.pointer) }
+    }
+
+    /// `scheme://host:port` of `url` (everything before the path).
+    static func origin(of url: String) -> Substring {
+        guard let scheme = url.range(of: "://") else { return url[...] }
+        let rest = url[scheme.upperBound...]
+        return url[..<(rest.firstIndex(of: "/") ?? url.endIndex)]
+    }
+
+    /// The idle handle that last talked to `origin`, else a new one (nil if libcurl cannot make one).
+    func take(for origin: Substring) -> UnsafeMutableRawPointer? {
+        let kept = idle.withLock { handles -> EasyHandle? in
+            guard let index = handles.lastIndex(where: { $0.origin == origin }) else { return nil }
+            return handles.remove(at: index)
+        }
+        return kept?.pointer ?? curl_easy_init()
+    }
+
+    /// Clears the transfer's options (callbacks, buffers, headers), keeping its connections.
+    func giveBack(_ handle: UnsafeMutableRawPointer, origin: Substring) {
+        curl_easy_reset(handle)
+        let evicted = idle.withLock { handles -> EasyHandle? in
+            handles.append(EasyHandle(pointer: handle, origin: origin))
+            return handles.count > maximumIdle ? handles.removeFirst() : nil
+        }
+        if let evicted { curl_easy_cleanup(evicted.pointer) }
     }
 }

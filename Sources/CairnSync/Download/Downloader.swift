@@ -15,6 +15,8 @@ public enum ManifestFetch: Sendable {
 public struct Downloader: Sendable {
     public let limits: TransferLimits
     let logger: Logger
+    /// This downloader's kept handles and their connections.
+    let handles = CurlHandles()
 
     public init(limits: TransferLimits = TransferLimits(), logger: Logger) {
         self.limits = limits
@@ -25,7 +27,7 @@ public struct Downloader: Sendable {
     public func fetchManifest(url: String, etag: String?) async throws(SyncError) -> (ManifestFetch, TransferStats) {
         let context = TransferContext(limit: Int64(limits.maxManifestBytes), held: 0, rangeStart: 0)
         let headers = etag.map { ["If-None-Match: \($0)"] } ?? []
-        let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, headers: headers)
+        let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, headers: headers)
         if outcome.status == 304 { return (.notModified, outcome.stats) }
         try check(outcome, context, what: "manifest")
         return (.fetched(bytes: context.body, etag: context.etag), outcome.stats)
@@ -57,7 +59,7 @@ public struct Downloader: Sendable {
             let context = TransferContext(limit: size, held: held, rangeStart: held)
             context.fd = fd
             context.tap = held == 0 ? tap : nil
-            let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, range: held,
+            let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, range: held,
                                                  onInstallThread: context.tap != nil)
             close(fd)
             stats.add(outcome.stats)
