@@ -46,7 +46,7 @@ struct DeltaTrustTests {
         #expect(await device.syncer.syncOnce().installedVersion == 2)
         let now = try #require(device.directory.installed())
         #expect(try SearchIndex(path: now.indexPath).chunk(id: "chunk-000")?.content == "flood maps revision 2")
-        #expect(FileSystem.exists(device.path + "/versions/2/" + DataDirectory.snapshotBlobFile))
+        #expect(FileSystem.exists(device.path + "/versions/2/" + DataDirectoryLayout.snapshotBlobFile))
     }
 
     @Test("Given the installed index altered on disk while the device was stopped (a row's text and its stored hash), when a delta arrives, then the result is refused and the full snapshot installed instead")
@@ -66,7 +66,7 @@ struct DeltaTrustTests {
         #expect(await device.syncer.syncOnce().installedVersion == 2)
         let installed = try #require(device.directory.installed())
         // The delta's result missed the signed state root, so the snapshot was used (it is kept).
-        #expect(FileSystem.exists(device.path + "/versions/2/" + DataDirectory.snapshotBlobFile))
+        #expect(FileSystem.exists(device.path + "/versions/2/" + DataDirectoryLayout.snapshotBlobFile))
         let index = try SearchIndex(path: installed.indexPath)
         #expect(try index.chunk(id: "chunk-005")?.content == RepoFixture.chunks()[5].content)
         #expect(try index.chunk(id: "chunk-000")?.content == "flood maps revision 2")

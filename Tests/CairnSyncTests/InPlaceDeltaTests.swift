@@ -33,7 +33,7 @@ struct InPlaceDeltaTests {
         #expect(await device.syncer.syncOnce().installedVersion == 1)
         try repo.publish(version: 2, chunks: chunks(version: 2), deltasFrom: [1])
         #expect(await device.syncer.syncOnce().installedVersion == 2)
-        #expect(FileSystem.exists(device.path + "/versions/2/" + DataDirectory.deltaBlobFile))
+        #expect(FileSystem.exists(device.path + "/versions/2/" + DataDirectoryLayout.deltaBlobFile))
         #expect(device.previousTarget == "versions/1")
         let v3 = try repo.publish(version: 3, chunks: chunks(version: 3), deltasFrom: [2])
         return (repo, device, v3)
@@ -69,8 +69,8 @@ struct InPlaceDeltaTests {
         // The live version's file was never written: it is still version 2, now `previous`.
         #expect(Self.inode(device.path + "/versions/2/index.sqlite") == liveFile)
         #expect(try Snapshot.verify(at: device.path + "/versions/2/index.sqlite").version == 2)
-        #expect(FileSystem.exists(device.path + "/versions/3/" + DataDirectory.deltaBlobFile))
-        #expect(!FileSystem.exists(device.path + "/versions/3/" + DataDirectory.snapshotBlobFile))
+        #expect(FileSystem.exists(device.path + "/versions/3/" + DataDirectoryLayout.deltaBlobFile))
+        #expect(!FileSystem.exists(device.path + "/versions/3/" + DataDirectoryLayout.snapshotBlobFile))
         // A rollback still finds version 2 whole.
         #expect(try await device.syncer.rollback().version.version == 2)
     }
@@ -115,7 +115,7 @@ struct InPlaceDeltaTests {
     @Test("Given the kept delta blob damaged, when the next delta arrives, then the live index is copied and the version installs")
     func damagedKeptDelta() async throws {
         let (_, device, v3) = try await Self.deviceOnVersion2(withModel: false)
-        let kept = device.path + "/versions/2/" + DataDirectory.deltaBlobFile
+        let kept = device.path + "/versions/2/" + DataDirectoryLayout.deltaBlobFile
         var bytes = try FileSystem.read(kept)
         bytes[bytes.count / 2] ^= 0x40
         try FileSystem.writeAtomically(bytes, to: kept)

@@ -1,6 +1,7 @@
 import CairnEmbedding
 import CairnIndex
 import CairnSearch
+import CairnSync
 import Foundation
 import Logging
 
@@ -11,17 +12,13 @@ import Logging
 /// checks that the index opens and that its meta's version is the folder's name. A missing or
 /// unusable model gives a lexical-only version, logged at warning.
 public enum VersionLoader {
-    public static let indexFile = "index.sqlite"
-    public static let manifestFile = "manifest.json"
-    public static let modelLink = "model"
-
     /// The version behind `DIR/<link>` (`current` by default).
     /// - Parameters:
     ///   - reusing: a version whose embedder is reused when both resolve to the same model
     ///     folder (a model is shared across versions; loading it again costs seconds).
     ///   - contents: the index's rows as the install's verifying pass loaded them, used instead
     ///     of reading them again when they belong to the file `link` names (else read).
-    public static func load(dataDirectory: String, link: String = "current", reusing: ServingVersion? = nil,
+    public static func load(dataDirectory: String, link: String = DataDirectoryLayout.currentLink, reusing: ServingVersion? = nil,
                             contents: IndexContents? = nil, configuration: RankingConfiguration = RankingConfiguration(),
                             logger: Logger) throws(DaemonError) -> ServingVersion {
         let linkPath = (dataDirectory as NSString).appendingPathComponent(link)
@@ -32,7 +29,7 @@ public enum VersionLoader {
         guard let expected = Int(name) else {
             throw DaemonError(.versionUnusable, "\(link) points at a folder whose name is not a version number")
         }
-        let path = (folder as NSString).appendingPathComponent(indexFile)
+        let path = (folder as NSString).appendingPathComponent(DataDirectoryLayout.indexFile)
         let index: SearchIndex
         do {
             if let contents, let preloaded = try? SearchIndex(path: path, configuration: configuration, contents: contents) {
@@ -47,8 +44,8 @@ public enum VersionLoader {
             throw DaemonError(.versionUnusable,
                               "version folder \(expected) holds an index of version \(index.meta.version); reinstall it")
         }
-        let manifest = FileManager.default.contents(atPath: (folder as NSString).appendingPathComponent(manifestFile))
-        let modelDirectory = resolve((folder as NSString).appendingPathComponent(modelLink))
+        let manifest = FileManager.default.contents(atPath: (folder as NSString).appendingPathComponent(DataDirectoryLayout.manifestFile))
+        let modelDirectory = resolve((folder as NSString).appendingPathComponent(DataDirectoryLayout.modelLink))
         let embedder = ServingVersion.embedder(for: index, modelFolder: modelDirectory, reusing: reusing, logger: logger)
         return ServingVersion(index: index, embedder: embedder, manifest: manifest.map(Array.init) ?? [],
                               directory: folder, modelDirectory: embedder == nil ? nil : modelDirectory)
@@ -61,7 +58,7 @@ public enum VersionLoader {
             return try load(dataDirectory: dataDirectory, configuration: configuration, logger: logger)
         } catch let error where error.code == .versionUnusable {
             logger.error("the current version is unusable; trying the previous one", metadata: ["cairn.error": "\(error)"])
-            return try load(dataDirectory: dataDirectory, link: "previous", configuration: configuration, logger: logger)
+            return try load(dataDirectory: dataDirectory, link: DataDirectoryLayout.previousLink, configuration: configuration, logger: logger)
         }
     }
 

@@ -16,7 +16,7 @@ public struct StateFileStatusProvider: SyncStatusProvider {
     let pollInterval: Duration
 
     public init(dataDirectory: String, pollInterval: Double = DaemonConfiguration().pollInterval) {
-        path = (dataDirectory as NSString).appendingPathComponent("state.json")
+        path = (dataDirectory as NSString).appendingPathComponent(DataDirectoryLayout.stateFile)
         self.pollInterval = .milliseconds(Int64(pollInterval * 1000))
     }
 

@@ -55,7 +55,7 @@ extension DataDirectory {
     func removeUnusedModels() {
         let used = Set([currentLink, previousLink].compactMap { link -> String? in
             guard let version = linkTarget(link),
-                  let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path + "/" + version + "/model")
+                  let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path + "/" + version + "/" + DataDirectoryLayout.modelLink)
             else { return nil }
             return (target as NSString).lastPathComponent
         })

@@ -14,29 +14,26 @@ public final class DataDirectory: Sendable {
     private let unsaved = Mutex<SyncState?>(nil)
     let logger: Logger
 
-    public var versionsPath: String { path + "/versions" }
-    public var modelsPath: String { path + "/models" }
-    public var stagingPath: String { path + "/staging" }
-    public var statePath: String { path + "/state.json" }
-    public var currentLink: String { path + "/current" }
-    public var previousLink: String { path + "/previous" }
-    /// The verified compressed snapshot kept in a version folder installed from it.
-    public static let snapshotBlobFile = "snapshot.blob"
-    /// The verified compressed delta a version was installed by (from the version then current).
-    public static let deltaBlobFile = "delta.blob"
+    public var versionsPath: String { path + "/" + DataDirectoryLayout.versionsFolder }
+    public var modelsPath: String { path + "/" + DataDirectoryLayout.modelsFolder }
+    public var stagingPath: String { path + "/" + DataDirectoryLayout.stagingFolder }
+    public var statePath: String { path + "/" + DataDirectoryLayout.stateFile }
+    public var currentLink: String { path + "/" + DataDirectoryLayout.currentLink }
+    public var previousLink: String { path + "/" + DataDirectoryLayout.previousLink }
 
     /// Creates the folder layout if missing and takes `DIR/lock` (flock, exclusive, non-blocking).
     /// - Throws: `SyncError` `.locked` when another process (or another `DataDirectory` in this
     ///   one) holds the lock; `.io` when the folder cannot be created.
     public init(path: String, logger: Logger) throws(SyncError) {
-        for folder in [path, path + "/versions", path + "/models", path + "/staging"] {
+        for folder in [path, path + "/" + DataDirectoryLayout.versionsFolder, path + "/" + DataDirectoryLayout.modelsFolder,
+                       path + "/" + DataDirectoryLayout.stagingFolder] {
             do { try FileSystem.makeDirectory(folder) } catch {
                 throw SyncError(.io, "cannot create the data directory \(folder)", cause: error)
             }
         }
         // Read-only: flock needs no write access, and a descriptor open for writing would keep
         // the file system from being remounted read-only (which the fault tests do).
-        let fd = open(path + "/lock", O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
+        let fd = open(path + "/" + DataDirectoryLayout.lockFile, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw SyncError(.io, "cannot open \(path)/lock: \(String(cString: strerror(errno)))") }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             close(fd)
@@ -95,8 +92,8 @@ public final class DataDirectory: Sendable {
     /// A version folder (relative name `versions/<n>`) with its index and manifest; nil if incomplete.
     func loadVersion(_ relative: String) -> InstalledVersion? {
         let directory = path + "/" + relative
-        guard FileSystem.exists(directory + "/index.sqlite"),
-              let bytes = try? FileSystem.read(directory + "/manifest.json"),
+        guard FileSystem.exists(directory + "/" + DataDirectoryLayout.indexFile),
+              let bytes = try? FileSystem.read(directory + "/" + DataDirectoryLayout.manifestFile),
               let manifest = Self.parseInstalledManifest(bytes) else { return nil }
         let model = directory + "/model"
         let hasModel = FileSystem.exists(model + "/model.safetensors")

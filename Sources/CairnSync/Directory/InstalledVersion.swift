@@ -12,11 +12,11 @@ public struct InstalledVersion: Sendable, Equatable {
     public let modelDirectory: String?
 
     /// `DIR/versions/<n>/index.sqlite`.
-    public var indexPath: String { directory + "/index.sqlite" }
+    public var indexPath: String { directory + "/" + DataDirectoryLayout.indexFile }
     /// `DIR/versions/<n>/manifest.json`.
-    public var manifestPath: String { directory + "/manifest.json" }
+    public var manifestPath: String { directory + "/" + DataDirectoryLayout.manifestFile }
     /// `DIR/versions/<n>/snapshot.blob`: present when the version was installed from its full snapshot.
-    public var snapshotBlobPath: String { directory + "/" + DataDirectory.snapshotBlobFile }
+    public var snapshotBlobPath: String { directory + "/" + DataDirectoryLayout.snapshotBlobFile }
 
     public init(version: Int, stateRoot: ContentID, directory: String, manifest: Manifest, modelDirectory: String?) {
         self.version = version

@@ -17,12 +17,12 @@ extension Syncer {
         do {
             try FileSystem.makeDirectory(partial)
             // Written now, fsynced by `finish` (by then its pages are on their way).
-            try FileSystem.writeNew(bytes, to: partial + "/manifest.json")
+            try FileSystem.writeNew(bytes, to: partial + "/" + DataDirectoryLayout.manifestFile)
         } catch {
             try? FileManager.default.removeItem(atPath: partial)
             throw SyncError(error.code == .diskFull ? .diskFull : .io, "cannot create \(partial): \(error.message)", cause: error)
         }
-        let index = partial + "/index.sqlite"
+        let index = partial + "/" + DataDirectoryLayout.indexFile
         let clock = ContinuousClock()
         do {
             let start = clock.now
@@ -86,7 +86,7 @@ extension Syncer {
                                                 installedRows: rows, reusable: reusable, to: index)
                 }
                 // Kept for the next delta, which brings this file up to date in place (a rename).
-                let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectory.deltaBlobFile
+                let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectoryLayout.deltaBlobFile
                 guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the delta blob in \(kept)") }
                 return BuiltIndex(byDelta: true, inPlace: result.reused, fetch: fetch, rows: result.contents)
             } catch {
@@ -101,7 +101,7 @@ extension Syncer {
         let blob = try await fetchSnapshot(base: base, snapshot: manifest.snapshot, index: index)
         fetch += clock.now - started
         // Kept for `cairn export`: the verified, signed bytes (a rename, not a copy).
-        let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectory.snapshotBlobFile
+        let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectoryLayout.snapshotBlobFile
         guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the snapshot blob in \(kept)") }
         return BuiltIndex(byDelta: false, inPlace: false, fetch: fetch, rows: nil)
     }
@@ -121,7 +121,7 @@ extension Syncer {
     /// The `previous` version's index, when the installed version's folder keeps the delta that
     /// took `previous` to it: a delta can then bring that file up to date in place.
     private func reusableFile(installed: InstalledVersion) -> IndexBuilder.ReusableFile? {
-        let blob = installed.directory + "/" + DataDirectory.deltaBlobFile
+        let blob = installed.directory + "/" + DataDirectoryLayout.deltaBlobFile
         guard let previous = directory.previous(), previous.version < installed.version, FileSystem.exists(blob),
               let ref = installed.manifest.deltas.first(where: {
                   $0.fromVersion == previous.version && $0.fromStateRoot == previous.stateRoot
@@ -143,15 +143,16 @@ extension Syncer {
         let name = "\(manifest.version)"
         let final = "\(directory.versionsPath)/\(name)"
         do {
-            try Self.fsyncFile(partial + "/manifest.json")
+            try Self.fsyncFile(partial + "/" + DataDirectoryLayout.manifestFile)
             if let model {
-                guard symlink("../../models/\((model as NSString).lastPathComponent)", partial + "/model") == 0 else {
+                guard symlink("../../\(DataDirectoryLayout.modelsFolder)/\((model as NSString).lastPathComponent)",
+                              partial + "/" + DataDirectoryLayout.modelLink) == 0 else {
                     throw SyncError(.io, "cannot create the model link in \(partial)")
                 }
             }
-            try Self.fsyncFile(partial + "/index.sqlite")
-            if FileSystem.exists(partial + "/" + DataDirectory.snapshotBlobFile) {
-                try Self.fsyncFile(partial + "/" + DataDirectory.snapshotBlobFile)
+            try Self.fsyncFile(partial + "/" + DataDirectoryLayout.indexFile)
+            if FileSystem.exists(partial + "/" + DataDirectoryLayout.snapshotBlobFile) {
+                try Self.fsyncFile(partial + "/" + DataDirectoryLayout.snapshotBlobFile)
             }
             try FileSystem.syncDirectory(partial)
             try? FileManager.default.removeItem(atPath: final)
@@ -163,10 +164,10 @@ extension Syncer {
             throw SyncError(.io, "cannot finish installing version \(name)", cause: error)
         }
         let old = directory.linkTarget(directory.currentLink)
-        if let old, old != "versions/\(name)" {
+        if let old, old != "\(DataDirectoryLayout.versionsFolder)/\(name)" {
             try directory.replaceLink(directory.previousLink, with: old)
         }
-        try directory.replaceLink(directory.currentLink, with: "versions/\(name)")
+        try directory.replaceLink(directory.currentLink, with: "\(DataDirectoryLayout.versionsFolder)/\(name)")
         try directory.syncFolder(directory.path)
         logger.info("installed version", metadata: ["cairn.sync.version": "\(manifest.version)",
                                                     "cairn.sync.state_root": "\(manifest.stateRoot.hex)"])

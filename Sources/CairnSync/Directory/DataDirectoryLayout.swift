@@ -1,0 +1,32 @@
+/// The names of the data directory's parts (protocol/data-directory.md), spelled once:
+///
+///     DIR/lock, DIR/state.json
+///     DIR/current -> versions/<n>, DIR/previous -> versions/<m>
+///     DIR/versions/<n>/{index.sqlite, manifest.json, model -> ../../models/<sha>,
+///                       snapshot.blob | delta.blob}
+///     DIR/models/<sha>/, DIR/staging/
+public enum DataDirectoryLayout {
+    public static let lockFile = "lock"
+    public static let stateFile = "state.json"
+    /// The links to the version being served and to the rollback target.
+    public static let currentLink = "current"
+    public static let previousLink = "previous"
+    public static let versionsFolder = "versions"
+    public static let modelsFolder = "models"
+    public static let stagingFolder = "staging"
+
+    // In a version folder:
+    /// The snapshot file (SQLite) the version serves.
+    public static let indexFile = "index.sqlite"
+    /// The signed manifest the version was installed from.
+    public static let manifestFile = "manifest.json"
+    /// The link to the version's model folder under `models/`.
+    public static let modelLink = "model"
+    /// The verified compressed snapshot kept in a version folder installed from it.
+    public static let snapshotBlobFile = "snapshot.blob"
+    /// The verified compressed delta a version was installed by (from the version then current).
+    public static let deltaBlobFile = "delta.blob"
+
+    /// `versions/<n>`, relative to the data directory (what the links point at).
+    public static func versionFolder(_ version: Int) -> String { "\(versionsFolder)/\(version)" }
+}
