@@ -1,7 +1,8 @@
+import CairnTestSupport
 import Foundation
 import Testing
 
-@Suite("Bad requests get stable codes")
+@Suite("Bad requests get stable codes", .offCooperativePool)
 struct BadRequestTests {
     struct Case: Sendable, CustomTestStringConvertible {
         var name: String

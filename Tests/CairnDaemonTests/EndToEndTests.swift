@@ -5,7 +5,7 @@ import CairnTestSupport
 import Foundation
 import Testing
 
-@Suite("cairnd and cairn as real processes")
+@Suite("cairnd and cairn as real processes", .offCooperativePool)
 struct EndToEndTests {
     @Test("Given cairnd running on a temp data dir, when cairn queries, reports status, fetches a chunk and curl posts, then each works; SIGTERM exits 0 and removes the socket")
     func cliAgainstDaemon() async throws {

@@ -2,10 +2,11 @@ import CairnClient
 import CairnDaemon
 import CairnIndex
 import CairnSearch
+import CairnTestSupport
 import Foundation
 import Testing
 
-@Suite("Search over the real socket")
+@Suite("Search over the real socket", .offCooperativePool)
 struct SearchTests {
     @Test("Given an installed version with its model, when each mode is asked over the socket, then results come from that version with scores and timings",
           arguments: SearchRequest.Mode.allCases)

@@ -5,7 +5,7 @@ import Testing
 /// protocol/threat-model.md: the socket's file mode and group are its only access control, so
 /// this checks them with real users. Creating users needs root (CI runs as root); the users and
 /// the group are left in place, because other test runs on the machine may be using them.
-@Suite("Who can reach the socket", .enabled(if: getuid() == 0, "needs root to create a user and run curl as it; CI runs as root"))
+@Suite("Who can reach the socket", .offCooperativePool, .enabled(if: getuid() == 0, "needs root to create a user and run curl as it; CI runs as root"))
 struct SocketAccessTests {
     static let group = "cairn-test-socket"
     static let user = "cairn-test-outsider"

@@ -1,10 +1,11 @@
 import CairnClient
 import CairnDaemon
+import CairnTestSupport
 import Foundation
 import Logging
 import Testing
 
-@Suite("The socket file")
+@Suite("The socket file", .offCooperativePool)
 struct SocketTests {
     func mode(_ path: String) -> mode_t? {
         var info = stat()

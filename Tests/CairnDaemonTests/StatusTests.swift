@@ -4,7 +4,7 @@ import CairnDaemon
 import Foundation
 import Testing
 
-@Suite("Status and sync endpoints")
+@Suite("Status and sync endpoints", .offCooperativePool)
 struct StatusTests {
     @Test("Given a version and a state.json, when asking for status, then it reports version, model, sync fields and disk use")
     func statusFields() async throws {

@@ -5,7 +5,7 @@ import Foundation
 import Logging
 import Testing
 
-@Suite("Swapping versions under load")
+@Suite("Swapping versions under load", .offCooperativePool)
 struct SwapTests {
     @Test("Given 8 clients querying in a loop, when the holder swaps between two versions 10 times, then no query fails and every answer's chunks belong to the version it names")
     func swapDuringQueries() async throws {

@@ -1,3 +1,4 @@
+import CairnTestSupport
 import Foundation
 import Testing
 @testable import CairnEmbedding
@@ -5,7 +6,7 @@ import Testing
 /// The real all-MiniLM-L6-v2 (scripts/fetch-model), checked against its published similarities,
 /// the Hugging Face `tokenizers` package and an independent numpy implementation
 /// (scripts/reference/). The passage tests read ../shared/data/ and are skipped where it is absent.
-@Suite("all-MiniLM-L6-v2, the real model", .serialized)
+@Suite("all-MiniLM-L6-v2, the real model", .offCooperativePool, .serialized)
 struct RealModelTests {
     static let modelDirectory = SentenceEmbedder.defaultDirectory()
     static let modelPresent = FileManager.default.fileExists(atPath: modelDirectory + "/model.safetensors")

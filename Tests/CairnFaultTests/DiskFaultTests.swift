@@ -8,7 +8,7 @@ import Glibc
 /// A real small file system under the data directory: a tmpfs this test mounts (the tests run
 /// as root here and in CI). The disk is filled by a real file while a throttled download is in
 /// flight, so the write that fails is cairnd's own; read-only is a real remount.
-@Suite("Faults: disk", .serialized, .enabled(if: FaultServer.available, "python3 is not installed"))
+@Suite("Faults: disk", .offCooperativePool, .serialized, .enabled(if: FaultServer.available, "python3 is not installed"))
 struct DiskFaultTests {
     /// A mounted tmpfs of `megabytes`, unmounted by `unmount()`.
     struct Tmpfs {

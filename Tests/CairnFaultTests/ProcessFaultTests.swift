@@ -7,7 +7,7 @@ import Glibc
 
 /// cairnd itself interrupted: SIGKILL and SIGTERM at random instants of a sync, and a second
 /// cairnd on the same data directory or socket.
-@Suite("Faults: process", .serialized)
+@Suite("Faults: process", .offCooperativePool, .serialized)
 struct ProcessFaultTests {
     static let version1: Workspace.KB = Rig.knowledgeBase(1)
     static let version2: Workspace.KB = Rig.knowledgeBase(2)

@@ -21,7 +21,7 @@ enum S3Tools {
     }
 }
 
-@Suite("An S3-compatible bucket as a source: real processes", .serialized)
+@Suite("An S3-compatible bucket as a source: real processes", .offCooperativePool, .serialized)
 struct BucketTests {
     @Test("Given the repository pushed with aws s3 sync to moto's S3 server, when a device syncs from the bucket's HTTP endpoint, then it installs, answers, and polls the manifest conditionally",
           .enabled(if: S3Tools.present || S3Tools.required, "moto and awscli are not in the venv; run scripts/test"))

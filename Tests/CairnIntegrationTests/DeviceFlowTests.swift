@@ -10,7 +10,7 @@ import Glibc
 /// `cairnd` syncing over HTTP and answering on its Unix socket, `cairn` asking. The tiny
 /// random model keeps it fast; the flow is the same as with MiniLM (scripts/demo runs that).
 /// SIGKILL during sync lives in CairnFaultTests with the other faults.
-@Suite("publish, serve, sync, query: real processes", .serialized)
+@Suite("publish, serve, sync, query: real processes", .offCooperativePool, .serialized)
 struct DeviceFlowTests {
     static let version1 = Workspace.version1
     static let version2 = Workspace.version2

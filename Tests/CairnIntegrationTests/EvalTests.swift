@@ -5,7 +5,7 @@ import Testing
 /// `cairn eval` end to end: a tiny BEIR collection is published, synced by the real cairnd from a
 /// file:// source, served and queried over its socket; the lexical
 /// metrics are checked against values computed by hand.
-@Suite struct EvalTests {
+@Suite(.offCooperativePool) struct EvalTests {
     /// Six documents whose words do not overlap across the queries' keywords, so each query's
     /// lexical ranking is exactly one document (no ties, no partial matches).
     static let corpus = [

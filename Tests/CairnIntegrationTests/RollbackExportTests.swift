@@ -6,7 +6,7 @@ import Testing
 /// `cairn rollback` and `cairn export` against real processes: cairn-server serving a
 /// repository, cairnd syncing it, the `cairn` CLI asking over the socket, and a second cairnd
 /// syncing from an export through a `file://` source.
-@Suite("rollback and export: real processes", .serialized)
+@Suite("rollback and export: real processes", .offCooperativePool, .serialized)
 struct RollbackExportTests {
     static let version3: [(id: String, text: String)] = DeviceFlowTests.version2 + [
         ("generator", "Run a generator outside, never in a garage or a basement."),

@@ -9,7 +9,7 @@ import Glibc
 /// Each program started, as a real process, into each start-up failure a newcomer meets: the
 /// answer is one line on standard error that names what failed and where and says what to do,
 /// with the exit code docs/exit-codes.md gives for it.
-@Suite("Start-up failures: one line, the place, what to do, a documented exit code")
+@Suite("Start-up failures: one line, the place, what to do, a documented exit code", .offCooperativePool)
 struct StartupFailureTests {
     /// Runs `program` to completion off the cooperative pool; checks the exit code and that
     /// standard error is one line starting with the program's name and holding every fragment.

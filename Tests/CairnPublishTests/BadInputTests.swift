@@ -3,7 +3,7 @@ import Foundation
 import Testing
 @testable import CairnPublish
 
-@Suite("Bad input")
+@Suite("Bad input", .offCooperativePool)
 struct BadInputTests {
     static let secret = "SECRET-DOCUMENT-TEXT"
 

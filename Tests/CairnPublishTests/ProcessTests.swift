@@ -5,7 +5,7 @@ import Testing
 @testable import CairnPublish
 
 /// `cairn-server` run as a real process: kills at each stage, the lock, keygen, verify, history.
-@Suite("cairn-server processes", .serialized)
+@Suite("cairn-server processes", .offCooperativePool, .serialized)
 struct ProcessTests {
     @Test("Given a publish killed at a stage, when the repository is checked and published again, then v1 stayed current and the next publish succeeds",
           arguments: PublishStage.allCases)

@@ -2,11 +2,12 @@ import CairnCore
 import CairnEmbedding
 import CairnIndex
 import CairnStore
+import CairnTestSupport
 import Foundation
 import Testing
 @testable import CairnPublish
 
-@Suite("Publishing")
+@Suite("Publishing", .offCooperativePool)
 struct PublishRoundTripTests {
     @Test("Given the example knowledge base, when it is published, then the snapshot holds every chunk with its model vector")
     func roundTrip() throws {

@@ -1,10 +1,11 @@
 import CairnCore
 import CairnStore
+import CairnTestSupport
 import Foundation
 import Testing
 @testable import CairnPublish
 
-@Suite("Verify")
+@Suite("Verify", .offCooperativePool)
 struct VerifyTests {
     /// A repository with two versions (so one delta).
     static func twoVersions() throws -> Workspace {

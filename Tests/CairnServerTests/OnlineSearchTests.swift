@@ -5,7 +5,7 @@ import Testing
 
 /// `POST /v1/channels/<c>/search` on a real `cairn-server serve` process, checked against a
 /// real `cairnd` that synced the same version from that server: same engine, same JSON.
-@Suite("Online search: cairn-server answers like cairnd", .serialized)
+@Suite("Online search: cairn-server answers like cairnd", .offCooperativePool, .serialized)
 struct OnlineSearchTests {
     static let version1 = Workspace.version1
     static let version2 = Workspace.version2

@@ -1,7 +1,8 @@
+import CairnTestSupport
 import Foundation
 import Testing
 
-@Suite("cairn-server serve as a real process")
+@Suite("cairn-server serve as a real process", .offCooperativePool)
 struct ServeProcessTests {
     static var binary: URL {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("cairn-server")

@@ -8,7 +8,7 @@ import Testing
 
 /// A delta install checks only what the delta changed (protocol/snapshot.md, "Verification
 /// after a delta"): these tests show what that still refuses.
-@Suite("What a delta install still refuses")
+@Suite("What a delta install still refuses", .offCooperativePool)
 struct DeltaTrustTests {
     /// A lexical-only repository at version 1 and a device that installed it in full.
     static func deviceOnVersion1() async throws -> (RepoFixture, Device) {

@@ -5,7 +5,7 @@ import Foundation
 import Logging
 import Testing
 
-@Suite("DataDirectory: lock, crash recovery, status")
+@Suite("DataDirectory: lock, crash recovery, status", .offCooperativePool)
 struct DirectoryTests {
     @Test("Given a data directory in use, when a second one opens it, then it is refused with a clear message")
     func lock() throws {

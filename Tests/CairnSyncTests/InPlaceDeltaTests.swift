@@ -8,7 +8,7 @@ import Testing
 
 /// A delta applied to the previous version's index file in place (protocol/snapshot.md,
 /// "Applying a delta"; data-directory.md, "Reusing the previous version's file").
-@Suite("Delta installs on the previous version's file")
+@Suite("Delta installs on the previous version's file", .offCooperativePool)
 struct InPlaceDeltaTests {
     /// Version 2: chunk 0 revised, chunk 7 deleted, a new chunk; version 3: chunk 0 revised
     /// again, chunk 7 back, chunk 10 deleted, chunk 5 with other tags and no scenario.

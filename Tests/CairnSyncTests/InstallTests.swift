@@ -6,7 +6,7 @@ import CairnSync
 import Foundation
 import Testing
 
-@Suite("Installing versions over real HTTP (nginx) and file://")
+@Suite("Installing versions over real HTTP (nginx) and file://", .offCooperativePool)
 struct InstallTests {
     static let canaries = [Canary(query: "flood maps", expect: ["chunk-000"], k: 3, mode: "lexical"),
                            Canary(query: "flood maps", expect: ["chunk-000"], k: 40, mode: "hybrid")]

@@ -5,7 +5,7 @@ import CairnSync
 import Foundation
 import Testing
 
-@Suite("Refusals: nothing is installed and the old version keeps serving")
+@Suite("Refusals: nothing is installed and the old version keeps serving", .offCooperativePool)
 struct RefusalTests {
     @Test("Given version 2 installed, when the source serves the older signed version 1, then it is refused as a rollback")
     func rollback() async throws {

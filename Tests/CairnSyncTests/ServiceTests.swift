@@ -4,7 +4,7 @@ import Foundation
 import Logging
 import Testing
 
-@Suite("SyncService: the poll loop")
+@Suite("SyncService: the poll loop", .offCooperativePool)
 struct ServiceTests {
     @Test("Given a running service with a long poll interval, when sync is requested, then another attempt runs at once")
     func requestSync() async throws {

@@ -18,9 +18,28 @@ struct Device {
                                           dataDirectory: self.path, pollInterval: .seconds(900), transfer: transfer,
                                           freeSpaceMargin: 1 << 20)
         let logger = Logger(label: "cairn.sync.test")
-        directory = try DataDirectory(path: self.path, logger: logger)
+        directory = try Self.open(self.path, restarting: path != nil, logger: logger)
         try directory.recover()
         syncer = Syncer(configuration: configuration, directory: directory, logger: logger, now: now)
+    }
+
+    /// Takes the data directory's lock. Restarting on a folder a previous `Device` of this test
+    /// used, waits (at most 20 s) until that one has let the lock go: the old syncer's clean-up
+    /// after its last install may still hold it, and so, for an instant, may a process forked
+    /// by a parallel test before its exec closes the inherited descriptor. (A real restart
+    /// waits for the old process to exit.)
+    static func open(_ path: String, restarting: Bool, logger: Logger) throws -> DataDirectory {
+        let deadline = Date().addingTimeInterval(restarting ? 20 : 0)
+        while true {
+            let opened: Result<DataDirectory, SyncError> = Result { () throws(SyncError) in
+                try DataDirectory(path: path, logger: logger)
+            }
+            if case .failure(let error) = opened, error.code == .locked, Date() < deadline {
+                usleep(20_000)
+                continue
+            }
+            return try opened.get()
+        }
     }
 
     var state: SyncState { directory.readState() }
