@@ -5,16 +5,18 @@ import Testing
 import Glibc
 #endif
 
-/// A real small file system under the data directory: a tmpfs this test mounts (the tests run
-/// as root here and in CI). The disk is filled by a real file while a throttled download is in
-/// flight, so the write that fails is cairnd's own; read-only is a real remount.
-@Suite("Faults: disk", .serialized, .enabled(if: FaultServer.available, "python3 is not installed"))
+/// A real small file system under the data directory: a tmpfs this test mounts (as root;
+/// elsewhere the test skips, or fails under CAIRN_REQUIRE_MODEL=1). The disk is filled by a real
+/// file while a throttled download is in flight, so the write that fails is cairnd's own;
+/// read-only is a real remount.
+@Suite("Faults: disk", .serialized)
 struct DiskFaultTests {
     /// A mounted tmpfs of `megabytes`, unmounted by `unmount()`.
     struct Tmpfs {
         let path: String
 
         init(megabytes: Int) throws {
+            try Tools.requireRoot("mount a tmpfs")
             path = try TemporaryDirectory.make() + "/disk"
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
             let mount = try Binaries.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", path], in: "/tmp")

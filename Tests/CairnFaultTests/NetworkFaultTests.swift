@@ -7,7 +7,7 @@ import Testing
 /// n-1, version n is published, the fault is injected and a sync is asked for: the attempt must
 /// fail with the right code and a one-line status, n-1 must keep answering, and once the fault
 /// is gone the next attempt must install n.
-@Suite("Faults: network", .serialized, .enabled(if: FaultServer.available, "python3 is not installed"))
+@Suite("Faults: network", .serialized)
 struct NetworkFaultTests {
     static let config = ["stall_timeout": "2"]
 

@@ -7,7 +7,7 @@ import Glibc
 
 /// The publisher interrupted, raced or fed garbage: the repository must stay verifiable, and a
 /// device syncing from it must only ever install whole, signed versions.
-@Suite("Faults: publisher", .serialized, .enabled(if: FaultServer.available, "python3 is not installed"))
+@Suite("Faults: publisher", .serialized)
 struct PublisherFaultTests {
     static func publishArguments(_ rig: Rig, source: String) -> [String] {
         ["publish", "--repo", rig.workspace.repo, "--channel", "field", "--source", source, "--key", rig.workspace.key,
