@@ -37,8 +37,9 @@ struct EncoderTests {
     }
 
     func expectClose(_ vectors: [[Float]], to expected: [[Double]], _ context: String) {
-        #expect(vectors.count == expected.count)
+        #expect(vectors.count == expected.count && !expected.isEmpty, "\(context): \(vectors.count) vectors for \(expected.count) references")
         for (vector, reference) in zip(vectors, expected) {
+            #expect(vector.count == reference.count && !reference.isEmpty, "\(context): dimension \(vector.count), reference \(reference.count)")
             let maximumError = zip(vector, reference).map { abs(Double($0) - $1) }.max()!
             #expect(maximumError < 1e-5, "\(context): max |Δ| = \(maximumError)")
         }
@@ -49,8 +50,10 @@ struct EncoderTests {
         let embedder = try SentenceEmbedder(directory: try TinyModel(seed: 7).writeFolder())
         let sequences: [[Int32]] = [[2, 4, 3], [2, 5, 6, 7, 8, 9, 10, 11, 3], [2, 12, 13, 14, 3]]
         let batched = embedder.embed(tokenIDs: sequences)
+        #expect(batched.count == sequences.count)
         for (sequence, vector) in zip(sequences, batched) {
             let single = embedder.encoder.embed([sequence])[0]
+            #expect(vector.count == single.count && !single.isEmpty)
             #expect(zip(vector, single).allSatisfy { abs($0 - $1) < 1e-6 })
         }
     }
