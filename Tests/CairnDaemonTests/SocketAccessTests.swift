@@ -5,13 +5,15 @@ import Testing
 /// protocol/threat-model.md: the socket's file mode and group are its only access control, so
 /// this checks them with real users. Creating users needs root (CI runs as root); the users and
 /// the group are left in place, because other test runs on the machine may be using them.
-@Suite("Who can reach the socket", .offCooperativePool, .enabled(if: getuid() == 0, "needs root to create a user and run curl as it; CI runs as root"))
+@Suite("Who can reach the socket", .offCooperativePool)
 struct SocketAccessTests {
     static let group = "cairn-test-socket"
     static let user = "cairn-test-outsider"
 
     @Test("Given socket_group names a group, when a local user outside it and the same user inside it search with curl, then the outsider is refused by the kernel and the member gets an answer")
     func onlyTheGroupCanQuery() async throws {
+        try Tools.requireRoot("create a user and run curl as it")
+        try Tools.requireCurl()
         let socketGroup = try await Self.ensure(group: Self.group)
         let (uid, gid) = try await Self.ensure(user: Self.user)
         let fixture = try DataDirectoryFixture()

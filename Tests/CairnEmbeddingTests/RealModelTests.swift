@@ -5,12 +5,16 @@ import Testing
 
 /// The real all-MiniLM-L6-v2 (scripts/fetch-model), checked against its published similarities,
 /// the Hugging Face `tokenizers` package and an independent numpy implementation
-/// (scripts/reference/). The passage tests read ../shared/data/ and are skipped where it is absent.
+/// (scripts/reference/). Each test needs the model, and the passage tests also the reference venv
+/// (CAIRN_PYTHON) and ../shared/data/: where one is missing the test is skipped and says why, or
+/// fails under CAIRN_REQUIRE_MODEL=1 (`requireOrSkip`); it never passes without comparing.
 @Suite("all-MiniLM-L6-v2, the real model", .offCooperativePool, .serialized)
 struct RealModelTests {
     static let modelDirectory = SentenceEmbedder.defaultDirectory()
     static let modelPresent = FileManager.default.fileExists(atPath: modelDirectory + "/model.safetensors")
-    static let embedder: SentenceEmbedder? = modelPresent ? try? SentenceEmbedder(directory: modelDirectory) : nil
+    /// The loaded model, or why it did not load (kept, so the test reports the real error).
+    static let embedder: Result<SentenceEmbedder, any Error>? = modelPresent
+        ? Result { try SentenceEmbedder(directory: modelDirectory) } : nil
 
     /// Texts that stress the tokenizer's rules, added to the real passages.
     static let trickyTexts = [
@@ -36,39 +40,35 @@ struct RealModelTests {
         return texts
     }
 
-    /// The embedder, or nil after recording why: a failure where CI requires the model, else a skip note.
-    func requireEmbedder() -> SentenceEmbedder? {
-        if let embedder = Self.embedder { return embedder }
-        if TestEnvironment.requireReal {
-            Issue.record("the model is required (CAIRN_REQUIRE_MODEL=1) but \(Self.modelDirectory) does not load; run scripts/fetch-model")
-        }
-        return nil
+    /// The embedder; skips the test where the model is absent (fails under
+    /// CAIRN_REQUIRE_MODEL=1), and fails it where the model is present but does not load.
+    func requireEmbedder() throws -> SentenceEmbedder {
+        try requireOrSkip(Self.embedder, "the model is not in \(Self.modelDirectory); run scripts/fetch-model").get()
     }
 
-    func requirePython() -> String? {
-        if let python = TestEnvironment.python { return python }
-        if TestEnvironment.requireReal { Issue.record("CAIRN_PYTHON is not set: run the suite with scripts/test") }
-        return nil
+    /// The reference venv's python; skips where CAIRN_PYTHON is unset (fails under CAIRN_REQUIRE_MODEL=1).
+    func requirePython() throws -> String {
+        try requireOrSkip(TestEnvironment.python, "CAIRN_PYTHON does not name the reference venv's python; run the suite with scripts/test")
     }
 
-    @Test("Given the published pairs, when embedded, then the cosines are 0.6660 and 0.1046 (± 0.0005)",
-          .enabled(if: modelPresent || TestEnvironment.requireReal))
+    /// ≥ `limit` real passages; skips where ../shared/data is absent (fails under CAIRN_REQUIRE_MODEL=1).
+    func requirePassages(limit: Int) throws -> [String] {
+        try requireOrSkip(try Self.realPassages(limit: limit), "../shared/data is not beside the checkout")
+    }
+
+    @Test("Given the published pairs, when embedded, then the cosines are 0.6660 and 0.1046 (± 0.0005)")
     func publishedSimilarities() throws {
-        guard let embedder = requireEmbedder() else { return }
+        let embedder = try requireEmbedder()
         let vectors = embedder.embed(["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."])
         #expect(vectors.allSatisfy { $0.count == 384 })
         #expect(abs(SentenceEmbedder.cosine(vectors[0], vectors[1]) - 0.6660) <= 0.0005)
         #expect(abs(SentenceEmbedder.cosine(vectors[0], vectors[2]) - 0.1046) <= 0.0005)
     }
 
-    @Test("Given ≥ 1,000 real passages, when tokenized, then the ids equal Hugging Face tokenizers' exactly",
-          .enabled(if: (modelPresent && TestEnvironment.sharedData != nil) || TestEnvironment.requireReal))
+    @Test("Given ≥ 1,000 real passages, when tokenized, then the ids equal Hugging Face tokenizers' exactly")
     func tokenIDsMatchHuggingFace() throws {
-        guard let embedder = requireEmbedder(), let python = requirePython() else { return }
-        guard let passages = try Self.realPassages(limit: 1_200) else {
-            Issue.record("../shared/data is required for this test")
-            return
-        }
+        let embedder = try requireEmbedder(), python = try requirePython()
+        let passages = try requirePassages(limit: 1_200)
         let texts = passages + Self.trickyTexts
         #expect(texts.count >= 1_000)
         let run = try TestEnvironment.run(python, [TestEnvironment.repositoryRoot + "/scripts/reference/tokenize_ref.py",
@@ -90,14 +90,10 @@ struct RealModelTests {
         #expect(mismatches == 0, "\(mismatches) of \(texts.count) passages tokenized differently")
     }
 
-    @Test("Given ≥ 200 real passages and short queries, when embedded with each kernel set, then every vector is within cosine 0.9999 of the numpy reference",
-          .enabled(if: (modelPresent && TestEnvironment.sharedData != nil) || TestEnvironment.requireReal))
+    @Test("Given ≥ 200 real passages and short queries, when embedded with each kernel set, then every vector is within cosine 0.9999 of the numpy reference")
     func embeddingsMatchNumpyReference() throws {
-        guard let embedder = requireEmbedder(), let python = requirePython() else { return }
-        guard let passages = try Self.realPassages(limit: 240) else {
-            Issue.record("../shared/data is required for this test")
-            return
-        }
+        let embedder = try requireEmbedder(), python = try requirePython()
+        let passages = try requirePassages(limit: 240)
         let texts = Array(passages.prefix(230)) + Self.trickyTexts
         #expect(texts.count >= 200)
         // Queries of ≤ 16 tokens, embedded one at a time: the packed-weight kernel's route.
@@ -121,6 +117,7 @@ struct RealModelTests {
             let chosen = best ? Array(texts.indices) : Array(0..<40) + Array((texts.count - Self.trickyTexts.count)..<texts.count)
             let vectors = model.embed(chosen.map { texts[$0] }) + queries.map { model.embed($0) }
             let expected = chosen.map { references[$0] } + queryReferences
+            try #require(vectors.count == expected.count && !vectors.isEmpty, "\(kernels): \(vectors.count) vectors for \(expected.count) references")
             let worst = zip(expected, vectors).map { SentenceEmbedder.cosine($0, $1) }.min()!
             #expect(worst >= 0.9999, "\(kernels): lowest cosine to the reference: \(worst)")
         }

@@ -3,8 +3,8 @@ import Foundation
 import Testing
 
 /// Where the test suite finds what lies outside the package: the real model, the Python
-/// reference venv and the shared test collections. Each real-model test is skipped when its
-/// part is absent, unless CAIRN_REQUIRE_MODEL=1 (set by scripts/test, so that CI runs them).
+/// reference venv and the shared test collections. A test missing one of them skips or fails
+/// through `requireOrSkip` (CairnTestSupport).
 enum TestEnvironment {
     static let environment = ProcessInfo.processInfo.environment
 
@@ -20,8 +20,6 @@ enum TestEnvironment {
         let path = (repositoryRoot as NSString).deletingLastPathComponent + "/shared/data"
         return FileManager.default.fileExists(atPath: path) ? path : nil
     }()
-
-    static var requireReal: Bool { environment["CAIRN_REQUIRE_MODEL"] == "1" }
 
     /// The Python of the reference venv (scripts/test sets CAIRN_PYTHON).
     static var python: String? {

@@ -9,7 +9,7 @@ import Glibc
 #endif
 
 /// Hostile and heavy callers on the real Unix socket of a real cairnd.
-@Suite("Faults: callers", .offCooperativePool, .serialized, .enabled(if: FaultServer.available, "python3 is not installed"))
+@Suite("Faults: callers", .offCooperativePool, .serialized)
 struct CallerFaultTests {
     /// Sends `bytes` on a fresh connection and returns what comes back before the server
     /// closes or `seconds` pass (empty: closed without answering).

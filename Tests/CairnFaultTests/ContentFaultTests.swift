@@ -8,7 +8,7 @@ import Testing
 /// buggy or compromised publisher would), unsigned by a trusted key, replayed or expired.
 /// Each is refused with a one-line reason, nothing is installed, the old version answers, and
 /// the next good version installs.
-@Suite("Faults: content", .offCooperativePool, .serialized, .enabled(if: FaultServer.available, "python3 is not installed"))
+@Suite("Faults: content", .offCooperativePool, .serialized)
 struct ContentFaultTests {
     @Test("Given a blob with one bit flipped at a random position, then it is refused as hash_mismatch each time")
     func flippedBit() async throws {

@@ -5,16 +5,18 @@ import Testing
 import Glibc
 #endif
 
-/// A real small file system under the data directory: a tmpfs this test mounts (the tests run
-/// as root here and in CI). The disk is filled by a real file while a throttled download is in
-/// flight, so the write that fails is cairnd's own; read-only is a real remount.
-@Suite("Faults: disk", .offCooperativePool, .serialized, .enabled(if: FaultServer.available, "python3 is not installed"))
+/// A real small file system under the data directory: a tmpfs this test mounts (as root;
+/// elsewhere the test skips, or fails under CAIRN_REQUIRE_MODEL=1). The disk is filled by a real
+/// file while a throttled download is in flight, so the write that fails is cairnd's own;
+/// read-only is a real remount.
+@Suite("Faults: disk", .offCooperativePool, .serialized)
 struct DiskFaultTests {
     /// A mounted tmpfs of `megabytes`, unmounted by `unmount()`.
     struct Tmpfs {
         let path: String
 
         init(megabytes: Int) throws {
+            try Tools.requireRoot("mount a tmpfs")
             path = try TemporaryDirectory.make() + "/disk"
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
             let mount = try Binaries.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", path], in: "/tmp")
@@ -53,12 +55,14 @@ struct DiskFaultTests {
         func emptyFiller() { unlink(path + "/filler") }
     }
 
-    /// Waits until some blob has bytes in the device's staging folder (a download in flight).
-    static func downloading(_ rig: Rig) -> Bool {
+    /// Waits until one of `blobs` (the new version's) has bytes in the device's staging folder:
+    /// this attempt's download is in flight, so its free-space check has passed. (A partial file
+    /// of an older version, kept to resume, does not count.)
+    static func downloading(_ rig: Rig, blobs: [(sha: String, size: Int)]) -> Bool {
         let staging = rig.device.dataDirectory + "/staging"
         return eventually(within: 30) {
-            ((try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []).contains {
-                ((try? FileManager.default.attributesOfItem(atPath: staging + "/" + $0))?[.size] as? Int ?? 0) > 0
+            blobs.contains {
+                ((try? FileManager.default.attributesOfItem(atPath: staging + "/\($0.sha).partial"))?[.size] as? Int ?? 0) > 0
             }
         }
     }
@@ -82,14 +86,28 @@ struct DiskFaultTests {
                     let new = try rig.publishNext(bulk: 40_000)
                     let blobs = try rig.currentBlobs()
                     try rig.server.set(["rate": 10_000])
+                    let logged = rig.device.log.utf8.count
                     let outcome = try await rig.syncAttempt {
-                        guard Self.downloading(rig) else { return }
+                        guard Self.downloading(rig, blobs: blobs) else { return }
                         // During download: nothing left. During apply: room for the rest of the
                         // blob but not for the new index beside the live one.
                         disk.fill(leaving: leave == 0 ? 0 : Int64(blobs.map(\.size).max() ?? 0) + 8_192)
                     }
                     reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
                     if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
+                    // When it failed, in cairnd's own words. The downloader says "while
+                    // downloading". An apply that fails says the disk filled copying the index
+                    // "to apply the delta", that the snapshot "cannot be installed" or it
+                    // "cannot create" the version folder; or, when the delta was applied in
+                    // place and SQLite hit the full disk, this attempt's log says the "delta path
+                    // failed" (the refusal is then the full snapshot's space check).
+                    let message = outcome?.message ?? ""
+                    let attemptLog = String(decoding: rig.device.log.utf8.dropFirst(logged), as: UTF8.self)
+                    let duringApply = ["cannot be installed", "to apply the delta", "cannot create"].contains(where: message.contains)
+                        || attemptLog.contains("delta path failed")
+                    if leave == 0 ? !message.contains("while downloading") || duringApply : !duringApply {
+                        return "expected the disk to fill \(leave == 0 ? "during the download" : "after it, during the apply"): \(message)"
+                    }
                     let partial = (try? FileManager.default.contentsOfDirectory(atPath: rig.device.dataDirectory + "/versions"))?
                         .filter { $0.hasSuffix(".partial") } ?? []
                     if !partial.isEmpty { return "half versions left: \(partial)" }

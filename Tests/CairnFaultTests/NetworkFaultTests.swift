@@ -7,7 +7,7 @@ import Testing
 /// n-1, version n is published, the fault is injected and a sync is asked for: the attempt must
 /// fail with the right code and a one-line status, n-1 must keep answering, and once the fault
 /// is gone the next attempt must install n.
-@Suite("Faults: network", .offCooperativePool, .serialized, .enabled(if: FaultServer.available, "python3 is not installed"))
+@Suite("Faults: network", .offCooperativePool, .serialized)
 struct NetworkFaultTests {
     static let config = ["stall_timeout": "2"]
 
@@ -21,7 +21,9 @@ struct NetworkFaultTests {
         let old = rig.version
         let new = try rig.publishNext()
         try rig.server.set(try fault())
-        let outcome = try await rig.syncAttempt { _ = rig.wrongAnswer(expecting: old) }
+        var during: String?
+        let outcome = try await rig.syncAttempt { during = rig.wrongAnswer(expecting: old) }
+        if let during { return "while the attempt ran: \(during)" }
         if let problem = rig.refusal(outcome, codes: codes, old: old) { return problem }
         try rig.server.clear()
         return try await rig.recovery(to: new)
@@ -35,16 +37,27 @@ struct NetworkFaultTests {
         var offsets: [Int] = []
         for number in 1...8 {
             await report.trial(number) {
-                try await Self.trial(rig, codes: ["network"]) {
-                    // Below the size of every blob of the new version, so each one fetched is cut.
-                    let smallest = try rig.currentBlobs().map(\.size).min() ?? 2
-                    let offset = Int.random(in: 1..<max(2, smallest))
-                    offsets.append(offset)
-                    return ["cut_after": offset]
-                }
+                let old = rig.version
+                let new = try rig.publishNext()
+                // Below the size of every blob of the new version, so each one fetched is cut.
+                let smallest = try rig.currentBlobs().map(\.size).min() ?? 2
+                let offset = Int.random(in: 1..<max(2, smallest))
+                offsets.append(offset)
+                try rig.server.set(["cut_after": offset])
+                var during: String?
+                let outcome = try await rig.syncAttempt { during = rig.wrongAnswer(expecting: old) }
+                if let during { return "while the attempt ran: \(during)" }
+                if let problem = rig.refusal(outcome, codes: ["network"], old: old) { return problem }
+                try rig.server.clear()
+                // This trial's next attempt resumes: it asks for the rest of a cut blob with a
+                // Range request and gets 206, and then installs.
+                let seen = rig.server.requests.count
+                if let problem = try await rig.recovery(to: new) { return problem }
+                let resumed = rig.server.requests.dropFirst(seen).filter { $0.range != "-" && $0.status == 206 }
+                return resumed.isEmpty ? "the next attempt did not resume (no 206 to a Range request)" : nil
             }
         }
-        #expect(report.finish("network error, old version answering, resumed with Range; offsets \(offsets.sorted())"))
+        #expect(report.finish("network error, old version answering, each next attempt resumed with Range; offsets \(offsets.sorted())"))
         #expect(rig.server.requests.contains { $0.status == 206 }, "no download resumed with a Range request")
     }
 
@@ -90,7 +103,11 @@ struct NetworkFaultTests {
                 if let problem = rig.refusal(outcome, codes: ["network"], old: old) { return problem }
                 try rig.server.clear()
                 try rig.server.restart()
-                return try await rig.recovery(to: new)
+                // This trial's download resumes: a Range request answered 206, then the install.
+                let seen = rig.server.requests.count
+                if let problem = try await rig.recovery(to: new) { return problem }
+                let resumed = rig.server.requests.dropFirst(seen).filter { $0.range != "-" && $0.status == 206 }
+                return resumed.isEmpty ? "the download did not resume after the restart (no 206 to a Range request)" : nil
             }
         }
         let resumed = rig.server.requests.filter { $0.range != "-" && $0.status == 206 }.count
@@ -141,17 +158,49 @@ struct NetworkFaultTests {
         let rig = try await Rig(config: Self.config)
         defer { rig.stop() }
         rig.device.stop()
+        // Back-off from 0.25 s doubling to 2 s, past the 1 s poll interval: a device that kept
+        // polling at its interval would space its attempts 1 s apart, below the later minimums.
+        let backoff = (minimum: 0.25, maximum: 2.0)
         let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "long-down",
-                                       config: ["backoff_min": "0.1", "backoff_max": "0.8"],
+                                       config: ["backoff_min": "\(backoff.minimum)", "backoff_max": "\(backoff.maximum)"],
                                        dataDirectory: rig.device.dataDirectory, pollInterval: 1)
         defer { device.stop() }
         let report = FaultReport("all sources down for many polls")
+        var spacings: [String] = []
         await report.trial(1) {
             try await waitUntil("cairnd answers", seconds: 30) { device.status()["version"] as? Int == 1 }
             let lastSuccess = device.state["last_success"] as? String
             rig.server.kill()
             let before = device.state["attempts"] as? Int ?? 0
-            try await waitUntil("ten failed polls", seconds: 60) { (device.state["attempts"] as? Int ?? 0) >= before + 10 }
+            // Each attempt as state.json shows it once written (at its end): its number, the
+            // source's consecutive failures, and when the test first saw it. A look is stamped
+            // after the read, so it is never early, and late by at most two pauses between looks.
+            var seen: [(attempt: Int, failures: Int, at: ContinuousClock.Instant)] = []
+            var widestPause = Duration.zero, lastLook = ContinuousClock.now
+            try await waitUntil("ten failed polls", seconds: 90) {
+                let state = device.state
+                let now = ContinuousClock.now
+                widestPause = max(widestPause, now - lastLook)
+                lastLook = now
+                let attempt = state["attempts"] as? Int ?? 0
+                let failures = (state["sources"] as? [[String: Any]])?.first?["consecutive_failures"] as? Int ?? 0
+                if attempt > before, attempt != seen.last?.attempt { seen.append((attempt, failures, now)) }
+                return attempt >= before + 10
+            }
+            // Backs off: after the j-th failure in a row the next attempt waits at least
+            // min·2^(j-1) capped at max, less the 10 % jitter (PollSchedule).
+            var checked: Set<Int> = []
+            for (earlier, later) in zip(seen, seen.dropFirst())
+            where later.attempt == earlier.attempt + 1 && earlier.failures >= 1 && later.failures == earlier.failures + 1 {
+                let base = min(backoff.minimum * Double(1 << min(earlier.failures - 1, 20)), backoff.maximum)
+                let spacing = later.at - earlier.at
+                spacings.append(String(format: "%.2f", Double(spacing.components.attoseconds) / 1e18 + Double(spacing.components.seconds)))
+                if spacing < .seconds(0.9 * base) - widestPause * 2 {
+                    return "attempt \(later.attempt) came \(spacing) after failure \(earlier.failures), before its back-off of \(0.9 * base) s"
+                }
+                checked.insert(earlier.failures)
+            }
+            guard checked.isSuperset(of: 1...5) else { return "back-off not measured after failures 1…5 (measured after \(checked.sorted()))" }
             let sync = device.syncStatus
             guard sync["online"] as? Bool == false else { return "status does not say offline: \(sync)" }
             guard device.state["last_success"] as? String == lastSuccess else { return "last success changed" }
@@ -165,6 +214,6 @@ struct NetworkFaultTests {
             return device.syncStatus["online"] as? Bool == true ? nil : "status does not say online again"
         }
         let polls = device.state["attempts"] as? Int ?? 0
-        #expect(report.finish("\(polls) polls with back-off, offline, last success kept, resumed by itself"))
+        #expect(report.finish("\(polls) polls, spaced \(spacings.joined(separator: ", ")) s by back-off, offline, last success kept, resumed by itself"))
     }
 }

@@ -7,7 +7,7 @@ import Glibc
 
 /// The publisher interrupted, raced or fed garbage: the repository must stay verifiable, and a
 /// device syncing from it must only ever install whole, signed versions.
-@Suite("Faults: publisher", .offCooperativePool, .serialized, .enabled(if: FaultServer.available, "python3 is not installed"))
+@Suite("Faults: publisher", .offCooperativePool, .serialized)
 struct PublisherFaultTests {
     static func publishArguments(_ rig: Rig, source: String) -> [String] {
         ["publish", "--repo", rig.workspace.repo, "--channel", "field", "--source", source, "--key", rig.workspace.key,
@@ -18,6 +18,30 @@ struct PublisherFaultTests {
         let path = rig.workspace.folder + "/kb-\(UUID().uuidString).json"
         try Workspace.knowledgeBase(Rig.knowledgeBase(version), to: path)
         return path
+    }
+
+    /// The version a manifest file names (`manifest.json` or `versions/<n>.json`).
+    static func version(inManifest path: String) throws -> Int {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        let manifest = (try JSONSerialization.jsonObject(with: data) as! [String: Any])["manifest"] as! [String: Any]
+        return manifest["version"] as! Int
+    }
+
+    /// nil when the channel's history is 1…n with no gap, each `versions/<k>.json` naming k, and
+    /// `manifest.json` names n = `expected`; else what is wrong.
+    static func historyIsIncreasing(_ rig: Rig, newest expected: Int) throws -> String? {
+        let folder = rig.workspace.repo + "/channels/field/versions"
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".json") }
+        let numbers = files.compactMap { Int($0.dropLast(5)) }.sorted()
+        guard numbers.count == files.count, numbers == Array(1...max(1, expected)) else {
+            return "versions/ holds \(files.sorted()), expected 1…\(expected)"
+        }
+        for number in numbers {
+            let named = try version(inManifest: folder + "/\(number).json")
+            if named != number { return "versions/\(number).json names version \(named)" }
+        }
+        let newest = try version(inManifest: rig.workspace.manifestPath)
+        return newest == expected ? nil : "manifest.json names version \(newest), expected \(expected)"
     }
 
     /// nil when `cairn-server verify` passes and the device, synced, answers from the newest
@@ -70,6 +94,7 @@ struct PublisherFaultTests {
         for number in 1...3 {
             await report.trial(number) {
                 let sources = [try Self.source(rig, 100 + number), try Self.source(rig, 200 + number)]
+                let before = try Self.version(inManifest: rig.workspace.manifestPath)
                 async let first = run(Products.path("cairn-server"), Self.publishArguments(rig, source: sources[0]))
                 async let second = run(Products.path("cairn-server"), Self.publishArguments(rig, source: sources[1]))
                 let finished = try await [first, second]
@@ -78,6 +103,11 @@ struct PublisherFaultTests {
                 if failed.count == 2 { return "both failed: \(failed.map(\.stderr))" }
                 if let refusal = failed.first, refusal.stderr.split(separator: "\n").count != 1 {
                     return "the refusal is not one line: \(refusal.stderr)"
+                }
+                // Strictly increasing: each publish that succeeded took the next number, none
+                // was reused or skipped, and the manifest names the last.
+                if let problem = try Self.historyIsIncreasing(rig, newest: before + finished.count - failed.count) {
+                    return problem
                 }
                 return try await Self.repositoryHolds(rig)
             }

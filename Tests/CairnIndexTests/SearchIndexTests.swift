@@ -104,6 +104,11 @@ import Testing
             let rrf = try index.search(SearchRequest(query: query, k: 100, mode: .rrf), queryVector: water)
 
             #expect(rrf.fusion == .rrf && rrf.mode == .rrf)
+            // The loop below checks something: results exist, every id of both lists is one, and
+            // at least one sits in both lists, so a sum of two reciprocal ranks is checked.
+            #expect(!rrf.results.isEmpty)
+            #expect(Set(ids(rrf)) == Set(lexical + dense))
+            #expect(rrf.results.contains { lexical.contains($0.chunk.id) && dense.contains($0.chunk.id) })
             for result in rrf.results {
                 let expected = [lexical, dense].reduce(0.0) { sum, list in
                     sum + (list.firstIndex(of: result.chunk.id).map { 1 / (60 + Double($0 + 1)) } ?? 0)

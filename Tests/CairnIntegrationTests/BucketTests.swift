@@ -11,9 +11,6 @@ enum S3Tools {
     }
     static var moto: String? { folder.map { $0 + "/moto_server" }.flatMap(executable) }
     static var aws: String? { folder.map { $0 + "/aws" }.flatMap(executable) }
-    static var present: Bool { moto != nil && aws != nil }
-    /// scripts/test sets it: a missing tool then fails the test instead of skipping it.
-    static var required: Bool { environment["CAIRN_REQUIRE_MODEL"] == "1" }
     static let missing = "moto_server and aws are not in the venv named by CAIRN_PYTHON; run the suite with scripts/test"
 
     private static func executable(_ path: String) -> String? {
@@ -23,13 +20,10 @@ enum S3Tools {
 
 @Suite("An S3-compatible bucket as a source: real processes", .offCooperativePool, .serialized)
 struct BucketTests {
-    @Test("Given the repository pushed with aws s3 sync to moto's S3 server, when a device syncs from the bucket's HTTP endpoint, then it installs, answers, and polls the manifest conditionally",
-          .enabled(if: S3Tools.present || S3Tools.required, "moto and awscli are not in the venv; run scripts/test"))
+    @Test("Given the repository pushed with aws s3 sync to moto's S3 server, when a device syncs from the bucket's HTTP endpoint, then it installs, answers, and polls the manifest conditionally")
     func syncFromBucket() async throws {
-        guard let moto = S3Tools.moto, let aws = S3Tools.aws else {
-            Issue.record(Comment(rawValue: S3Tools.missing))
-            return
-        }
+        let moto = try requireOrSkip(S3Tools.moto, S3Tools.missing), aws = try requireOrSkip(S3Tools.aws, S3Tools.missing)
+        try Tools.requireCurl()
         let workspace = try await Workspace.make()
         try await workspace.publishOnThread(DeviceFlowTests.version1)
         try await workspace.publishOnThread(DeviceFlowTests.version2)

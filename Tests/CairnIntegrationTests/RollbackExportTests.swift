@@ -19,26 +19,46 @@ struct RollbackExportTests {
         func set() { value.store(true, ordering: .releasing) }
     }
 
+    /// A count one thread raises and another reads.
+    final class Counter: Sendable {
+        private let value = Atomic(0)
+        var count: Int { value.load(ordering: .acquiring) }
+        func add() { value.add(1, ordering: .releasing) }
+    }
+
     /// The `sync` object of the device's status.
     static func sync(_ device: DeviceProcess) -> [String: Any] { device.syncStatus }
 
-    /// `cairn query` in a loop on another thread until `done` is set (and at least 5 times);
-    /// returns how many ran and the failures (an exit status other than 0, or a version
-    /// outside `versions`).
-    static func queryLoop(socket: String, folder: String, versions: Set<Int>, done: Flag) async throws -> (runs: Int, failures: [String]) {
+    /// One `cairn query` of the loop: when it started and ended, and the version that answered.
+    struct Query: Sendable {
+        var started: ContinuousClock.Instant
+        var ended: ContinuousClock.Instant
+        var version: Int?
+    }
+
+    /// `cairn query` in a loop on another thread until a query that started after `done` was
+    /// set has ended (and at least 5 ran); counts the answered queries in `answered` as it goes.
+    /// Returns every query and the failures (an exit status other than 0, or a version outside
+    /// `versions`).
+    static func queryLoop(socket: String, folder: String, versions: Set<Int>, done: Flag,
+                          answered: Counter) async throws -> (queries: [Query], failures: [String]) {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         return try await onThread {
-            var runs = 0
+            var queries: [Query] = []
             var failures: [String] = []
-            while !done.isSet || runs < 5 {
+            var startedAfterDone = false
+            while !startedAfterDone || queries.count < 5 {
+                startedAfterDone = done.isSet
+                let started = ContinuousClock.now
                 let result = try Binaries.run("cairn", ["--socket", socket, "query", "boil water", "--json"], in: folder)
-                runs += 1
                 let answer = try? JSONSerialization.jsonObject(with: Data(result.output.utf8)) as? [String: Any]
+                queries.append(Query(started: started, ended: .now, version: answer?["version"] as? Int))
+                answered.add()
                 if result.status != 0 || !versions.contains(answer?["version"] as? Int ?? -1) {
                     failures.append("status \(result.status): \(result.error)")
                 }
             }
-            return (runs, failures)
+            return (queries, failures)
         }
     }
 
@@ -61,15 +81,25 @@ struct RollbackExportTests {
         #expect(try device.cairn(["sync"]).status == 0)
         try await device.waitForVersion(2)
 
-        // When it rolls back while a client queries in a loop.
-        let done = Flag()
+        // When it rolls back while a client queries in a loop (started and answering first).
+        let done = Flag(), answered = Counter()
         let socket = device.socket, loopFolder = device.folder + "/query-loop"
-        async let load = Self.queryLoop(socket: socket, folder: loopFolder, versions: [1, 2], done: done)
+        async let load = Self.queryLoop(socket: socket, folder: loopFolder, versions: [1, 2], done: done, answered: answered)
+        try await waitUntil("the query loop answers", seconds: 60) { answered.count > 0 }
+        let rollbackStarted = ContinuousClock.now
         let rolled = try device.cairn(["rollback", "--json"])
+        let rollbackEnded = ContinuousClock.now
         done.set()
-        let (runs, failures) = try await load
+        let (queries, failures) = try await load
+        let runs = queries.count
         #expect(rolled.status == 0, "rollback: \(rolled.error)")
         #expect(failures.isEmpty, "\(failures.count) of \(runs) queries failed: \(failures.prefix(3))")
+        // Under load: a query was in flight while the rollback ran, and the loop was answered
+        // by version 2 before it and by version 1 after it.
+        #expect(queries.contains { $0.started < rollbackEnded && $0.ended > rollbackStarted },
+                "no query overlapped the rollback")
+        #expect(queries.first?.version == 2 && queries.last?.version == 1,
+                "the loop was answered by \(queries.map { $0.version ?? -1 }), not 2 first and 1 last")
 
         // Then version 1 serves, and status shows version 2 held back, not stale for it.
         let answer = try JSONSerialization.jsonObject(with: Data(rolled.output.utf8)) as! [String: Any]

@@ -30,20 +30,35 @@ struct SearchPoolTests {
     }
 
     @Test("Given one thread and a queue of one, when a second search arrives, then it waits and runs after the first")
+    @available(macOS 26.0, *)  // addImmediateTask
     func queues() async throws {
         let pool = SearchPool(threads: 1, queueLimit: 1)
         let order = Order()
         let entered = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
-        async let first: Int = pool.run { () throws(APIError) -> Int in
-            entered.signal()
-            release.wait()
-            return order.next()
+        let results = try await withThrowingTaskGroup(of: (String, Int).self) { group in
+            group.addTask {
+                ("first", try await pool.run { () throws(APIError) -> Int in
+                    entered.signal()
+                    release.wait()
+                    return order.next()
+                })
+            }
+            await Self.wait(entered)
+            // An immediate child task runs up to its first suspension before this returns, so
+            // the second search is handed to the pool now, while the first still runs.
+            group.addImmediateTask { ("second", try await pool.run { () throws(APIError) -> Int in order.next() }) }
+            // The proof that it waits in the queue: the pool is full (one running, one queued),
+            // so a third search is refused at once (0 below; had it been taken, it would run last).
+            group.addImmediateTask {
+                do { return ("probe", try await pool.run { () throws(APIError) -> Int in order.next() }) } catch {
+                    return ("probe", (error as? APIError)?.code == "busy" ? 0 : -1)
+                }
+            }
+            release.signal()
+            return try await group.reduce(into: [String: Int]()) { $0[$1.0] = $1.1 }
         }
-        await Self.wait(entered)
-        async let second: Int = pool.run { () throws(APIError) -> Int in order.next() }
-        release.signal()
-        #expect(try await first == 1)
-        #expect(try await second == 2)
+        #expect(results["probe"] == 0, "a third search was not refused: the second was not waiting in the queue")
+        #expect(results["first"] == 1 && results["second"] == 2, "\(results)")
     }
 
     @Test("Given a job that throws an APIError, when run, then the caller gets that error")

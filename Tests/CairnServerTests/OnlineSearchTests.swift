@@ -27,6 +27,7 @@ struct OnlineSearchTests {
     /// `curl` POSTing `body` (status and body); `socket` for cairnd's Unix socket.
     static func post(_ url: String, _ body: String, contentType: String = "application/json", method: String = "POST",
                      socket: String? = nil) async throws -> (status: Int, body: [String: Any]) {
+        try Tools.requireCurl()
         var arguments = ["-s", "-X", method, "-H", "Content-Type: \(contentType)", "--data-binary", body,
                          "-w", "\n%{http_code}", url]
         if let socket { arguments = ["--unix-socket", socket] + arguments }

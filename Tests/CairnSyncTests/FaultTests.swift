@@ -7,7 +7,7 @@ import Testing
 
 /// These run CairnTestSupport's Fixtures/fault_server.py: a real TCP server on loopback that produces the faults
 /// nginx cannot produce on demand (cut connections, stalls, garbage, 500s) on the real wire.
-@Suite("Faulty sources: skipped for the next, resumed, recorded", .offCooperativePool, .enabled(if: pythonAvailable, "python3 is not installed"))
+@Suite("Faulty sources: skipped for the next, resumed, recorded", .offCooperativePool)
 struct FaultTests {
     @Test("Given a first source serving corrupt blobs, when syncing, then it is skipped, the second succeeds and health records both")
     func corruptBlobSkipped() async throws {

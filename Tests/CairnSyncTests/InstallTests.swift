@@ -11,8 +11,7 @@ struct InstallTests {
     static let canaries = [Canary(query: "flood maps", expect: ["chunk-000"], k: 3, mode: "lexical"),
                            Canary(query: "flood maps", expect: ["chunk-000"], k: 40, mode: "hybrid")]
 
-    @Test("Given a repository on nginx, when the device syncs, then it installs, verifies and points current at the version",
-          .enabled(if: nginxAvailable, "nginx is not installed; apt-get install nginx"))
+    @Test("Given a repository on nginx, when the device syncs, then it installs, verifies and points current at the version")
     func fullInstallOverHTTP() async throws {
         let repo = try RepoFixture()
         let manifest = try repo.publish(version: 1, canaries: Self.canaries)
@@ -43,8 +42,7 @@ struct InstallTests {
         #expect(try SearchIndex(path: installed.indexPath).count == 40)
     }
 
-    @Test("Given version 1 installed and a small delta 1→2, when syncing, then the delta is fetched, not the snapshot, and the state root verifies",
-          .enabled(if: nginxAvailable, "nginx is not installed; apt-get install nginx"))
+    @Test("Given version 1 installed and a small delta 1→2, when syncing, then the delta is fetched, not the snapshot, and the state root verifies")
     func deltaPreferred() async throws {
         let repo = try RepoFixture()
         try repo.publish(version: 1)
@@ -82,8 +80,7 @@ struct InstallTests {
         }
     }
 
-    @Test("Given version 1 installed, when a delta sync fetches the manifest and then the delta, then both travel over one kept-alive connection",
-          .enabled(if: nginxAvailable, "nginx is not installed; apt-get install nginx"))
+    @Test("Given version 1 installed, when a delta sync fetches the manifest and then the delta, then both travel over one kept-alive connection")
     func oneConnectionPerSync() async throws {
         let (repo, nginx, device) = try await versionOneFromNginx()
         defer { nginx.stop() }
@@ -99,8 +96,7 @@ struct InstallTests {
         #expect(await device.syncer.lastAttemptStats.connections <= 1)
     }
 
-    @Test("Given the newest version installed, when polling again, then it costs one conditional request under 2 KB",
-          .enabled(if: nginxAvailable, "nginx is not installed; apt-get install nginx"))
+    @Test("Given the newest version installed, when polling again, then it costs one conditional request under 2 KB")
     func noChangePoll() async throws {
         let (_, nginx, device) = try await versionOneFromNginx()
         defer { nginx.stop() }

@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -62,7 +63,7 @@ public final class Nginx {
     }
 
     public init(root: String) throws {
-        guard let binary = Self.binary else { throw TestSkip("nginx is not installed (apt-get install nginx)") }
+        let binary = try requireOrSkip(Self.binary, "nginx is not installed (apt-get install nginx)")
         let folder = try TemporaryDirectory.make()
         let port = freePort()
         self.folder = folder

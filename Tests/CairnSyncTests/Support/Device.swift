@@ -55,6 +55,3 @@ extension SyncOutcome {
     var errorCode: String? { if case .failed(let e) = self { e.code.name } else { nil } }
     var isUpToDate: Bool { if case .upToDate = self { true } else { false } }
 }
-
-let nginxAvailable = Nginx.binary != nil
-let pythonAvailable = FaultServer.available

@@ -1,0 +1,54 @@
+import Foundation
+import Testing
+
+/// The one rule for a test that needs something outside the package (the real model, the
+/// Python reference venv, nginx, curl, python3, root): where the part is missing, the test
+/// never passes. It is skipped, which Swift Testing records and prints with the reason, or, when
+/// `CAIRN_REQUIRE_MODEL=1` (scripts/test and CI set it), it fails, saying what to install.
+///
+/// Call it at the top of the test, before anything is checked, rather than an
+/// `.enabled(if:)` trait: a disabled test is skipped even where the suite must run whole.
+public enum Requirement {
+    /// True where every test must run (`CAIRN_REQUIRE_MODEL=1`): a missing part fails.
+    public static var enforced: Bool { ProcessInfo.processInfo.environment["CAIRN_REQUIRE_MODEL"] == "1" }
+}
+
+/// A part the test needs is missing where the suite must run whole (thrown: the test fails).
+public struct MissingRequirement: Error, CustomStringConvertible {
+    public let description: String
+}
+
+/// Returns when `present`; otherwise skips the test with `missing` as the reason, or throws
+/// `MissingRequirement` when `Requirement.enforced`.
+public func requireOrSkip(_ present: Bool, _ missing: @autoclosure () -> String,
+                          sourceLocation: SourceLocation = #_sourceLocation) throws {
+    if present { return }
+    let reason = missing()
+    if Requirement.enforced {
+        throw MissingRequirement(description: "\(reason) (CAIRN_REQUIRE_MODEL=1: every test must run)")
+    }
+    try Test.cancel(Comment(rawValue: reason), sourceLocation: sourceLocation)
+}
+
+/// The value when present; otherwise as `requireOrSkip(_:_:)` with `false`.
+public func requireOrSkip<Value>(_ value: Value?, _ missing: @autoclosure () -> String,
+                                 sourceLocation: SourceLocation = #_sourceLocation) throws -> Value {
+    if let value { return value }
+    try requireOrSkip(false, missing(), sourceLocation: sourceLocation)
+    fatalError("unreachable: requireOrSkip(false, …) throws")
+}
+
+/// What the tests run besides the built products, and how each is checked.
+public enum Tools {
+    /// Skips (or fails, where every test must run) unless `/usr/bin/curl` is installed.
+    public static func requireCurl(sourceLocation: SourceLocation = #_sourceLocation) throws {
+        try requireOrSkip(FileManager.default.isExecutableFile(atPath: "/usr/bin/curl"),
+                          "curl is not installed (apt-get install curl)", sourceLocation: sourceLocation)
+    }
+
+    /// Skips (or fails, where every test must run) unless the tests run as root.
+    public static func requireRoot(_ why: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        try requireOrSkip(getuid() == 0, "needs root to \(why); scripts/test runs as root in CI",
+                          sourceLocation: sourceLocation)
+    }
+}
