@@ -107,9 +107,13 @@ final class Rig: @unchecked Sendable {
     }
 
     /// With the fault gone: the next attempt installs `version` and it answers.
+    /// The attempt can count as ended once state.json records it without an error, which the
+    /// install writes before the new index is loaded for queries ("now serving"): the answer
+    /// is awaited (at most 30 s) instead of read at that instant.
     func recovery(to version: Int) async throws -> String? {
         let outcome = try await syncAttempt()
         if let outcome { return "recovery failed: \(outcome.code): \(outcome.message)" }
+        try? await waitUntil("version \(version) answers", seconds: 30) { wrongAnswer(expecting: version) == nil }
         return wrongAnswer(expecting: version)
     }
 
