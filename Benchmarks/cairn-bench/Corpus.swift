@@ -1,6 +1,6 @@
 // The benchmark corpus: a BEIR corpus.jsonl (`_id`, `title`, `text`) or the example knowledge
 // base (`id`, `title`, `content`), replicated to any number of chunks by one fixed rule that
-// scripts/reference/bench_query_peers.py repeats exactly.
+// Benchmarks/peers/bench_query_peers.py repeats exactly.
 import CairnCore
 import Foundation
 

@@ -1,4 +1,4 @@
-// cairn-bench: the Swift side of scripts/bench and scripts/bench-query. Prints one JSON object
+// cairn-bench: the Swift side of scripts/bench and Benchmarks/bench-query. Prints one JSON object
 // per run so that the scripts can put Cairn's figures beside the peers' in one table.
 //
 //   cairn-bench embed --passages FILE.jsonl --threads N [--model-dir DIR] [--queries 200]

@@ -5,7 +5,7 @@ import Testing
 
 /// The real all-MiniLM-L6-v2 (scripts/fetch-model), checked against its published similarities,
 /// the Hugging Face `tokenizers` package and an independent numpy implementation
-/// (scripts/reference/). Each test needs the model, and the passage tests also the reference venv
+/// (Tests/Reference/). Each test needs the model, and the passage tests also the reference venv
 /// (CAIRN_PYTHON) and ../shared/data/: where one is missing the test is skipped and says why, or
 /// fails under CAIRN_REQUIRE_MODEL=1 (`requireOrSkip`); it never passes without comparing.
 @Suite("all-MiniLM-L6-v2, the real model", .offCooperativePool, .serialized)
@@ -71,7 +71,7 @@ struct RealModelTests {
         let passages = try requirePassages(limit: 1_200)
         let texts = passages + Self.trickyTexts
         #expect(texts.count >= 1_000)
-        let run = try TestEnvironment.run(python, [TestEnvironment.repositoryRoot + "/scripts/reference/tokenize_ref.py",
+        let run = try TestEnvironment.run(python, [TestEnvironment.repositoryRoot + "/Tests/Reference/tokenize_ref.py",
                                                    "--model-dir", Self.modelDirectory], input: try TestEnvironment.jsonLines(texts))
         try #require(run.status == 0, "tokenize_ref.py failed: \(run.error)")
         let lines = run.output.split(separator: UInt8(ascii: "\n"))
@@ -99,7 +99,7 @@ struct RealModelTests {
         // Queries of ≤ 16 tokens, embedded one at a time: the packed-weight kernel's route.
         let queries = texts.prefix(60).map { $0.split(separator: " ").prefix(6).joined(separator: " ") }
         #expect(queries.allSatisfy { embedder.tokenizer.encode($0).count <= BertEncoder.packedKernelMaximumTokens })
-        let run = try TestEnvironment.run(python, [TestEnvironment.repositoryRoot + "/scripts/reference/embed_ref.py",
+        let run = try TestEnvironment.run(python, [TestEnvironment.repositoryRoot + "/Tests/Reference/embed_ref.py",
                                                    "--model-dir", Self.modelDirectory],
                                           input: try TestEnvironment.jsonLines(texts + queries))
         try #require(run.status == 0, "embed_ref.py failed: \(run.error)")

@@ -3,7 +3,7 @@
 # Source it, then call `cairn_venv PKG==VER ...`:
 #     . scripts/lib/python-env.sh
 #     cairn_venv numpy==2.4.6 tokenizers==0.23.3 onnxruntime==1.31.1
-#     "$CAIRN_PYTHON" scripts/reference/embed_ref.py --self-check
+#     "$CAIRN_PYTHON" Tests/Reference/embed_ref.py --self-check
 #
 # Creates (once) a venv at ${CAIRN_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/cairn/venv},
 # pip-installs only the pins not already present at that exact version, and exports

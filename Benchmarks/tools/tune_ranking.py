@@ -8,7 +8,7 @@ numpy reference model (embed_ref.py), which agree with Cairn's to float rounding
 with the defaults it must reproduce `cairn eval`'s table (to rounding).
 
     cairn eval COLLECTION --install-locally --keep    # prints the kept folder
-    "$CAIRN_PYTHON" scripts/reference/tune_ranking.py --index KEPT/data/current/index.sqlite \
+    "$CAIRN_PYTHON" Benchmarks/tools/tune_ranking.py --index KEPT/data/current/index.sqlite \
         BEIR_DIR [--corpus FILE] [--k 100] [--grid]
 """
 import argparse
@@ -20,7 +20,8 @@ import unicodedata
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Tests", "Reference"))
 from bench_quality_peers import load_collection, mean_metrics, query_metrics  # noqa: E402
 
 STOP = set("""a an and are as at be by can do does for from how i if in is it its me my of on or our should so

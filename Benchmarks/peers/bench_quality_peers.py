@@ -16,8 +16,8 @@ Prints one JSON object: {collection, documents, modes: [{mode, queries, ndcg@10,
 
     . scripts/lib/python-env.sh
     cairn_venv numpy==2.4.6 tokenizers==0.23.3 bm25s==0.3.16 PyStemmer==3.1.0
-    "$CAIRN_PYTHON" scripts/reference/bench_quality_peers.py BEIR_DIR [--corpus FILE] [--split test]
-    "$CAIRN_PYTHON" scripts/reference/bench_quality_peers.py --self-test
+    "$CAIRN_PYTHON" Benchmarks/peers/bench_quality_peers.py BEIR_DIR [--corpus FILE] [--split test]
+    "$CAIRN_PYTHON" Benchmarks/peers/bench_quality_peers.py --self-test
 """
 import argparse
 import hashlib
@@ -26,7 +26,8 @@ import math
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The reference model and tokenizer are the test oracles (Tests/Reference/).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Tests", "Reference"))
 
 
 # ---- metrics (the same definitions as RetrievalMetrics.swift) ----

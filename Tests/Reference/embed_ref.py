@@ -9,8 +9,8 @@ from tokenize_ref.py (tokenizers, truncation 256, no padding).
 Reads JSONL `{"text": "..."}` on stdin, prints JSONL `{"embedding": [384 floats]}` in order.
 
     . scripts/lib/python-env.sh && cairn_venv numpy==2.4.6 tokenizers==0.23.3
-    "$CAIRN_PYTHON" scripts/reference/embed_ref.py [--model-dir DIR] [--batch-size 32] < in.jsonl
-    "$CAIRN_PYTHON" scripts/reference/embed_ref.py --self-check   # published cosines, erf, batching
+    "$CAIRN_PYTHON" Tests/Reference/embed_ref.py [--model-dir DIR] [--batch-size 32] < in.jsonl
+    "$CAIRN_PYTHON" Tests/Reference/embed_ref.py --self-check   # published cosines, erf, batching
 
 Batches are "packed": the dense layers run on all the batch's tokens stacked with no padding and
 attention runs per passage, so a passage's vector does not depend on its batch (the self-check

@@ -6,7 +6,7 @@ Reads JSONL `{"text": "..."}` on stdin; prints one JSONL `{"ids": [...]}` per li
 truncation and fixed 128 padding baked into tokenizer.json are overridden).
 
     . scripts/lib/python-env.sh && cairn_venv numpy==2.4.6 tokenizers==0.23.3
-    "$CAIRN_PYTHON" scripts/reference/tokenize_ref.py [--model-dir DIR] < texts.jsonl
+    "$CAIRN_PYTHON" Tests/Reference/tokenize_ref.py [--model-dir DIR] < texts.jsonl
 
 --model-dir defaults to $CAIRN_MODEL_DIR, else ${XDG_CACHE_HOME:-~/.cache}/cairn/all-MiniLM-L6-v2.
 """
