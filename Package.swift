@@ -46,18 +46,21 @@ let package = Package(
         // OpenBLAS, loaded with dlopen at first use: the embedding model's and the dense scan's
         // matrix products.
         .target(name: "CairnBLAS", dependencies: ["COpenBLAS"]),
-        .target(name: "CairnEmbedding", dependencies: ["CairnBLAS", "CEncoderKernels"],
+        // Every thread that runs off Swift's cooperative pool (Threads.swift says which work
+        // runs where): search threads, side work, the encoder's team, install threads.
+        .target(name: "CairnThreads"),
+        .target(name: "CairnEmbedding", dependencies: ["CairnBLAS", "CairnThreads", "CEncoderKernels"],
                 swiftSettings: fuzzing ? [] : [.unsafeFlags(["-Ounchecked"])]),
         // Files: zlib streams with size caps, atomic writes, the content-addressed blob store.
         .target(name: "CairnStore", dependencies: ["CairnCore", "CZlib"]),
-        .target(name: "CairnIndex", dependencies: ["CairnCore", "CairnBLAS", "CSQLite"],
+        .target(name: "CairnIndex", dependencies: ["CairnCore", "CairnBLAS", "CairnThreads", "CSQLite"],
                 exclude: ["SNAPSHOT-SCHEMA.md"]),
         .target(name: "CairnPublish", dependencies: [
             "CairnCore", "CairnEmbedding", "CairnIndex", "CairnStore",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "CairnSync", dependencies: [
-            "CairnCore", "CairnEmbedding", "CairnIndex", "CairnStore", "CCurl",
+            "CairnCore", "CairnEmbedding", "CairnIndex", "CairnStore", "CairnThreads", "CCurl",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -67,7 +70,7 @@ let package = Package(
         // What cairnd's socket API and cairn-server's online search share: request parsing,
         // answers, error codes, the version being searched and the worker pool that runs it.
         .target(name: "CairnSearch", dependencies: [
-            "CairnIndex", "CairnEmbedding",
+            "CairnIndex", "CairnEmbedding", "CairnThreads",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "CairnServer", dependencies: [
@@ -79,7 +82,7 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
         .target(name: "CairnDaemon", dependencies: [
-            "CairnClient", "CairnCore", "CairnIndex", "CairnEmbedding", "CairnSearch", "CairnStore", "CairnSync",
+            "CairnClient", "CairnCore", "CairnIndex", "CairnEmbedding", "CairnSearch", "CairnStore", "CairnSync", "CairnThreads",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -109,11 +112,11 @@ let package = Package(
         .target(name: "CairnTestSupport", dependencies: ["CairnEmbedding"], path: "Tests/CairnTestSupport",
                 exclude: ["Fixtures/fault_server.py"]),
         .testTarget(name: "CairnCoreTests", dependencies: ["CairnCore"]),
-        .testTarget(name: "CairnEmbeddingTests", dependencies: ["CairnEmbedding", "CairnTestSupport"]),
+        .testTarget(name: "CairnEmbeddingTests", dependencies: ["CairnEmbedding", "CairnTestSupport", "CairnThreads"]),
         .testTarget(name: "CairnStoreTests", dependencies: ["CairnStore"]),
         .testTarget(name: "CairnIndexTests", dependencies: ["CairnIndex"]),
         .testTarget(name: "CairnPublishTests", dependencies: ["CairnPublish", "CairnIndex", "CairnStore", "CairnTestSupport"]),
-        .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish", "CairnTestSupport"]),
+        .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish", "CairnTestSupport", "CairnThreads"]),
         .testTarget(name: "CairnSearchTests", dependencies: ["CairnSearch"]),
         .testTarget(name: "CairnServerTests", dependencies: [
             "CairnServer", "CairnIndex", "CairnSearch", "CairnEmbedding", "CairnTestSupport",

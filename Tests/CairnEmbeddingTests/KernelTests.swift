@@ -1,4 +1,5 @@
 import CairnTestSupport
+import CairnThreads
 import Foundation
 import Synchronization
 import Testing

@@ -1,3 +1,4 @@
+import CairnThreads
 @testable import CairnSync
 import Foundation
 import Testing

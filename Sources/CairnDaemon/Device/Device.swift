@@ -2,6 +2,7 @@ import CairnCore
 import CairnIndex
 import CairnSearch
 import CairnSync
+import CairnThreads
 import Foundation
 import Logging
 import ServiceLifecycle

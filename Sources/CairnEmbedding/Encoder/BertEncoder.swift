@@ -1,4 +1,5 @@
 import CairnBLAS
+import CairnThreads
 import Foundation
 import Synchronization
 

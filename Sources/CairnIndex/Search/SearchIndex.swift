@@ -1,5 +1,6 @@
 import CairnBLAS
 import CairnCore
+import CairnThreads
 import Dispatch
 
 /// Hybrid retrieval over one installed snapshot (read-only, safe to query from many tasks).
@@ -293,29 +294,20 @@ public final class SearchIndex: Sendable {
 }
 
 /// One lexical retrieval started on another thread; `result()` waits for it.
-private final class LexicalTask: @unchecked Sendable {
-    private let done = DispatchSemaphore(value: 0)
-    // Written once on the worker thread before `done` is signalled, read after waiting on it.
-    private var outcome: Result<([ScoredRow], Duration), IndexError> = .success(([], .zero))
-    private var waited = false
+private final class LexicalTask: Sendable {
+    private let work: SideWork<Result<([ScoredRow], Duration), IndexError>>
 
     init(index: SearchIndex, query: String, limit: Int, mask: [Bool]?) {
-        DispatchQueue.global(qos: .userInitiated).async { [self] in
+        work = SideWork {
             let clock = ContinuousClock()
             let start = clock.now
-            outcome = Result { () throws(IndexError) in (try index.lexical(query, limit: limit, mask: mask), clock.now - start) }
-            done.signal()
+            return Result { () throws(IndexError) in (try index.lexical(query, limit: limit, mask: mask), clock.now - start) }
         }
     }
 
-    func wait() {
-        guard !waited else { return }
-        done.wait()
-        waited = true
-    }
+    func wait() { _ = work.wait() }
 
     func result() throws(IndexError) -> ([ScoredRow], Duration) {
-        wait()
-        return try outcome.get()
+        try work.wait().get()
     }
 }

@@ -1,4 +1,5 @@
 import CCurl
+import CairnThreads
 import Dispatch
 import Foundation
 import Synchronization

@@ -1,4 +1,5 @@
 import CairnCore
+import CairnThreads
 import Foundation
 
 /// What `Syncer.rollback()` did.

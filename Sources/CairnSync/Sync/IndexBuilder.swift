@@ -2,6 +2,7 @@ import CairnCore
 import CairnEmbedding
 import CairnIndex
 import CairnStore
+import CairnThreads
 import Foundation
 
 /// Builds and checks a new version's index in its `.partial` folder: synchronous, file-bound work.

@@ -1,5 +1,6 @@
 import CairnCore
 import CairnStore
+import CairnThreads
 import Foundation
 
 /// A full snapshot inflated into the new index file while its blob downloads, so that

@@ -1,5 +1,6 @@
 import CairnCore
 import CairnStore
+import CairnThreads
 import Foundation
 
 extension Syncer {

@@ -1,6 +1,7 @@
 import CairnCore
 import CairnIndex
 import CairnStore
+import CairnThreads
 import Foundation
 
 extension Syncer {

@@ -1,5 +1,6 @@
 import CairnCore
 import CairnIndex
+import CairnThreads
 import Foundation
 import Logging
 

@@ -14,17 +14,17 @@ import Synchronization
 /// helper that is not running (the machine busy with an install, say) costs the caller nothing:
 /// the caller takes the chunks itself and waits only for a chunk a helper has already claimed.
 /// One team serves the process; a call that finds it busy runs its chunks on its own thread.
-final class WorkerTeam: Sendable {
+public final class WorkerTeam: Sendable {
     /// Helpers for every core but the caller's.
-    static let shared = WorkerTeam(helpers: max(0, ProcessInfo.processInfo.activeProcessorCount - 1))
+    public static let shared = WorkerTeam(helpers: max(0, ProcessInfo.processInfo.activeProcessorCount - 1))
 
     private let helpers: [Helper]
     private let busy = Atomic<Bool>(false)
 
     /// Threads that can work on one call at once: the helpers and the caller.
-    var width: Int { helpers.count + 1 }
+    public var width: Int { helpers.count + 1 }
 
-    init(helpers count: Int) {
+    public init(helpers count: Int) {
         helpers = (0..<count).map { _ in Helper() }
         for helper in helpers {
             let thread = Thread { helper.loop() }
@@ -35,7 +35,7 @@ final class WorkerTeam: Sendable {
 
     /// Runs `work(0)`, …, `work(chunks − 1)`, each once, on the caller and whichever helpers are
     /// free, and returns when all have finished.
-    func run(chunks: Int, _ work: @escaping @Sendable (Int) -> Void) {
+    public func run(chunks: Int, _ work: @escaping @Sendable (Int) -> Void) {
         guard chunks > 1, !helpers.isEmpty,
               busy.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else {
             for chunk in 0..<chunks { work(chunk) }

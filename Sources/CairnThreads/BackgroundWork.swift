@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 
 /// Heavy, blocking install work (hashing, inflating, applying, verifying, canaries) runs on a
@@ -9,14 +10,14 @@ public enum BackgroundWork {
     /// value is per thread: `setpriority(PRIO_PROCESS, 0, n)` sets the calling thread's). Relative,
     /// so that a cairnd started with a nice value (systemd `Nice=`, `nice -n`) still runs its
     /// installs below its queries; 19 at most.
-    static let niceness: Int32 = 10
+    public static let niceness: Int32 = 10
 
     /// The nice value of install threads started from a thread whose nice value is `current`.
-    static func niceness(below current: Int32) -> Int32 { min(19, max(current, -20) + niceness) }
+    public static func niceness(below current: Int32) -> Int32 { min(19, max(current, -20) + niceness) }
 
     /// Starts `body` on an install thread of its own and returns at once; the caller waits for
     /// it by its own means (`SnapshotStream` joins its inflating thread).
-    static func start(_ body: @escaping @Sendable () -> Void) {
+    public static func start(_ body: @escaping @Sendable () -> Void) {
         let target = niceness(below: getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0))
         Thread {
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, target)
@@ -26,12 +27,12 @@ public enum BackgroundWork {
 
     /// Work started on an install thread of its own, whose result a blocking caller (itself an
     /// install thread) takes when it needs it: two parts of one install at once.
-    final class Pending<T: Sendable>: @unchecked Sendable {
+    public final class Pending<T: Sendable>: @unchecked Sendable {
         private let done = DispatchSemaphore(value: 0)
         // Written once by the worker before `done` is signalled; read after waiting for it.
         private var result: T?
 
-        init(_ body: @escaping @Sendable () -> T) {
+        public init(_ body: @escaping @Sendable () -> T) {
             BackgroundWork.start { [self] in
                 result = body()
                 done.signal()
@@ -39,7 +40,7 @@ public enum BackgroundWork {
         }
 
         /// Blocks until the work is done; call once.
-        func wait() -> T {
+        public func wait() -> T {
             done.wait()
             return result!
         }
@@ -75,9 +76,4 @@ public enum BackgroundWork {
             return Result { () throws(E) -> T in try body() }
         }
     }
-}
-
-extension Duration {
-    /// Whole milliseconds, for log metadata.
-    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
 }
