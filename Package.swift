@@ -139,3 +139,15 @@ if fuzzing {
                           path: "Fuzz/cairn-fuzz"),
     ]
 }
+
+// Upcoming language features, on for every Swift target: imports say what each file uses
+// (MemberImportVisibility), what a module re-exports is chosen (InternalImportsByDefault: a
+// `public import` where a public declaration shows the module's types), and existential types
+// are spelled `any P` (ExistentialAny).
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .enableUpcomingFeature("MemberImportVisibility"),
+        .enableUpcomingFeature("InternalImportsByDefault"),
+        .enableUpcomingFeature("ExistentialAny"),
+    ]
+}

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// cairnd's config file format (client-config/cairnd.conf): `key = value` lines. cairnd reads
 /// every key; a client reads `socket` from it to find the daemon.

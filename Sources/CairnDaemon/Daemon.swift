@@ -1,10 +1,10 @@
+public import CairnSearch
 import Foundation
-import CairnSearch
 import Hummingbird
 import HummingbirdCore
-import Logging
+public import Logging
 import NIOCore
-import ServiceLifecycle
+public import ServiceLifecycle
 
 /// What the sync side hands the socket server: the shared holder it installs new versions
 /// into, the sync state, and the "sync now" trigger. All optional: without them cairnd serves

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Text in, unit vectors out: the WordPiece tokenizer and the BERT encoder of one model folder.
 public final class SentenceEmbedder: Sendable {

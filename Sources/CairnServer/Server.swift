@@ -1,11 +1,12 @@
 import CairnSearch
 import Foundation
-import Hummingbird
+public import Hummingbird
 import HummingbirdCore
-import Logging
+public import Logging
 import NIOCore
 import ServiceLifecycle
 import Synchronization
+import UnixSignals
 
 /// Builds the HTTP server for a repository folder (protocol/repository.md), read-only.
 ///

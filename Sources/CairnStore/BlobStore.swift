@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 
 /// The content-addressed part of a repository: `blobs/sha256/<ab>/<abcdef…>`, each file named by
 /// the SHA-256 of its bytes, written once and never modified (protocol/repository.md).

@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 
 /// Everything the syncer and its poll loop need. Every field but `sources`, `channel`,
 /// `trustedKeys` and `dataDirectory` has a documented default.

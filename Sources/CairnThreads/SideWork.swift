@@ -1,4 +1,4 @@
-import Dispatch
+public import Dispatch
 
 /// Work started at once on a thread of Dispatch's global pool (not Swift's cooperative pool),
 /// whose result the starting thread takes when it needs it: two parts of one request at once,

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CairnCore
 import CairnPublish
 
 struct KeygenCommand: ParsableCommand {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CairnClient
+import CairnCore
 import Foundation
 
 struct GetCommand: AsyncParsableCommand {

@@ -1,5 +1,7 @@
 import ArgumentParser
 import CairnClient
+import CairnCore
+import CairnIndex
 import CairnSearch
 import Foundation
 

@@ -3,6 +3,7 @@ import CairnDaemon
 import Foundation
 import Logging
 import ServiceLifecycle
+import UnixSignals
 
 @main
 struct Cairnd: AsyncParsableCommand {

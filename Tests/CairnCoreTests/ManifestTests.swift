@@ -1,5 +1,6 @@
-import Testing
 @testable import CairnCore
+import Foundation
+import Testing
 
 @Suite struct ManifestTests {
     struct Expected: Decodable { var key_id: String; var manifest_canonical: String; var signature_base64: String }

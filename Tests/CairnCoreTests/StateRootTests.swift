@@ -7,7 +7,7 @@ import Testing
             var content_hash: String, metadata_json: String, metadata_hash: String, embedding_hash: String, leaf: String
         }
         struct Entry: Decodable { var chunk: VectorChunk; var expected: Expected
-            init(from decoder: Decoder) throws {
+            init(from decoder: any Decoder) throws {
                 chunk = try VectorChunk(from: decoder)
                 expected = try decoder.container(keyedBy: Key.self).decode(Expected.self, forKey: .expected)
             }

@@ -1,3 +1,4 @@
+import CairnClient
 import CairnTestSupport
 import Foundation
 import Testing

@@ -1,5 +1,6 @@
 @testable import CairnDaemon
 import Foundation
+import Logging
 import Testing
 
 @Suite("Configuration: file, environment, defaults")

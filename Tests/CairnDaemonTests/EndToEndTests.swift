@@ -1,5 +1,7 @@
 import CairnClient
+import CairnCore
 import CairnDaemon
+import CairnIndex
 import CairnSearch
 import CairnTestSupport
 import Foundation

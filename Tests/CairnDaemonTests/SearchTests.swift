@@ -1,4 +1,5 @@
 import CairnClient
+import CairnCore
 import CairnDaemon
 import CairnIndex
 import CairnSearch

@@ -1,3 +1,4 @@
+import CairnDaemon
 import CairnTestSupport
 import Foundation
 import Testing

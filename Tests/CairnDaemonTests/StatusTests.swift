@@ -1,3 +1,4 @@
+import CairnSearch
 import CairnClient
 import CairnTestSupport
 import CairnDaemon

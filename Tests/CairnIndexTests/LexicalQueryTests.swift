@@ -1,4 +1,5 @@
 import CairnIndex
+import FoundationEssentials
 import Testing
 
 @Suite struct LexicalQueryTests {

@@ -1,7 +1,8 @@
+import CairnCore
+@testable import CairnPublish
 import CairnTestSupport
 import Foundation
 import Testing
-@testable import CairnPublish
 
 @Suite("Bad input", .offCooperativePool)
 struct BadInputTests {

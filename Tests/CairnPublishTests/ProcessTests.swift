@@ -1,8 +1,9 @@
-import CairnTestSupport
 import CairnCore
+@testable import CairnPublish
+import CairnStore
+import CairnTestSupport
 import Foundation
 import Testing
-@testable import CairnPublish
 
 /// `cairn-server` run as a real process: kills at each stage, the lock, keygen, verify, history.
 @Suite("cairn-server processes", .offCooperativePool, .serialized)

@@ -1,5 +1,6 @@
 import CairnCore
 import CairnServer
+import FoundationEssentials
 import Logging
 import ServiceLifecycle
 import Testing

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// What a support helper throws when a step it depends on fails (keygen, publish, cp…).
 public struct StepFailed: Error, CustomStringConvertible {

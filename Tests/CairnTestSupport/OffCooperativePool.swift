@@ -1,5 +1,5 @@
 import Dispatch
-import Testing
+public import Testing
 
 /// A test trait that runs a test's body, and every task it starts, off Swift's cooperative
 /// pool.

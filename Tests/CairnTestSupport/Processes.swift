@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// The built executables (`cairnd`, `cairn`) beside the test bundle.
 public enum Products {

@@ -1,5 +1,5 @@
 import Foundation
-import Testing
+public import Testing
 
 /// The one rule for a test that needs something outside the package (the real model, the
 /// Python reference venv, nginx, curl, python3, root): where the part is missing, the test

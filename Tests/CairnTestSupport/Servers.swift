@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Testing
 #if canImport(Glibc)
 import Glibc

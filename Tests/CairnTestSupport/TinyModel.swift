@@ -1,5 +1,5 @@
-import Foundation
-import CairnEmbedding
+public import CairnEmbedding
+public import Foundation
 
 /// A tiny BERT with random weights, written as real model files by the tests, so that every
 /// part that embeds (encoder, publisher, daemon, sync) runs the real code in milliseconds where

@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 
 /// The body of `GET /v1/chunks/{id}`: the chunk's fields plus the version it came from.
 public struct ChunkAnswer: Sendable, Hashable, Codable {

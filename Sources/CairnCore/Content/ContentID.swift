@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+public import Foundation
 
 /// A SHA-256 digest: names every immutable file of a repository and every hashed record.
 public struct ContentID: Hashable, Comparable, Sendable, CustomStringConvertible, Codable {
@@ -68,7 +68,7 @@ public struct ContentID: Hashable, Comparable, Sendable, CustomStringConvertible
 
     public static func < (lhs: ContentID, rhs: ContentID) -> Bool { lhs.bytes.lexicographicallyPrecedes(rhs.bytes) }
 
-    public init(from decoder: Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let id = ContentID(hex: text) else {
             throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not a SHA-256 hex digest"))
@@ -76,7 +76,7 @@ public struct ContentID: Hashable, Comparable, Sendable, CustomStringConvertible
         self = id
     }
 
-    public func encode(to encoder: Encoder) throws {
+    public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(hex)
     }

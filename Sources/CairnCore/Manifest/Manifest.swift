@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// What one published version of a channel is and where its bytes are (protocol/manifest.md).
 /// Signed as a whole; see `SignedManifest`.

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// A UTC instant with whole seconds, written as RFC 3339 `YYYY-MM-DDTHH:MM:SSZ` (exactly that
 /// shape: no fraction, no offset other than `Z`), so each instant has one spelling.

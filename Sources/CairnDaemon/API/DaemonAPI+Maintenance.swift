@@ -1,6 +1,7 @@
 import CairnClient
+import CairnCore
 import CairnSearch
-import CairnSync
+public import CairnSync
 import Foundation
 import Hummingbird
 

@@ -1,4 +1,5 @@
 import CairnClient
+import CairnIndex
 import CairnSearch
 
 extension DaemonStatus {

@@ -1,6 +1,6 @@
 import CairnClient
 import Foundation
-import Logging
+public import Logging
 
 /// Everything `cairnd` is told, from its config file, environment and flags (in that order of
 /// precedence, last wins). Every field has a documented default; the keys of the config file

@@ -4,8 +4,8 @@ import CairnSearch
 import CairnSync
 import CairnThreads
 import Foundation
-import Logging
-import ServiceLifecycle
+public import Logging
+public import ServiceLifecycle
 
 /// All of cairnd: the data directory (locked for this process, recovered at start-up), the
 /// sync loop, and the socket server, wired so that every verified swap reaches the query path.

@@ -1,9 +1,9 @@
 import CairnEmbedding
-import CairnIndex
-import CairnSearch
-import CairnSync
+public import CairnIndex
+public import CairnSearch
+public import CairnSync
 import Foundation
-import Logging
+public import Logging
 
 /// Opens the version a data directory's `current` (or `previous`) link points at:
 /// `DIR/current -> versions/<n>/{index.sqlite, manifest.json, model -> ../../models/<sha>}`.

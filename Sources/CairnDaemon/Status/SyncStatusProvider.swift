@@ -1,4 +1,4 @@
-import CairnClient
+public import CairnClient
 import CairnSync
 import Foundation
 

@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 
 extension IndexContents {
     /// Whether the rows carry their state-root leaves (`Snapshot.RowCheck` other than `.none`),

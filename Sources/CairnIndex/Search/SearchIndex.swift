@@ -1,5 +1,5 @@
 import CairnBLAS
-import CairnCore
+public import CairnCore
 import CairnThreads
 import Dispatch
 

@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 
 /// One ranked chunk.
 public struct SearchResult: Sendable, Hashable, Codable {

@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 
 extension Snapshot {
     /// What a scan checks while it loads the rows.

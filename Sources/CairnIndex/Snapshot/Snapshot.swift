@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 
 /// Reading and verifying snapshot files.
 public enum Snapshot {

@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 
 /// What a snapshot says about itself: the rows of its `meta` table.
 public struct SnapshotMeta: Hashable, Sendable, Codable {

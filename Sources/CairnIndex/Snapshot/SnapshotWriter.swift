@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 import Foundation
 
 #if canImport(Glibc)

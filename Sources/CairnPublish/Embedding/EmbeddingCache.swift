@@ -1,6 +1,6 @@
-import CairnCore
+public import CairnCore
 import CairnIndex
-import Foundation
+public import Foundation
 
 /// Vectors already computed, in a small SQLite file shared by every repository a publisher
 /// writes: keyed by the model (its id and the SHA-256 of its weights) and the SHA-256 of the

@@ -1,5 +1,5 @@
-import CairnCore
-import CairnEmbedding
+public import CairnCore
+public import CairnEmbedding
 import Foundation
 
 /// The embedding model as the repository names it: its id, dimension, token window and the

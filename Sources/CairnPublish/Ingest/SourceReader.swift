@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 import Foundation
 
 /// How Markdown and plain-text files are cut into chunks. The defaults suit a 256-token model

@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 import Foundation
 
 /// Cuts Markdown and plain text into overlapping chunks of about `targetWords` words.

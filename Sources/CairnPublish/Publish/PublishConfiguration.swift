@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 import Foundation
 
 /// What one publish does. Every field has a documented default except the three paths.

@@ -1,9 +1,9 @@
-import CairnCore
-import CairnEmbedding
+public import CairnCore
+public import CairnEmbedding
 import CairnIndex
 import CairnStore
 import Foundation
-import Logging
+public import Logging
 
 /// Publishes one new version of a channel, all or nothing (protocol/publishing.md): reads the
 /// source, embeds only what no earlier version or the cache already has, builds the snapshot and

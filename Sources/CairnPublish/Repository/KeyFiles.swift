@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 import CairnStore
 import Foundation
 

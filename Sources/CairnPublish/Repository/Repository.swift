@@ -1,5 +1,5 @@
-import CairnCore
-import CairnStore
+public import CairnCore
+public import CairnStore
 import Foundation
 
 /// A repository's paths (protocol/repository.md), and reading what is already published —

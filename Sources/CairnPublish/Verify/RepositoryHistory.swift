@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 import Foundation
 
 /// One published version as `cairn-server history` lists it.

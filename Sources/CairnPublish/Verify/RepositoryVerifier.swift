@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 import CairnIndex
 import CairnStore
 import Foundation

@@ -1,5 +1,5 @@
 import CairnCore
-import CairnIndex
+public import CairnIndex
 
 /// The body of a successful search (cairnd's `POST /v1/search`, cairn-server's
 /// `POST /v1/channels/<c>/search`): CairnIndex's `SearchResponse` plus the sync flags and the

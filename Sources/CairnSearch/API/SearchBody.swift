@@ -1,4 +1,4 @@
-import CairnIndex
+public import CairnIndex
 import Foundation
 
 /// The body of `POST /v1/search`, decoded strictly: unknown keys and wrong types are refused

@@ -1,5 +1,7 @@
+import CairnEmbedding
 import CairnIndex
-import Logging
+import Foundation
+public import Logging
 
 /// One search request from bytes on the wire to the JSON answer, the same for cairnd's
 /// `POST /v1/search` and cairn-server's `POST /v1/channels/<c>/search`: content type, body

@@ -1,4 +1,4 @@
-import Logging
+public import Logging
 import Synchronization
 
 /// The version a process searches, swapped atomically.

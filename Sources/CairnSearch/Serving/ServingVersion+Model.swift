@@ -1,6 +1,6 @@
-import CairnEmbedding
-import CairnIndex
-import Logging
+public import CairnEmbedding
+public import CairnIndex
+public import Logging
 
 extension ServingVersion {
     /// The embedder for `index` from the model folder `modelFolder` (resolved), or nil (lexical

@@ -1,5 +1,6 @@
-import CairnEmbedding
-import CairnIndex
+import CairnCore
+public import CairnEmbedding
+public import CairnIndex
 
 /// One installed version, ready to answer: its open index, and the model that embeds queries
 /// for it (nil: lexical only). Immutable; a query holds a reference for its whole duration, so

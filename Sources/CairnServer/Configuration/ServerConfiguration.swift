@@ -1,5 +1,5 @@
 import Foundation
-import Logging
+public import Logging
 
 /// Everything `cairn-server serve` needs to know. Every field has a default; the executable
 /// layers a config file, then the environment, then flags on top (each later one wins).

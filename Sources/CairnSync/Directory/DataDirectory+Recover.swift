@@ -1,5 +1,7 @@
+import CairnCore
 import CairnStore
 import Foundation
+import Logging
 
 extension DataDirectory {
     /// Start-up clean-up after a crash at any instant: drops temporary links, makes `current`

@@ -1,7 +1,7 @@
 import CairnCore
 import CairnStore
 import Foundation
-import Logging
+public import Logging
 import Synchronization
 
 /// The device data directory (protocol/data-directory.md), locked for this process while the

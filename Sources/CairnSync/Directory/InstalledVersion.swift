@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 
 /// A fully installed, verified version: what `current` points at.
 public struct InstalledVersion: Sendable, Equatable {

@@ -1,5 +1,5 @@
 import CairnCore
-import Foundation
+public import Foundation
 
 /// What the daemon reports about syncing (protocol/data-directory.md, "Status").
 public struct SyncStatus: Sendable, Equatable {

@@ -1,6 +1,6 @@
 import CCurl
 import Foundation
-import Logging
+public import Logging
 
 /// What a manifest poll found.
 public enum ManifestFetch: Sendable {

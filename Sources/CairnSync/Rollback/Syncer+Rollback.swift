@@ -1,6 +1,7 @@
 import CairnCore
 import CairnThreads
 import Foundation
+import Logging
 
 /// What `Syncer.rollback()` did.
 public struct RollbackResult: Sendable, Equatable {

@@ -1,5 +1,5 @@
-import Logging
-import ServiceLifecycle
+public import Logging
+public import ServiceLifecycle
 
 /// The poll loop as a `Service`: sync at start, then after each poll interval (±10 % jitter), or
 /// sooner after failures (exponential back-off), or at once when `requestSync()` is called. The

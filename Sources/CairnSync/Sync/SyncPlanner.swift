@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 
 /// The decisions of one sync attempt about one verified manifest, as values: no files, no
 /// network, tested alone. The `Syncer` performs what it decides.

@@ -2,6 +2,7 @@ import CairnCore
 import CairnStore
 import CairnThreads
 import Foundation
+import Logging
 
 extension Syncer {
     /// Downloads blob `id` of `size` bytes from `base` into `staging/<hex>.partial` (resuming what

@@ -3,6 +3,7 @@ import CairnIndex
 import CairnStore
 import CairnThreads
 import Foundation
+import Logging
 
 extension Syncer {
     /// Downloads what `path` needs, builds `versions/<n>.partial/` beside the live version,

@@ -1,8 +1,8 @@
 import CairnCore
-import CairnIndex
+public import CairnIndex
 import CairnThreads
-import Foundation
-import Logging
+public import Foundation
+public import Logging
 
 /// The result of one sync attempt.
 public enum SyncOutcome: Sendable {
