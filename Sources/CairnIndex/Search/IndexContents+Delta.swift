@@ -16,7 +16,10 @@ extension IndexContents {
         var leaves: [ContentID] = []
         leaves.reserveCapacity(change.count)
         change.merge(rows) { source in
-            leaves.append(source >= 0 ? rows.leaves[source] : change.upsertLeaves[-1 - source])
+            switch source {
+            case .base(let row): leaves.append(rows.leaves[row])
+            case .upsert(let position): leaves.append(change.upsertLeaves[position])
+            }
         }
         return Changed(base: self, change: change, upserts: upserts, stateRoot: StateRoot.compute(orderedLeaves: leaves))
     }
@@ -39,18 +42,17 @@ extension IndexContents {
             let rows = base.rows
             var replacement = [Int32](repeating: -1, count: rows.ids.count)
             for (position, row) in change.upsertRows.enumerated() { if let row { replacement[row] = Int32(position) } }
-            var sources: [Int] = []
+            var sources: [RowSource] = []
             sources.reserveCapacity(count)
             for row in rows.ids.indices {
-                if replacement[row] >= 0 { sources.append(-1 - Int(replacement[row])) } else if !change.removed[row] { sources.append(row) }
+                if replacement[row] >= 0 { sources.append(.upsert(Int(replacement[row]))) } else if !change.removed[row] { sources.append(.base(row)) }
             }
-            for (position, row) in change.upsertRows.enumerated() where row == nil { sources.append(-1 - position) }
+            for (position, row) in change.upsertRows.enumerated() where row == nil { sources.append(.upsert(position)) }
             return PredictedRows(sources: sources, rows: assemble(sources))
         }
 
-        /// The changed rows of `sources` (a base row ≥ 0 or upsert -1 - position) in that order,
-        /// without rowids.
-        private func assemble(_ sources: [Int]) -> Rows {
+        /// The changed rows of `sources` in that order, without rowids.
+        private func assemble(_ sources: [RowSource]) -> Rows {
             let rows = base.rows
             var scenarioNames = [String](repeating: "", count: rows.scenarioCode.count)
             for (name, code) in rows.scenarioCode { scenarioNames[Int(code)] = name }
@@ -58,14 +60,15 @@ extension IndexContents {
             var result = Rows(capacity: sources.count, dimension: 0)
             result.reserveLeaves(sources.count)
             for source in sources {
-                if source >= 0 {
-                    let code = rows.scenarioCodes[source]
-                    result.appendRow(id: rows.ids[source], scenario: code < 0 ? nil : scenarioNames[Int(code)], tags: rows.tags[source])
-                    result.leaves.append(rows.leaves[source])
-                } else {
-                    let chunk = upserts[-1 - source].0
+                switch source {
+                case .base(let row):
+                    let code = rows.scenarioCodes[row]
+                    result.appendRow(id: rows.ids[row], scenario: code < 0 ? nil : scenarioNames[Int(code)], tags: rows.tags[row])
+                    result.leaves.append(rows.leaves[row])
+                case .upsert(let position):
+                    let chunk = upserts[position].0
                     result.appendRow(id: chunk.id, scenario: chunk.scenario, tags: Set(chunk.tags))
-                    result.leaves.append(change.upsertLeaves[-1 - source])
+                    result.leaves.append(change.upsertLeaves[position])
                 }
             }
             // The matrix in one allocation, a row copied at a time.
@@ -74,10 +77,11 @@ extension IndexContents {
                 rows.matrix.withUnsafeBufferPointer { old in
                     for (index, source) in sources.enumerated() {
                         let target = buffer.baseAddress! + index * dimension
-                        if source >= 0 {
-                            target.initialize(from: old.baseAddress! + source * dimension, count: dimension)
-                        } else {
-                            upserts[-1 - source].1.withUnsafeBufferPointer { target.initialize(from: $0.baseAddress!, count: dimension) }
+                        switch source {
+                        case .base(let row):
+                            target.initialize(from: old.baseAddress! + row * dimension, count: dimension)
+                        case .upsert(let position):
+                            upserts[position].1.withUnsafeBufferPointer { target.initialize(from: $0.baseAddress!, count: dimension) }
                         }
                     }
                 }
@@ -104,8 +108,8 @@ extension IndexContents {
 
             // The file's (rowid, id) pairs from its id index (a few pages; the table's own pages
             // hold the text and vectors), in id order, each matched with the row the change puts
-            // there: a base row (≥ 0) or upsert -1 - position.
-            var inIDOrder: [Int] = []
+            // there.
+            var inIDOrder: [RowSource] = []
             inIDOrder.reserveCapacity(count)
             var baseRowids = [Int64](repeating: 0, count: rows.ids.count)
             var upsertRowids = [Int64](repeating: 0, count: upserts.count)
@@ -116,15 +120,25 @@ extension IndexContents {
                     matched = false
                     return
                 }
-                let id = source >= 0 ? rows.ids[source] : upserts[-1 - source].0.id
-                if !id.utf8.elementsEqual(stored) { matched = false }
-                if source >= 0 { baseRowids[source] = statement.int64(at: 0) } else { upsertRowids[-1 - source] = statement.int64(at: 0) }
+                switch source {
+                case .base(let row):
+                    if !rows.ids[row].utf8.elementsEqual(stored) { matched = false }
+                    baseRowids[row] = statement.int64(at: 0)
+                case .upsert(let position):
+                    if !upserts[position].0.id.utf8.elementsEqual(stored) { matched = false }
+                    upsertRowids[position] = statement.int64(at: 0)
+                }
                 inIDOrder.append(source)
             }
             guard matched, try !statement.step() else {
                 throw IndexError(.snapshotMalformed, "the changed snapshot's chunk ids are not the old version's changed by the delta")
             }
-            func rowid(_ source: Int) -> Int64 { source >= 0 ? baseRowids[source] : upsertRowids[-1 - source] }
+            func rowid(_ source: RowSource) -> Int64 {
+                switch source {
+                case .base(let row): baseRowids[row]
+                case .upsert(let position): upsertRowids[position]
+                }
+            }
 
             // Rows in rowid order, the order every other load uses.
             var prediction = predicted ?? predictedRows()
@@ -139,16 +153,26 @@ extension IndexContents {
             // `idOrder` from the id order read; lengths: kept rows' as loaded, upserted rows' read.
             var newRowForBase = [Int32](repeating: -1, count: rows.ids.count)
             var newRowForUpsert = [Int32](repeating: -1, count: upserts.count)
-            for (row, source) in prediction.sources.enumerated() {
-                if source >= 0 { newRowForBase[source] = Int32(row) } else { newRowForUpsert[-1 - source] = Int32(row) }
+            for (newRow, source) in prediction.sources.enumerated() {
+                switch source {
+                case .base(let row): newRowForBase[row] = Int32(newRow)
+                case .upsert(let position): newRowForUpsert[position] = Int32(newRow)
+                }
             }
-            result.idOrder = inIDOrder.map { $0 >= 0 ? newRowForBase[$0] : newRowForUpsert[-1 - $0] }
+            result.idOrder = inIDOrder.map { source in
+                switch source {
+                case .base(let row): newRowForBase[row]
+                case .upsert(let position): newRowForUpsert[position]
+                }
+            }
             var tokens: [Int32] = []
             tokens.reserveCapacity(count)
             let sizes = try db.prepare(DocumentLengths.rowSQL)
             for source in prediction.sources {
-                let length = source >= 0 ? base.lengths.tokens(rowid: rows.rowids[source])
-                    : try DocumentLengths.read(rowid: rowid(source), from: sizes)
+                let length = switch source {
+                case .base(let row): base.lengths.tokens(rowid: rows.rowids[row])
+                case .upsert: try DocumentLengths.read(rowid: rowid(source), from: sizes)
+                }
                 guard let length else {
                     throw IndexError(.snapshotMalformed, "a row of the changed snapshot has no full-text size record")
                 }
@@ -161,9 +185,17 @@ extension IndexContents {
 
     /// `Changed.predictedRows()`: the changed rows without rowids, in their expected rowid order.
     public struct PredictedRows: Sendable {
-        /// Each row's source: a base row (≥ 0) or upsert -1 - position.
-        fileprivate let sources: [Int]
+        /// Where each row comes from.
+        fileprivate let sources: [RowSource]
         fileprivate let rows: Rows
+    }
+
+    /// Where a row after a delta comes from: a loaded (base) row, by its index in `Rows`, or an
+    /// upsert, by its position in the delta's upserts. One is made per row (up to a million):
+    /// Int payloads keep it a plain value, with no allocation.
+    fileprivate enum RowSource: Sendable {
+        case base(Int)
+        case upsert(Int)
     }
 
     /// Which loaded rows a delta removes or replaces, found by id in `Rows.idOrder`.
@@ -233,19 +265,19 @@ extension IndexContents {
         }
 
         /// Calls `body` with each row after the change in UTF-8 byte order of its id: a kept
-        /// loaded row (≥ 0) or upsert -1 - position.
-        func merge<E: Error>(_ rows: Rows, _ body: (Int) throws(E) -> Void) throws(E) {
+        /// loaded row or an upsert.
+        func merge<E: Error>(_ rows: Rows, _ body: (RowSource) throws(E) -> Void) throws(E) {
             var next = 0
             for row in rows.idOrder where !removed[Int(row)] {
                 let id = rows.ids[Int(row)]
                 while next < upsertOrder.count, upsertIDs[upsertOrder[next]].utf8.lexicographicallyPrecedes(id.utf8) {
-                    try body(-1 - upsertOrder[next])
+                    try body(.upsert(upsertOrder[next]))
                     next += 1
                 }
-                try body(Int(row))
+                try body(.base(Int(row)))
             }
             while next < upsertOrder.count {
-                try body(-1 - upsertOrder[next])
+                try body(.upsert(upsertOrder[next]))
                 next += 1
             }
         }
