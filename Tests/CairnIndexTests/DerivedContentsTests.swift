@@ -3,7 +3,7 @@ import CairnCore
 import Foundation
 import Testing
 
-/// `IndexContents.changed(deleting:upserting:)` and `Changed.contents(ofFile:meta:)`: a delta
+/// `IndexContents.changed(deleting:upserting:)` and `CheckedDelta.contents(ofFile:meta:)`: a delta
 /// checked against the installed rows in memory, and the new version's rows derived from them
 /// instead of read.
 @Suite struct DerivedContentsTests {
@@ -38,12 +38,12 @@ import Testing
             #expect(old.hasLeaves)
             let meta = Corpus.meta(version: 2, entries: Self.version2)
 
-            let changed = try old.changed(deleting: Self.deletes, upserting: Self.upserts)
-            #expect(changed.stateRoot == meta.stateRoot && changed.count == Self.version2.count)
+            let checked = try old.changed(deleting: Self.deletes, upserting: Self.upserts)
+            #expect(checked.stateRoot == meta.stateRoot && checked.count == Self.version2.count)
 
-            try SnapshotWriter.apply([SnapshotWriter.Change(upserts: Self.upserts, deletes: Self.deletes)], newMeta: meta,
+            try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: Self.upserts, deletes: Self.deletes)], newMeta: meta,
                                      to: path, check: .checkedByCaller)
-            let derived = try changed.contents(ofFile: path, meta: meta)
+            let derived = try checked.contents(ofFile: path, meta: meta)
             let read = try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: meta.stateRoot)
             #expect(derived.meta == read.meta && derived.count == read.count && derived.hasLeaves)
 
@@ -93,8 +93,8 @@ import Testing
             // The meta says version 2 but the rows were never changed.
             try Database(path: path, mode: .readWrite).exec(
                 "UPDATE meta SET value = '2' WHERE key = 'version'; UPDATE meta SET value = '\(meta.stateRoot.hex)' WHERE key = 'state_root'")
-            let changed = try old.changed(deleting: Self.deletes, upserting: Self.upserts)
-            #expect { try changed.contents(ofFile: path, meta: meta) } throws: {
+            let checked = try old.changed(deleting: Self.deletes, upserting: Self.upserts)
+            #expect { try checked.contents(ofFile: path, meta: meta) } throws: {
                 ($0 as? IndexError)?.code == .snapshotMalformed
             }
         }
@@ -136,11 +136,11 @@ import Testing
                 entries += upserts
                 let meta = Corpus.meta(version: version, entries: entries)
 
-                let changed = try contents.changed(deleting: [deleted], upserting: upserts)
-                #expect(changed.stateRoot == meta.stateRoot && changed.count == entries.count)
-                try SnapshotWriter.apply([SnapshotWriter.Change(upserts: upserts, deletes: [deleted])], newMeta: meta,
+                let checked = try contents.changed(deleting: [deleted], upserting: upserts)
+                #expect(checked.stateRoot == meta.stateRoot && checked.count == entries.count)
+                try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: upserts, deletes: [deleted])], newMeta: meta,
                                          to: path, check: .checkedByCaller)
-                let derived = try changed.contents(ofFile: path, meta: meta)
+                let derived = try checked.contents(ofFile: path, meta: meta)
                 let read = try Snapshot.scan(at: path, check: .storedHashes)
                 #expect(read.rows.ids != read.rows.idOrder.map { read.rows.ids[Int($0)] })
                 Self.expectSameRows(derived, read)
@@ -155,20 +155,20 @@ import Testing
             let path = try Corpus.snapshot(in: directory)
             let extra = (Chunk(id: "aaa-first", title: "First", content: "first aid kit", scenario: nil, tags: []), unit(1, 1, 0, 0))
             let v2 = Corpus.entries + [extra]
-            try SnapshotWriter.apply([SnapshotWriter.Change(upserts: [extra], deletes: [])], newMeta: Corpus.meta(version: 2, entries: v2),
+            try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: [extra], deletes: [])], newMeta: Corpus.meta(version: 2, entries: v2),
                                      to: path, check: .checkedByCaller)
             let base = try Snapshot.scan(at: path, check: .storedHashes)
             // …and the delta is applied to a file holding the same rows written whole (id order).
             let other = try Corpus.snapshot(in: directory, name: "other.sqlite", entries: v2)
             try Database(path: other, mode: .readWrite).exec("UPDATE meta SET value = '2' WHERE key = 'version'")
             let meta = Corpus.meta(version: 3, entries: v2.filter { !Self.deletes.contains($0.0.id) && !Self.upserts.map(\.0.id).contains($0.0.id) } + Self.upserts)
-            let changed = try base.changed(deleting: Self.deletes, upserting: Self.upserts)
-            #expect(changed.stateRoot == meta.stateRoot)
-            let predicted = changed.predictedRows()
-            try SnapshotWriter.apply([SnapshotWriter.Change(upserts: Self.upserts, deletes: Self.deletes)], newMeta: meta,
+            let checked = try base.changed(deleting: Self.deletes, upserting: Self.upserts)
+            #expect(checked.stateRoot == meta.stateRoot)
+            let expected = checked.expectedRows()
+            try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: Self.upserts, deletes: Self.deletes)], newMeta: meta,
                                      to: other, check: .checkedByCaller)
 
-            let derived = try changed.contents(ofFile: other, meta: meta, predicted: predicted)
+            let derived = try checked.contents(ofFile: other, meta: meta, expected: expected)
             let read = try Snapshot.scan(at: other, check: .storedHashes)
             #expect(read.rows.ids.first == "aaa-first")
             Self.expectSameRows(derived, read)

@@ -11,44 +11,45 @@ extension IndexContents {
     /// and with the state root they give (protocol/state-root.md): the kept rows' leaves as
     /// loaded, the upserts' computed from their data, merged in id order. Reads no file, so a
     /// delta is checked before any file is touched.
-    public func changed(deleting deletes: [String], upserting upserts: [(Chunk, [Float])]) throws(IndexError) -> Changed {
-        let change = try Change(self, deletes: deletes, upserts: upserts)
+    public func changed(deleting deletes: [String], upserting upserts: [(Chunk, [Float])]) throws(IndexError) -> CheckedDelta {
+        let match = try RowMatch(self, deletes: deletes, upserts: upserts)
         var leaves: [ContentID] = []
-        leaves.reserveCapacity(change.count)
-        change.merge(rows) { source in
+        leaves.reserveCapacity(match.count)
+        match.merge(rows) { source in
             switch source {
             case .base(let row): leaves.append(rows.leaves[row])
-            case .upsert(let position): leaves.append(change.upsertLeaves[position])
+            case .upsert(let position): leaves.append(match.upsertLeaves[position])
             }
         }
-        return Changed(base: self, change: change, upserts: upserts, stateRoot: StateRoot.compute(orderedLeaves: leaves))
+        return CheckedDelta(base: self, match: match, upserts: upserts, stateRoot: StateRoot.compute(orderedLeaves: leaves))
     }
 
-    /// A checked change to loaded rows (`changed(deleting:upserting:)`).
-    public struct Changed: Sendable {
+    /// A delta checked against loaded rows (`changed(deleting:upserting:)`): the state root it
+    /// gives, the rows the changed file is expected to hold, and that file's contents.
+    public struct CheckedDelta: Sendable {
         let base: IndexContents
-        fileprivate let change: Change
+        fileprivate let match: RowMatch
         let upserts: [(Chunk, [Float])]
-        /// The state root and chunk count of the rows after the change.
+        /// The state root and chunk count of the rows after the delta.
         public let stateRoot: ContentID
-        public var count: Int { change.count }
+        public var count: Int { match.count }
 
         /// The changed rows in the order the changed file is expected to hold them by rowid —
         /// the base rows' order, an upsert of a held id in that row's place, new ids after them
         /// in the delta's order (what `SnapshotWriter.apply` does to the base version's file, or
         /// to an older one brought up to it by the same changes) — with everything but their
         /// rowids. Reads no file: it can be built while the delta is being applied.
-        public func predictedRows() -> PredictedRows {
+        public func expectedRows() -> ExpectedRows {
             let rows = base.rows
             var replacement = [Int32](repeating: -1, count: rows.ids.count)
-            for (position, row) in change.upsertRows.enumerated() { if let row { replacement[row] = Int32(position) } }
+            for (position, row) in match.upsertRows.enumerated() { if let row { replacement[row] = Int32(position) } }
             var sources: [RowSource] = []
             sources.reserveCapacity(count)
             for row in rows.ids.indices {
-                if replacement[row] >= 0 { sources.append(.upsert(Int(replacement[row]))) } else if !change.removed[row] { sources.append(.base(row)) }
+                if replacement[row] >= 0 { sources.append(.upsert(Int(replacement[row]))) } else if !match.removed[row] { sources.append(.base(row)) }
             }
-            for (position, row) in change.upsertRows.enumerated() where row == nil { sources.append(.upsert(position)) }
-            return PredictedRows(sources: sources, rows: assemble(sources))
+            for (position, row) in match.upsertRows.enumerated() where row == nil { sources.append(.upsert(position)) }
+            return ExpectedRows(sources: sources, rows: assemble(sources))
         }
 
         /// The changed rows of `sources` in that order, without rowids.
@@ -68,7 +69,7 @@ extension IndexContents {
                 case .upsert(let position):
                     let chunk = upserts[position].0
                     result.appendRow(id: chunk.id, scenario: chunk.scenario, tags: Set(chunk.tags))
-                    result.leaves.append(change.upsertLeaves[position])
+                    result.leaves.append(match.upsertLeaves[position])
                 }
             }
             // The matrix in one allocation, a row copied at a time.
@@ -95,10 +96,10 @@ extension IndexContents {
         /// brought up to it): rowids from the file's id index, read in id order beside the
         /// changed rows' ids (which they must equal, else `.snapshotMalformed`), and the upserted
         /// rows' lengths from its FTS size table; everything else — vectors, scenarios, tags,
-        /// leaves, the kept rows' lengths — from the base rows and the upserts (`predicted`, when
+        /// leaves, the kept rows' lengths — from the base rows and the upserts (`expected`, when
         /// built beforehand and the file's rowids follow its order; else built here), without
         /// reading the rows themselves.
-        public func contents(ofFile path: String, meta: SnapshotMeta, predicted: PredictedRows? = nil) throws(IndexError) -> IndexContents {
+        public func contents(ofFile path: String, meta: SnapshotMeta, expected: ExpectedRows? = nil) throws(IndexError) -> IndexContents {
             let rows = base.rows
             let file = try FileIdentity(path: path)
             let db = try Database(path: path, mode: .readOnly(immutable: false))
@@ -107,7 +108,7 @@ extension IndexContents {
             }
 
             // The file's (rowid, id) pairs from its id index (a few pages; the table's own pages
-            // hold the text and vectors), in id order, each matched with the row the change puts
+            // hold the text and vectors), in id order, each matched with the row the delta puts
             // there.
             var inIDOrder: [RowSource] = []
             inIDOrder.reserveCapacity(count)
@@ -115,7 +116,7 @@ extension IndexContents {
             var upsertRowids = [Int64](repeating: 0, count: upserts.count)
             let statement = try db.prepare("SELECT rowid, id FROM chunks ORDER BY id")
             var matched = true
-            try change.merge(rows) { (source) throws(IndexError) in
+            try match.merge(rows) { (source) throws(IndexError) in
                 guard matched, try statement.step(), let stored = statement.unsafeUTF8(at: 1) else {
                     matched = false
                     return
@@ -141,19 +142,19 @@ extension IndexContents {
             }
 
             // Rows in rowid order, the order every other load uses.
-            var prediction = predicted ?? predictedRows()
-            let ascending = zip(prediction.sources, prediction.sources.dropFirst()).allSatisfy { rowid($0) < rowid($1) }
+            var expected = expected ?? expectedRows()
+            let ascending = zip(expected.sources, expected.sources.dropFirst()).allSatisfy { rowid($0) < rowid($1) }
             if !ascending {
-                let sources = prediction.sources.sorted { rowid($0) < rowid($1) }
-                prediction = PredictedRows(sources: sources, rows: assemble(sources))
+                let sources = expected.sources.sorted { rowid($0) < rowid($1) }
+                expected = ExpectedRows(sources: sources, rows: assemble(sources))
             }
-            var result = prediction.rows
-            result.place(rowids: prediction.sources.map(rowid))
+            var result = expected.rows
+            result.place(rowids: expected.sources.map(rowid))
 
             // `idOrder` from the id order read; lengths: kept rows' as loaded, upserted rows' read.
             var newRowForBase = [Int32](repeating: -1, count: rows.ids.count)
             var newRowForUpsert = [Int32](repeating: -1, count: upserts.count)
-            for (newRow, source) in prediction.sources.enumerated() {
+            for (newRow, source) in expected.sources.enumerated() {
                 switch source {
                 case .base(let row): newRowForBase[row] = Int32(newRow)
                 case .upsert(let position): newRowForUpsert[position] = Int32(newRow)
@@ -168,7 +169,7 @@ extension IndexContents {
             var tokens: [Int32] = []
             tokens.reserveCapacity(count)
             let sizes = try db.prepare(DocumentLengths.rowSQL)
-            for source in prediction.sources {
+            for source in expected.sources {
                 let length = switch source {
                 case .base(let row): base.lengths.tokens(rowid: rows.rowids[row])
                 case .upsert: try DocumentLengths.read(rowid: rowid(source), from: sizes)
@@ -183,8 +184,9 @@ extension IndexContents {
         }
     }
 
-    /// `Changed.predictedRows()`: the changed rows without rowids, in their expected rowid order.
-    public struct PredictedRows: Sendable {
+    /// `CheckedDelta.expectedRows()`: the changed rows without rowids, in the rowid order the
+    /// changed file is expected to hold them.
+    public struct ExpectedRows: Sendable {
         /// Where each row comes from.
         fileprivate let sources: [RowSource]
         fileprivate let rows: Rows
@@ -198,11 +200,12 @@ extension IndexContents {
         case upsert(Int)
     }
 
-    /// Which loaded rows a delta removes or replaces, found by id in `Rows.idOrder`.
-    fileprivate struct Change: Sendable {
+    /// A delta's ids matched to loaded rows: which rows it removes or replaces, found by id in
+    /// `Rows.idOrder`.
+    fileprivate struct RowMatch: Sendable {
         /// Per loaded row: deleted or replaced by an upsert.
         let removed: [Bool]
-        /// Rows after the change.
+        /// Rows after the delta.
         let count: Int
         /// Upsert positions in UTF-8 byte order of their ids, and the ids.
         let upsertOrder: [Int]
@@ -264,7 +267,7 @@ extension IndexContents {
             return Int(rows.idOrder[low])
         }
 
-        /// Calls `body` with each row after the change in UTF-8 byte order of its id: a kept
+        /// Calls `body` with each row after the delta in UTF-8 byte order of its id: a kept
         /// loaded row or an upsert.
         func merge<E: Error>(_ rows: Rows, _ body: (RowSource) throws(E) -> Void) throws(E) {
             var next = 0
