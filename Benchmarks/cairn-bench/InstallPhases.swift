@@ -88,7 +88,7 @@ private func ftsStatements(of edit: SnapshotWriter.Edit, in path: String) throws
     let last = try db.prepare("SELECT max(rowid) FROM chunks")
     var unused = try last.step() ? last.int64(at: 0) + 1 : 1
     try db.transaction { () throws(IndexError) in
-        for (id, chunk) in edit.deletes.map({ ($0, Chunk?.none) }) + edit.upserts.map({ ($0.0.id, Optional($0.0)) }) {
+        for (id, chunk) in edit.deletes.map({ ($0, Chunk?.none) }) + edit.upserts.map({ ($0.chunk.id, Optional($0.chunk)) }) {
             find.reset()
             try find.bind(id, at: 1)
             var rowid = unused

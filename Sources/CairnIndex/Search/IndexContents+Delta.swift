@@ -11,7 +11,7 @@ extension IndexContents {
     /// and with the state root they give (protocol/state-root.md): the kept rows' leaves as
     /// loaded, the upserts' computed from their data, merged in id order. Reads no file, so a
     /// delta is checked before any file is touched.
-    public func changed(deleting deletes: [String], upserting upserts: [(Chunk, [Float])]) throws(IndexError) -> CheckedDelta {
+    public func changed(deleting deletes: [String], upserting upserts: [ChunkRecord]) throws(IndexError) -> CheckedDelta {
         let match = try RowMatch(self, deletes: deletes, upserts: upserts)
         var leaves: [ContentID] = []
         leaves.reserveCapacity(match.count)
@@ -29,7 +29,7 @@ extension IndexContents {
     public struct CheckedDelta: Sendable {
         let base: IndexContents
         fileprivate let match: RowMatch
-        let upserts: [(Chunk, [Float])]
+        let upserts: [ChunkRecord]
         /// The state root and chunk count of the rows after the delta.
         public let stateRoot: ContentID
         public var count: Int { match.count }
@@ -67,7 +67,7 @@ extension IndexContents {
                     result.appendRow(id: rows.ids[row], scenario: code < 0 ? nil : scenarioNames[Int(code)], tags: rows.tags[row])
                     result.leaves.append(rows.leaves[row])
                 case .upsert(let position):
-                    let chunk = upserts[position].0
+                    let chunk = upserts[position].chunk
                     result.appendRow(id: chunk.id, scenario: chunk.scenario, tags: Set(chunk.tags))
                     result.leaves.append(match.upsertLeaves[position])
                 }
@@ -82,7 +82,7 @@ extension IndexContents {
                         case .base(let row):
                             target.initialize(from: old.baseAddress! + row * dimension, count: dimension)
                         case .upsert(let position):
-                            upserts[position].1.withUnsafeBufferPointer { target.initialize(from: $0.baseAddress!, count: dimension) }
+                            upserts[position].vector.withUnsafeBufferPointer { target.initialize(from: $0.baseAddress!, count: dimension) }
                         }
                     }
                 }
@@ -126,7 +126,7 @@ extension IndexContents {
                     if !rows.ids[row].utf8.elementsEqual(stored) { matched = false }
                     baseRowids[row] = statement.int64(at: 0)
                 case .upsert(let position):
-                    if !upserts[position].0.id.utf8.elementsEqual(stored) { matched = false }
+                    if !upserts[position].chunk.id.utf8.elementsEqual(stored) { matched = false }
                     upsertRowids[position] = statement.int64(at: 0)
                 }
                 inIDOrder.append(source)
@@ -215,7 +215,7 @@ extension IndexContents {
         /// The loaded row each upsert replaces (nil for a new id).
         let upsertRows: [Int?]
 
-        init(_ contents: IndexContents, deletes: [String], upserts: [(Chunk, [Float])]) throws(IndexError) {
+        init(_ contents: IndexContents, deletes: [String], upserts: [ChunkRecord]) throws(IndexError) {
             guard contents.hasLeaves else {
                 throw IndexError(.snapshotMalformed, "these rows were loaded without their state-root leaves")
             }
@@ -230,10 +230,10 @@ extension IndexContents {
                 removedCount += 1
             }
             var upsertRows = [Int?](repeating: nil, count: upserts.count)
-            let upsertOrder = upserts.indices.sorted { upserts[$0].0.id.utf8.lexicographicallyPrecedes(upserts[$1].0.id.utf8) }
+            let upsertOrder = upserts.indices.sorted { upserts[$0].chunk.id.utf8.lexicographicallyPrecedes(upserts[$1].chunk.id.utf8) }
             for (index, position) in upsertOrder.enumerated() {
-                let (chunk, vector) = upserts[position]
-                guard index == 0 || !upserts[upsertOrder[index - 1]].0.id.utf8.elementsEqual(chunk.id.utf8) else {
+                let chunk = upserts[position].chunk, vector = upserts[position].vector
+                guard index == 0 || !upserts[upsertOrder[index - 1]].chunk.id.utf8.elementsEqual(chunk.id.utf8) else {
                     throw IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
                 }
                 guard vector.count == contents.meta.dimension else {
@@ -251,9 +251,9 @@ extension IndexContents {
             self.removed = removed
             self.upsertRows = upsertRows
             self.upsertOrder = upsertOrder
-            upsertIDs = upserts.map(\.0.id)
+            upsertIDs = upserts.map(\.chunk.id)
             count = rows.ids.count - removedCount + upserts.count
-            upsertLeaves = upserts.map { StateRoot.Record(chunk: $0.0, embedding: $0.1).leaf }
+            upsertLeaves = upserts.map(\.stateRecord.leaf)
         }
 
         /// The loaded row holding `id` (its UTF-8 bytes), by binary search in `idOrder`.

@@ -16,10 +16,10 @@ public enum SnapshotWriter {
     /// `meta.chunkCount` and `meta.stateRoot` must describe `entries` (see
     /// `SnapshotMeta.init(channel:version:dimension:modelID:entries:)`), and every vector must
     /// have `meta.dimension` values. On failure the partial file is removed.
-    public static func create(at path: String, meta: SnapshotMeta, entries: [(Chunk, [Float])]) throws(IndexError) {
+    public static func create(at path: String, meta: SnapshotMeta, entries: [ChunkRecord]) throws(IndexError) {
         try validate(meta: meta)
-        try validate(vectors: entries.map(\.1), dimension: meta.dimension)
-        let records = entries.map { StateRoot.Record(chunk: $0.0, embedding: $0.1) }
+        try validate(vectors: entries.map(\.vector), dimension: meta.dimension)
+        let records = entries.map(\.stateRecord)
         guard Set(records.map(\.id)).count == records.count else {
             throw IndexError(.deltaMismatch, "two entries share one chunk id; ids must be unique within a version")
         }
@@ -35,7 +35,7 @@ public enum SnapshotWriter {
                 : IndexError(.sqlite, "cannot create the snapshot file: \(String(cString: strerror(code)))")
         }
         close(fd)
-        let ordered = entries.sorted { $0.0.id.utf8.lexicographicallyPrecedes($1.0.id.utf8) }
+        let ordered = entries.sorted { $0.chunk.id.utf8.lexicographicallyPrecedes($1.chunk.id.utf8) }
         do {
             try write(at: path, meta: meta, entries: ordered)
         } catch {
@@ -45,15 +45,15 @@ public enum SnapshotWriter {
         }
     }
 
-    private static func write(at path: String, meta: SnapshotMeta, entries: [(Chunk, [Float])]) throws(IndexError) {
+    private static func write(at path: String, meta: SnapshotMeta, entries: [ChunkRecord]) throws(IndexError) {
         let db = try Database(path: path, mode: .readWrite)
         try db.exec(SnapshotSchema.pragmas)
         try db.transaction { () throws(IndexError) in
             try db.exec(SnapshotSchema.tables)
             try writeMeta(meta, to: db)
             let insert = try db.prepare(insertSQL, persistent: true)
-            for (chunk, vector) in entries {
-                try bindChunk(chunk, vector: vector, to: insert)
+            for entry in entries {
+                try bindChunk(entry.chunk, vector: entry.vector, to: insert)
                 try insert.run()
                 insert.reset()
             }
@@ -67,17 +67,17 @@ public enum SnapshotWriter {
     /// One delta's edit of a snapshot's rows, as `apply` writes it: chunks to insert or replace
     /// by id, ids to delete.
     public struct Edit: Sendable {
-        public var upserts: [(Chunk, [Float])]
+        public var upserts: [ChunkRecord]
         public var deletes: [String]
 
-        public init(upserts: [(Chunk, [Float])], deletes: [String]) {
+        public init(upserts: [ChunkRecord], deletes: [String]) {
             self.upserts = upserts
             self.deletes = deletes
         }
 
         /// A decoded delta's upserts and deletes.
         public init(_ delta: Delta) {
-            self.init(upserts: delta.upserts.map { ($0.chunk, $0.vector) }, deletes: delta.deletes)
+            self.init(upserts: delta.upserts, deletes: delta.deletes)
         }
     }
 
@@ -94,7 +94,7 @@ public enum SnapshotWriter {
 
     /// Applies upserts (insert or replace by id) and deletes to the snapshot at `path` (a copy of
     /// the installed one) in one transaction, keeping the FTS index in step, and sets `newMeta`.
-    public static func apply(upserts: [(Chunk, [Float])], deletes: [String], newMeta: SnapshotMeta,
+    public static func apply(upserts: [ChunkRecord], deletes: [String], newMeta: SnapshotMeta,
                              to path: String) throws(IndexError) {
         try apply([Edit(upserts: upserts, deletes: deletes)], newMeta: newMeta, to: path, check: .storedHashes)
     }
@@ -121,8 +121,8 @@ public enum SnapshotWriter {
             throw IndexError(.dimensionMismatch, "a delta cannot change the embedding dimension; install a full snapshot")
         }
         for edit in edits {
-            try validate(vectors: edit.upserts.map(\.1), dimension: current.dimension)
-            let upsertIDs = edit.upserts.map(\.0.id)
+            try validate(vectors: edit.upserts.map(\.vector), dimension: current.dimension)
+            let upsertIDs = edit.upserts.map(\.chunk.id)
             guard Set(upsertIDs).count == upsertIDs.count, Set(edit.deletes).count == edit.deletes.count,
                   Set(upsertIDs).isDisjoint(with: edit.deletes) else {
                 throw IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
@@ -174,7 +174,8 @@ public enum SnapshotWriter {
                     try deleteRow.bind(row.rowid, at: 1)
                     try deleteRow.run()
                 }
-                for (chunk, vector) in edit.upserts {
+                for upsert in edit.upserts {
+                    let chunk = upsert.chunk, vector = upsert.vector
                     if let row = try existing(id: chunk.id) {
                         // Same title and content bytes (not Swift's canonical equivalence: the
                         // tokenizer sees bytes): the row's terms stay as indexed, so a change of
