@@ -56,30 +56,30 @@ func installPhases(_ arguments: [String]) throws {
     }
     result["fsync_after_copy_ms"] = fsyncMS
     if let base = option("--delta-base", in: arguments) {
-        let change = SnapshotWriter.Change(try Delta.decode(try Zlib.decompress(
+        let edit = SnapshotWriter.Edit(try Delta.decode(try Zlib.decompress(
             try FileSystem.read(try requiredOption("--delta", in: arguments)),
             expectedSize: try intOption("--delta-size", in: arguments, default: 1))))
         var meta = try Snapshot.meta(at: base)
         meta.chunkCount = try intOption("--chunk-count", in: arguments, default: 1)
         meta.version += 1
-        result["delta_rows"] = change.upserts.count + change.deletes.count
+        result["delta_rows"] = edit.upserts.count + edit.deletes.count
         func freshCopy() throws {
             unlink(copy)
             try FileSystem.copyFile(from: base, to: copy)
         }
         result["delta_apply_ms"] = try best(setup: freshCopy) {
-            try SnapshotWriter.apply([change], newMeta: meta, to: copy, check: .checkedByCaller)
+            try SnapshotWriter.apply([edit], newMeta: meta, to: copy, check: .checkedByCaller)
         }
-        result["delta_fts_ms"] = try best(setup: freshCopy) { try ftsStatements(of: change, in: copy) }
+        result["delta_fts_ms"] = try best(setup: freshCopy) { try ftsStatements(of: edit, in: copy) }
     }
     try printJSON(result)
 }
 
-/// The FTS5 work of replacing the terms of every row `change` touches, alone, in one transaction
+/// The FTS5 work of replacing the terms of every row `edit` touches, alone, in one transaction
 /// on `path`: each deleted or upserted row's old terms removed and each upserted row's added, as
 /// `SnapshotWriter.apply` does for a row whose text changed (it skips an upsert whose title and
 /// content are unchanged; this does not, so a metadata-only delta shows what that skip saves).
-private func ftsStatements(of change: SnapshotWriter.Change, in path: String) throws {
+private func ftsStatements(of edit: SnapshotWriter.Edit, in path: String) throws {
     let db = try Database(path: path, mode: .readWrite)
     try db.exec("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF")
     let find = try db.prepare(SnapshotWriter.FullTextSQL.find)
@@ -88,7 +88,7 @@ private func ftsStatements(of change: SnapshotWriter.Change, in path: String) th
     let last = try db.prepare("SELECT max(rowid) FROM chunks")
     var unused = try last.step() ? last.int64(at: 0) + 1 : 1
     try db.transaction { () throws(IndexError) in
-        for (id, chunk) in change.deletes.map({ ($0, Chunk?.none) }) + change.upserts.map({ ($0.0.id, Optional($0.0)) }) {
+        for (id, chunk) in edit.deletes.map({ ($0, Chunk?.none) }) + edit.upserts.map({ ($0.chunk.id, Optional($0.chunk)) }) {
             find.reset()
             try find.bind(id, at: 1)
             var rowid = unused

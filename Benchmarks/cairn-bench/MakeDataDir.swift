@@ -31,10 +31,10 @@ func makeDataDir(_ arguments: [String]) throws {
     let vectors = try documentVectors(documents, embedder: embedder, cache: option("--cache", in: arguments))
     let embedSeconds = milliseconds(clock.now - start) / 1e3
 
-    let entries: [(Chunk, [Float])] = (0..<count).map { i in
+    let entries: [ChunkRecord] = (0..<count).map { i in
         let row = i % documents.count
         let base = vectors[row * dimension..<(row + 1) * dimension]
-        return (Corpus.chunk(i, of: documents), Corpus.vector(base, copy: i / documents.count, seed: i))
+        return ChunkRecord(chunk: Corpus.chunk(i, of: documents), vector: Corpus.vector(base, copy: i / documents.count, seed: i))
     }
     let meta = SnapshotMeta(channel: "bench", version: 1, dimension: dimension, modelID: "all-MiniLM-L6-v2", entries: entries)
     let versionFolder = join(out, "versions", "1")

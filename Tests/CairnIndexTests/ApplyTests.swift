@@ -9,9 +9,10 @@ import Testing
     let added = Chunk(id: "new-zeppelin", title: "Airship sightings", content: "Zeppelin sightings are rare.", scenario: "general")
 
     /// The corpus after the delta: `quake-after` deleted, `lighting` changed, `new-zeppelin` added.
-    var expected: [(Chunk, [Float])] {
-        Corpus.entries.filter { $0.0.id != "quake-after" }.map { $0.0.id == "lighting" ? (changed, unit(0, 0, 0.6, 0.8)) : $0 }
-            + [(added, unit(0.6, 0.8, 0, 0))]
+    var expected: [ChunkRecord] {
+        Corpus.entries.filter { $0.chunk.id != "quake-after" }
+            .map { $0.chunk.id == "lighting" ? ChunkRecord(chunk: changed, vector: unit(0, 0, 0.6, 0.8)) : $0 }
+            + [ChunkRecord(chunk: added, vector: unit(0.6, 0.8, 0, 0))]
     }
 
     func copy(of path: String, in directory: String) throws -> String {
@@ -26,12 +27,13 @@ import Testing
             let next = try copy(of: original, in: directory)
             let newMeta = Corpus.meta(version: 2, entries: expected)
 
-            try SnapshotWriter.apply(upserts: [(changed, unit(0, 0, 0.6, 0.8)), (added, unit(0.6, 0.8, 0, 0))],
+            try SnapshotWriter.apply(upserts: [ChunkRecord(chunk: changed, vector: unit(0, 0, 0.6, 0.8)),
+                                               ChunkRecord(chunk: added, vector: unit(0.6, 0.8, 0, 0))],
                                      deletes: ["quake-after"], newMeta: newMeta, to: next)
 
             #expect(try Snapshot.verify(at: next, expectedStateRoot: newMeta.stateRoot) == newMeta)
             #expect(StateRoot.compute(try Snapshot.records(at: next))
-                    == StateRoot.compute(expected.map { StateRoot.Record(chunk: $0.0, embedding: $0.1) }))
+                    == StateRoot.compute(expected.map { StateRoot.Record(chunk: $0.chunk, embedding: $0.vector) }))
             let index = try SearchIndex(path: next)
             func found(_ query: String) throws -> [String] {
                 try index.search(SearchRequest(query: query, k: 10, mode: .lexical), queryVector: nil).results.map(\.chunk.id)
@@ -62,13 +64,13 @@ import Testing
         try withTemporaryDirectory { directory in
             let next = try copy(of: Corpus.snapshot(in: directory), in: directory)
             let blocks = try ftsBlocks(next)
-            let original = Corpus.entries.first { $0.0.id == "lighting" }!.0
+            let original = Corpus.entries.first { $0.chunk.id == "lighting" }!.chunk
             var retagged = original
             retagged.scenario = "blackout"
             retagged.tags = ["power"]
-            let entries = Corpus.entries.map { $0.0.id == "lighting" ? (retagged, unit(0, 0, 0.6, 0.8)) : $0 }
+            let entries = Corpus.entries.map { $0.chunk.id == "lighting" ? ChunkRecord(chunk: retagged, vector: unit(0, 0, 0.6, 0.8)) : $0 }
 
-            try SnapshotWriter.apply(upserts: [(retagged, unit(0, 0, 0.6, 0.8))], deletes: [],
+            try SnapshotWriter.apply(upserts: [ChunkRecord(chunk: retagged, vector: unit(0, 0, 0.6, 0.8))], deletes: [],
                                      newMeta: Corpus.meta(version: 2, entries: entries), to: next)
 
             #expect(try ftsBlocks(next) == blocks)
@@ -82,8 +84,8 @@ import Testing
             // A changed content does rewrite it (the comparison above can fail).
             var edited = retagged
             edited.content += " Lanterns too."
-            let third = entries.map { $0.0.id == "lighting" ? (edited, $0.1) : $0 }
-            try SnapshotWriter.apply(upserts: [(edited, unit(0, 0, 0.6, 0.8))], deletes: [],
+            let third = entries.map { $0.chunk.id == "lighting" ? ChunkRecord(chunk: edited, vector: $0.vector) : $0 }
+            try SnapshotWriter.apply(upserts: [ChunkRecord(chunk: edited, vector: unit(0, 0, 0.6, 0.8))], deletes: [],
                                      newMeta: Corpus.meta(version: 3, entries: third), to: next)
             #expect(try ftsBlocks(next) != blocks)
             #expect(try Snapshot.verify(at: next, expectedStateRoot: Corpus.meta(version: 3, entries: third).stateRoot).version == 3)
@@ -107,7 +109,7 @@ import Testing
             let next = try copy(of: Corpus.snapshot(in: directory), in: directory)
 
             #expect {
-                try SnapshotWriter.apply(upserts: [(added, unit(0.6, 0.8, 0, 0))], deletes: [],
+                try SnapshotWriter.apply(upserts: [ChunkRecord(chunk: added, vector: unit(0.6, 0.8, 0, 0))], deletes: [],
                                          newMeta: Corpus.meta(version: 2), to: next)
             } throws: { error in (error as? IndexError)?.code == .stateRootMismatch }
             #expect(try Snapshot.verify(at: next) == Corpus.meta())
@@ -121,7 +123,7 @@ import Testing
             let next = try copy(of: Corpus.snapshot(in: directory), in: directory)
 
             #expect {
-                try SnapshotWriter.apply(upserts: [(changed, unit(0, 0, 0.6, 0.8))], deletes: ["lighting"],
+                try SnapshotWriter.apply(upserts: [ChunkRecord(chunk: changed, vector: unit(0, 0, 0.6, 0.8))], deletes: ["lighting"],
                                          newMeta: Corpus.meta(version: 2), to: next)
             } throws: { error in (error as? IndexError)?.code == .deltaMismatch }
         }

@@ -59,11 +59,11 @@ import Testing
     func afterDelta() throws {
         try withTemporaryDirectory { directory in
             let path = try Corpus.snapshot(in: directory)
-            let kept = Corpus.entries.filter { !["water-storage", "quake-cover", "aid-burns"].contains($0.0.id) }
+            let kept = Corpus.entries.filter { !["water-storage", "quake-cover", "aid-burns"].contains($0.chunk.id) }
             let added = Chunk(id: "water-new", title: "Water and more water",
                               content: "Boil the water; water again; then water the children's garden.", scenario: "flood")
-            let entries = kept + [(added, unit(1, 1, 0, 0))]
-            try SnapshotWriter.apply(upserts: [(added, unit(1, 1, 0, 0))], deletes: ["water-storage", "quake-cover", "aid-burns"],
+            let entries = kept + [ChunkRecord(chunk: added, vector: unit(1, 1, 0, 0))]
+            try SnapshotWriter.apply(upserts: [ChunkRecord(chunk: added, vector: unit(1, 1, 0, 0))], deletes: ["water-storage", "quake-cover", "aid-burns"],
                                      newMeta: Corpus.meta(version: 2, entries: entries), to: path)
             let db = try Database(path: path, mode: .readOnly(immutable: true))
             let rowids = try db.prepare("SELECT id FROM chunks_fts_docsize ORDER BY id")

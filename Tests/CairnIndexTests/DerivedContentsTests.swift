@@ -3,25 +3,25 @@ import CairnCore
 import Foundation
 import Testing
 
-/// `IndexContents.changed(deleting:upserting:)` and `Changed.contents(ofFile:meta:)`: a delta
+/// `IndexContents.changed(deleting:upserting:)` and `CheckedDelta.contents(ofFile:meta:)`: a delta
 /// checked against the installed rows in memory, and the new version's rows derived from them
 /// instead of read.
 @Suite struct DerivedContentsTests {
     /// Version 2 of the corpus: one chunk's text and tags changed, one deleted, one new (with a
     /// scenario the corpus does not have), one moved to no scenario.
-    static let upserts: [(Chunk, [Float])] = [
-        (Chunk(id: "water-purify", title: "Purifying water", content: "Boil water for three minutes at altitude.",
-               scenario: "flood", tags: ["water"], source: "guide/water.md"), unit(1, 0.1, 0, 0)),
-        (Chunk(id: "fire-escape", title: "Escaping a fire", content: "Stay low under the smoke and feel doors for heat.",
-               scenario: "fire", tags: ["evacuation", "fire"]), unit(0, 0.7, 0, 0.7)),
-        (Chunk(id: "aid-burns", title: "Treating burns", content: "Cool the burn under running water for twenty minutes.",
-               scenario: nil, tags: ["health"]), unit(0.3, 0, 0, 0.95)),
+    static let upserts: [ChunkRecord] = [
+        ChunkRecord(chunk: Chunk(id: "water-purify", title: "Purifying water", content: "Boil water for three minutes at altitude.",
+                                 scenario: "flood", tags: ["water"], source: "guide/water.md"), vector: unit(1, 0.1, 0, 0)),
+        ChunkRecord(chunk: Chunk(id: "fire-escape", title: "Escaping a fire", content: "Stay low under the smoke and feel doors for heat.",
+                                 scenario: "fire", tags: ["evacuation", "fire"]), vector: unit(0, 0.7, 0, 0.7)),
+        ChunkRecord(chunk: Chunk(id: "aid-burns", title: "Treating burns", content: "Cool the burn under running water for twenty minutes.",
+                                 scenario: nil, tags: ["health"]), vector: unit(0.3, 0, 0, 0.95)),
     ]
     static let deletes = ["quake-after"]
 
-    static var version2: [(Chunk, [Float])] {
-        let replaced = Set(upserts.map(\.0.id))
-        return Corpus.entries.filter { !replaced.contains($0.0.id) && !deletes.contains($0.0.id) } + upserts
+    static var version2: [ChunkRecord] {
+        let replaced = Set(upserts.map(\.chunk.id))
+        return Corpus.entries.filter { !replaced.contains($0.chunk.id) && !deletes.contains($0.chunk.id) } + upserts
     }
 
     static let requests = ScanTests.requests + [
@@ -38,12 +38,12 @@ import Testing
             #expect(old.hasLeaves)
             let meta = Corpus.meta(version: 2, entries: Self.version2)
 
-            let changed = try old.changed(deleting: Self.deletes, upserting: Self.upserts)
-            #expect(changed.stateRoot == meta.stateRoot && changed.count == Self.version2.count)
+            let checked = try old.changed(deleting: Self.deletes, upserting: Self.upserts)
+            #expect(checked.stateRoot == meta.stateRoot && checked.count == Self.version2.count)
 
-            try SnapshotWriter.apply([SnapshotWriter.Change(upserts: Self.upserts, deletes: Self.deletes)], newMeta: meta,
+            try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: Self.upserts, deletes: Self.deletes)], newMeta: meta,
                                      to: path, check: .checkedByCaller)
-            let derived = try changed.contents(ofFile: path, meta: meta)
+            let derived = try checked.contents(ofFile: path, meta: meta)
             let read = try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: meta.stateRoot)
             #expect(derived.meta == read.meta && derived.count == read.count && derived.hasLeaves)
 
@@ -55,7 +55,7 @@ import Testing
                 #expect(fromDerived == (try b.search(request, queryVector: vector).results))
             }
             // The derived leaves are the file's: the next delta checks against them.
-            let next = [(Chunk(id: "lighting", title: "Lighting", content: "Use torches.", scenario: nil, tags: []), unit(0, 0, 1, 1))]
+            let next = [ChunkRecord(chunk: Chunk(id: "lighting", title: "Lighting", content: "Use torches.", scenario: nil, tags: []), vector: unit(0, 0, 1, 1))]
             #expect(try derived.changed(deleting: [], upserting: next).stateRoot == read.changed(deleting: [], upserting: next).stateRoot)
         }
     }
@@ -70,12 +70,12 @@ import Testing
             #expect { try old.changed(deleting: ["aid-burns"], upserting: [Self.upserts[2]]) } throws: {
                 ($0 as? IndexError)?.code == .deltaMismatch
             }
-            #expect { try old.changed(deleting: [], upserting: [(Self.upserts[0].0, [1, 0])]) } throws: {
+            #expect { try old.changed(deleting: [], upserting: [ChunkRecord(chunk: Self.upserts[0].chunk, vector: [1, 0])]) } throws: {
                 ($0 as? IndexError)?.code == .dimensionMismatch
             }
             // A changed upsert gives another root than the version's: the caller refuses it.
             var tampered = Self.upserts
-            tampered[0].0.content = "Drink the flood water."
+            tampered[0].chunk.content = "Drink the flood water."
             #expect(try old.changed(deleting: Self.deletes, upserting: tampered).stateRoot
                     != Corpus.meta(version: 2, entries: Self.version2).stateRoot)
             // Rows loaded without leaves cannot check a delta.
@@ -93,8 +93,8 @@ import Testing
             // The meta says version 2 but the rows were never changed.
             try Database(path: path, mode: .readWrite).exec(
                 "UPDATE meta SET value = '2' WHERE key = 'version'; UPDATE meta SET value = '\(meta.stateRoot.hex)' WHERE key = 'state_root'")
-            let changed = try old.changed(deleting: Self.deletes, upserting: Self.upserts)
-            #expect { try changed.contents(ofFile: path, meta: meta) } throws: {
+            let checked = try old.changed(deleting: Self.deletes, upserting: Self.upserts)
+            #expect { try checked.contents(ofFile: path, meta: meta) } throws: {
                 ($0 as? IndexError)?.code == .snapshotMalformed
             }
         }
@@ -123,24 +123,24 @@ import Testing
             // among the others (inserted at the end of rowid order, so ids stop ascending by rowid).
             for version in 2...4 {
                 let revised = entries[version]
-                let upserts: [(Chunk, [Float])] = [
-                    (Chunk(id: revised.0.id, title: revised.0.title, content: revised.0.content + " Revised \(version).",
-                           scenario: version == 3 ? nil : "storm", tags: ["revised", "v\(version)"]), unit(1, Float(version), 0, 0)),
-                    (Chunk(id: "aaa-\(version)", title: "First \(version)", content: "early guide \(version) water", scenario: "flood",
-                           tags: []), unit(0, 1, Float(version), 0)),
-                    (Chunk(id: "m-\(version)", title: "Middle \(version)", content: "middle guide \(version) shelter", scenario: nil,
-                           tags: ["m"]), unit(0, 0, 1, Float(version))),
+                let upserts: [ChunkRecord] = [
+                    ChunkRecord(chunk: Chunk(id: revised.chunk.id, title: revised.chunk.title, content: revised.chunk.content + " Revised \(version).",
+                                             scenario: version == 3 ? nil : "storm", tags: ["revised", "v\(version)"]), vector: unit(1, Float(version), 0, 0)),
+                    ChunkRecord(chunk: Chunk(id: "aaa-\(version)", title: "First \(version)", content: "early guide \(version) water", scenario: "flood",
+                                             tags: []), vector: unit(0, 1, Float(version), 0)),
+                    ChunkRecord(chunk: Chunk(id: "m-\(version)", title: "Middle \(version)", content: "middle guide \(version) shelter", scenario: nil,
+                                             tags: ["m"]), vector: unit(0, 0, 1, Float(version))),
                 ]
-                let deleted = entries[entries.count - version].0.id
-                entries.removeAll { $0.0.id == deleted || $0.0.id == revised.0.id }
+                let deleted = entries[entries.count - version].chunk.id
+                entries.removeAll { $0.chunk.id == deleted || $0.chunk.id == revised.chunk.id }
                 entries += upserts
                 let meta = Corpus.meta(version: version, entries: entries)
 
-                let changed = try contents.changed(deleting: [deleted], upserting: upserts)
-                #expect(changed.stateRoot == meta.stateRoot && changed.count == entries.count)
-                try SnapshotWriter.apply([SnapshotWriter.Change(upserts: upserts, deletes: [deleted])], newMeta: meta,
+                let checked = try contents.changed(deleting: [deleted], upserting: upserts)
+                #expect(checked.stateRoot == meta.stateRoot && checked.count == entries.count)
+                try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: upserts, deletes: [deleted])], newMeta: meta,
                                          to: path, check: .checkedByCaller)
-                let derived = try changed.contents(ofFile: path, meta: meta)
+                let derived = try checked.contents(ofFile: path, meta: meta)
                 let read = try Snapshot.scan(at: path, check: .storedHashes)
                 #expect(read.rows.ids != read.rows.idOrder.map { read.rows.ids[Int($0)] })
                 Self.expectSameRows(derived, read)
@@ -153,22 +153,22 @@ import Testing
         try withTemporaryDirectory { directory in
             // The base rows come from a file whose rowids are not in id order (a new id appended)…
             let path = try Corpus.snapshot(in: directory)
-            let extra = (Chunk(id: "aaa-first", title: "First", content: "first aid kit", scenario: nil, tags: []), unit(1, 1, 0, 0))
+            let extra = ChunkRecord(chunk: Chunk(id: "aaa-first", title: "First", content: "first aid kit", scenario: nil, tags: []), vector: unit(1, 1, 0, 0))
             let v2 = Corpus.entries + [extra]
-            try SnapshotWriter.apply([SnapshotWriter.Change(upserts: [extra], deletes: [])], newMeta: Corpus.meta(version: 2, entries: v2),
+            try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: [extra], deletes: [])], newMeta: Corpus.meta(version: 2, entries: v2),
                                      to: path, check: .checkedByCaller)
             let base = try Snapshot.scan(at: path, check: .storedHashes)
             // …and the delta is applied to a file holding the same rows written whole (id order).
             let other = try Corpus.snapshot(in: directory, name: "other.sqlite", entries: v2)
             try Database(path: other, mode: .readWrite).exec("UPDATE meta SET value = '2' WHERE key = 'version'")
-            let meta = Corpus.meta(version: 3, entries: v2.filter { !Self.deletes.contains($0.0.id) && !Self.upserts.map(\.0.id).contains($0.0.id) } + Self.upserts)
-            let changed = try base.changed(deleting: Self.deletes, upserting: Self.upserts)
-            #expect(changed.stateRoot == meta.stateRoot)
-            let predicted = changed.predictedRows()
-            try SnapshotWriter.apply([SnapshotWriter.Change(upserts: Self.upserts, deletes: Self.deletes)], newMeta: meta,
+            let meta = Corpus.meta(version: 3, entries: v2.filter { !Self.deletes.contains($0.chunk.id) && !Self.upserts.map(\.chunk.id).contains($0.chunk.id) } + Self.upserts)
+            let checked = try base.changed(deleting: Self.deletes, upserting: Self.upserts)
+            #expect(checked.stateRoot == meta.stateRoot)
+            let expected = checked.expectedRows()
+            try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: Self.upserts, deletes: Self.deletes)], newMeta: meta,
                                      to: other, check: .checkedByCaller)
 
-            let derived = try changed.contents(ofFile: other, meta: meta, predicted: predicted)
+            let derived = try checked.contents(ofFile: other, meta: meta, expected: expected)
             let read = try Snapshot.scan(at: other, check: .storedHashes)
             #expect(read.rows.ids.first == "aaa-first")
             Self.expectSameRows(derived, read)

@@ -19,13 +19,13 @@ import Testing
             // Given version 2 made two ways: created whole, and by a delta applied to version 1
             // (which gives the new chunk a rowid after all the old ones).
             let added = Chunk(id: "aaa-first", title: "Signal mirror", content: "Flash sunlight at rescuers.", scenario: "general")
-            let version2 = Array(Corpus.entries.dropFirst()) + [(added, unit(0.5, 0.5, 0.5, 0.5))]
+            let version2 = Array(Corpus.entries.dropFirst()) + [ChunkRecord(chunk: added, vector: unit(0.5, 0.5, 0.5, 0.5))]
             let meta2 = Corpus.meta(version: 2, entries: version2)
             let created = directory + "/created.sqlite"
             try SnapshotWriter.create(at: created, meta: meta2, entries: version2)
             let applied = directory + "/applied.sqlite"
             try FileManager.default.copyItem(atPath: try Corpus.snapshot(in: directory), toPath: applied)
-            try SnapshotWriter.apply(upserts: [(added, unit(0.5, 0.5, 0.5, 0.5))], deletes: [Corpus.entries[0].0.id],
+            try SnapshotWriter.apply(upserts: [ChunkRecord(chunk: added, vector: unit(0.5, 0.5, 0.5, 0.5))], deletes: [Corpus.entries[0].chunk.id],
                                      newMeta: meta2, to: applied)
             #expect(FileManager.default.contents(atPath: applied) != FileManager.default.contents(atPath: created))
 

@@ -39,7 +39,7 @@ import Testing
             let path = try Corpus.snapshot(in: directory)
             // Deleting rows leaves gaps in the rowids, as a delta's deletes do.
             try Database(path: path, mode: .readWrite).exec("DELETE FROM chunks WHERE id IN ('water-storage', 'quake-after')")
-            let remaining = Corpus.entries.filter { !["water-storage", "quake-after"].contains($0.0.id) }
+            let remaining = Corpus.entries.filter { !["water-storage", "quake-after"].contains($0.chunk.id) }
             let meta = Corpus.meta(entries: remaining)
             try Database(path: path, mode: .readWrite).exec(
                 "UPDATE meta SET value = '\(meta.stateRoot.hex)' WHERE key = 'state_root'; UPDATE meta SET value = '8' WHERE key = 'chunk_count'")
@@ -138,10 +138,10 @@ import Testing
         try withTemporaryDirectory { directory in
             // Quotes, backslashes, control characters, non-ASCII text, no scenario or source, ids
             // whose rowid order is not their byte order: what the row check writes itself.
-            let entries: [(Chunk, [Float])] = [
-                (Chunk(id: "z-last", title: "Say \"hi\"\\ \u{1}", content: "Line\nbreak\ttab", tags: ["a\"b", "ü"]), unit(1, 0, 0, 0)),
-                (Chunk(id: "a-first", title: "", content: "Plain café text.", scenario: "flood", source: "x\\y"), unit(0, 1, 0, 0)),
-                (Chunk(id: "m-middle", title: "Ωmega", content: "", tags: []), unit(0, 0, 1, 0)),
+            let entries: [ChunkRecord] = [
+                ChunkRecord(chunk: Chunk(id: "z-last", title: "Say \"hi\"\\ \u{1}", content: "Line\nbreak\ttab", tags: ["a\"b", "ü"]), vector: unit(1, 0, 0, 0)),
+                ChunkRecord(chunk: Chunk(id: "a-first", title: "", content: "Plain café text.", scenario: "flood", source: "x\\y"), vector: unit(0, 1, 0, 0)),
+                ChunkRecord(chunk: Chunk(id: "m-middle", title: "Ωmega", content: "", tags: []), vector: unit(0, 0, 1, 0)),
             ]
             let meta = Corpus.meta(entries: entries)
             let path = (directory as NSString).appendingPathComponent("escaped.sqlite")

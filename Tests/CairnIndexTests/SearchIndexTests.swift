@@ -51,7 +51,7 @@ import Testing
             // cos with e0: 1, 0.9939, 0.5, 0.5 (a tie, broken by id), 0.3011; the rest are 0.
             #expect(ids(response) == ["water-purify", "water-storage", "lamp-kerosene", "lighting", "aid-burns"])
             for result in response.results {
-                let vector = Corpus.entries.first { $0.0.id == result.chunk.id }!.1
+                let vector = Corpus.entries.first { $0.chunk.id == result.chunk.id }!.vector
                 #expect(abs(result.denseScore! - dot(vector, water)) < 1e-6)
                 #expect(result.fusedScore == result.denseScore)
             }
@@ -121,8 +121,8 @@ import Testing
     @Test func givenNearlyIdenticalVectors_whenSearchingHybrid_thenLexicalAloneRanks() throws {
         try withTemporaryDirectory { directory in
             let entries = (0..<5).map { i in
-                (Chunk(id: "c\(i)", title: "Note \(i)", content: i == 3 ? "Siphoning gasoline safely" : "Plain advice \(i)"),
-                 unit(1, 0.05 * Float(i), 0, 0))
+                ChunkRecord(chunk: Chunk(id: "c\(i)", title: "Note \(i)", content: i == 3 ? "Siphoning gasoline safely" : "Plain advice \(i)"),
+                            vector: unit(1, 0.05 * Float(i), 0, 0))
             }
             let index = try SearchIndex(path: Corpus.snapshot(in: directory, entries: entries))
 
@@ -186,10 +186,10 @@ import Testing
     @Test("Given a word in half the chunks or more, when searched with a rarer one, then it is left out of the match; alone, it still matches")
     func uninformativeTokens() throws {
         try withTemporaryDirectory { directory in
-            let entries: [(Chunk, [Float])] = (0..<8).map { index in
+            let entries: [ChunkRecord] = (0..<8).map { index in
                 let words = index < 3 ? "common words here" : "other words there"
                 let rare = index == 1 || index == 6 ? " with a rare lantern" : ""
-                return (Chunk(id: "c\(index)", title: "Chunk \(index)", content: words + rare), unit(1, Float(index), 0, 0))
+                return ChunkRecord(chunk: Chunk(id: "c\(index)", title: "Chunk \(index)", content: words + rare), vector: unit(1, Float(index), 0, 0))
             }
             let index = try SearchIndex(path: Corpus.snapshot(in: directory, entries: entries))
             func found(_ query: String) throws -> [String] {
@@ -206,7 +206,7 @@ import Testing
     @Test func givenAScenarioFilter_whenSearching_thenOnlyThatScenarioAndGeneralChunksAreReturned() throws {
         try withTemporaryDirectory { directory in
             let index = try SearchIndex(path: Corpus.snapshot(in: directory))
-            let allowed = Set(Corpus.entries.filter { ["flood", "general"].contains($0.0.scenario) }.map(\.0.id))
+            let allowed = Set(Corpus.entries.filter { ["flood", "general"].contains($0.chunk.scenario) }.map(\.chunk.id))
 
             let response = try index.search(SearchRequest(query: "water", k: 100, scenario: "flood"), queryVector: water)
             let unknown = try index.search(SearchRequest(query: "water kerosene", k: 100, scenario: "volcano"), queryVector: water)
@@ -234,8 +234,8 @@ import Testing
         try withTemporaryDirectory { directory in
             let index = try SearchIndex(path: Corpus.snapshot(in: directory))
 
-            #expect(try index.chunk(id: "water-purify") == Corpus.entries[0].0)
-            #expect(try index.chunk(id: "shelter-jp") == Corpus.entries[9].0)
+            #expect(try index.chunk(id: "water-purify") == Corpus.entries[0].chunk)
+            #expect(try index.chunk(id: "shelter-jp") == Corpus.entries[9].chunk)
             #expect(try index.chunk(id: "missing") == nil)
             #expect(index.count == Corpus.entries.count)
             #expect(index.meta == Corpus.meta())

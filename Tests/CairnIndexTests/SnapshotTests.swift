@@ -13,7 +13,7 @@ import Testing
 
             #expect(meta == Corpus.meta())
             #expect(meta.chunkCount == Corpus.entries.count)
-            #expect(StateRoot.compute(records) == StateRoot.compute(Corpus.entries.map { StateRoot.Record(chunk: $0.0, embedding: $0.1) }))
+            #expect(StateRoot.compute(records) == StateRoot.compute(Corpus.entries.map { StateRoot.Record(chunk: $0.chunk, embedding: $0.vector) }))
             #expect(!FileManager.default.fileExists(atPath: path + "-journal"))
             #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
         }
@@ -46,7 +46,7 @@ import Testing
     @Test func givenAVectorOfTheWrongDimension_whenCreating_thenItRefuses() throws {
         try withTemporaryDirectory { directory in
             let path = (directory as NSString).appendingPathComponent("snapshot.sqlite")
-            let entries = [(Chunk(id: "a", title: "A", content: "a"), [Float](repeating: 0.5, count: 3))]
+            let entries = [ChunkRecord(chunk: Chunk(id: "a", title: "A", content: "a"), vector: [Float](repeating: 0.5, count: 3))]
 
             #expect { try SnapshotWriter.create(at: path, meta: Corpus.meta(entries: entries), entries: entries) } throws: { error in
                 (error as? IndexError)?.code == .dimensionMismatch

@@ -11,46 +11,49 @@ extension IndexContents {
     /// and with the state root they give (protocol/state-root.md): the kept rows' leaves as
     /// loaded, the upserts' computed from their data, merged in id order. Reads no file, so a
     /// delta is checked before any file is touched.
-    public func changed(deleting deletes: [String], upserting upserts: [(Chunk, [Float])]) throws(IndexError) -> Changed {
-        let change = try Change(self, deletes: deletes, upserts: upserts)
+    public func changed(deleting deletes: [String], upserting upserts: [ChunkRecord]) throws(IndexError) -> CheckedDelta {
+        let match = try RowMatch(self, deletes: deletes, upserts: upserts)
         var leaves: [ContentID] = []
-        leaves.reserveCapacity(change.count)
-        change.merge(rows) { source in
-            leaves.append(source >= 0 ? rows.leaves[source] : change.upsertLeaves[-1 - source])
+        leaves.reserveCapacity(match.count)
+        match.merge(rows) { source in
+            switch source {
+            case .base(let row): leaves.append(rows.leaves[row])
+            case .upsert(let position): leaves.append(match.upsertLeaves[position])
+            }
         }
-        return Changed(base: self, change: change, upserts: upserts, stateRoot: StateRoot.compute(orderedLeaves: leaves))
+        return CheckedDelta(base: self, match: match, upserts: upserts, stateRoot: StateRoot.compute(orderedLeaves: leaves))
     }
 
-    /// A checked change to loaded rows (`changed(deleting:upserting:)`).
-    public struct Changed: Sendable {
+    /// A delta checked against loaded rows (`changed(deleting:upserting:)`): the state root it
+    /// gives, the rows the changed file is expected to hold, and that file's contents.
+    public struct CheckedDelta: Sendable {
         let base: IndexContents
-        fileprivate let change: Change
-        let upserts: [(Chunk, [Float])]
-        /// The state root and chunk count of the rows after the change.
+        fileprivate let match: RowMatch
+        let upserts: [ChunkRecord]
+        /// The state root and chunk count of the rows after the delta.
         public let stateRoot: ContentID
-        public var count: Int { change.count }
+        public var count: Int { match.count }
 
         /// The changed rows in the order the changed file is expected to hold them by rowid —
         /// the base rows' order, an upsert of a held id in that row's place, new ids after them
         /// in the delta's order (what `SnapshotWriter.apply` does to the base version's file, or
         /// to an older one brought up to it by the same changes) — with everything but their
         /// rowids. Reads no file: it can be built while the delta is being applied.
-        public func predictedRows() -> PredictedRows {
+        public func expectedRows() -> ExpectedRows {
             let rows = base.rows
             var replacement = [Int32](repeating: -1, count: rows.ids.count)
-            for (position, row) in change.upsertRows.enumerated() { if let row { replacement[row] = Int32(position) } }
-            var sources: [Int] = []
+            for (position, row) in match.upsertRows.enumerated() { if let row { replacement[row] = Int32(position) } }
+            var sources: [RowSource] = []
             sources.reserveCapacity(count)
             for row in rows.ids.indices {
-                if replacement[row] >= 0 { sources.append(-1 - Int(replacement[row])) } else if !change.removed[row] { sources.append(row) }
+                if replacement[row] >= 0 { sources.append(.upsert(Int(replacement[row]))) } else if !match.removed[row] { sources.append(.base(row)) }
             }
-            for (position, row) in change.upsertRows.enumerated() where row == nil { sources.append(-1 - position) }
-            return PredictedRows(sources: sources, rows: assemble(sources))
+            for (position, row) in match.upsertRows.enumerated() where row == nil { sources.append(.upsert(position)) }
+            return ExpectedRows(sources: sources, rows: assemble(sources))
         }
 
-        /// The changed rows of `sources` (a base row ≥ 0 or upsert -1 - position) in that order,
-        /// without rowids.
-        private func assemble(_ sources: [Int]) -> Rows {
+        /// The changed rows of `sources` in that order, without rowids.
+        private func assemble(_ sources: [RowSource]) -> Rows {
             let rows = base.rows
             var scenarioNames = [String](repeating: "", count: rows.scenarioCode.count)
             for (name, code) in rows.scenarioCode { scenarioNames[Int(code)] = name }
@@ -58,14 +61,15 @@ extension IndexContents {
             var result = Rows(capacity: sources.count, dimension: 0)
             result.reserveLeaves(sources.count)
             for source in sources {
-                if source >= 0 {
-                    let code = rows.scenarioCodes[source]
-                    result.appendRow(id: rows.ids[source], scenario: code < 0 ? nil : scenarioNames[Int(code)], tags: rows.tags[source])
-                    result.leaves.append(rows.leaves[source])
-                } else {
-                    let chunk = upserts[-1 - source].0
+                switch source {
+                case .base(let row):
+                    let code = rows.scenarioCodes[row]
+                    result.appendRow(id: rows.ids[row], scenario: code < 0 ? nil : scenarioNames[Int(code)], tags: rows.tags[row])
+                    result.leaves.append(rows.leaves[row])
+                case .upsert(let position):
+                    let chunk = upserts[position].chunk
                     result.appendRow(id: chunk.id, scenario: chunk.scenario, tags: Set(chunk.tags))
-                    result.leaves.append(change.upsertLeaves[-1 - source])
+                    result.leaves.append(match.upsertLeaves[position])
                 }
             }
             // The matrix in one allocation, a row copied at a time.
@@ -74,10 +78,11 @@ extension IndexContents {
                 rows.matrix.withUnsafeBufferPointer { old in
                     for (index, source) in sources.enumerated() {
                         let target = buffer.baseAddress! + index * dimension
-                        if source >= 0 {
-                            target.initialize(from: old.baseAddress! + source * dimension, count: dimension)
-                        } else {
-                            upserts[-1 - source].1.withUnsafeBufferPointer { target.initialize(from: $0.baseAddress!, count: dimension) }
+                        switch source {
+                        case .base(let row):
+                            target.initialize(from: old.baseAddress! + row * dimension, count: dimension)
+                        case .upsert(let position):
+                            upserts[position].vector.withUnsafeBufferPointer { target.initialize(from: $0.baseAddress!, count: dimension) }
                         }
                     }
                 }
@@ -91,10 +96,10 @@ extension IndexContents {
         /// brought up to it): rowids from the file's id index, read in id order beside the
         /// changed rows' ids (which they must equal, else `.snapshotMalformed`), and the upserted
         /// rows' lengths from its FTS size table; everything else — vectors, scenarios, tags,
-        /// leaves, the kept rows' lengths — from the base rows and the upserts (`predicted`, when
+        /// leaves, the kept rows' lengths — from the base rows and the upserts (`expected`, when
         /// built beforehand and the file's rowids follow its order; else built here), without
         /// reading the rows themselves.
-        public func contents(ofFile path: String, meta: SnapshotMeta, predicted: PredictedRows? = nil) throws(IndexError) -> IndexContents {
+        public func contents(ofFile path: String, meta: SnapshotMeta, expected: ExpectedRows? = nil) throws(IndexError) -> IndexContents {
             let rows = base.rows
             let file = try FileIdentity(path: path)
             let db = try Database(path: path, mode: .readOnly(immutable: false))
@@ -103,52 +108,72 @@ extension IndexContents {
             }
 
             // The file's (rowid, id) pairs from its id index (a few pages; the table's own pages
-            // hold the text and vectors), in id order, each matched with the row the change puts
-            // there: a base row (≥ 0) or upsert -1 - position.
-            var inIDOrder: [Int] = []
+            // hold the text and vectors), in id order, each matched with the row the delta puts
+            // there.
+            var inIDOrder: [RowSource] = []
             inIDOrder.reserveCapacity(count)
             var baseRowids = [Int64](repeating: 0, count: rows.ids.count)
             var upsertRowids = [Int64](repeating: 0, count: upserts.count)
             let statement = try db.prepare("SELECT rowid, id FROM chunks ORDER BY id")
             var matched = true
-            try change.merge(rows) { (source) throws(IndexError) in
+            try match.merge(rows) { (source) throws(IndexError) in
                 guard matched, try statement.step(), let stored = statement.unsafeUTF8(at: 1) else {
                     matched = false
                     return
                 }
-                let id = source >= 0 ? rows.ids[source] : upserts[-1 - source].0.id
-                if !id.utf8.elementsEqual(stored) { matched = false }
-                if source >= 0 { baseRowids[source] = statement.int64(at: 0) } else { upsertRowids[-1 - source] = statement.int64(at: 0) }
+                switch source {
+                case .base(let row):
+                    if !rows.ids[row].utf8.elementsEqual(stored) { matched = false }
+                    baseRowids[row] = statement.int64(at: 0)
+                case .upsert(let position):
+                    if !upserts[position].chunk.id.utf8.elementsEqual(stored) { matched = false }
+                    upsertRowids[position] = statement.int64(at: 0)
+                }
                 inIDOrder.append(source)
             }
             guard matched, try !statement.step() else {
                 throw IndexError(.snapshotMalformed, "the changed snapshot's chunk ids are not the old version's changed by the delta")
             }
-            func rowid(_ source: Int) -> Int64 { source >= 0 ? baseRowids[source] : upsertRowids[-1 - source] }
+            func rowid(_ source: RowSource) -> Int64 {
+                switch source {
+                case .base(let row): baseRowids[row]
+                case .upsert(let position): upsertRowids[position]
+                }
+            }
 
             // Rows in rowid order, the order every other load uses.
-            var prediction = predicted ?? predictedRows()
-            let ascending = zip(prediction.sources, prediction.sources.dropFirst()).allSatisfy { rowid($0) < rowid($1) }
+            var expected = expected ?? expectedRows()
+            let ascending = zip(expected.sources, expected.sources.dropFirst()).allSatisfy { rowid($0) < rowid($1) }
             if !ascending {
-                let sources = prediction.sources.sorted { rowid($0) < rowid($1) }
-                prediction = PredictedRows(sources: sources, rows: assemble(sources))
+                let sources = expected.sources.sorted { rowid($0) < rowid($1) }
+                expected = ExpectedRows(sources: sources, rows: assemble(sources))
             }
-            var result = prediction.rows
-            result.place(rowids: prediction.sources.map(rowid))
+            var result = expected.rows
+            result.place(rowids: expected.sources.map(rowid))
 
             // `idOrder` from the id order read; lengths: kept rows' as loaded, upserted rows' read.
             var newRowForBase = [Int32](repeating: -1, count: rows.ids.count)
             var newRowForUpsert = [Int32](repeating: -1, count: upserts.count)
-            for (row, source) in prediction.sources.enumerated() {
-                if source >= 0 { newRowForBase[source] = Int32(row) } else { newRowForUpsert[-1 - source] = Int32(row) }
+            for (newRow, source) in expected.sources.enumerated() {
+                switch source {
+                case .base(let row): newRowForBase[row] = Int32(newRow)
+                case .upsert(let position): newRowForUpsert[position] = Int32(newRow)
+                }
             }
-            result.idOrder = inIDOrder.map { $0 >= 0 ? newRowForBase[$0] : newRowForUpsert[-1 - $0] }
+            result.idOrder = inIDOrder.map { source in
+                switch source {
+                case .base(let row): newRowForBase[row]
+                case .upsert(let position): newRowForUpsert[position]
+                }
+            }
             var tokens: [Int32] = []
             tokens.reserveCapacity(count)
             let sizes = try db.prepare(DocumentLengths.rowSQL)
-            for source in prediction.sources {
-                let length = source >= 0 ? base.lengths.tokens(rowid: rows.rowids[source])
-                    : try DocumentLengths.read(rowid: rowid(source), from: sizes)
+            for source in expected.sources {
+                let length = switch source {
+                case .base(let row): base.lengths.tokens(rowid: rows.rowids[row])
+                case .upsert: try DocumentLengths.read(rowid: rowid(source), from: sizes)
+                }
                 guard let length else {
                     throw IndexError(.snapshotMalformed, "a row of the changed snapshot has no full-text size record")
                 }
@@ -159,18 +184,28 @@ extension IndexContents {
         }
     }
 
-    /// `Changed.predictedRows()`: the changed rows without rowids, in their expected rowid order.
-    public struct PredictedRows: Sendable {
-        /// Each row's source: a base row (≥ 0) or upsert -1 - position.
-        fileprivate let sources: [Int]
+    /// `CheckedDelta.expectedRows()`: the changed rows without rowids, in the rowid order the
+    /// changed file is expected to hold them.
+    public struct ExpectedRows: Sendable {
+        /// Where each row comes from.
+        fileprivate let sources: [RowSource]
         fileprivate let rows: Rows
     }
 
-    /// Which loaded rows a delta removes or replaces, found by id in `Rows.idOrder`.
-    fileprivate struct Change: Sendable {
+    /// Where a row after a delta comes from: a loaded (base) row, by its index in `Rows`, or an
+    /// upsert, by its position in the delta's upserts. One is made per row (up to a million):
+    /// Int payloads keep it a plain value, with no allocation.
+    fileprivate enum RowSource: Sendable {
+        case base(Int)
+        case upsert(Int)
+    }
+
+    /// A delta's ids matched to loaded rows: which rows it removes or replaces, found by id in
+    /// `Rows.idOrder`.
+    fileprivate struct RowMatch: Sendable {
         /// Per loaded row: deleted or replaced by an upsert.
         let removed: [Bool]
-        /// Rows after the change.
+        /// Rows after the delta.
         let count: Int
         /// Upsert positions in UTF-8 byte order of their ids, and the ids.
         let upsertOrder: [Int]
@@ -180,7 +215,7 @@ extension IndexContents {
         /// The loaded row each upsert replaces (nil for a new id).
         let upsertRows: [Int?]
 
-        init(_ contents: IndexContents, deletes: [String], upserts: [(Chunk, [Float])]) throws(IndexError) {
+        init(_ contents: IndexContents, deletes: [String], upserts: [ChunkRecord]) throws(IndexError) {
             guard contents.hasLeaves else {
                 throw IndexError(.snapshotMalformed, "these rows were loaded without their state-root leaves")
             }
@@ -195,10 +230,10 @@ extension IndexContents {
                 removedCount += 1
             }
             var upsertRows = [Int?](repeating: nil, count: upserts.count)
-            let upsertOrder = upserts.indices.sorted { upserts[$0].0.id.utf8.lexicographicallyPrecedes(upserts[$1].0.id.utf8) }
+            let upsertOrder = upserts.indices.sorted { upserts[$0].chunk.id.utf8.lexicographicallyPrecedes(upserts[$1].chunk.id.utf8) }
             for (index, position) in upsertOrder.enumerated() {
-                let (chunk, vector) = upserts[position]
-                guard index == 0 || !upserts[upsertOrder[index - 1]].0.id.utf8.elementsEqual(chunk.id.utf8) else {
+                let chunk = upserts[position].chunk, vector = upserts[position].vector
+                guard index == 0 || !upserts[upsertOrder[index - 1]].chunk.id.utf8.elementsEqual(chunk.id.utf8) else {
                     throw IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
                 }
                 guard vector.count == contents.meta.dimension else {
@@ -216,9 +251,9 @@ extension IndexContents {
             self.removed = removed
             self.upsertRows = upsertRows
             self.upsertOrder = upsertOrder
-            upsertIDs = upserts.map(\.0.id)
+            upsertIDs = upserts.map(\.chunk.id)
             count = rows.ids.count - removedCount + upserts.count
-            upsertLeaves = upserts.map { StateRoot.Record(chunk: $0.0, embedding: $0.1).leaf }
+            upsertLeaves = upserts.map(\.stateRecord.leaf)
         }
 
         /// The loaded row holding `id` (its UTF-8 bytes), by binary search in `idOrder`.
@@ -232,20 +267,20 @@ extension IndexContents {
             return Int(rows.idOrder[low])
         }
 
-        /// Calls `body` with each row after the change in UTF-8 byte order of its id: a kept
-        /// loaded row (≥ 0) or upsert -1 - position.
-        func merge<E: Error>(_ rows: Rows, _ body: (Int) throws(E) -> Void) throws(E) {
+        /// Calls `body` with each row after the delta in UTF-8 byte order of its id: a kept
+        /// loaded row or an upsert.
+        func merge<E: Error>(_ rows: Rows, _ body: (RowSource) throws(E) -> Void) throws(E) {
             var next = 0
             for row in rows.idOrder where !removed[Int(row)] {
                 let id = rows.ids[Int(row)]
                 while next < upsertOrder.count, upsertIDs[upsertOrder[next]].utf8.lexicographicallyPrecedes(id.utf8) {
-                    try body(-1 - upsertOrder[next])
+                    try body(.upsert(upsertOrder[next]))
                     next += 1
                 }
-                try body(Int(row))
+                try body(.base(Int(row)))
             }
             while next < upsertOrder.count {
-                try body(-1 - upsertOrder[next])
+                try body(.upsert(upsertOrder[next]))
                 next += 1
             }
         }

@@ -41,7 +41,7 @@ public final class IndexContents: Sendable {
         /// The rows' positions in UTF-8 byte order of their ids, when they have leaves (else
         /// empty): a delta is checked, and the new rows derived, by merging in this order, the
         /// order of the state root and of the file's id index. Set by whoever loads rows with
-        /// leaves: `Snapshot.combine` (`orderIDs()`) and `Changed.contents(ofFile:…)` (from the
+        /// leaves: `Snapshot.combine` (`orderIDs()`) and `CheckedDelta.contents(ofFile:…)` (from the
         /// id order it reads).
         var idOrder: [Int32] = []
 

@@ -27,9 +27,9 @@ public struct SnapshotMeta: Hashable, Sendable, Codable {
     }
 
     /// The meta of a version made of exactly `entries`: state root and chunk count computed.
-    public init(channel: String, version: Int, dimension: Int, modelID: String, entries: [(Chunk, [Float])]) {
+    public init(channel: String, version: Int, dimension: Int, modelID: String, entries: [ChunkRecord]) {
         self.init(channel: channel, version: version,
-                  stateRoot: StateRoot.compute(entries.map { StateRoot.Record(chunk: $0.0, embedding: $0.1) }),
+                  stateRoot: StateRoot.compute(chunks: entries),
                   dimension: dimension, modelID: modelID, chunkCount: entries.count)
     }
 

@@ -10,14 +10,14 @@ extension SnapshotWriter {
         let db = try Database(path: source, mode: .readOnly(immutable: true))
         let meta = try Snapshot.meta(in: db)
         let statement = try db.prepare("SELECT \(SnapshotSchema.chunkColumns), embedding FROM chunks")
-        var entries: [(Chunk, [Float])] = []
+        var entries: [ChunkRecord] = []
         entries.reserveCapacity(meta.chunkCount)
         while try statement.step() {
             let chunk = try ChunkRow.chunk(from: statement)
             guard let bytes = statement.blob(at: 6), bytes.count == meta.dimension * 4 else {
                 throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
             }
-            entries.append((chunk, ChunkRow.decode(bytes)))
+            entries.append(ChunkRecord(chunk: chunk, vector: ChunkRow.decode(bytes)))
         }
         try create(at: output, meta: meta, entries: entries)
     }

@@ -16,10 +16,10 @@ public enum SnapshotWriter {
     /// `meta.chunkCount` and `meta.stateRoot` must describe `entries` (see
     /// `SnapshotMeta.init(channel:version:dimension:modelID:entries:)`), and every vector must
     /// have `meta.dimension` values. On failure the partial file is removed.
-    public static func create(at path: String, meta: SnapshotMeta, entries: [(Chunk, [Float])]) throws(IndexError) {
+    public static func create(at path: String, meta: SnapshotMeta, entries: [ChunkRecord]) throws(IndexError) {
         try validate(meta: meta)
-        try validate(vectors: entries.map(\.1), dimension: meta.dimension)
-        let records = entries.map { StateRoot.Record(chunk: $0.0, embedding: $0.1) }
+        try validate(vectors: entries.map(\.vector), dimension: meta.dimension)
+        let records = entries.map(\.stateRecord)
         guard Set(records.map(\.id)).count == records.count else {
             throw IndexError(.deltaMismatch, "two entries share one chunk id; ids must be unique within a version")
         }
@@ -35,7 +35,7 @@ public enum SnapshotWriter {
                 : IndexError(.sqlite, "cannot create the snapshot file: \(String(cString: strerror(code)))")
         }
         close(fd)
-        let ordered = entries.sorted { $0.0.id.utf8.lexicographicallyPrecedes($1.0.id.utf8) }
+        let ordered = entries.sorted { $0.chunk.id.utf8.lexicographicallyPrecedes($1.chunk.id.utf8) }
         do {
             try write(at: path, meta: meta, entries: ordered)
         } catch {
@@ -45,15 +45,15 @@ public enum SnapshotWriter {
         }
     }
 
-    private static func write(at path: String, meta: SnapshotMeta, entries: [(Chunk, [Float])]) throws(IndexError) {
+    private static func write(at path: String, meta: SnapshotMeta, entries: [ChunkRecord]) throws(IndexError) {
         let db = try Database(path: path, mode: .readWrite)
         try db.exec(SnapshotSchema.pragmas)
         try db.transaction { () throws(IndexError) in
             try db.exec(SnapshotSchema.tables)
             try writeMeta(meta, to: db)
             let insert = try db.prepare(insertSQL, persistent: true)
-            for (chunk, vector) in entries {
-                try bindChunk(chunk, vector: vector, to: insert)
+            for entry in entries {
+                try bindChunk(entry.chunk, vector: entry.vector, to: insert)
                 try insert.run()
                 insert.reset()
             }
@@ -64,19 +64,20 @@ public enum SnapshotWriter {
         try db.exec("VACUUM")
     }
 
-    /// One delta's changes to a snapshot's rows: chunks to insert or replace by id, ids to delete.
-    public struct Change: Sendable {
-        public var upserts: [(Chunk, [Float])]
+    /// One delta's edit of a snapshot's rows, as `apply` writes it: chunks to insert or replace
+    /// by id, ids to delete.
+    public struct Edit: Sendable {
+        public var upserts: [ChunkRecord]
         public var deletes: [String]
 
-        public init(upserts: [(Chunk, [Float])], deletes: [String]) {
+        public init(upserts: [ChunkRecord], deletes: [String]) {
             self.upserts = upserts
             self.deletes = deletes
         }
 
         /// A decoded delta's upserts and deletes.
         public init(_ delta: Delta) {
-            self.init(upserts: delta.upserts.map { ($0.chunk, $0.vector) }, deletes: delta.deletes)
+            self.init(upserts: delta.upserts, deletes: delta.deletes)
         }
     }
 
@@ -86,31 +87,31 @@ public enum SnapshotWriter {
         /// row) and the row count must equal the new meta's.
         case storedHashes
         /// The caller computed the result's state root before the file was touched, from the
-        /// rows the changes apply to (`IndexContents.changed(deleting:upserting:)`); only the
+        /// rows the edits apply to (`IndexContents.changed(deleting:upserting:)`); only the
         /// row count is checked here.
         case checkedByCaller
     }
 
     /// Applies upserts (insert or replace by id) and deletes to the snapshot at `path` (a copy of
     /// the installed one) in one transaction, keeping the FTS index in step, and sets `newMeta`.
-    public static func apply(upserts: [(Chunk, [Float])], deletes: [String], newMeta: SnapshotMeta,
+    public static func apply(upserts: [ChunkRecord], deletes: [String], newMeta: SnapshotMeta,
                              to path: String) throws(IndexError) {
-        try apply([Change(upserts: upserts, deletes: deletes)], newMeta: newMeta, to: path, check: .storedHashes)
+        try apply([Edit(upserts: upserts, deletes: deletes)], newMeta: newMeta, to: path, check: .storedHashes)
     }
 
-    /// Applies `changes` in order (each as one delta: upserts insert or replace by id, deletes
+    /// Applies `edits` in order (each one delta's: upserts insert or replace by id, deletes
     /// remove) to the snapshot at `path` in one transaction, keeping the FTS index in step, and
-    /// sets `newMeta`. Several changes bring an older version's file up to the delta's base first.
+    /// sets `newMeta`. Several edits bring an older version's file up to the delta's base first.
     ///
     /// Refuses (and leaves the file unchanged) when: a deleted id is absent, an id appears twice
-    /// in one change, a vector's dimension differs from the snapshot's, or the resulting chunk
+    /// in one edit, a vector's dimension differs from the snapshot's, or the resulting chunk
     /// count (and, with `.storedHashes`, the state root) differ from `newMeta`'s.
     ///
     /// The file is scratch until the caller fsyncs it: the transaction keeps its rollback
     /// journal in memory and SQLite does not fsync (`journal_mode=MEMORY`, `synchronous=OFF`,
     /// neither stored in the file), so a crash part-way leaves a file to discard, as a device
     /// discards its `.partial` folders at start-up; a refusal still rolls back in full.
-    public static func apply(_ changes: [Change], newMeta: SnapshotMeta, to path: String,
+    public static func apply(_ edits: [Edit], newMeta: SnapshotMeta, to path: String,
                              check: ResultCheck) throws(IndexError) {
         try validate(meta: newMeta)
         let db = try Database(path: path, mode: .readWrite)
@@ -119,11 +120,11 @@ public enum SnapshotWriter {
         guard newMeta.dimension == current.dimension else {
             throw IndexError(.dimensionMismatch, "a delta cannot change the embedding dimension; install a full snapshot")
         }
-        for change in changes {
-            try validate(vectors: change.upserts.map(\.1), dimension: current.dimension)
-            let upsertIDs = change.upserts.map(\.0.id)
-            guard Set(upsertIDs).count == upsertIDs.count, Set(change.deletes).count == change.deletes.count,
-                  Set(upsertIDs).isDisjoint(with: change.deletes) else {
+        for edit in edits {
+            try validate(vectors: edit.upserts.map(\.vector), dimension: current.dimension)
+            let upsertIDs = edit.upserts.map(\.chunk.id)
+            guard Set(upsertIDs).count == upsertIDs.count, Set(edit.deletes).count == edit.deletes.count,
+                  Set(upsertIDs).isDisjoint(with: edit.deletes) else {
                 throw IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
             }
         }
@@ -163,8 +164,8 @@ public enum SnapshotWriter {
                 try ftsInsert.run()
             }
 
-            for change in changes {
-                for id in change.deletes {
+            for edit in edits {
+                for id in edit.deletes {
                     guard let row = try existing(id: id) else {
                         throw IndexError(.deltaMismatch, "a delta deletes a chunk this snapshot does not hold; it was built for another version")
                     }
@@ -173,7 +174,8 @@ public enum SnapshotWriter {
                     try deleteRow.bind(row.rowid, at: 1)
                     try deleteRow.run()
                 }
-                for (chunk, vector) in change.upserts {
+                for upsert in edit.upserts {
+                    let chunk = upsert.chunk, vector = upsert.vector
                     if let row = try existing(id: chunk.id) {
                         // Same title and content bytes (not Swift's canonical equivalence: the
                         // tokenizer sees bytes): the row's terms stay as indexed, so a change of

@@ -29,7 +29,7 @@ struct VectorSource {
     static func textHash(_ chunk: Chunk) -> ContentID { ContentID(hashing: Array(chunk.embeddingText.utf8)) }
 
     /// Every chunk with its vector, in the order given.
-    mutating func vectors(for chunks: [Chunk], progress: (PublishProgress) -> Void) throws(PublishError) -> [(Chunk, [Float])] {
+    mutating func vectors(for chunks: [Chunk], progress: (PublishProgress) -> Void) throws(PublishError) -> [ChunkRecord] {
         var vectors = [[Float]?](repeating: nil, count: chunks.count)
         var pending: [ContentID: [Int]] = [:]
         var order: [ContentID] = []
@@ -63,6 +63,6 @@ struct VectorSource {
             done += batch.count
             progress(PublishProgress(done: done, total: total))
         }
-        return zip(chunks, vectors).map { ($0.0, $0.1!) }
+        return zip(chunks, vectors).map { ChunkRecord(chunk: $0.0, vector: $0.1!) }
     }
 }

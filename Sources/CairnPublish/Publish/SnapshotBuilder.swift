@@ -14,7 +14,7 @@ enum SnapshotBuilder {
         var uncompressedSize: Int
     }
 
-    static func build(entries: [(Chunk, [Float])], channel: String, version: Int, model: PublishedModel,
+    static func build(entries: [ChunkRecord], channel: String, version: Int, model: PublishedModel,
                       scratch: String) throws(PublishError) -> Built {
         let meta = SnapshotMeta(channel: channel, version: version, dimension: model.dimension, modelID: model.id, entries: entries)
         let path = scratch + "/snapshot-\(version).sqlite"
@@ -25,7 +25,7 @@ enum SnapshotBuilder {
             try Snapshot.verify(at: path, expectedStateRoot: meta.stateRoot)
             let bytes = try FileSystem.read(path)
             let compressed = try Zlib.compress(bytes, level: 9)
-            return Built(path: path, records: entries.map { ChunkRecord(chunk: $0.0, vector: $0.1) },
+            return Built(path: path, records: entries,
                          stateRoot: meta.stateRoot, compressed: compressed, uncompressedSize: bytes.count)
         } catch let error as IndexError {
             throw PublishError(.io, "cannot build the snapshot: \(error.message)", cause: error)

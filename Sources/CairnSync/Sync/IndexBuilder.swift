@@ -59,22 +59,22 @@ enum IndexBuilder {
               delta.fromStateRoot == installed.stateRoot, delta.toStateRoot == manifest.stateRoot else {
             throw SyncError(.installFailed, "the delta's versions or state roots differ from its manifest entry")
         }
-        let change = SnapshotWriter.Change(delta)
+        let edit = SnapshotWriter.Edit(delta)
         // Checked in memory when the installed rows (with leaves) are at hand: nil otherwise.
-        var changed: IndexContents.Changed?
+        var checked: IndexContents.CheckedDelta?
         if let base = installedRows, base.hasLeaves, base.meta.version == installed.version,
            base.meta.stateRoot == installed.stateRoot {
-            do { changed = try base.changed(deleting: change.deletes, upserting: change.upserts) } catch {
+            do { checked = try base.changed(deleting: edit.deletes, upserting: edit.upserts) } catch {
                 throw SyncError(.installFailed, "the delta does not apply: \(error.message)", cause: error)
             }
-            guard changed?.stateRoot == manifest.stateRoot, changed?.count == manifest.chunkCount else {
+            guard checked?.stateRoot == manifest.stateRoot, checked?.count == manifest.chunkCount else {
                 throw SyncError(.stateRootMismatch, "the delta does not produce the new version's state root; nothing was changed")
             }
         }
 
         // In place only when the delta was checked in memory: a refusal then never costs the
         // previous version.
-        let catchUp = changed == nil ? nil : reusable.flatMap { catchUpDelta($0, installed: installed) }
+        let catchUp = checked == nil ? nil : reusable.flatMap { catchUpDelta($0, installed: installed) }
         if let reusable, catchUp != nil {
             try reusable.release()
             guard rename(reusable.version.indexPath, output) == 0 else {
@@ -89,18 +89,18 @@ enum IndexBuilder {
                 throw SyncError(.io, "cannot copy the installed index beside it: \(error.message)")
             }
         }
-        let changes = (catchUp.map { [SnapshotWriter.Change($0)] } ?? []) + [change]
+        let edits = (catchUp.map { [SnapshotWriter.Edit($0)] } ?? []) + [edit]
         let reused = catchUp != nil
         let meta = SnapshotMeta(channel: manifest.channel, version: manifest.version, stateRoot: manifest.stateRoot,
                                 dimension: manifest.dimension, modelID: manifest.model.id, chunkCount: manifest.chunkCount)
         // The new rows are assembled on the other core while SQLite applies the changes.
-        let predicted = changed.map { changed in BackgroundWork.Pending { changed.predictedRows() } }
+        let expected = checked.map { checked in BackgroundWork.Pending { checked.expectedRows() } }
         do {
-            try SnapshotWriter.apply(changes, newMeta: meta, to: output, check: changed == nil ? .storedHashes : .checkedByCaller)
+            try SnapshotWriter.apply(edits, newMeta: meta, to: output, check: checked == nil ? .storedHashes : .checkedByCaller)
             // The changed pages go to disk while the rows are derived, so `finish`'s fsync finds
             // them written (on a thread of its own: submitting them blocks for milliseconds).
             BackgroundWork.start { FileSystem.startWriteback(path: output) }
-            let contents = try changed?.contents(ofFile: output, meta: meta, predicted: predicted?.wait())
+            let contents = try checked?.contents(ofFile: output, meta: meta, expected: expected?.wait())
             return DeltaResult(contents: contents, reused: reused)
         } catch {
             throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : .installFailed,

@@ -46,7 +46,7 @@ struct DataDirectoryFixture {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let embedder = try SentenceEmbedder(directory: modelDirectory)
         let chunks = Self.chunks(version: n)
-        let entries = zip(chunks, embedder.embed(chunks.map(\.embeddingText))).map { ($0, $1) }
+        let entries = zip(chunks, embedder.embed(chunks.map(\.embeddingText))).map { ChunkRecord(chunk: $0, vector: $1) }
         let meta = SnapshotMeta(channel: "test", version: n, dimension: embedder.dimension, modelID: "tiny", entries: entries)
         try SnapshotWriter.create(at: folder + "/index.sqlite", meta: meta, entries: entries)
         try Data(Self.signedManifest(meta)).write(to: URL(fileURLWithPath: folder + "/manifest.json"))

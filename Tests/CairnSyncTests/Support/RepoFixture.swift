@@ -65,8 +65,7 @@ final class RepoFixture {
                  canaries: [Canary] = [], expires: Date = Date().addingTimeInterval(86_400 * 30),
                  current: Bool = true, signer: PublisherKey? = nil,
                  adjust: (inout Manifest) -> Void = { _ in }) throws -> Manifest {
-        let entries = chunks.map { ($0, vector(for: $0)) }
-        let recordList = entries.map { ChunkRecord(chunk: $0.0, vector: $0.1) }
+        let entries = chunks.map { ChunkRecord(chunk: $0, vector: vector(for: $0)) }
         let modelID = embedder == nil ? "none" : "test/tiny-bert"
         let meta = SnapshotMeta(channel: channel, version: version, dimension: dimension, modelID: modelID, entries: entries)
         let file = try TemporaryDirectory.make() + "/index.sqlite"
@@ -77,7 +76,7 @@ final class RepoFixture {
         var deltas: [Manifest.DeltaRef] = []
         for from in deltasFrom {
             let old = records[from]!
-            let delta = try Delta.between(old: old, new: recordList, fromVersion: from, toVersion: version, dimension: dimension)
+            let delta = try Delta.between(old: old, new: entries, fromVersion: from, toVersion: version, dimension: dimension)
             let bytes = try Zlib.compress(delta.encoded)
             deltas.append(Manifest.DeltaRef(fromVersion: from, fromStateRoot: delta.fromStateRoot, sha256: try blobs.put(bytes),
                                             size: bytes.count, uncompressedSize: delta.encoded.count))
@@ -89,7 +88,7 @@ final class RepoFixture {
                                 snapshot: snapshot, deltas: deltas, canaries: canaries, publisherKeyID: (signer ?? key).keyID)
         adjust(&manifest)
         let signed = SignedManifest.encode(manifest, signingKey: signer ?? key)
-        records[version] = recordList
+        records[version] = entries
         manifestBytes[version] = signed
         let channelDir = "\(root)/channels/\(channel)"
         try FileSystem.makeDirectory(channelDir + "/versions")
