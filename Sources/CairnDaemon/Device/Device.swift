@@ -23,6 +23,8 @@ public struct Device: Sendable {
     /// `socket_in_use` for a live socket, `socket_setup` when its folder is missing or closed.
     public static func build(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) -> Device {
         let directory: DataDirectory
+        // The socket's folder first: a start that cannot answer leaves no data directory behind.
+        try SocketFile.checkFolder(of: configuration.socketPath)
         try prepareDataDirectory(configuration.dataDirectory)
         do {
             directory = try DataDirectory(path: configuration.dataDirectory, logger: logger)
