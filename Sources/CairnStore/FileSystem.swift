@@ -96,13 +96,30 @@ public enum FileSystem {
         .map { unsafeBitCast($0, to: SyncFileRange.self) }
     private static let syncFileRangeWrite: UInt32 = 2
 
-    /// Creates `path` and its parents (mode 0755) if missing.
+    /// Creates `path` and its parents (mode 0755) if missing. The error names the part of the
+    /// path that failed: a file where a folder should be, or the folder that could not be made
+    /// and the system's reason.
     public static func makeDirectory(_ path: String) throws(StoreError) {
-        do {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        } catch {
-            throw StoreError(.io, "cannot create folder \(path)")
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            var info = stat()
+            if stat(prefix, &info) == 0 {
+                guard (info.st_mode & S_IFMT) == S_IFDIR else {
+                    throw StoreError(.io, "\(prefix) is not a folder", errno: ENOTDIR)
+                }
+                continue
+            }
+            guard mkdir(prefix, 0o755) == 0 || errno == EEXIST else { throw failure("cannot create folder", prefix) }
         }
+    }
+
+    /// The whole file as UTF-8 text; a file that is not UTF-8 is refused as `.io`.
+    public static func readText(_ path: String) throws(StoreError) -> String {
+        guard let text = String(validating: try read(path), as: UTF8.self) else {
+            throw StoreError(.io, "\(path) is not UTF-8 text")
+        }
+        return text
     }
 
     /// The whole file.

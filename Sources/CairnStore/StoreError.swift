@@ -1,3 +1,5 @@
+import Foundation
+
 /// The one error type of CairnStore: an opaque code, a one-line message saying what happened
 /// (never file contents), and whether trying again may help.
 public struct StoreError: Error, CustomStringConvertible, Sendable, Equatable {
@@ -26,6 +28,9 @@ public struct StoreError: Error, CustomStringConvertible, Sendable, Equatable {
     }
 
     public var description: String { message }
+
+    /// Why, in a few words: the system's reason where a system call failed, else the message.
+    public var reason: String { errno.map { String(cString: strerror($0)) } ?? message }
 
     /// Full disk and I/O errors may pass; corrupt or oversized data will not.
     public var isRetryable: Bool { code == .io || code == .diskFull || code == .readOnly }

@@ -25,16 +25,13 @@ public struct Device: Sendable {
         let directory: DataDirectory
         // The socket's folder first: a start that cannot answer leaves no data directory behind.
         try SocketFile.checkFolder(of: configuration.socketPath)
-        try prepareDataDirectory(configuration.dataDirectory)
         do {
             directory = try DataDirectory(path: configuration.dataDirectory, logger: logger)
             if let recovered = try directory.recover() {
                 logger.info("recovered the installed version", metadata: ["cairn.version": "\(recovered.version)"])
             }
-        } catch let error as SyncError {
-            throw DaemonError(error.code == .locked ? .dataDirectoryLocked : .dataDirectoryUnusable, error.message, cause: error)
         } catch {
-            throw DaemonError(.dataDirectoryUnusable, "cannot set up the data directory \(configuration.dataDirectory): \(error)")
+            throw DaemonError(error.code == .locked ? .dataDirectoryLocked : .dataDirectoryUnusable, error.message, cause: error)
         }
         let sync = try syncConfiguration(configuration)
         let holder = IndexHolder()
@@ -78,33 +75,6 @@ public struct Device: Sendable {
                                                         maintenance: syncer),
                                      logger: logger)
         return Device(services: [daemon, service], requestSync: requestSync)
-    }
-
-    /// Creates the data directory (and its parents) if missing and checks that this process may
-    /// write in it, so that a start-up failure names the folder and what to do.
-    static func prepareDataDirectory(_ path: String) throws(DaemonError) {
-        var prefix = path.hasPrefix("/") ? "" : "."
-        for component in path.split(separator: "/") {
-            prefix += "/" + component
-            var info = stat()
-            if stat(prefix, &info) == 0 {
-                guard (info.st_mode & S_IFMT) == S_IFDIR else {
-                    throw DaemonError(.dataDirectoryUnusable, "cannot use the data directory \(path): \(prefix) is not a folder; "
-                                      + "choose another --data-dir")
-                }
-                continue
-            }
-            guard mkdir(prefix, 0o755) == 0 || errno == EEXIST else {
-                let reason = String(cString: strerror(errno))
-                throw DaemonError(.dataDirectoryUnusable, "cannot create the data directory \(path) (\(prefix): \(reason)); "
-                                  + "create it with write access for this user or choose another --data-dir")
-            }
-        }
-        guard access(path, W_OK | X_OK) == 0 else {
-            let reason = String(cString: strerror(errno))
-            throw DaemonError(.dataDirectoryUnusable, "cannot write to the data directory \(path) (\(reason)); "
-                              + "give this user write access to it (chown) or choose another --data-dir")
-        }
     }
 
     static func syncConfiguration(_ configuration: DaemonConfiguration) throws(DaemonError) -> SyncConfiguration {

@@ -21,14 +21,23 @@ public final class DataDirectory: Sendable {
     public var currentLink: String { path + "/" + DataDirectoryLayout.currentLink }
     public var previousLink: String { path + "/" + DataDirectoryLayout.previousLink }
 
-    /// Creates the folder layout if missing and takes `DIR/lock` (flock, exclusive, non-blocking).
+    /// Creates the folder layout if missing, checks this process may write in it, and takes
+    /// `DIR/lock` (flock, exclusive, non-blocking).
     /// - Throws: `SyncError` `.locked` when another process (or another `DataDirectory` in this
-    ///   one) holds the lock; `.io` when the folder cannot be created.
+    ///   one) holds the lock; `.io`, naming the folder and the fix, when it cannot be created or
+    ///   written.
     public init(path: String, logger: Logger) throws(SyncError) {
-        for folder in [path, path + "/" + DataDirectoryLayout.versionsFolder, path + "/" + DataDirectoryLayout.modelsFolder,
-                       path + "/" + DataDirectoryLayout.stagingFolder] {
-            do { try FileSystem.makeDirectory(folder) } catch {
-                throw SyncError(.io, "cannot create the data directory \(folder)", cause: error)
+        do { try FileSystem.makeDirectory(path) } catch {
+            throw SyncError(.io, "cannot create the data directory \(path) (\(error.message)); create it with write "
+                            + "access for this user or choose another --data-dir", cause: error)
+        }
+        guard access(path, W_OK | X_OK) == 0 else {
+            throw SyncError(.io, "cannot write to the data directory \(path) (\(String(cString: strerror(errno)))); "
+                            + "give this user write access to it (chown) or choose another --data-dir")
+        }
+        for folder in [DataDirectoryLayout.versionsFolder, DataDirectoryLayout.modelsFolder, DataDirectoryLayout.stagingFolder] {
+            do { try FileSystem.makeDirectory(path + "/" + folder) } catch {
+                throw SyncError(.io, "cannot create the data directory's \(folder) folder (\(error.message))", cause: error)
             }
         }
         // Read-only: flock needs no write access, and a descriptor open for writing would keep
