@@ -76,15 +76,9 @@ struct ServeCommand: AsyncParsableCommand {
     private func settings() throws(ServerError) -> ServerConfiguration {
         var configuration = ServerConfiguration()
         if let config {
-            let bytes: [UInt8]
-            do {
-                bytes = try FileSystem.read(config)
-            } catch {
-                let reason = error.errno.map { String(cString: strerror($0)) } ?? error.message
-                throw ServerError(.configurationInvalid, "cannot read the config file \(config) (\(reason)); fix it or pass another --config")
-            }
-            guard let text = String(validating: bytes, as: UTF8.self) else {
-                throw ServerError(.configurationInvalid, "the config file \(config) is not UTF-8 text; fix it or pass another --config")
+            let text: String
+            do { text = try FileSystem.readText(config) } catch {
+                throw ServerError(.configurationInvalid, "cannot read the config file \(config) (\(error.reason)); fix it or pass another --config")
             }
             do { try configuration.apply(configFile: text) } catch {
                 throw ServerError(.configurationInvalid, "\(config): \(error.message)")

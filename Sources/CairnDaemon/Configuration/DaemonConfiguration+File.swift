@@ -13,15 +13,9 @@ extension DaemonConfiguration {
 
     /// Reads and applies the config file at `path`.
     public mutating func apply(file path: String) throws(DaemonError) {
-        let bytes: [UInt8]
-        do {
-            bytes = try FileSystem.read(path)
-        } catch {
-            let reason = error.errno.map { String(cString: strerror($0)) } ?? error.message
-            throw DaemonError(.badConfiguration, "cannot read the config file \(path) (\(reason)); fix it or pass another --config")
-        }
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw DaemonError(.badConfiguration, "the config file \(path) is not UTF-8 text; fix it or pass another --config")
+        let text: String
+        do { text = try FileSystem.readText(path) } catch {
+            throw DaemonError(.badConfiguration, "cannot read the config file \(path) (\(error.reason)); fix it or pass another --config")
         }
         try apply(try Self.parse(text))
     }
