@@ -71,17 +71,5 @@ struct SocketTests {
 
 /// Binds a Unix socket at `path` and closes it without unlinking: what a crash leaves behind.
 func leaveStaleSocket(at path: String) throws {
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-        let bytes = Array(path.utf8)
-        raw.copyBytes(from: bytes)
-        raw[bytes.count] = 0
-    }
-    let result = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-    }
-    close(fd)
-    guard result == 0 else { throw DaemonError(.socketSetup, "test could not bind a stale socket") }
+    try UnixListener(path: path, listening: false).close()
 }

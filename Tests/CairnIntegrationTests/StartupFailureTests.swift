@@ -1,3 +1,4 @@
+import CairnClient
 import CairnTestSupport
 import Foundation
 import Testing
@@ -48,7 +49,7 @@ struct StartupFailureTests {
         defer { listener.close() }
         try await expectOneLine("cairnd", ["--data-dir", folder + "/data", "--socket", socket], in: folder, exit: 1,
                                 saying: ["another process is serving the socket \(socket)", "stop it first"])
-        #expect(listener.accepts())
+        #expect(UnixSocket.probe(socket) == .accepting)
     }
 
     @Test("Given a data directory another process holds the lock of, when cairnd starts, then it exits 1 naming the directory")
@@ -164,70 +165,4 @@ struct StartupFailureTests {
         #expect(run.status == 2)
         #expect(run.error.contains("--no-such-flag"))
     }
-}
-
-/// A Unix socket that another process listens on (the "socket in use" case).
-struct UnixListener {
-    let fd: Int32
-
-    init(path: String) throws {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: Array(path.utf8))
-            raw[path.utf8.count] = 0
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard bound == 0, listen(fd, 4) == 0 else { throw StepFailed("cannot listen on \(path)") }
-        self.fd = fd
-        self.path = path
-    }
-
-    let path: String
-
-    /// Whether a client can still connect (the listener was not taken over or removed).
-    func accepts() -> Bool {
-        let client = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        defer { Glibc.close(client) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: Array(path.utf8))
-            raw[path.utf8.count] = 0
-        }
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        } == 0
-    }
-
-    func close() { Glibc.close(fd) }
-}
-
-/// A TCP port on 127.0.0.1 that this process listens on (the "port taken" case).
-struct TCPListener {
-    let fd: Int32
-    let port: Int
-
-    init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, listen(fd, 4) == 0 else { throw StepFailed("cannot listen on 127.0.0.1") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        self.fd = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    func close() { Glibc.close(fd) }
 }

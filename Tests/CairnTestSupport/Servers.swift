@@ -37,18 +37,64 @@ public func isListening(_ port: Int) -> Bool {
 
 /// A port the OS just handed out on 127.0.0.1 (for nginx, which cannot listen on port 0).
 public func freePort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-            bind(fd, pointer, length) == 0 ? getsockname(fd, pointer, &length) : -1
+    guard let bound = try? TCPListener(listening: false) else { return 0 }
+    defer { bound.close() }
+    return bound.port
+}
+
+/// A TCP socket bound to a port the OS picks on 127.0.0.1, listening unless told not to (a
+/// port another process holds, for the "port taken" case).
+public struct TCPListener: Sendable {
+    public let fd: Int32
+    public let port: Int
+
+    public init(listening: Bool = true) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
         }
+        guard bound, !listening || listen(fd, 4) == 0 else {
+            Glibc.close(fd)
+            throw StepFailed("cannot bind a TCP port on 127.0.0.1")
+        }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
     }
-    return Int(UInt16(bigEndian: address.sin_port))
+
+    public func close() { Glibc.close(fd) }
+}
+
+/// A Unix socket bound at `path`, listening unless told not to (closed unlistened, it is what
+/// a crashed daemon leaves behind).
+public struct UnixListener: Sendable {
+    public let fd: Int32
+
+    public init(path: String, listening: Bool = true) throws {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            let bytes = Array(path.utf8)
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard bound == 0, !listening || listen(fd, 4) == 0 else {
+            Glibc.close(fd)
+            throw StepFailed("cannot bind a Unix socket at \(path)")
+        }
+        self.fd = fd
+    }
+
+    public func close() { Glibc.close(fd) }
 }
 
 /// A real nginx serving a repository folder on loopback, configured in a temporary folder.

@@ -29,17 +29,18 @@ struct Device {
     /// by a parallel test before its exec closes the inherited descriptor. (A real restart
     /// waits for the old process to exit.)
     static func open(_ path: String, restarting: Bool, logger: Logger) throws -> DataDirectory {
-        let deadline = Date().addingTimeInterval(restarting ? 20 : 0)
-        while true {
-            let opened: Result<DataDirectory, SyncError> = Result { () throws(SyncError) in
-                try DataDirectory(path: path, logger: logger)
-            }
-            if case .failure(let error) = opened, error.code == .locked, Date() < deadline {
-                usleep(20_000)
-                continue
-            }
-            return try opened.get()
+        func attempt() -> Result<DataDirectory, SyncError> {
+            Result { () throws(SyncError) in try DataDirectory(path: path, logger: logger) }
         }
+        var opened = attempt()
+        if restarting {
+            _ = eventually(within: 20) {
+                guard case .failure(let error) = opened, error.code == .locked else { return true }
+                opened = attempt()
+                return false
+            }
+        }
+        return try opened.get()
     }
 
     var state: SyncState { directory.readState() }
