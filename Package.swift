@@ -140,13 +140,16 @@ if fuzzing {
     ]
 }
 
-// Upcoming language features, on for every Swift target: imports say what each file uses
-// (MemberImportVisibility), what a module re-exports is chosen (InternalImportsByDefault: a
-// `public import` where a public declaration shows the module's types), and existential types
-// are spelled `any P` (ExistentialAny).
+// Upcoming language features, on for every Swift target: what a module re-exports is chosen
+// (InternalImportsByDefault: a `public import` where a public declaration shows the module's
+// types), and existential types are spelled `any P` (ExistentialAny).
+// MemberImportVisibility is off: on Linux the libc headers are not modular, so `struct stat`
+// and its fields belong to whichever C module the compiler read <sys/stat.h> through first
+// (CDispatch on one cold build, Glibc on a warm one), and a file that uses them fails or
+// builds depending on build order (the same fault as swift-system's CSystem, fixed there in
+// 1.7.0). The explicit per-file imports it asked for are kept.
 for target in package.targets where target.type != .system {
     target.swiftSettings = (target.swiftSettings ?? []) + [
-        .enableUpcomingFeature("MemberImportVisibility"),
         .enableUpcomingFeature("InternalImportsByDefault"),
         .enableUpcomingFeature("ExistentialAny"),
     ]
