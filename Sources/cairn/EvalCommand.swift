@@ -17,7 +17,9 @@ struct EvalCommand: AsyncParsableCommand {
             syncs it, and every judged query is sent over the socket in modes lexical, dense, \
             hybrid and rrf (k = 100). Prints nDCG@10, Recall@10, Recall@100 and MRR@10 per mode \
             (linear gains, as trec_eval; means over the queries with a relevant judgment), and \
-            writes one line per query and mode to --per-query.
+            writes one line per query and mode to --per-query. Every query is sent again with \
+            k = 10, as users query, and the report says in how many queries each mode's first 10 \
+            answers differ from the k = 100 answer's first 10 (the answer must not depend on k).
 
             Exit status: 0 done; 1 cairnd failed or did not install the version in time; 2 usage; \
             3 the model cannot be loaded; 65 bad collection files; 74 I/O error.
@@ -89,11 +91,14 @@ struct EvalCommand: AsyncParsableCommand {
         let modes: [SearchRequest.Mode] = [.lexical, .dense, .hybrid, .rrf]
         progress("sending \(queries.count) queries × \(modes.count) modes to cairnd")
         let jobs = modes.flatMap { mode in queries.map { (query: $0, mode: mode) } }
-        let outcomes = try await QueryRunner(socketPath: daemon.socketPath).run(jobs)
+        let outcomes = try await QueryRunner(socketPath: daemon.socketPath, k: 100).run(jobs)
+        // The same queries as a user sends them (k = 10): the answer must not depend on k.
+        let shallow = try await QueryRunner(socketPath: daemon.socketPath, k: 10).run(jobs)
         daemon.stop()
 
-        let report = EvalReport(collection: loaded.name, documents: repository.manifest.chunkCount, modes: modes,
+        var report = EvalReport(collection: loaded.name, documents: repository.manifest.chunkCount, modes: modes,
                                 queries: queries, judgments: loaded.collection.judgments, outcomes: outcomes)
+        report.compare(atK: 10, shallow, with: outcomes, modes: modes, queries: queries)
         let perQueryPath = perQuery ?? FileManager.default.currentDirectoryPath + "/eval-\(loaded.name)-per-query.jsonl"
         try report.writePerQuery(to: perQueryPath)
         print(json ? try report.json() : report.table)

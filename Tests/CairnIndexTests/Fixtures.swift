@@ -22,7 +22,9 @@ func removeDirectory(_ path: String) {
 }
 
 /// `values` scaled to unit length.
-func unit(_ values: Float...) -> [Float] {
+func unit(_ values: Float...) -> [Float] { unit(values) }
+
+func unit(_ values: [Float]) -> [Float] {
     let norm = values.reduce(0) { $0 + $1 * $1 }.squareRoot()
     return values.map { $0 / norm }
 }

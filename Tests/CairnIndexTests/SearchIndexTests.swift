@@ -69,7 +69,7 @@ import Testing
         }
     }
 
-    @Test func givenBothLists_whenSearchingHybrid_thenFusedScoresAreWeightedNormalisedScores() throws {
+    @Test func givenBothLists_whenSearchingHybrid_thenFusedScoresAreWeightedZScoresOverEveryRow() throws {
         try withTemporaryDirectory { directory in
             let index = try SearchIndex(path: Corpus.snapshot(in: directory))
             let query = "water burns"
@@ -78,17 +78,26 @@ import Testing
 
             let hybrid = try index.search(SearchRequest(query: query, k: 100, mode: .hybrid), queryVector: water)
 
-            func normalised(_ results: [SearchResult]) -> [String: Double] {
-                let scores = results.map(\.fusedScore)
-                let low = scores.min()!, high = scores.max()!
-                return Dictionary(uniqueKeysWithValues: results.map { ($0.chunk.id, high > low ? ($0.fusedScore - low) / (high - low) : 1) })
+            // z-scores over all ten chunks: a chunk that does not match the words scores 0
+            // lexically; every chunk has a cosine with the query.
+            let lexicalScore = Dictionary(uniqueKeysWithValues: lexical.map { ($0.chunk.id, $0.fusedScore) })
+            let cosine = Dictionary(uniqueKeysWithValues: Corpus.entries.map { ($0.chunk.id, dot($0.vector, water)) })
+            func zScores(_ scores: [String: Double]) -> [String: Double] {
+                let values = Corpus.entries.map { scores[$0.chunk.id] ?? 0 }
+                let mean = values.reduce(0, +) / Double(values.count)
+                let deviation = (values.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / Double(values.count)).squareRoot()
+                return scores.mapValues { ($0 - mean) / deviation }.merging(
+                    Corpus.entries.map { ($0.chunk.id, (0 - mean) / deviation) }) { listed, _ in listed }
             }
-            let lexicalNorm = normalised(lexical), denseNorm = normalised(dense)
+            let lexicalZ = zScores(lexicalScore), denseZ = zScores(cosine)
             #expect(hybrid.fusion == .weighted && hybrid.mode == .hybrid && hybrid.denseAvailable)
-            #expect(Set(ids(hybrid)) == Set(lexicalNorm.keys).union(denseNorm.keys))
+            #expect(!lexical.isEmpty && !dense.isEmpty)
+            #expect(Set(ids(hybrid)) == Set(lexical.map(\.chunk.id)).union(dense.map(\.chunk.id)))
             for result in hybrid.results {
-                let expected = 0.6 * (denseNorm[result.chunk.id] ?? 0) + 0.4 * (lexicalNorm[result.chunk.id] ?? 0)
-                #expect(abs(result.fusedScore - expected) < 1e-9)
+                let id = result.chunk.id
+                #expect(abs(result.fusedScore - (0.3 * lexicalZ[id]! + 0.7 * denseZ[id]!)) < 1e-9, "\(id)")
+                #expect(abs(result.denseScore! - cosine[id]!) < 1e-6)
+                #expect(result.lexicalScore == lexicalScore[id])
             }
             #expect(hybrid.results.map(\.fusedScore) == hybrid.results.map(\.fusedScore).sorted(by: >))
         }
@@ -269,6 +278,35 @@ import Testing
         }
     }
 
+    @Test("Given 400 chunks and 40 queries, when k is 3 and when it is 100, then each mode's first 3 answers and their scores agree")
+    func givenAnySmallK_whenComparedWithADeepRequest_thenTheFirstAnswersAreTheSame() throws {
+        // A corpus where each list has more than 100 candidates, so a candidate list sized by k
+        // (the old rule: max(100, 10k)) normalises over other candidates at k = 3 than at k = 100.
+        var random = LinearCongruential(seed: 16)
+        let words = (0..<40).map { "word\($0)" }
+        func text(_ count: Int) -> String { (0..<count).map { _ in words[random.below(words.count)] }.joined(separator: " ") }
+        func vector() -> [Float] { unit((0..<4).map { _ in Float(random.below(1_000)) / 500 - 1 }) }
+        let entries = (0..<400).map { i in
+            ChunkRecord(chunk: Chunk(id: String(format: "c%03d", i), title: text(2), content: text(12)), vector: vector())
+        }
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory, entries: entries))
+            var compared = 0
+            for _ in 0..<40 {
+                let (query, queryVector) = (text(3), vector())
+                for mode in SearchRequest.Mode.allCases {
+                    let shallow = try index.search(SearchRequest(query: query, k: 3, mode: mode), queryVector: queryVector)
+                    let deep = try index.search(SearchRequest(query: query, k: 100, mode: mode), queryVector: queryVector)
+                    #expect(shallow.results.count == 3 && deep.results.count >= 3)
+                    #expect(ids(shallow) == Array(ids(deep).prefix(3)), "\(mode) \(query)")
+                    #expect(shallow.results.map(\.fusedScore) == deep.results.prefix(3).map(\.fusedScore), "\(mode) \(query)")
+                    compared += 1
+                }
+            }
+            #expect(compared == 160)
+        }
+    }
+
     @Test func givenAResponse_whenEncoded_thenKeysAreSnakeCase() throws {
         try withTemporaryDirectory { directory in
             let index = try SearchIndex(path: Corpus.snapshot(in: directory))
@@ -284,5 +322,15 @@ import Testing
             #expect(decoded == response)
             #expect(request == SearchRequest(query: "x", k: 3, mode: .hybrid, minSimilarity: 0.5))
         }
+    }
+}
+
+/// A small deterministic generator (Knuth's MMIX constants), so a failing case is reproducible.
+struct LinearCongruential {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func below(_ bound: Int) -> Int {
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return Int((state >> 33) % UInt64(bound))
     }
 }

@@ -33,8 +33,10 @@ import Testing
             var recall10: Double
             var recall100: Double
             var mrr: Double
+            var differAtK10: Int
             enum CodingKeys: String, CodingKey {
                 case mode, queries, ndcg = "ndcg@10", recall10 = "recall@10", recall100 = "recall@100", mrr = "mrr@10"
+                case differAtK10 = "top10_differs_at_k10"
             }
         }
         var collection: String
@@ -64,6 +66,8 @@ import Testing
         #expect(report.documents == 6)
         #expect(report.modes.map(\.mode) == ["lexical", "dense", "hybrid", "rrf"])
         #expect(report.modes.allSatisfy { $0.queries == 3 })
+        // Every query was sent again with k = 10; no mode's first answers may change with k.
+        #expect(report.modes.allSatisfy { $0.differAtK10 == 0 })
 
         // Lexical rankings: q1 → [d3], q2 → [d4], q3 → [d6].
         // q1 (d3: 2, d4: 1): DCG = 2/log2(2) = 2; IDCG = 2 + 1/log2(3) = 2.6309298 → nDCG 0.7601875;

@@ -14,7 +14,48 @@ struct FusedRow: Hashable, Sendable {
     var fused: Double
 }
 
-/// The pure arithmetic of ranking: ordering, normalisation, weighted and reciprocal-rank fusion.
+/// The mean and standard deviation of one query's scores over a set of rows, from running sums.
+struct ScoreMoments: Hashable, Sendable {
+    private(set) var count = 0
+    private(set) var sum = 0.0
+    private(set) var sumOfSquares = 0.0
+
+    init() {}
+
+    /// `scores`, then `zeros` rows that score 0.
+    init(scores: [Double], zeros: Int = 0) {
+        for score in scores { add(score) }
+        count += max(0, zeros)
+    }
+
+    /// `moments`, then `zeros` rows that score 0.
+    init(adding moments: ScoreMoments, zeros: Int) {
+        self = moments
+        count += max(0, zeros)
+    }
+
+    mutating func add(_ score: Double) {
+        count += 1
+        sum += score
+        sumOfSquares += score * score
+    }
+
+    var mean: Double { count > 0 ? sum / Double(count) : 0 }
+
+    /// The population standard deviation (0 for fewer than two rows or no spread).
+    var standardDeviation: Double {
+        guard count > 1 else { return 0 }
+        return max(0, sumOfSquares / Double(count) - mean * mean).squareRoot()
+    }
+
+    /// How many standard deviations `score` lies above the mean; 0 when the scores do not spread.
+    func standardized(_ score: Double) -> Double {
+        let deviation = standardDeviation
+        return deviation > 0 ? (score - mean) / deviation : 0
+    }
+}
+
+/// The pure arithmetic of ranking: ordering, standardisation, weighted and reciprocal-rank fusion.
 enum RankFusion {
     /// Higher score first; equal scores by chunk id (UTF-8 bytes), so ties are deterministic.
     static func precedes(_ a: (score: Double, id: String), _ b: (score: Double, id: String)) -> Bool {
@@ -30,26 +71,28 @@ enum RankFusion {
         list.sorted { precedes(($0.fused, $0.id), ($1.fused, $1.id)) }
     }
 
-    /// Min–max normalisation to [0, 1]; a list of one, or with no spread, normalises to 1.
-    static func minMaxNormalized(_ scores: [Double]) -> [Double] {
-        guard let low = scores.min(), let high = scores.max() else { return [] }
-        let spread = high - low
-        guard spread > 0 else { return scores.map { _ in 1 } }
-        return scores.map { ($0 - low) / spread }
-    }
-
-    /// The union of both lists, each normalised on its own; a candidate missing from a list
-    /// contributes 0 for it. Sorted best first.
-    static func weighted(lexical: [ScoredRow], dense: [ScoredRow], lexicalWeight: Double, denseWeight: Double) -> [FusedRow] {
+    /// Hybrid fusion: each candidate's lexical and dense scores, standardised against their
+    /// distribution over every row the query could return (`ScoreMoments`), then weighted:
+    /// `lexicalWeight` × z(lexical) + `denseWeight` × z(dense). The candidates are the union of
+    /// both lists; a candidate that the lexical list does not hold scores 0 there (it did not
+    /// match, or fell below the list's depth), and `denseScore(row)` gives every candidate's
+    /// cosine, listed or not. Because the moments cover every row, not the lists, the scores do
+    /// not depend on how long the lists are, nor on k. Sorted best first.
+    static func standardized(lexical: [ScoredRow], lexicalMoments: ScoreMoments,
+                             dense: [ScoredRow], denseMoments: ScoreMoments, denseScore: (Int) -> Double,
+                             lexicalWeight: Double, denseWeight: Double) -> [FusedRow] {
         var fused: [Int: FusedRow] = [:]
-        for (entry, normalized) in zip(dense, minMaxNormalized(dense.map(\.score))) {
-            fused[entry.row] = FusedRow(row: entry.row, id: entry.id, lexical: nil, dense: entry.score,
-                                        fused: denseWeight * normalized)
+        for entry in lexical {
+            fused[entry.row] = FusedRow(row: entry.row, id: entry.id, lexical: entry.score, dense: nil, fused: 0)
         }
-        for (entry, normalized) in zip(lexical, minMaxNormalized(lexical.map(\.score))) {
-            fused[entry.row, default: FusedRow(row: entry.row, id: entry.id, lexical: nil, dense: nil, fused: 0)]
-                .lexical = entry.score
-            fused[entry.row]!.fused += lexicalWeight * normalized
+        for entry in dense where fused[entry.row] == nil {
+            fused[entry.row] = FusedRow(row: entry.row, id: entry.id, lexical: nil, dense: nil, fused: 0)
+        }
+        for row in fused.keys {
+            let cosine = denseScore(row)
+            fused[row]!.dense = cosine
+            fused[row]!.fused = lexicalWeight * lexicalMoments.standardized(fused[row]!.lexical ?? 0)
+                + denseWeight * denseMoments.standardized(cosine)
         }
         return sorted(Array(fused.values))
     }

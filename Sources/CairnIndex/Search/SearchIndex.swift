@@ -89,7 +89,11 @@ public final class SearchIndex: Sendable {
         guard floor.isFinite else { throw IndexError(.invalidRequest, "min_similarity must be a finite number") }
 
         let mask = candidateMask(scenario: request.scenario, tags: request.tags)
-        let limit = max(configuration.candidateListMinimum, configuration.candidateListMultiplier * request.k)
+        // A fused ranking takes its candidates from lists of a fixed depth, so that the first
+        // answers of a request do not depend on how many it asks for; a single list's order
+        // does not depend on its length.
+        let fuses = request.mode == .hybrid || request.mode == .rrf
+        let limit = fuses ? max(configuration.candidateDepth, request.k) : request.k
         let background = overlapping ? LexicalTask(index: self, query: request.query, limit: limit, mask: mask) : nil
 
         let queryVector = request.mode == .lexical ? nil : embed()
@@ -97,22 +101,21 @@ public final class SearchIndex: Sendable {
             background?.wait()
             throw IndexError(.invalidRequest, "the query vector has \(queryVector.count) values; the index's dimension is \(meta.dimension)")
         }
-        var denseList: [ScoredRow] = []
-        var degenerate = false
+        var dense = DenseCandidates()
         var denseTime = Duration.zero
         if let queryVector {
             let denseStart = clock.now
-            (denseList, degenerate) = dense(queryVector, floor: floor, limit: limit, mask: mask)
+            dense = self.dense(queryVector, floor: floor, limit: limit, mask: mask)
             denseTime = clock.now - denseStart
         }
 
-        var lexicalList: [ScoredRow] = []
+        var lexical = LexicalCandidates()
         var lexicalTime = Duration.zero
         if let background {
-            (lexicalList, lexicalTime) = try background.result()
+            (lexical, lexicalTime) = try background.result()
         } else if request.mode != .dense || queryVector == nil {
             let lexicalStart = clock.now
-            lexicalList = try lexical(request.query, limit: limit, mask: mask)
+            lexical = try self.lexical(request.query, limit: limit, mask: mask)
             lexicalTime = clock.now - lexicalStart
         }
 
@@ -121,17 +124,20 @@ public final class SearchIndex: Sendable {
         let fusion: SearchResponse.Fusion
         switch (request.mode, queryVector != nil) {
         case (.lexical, _), (_, false):
-            (ranked, modeUsed, fusion) = (RankFusion.single(lexicalList, isDense: false), .lexical, .none)
+            (ranked, modeUsed, fusion) = (RankFusion.single(lexical.list, isDense: false), .lexical, .none)
         case (.dense, true):
-            (ranked, modeUsed, fusion) = (RankFusion.single(denseList, isDense: true), .dense, .none)
-        case (.hybrid, true) where degenerate, (.rrf, true) where degenerate:
-            (ranked, modeUsed, fusion) = (RankFusion.single(lexicalList, isDense: false), .lexical, .lexicalFallback)
+            (ranked, modeUsed, fusion) = (RankFusion.single(dense.list, isDense: true), .dense, .none)
+        case (.hybrid, true) where dense.isDegenerate, (.rrf, true) where dense.isDegenerate:
+            (ranked, modeUsed, fusion) = (RankFusion.single(lexical.list, isDense: false), .lexical, .lexicalFallback)
         case (.hybrid, true):
-            ranked = RankFusion.weighted(lexical: lexicalList, dense: denseList,
-                                         lexicalWeight: configuration.lexicalWeight, denseWeight: configuration.denseWeight)
+            let cosines = dense.scores
+            ranked = RankFusion.standardized(lexical: lexical.list, lexicalMoments: lexical.moments,
+                                             dense: dense.list, denseMoments: dense.moments,
+                                             denseScore: { Double(cosines[$0]) },
+                                             lexicalWeight: configuration.lexicalWeight, denseWeight: configuration.denseWeight)
             (modeUsed, fusion) = (.hybrid, .weighted)
         case (.rrf, true):
-            ranked = RankFusion.reciprocalRank(lexical: lexicalList, dense: denseList, constant: configuration.rrfConstant)
+            ranked = RankFusion.reciprocalRank(lexical: lexical.list, dense: dense.list, constant: configuration.rrfConstant)
             (modeUsed, fusion) = (.rrf, .rrf)
         }
 
@@ -183,13 +189,21 @@ public final class SearchIndex: Sendable {
 
     // MARK: Lexical
 
-    fileprivate func lexical(_ query: String, limit: Int, mask: [Bool]?) throws(IndexError) -> [ScoredRow] {
+    /// The best lexical matches, and the moments of the lexical score over every row the filters
+    /// let through (0 for a row that does not match).
+    struct LexicalCandidates: Sendable {
+        var list: [ScoredRow] = []
+        var moments = ScoreMoments()
+    }
+
+    fileprivate func lexical(_ query: String, limit: Int, mask: [Bool]?) throws(IndexError) -> LexicalCandidates {
         let searched = LexicalQuery.searchTokens(for: query, stopWords: configuration.stopWords,
                                                  maximumTokens: configuration.maximumQueryTokens)
-        guard !searched.isEmpty else { return [] }
+        guard !searched.isEmpty else { return LexicalCandidates() }
+        let rows = mask.map { $0.lazy.filter { $0 }.count } ?? count
         // cairn_bm25 is FTS5's bm25() with row lengths from memory and each phrase's document
         // count from `documentCounts` (BM25Function.swift).
-        return try pool.withConnection { (db) throws(IndexError) -> [ScoredRow] in
+        return try pool.withConnection { (db) throws(IndexError) -> LexicalCandidates in
             let (tokens, counts) = Self.informative(searched, counts: try documentCounts.counts(of: searched, db: db), rows: count)
             let expression = LexicalQuery.expression(tokens)
             let statement = try db.prepare(
@@ -199,12 +213,22 @@ public final class SearchIndex: Sendable {
             try statement.bind(expression, at: 3)
             try statement.bind(BM25Function.encode(counts), at: 4)
             var best = TopSelection(capacity: limit)
+            var moments = ScoreMoments()
             while try statement.step() {
                 let score = -statement.double(at: 1)
-                guard best.admits(score), let row = rowForRowid[statement.int64(at: 0)], mask?[row] ?? true else { continue }
-                best.offer(ScoredRow(row: row, id: ids[row], score: score))
+                // Without a filter every match counts, and only a row that can enter the list
+                // needs its row number (a dictionary lookup, costly over many matches).
+                if let mask {
+                    guard let row = rowForRowid[statement.int64(at: 0)], mask[row] else { continue }
+                    moments.add(score)
+                    if best.admits(score) { best.offer(ScoredRow(row: row, id: ids[row], score: score)) }
+                } else {
+                    moments.add(score)
+                    guard best.admits(score), let row = rowForRowid[statement.int64(at: 0)] else { continue }
+                    best.offer(ScoredRow(row: row, id: ids[row], score: score))
+                }
             }
-            return best.sorted
+            return LexicalCandidates(list: best.sorted, moments: ScoreMoments(adding: moments, zeros: rows - moments.count))
         }
     }
 
@@ -219,15 +243,25 @@ public final class SearchIndex: Sendable {
 
     // MARK: Dense
 
-    /// The best candidates at or above `floor`, and whether the scores are degenerate.
-    private func dense(_ query: [Float], floor: Float, limit: Int, mask: [Bool]?) -> ([ScoredRow], Bool) {
+    /// The best dense matches at or above the floor, whether the scores are degenerate, every
+    /// row's cosine, and the cosines' moments over the rows the filters let through.
+    struct DenseCandidates: Sendable {
+        var list: [ScoredRow] = []
+        var isDegenerate = false
+        var scores: [Float] = []
+        var moments = ScoreMoments()
+    }
+
+    private func dense(_ query: [Float], floor: Float, limit: Int, mask: [Bool]?) -> DenseCandidates {
         let scores = similarities(query)
+        var moments = ScoreMoments()
         var top: [Float] = []  // the best `degenerateWindow` candidate scores, before the floor
         let window = max(1, configuration.degenerateWindow)
         var lowest = 0  // index in `top` of its smallest score, once `top` is full
         var best = TopSelection(capacity: limit)
         for row in 0..<count where mask?[row] ?? true {
             let score = scores[row]
+            moments.add(Double(score))
             if top.count < window {
                 top.append(score)
                 if top.count == window { lowest = Self.indexOfMinimum(top) }
@@ -241,7 +275,7 @@ public final class SearchIndex: Sendable {
         }
         let degenerate = RankFusion.isDegenerate(topScores: top, minimum: configuration.degenerateMinimumScore,
                                                  maximumSpread: configuration.degenerateMaximumSpread)
-        return (best.sorted, degenerate)
+        return DenseCandidates(list: best.sorted, isDegenerate: degenerate, scores: scores, moments: moments)
     }
 
     private static func indexOfMinimum(_ values: [Float]) -> Int {
@@ -295,7 +329,7 @@ public final class SearchIndex: Sendable {
 
 /// One lexical retrieval started on another thread; `result()` waits for it.
 private final class LexicalTask: Sendable {
-    private let work: SideWork<Result<([ScoredRow], Duration), IndexError>>
+    private let work: SideWork<Result<(SearchIndex.LexicalCandidates, Duration), IndexError>>
 
     init(index: SearchIndex, query: String, limit: Int, mask: [Bool]?) {
         work = SideWork {
@@ -307,7 +341,7 @@ private final class LexicalTask: Sendable {
 
     func wait() { _ = work.wait() }
 
-    func result() throws(IndexError) -> ([ScoredRow], Duration) {
+    func result() throws(IndexError) -> (SearchIndex.LexicalCandidates, Duration) {
         try work.wait().get()
     }
 }

@@ -2,7 +2,7 @@
 /// their defaults.
 public struct SearchRequest: Sendable, Hashable, Codable {
     public enum Mode: String, Sendable, Hashable, Codable, CaseIterable {
-        /// Normalised BM25 and dense scores, 0.4 × lexical + 0.6 × dense.
+        /// Standardised BM25 and dense scores (z over every row), 0.3 × lexical + 0.7 × dense.
         case hybrid
         /// BM25 over title and content only.
         case lexical

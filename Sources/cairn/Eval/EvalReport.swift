@@ -29,8 +29,12 @@ struct EvalReport {
         var metrics: QueryMetrics
         /// Queries this mode answered with lexical alone because the dense scores were degenerate.
         var lexicalFallbacks: Int
+        /// Queries whose first 10 answers at k = 10 differ from the first 10 at k = 100 (nil: not compared).
+        var differAtK10: Int?
 
-        enum CodingKeys: String, CodingKey { case mode, queries, lexicalFallbacks = "lexical_fallbacks" }
+        enum CodingKeys: String, CodingKey {
+            case mode, queries, lexicalFallbacks = "lexical_fallbacks", differAtK10 = "top10_differs_at_k10"
+        }
 
         func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
@@ -38,6 +42,7 @@ struct EvalReport {
             try c.encode(queries, forKey: .queries)
             try metrics.encode(to: encoder)
             try c.encode(lexicalFallbacks, forKey: .lexicalFallbacks)
+            try c.encodeIfPresent(differAtK10, forKey: .differAtK10)
         }
     }
 
@@ -70,6 +75,16 @@ struct EvalReport {
         self.rows = rows
     }
 
+    /// Counts, per mode, the queries whose first 10 answers in `shallow` (requests with k = `k`)
+    /// differ from the first 10 of `deep` (the report's own, k = 100). Both in the order of the jobs.
+    mutating func compare(atK k: Int, _ shallow: [QueryRunner.Outcome], with deep: [QueryRunner.Outcome],
+                          modes: [SearchRequest.Mode], queries: [TestCollection.Query]) {
+        for modeIndex in modes.indices {
+            let range = modeIndex * queries.count..<(modeIndex + 1) * queries.count
+            rows[modeIndex].differAtK10 = range.filter { Array(shallow[$0].ranking.prefix(k)) != Array(deep[$0].ranking.prefix(k)) }.count
+        }
+    }
+
     /// A Markdown table, modes as rows, metrics (in percent) as columns.
     var table: String {
         var lines = ["\(collection): \(documents) documents, \(rows.first?.queries ?? 0) judged queries",
@@ -78,6 +93,11 @@ struct EvalReport {
             let m = row.metrics
             lines.append(String(format: "| %@ | %.2f | %.2f | %.2f | %.2f |", row.mode, 100 * m.ndcg10, 100 * m.recall10,
                                 100 * m.recall100, 100 * m.reciprocalRank10))
+        }
+        let compared = rows.compactMap { row in row.differAtK10.map { "\(row.mode) \($0)" } }
+        if !compared.isEmpty {
+            lines.append("")
+            lines.append("queries whose first 10 answers differ between k = 10 and k = 100: " + compared.joined(separator: ", "))
         }
         for row in rows where row.lexicalFallbacks > 0 {
             lines.append("")
