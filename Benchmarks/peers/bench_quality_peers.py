@@ -8,6 +8,8 @@ Swift code (Sources/CairnCore/Evaluation/RetrievalMetrics.swift).
 - Dense: every document embedded as Cairn embeds a chunk (title, blank line, text; title
   omitted when empty; 256 tokens), the query as is; cosine against all documents, no floor.
   Document vectors are cached in ${XDG_CACHE_HOME:-~/.cache}/cairn/quality-ref/.
+- Reference fusion: 0.4 x bm25s score / its per-query maximum + 0.6 x the dense cosine min-max
+  normalised over all documents (issue 16's bar for Cairn's hybrid).
 - Metrics: nDCG@10 (linear gains, ideal from all judged grades > 0), Recall@10, Recall@100,
   MRR@10, averaged over the queries with at least one judgment > 0; a repeated id counts once.
 
@@ -123,18 +125,29 @@ def load_collection(folder, corpus_path, split):
 # ---- peers ----
 
 def run_bm25(docs, queries):
+    """bm25s's rankings (its own top-k retrieval) and its score of every document per query."""
     import bm25s
+    import numpy as np
     import Stemmer
     stemmer = Stemmer.Stemmer("english")
     corpus = [(title + " " + text).strip() for _, title, text in docs]
     retriever = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
     retriever.index(bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
-    tokens = bm25s.tokenize([q["text"] for q in queries], stopwords="en", stemmer=stemmer, show_progress=False)
+    texts = [q["text"] for q in queries]
+    tokens = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False)
     k = min(100, len(docs))
     results, scores = retriever.retrieve(tokens, k=k, show_progress=False)
     ids = [d[0] for d in docs]
     # bm25s returns k documents even when fewer match: keep only positive scores.
-    return [[ids[j] for j, s in zip(row, srow) if s > 0] for row, srow in zip(results, scores)]
+    rankings = [[ids[j] for j, s in zip(row, srow) if s > 0] for row, srow in zip(results, scores)]
+    words = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
+    known = set(retriever.vocab_dict)
+    every = np.zeros((len(queries), len(docs)), dtype=np.float64)
+    for i, query_words in enumerate(words):
+        query_words = [w for w in query_words if w in known]
+        if query_words:
+            every[i] = retriever.get_scores(query_words)
+    return rankings, every
 
 
 def run_dense(docs, queries, model_dir):
@@ -156,14 +169,31 @@ def run_dense(docs, queries, model_dir):
         os.makedirs(cache, exist_ok=True)
         np.save(path, matrix)
     q = model.embed([x["text"] for x in queries])
-    scores = q @ matrix.T
-    ids = [d[0] for d in docs]
-    k = min(100, len(docs))
+    scores = (q @ matrix.T).astype(np.float64)
+    return top_ids(scores, [d[0] for d in docs]), scores
+
+
+def top_ids(scores, ids):
+    """Each row's best 100 ids, higher score first (ties in document order)."""
+    import numpy as np
+    k = min(100, len(ids))
     out = []
     for row in scores:
         top = np.argsort(-row, kind="stable")[:k]
         out.append([ids[j] for j in top])
     return out
+
+
+def reference_fusion(lexical, dense, lexical_weight=0.4, dense_weight=0.6):
+    """The plain fusion issue 16 names as the bar: BM25 divided by its per-query maximum, dense
+    min-max normalised over all documents, 0.4 / 0.6. Both arguments: queries x documents."""
+    import numpy as np
+    top = lexical.max(axis=1, keepdims=True)
+    lexical_part = np.divide(lexical, top, out=np.zeros_like(lexical), where=top > 0)
+    low, high = dense.min(axis=1, keepdims=True), dense.max(axis=1, keepdims=True)
+    spread = high - low
+    dense_part = np.divide(dense - low, spread, out=np.ones_like(dense), where=spread > 0)
+    return lexical_weight * lexical_part + dense_weight * dense_part
 
 
 def main():
@@ -183,7 +213,10 @@ def main():
     corpus = args.corpus or os.path.join(args.folder, "corpus.jsonl")
     queries, qrels, docs = load_collection(args.folder, corpus, args.split)
     rows, per_query = [], []
-    for mode, rankings in (("bm25s", run_bm25(docs, queries)), ("numpy-dense", run_dense(docs, queries, args.model_dir))):
+    bm25_rankings, bm25_scores = run_bm25(docs, queries)
+    dense_rankings, dense_scores = run_dense(docs, queries, args.model_dir)
+    fused = top_ids(reference_fusion(bm25_scores, dense_scores), [d[0] for d in docs])
+    for mode, rankings in (("bm25s", bm25_rankings), ("numpy-dense", dense_rankings), ("reference-fusion", fused)):
         scores = []
         for query, ranking in zip(queries, rankings):
             m = query_metrics(ranking, qrels[query["_id"]])

@@ -47,7 +47,14 @@ def tokens(text):
     return out
 
 
-def match_expression(text, stop, max_tokens=32):
+def phrase(token):
+    return '"' + token.replace('"', '""') + '"'
+
+
+def match_expression(text, stop, max_tokens=32, document_count=None, rows=0):
+    """Cairn's LexicalQuery: words, stop words dropped unless nothing remains, the first
+    `max_tokens`; then SearchIndex.informative: a word in half the rows or more is dropped unless
+    nothing else remains (`document_count(token)` gives its rows)."""
     toks = tokens(text)
     content = [t for t in toks if t not in stop]
     if content:
@@ -55,7 +62,10 @@ def match_expression(text, stop, max_tokens=32):
     toks = toks[:max(1, max_tokens)]
     if not toks:
         return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in toks)
+    if document_count is not None:
+        kept = [t for t in toks if 2 * document_count(t) < rows]
+        toks = kept or toks
+    return " OR ".join(phrase(t) for t in toks)
 
 
 def ordered(items):  # (score, id, row): higher score first, ties by id bytes
@@ -78,7 +88,9 @@ class Replay:
         self.matrix = np.stack([np.frombuffer(r[2], dtype="<f4") for r in rows])
 
     def lexical(self, text, cfg, limit):
-        expr = match_expression(text, cfg["stop"])
+        def document_count(token):
+            return self.db.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase(token),)).fetchone()[0]
+        expr = match_expression(text, cfg["stop"], int(cfg["max_tokens"]), document_count, len(self.ids))
         if expr is None:
             return []
         found = self.db.execute("SELECT rowid, bm25(chunks_fts, ?, ?) FROM chunks_fts WHERE chunks_fts MATCH ?",
@@ -93,34 +105,43 @@ class Replay:
         return ordered([(float(scores[i]), self.ids[i], i) for i in keep])[:limit], degenerate
 
     def search(self, text, qvec, mode, k, cfg):
-        limit = max(100, 10 * k) if cfg["limit"] is None else cfg["limit"]
-        lex = self.lexical(text, cfg, limit) if mode != "dense" else []
-        dense, degenerate = self.dense(qvec, cfg, limit) if mode != "lexical" else ([], False)
+        depth = 100 if cfg["limit"] is None else int(cfg["limit"])  # RankingConfiguration.candidateDepth
+        lex_all = self.lexical(text, cfg, len(self.ids)) if mode != "dense" else []
+        dense, degenerate = self.dense(qvec, cfg, depth if mode != "dense" else k) if mode != "lexical" else ([], False)
         if mode == "lexical":
-            ranked = lex
+            ranked = lex_all
         elif mode == "dense":
             ranked = dense
         elif degenerate and cfg["fallback"]:
-            ranked = lex
-        elif mode == "hybrid":
-            fused = {}
-            for (s, i, r), n in zip(dense, minmax([d[0] for d in dense])):
-                fused[r] = [cfg["dense_weight"] * n, i]
-            for (s, i, r), n in zip(lex, minmax([d[0] for d in lex])):
-                fused.setdefault(r, [0.0, i])[0] += (1 - cfg["dense_weight"]) * n
-            ranked = ordered([(v[0], v[1], r) for r, v in fused.items()])
+            ranked = lex_all
+        elif mode == "hybrid":  # RankFusion.standardized: z over every row, 0 for no match
+            lexical = np.zeros(len(self.ids))
+            for s, _, r in lex_all:
+                lexical[r] = s
+            cosines = (self.matrix @ qvec).astype(np.float64)
+            def z(values):
+                sd = values.std()
+                return np.zeros_like(values) if sd <= 0 else (values - values.mean()) / sd
+            z_lexical, z_dense = z(lexical), z(cosines)
+            listed = {r for _, _, r in lex_all[:depth]}
+            # A candidate only the dense list holds counts as lexically 0 (as in Swift), even
+            # when it matched below the lexical list's depth.
+            zero = z_lexical[lexical == 0][0] if (lexical == 0).any() else (0 - lexical.mean()) / (lexical.std() or 1)
+            def fused(r):
+                return (1 - cfg["dense_weight"]) * (z_lexical[r] if r in listed else zero) + cfg["dense_weight"] * z_dense[r]
+            ranked = ordered([(fused(r), self.ids[r], r) for r in listed | {r for _, _, r in dense}])
         else:
             fused = {}
             for rank, (s, i, r) in enumerate(dense):
                 fused[r] = [1 / (cfg["rrf"] + rank + 1), i]
-            for rank, (s, i, r) in enumerate(lex):
+            for rank, (s, i, r) in enumerate(lex_all[:depth]):
                 fused.setdefault(r, [0.0, i])[0] += 1 / (cfg["rrf"] + rank + 1)
             ranked = ordered([(v[0], v[1], r) for r, v in fused.items()])
         return [i for _, i, _ in ranked[:k]]
 
 
-DEFAULT = dict(title_weight=2.0, floor=0.25, dense_weight=0.6, window=20, degenerate_min=0.88, spread=0.06,
-               rrf=60.0, stop=STOP, fallback=True, limit=None)
+DEFAULT = dict(title_weight=2.0, floor=0.2, dense_weight=0.7, window=20, degenerate_min=0.88, spread=0.06,
+               rrf=60.0, stop=STOP, fallback=True, limit=None, max_tokens=32)
 
 
 def evaluate(replay, queries, qrels, qvecs, cfg, k, modes=("lexical", "dense", "hybrid", "rrf")):
@@ -139,7 +160,7 @@ def main():
     ap.add_argument("--index", required=True)
     ap.add_argument("--corpus")
     ap.add_argument("--split", default="test")
-    ap.add_argument("--k", type=int, default=100)
+    ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--set", action="append", default=[], help="key=value over the defaults (numbers; stop=bm25s)")
     ap.add_argument("--grid", action="store_true", help="try the grid of docs/quality.md")
     args = ap.parse_args()
