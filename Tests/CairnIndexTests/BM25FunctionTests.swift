@@ -74,6 +74,40 @@ import Testing
         }
     }
 
+    @Test("Given k1 and b, when scoring, then FTS5's values give bm25 to the bit and others give the formula's value")
+    func givenK1AndB_whenScoring_thenTheFormulaUsesThem() throws {
+        // Four chunks; "water" only in the first, twice in its content. Lengths in tokens
+        // (title + content): 4, 2, 4, 3, so N = 4, average 13 / 4 = 3.25; n(water) = 1, so
+        // IDF = ln((4 − 1 + 0.5) / (1 + 0.5)) = ln(7 / 3).
+        let texts = [("Rain", "water water stone"), ("Sun", "stone"), ("Sky", "stone stone stone"), ("Sea", "salt salt")]
+        let entries = texts.enumerated().map { index, text in
+            ChunkRecord(chunk: Chunk(id: "c\(index)", title: text.0, content: text.1), vector: unit(1, Float(index), 0, 0))
+        }
+        try withTemporaryDirectory { directory in
+            let db = try Database(path: try Corpus.snapshot(in: directory, entries: entries), mode: .readOnly(immutable: true))
+            try BM25Function.register(on: db, lengths: try DocumentLengths(db: db))
+            let statement = try db.prepare("""
+                SELECT bm25(chunks_fts, 1.0, 1.0), cairn_bm25(chunks_fts, 1.0, 1.0, ?2, 1.2, 0.75),
+                       cairn_bm25(chunks_fts, 1.0, 1.0, ?2, 1.5, 0.4), cairn_bm25(chunks_fts, 1.0, 1.0, ?2, 2.0, 0.0)
+                FROM chunks_fts WHERE chunks_fts MATCH ?1
+                """)
+            try statement.bind(LexicalQuery.expression(["water"]), at: 1)
+            try statement.bind(BM25Function.encode([1]), at: 2)
+            #expect(try statement.step())
+            let (fts5, same, tuned, flat) = (statement.double(at: 0), statement.double(at: 1), statement.double(at: 2), statement.double(at: 3))
+            #expect(try !statement.step())
+
+            let idf = log(7.0 / 3.0)
+            // k1 1.5, b 0.4: 2 · 2.5 / (2 + 1.5 · (0.6 + 0.4 · 4 / 3.25)) ≈ 1.374207.
+            let expectedTuned = -idf * (2 * 2.5) / (2 + 1.5 * (0.6 + 0.4 * 4 / 3.25))
+            // b 0: the length does not count; k1 2: 2 · 3 / (2 + 2) = 1.5.
+            let expectedFlat = -idf * 1.5
+            #expect(same.bitPattern == fts5.bitPattern)
+            #expect(abs(tuned - expectedTuned) < 1e-12 && abs(tuned - -1.164362) < 1e-6)
+            #expect(abs(flat - expectedFlat) < 1e-12)
+        }
+    }
+
     @Test("Given SQLite varints of 1 to 9 bytes, when decoded, then each gives its value and length")
     func varints() {
         let cases: [([UInt8], Int64)] = [

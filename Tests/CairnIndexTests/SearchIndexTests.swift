@@ -95,7 +95,8 @@ import Testing
             #expect(Set(ids(hybrid)) == Set(lexical.map(\.chunk.id)).union(dense.map(\.chunk.id)))
             for result in hybrid.results {
                 let id = result.chunk.id
-                #expect(abs(result.fusedScore - (0.3 * lexicalZ[id]! + 0.7 * denseZ[id]!)) < 1e-9, "\(id)")
+                let weights = index.configuration
+                #expect(abs(result.fusedScore - (weights.lexicalWeight * lexicalZ[id]! + weights.denseWeight * denseZ[id]!)) < 1e-9, "\(id)")
                 #expect(abs(result.denseScore! - cosine[id]!) < 1e-6)
                 #expect(result.lexicalScore == lexicalScore[id])
             }

@@ -1,11 +1,12 @@
 import CSQLite
 import Foundation
 
-/// `cairn_bm25(chunks_fts, w_title, w_content [, counts])`: FTS5's own `bm25()` — the same
-/// formula, the same operations in the same order, so the same scores to the last bit — except
-/// that a row's length in tokens comes from memory instead of a lookup in the `%_docsize` table,
-/// and each phrase's document count (for its IDF) may be given as `counts` (`encode`), which
-/// spares a walk of each phrase's whole doclist per query.
+/// `cairn_bm25(chunks_fts, w_title, w_content [, counts [, k1, b]])`: FTS5's own `bm25()` — the
+/// same formula, the same operations in the same order, so with k1 = 1.2 and b = 0.75 (FTS5's
+/// fixed values, the defaults here) the same scores to the last bit — except that a row's length
+/// in tokens comes from memory instead of a lookup in the `%_docsize` table, each phrase's
+/// document count (for its IDF) may be given as `counts` (`encode`), which spares a walk of each
+/// phrase's whole doclist per query, and k1 and b may be given (`RankingConfiguration`).
 ///
 /// FTS5's `bm25()` asks `xColumnSize` for every matching row, a B-tree lookup that costs about
 /// two thirds of a lexical query on a large index (measured on 100,000 chunks: 15 ms median with
@@ -13,6 +14,8 @@ import Foundation
 /// alone). The lengths are read once when the index opens (`DocumentLengths`).
 enum BM25Function {
     static let name = "cairn_bm25"
+    /// FTS5's `bm25()` constants, used when a call gives no k1 and b.
+    static let fts5K1 = 1.2, fts5B = 0.75
 
     /// `counts` as the function's last argument: 8 bytes per phrase, little-endian.
     static func encode(_ counts: [Int64]) -> [UInt8] {
@@ -98,7 +101,8 @@ private func queryStatistics(_ api: Fts5ExtensionApi, _ fts: OpaquePointer, phra
 
 private let score: fts5_extension_function = { api, fts, context, count, values in
     guard let api, let fts else { return }
-    let k1 = 1.2, b = 0.75
+    let k1 = count > 3 ? sqlite3_value_double(values![3]) : BM25Function.fts5K1
+    let b = count > 4 ? sqlite3_value_double(values![4]) : BM25Function.fts5B
     let functions = api.pointee
     let phrases = Int(functions.xPhraseCount(fts))
     var statistics = functions.xGetAuxdata(fts, 0)?.assumingMemoryBound(to: Double.self)

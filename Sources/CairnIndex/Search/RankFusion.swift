@@ -28,6 +28,28 @@ struct ScoreMoments: Hashable, Sendable {
         count += max(0, zeros)
     }
 
+    /// The rows of `scores` that `mask` lets through (every row when nil), in one tight pass, run
+    /// only by the fusion that needs it (hybrid), so a dense query does not pay for it.
+    init(scores: [Float], mask: [Bool]?) {
+        var (count, sum, squares) = (0, 0.0, 0.0)
+        scores.withUnsafeBufferPointer { buffer in
+            if let mask {
+                for row in buffer.indices where mask[row] {
+                    let score = Double(buffer[row])
+                    (count, sum, squares) = (count + 1, sum + score, squares + score * score)
+                }
+            } else {
+                for value in buffer {
+                    let score = Double(value)
+                    sum += score
+                    squares += score * score
+                }
+                count = buffer.count
+            }
+        }
+        (self.count, self.sum, self.sumOfSquares) = (count, sum, squares)
+    }
+
     /// `moments`, then `zeros` rows that score 0.
     init(adding moments: ScoreMoments, zeros: Int) {
         self = moments

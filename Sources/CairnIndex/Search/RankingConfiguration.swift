@@ -5,15 +5,20 @@ public struct RankingConfiguration: Sendable, Hashable {
     public var titleWeight: Double
     /// BM25 weight of the content column. Default 1.0.
     public var contentWeight: Double
+    /// BM25's term-frequency saturation k1 and length normalisation b. Defaults 1.5 and 0.4
+    /// (FTS5's fixed 1.2 and 0.75 until docs/quality.md measured lexical nDCG@10 +0.55 points,
+    /// SE 0.25, on the mean over six collections, none lower beyond its noise).
+    public var bm25K1: Double
+    public var bm25B: Double
     /// Dense matches below this cosine are dropped when a request sets no `minSimilarity`.
     /// Default 0.2 (0.25 until docs/quality.md measured that it cost dense search 0.9–1.4 nDCG@10
     /// points against exact search on nfcorpus and NuraSafe; unrelated MiniLM pairs stay below it).
     public var similarityFloor: Float
-    /// Weight of the standardised dense score (z over every row) in hybrid fusion. Default 0.7
-    /// (docs/quality.md: 0.7–0.8 lie within 0.1 nDCG@10 point of each other on the mean over
-    /// every collection; 0.6 loses 1.2).
+    /// Weight of the standardised dense score (z over every row) in hybrid fusion. Default 0.8,
+    /// the best mean nDCG@10 over six collections (docs/quality.md: 0.75–0.85 within 0.2 points;
+    /// 0.7 −0.24, 0.9 −0.78).
     public var denseWeight: Double
-    /// Weight of the standardised lexical score in hybrid fusion. Default 0.3.
+    /// Weight of the standardised lexical score in hybrid fusion. Default 0.2.
     public var lexicalWeight: Double
     /// In hybrid and rrf, each list (lexical, dense) offers its best `candidateDepth`
     /// candidates to the fusion, whatever k is, so that the first answers do not depend on how
@@ -36,14 +41,17 @@ public struct RankingConfiguration: Sendable, Hashable {
     /// all are busy). Default 4.
     public var connectionPoolSize: Int
 
-    public init(titleWeight: Double = 2.0, contentWeight: Double = 1.0, similarityFloor: Float = 0.2,
-                denseWeight: Double = 0.7, lexicalWeight: Double = 0.3,
+    public init(titleWeight: Double = 2.0, contentWeight: Double = 1.0, bm25K1: Double = 1.5, bm25B: Double = 0.4,
+                similarityFloor: Float = 0.2,
+                denseWeight: Double = 0.8, lexicalWeight: Double = 0.2,
                 candidateDepth: Int = 100,
                 degenerateWindow: Int = 20, degenerateMinimumScore: Float = 0.88, degenerateMaximumSpread: Float = 0.06,
                 rrfConstant: Double = 60, maximumQueryTokens: Int = 32,
                 stopWords: Set<String> = RankingConfiguration.englishStopWords, connectionPoolSize: Int = 4) {
         self.titleWeight = titleWeight
         self.contentWeight = contentWeight
+        self.bm25K1 = bm25K1
+        self.bm25B = bm25B
         self.similarityFloor = similarityFloor
         self.denseWeight = denseWeight
         self.lexicalWeight = lexicalWeight

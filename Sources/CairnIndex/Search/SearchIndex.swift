@@ -132,7 +132,7 @@ public final class SearchIndex: Sendable {
         case (.hybrid, true):
             let cosines = dense.scores
             ranked = RankFusion.standardized(lexical: lexical.list, lexicalMoments: lexical.moments,
-                                             dense: dense.list, denseMoments: dense.moments,
+                                             dense: dense.list, denseMoments: ScoreMoments(scores: cosines, mask: mask),
                                              denseScore: { Double(cosines[$0]) },
                                              lexicalWeight: configuration.lexicalWeight, denseWeight: configuration.denseWeight)
             (modeUsed, fusion) = (.hybrid, .weighted)
@@ -201,17 +201,19 @@ public final class SearchIndex: Sendable {
                                                  maximumTokens: configuration.maximumQueryTokens)
         guard !searched.isEmpty else { return LexicalCandidates() }
         let rows = mask.map { $0.lazy.filter { $0 }.count } ?? count
-        // cairn_bm25 is FTS5's bm25() with row lengths from memory and each phrase's document
-        // count from `documentCounts` (BM25Function.swift).
+        // cairn_bm25 is FTS5's bm25() with row lengths from memory, each phrase's document
+        // count from `documentCounts`, and the configuration's k1 and b (BM25Function.swift).
         return try pool.withConnection { (db) throws(IndexError) -> LexicalCandidates in
             let (tokens, counts) = Self.informative(searched, counts: try documentCounts.counts(of: searched, db: db), rows: count)
             let expression = LexicalQuery.expression(tokens)
             let statement = try db.prepare(
-                "SELECT rowid, \(BM25Function.name)(chunks_fts, ?1, ?2, ?4) FROM chunks_fts WHERE chunks_fts MATCH ?3")
+                "SELECT rowid, \(BM25Function.name)(chunks_fts, ?1, ?2, ?4, ?5, ?6) FROM chunks_fts WHERE chunks_fts MATCH ?3")
             try statement.bind(configuration.titleWeight, at: 1)
             try statement.bind(configuration.contentWeight, at: 2)
             try statement.bind(expression, at: 3)
             try statement.bind(BM25Function.encode(counts), at: 4)
+            try statement.bind(configuration.bm25K1, at: 5)
+            try statement.bind(configuration.bm25B, at: 6)
             var best = TopSelection(capacity: limit)
             var moments = ScoreMoments()
             while try statement.step() {
@@ -243,25 +245,22 @@ public final class SearchIndex: Sendable {
 
     // MARK: Dense
 
-    /// The best dense matches at or above the floor, whether the scores are degenerate, every
-    /// row's cosine, and the cosines' moments over the rows the filters let through.
+    /// The best dense matches at or above the floor, whether the scores are degenerate, and
+    /// every row's cosine.
     struct DenseCandidates: Sendable {
         var list: [ScoredRow] = []
         var isDegenerate = false
         var scores: [Float] = []
-        var moments = ScoreMoments()
     }
 
     private func dense(_ query: [Float], floor: Float, limit: Int, mask: [Bool]?) -> DenseCandidates {
         let scores = similarities(query)
-        var moments = ScoreMoments()
         var top: [Float] = []  // the best `degenerateWindow` candidate scores, before the floor
         let window = max(1, configuration.degenerateWindow)
         var lowest = 0  // index in `top` of its smallest score, once `top` is full
         var best = TopSelection(capacity: limit)
         for row in 0..<count where mask?[row] ?? true {
             let score = scores[row]
-            moments.add(Double(score))
             if top.count < window {
                 top.append(score)
                 if top.count == window { lowest = Self.indexOfMinimum(top) }
@@ -275,7 +274,7 @@ public final class SearchIndex: Sendable {
         }
         let degenerate = RankFusion.isDegenerate(topScores: top, minimum: configuration.degenerateMinimumScore,
                                                  maximumSpread: configuration.degenerateMaximumSpread)
-        return DenseCandidates(list: best.sorted, isDegenerate: degenerate, scores: scores, moments: moments)
+        return DenseCandidates(list: best.sorted, isDegenerate: degenerate, scores: scores)
     }
 
     private static func indexOfMinimum(_ values: [Float]) -> Int {

@@ -2,7 +2,7 @@
 /// their defaults.
 public struct SearchRequest: Sendable, Hashable, Codable {
     public enum Mode: String, Sendable, Hashable, Codable, CaseIterable {
-        /// Standardised BM25 and dense scores (z over every row), 0.3 × lexical + 0.7 × dense.
+        /// Standardised BM25 and dense scores (z over every row), 0.2 × lexical + 0.8 × dense.
         case hybrid
         /// BM25 over title and content only.
         case lexical

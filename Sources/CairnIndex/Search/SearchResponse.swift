@@ -34,7 +34,7 @@ public struct SearchResponse: Sendable, Hashable, Codable {
     public enum Fusion: String, Sendable, Hashable, Codable {
         /// One list only (lexical, dense, or no query vector).
         case none
-        /// 0.7 × z-scored cosine + 0.3 × z-scored BM25, each z over every row the filter lets through.
+        /// 0.8 × z-scored cosine + 0.2 × z-scored BM25, each z over every row the filter lets through.
         case weighted
         /// Reciprocal-rank fusion.
         case rrf
