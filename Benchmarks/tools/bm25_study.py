@@ -7,14 +7,15 @@ per-query difference from a baseline, not by the best single collection.
     cairn eval COLLECTION --keep        # for each collection; prints the kept folder
     "$CAIRN_PYTHON" Benchmarks/tools/bm25_study.py \\
         NAME=BEIR_DIR=KEPT/data/current/index.sqlite[=CORPUS] ... \\
-        [--k1 1.2 1.5] [--b 0.75 0.4] [--baseline 1.2,0.75] [--hybrid] [--dense-weight 0.8] [--idf fts5|lucene]
+        [--k1 1.2 1.5] [--b 0.75 0.4] [--baseline 1.2,0.75] [--hybrid] [--dense-weight 0.8]
+        [--title-weight 3] [--idf fts5|lucene]
 
-Lexical is a replica of `cairn_bm25` (BM25Function.swift: FTS5's bm25 formula, k1 and b given)
-with Cairn's query rules (LexicalQuery.searchTokens, SearchIndex.informative, one phrase per word,
-title weight 2). FTS5's own bm25() cannot take k1 and b, so the scores are computed here from the
-snapshot's FTS5 data: each phrase's rows and weighted frequencies (`fts5vocab`, the words stemmed
-by a scratch FTS5 table with the index's tokenizer), row lengths (`%_docsize`), and the row count
-and total length (`%_data` record 1). The virtual tables are made on a copy of the index in a
+Lexical is a replica of `cairn_bm25` (BM25Function.swift: FTS5's bm25 formula, k1 and b given) with
+Cairn's query rules (LexicalQuery.searchTokens, SearchIndex.informative, one phrase per word, title
+weight 3 by default). FTS5's own bm25() cannot take k1 and b, so the scores are computed here from
+the snapshot's FTS5 data: each phrase's rows and weighted frequencies (`fts5vocab`, the words
+stemmed by a scratch FTS5 table with the index's tokenizer), row lengths (`%_docsize`), and the row
+count and total length (`%_data` record 1). The virtual tables are made on a copy of the index in a
 temporary directory: the given file is only read. --idf lucene swaps FTS5's
 log((N - n + 0.5) / (n + 0.5)), 1e-6 when <= 0, for Lucene's log(1 + (N - n + 0.5) / (n + 0.5)).
 
@@ -48,7 +49,7 @@ from bench_quality_peers import load_collection, ndcg  # noqa: E402
 from tune_ranking import STOP, tokens  # noqa: E402
 
 # RankingConfiguration's defaults, other than k1 and b.
-TITLE_WEIGHT, CONTENT_WEIGHT = 2.0, 1.0
+CONTENT_WEIGHT = 1.0
 MAX_TOKENS = 32
 DEPTH, FLOOR = 100, 0.2
 WINDOW, DEGENERATE_MIN, DEGENERATE_SPREAD = 20, 0.88, 0.06
@@ -76,7 +77,8 @@ def varints(blob):
 class Snapshot:
     """A temporary copy of one index, with what cairn_bm25 reads held in memory."""
 
-    def __init__(self, index_path):
+    def __init__(self, index_path, title_weight):
+        self.title_weight = title_weight
         self.scratch = tempfile.TemporaryDirectory(prefix="bm25_study-")
         copy = os.path.join(self.scratch.name, "index.sqlite")
         shutil.copyfile(index_path, copy)
@@ -131,7 +133,7 @@ class Snapshot:
                     if all((doc, col, offset + j) in s for j, s in enumerate(later, 1))]
         frequency = defaultdict(float)
         for doc, col, _ in hits:
-            frequency[self.row_of[doc]] += TITLE_WEIGHT if col == "title" else CONTENT_WEIGHT
+            frequency[self.row_of[doc]] += self.title_weight if col == "title" else CONTENT_WEIGHT
         return np.array(list(frequency), dtype=np.int64), np.array(list(frequency.values()))
 
     def query(self, text):
@@ -196,6 +198,7 @@ def main():
     ap.add_argument("--hybrid", action="store_true", help="also Cairn's hybrid (query vectors from embed_ref)")
     ap.add_argument("--idf", choices=("fts5", "lucene"), default="fts5")
     ap.add_argument("--dense-weight", type=float, default=0.8, help="hybrid's dense weight (lexical: 1 - it)")
+    ap.add_argument("--title-weight", type=float, default=3.0, help="BM25 weight of a title match (content: 1)")
     args = ap.parse_args()
     baseline = tuple(float(x) for x in args.baseline.split(","))
     grid = [(k1, b) for k1 in args.k1 for b in args.b]
@@ -214,7 +217,7 @@ def main():
         names.append(name)
         queries, qrels, _ = load_collection(folder, corpus[0] if corpus else os.path.join(folder, "corpus.jsonl"), "test")
         qvecs = model.embed([q["text"] for q in queries]).astype(np.float32) if model else [None] * len(queries)
-        with Snapshot(index) as snapshot:
+        with Snapshot(index, args.title_weight) as snapshot:
             print(f"bm25_study: {name}: {len(queries)} queries, {len(snapshot.ids)} rows", file=sys.stderr, flush=True)
             for q, qvec in zip(queries, qvecs):
                 phrases = snapshot.query(q["text"])

@@ -140,7 +140,7 @@ class Replay:
         return [i for _, i, _ in ranked[:k]]
 
 
-DEFAULT = dict(title_weight=2.0, floor=0.2, dense_weight=0.8, window=20, degenerate_min=0.88, spread=0.06,
+DEFAULT = dict(title_weight=3.0, floor=0.2, dense_weight=0.8, window=20, degenerate_min=0.88, spread=0.06,
                rrf=60.0, stop=STOP, fallback=True, limit=None, max_tokens=32)
 
 

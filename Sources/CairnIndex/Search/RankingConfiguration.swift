@@ -1,7 +1,8 @@
 /// How `SearchIndex` ranks. Every field has a documented default that follows DESIGN.md's
 /// "Retrieval" section; the evaluation decides whether they change.
 public struct RankingConfiguration: Sendable, Hashable {
-    /// BM25 weight of the title column. Default 2.0 (a title match counts double).
+    /// BM25 weight of the title column. Default 3.0 (2.0 until BM25's b went to 0.4: with it,
+    /// lexical nDCG@10 rose on every collection with titles at 2.5–4, docs/quality.md).
     public var titleWeight: Double
     /// BM25 weight of the content column. Default 1.0.
     public var contentWeight: Double
@@ -41,7 +42,7 @@ public struct RankingConfiguration: Sendable, Hashable {
     /// all are busy). Default 4.
     public var connectionPoolSize: Int
 
-    public init(titleWeight: Double = 2.0, contentWeight: Double = 1.0, bm25K1: Double = 1.5, bm25B: Double = 0.4,
+    public init(titleWeight: Double = 3.0, contentWeight: Double = 1.0, bm25K1: Double = 1.5, bm25B: Double = 0.4,
                 similarityFloor: Float = 0.2,
                 denseWeight: Double = 0.8, lexicalWeight: Double = 0.2,
                 candidateDepth: Int = 100,
