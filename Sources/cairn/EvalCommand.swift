@@ -98,7 +98,7 @@ struct EvalCommand: AsyncParsableCommand {
 
         var report = EvalReport(collection: loaded.name, documents: repository.manifest.chunkCount, modes: modes,
                                 queries: queries, judgments: loaded.collection.judgments, outcomes: outcomes)
-        report.compare(atK: 10, shallow, with: outcomes, modes: modes, queries: queries)
+        report.compare(atK10: shallow, with: outcomes, queries: queries.count)
         let perQueryPath = perQuery ?? FileManager.default.currentDirectoryPath + "/eval-\(loaded.name)-per-query.jsonl"
         try report.writePerQuery(to: perQueryPath)
         print(json ? try report.json() : report.table)

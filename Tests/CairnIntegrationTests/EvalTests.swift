@@ -66,7 +66,9 @@ import Testing
         #expect(report.documents == 6)
         #expect(report.modes.map(\.mode) == ["lexical", "dense", "hybrid", "rrf"])
         #expect(report.modes.allSatisfy { $0.queries == 3 })
-        // Every query was sent again with k = 10; no mode's first answers may change with k.
+        // Every query was sent again with k = 10 and the report counts, per mode, those whose
+        // answers are not the k = 100 answer's first 10 (k-independence itself is tested on a
+        // larger index in SearchIndexTests; here the count must be present and 0).
         #expect(report.modes.allSatisfy { $0.differAtK10 == 0 })
 
         // Lexical rankings: q1 → [d3], q2 → [d4], q3 → [d6].

@@ -25,7 +25,7 @@ struct ScoreMoments: Hashable, Sendable {
     /// `scores`, then `zeros` rows that score 0.
     init(scores: [Double], zeros: Int = 0) {
         for score in scores { add(score) }
-        count += max(0, zeros)
+        addZeros(zeros)
     }
 
     /// The rows of `scores` that `mask` lets through (every row when nil), in one tight pass, run
@@ -50,16 +50,15 @@ struct ScoreMoments: Hashable, Sendable {
         (self.count, self.sum, self.sumOfSquares) = (count, sum, squares)
     }
 
-    /// `moments`, then `zeros` rows that score 0.
-    init(adding moments: ScoreMoments, zeros: Int) {
-        self = moments
-        count += max(0, zeros)
-    }
-
     mutating func add(_ score: Double) {
         count += 1
         sum += score
         sumOfSquares += score * score
+    }
+
+    /// `rows` more rows that score 0 (they move the mean and the spread, not the sums).
+    mutating func addZeros(_ rows: Int) {
+        count += max(0, rows)
     }
 
     var mean: Double { count > 0 ? sum / Double(count) : 0 }
@@ -103,20 +102,15 @@ enum RankFusion {
     static func standardized(lexical: [ScoredRow], lexicalMoments: ScoreMoments,
                              dense: [ScoredRow], denseMoments: ScoreMoments, denseScore: (Int) -> Double,
                              lexicalWeight: Double, denseWeight: Double) -> [FusedRow] {
-        var fused: [Int: FusedRow] = [:]
-        for entry in lexical {
-            fused[entry.row] = FusedRow(row: entry.row, id: entry.id, lexical: entry.score, dense: nil, fused: 0)
-        }
-        for entry in dense where fused[entry.row] == nil {
-            fused[entry.row] = FusedRow(row: entry.row, id: entry.id, lexical: nil, dense: nil, fused: 0)
-        }
-        for row in fused.keys {
-            let cosine = denseScore(row)
-            fused[row]!.dense = cosine
-            fused[row]!.fused = lexicalWeight * lexicalMoments.standardized(fused[row]!.lexical ?? 0)
-                + denseWeight * denseMoments.standardized(cosine)
-        }
-        return sorted(Array(fused.values))
+        let lexicalScore = Dictionary(uniqueKeysWithValues: lexical.map { ($0.row, $0.score) })
+        var candidates: [Int: String] = [:]
+        for entry in lexical + dense { candidates[entry.row] = entry.id }
+        return sorted(candidates.map { row, id in
+            let (matched, cosine) = (lexicalScore[row], denseScore(row))
+            return FusedRow(row: row, id: id, lexical: matched, dense: cosine,
+                            fused: lexicalWeight * lexicalMoments.standardized(matched ?? 0)
+                                + denseWeight * denseMoments.standardized(cosine))
+        })
     }
 
     /// Σ 1 / (constant + rank) over both lists, rank 1-based within each (sorted) list.

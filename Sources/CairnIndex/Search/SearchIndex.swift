@@ -217,20 +217,16 @@ public final class SearchIndex: Sendable {
             var best = TopSelection(capacity: limit)
             var moments = ScoreMoments()
             while try statement.step() {
-                let score = -statement.double(at: 1)
+                let (rowid, score) = (statement.int64(at: 0), -statement.double(at: 1))
                 // Without a filter every match counts, and only a row that can enter the list
                 // needs its row number (a dictionary lookup, costly over many matches).
-                if let mask {
-                    guard let row = rowForRowid[statement.int64(at: 0)], mask[row] else { continue }
-                    moments.add(score)
-                    if best.admits(score) { best.offer(ScoredRow(row: row, id: ids[row], score: score)) }
-                } else {
-                    moments.add(score)
-                    guard best.admits(score), let row = rowForRowid[statement.int64(at: 0)] else { continue }
-                    best.offer(ScoredRow(row: row, id: ids[row], score: score))
-                }
+                if let mask, !(rowForRowid[rowid].map { mask[$0] } ?? false) { continue }
+                moments.add(score)
+                guard best.admits(score), let row = rowForRowid[rowid] else { continue }
+                best.offer(ScoredRow(row: row, id: ids[row], score: score))
             }
-            return LexicalCandidates(list: best.sorted, moments: ScoreMoments(adding: moments, zeros: rows - moments.count))
+            moments.addZeros(rows - moments.count)
+            return LexicalCandidates(list: best.sorted, moments: moments)
         }
     }
 

@@ -75,13 +75,12 @@ struct EvalReport {
         self.rows = rows
     }
 
-    /// Counts, per mode, the queries whose first 10 answers in `shallow` (requests with k = `k`)
-    /// differ from the first 10 of `deep` (the report's own, k = 100). Both in the order of the jobs.
-    mutating func compare(atK k: Int, _ shallow: [QueryRunner.Outcome], with deep: [QueryRunner.Outcome],
-                          modes: [SearchRequest.Mode], queries: [TestCollection.Query]) {
-        for modeIndex in modes.indices {
-            let range = modeIndex * queries.count..<(modeIndex + 1) * queries.count
-            rows[modeIndex].differAtK10 = range.filter { Array(shallow[$0].ranking.prefix(k)) != Array(deep[$0].ranking.prefix(k)) }.count
+    /// Counts, per mode, the queries whose answers to requests with k = 10 (`atK10`) are not the
+    /// first 10 of `deep` (the report's own, k = 100). Both in the order of the jobs.
+    mutating func compare(atK10 shallow: [QueryRunner.Outcome], with deep: [QueryRunner.Outcome], queries: Int) {
+        for modeIndex in rows.indices {
+            let range = modeIndex * queries..<(modeIndex + 1) * queries
+            rows[modeIndex].differAtK10 = range.filter { shallow[$0].ranking != Array(deep[$0].ranking.prefix(10)) }.count
         }
     }
 
