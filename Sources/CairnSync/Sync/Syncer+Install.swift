@@ -166,10 +166,11 @@ extension Syncer {
             throw SyncError(.io, "cannot finish installing version \(name)", cause: error)
         }
         let old = directory.linkTarget(directory.currentLink)
-        if let old, old != "\(DataDirectoryLayout.versionsFolder)/\(name)" {
+        let target = DataDirectoryLayout.versionFolder(manifest.version)
+        if let old, old != target {
             try directory.replaceLink(directory.previousLink, with: old)
         }
-        try directory.replaceLink(directory.currentLink, with: "\(DataDirectoryLayout.versionsFolder)/\(name)")
+        try directory.replaceLink(directory.currentLink, with: target)
         try directory.syncFolder(directory.path)
         logger.info("installed version", metadata: ["cairn.sync.version": "\(manifest.version)",
                                                     "cairn.sync.state_root": "\(manifest.stateRoot.hex)"])
