@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tune_ranking import DEFAULT, Replay  # noqa: E402
+from tune_ranking import DEFAULT, Replay, zscore  # noqa: E402
 from bench_quality_peers import load_collection, ndcg  # noqa: E402
 
 DEPTH = 1000
@@ -73,9 +73,9 @@ class Parts:
     """One query's two parts over every row: lexical score (0 when not matched) and cosine
     (with windows: the best of the record's own vector and its windows')."""
 
-    def __init__(self, replay, text, qvec, windows=None, max_tokens=32):
+    def __init__(self, replay, text, qvec, windows=None, max_tokens=32, title_weight=DEFAULT["title_weight"]):
         n = len(replay.ids)
-        self.lexical_list = replay.lexical(text, dict(DEFAULT, max_tokens=max_tokens), n)  # every match, best first
+        self.lexical_list = replay.lexical(text, dict(DEFAULT, max_tokens=max_tokens, title_weight=title_weight), n)  # every match, best first
         self.lexical = np.zeros(n)
         for score, _, row in self.lexical_list:
             self.lexical[row] = score
@@ -149,11 +149,6 @@ def lexical_minmax_matched(parts):
     return out
 
 
-def zscore(values):
-    sd = values.std()
-    return np.zeros_like(values) if sd <= 0 else (values - values.mean()) / sd
-
-
 def dbsf(values, rows):
     """Distribution-based score fusion's normalisation: mean ± 3 sd of the candidates' scores."""
     out = np.zeros(len(values))
@@ -225,6 +220,8 @@ def main():
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--only", action="append", help="methods whose name contains this (repeatable)")
     ap.add_argument("--max-tokens", type=int, default=32, help="query words kept (Cairn's maximumQueryTokens)")
+    ap.add_argument("--title-weight", type=float, default=DEFAULT["title_weight"],
+                    help="BM25 title weight (docs/quality.md's fusion table: 2, the default then)")
     ap.add_argument("--windows", action="store_true",
                     help="score long records by their best window (embedded with the numpy reference)")
     args = ap.parse_args()
@@ -250,7 +247,7 @@ def main():
         qvecs = model.embed([q["text"] for q in queries])
         print(f"fusion_study: {name}: {len(queries)} queries, {len(replay.ids)} rows", file=sys.stderr)
         for q, v in zip(queries, qvecs):
-            parts = Parts(replay, q["text"], v.astype(np.float32), windows, args.max_tokens)
+            parts = Parts(replay, q["text"], v.astype(np.float32), windows, args.max_tokens, args.title_weight)
             for method, fuse in table.items():
                 per.setdefault(method, {}).setdefault(name, []).append(ndcg(fuse(parts, replay.ids, args.k), qrels[q["_id"]], 10))
     base = per[args.baseline]

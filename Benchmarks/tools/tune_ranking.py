@@ -68,15 +68,14 @@ def match_expression(text, stop, max_tokens=32, document_count=None, rows=0):
     return " OR ".join(phrase(t) for t in toks)
 
 
+def zscore(values):
+    """(values - mean) / population sd over every row; 0 when they do not spread."""
+    sd = values.std()
+    return np.zeros_like(values) if sd <= 0 else (values - values.mean()) / sd
+
+
 def ordered(items):  # (score, id, row): higher score first, ties by id bytes
     return sorted(items, key=lambda x: (-x[0], x[1].encode()))
-
-
-def minmax(scores):
-    if not scores:
-        return []
-    lo, hi = min(scores), max(scores)
-    return [1.0] * len(scores) if hi - lo <= 0 else [(s - lo) / (hi - lo) for s in scores]
 
 
 class Replay:
@@ -119,14 +118,11 @@ class Replay:
             for s, _, r in lex_all:
                 lexical[r] = s
             cosines = (self.matrix @ qvec).astype(np.float64)
-            def z(values):
-                sd = values.std()
-                return np.zeros_like(values) if sd <= 0 else (values - values.mean()) / sd
-            z_lexical, z_dense = z(lexical), z(cosines)
+            z_lexical, z_dense = zscore(lexical), zscore(cosines)
             listed = {r for _, _, r in lex_all[:depth]}
             # A candidate only the dense list holds counts as lexically 0 (as in Swift), even
             # when it matched below the lexical list's depth.
-            zero = z_lexical[lexical == 0][0] if (lexical == 0).any() else (0 - lexical.mean()) / (lexical.std() or 1)
+            zero = -lexical.mean() / lexical.std() if lexical.std() > 0 else 0.0
             def fused(r):
                 return (1 - cfg["dense_weight"]) * (z_lexical[r] if r in listed else zero) + cfg["dense_weight"] * z_dense[r]
             ranked = ordered([(fused(r), self.ids[r], r) for r in listed | {r for _, _, r in dense}])
