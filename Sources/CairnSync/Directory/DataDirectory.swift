@@ -104,7 +104,7 @@ public final class DataDirectory: Sendable {
         guard FileSystem.exists(directory + "/" + DataDirectoryLayout.indexFile),
               let bytes = try? FileSystem.read(directory + "/" + DataDirectoryLayout.manifestFile),
               let manifest = Self.parseInstalledManifest(bytes) else { return nil }
-        let model = directory + "/model"
+        let model = directory + "/" + DataDirectoryLayout.modelLink
         let hasModel = FileSystem.exists(model + "/model.safetensors")
         return InstalledVersion(version: manifest.version, stateRoot: manifest.stateRoot, directory: directory,
                                 manifest: manifest, modelDirectory: hasModel ? model : nil)
