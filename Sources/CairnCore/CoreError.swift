@@ -29,6 +29,16 @@ public struct CoreError: Error, Sendable, CustomStringConvertible {
         public static let canaryMalformed = Code("canary_malformed")
         /// Records do not hash to the state root they were supposed to have.
         public static let stateRootMismatch = Code("state_root_mismatch")
+        /// Root metadata (or its signed envelope) is missing a field, has an ill-typed or
+        /// out-of-range value, or carries an unknown field (protocol/root.md).
+        public static let rootMalformed = Code("root_malformed")
+        /// A root does not chain from the trusted one: thresholds not met, wrong version, or
+        /// older than the trusted root (rollback of trust).
+        public static let rootRefused = Code("root_refused")
+        /// Fewer distinct signing keys of the trusted root signed the manifest than its threshold.
+        public static let thresholdNotMet = Code("threshold_not_met")
+        /// The manifest is signed only by keys a root rotation removed.
+        public static let keyRevoked = Code("key_revoked")
         /// A caller passed values that break a documented precondition.
         public static let invalidArgument = Code("invalid_argument")
     }

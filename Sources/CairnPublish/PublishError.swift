@@ -21,6 +21,9 @@ public struct PublishError: Error, Sendable, CustomStringConvertible {
         public static let model = Code("model")
         /// A file could not be read or written.
         public static let io = Code("io")
+        /// Fewer signatures than the root's threshold (a manifest or a root rotation); nothing
+        /// was released or written.
+        public static let thresholdNotMet = Code("threshold_not_met")
         /// The caller passed an unusable option (channel name, key file, counts).
         public static let invalidArgument = Code("invalid_argument")
     }

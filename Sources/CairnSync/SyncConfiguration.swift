@@ -8,8 +8,15 @@ public struct SyncConfiguration: Sendable {
     public var sources: [String]
     /// The channel to follow.
     public var channel: String
-    /// Publisher keys to accept signatures from.
+    /// Publisher keys to accept signatures from (threshold 1), when no root is pinned.
     public var trustedKeys: [PublicKey]
+    /// The bytes of the pinned root file (protocol/root.md), checked with
+    /// `SignedRoot.verifySelfSigned`; when set, the device follows the repository's root chain
+    /// from it and `trustedKeys` is not used.
+    public var trustedRoot: [UInt8]?
+    /// What to do with a verified manifest that is expired but newer than the installed version.
+    /// Default `.install` (flagged).
+    public var expiredUpdates: ExpiredUpdatePolicy = .install
     /// The device data directory (protocol/data-directory.md).
     public var dataDirectory: String
     /// Time between polls. Default 900 s; each wait is jittered by ±10 %.
@@ -42,6 +49,14 @@ public struct SyncConfiguration: Sendable {
         self.transfer = transfer
         self.freeSpaceMargin = freeSpaceMargin
     }
+}
+
+/// `expired_updates` (protocol/root.md, "Time on devices without a trustworthy clock").
+public enum ExpiredUpdatePolicy: String, Sendable, CaseIterable {
+    /// Install an expired manifest that is newer than the installed version, flagged `expired`.
+    case install
+    /// Refuse every expired manifest (`expired`), as TUF does.
+    case refuse
 }
 
 /// Limits applied to every transfer.

@@ -17,10 +17,18 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         public static let hashMismatch = Code("hash_mismatch")
         /// The manifest's signature, key or shape is not acceptable.
         public static let manifestRefused = Code("manifest_refused")
+        /// Fewer distinct signing keys of the trusted root signed the manifest than its threshold.
+        public static let thresholdNotMet = Code("threshold_not_met")
+        /// The manifest is signed only by keys a root rotation revoked.
+        public static let keyRevoked = Code("key_revoked")
+        /// A root offered by the source does not chain from the trusted root (protocol/root.md).
+        public static let rootRefused = Code("root_refused")
+        /// The newest trusted root has expired and `expired_updates = refuse`.
+        public static let rootExpired = Code("root_expired")
         public static let channelMismatch = Code("channel_mismatch")
         /// The manifest's version is not greater than the installed one.
         public static let rollback = Code("rollback")
-        /// The manifest is past its `expires` (freeze protection).
+        /// The manifest is past its `expires` and `expired_updates = refuse` (freeze protection).
         public static let expired = Code("expired")
         public static let unsupportedFormat = Code("unsupported_format")
         /// The model's dimension differs from the installed one and no full snapshot can be used.

@@ -11,6 +11,7 @@ struct CairnServerCommand: AsyncParsableCommand {
             channel's current manifest is immutable and named by its SHA-256, so any web server, \
             object store or CDN can carry it.
             """,
-        subcommands: [KeygenCommand.self, PublishCommand.self, VerifyCommand.self, HistoryCommand.self, ServeCommand.self]
+        subcommands: [KeygenCommand.self, RootCommand.self, PublishCommand.self, SignCommand.self, ReleaseCommand.self,
+                      VerifyCommand.self, HistoryCommand.self, ServeCommand.self]
     )
 }

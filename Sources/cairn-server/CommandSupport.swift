@@ -17,6 +17,7 @@ func exitCode(for error: PublishError) -> ExitCode {
     case .locked: ExitCode(75)            // EX_TEMPFAIL
     case .canaryFailed: ExitCode(1)
     case .model: ExitCode(3)
+    case .thresholdNotMet: ExitCode(77)   // EX_NOPERM
     default: ExitCode(74)                 // EX_IOERR
     }
 }

@@ -22,9 +22,16 @@ struct PublishCommand: ParsableCommand {
             leaves the previous version current. A second publish to the same repository waits up \
             to --lock-wait seconds for the first, then refuses.
 
+            Keys: each --key signs the manifest. When the repository has a root of trust \
+            (cairn-server root), every key must be one of its signing keys and at least its \
+            threshold of them must sign; with --stage, fewer (or none) may: the blobs are written \
+            and the signed manifest waits in staged/<channel>/<n>.json for cairn-server sign \
+            (on any machine) and cairn-server release.
+
             Exit status: 0 published; 65 bad input (one line naming file, record and problem; \
             nothing published); 1 a canary query failed; 75 another publish holds the lock; 3 the \
-            model cannot be loaded; 64 bad option or key file; 74 I/O error.
+            model cannot be loaded; 64 bad option or key file; 77 fewer signing keys than the \
+            root's threshold; 74 I/O error.
 
             Test hook: CAIRN_PUBLISH_PAUSE_AT=<stage> (locked, embedded, snapshot-stored, \
             blobs-stored, version-written) makes publish print "paused at <stage>" on standard \
@@ -38,8 +45,12 @@ struct PublishCommand: ParsableCommand {
     var channel: String
     @Option(help: "The knowledge base: a file or a folder.")
     var source: String
-    @Option(help: "The publisher's private key file (from keygen).")
-    var key: String
+    @Option(help: "A signing key's private key file (from keygen). Repeatable: each one signs.")
+    var key: [String] = []
+    @Flag(help: "Write the blobs and the signed manifest to staged/<channel>/<n>.json without releasing it.")
+    var stage = false
+    @Option(name: .customLong("expires-at"), help: "The manifest's expiry, YYYY-MM-DDTHH:MM:SSZ (instead of --expires-days).")
+    var expiresAt: String?
     @Option(help: "A canaries file: JSON array of {query, expect, k?, mode?}; the new version must pass them.")
     var canaries: String?
     @Option(name: .customLong("keep-deltas"), help: "Build deltas from this many earlier versions.")
@@ -64,11 +75,19 @@ struct PublishCommand: ParsableCommand {
     func run() throws {
         let logger = bootstrapLogging(verbose: verbose)
         do {
-            let key = try KeyFiles.loadPrivate(self.key)
+            var keys: [PublisherKey] = []
+            for path in key { keys.append(try KeyFiles.loadPrivate(path)) }
             var configuration = PublishConfiguration(
                 repository: repo, channel: channel, source: source, keepDeltas: keepDeltas, expiresDays: expiresDays,
                 chunking: ChunkingOptions(targetWords: chunkWords, overlapWords: overlapWords), lockWait: lockWait)
             if let canaries { configuration.canaries = try loadCanaries(canaries) }
+            configuration.stage = stage
+            if let expiresAt {
+                guard let time = Timestamp(rfc3339: expiresAt) else {
+                    throw PublishError(.invalidArgument, "--expires-at must be an RFC 3339 UTC time like 2026-12-31T00:00:00Z")
+                }
+                configuration.expiresAt = time
+            }
             let directory = modelDir ?? SentenceEmbedder.defaultDirectory()
             let embedder: SentenceEmbedder
             do { embedder = try SentenceEmbedder(directory: directory) } catch {
@@ -77,7 +96,7 @@ struct PublishCommand: ParsableCommand {
             let model = try PublishedModel(directory: directory, dimension: embedder.dimension, maxTokens: embedder.maximumTokens)
             let cacheFile: EmbeddingCache? = try noCache ? nil : EmbeddingCache(path: cache ?? EmbeddingCache.defaultPath())
             let display = ProgressDisplay()
-            let publisher = Publisher(configuration: configuration, key: key, embedder: embedder, model: model,
+            let publisher = Publisher(configuration: configuration, keys: keys, embedder: embedder, model: model,
                                       cache: cacheFile, logger: logger, progress: { display.update($0) }, checkpoint: pauseIfAsked)
             let report = try publisher.publish()
             for skipped in report.skippedDeltas { printError("note: no delta from \(skipped)") }

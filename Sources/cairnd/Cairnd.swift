@@ -17,7 +17,7 @@ struct Cairnd: AsyncParsableCommand {
             these flags. The socket API is described in protocol/socket-api.md. SIGTERM or \
             SIGINT: in-flight queries finish, the socket file is removed, exit 0.
 
-            With sources and a trusted key, cairnd polls the sources (SIGHUP or `cairn sync`: \
+            With sources and a trusted key or root, cairnd polls the sources (SIGHUP or `cairn sync`: \
             now), verifies and installs new versions beside the live one and swaps them in; \
             without sources it serves what is installed.
 
@@ -58,6 +58,8 @@ struct Cairnd: AsyncParsableCommand {
     var channel: String?
     @Option(name: .customLong("trusted-key"), help: "Publisher public key file to pin. Repeatable.")
     var trustedKey: [String] = []
+    @Option(name: .customLong("trusted-root"), help: "Root file to pin (root/<n>.root.json); the device then follows the repository's key rotations. Instead of --trusted-key.")
+    var trustedRoot: String?
     @Option(name: .customLong("data-dir"), help: "Where installed versions and state live.")
     var dataDir: String?
     @Option(help: "Unix socket path for the query API.")
@@ -103,6 +105,10 @@ struct Cairnd: AsyncParsableCommand {
         configuration.apply(environment: ProcessInfo.processInfo.environment)
         if !source.isEmpty { configuration.sources = source }
         if !trustedKey.isEmpty { configuration.trustedKeys = trustedKey }
+        if let trustedRoot {
+            configuration.trustedRoot = trustedRoot
+            if trustedKey.isEmpty { configuration.trustedKeys = [] }
+        }
         if let channel { configuration.channel = channel }
         if let dataDir { configuration.dataDirectory = dataDir }
         if let socket { configuration.socketPath = socket }

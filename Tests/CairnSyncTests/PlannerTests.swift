@@ -45,15 +45,37 @@ struct PlannerTests {
         #expect(next.version == 6)
     }
 
-    @Test("Given a newer manifest past its expiry, then it is refused as expired; another channel is refused too")
+    @Test("Given a newer manifest past its expiry, then expired_updates = refuse refuses it as expired and install installs it; another channel is refused either way")
     func expiredAndChannel() {
-        let planner = SyncPlanner(channel: "stable", installed: installed)
-        guard case .refuse(let expired) = planner.decide(Self.manifest(version: 5, expires: now.secondsSince1970), now: now),
-              case .refuse(let channel) = planner.decide(Self.manifest(version: 5, channel: "beta"), now: now) else {
+        let refusing = SyncPlanner(channel: "stable", installed: installed, expiredUpdates: .refuse)
+        let expiredManifest = Self.manifest(version: 5, expires: now.secondsSince1970)
+        guard case .refuse(let expired) = refusing.decide(expiredManifest, now: now),
+              case .refuse(let channel) = refusing.decide(Self.manifest(version: 5, channel: "beta"), now: now) else {
             Issue.record("expected refusals"); return
         }
         #expect(expired.code == .expired)
         #expect(channel.code == .channelMismatch)
+        let installing = SyncPlanner(channel: "stable", installed: installed, expiredUpdates: .install)
+        guard case .install(let taken, _) = installing.decide(expiredManifest, now: now) else {
+            Issue.record("an expired manifest newer than the installed one installs under install"); return
+        }
+        #expect(taken.version == 5)
+        guard case .refuse(let older) = installing.decide(Self.manifest(version: 3, expires: now.secondsSince1970), now: now) else {
+            Issue.record("an expired, older manifest is still a rollback"); return
+        }
+        #expect(older.code == .rollback)
+    }
+
+    @Test("Given recovery from a version only revoked keys signed, then a lower version installs, a held-back one too, and the same version and root is up to date")
+    func recovering() {
+        let planner = SyncPlanner(channel: "stable", installed: installed, heldBack: 9, recovering: true)
+        guard case .install(let lower, _) = planner.decide(Self.manifest(version: 2), now: now),
+              case .install(let held, _) = planner.decide(Self.manifest(version: 9), now: now),
+              case .upToDate = planner.decide(Self.manifest(version: 4, root: Self.rootA), now: now),
+              case .install(let sameNumber, _) = planner.decide(Self.manifest(version: 4, root: Self.rootC), now: now) else {
+            Issue.record("expected installs while recovering"); return
+        }
+        #expect([lower.version, held.version, sameNumber.version] == [2, 9, 4])
     }
 
     @Test("Given deltas from the installed version, then the cheapest matching one is chosen, else the full snapshot")

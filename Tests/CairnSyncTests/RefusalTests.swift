@@ -21,11 +21,11 @@ struct RefusalTests {
         #expect(device.directory.installed()?.version == 2)
     }
 
-    @Test("Given version 1 installed, when version 2 has expired, then it is refused and the status says stale")
+    @Test("Given version 1 installed and expired_updates = refuse, when version 2 has expired, then it is refused and the status says stale")
     func expired() async throws {
         let repo = try RepoFixture(withModel: false)
         try repo.publish(version: 1)
-        let device = try Device(repo: repo, sources: [repo.url])
+        let device = try Device(repo: repo, sources: [repo.url], expiredUpdates: .refuse)
         #expect(await device.syncer.syncOnce().installedVersion == 1)
         try repo.publish(version: 2, expires: Date().addingTimeInterval(-60))
         #expect(await device.syncer.syncOnce().errorCode == "expired")

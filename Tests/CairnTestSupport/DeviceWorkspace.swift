@@ -33,12 +33,38 @@ public struct Workspace: Sendable {
 
     /// Publishes `chunks` as the next version (signed with `key`, default the workspace's).
     public func publish(_ chunks: KB, key: String? = nil, extra: [String] = []) throws {
+        try publish(chunks, keys: [key ?? self.key], extra: extra)
+    }
+
+    /// Publishes `chunks` signed by every key file in `keys` (none with `--stage`).
+    public func publish(_ chunks: KB, keys: [String], extra: [String] = []) throws {
+        let run = try tryPublish(chunks, keys: keys, extra: extra)
+        guard run.status == 0 else { throw StepFailed("publish: \(run.error)") }
+    }
+
+    /// `cairn-server publish` of `chunks` with `keys`, whatever its outcome.
+    public func tryPublish(_ chunks: KB, keys: [String], extra: [String] = []) throws -> (status: Int32, output: String, error: String) {
         let source = folder + "/kb-\(UUID().uuidString).json"
         try Self.knowledgeBase(chunks, to: source)
-        let run = try Binaries.run("cairn-server", ["publish", "--repo", repo, "--channel", "field", "--source", source,
-                                                    "--key", key ?? self.key, "--model-dir", model, "--no-cache"] + extra,
-                                   in: folder)
-        guard run.status == 0 else { throw StepFailed("publish: \(run.error)") }
+        return try Binaries.run("cairn-server", ["publish", "--repo", repo, "--channel", "field", "--source", source,
+                                                 "--model-dir", model, "--no-cache"] + keys.flatMap { ["--key", $0] } + extra,
+                                in: folder)
+    }
+
+    /// `cairn-server <arguments>` in the workspace, which must succeed; its standard output.
+    @discardableResult
+    public func server(_ arguments: [String]) throws -> String {
+        let run = try Binaries.run("cairn-server", arguments, in: folder)
+        guard run.status == 0 else { throw StepFailed("cairn-server \(arguments.prefix(2).joined(separator: " ")): \(run.error)") }
+        return run.output
+    }
+
+    /// A new key pair `<folder>/<name>.key` and `.pub` (a "machine" is a folder); returns the
+    /// private key's path (the public one is the same with `.pub`).
+    public func keygen(_ name: String, in folder: String? = nil) throws -> String {
+        let dir = folder ?? self.folder + "/keys"
+        try server(["keygen", "--out", dir, "--name", name])
+        return dir + "/\(name).key"
     }
 
     /// The current manifest's snapshot and delta blob hashes and sizes.
@@ -80,14 +106,15 @@ public final class DeviceProcess: @unchecked Sendable {
     public let dataDirectory: String
     public var log: String { (try? String(contentsOfFile: folder + "/daemon.log", encoding: .utf8)) ?? "" }
 
+    /// `trust` replaces `--trusted-key <workspace key>` (e.g. `["--trusted-root", file]`).
     public init(_ workspace: Workspace, sources: [String], name: String = "device", config: [String: String] = [:],
-                dataDirectory: String? = nil, pollInterval: Int = 3600) throws {
+                dataDirectory: String? = nil, pollInterval: Int = 3600, trust: [String]? = nil) throws {
         folder = workspace.folder + "/" + name
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         socket = folder + "/cairnd.sock"
         self.dataDirectory = dataDirectory ?? folder + "/data"
         var arguments = sources.flatMap { ["--source", $0] } + [
-            "--channel", "field", "--trusted-key", workspace.publicKey, "--data-dir", self.dataDirectory,
+            "--channel", "field"] + (trust ?? ["--trusted-key", workspace.publicKey]) + ["--data-dir", self.dataDirectory,
             "--socket", socket, "--poll-interval", String(pollInterval)]
         if !config.isEmpty {
             let file = folder + "/cairnd.conf"

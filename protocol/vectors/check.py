@@ -6,12 +6,15 @@ Needs only the standard library and the `cryptography` package (for Ed25519).
 
 It re-derives every expected value in this folder from the documents in protocol/ with code
 that shares nothing with the Swift implementation: canonical JSON, chunk hashes, leaves and the
-state root, the delta's binary encoding and SHA-256, and the Ed25519 key, key id and signature
-of the signed manifest. Exit status 0 means every value agrees.
+state root, the delta's binary encoding and SHA-256, the Ed25519 key, key id and signature
+of the signed manifest, and (protocol/root.md) the keys and signatures of the root chain, the
+chain walk that accepts or refuses a root, and the verdict on a manifest under a root's
+signing policy. Exit status 0 means every value agrees.
 """
-import base64, hashlib, json, os, struct, sys
+import base64, datetime, hashlib, json, os, re, struct, sys
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives import serialization
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -170,10 +173,274 @@ def check_manifest():
     check("file sha256", sha(raw), expected["file_sha256"])
 
 
+# protocol/root.md: the root of trust, written from the document.
+ROOT_DOMAIN = b"cairn-root-v1\n"
+MANIFEST_DOMAIN = b"cairn-manifest-v1\n"
+MAX_SIZE = 2 ** 53
+ROOT_FIELDS = {"format_version", "version", "created", "expires",
+               "root_keys", "root_threshold", "signing_keys", "signing_threshold"}
+TIMESTAMP = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
+KEY_ID = re.compile(r"[0-9a-f]{16}")
+
+
+def strict_json(raw):
+    """json.loads, refusing what the Cairn parser refuses and Python would take: duplicate keys,
+    fractions and exponents, NaN and Infinity."""
+    def pairs(items):
+        if len({k for k, _ in items}) != len(items):
+            raise ValueError("duplicate object key")
+        return dict(items)
+
+    def refuse(text):
+        raise ValueError(f"not an integer: {text}")
+
+    return json.loads(raw.decode("utf-8"), object_pairs_hook=pairs, parse_float=refuse, parse_constant=refuse)
+
+
+def is_int(value, low, high):
+    return type(value) is int and low <= value <= high  # bool is not an integer here
+
+
+def base64_of(text, length):
+    """The bytes of canonical standard base64 of exactly `length` bytes, else None."""
+    if not isinstance(text, str):
+        return None
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:
+        return None
+    return raw if len(raw) == length and base64.b64encode(raw).decode() == text else None
+
+
+def key_id_of(public):
+    return hashlib.sha256(public).digest()[:8].hex()
+
+
+def timestamp(text):
+    """RFC 3339 UTC, exactly YYYY-MM-DDTHH:MM:SSZ, a real date and time (no leap second), else None."""
+    match = TIMESTAMP.fullmatch(text) if isinstance(text, str) else None
+    try:
+        return datetime.datetime(*map(int, match.groups())) if match else None
+    except ValueError:
+        return None
+
+
+def envelope(raw, body, max_signatures):
+    """A signed file (manifest.md, root.md): (body value, [(key_id, signature bytes)], problems)."""
+    try:
+        doc = strict_json(raw)
+    except ValueError as error:
+        return None, [], [f"not strict JSON: {error}"]
+    if not isinstance(doc, dict) or set(doc) != {body, "signatures"}:
+        return None, [], [f"the envelope must have exactly `{body}` and `signatures`"]
+    signatures, entries, problems = doc["signatures"], [], []
+    if not isinstance(signatures, list):
+        return None, [], ["`signatures` must be an array"]
+    if len(signatures) > max_signatures:
+        problems.append(f"{len(signatures)} signatures, at most {max_signatures}")
+    for i, entry in enumerate(signatures):
+        if not isinstance(entry, dict) or set(entry) != {"algorithm", "key_id", "signature"}:
+            problems.append(f"signatures[{i}] must have exactly `algorithm`, `key_id` and `signature`")
+            continue
+        signature = base64_of(entry["signature"], 64)
+        if entry["algorithm"] != "ed25519":
+            problems.append(f"signatures[{i}].algorithm must be ed25519")
+        elif not isinstance(entry["key_id"], str) or not KEY_ID.fullmatch(entry["key_id"]):
+            problems.append(f"signatures[{i}].key_id must be 16 lowercase hex digits")
+        elif signature is None:
+            problems.append(f"signatures[{i}].signature must be canonical base64 of 64 bytes")
+        else:
+            entries.append((entry["key_id"], signature))
+    return doc[body], entries, problems
+
+
+def root_problems(root):
+    """Every field rule of protocol/root.md "Fields of `root`"; [] when the root is well formed."""
+    if not isinstance(root, dict):
+        return ["`root` must be an object"]
+    if "format_version" in root and not is_int(root["format_version"], 1, 1):
+        return ["unsupported_format"]
+    problems = [f"unknown field `{k}`" for k in sorted(set(root) - ROOT_FIELDS)]
+    problems += [f"missing field `{k}`" for k in sorted(ROOT_FIELDS - set(root))]
+    if problems:
+        return problems
+    if not is_int(root["version"], 1, MAX_SIZE):
+        problems.append("`version` must be in 1...2^53")
+    created, expires = timestamp(root["created"]), timestamp(root["expires"])
+    if created is None:
+        problems.append("`created` must be YYYY-MM-DDTHH:MM:SSZ")
+    if expires is None:
+        problems.append("`expires` must be YYYY-MM-DDTHH:MM:SSZ")
+    elif created is not None and expires <= created:
+        problems.append("`expires` must be later than `created`")
+    for role in ("root", "signing"):
+        keys, threshold = root[f"{role}_keys"], root[f"{role}_threshold"]
+        if not isinstance(keys, list) or not 1 <= len(keys) <= 16:
+            problems.append(f"`{role}_keys` must be an array of 1...16 keys")
+            continue
+        ids = []
+        for i, key in enumerate(keys):
+            if not isinstance(key, dict) or set(key) != {"key_id", "public_key"}:
+                problems.append(f"`{role}_keys[{i}]` must have exactly `key_id` and `public_key`")
+                continue
+            public = base64_of(key["public_key"], 32)
+            if public is None:
+                problems.append(f"`{role}_keys[{i}].public_key` must be canonical base64 of 32 bytes")
+            elif key["key_id"] != key_id_of(public):
+                problems.append(f"`{role}_keys[{i}].key_id` is not the id of its public key")
+            else:
+                ids.append(key["key_id"])
+        if any(a >= b for a, b in zip(ids, ids[1:])):
+            problems.append(f"`{role}_keys` must be sorted by key_id and distinct")
+        if not is_int(threshold, 1, len(keys)):
+            problems.append(f"`{role}_threshold` must be in 1...{len(keys)}")
+    return problems
+
+
+def key_map(keys):
+    return {k["key_id"]: base64.b64decode(k["public_key"]) for k in keys}
+
+
+def verifies(public, signature, message):
+    try:
+        Ed25519PublicKey.from_public_bytes(public).verify(signature, message)
+        return True
+    except InvalidSignature:
+        return False
+
+
+def signers(message, entries, keys):
+    """The distinct ids of `keys` (key_id -> public key) whose signatures verify over `message`.
+    Signatures by other keys, and signatures that do not verify, are ignored."""
+    return {key_id for key_id, signature in entries if key_id in keys and verifies(keys[key_id], signature, message)}
+
+
+def accept_root(raw, trusted):
+    """protocol/root.md "Verifying a root", on top of the trusted root `trusted` (None: root 1 or a
+    pinned root). Returns (root, None) when accepted, (None, why) when refused (root_refused)."""
+    root, entries, problems = envelope(raw, "root", 32)
+    if root is not None:
+        problems += root_problems(root)
+    if problems:
+        return None, "; ".join(problems)
+    message = ROOT_DOMAIN + canonical(root)
+    if trusted is not None:
+        if root["version"] != trusted["version"] + 1:
+            return None, f"version {root['version']} does not follow {trusted['version']}"
+        old = signers(message, entries, key_map(trusted["root_keys"]))
+        if len(old) < trusted["root_threshold"]:
+            return None, f"{len(old)} of root {trusted['version']}'s root keys signed, threshold {trusted['root_threshold']}"
+    own = signers(message, entries, key_map(root["root_keys"]))
+    if len(own) < root["root_threshold"]:
+        return None, f"{len(own)} of its own root keys signed, threshold {root['root_threshold']}"
+    return root, None
+
+
+def manifest_verdict(raw, chain):
+    """protocol/root.md "Verifying a manifest under a root": T is chain[-1]; a signing key of an
+    earlier root of the chain that T does not list is revoked."""
+    manifest, entries, problems = envelope(raw, "manifest", 16)
+    if problems:
+        return "manifest_malformed: " + "; ".join(problems)
+    trusted = chain[-1]
+    signing = key_map(trusted["signing_keys"])
+    revoked = {}
+    for earlier in chain[:-1]:
+        revoked.update(key_map(earlier["signing_keys"]))
+    revoked = {key_id: public for key_id, public in revoked.items() if key_id not in signing}
+    message = MANIFEST_DOMAIN + canonical(manifest)
+    verified = signers(message, entries, signing)
+    if len(verified) >= trusted["signing_threshold"]:
+        return "accepted"
+    if verified:
+        return "threshold_not_met"
+    if signers(message, entries, revoked):
+        return "key_revoked"
+    if any(key_id in signing for key_id, _ in entries):
+        return "signature_invalid"
+    return "untrusted_key"
+
+
+def check_signed_file(what, raw, body, max_signatures, domain, private_keys, every_signature):
+    """A signed file of the vectors: canonical JSON plus one newline, and each signature (with
+    `every_signature` False: each one that verifies) is the deterministic Ed25519 signature of the
+    named test key over the file's signed message, re-signed here."""
+    try:
+        check(f"{what}: file is canonical JSON plus a newline", raw, canonical(strict_json(raw)) + b"\n")
+    except ValueError as error:
+        check(f"{what}: file is strict JSON", str(error), None)
+    value, entries, problems = envelope(raw, body, max_signatures)
+    check(f"{what}: envelope", problems, [])
+    if value is None:
+        return None, []
+    message = domain + canonical(value)
+    for key_id, signature in entries:
+        private = private_keys.get(key_id)
+        check(f"{what}: signature by {key_id} is by a test key", private is not None, True)
+        if private is not None and (every_signature or verifies(private.public_key().public_bytes(
+                serialization.Encoding.Raw, serialization.PublicFormat.Raw), signature, message)):
+            check(f"{what}: signature by {key_id}", base64.b64encode(signature).decode(),
+                  base64.b64encode(private.sign(message)).decode())  # Ed25519 is deterministic
+    return value, entries
+
+
+def check_roots():
+    doc = json.loads(load("root-chain.json"))
+    private_keys = {}  # key id -> test key, to re-sign
+    for name, key in sorted(doc["keys"].items()):
+        seed = bytes.fromhex(key["seed_hex"])
+        check(f"root-chain key {name}: seed is 32 equal bytes", (len(seed), len(set(seed))), (32, 1))
+        private = Ed25519PrivateKey.from_private_bytes(seed)
+        public = private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        check(f"root-chain key {name}: public_key", base64.b64encode(public).decode(), key["public_key"])
+        check(f"root-chain key {name}: key_id", key_id_of(public), key["key_id"])
+        private_keys[key_id_of(public)] = private
+    check("root-chain keys are distinct", len(private_keys), len(doc["keys"]))
+
+    chain = []  # the roots the walk accepted, root 1 first
+    for position, vector in enumerate(doc["roots"], start=1):
+        what = f"root {vector['version']}"
+        raw = vector["file"].encode()
+        check(f"{what}: position in the chain", vector["version"], position)
+        root, _ = check_signed_file(what, raw, "root", 32, ROOT_DOMAIN, private_keys, True)
+        if root is None:
+            break
+        check(f"{what}: field rules", root_problems(root), [])
+        check(f"{what}: version", root.get("version"), vector["version"])
+        check(f"{what}: signed message sha256", sha(ROOT_DOMAIN + canonical(root)), vector["signed_message_sha256"])
+        accepted, why = accept_root(raw, chain[-1] if chain else None)
+        check(f"{what}: accepted by the chain walk", why, None)
+        if accepted is None:
+            break  # nothing later can follow it
+        chain.append(accepted)
+
+    for vector in doc["refused_roots"]:
+        what = f"refused root '{vector['name']}'"
+        after = vector["after"]
+        check(f"{what}: root {after} was accepted", 1 <= after <= len(chain), True)
+        if not 1 <= after <= len(chain):
+            continue
+        raw = vector["file"].encode()
+        check_signed_file(what, raw, "root", 32, ROOT_DOMAIN, private_keys, False)
+        accepted, why = accept_root(raw, chain[after - 1])
+        check(f"{what} after root {after}", "root_refused" if accepted is None else "accepted", vector["code"])
+
+    for vector in doc["manifests"]:
+        what = f"manifest '{vector['name']}'"
+        number = vector["root"]
+        check(f"{what}: root {number} was accepted", 1 <= number <= len(chain), True)
+        if not 1 <= number <= len(chain):
+            continue
+        raw = vector["file"].encode()
+        check_signed_file(what, raw, "manifest", 16, MANIFEST_DOMAIN, private_keys, False)
+        check(f"{what} under root {number}", manifest_verdict(raw, chain[:number]), vector["verdict"])
+
+
 check_canonical()
 old_chunks = check_state_root()
 check_delta(old_chunks)
 check_manifest()
+check_roots()
 if failures:
     print(f"{failures} mismatch(es)")
     sys.exit(1)

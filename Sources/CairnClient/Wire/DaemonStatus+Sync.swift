@@ -45,6 +45,19 @@ extension DaemonStatus {
         /// The version `cairn rollback` rolled back from; sync installs only newer ones.
         public var heldBackVersion: Int?
         public var sources: [Source]
+        /// The stable code of `lastError` (`root_refused`, `threshold_not_met`, …).
+        public var lastErrorCode: String?
+        /// Expired-but-newer versions installed (`expired_updates = install`).
+        public var expiredInstalls: Int?
+        // Reported at the top level of the status (`DaemonStatus`), not in `sync`:
+        /// Whether the installed manifest is past its `expires` (at `max(clock, clock_floor)`).
+        public var expired: Bool?
+        /// The installed manifest's `expires`.
+        public var expires: String?
+        /// The device never believes it is earlier than this (protocol/root.md).
+        public var clockFloor: String?
+        /// What the device trusts: a root and its thresholds, or pinned keys.
+        public var trust: Trust?
 
         public init(lastAttempt: String? = nil, lastSuccess: String? = nil, lastError: String? = nil,
                     online: Bool? = nil, stale: Bool? = nil, highestVersionSeen: Int? = nil, heldBackVersion: Int? = nil,
@@ -64,6 +77,7 @@ extension DaemonStatus {
             case online, stale
             case highestVersionSeen = "highest_version_seen", heldBackVersion = "held_back_version"
             case sources
+            case lastErrorCode = "last_error_code", expiredInstalls = "expired_installs"
         }
 
         /// Lenient: absent keys are unknown, unknown keys are ignored.
@@ -77,6 +91,8 @@ extension DaemonStatus {
             highestVersionSeen = try? c.decodeIfPresent(Int.self, forKey: .highestVersionSeen)
             heldBackVersion = try? c.decodeIfPresent(Int.self, forKey: .heldBackVersion)
             sources = (try? c.decodeIfPresent([Source].self, forKey: .sources)) ?? []
+            lastErrorCode = try? c.decodeIfPresent(String.self, forKey: .lastErrorCode)
+            expiredInstalls = try? c.decodeIfPresent(Int.self, forKey: .expiredInstalls)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -89,6 +105,53 @@ extension DaemonStatus {
             try c.encode(highestVersionSeen, forKey: .highestVersionSeen)
             try c.encode(heldBackVersion, forKey: .heldBackVersion)
             try c.encode(sources, forKey: .sources)
+            try c.encode(lastErrorCode, forKey: .lastErrorCode)
+            try c.encode(expiredInstalls, forKey: .expiredInstalls)
+        }
+    }
+
+    /// What a device trusts (the `trust` object of `GET /v1/status`, protocol/socket-api.md).
+    public struct Trust: Sendable, Hashable, Codable {
+        /// `root` (a pinned root, followed through rotations) or `keys` (pinned keys).
+        public var mode: String
+        public var rootVersion: Int?
+        public var rootExpires: String?
+        public var rootExpired: Bool?
+        public var signingThreshold: Int
+        /// Key ids of the keys that may sign manifests.
+        public var signingKeys: [String]
+        /// Fast-forward recovery: the installed version was signed only by revoked keys.
+        public var recovering: Bool
+        public var recoveringFrom: Int?
+
+        public init(mode: String, rootVersion: Int? = nil, rootExpires: String? = nil, rootExpired: Bool? = nil,
+                    signingThreshold: Int, signingKeys: [String], recovering: Bool = false, recoveringFrom: Int? = nil) {
+            self.mode = mode
+            self.rootVersion = rootVersion
+            self.rootExpires = rootExpires
+            self.rootExpired = rootExpired
+            self.signingThreshold = signingThreshold
+            self.signingKeys = signingKeys
+            self.recovering = recovering
+            self.recoveringFrom = recoveringFrom
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case mode, recovering
+            case rootVersion = "root_version", rootExpires = "root_expires", rootExpired = "root_expired"
+            case signingThreshold = "signing_threshold", signingKeys = "signing_keys", recoveringFrom = "recovering_from"
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(mode, forKey: .mode)
+            try c.encode(rootVersion, forKey: .rootVersion)
+            try c.encode(rootExpires, forKey: .rootExpires)
+            try c.encode(rootExpired, forKey: .rootExpired)
+            try c.encode(signingThreshold, forKey: .signingThreshold)
+            try c.encode(signingKeys, forKey: .signingKeys)
+            try c.encode(recovering, forKey: .recovering)
+            try c.encode(recoveringFrom, forKey: .recoveringFrom)
         }
     }
 }

@@ -40,6 +40,35 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         case dataDirectory = "data_dir", dataDirectoryBytes = "data_dir_bytes", syncAvailable = "sync_available"
     }
 
+    /// The freshness and trust fields, top-level in the body but kept in `sync` here.
+    enum FreshnessKeys: String, CodingKey {
+        case trust, expired, expires
+        case clockFloor = "clock_floor"
+    }
+
+    /// Lenient where the daemon may be older: the freshness and trust fields may be absent.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        installed = try c.decode(Bool.self, forKey: .installed)
+        version = try c.decodeIfPresent(Int.self, forKey: .version)
+        stateRoot = try c.decodeIfPresent(String.self, forKey: .stateRoot)
+        channel = try c.decodeIfPresent(String.self, forKey: .channel)
+        chunkCount = try c.decodeIfPresent(Int.self, forKey: .chunkCount)
+        modelID = try c.decodeIfPresent(String.self, forKey: .modelID)
+        dimension = try c.decodeIfPresent(Int.self, forKey: .dimension)
+        modelLoaded = try c.decode(Bool.self, forKey: .modelLoaded)
+        lexicalOnly = try c.decode(Bool.self, forKey: .lexicalOnly)
+        dataDirectory = try c.decode(String.self, forKey: .dataDirectory)
+        dataDirectoryBytes = try c.decode(Int64.self, forKey: .dataDirectoryBytes)
+        syncAvailable = try c.decode(Bool.self, forKey: .syncAvailable)
+        sync = try c.decode(Sync.self, forKey: .sync)
+        let f = try decoder.container(keyedBy: FreshnessKeys.self)
+        sync.trust = try? f.decodeIfPresent(Trust.self, forKey: .trust)
+        sync.expired = try? f.decodeIfPresent(Bool.self, forKey: .expired)
+        sync.expires = try? f.decodeIfPresent(String.self, forKey: .expires)
+        sync.clockFloor = try? f.decodeIfPresent(String.self, forKey: .clockFloor)
+    }
+
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(installed, forKey: .installed)
@@ -55,5 +84,10 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         try c.encode(dataDirectoryBytes, forKey: .dataDirectoryBytes)
         try c.encode(syncAvailable, forKey: .syncAvailable)
         try c.encode(sync, forKey: .sync)
+        var f = encoder.container(keyedBy: FreshnessKeys.self)
+        try f.encode(sync.trust, forKey: .trust)
+        try f.encode(sync.expired, forKey: .expired)
+        try f.encode(sync.expires, forKey: .expires)
+        try f.encode(sync.clockFloor, forKey: .clockFloor)
     }
 }

@@ -63,6 +63,14 @@ struct JSONObjectReader {
         return id
     }
 
+    /// An RFC 3339 UTC time, exactly `YYYY-MM-DDTHH:MM:SSZ`.
+    mutating func timestamp(_ key: String) throws(CoreError) -> Timestamp {
+        guard let value = Timestamp(rfc3339: try string(key)) else {
+            throw failure(key, "must be an RFC 3339 UTC time like 2026-11-21T20:00:00Z")
+        }
+        return value
+    }
+
     mutating func array(_ key: String) throws(CoreError) -> [CanonicalJSON] {
         guard case .array(let values) = try required(key) else { throw failure(key, "must be an array") }
         return values

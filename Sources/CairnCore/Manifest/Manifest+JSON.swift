@@ -56,8 +56,8 @@ extension Manifest {
         let channel = try r.string("channel")
         guard Manifest.isValidChannelName(channel) else { throw r.failure("channel", "must match [a-z0-9][a-z0-9._-]{0,63}") }
         let version = try r.integer("version", in: 1...maxVersion)
-        let created = try Self.timestamp(&r, "created")
-        let expires = try Self.timestamp(&r, "expires")
+        let created = try r.timestamp("created")
+        let expires = try r.timestamp("expires")
         guard expires > created else { throw r.failure("expires", "must be later than `created`") }
         let stateRoot = try r.contentID("state_root")
         let chunkCount = try r.integer("chunk_count")
@@ -86,13 +86,6 @@ extension Manifest {
         self.init(formatVersion: Int(format), channel: channel, version: version, created: created, expires: expires,
                   stateRoot: stateRoot, chunkCount: chunkCount, dimension: dimension, model: model,
                   snapshot: snapshot, deltas: deltas, canaries: canaries, publisherKeyID: keyID)
-    }
-
-    private static func timestamp(_ r: inout JSONObjectReader, _ key: String) throws(CoreError) -> Timestamp {
-        guard let value = Timestamp(rfc3339: try r.string(key)) else {
-            throw r.failure(key, "must be an RFC 3339 UTC time like 2026-11-21T20:00:00Z")
-        }
-        return value
     }
 
     private static func compression(_ r: inout JSONObjectReader) throws(CoreError) -> Compression {

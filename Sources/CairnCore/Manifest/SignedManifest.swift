@@ -6,25 +6,18 @@ public enum SignedManifest {
     /// The domain-separation prefix of the signed bytes.
     public static let domain = Array("cairn-manifest-v1\n".utf8)
     /// The only signature algorithm of format 1.
-    public static let algorithm = "ed25519"
+    public static let algorithm = SignedEnvelope.algorithm
+    /// The envelope's field that holds the manifest.
+    static let field = "manifest"
     /// The most signatures a file may carry, which bounds the work a hostile file can cause.
     public static let maxSignatures = 16
 
     /// The bytes every signature covers: `domain` followed by the manifest's canonical JSON.
-    public static func signedBytes(_ manifest: CanonicalJSON) -> [UInt8] { domain + manifest.bytes }
+    public static func signedBytes(_ manifest: CanonicalJSON) -> [UInt8] { SignedEnvelope.signedBytes(domain: domain, manifest) }
 
     /// The file's bytes: `manifest` signed by each of `signingKeys`, in that order.
     public static func encode(_ manifest: Manifest, signingKeys: [PublisherKey]) -> [UInt8] {
-        let message = signedBytes(manifest.canonicalJSON)
-        let signatures = signingKeys.map { key in
-            CanonicalJSON.object([
-                "key_id": .string(key.keyID.hex),
-                "algorithm": .string(algorithm),
-                "signature": .string(Base64.encode(key.sign(message))),
-            ])
-        }
-        let file = CanonicalJSON.object(["manifest": manifest.canonicalJSON, "signatures": .array(signatures)])
-        return file.bytes + [UInt8(ascii: "\n")]
+        envelope(manifest, signingKeys: signingKeys).encode(field: field)
     }
 
     /// The file's bytes: `manifest` signed by `signingKey`.
@@ -32,52 +25,36 @@ public enum SignedManifest {
         encode(manifest, signingKeys: [signingKey])
     }
 
+    /// `manifest` with the signatures of `signingKeys` (none: a version staged for signing).
+    public static func envelope(_ manifest: Manifest, signingKeys: [PublisherKey]) -> SignedEnvelope {
+        let content = manifest.canonicalJSON
+        return SignedEnvelope(content: content, signatures: SignedEnvelope.sign(content, domain: domain, keys: signingKeys))
+    }
+
+    /// The envelope of a signed manifest file, not verified (for collecting signatures).
+    /// - Throws: `.manifestMalformed` for bytes that are not a signed manifest file's shape.
+    public static func decodeEnvelope(_ bytes: [UInt8]) throws(CoreError) -> SignedEnvelope {
+        try SignedEnvelope.parse(bytes, field: field, maxSignatures: maxSignatures, code: .manifestMalformed, what: "manifest")
+    }
+
+    /// Parses a signed manifest file, verifies it against pinned keys (threshold 1) and returns
+    /// the manifest; see `decodeAndVerify(_:policy:)`.
+    public static func decodeAndVerify(_ bytes: [UInt8], trustedKeys: [PublicKey]) throws(CoreError) -> Manifest {
+        try decodeAndVerify(bytes, policy: SigningPolicy(keys: trustedKeys))
+    }
+
     /// Parses a signed manifest file, verifies it and returns the manifest.
     ///
     /// Signatures are checked over the *re-canonicalised* manifest, so bytes that are not
     /// canonical still verify only if they mean exactly what was signed. Accepted when at least
-    /// one signature whose `key_id` names a trusted key verifies.
-    /// - Throws: `CoreError` with `.manifestMalformed` (not JSON, bad envelope),
-    ///   `.untrustedKey` (no signature by a trusted key), `.signatureInvalid` (a trusted key's
-    ///   signature does not verify), or whatever `Manifest(json:)` throws.
-    public static func decodeAndVerify(_ bytes: [UInt8], trustedKeys: [PublicKey]) throws(CoreError) -> Manifest {
-        let file: CanonicalJSON
-        do {
-            file = try CanonicalJSON.parse(bytes)
-        } catch {
-            throw CoreError(.manifestMalformed, "the manifest file is not acceptable JSON", cause: error)
-        }
-        var envelope = try JSONObjectReader(file, path: "", code: .manifestMalformed)
-        let manifestJSON = try envelope.required("manifest")
-        let signatures = try envelope.objects("signatures") { (s: inout JSONObjectReader) throws(CoreError) in
-            guard let keyID = KeyID(hex: try s.string("key_id")) else {
-                throw s.failure("key_id", "must be 16 lowercase hexadecimal digits")
-            }
-            _ = try s.string("algorithm", oneOf: [algorithm])
-            guard let signature = Base64.decode(try s.string("signature")), signature.count == 64 else {
-                throw s.failure("signature", "must be canonical base64 of 64 bytes")
-            }
-            return (keyID, signature)
-        }
-        try envelope.finish()
-        guard signatures.count <= maxSignatures else {
-            throw CoreError(.manifestMalformed, "the manifest carries \(signatures.count) signatures; at most \(maxSignatures) are allowed")
-        }
-
-        let message = signedBytes(manifestJSON)
-        var trustedSignatureSeen = false
-        for (keyID, signature) in signatures {
-            for key in trustedKeys where key.keyID == keyID {
-                trustedSignatureSeen = true
-                if key.isValidSignature(signature, for: message) { return try parseSigned(manifestJSON, message) }
-            }
-        }
-        if trustedSignatureSeen {
-            throw CoreError(.signatureInvalid, "the manifest's signature by a trusted key does not verify; the file was altered or corrupted; try another source")
-        }
-        throw CoreError(.untrustedKey, signatures.isEmpty
-            ? "the manifest carries no signature"
-            : "the manifest is signed by none of the \(trustedKeys.count) trusted key(s); check the configured publisher keys")
+    /// `policy.threshold` distinct keys of `policy.keys` made signatures that verify.
+    /// - Throws: `CoreError` with `.manifestMalformed` (not JSON, bad envelope), or the policy's
+    ///   refusal (`.thresholdNotMet`, `.keyRevoked`, `.signatureInvalid`, `.untrustedKey`), or
+    ///   whatever `Manifest(json:)` throws.
+    public static func decodeAndVerify(_ bytes: [UInt8], policy: SigningPolicy) throws(CoreError) -> Manifest {
+        let envelope = try decodeEnvelope(bytes)
+        try policy.check(envelope, domain: domain, what: "manifest")
+        return try parseSigned(envelope.content, signedBytes(envelope.content))
     }
 
     private static func parseSigned(_ json: CanonicalJSON, _ message: [UInt8]) throws(CoreError) -> Manifest {

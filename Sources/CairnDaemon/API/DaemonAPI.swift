@@ -42,7 +42,7 @@ struct DaemonAPI: Sendable {
             body: try await readBody(request),
             flags: {
                 let sync = await status.syncStatus()
-                return (sync.online, sync.stale)
+                return SearchAnswer.Flags(online: sync.online, stale: sync.stale, expired: sync.expired, expires: sync.expires)
             },
             // The version is taken once: every result of this query comes from it, even if a
             // new version is installed meanwhile.

@@ -35,6 +35,10 @@ extension DaemonConfiguration {
             case "trusted_key":
                 if !sawKey { trustedKeys = []; sawKey = true }
                 trustedKeys.append(v)
+            case "trusted_root": trustedRoot = v
+            case "expired_updates":
+                guard ["install", "refuse"].contains(v) else { throw bad("install or refuse") }
+                expiredUpdates = v
             case "channel": channel = v
             case "data_dir": dataDirectory = v
             case "socket": socketPath = v

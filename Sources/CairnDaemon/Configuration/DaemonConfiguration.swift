@@ -13,6 +13,13 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var channel: String
     /// Publisher public key files to pin (sync). [`trusted_key`, repeatable] Default none.
     public var trustedKeys: [String]
+    /// The root file the device was provisioned with (sync); the device then follows the
+    /// repository's root chain (protocol/root.md). Exclusive with `trustedKeys`. [`trusted_root`]
+    /// Default none.
+    public var trustedRoot: String?
+    /// An expired manifest newer than the installed version: `install` (flagged) or `refuse`
+    /// (sync). [`expired_updates`] Default install.
+    public var expiredUpdates: String = "install"
     /// Installed versions and state. [`data_dir`] Default "/var/lib/cairn".
     public var dataDirectory: String
     /// The Unix socket of the query API. [`socket`] Default "/run/cairn/cairnd.sock".

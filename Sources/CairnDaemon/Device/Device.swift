@@ -45,7 +45,6 @@ public struct Device: Sendable {
             holder.install(version)
             installedRows = rows
         }
-        let status = SyncStateStatusProvider(directory: directory, configuration: sync)
         let dataDirectory = configuration.dataDirectory
         let syncer = Syncer(configuration: sync, directory: directory, logger: logger, installedRows: installedRows,
                             onInstalled: { installed, contents in
@@ -62,6 +61,7 @@ public struct Device: Sendable {
                              metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(error)"])
             }
         })
+        let status = SyncStateStatusProvider(directory: directory, configuration: sync, trust: syncer.trust)
         guard !sync.sources.isEmpty else {
             let daemon = try buildDaemon(configuration: configuration,
                                          hooks: DaemonHooks(holder: holder, status: status, maintenance: syncer), logger: logger)
@@ -89,8 +89,21 @@ public struct Device: Sendable {
                 throw DaemonError(.badConfiguration, "trusted key \(path): \(error.message)")
             }
         }
-        if !configuration.sources.isEmpty && keys.isEmpty {
-            throw DaemonError(.badConfiguration, "sources are configured but no trusted_key: nothing could be installed")
+        var root: [UInt8]?
+        if let path = configuration.trustedRoot {
+            guard keys.isEmpty else {
+                throw DaemonError(.badConfiguration, "trusted_root and trusted_key are both set; pin a root or keys, not both")
+            }
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw DaemonError(.badConfiguration, "cannot read trusted root \(path)")
+            }
+            do { _ = try TrustChain(pinned: Array(data)) } catch {
+                throw DaemonError(.badConfiguration, "trusted root \(path): \(error.code): \(error.message)")
+            }
+            root = Array(data)
+        }
+        if !configuration.sources.isEmpty && keys.isEmpty && root == nil {
+            throw DaemonError(.badConfiguration, "sources are configured but no trusted_key or trusted_root: nothing could be installed")
         }
         guard configuration.backoffMinimum <= configuration.backoffMaximum else {
             throw DaemonError(.badConfiguration, "backoff_min must not exceed backoff_max")
@@ -99,10 +112,13 @@ public struct Device: Sendable {
         var transfer = TransferLimits()
         transfer.bandwidthCap = configuration.bandwidthCap
         transfer.lowSpeedSeconds = Int(configuration.stallTimeout.rounded(.up))
-        return SyncConfiguration(sources: configuration.sources, channel: configuration.channel, trustedKeys: keys,
-                                 dataDirectory: configuration.dataDirectory,
-                                 pollInterval: duration(configuration.pollInterval),
-                                 backoffMinimum: duration(configuration.backoffMinimum),
-                                 backoffMaximum: duration(configuration.backoffMaximum), transfer: transfer)
+        var sync = SyncConfiguration(sources: configuration.sources, channel: configuration.channel, trustedKeys: keys,
+                                     dataDirectory: configuration.dataDirectory,
+                                     pollInterval: duration(configuration.pollInterval),
+                                     backoffMinimum: duration(configuration.backoffMinimum),
+                                     backoffMaximum: duration(configuration.backoffMaximum), transfer: transfer)
+        sync.trustedRoot = root
+        sync.expiredUpdates = ExpiredUpdatePolicy(rawValue: configuration.expiredUpdates) ?? .install
+        return sync
     }
 }

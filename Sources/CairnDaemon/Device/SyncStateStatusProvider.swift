@@ -7,10 +7,24 @@ import Foundation
 struct SyncStateStatusProvider: SyncStatusProvider {
     let directory: DataDirectory
     let configuration: SyncConfiguration
+    let trust: TrustHolder
 
     func syncStatus() async -> DaemonStatus.Sync {
-        DaemonStatus.Sync(state: directory.readState(), installed: directory.installed(),
-                   pollInterval: configuration.pollInterval, staleAfterPolls: configuration.staleAfterPolls)
+        let state = directory.readState()
+        var sync = DaemonStatus.Sync(state: state, installed: directory.installed(),
+                                     pollInterval: configuration.pollInterval, staleAfterPolls: configuration.staleAfterPolls)
+        if let chain = trust.current {
+            let root = chain.current
+            sync.trust = DaemonStatus.Trust(
+                mode: "root", rootVersion: root.version, rootExpires: root.expires.rfc3339,
+                rootExpired: root.isExpired(at: state.effectiveNow(Date())), signingThreshold: root.signingThreshold,
+                signingKeys: root.signingKeys.map(\.keyID.hex), recovering: state.recoveringFrom != nil,
+                recoveringFrom: state.recoveringFrom)
+        } else if configuration.trustedRoot == nil, !configuration.trustedKeys.isEmpty {
+            sync.trust = DaemonStatus.Trust(mode: "keys", signingThreshold: 1, signingKeys: configuration.trustedKeys.map(\.keyID.hex),
+                                            recovering: state.recoveringFrom != nil, recoveringFrom: state.recoveringFrom)
+        }
+        return sync
     }
 }
 
@@ -27,5 +41,10 @@ extension DaemonStatus.Sync {
         self.init(lastAttempt: state.lastAttempt, lastSuccess: state.lastSuccess, lastError: state.lastError?.message,
                   online: state.lastAttempt == nil ? nil : computed.online, stale: computed.stale,
                   highestVersionSeen: state.highestVersionSeen, heldBackVersion: state.heldBackVersion, sources: sources)
+        lastErrorCode = state.lastError?.code
+        expiredInstalls = state.expiredInstalls
+        expired = installed == nil ? nil : computed.expired
+        expires = computed.expires
+        clockFloor = state.clockFloor
     }
 }

@@ -21,6 +21,11 @@ public struct PublishConfiguration: Sendable {
     public var lockWait: Double
     /// Chunks embedded per call of the model (and per progress report). Default 64.
     public var batchSize: Int
+    /// The manifest's `expires`, instead of `expiresDays` after it is created. Default none.
+    public var expiresAt: Timestamp?
+    /// Write the blobs and the signed manifest to `staged/<channel>/<n>.json` for more
+    /// signatures (`StagedRelease`) instead of releasing it. Default false.
+    public var stage = false
 
     public init(repository: String, channel: String, source: String, keepDeltas: Int = 5, expiresDays: Int = 30,
                 canaries: [Canary] = [], chunking: ChunkingOptions = ChunkingOptions(), lockWait: Double = 5,
@@ -76,12 +81,15 @@ public struct PublishReport: Sendable {
     public var skippedDeltas: [String]
     /// The signed manifest's bytes as written.
     public var manifestBytes: [UInt8]
+    /// Where the manifest waits for signatures when the publish was staged; nil when released.
+    public var stagedPath: String?
 
     /// One line: version, chunks, embedded vs reused, snapshot and delta sizes.
     public var summary: String {
         let deltaText = deltas.isEmpty ? "no deltas"
             : "deltas " + deltas.map { "v\($0.fromVersion)→\(version) \($0.size) B" }.joined(separator: ", ")
-        return "published version \(version): \(chunkCount) chunks, \(embedded) embedded, "
+        return (stagedPath.map { "staged version \(version) in \($0) (not released): " } ?? "published version \(version): ")
+            + "\(chunkCount) chunks, \(embedded) embedded, "
             + "\(reusedFromSnapshot + reusedFromCache) reused (\(reusedFromSnapshot) from earlier snapshots, \(reusedFromCache) from cache), "
             + "snapshot \(snapshotSize) B (\(snapshotUncompressedSize) B uncompressed), \(deltaText)"
     }

@@ -5,10 +5,13 @@ import Foundation
 /// The publisher's key files on disk (protocol/keys.md): `publisher.key` (mode 0600) and
 /// `publisher.pub`.
 public enum KeyFiles {
-    /// Creates a new key in `folder` as `publisher.key` and `publisher.pub`; refuses to replace
+    /// Creates a new key in `folder` as `<name>.key` and `<name>.pub`; refuses to replace
     /// either file.
-    public static func generate(in folder: String) throws(PublishError) -> PublisherKey {
-        let privatePath = folder + "/publisher.key", publicPath = folder + "/publisher.pub"
+    public static func generate(in folder: String, name: String = "publisher") throws(PublishError) -> PublisherKey {
+        guard !name.isEmpty, !name.hasPrefix("."), !name.contains("/") else {
+            throw PublishError(.invalidArgument, "a key name must be a plain file name (no '/', not starting with '.')")
+        }
+        let privatePath = folder + "/\(name).key", publicPath = folder + "/\(name).pub"
         for path in [privatePath, publicPath] where FileSystem.exists(path) {
             throw PublishError(.invalidArgument, "\(path) already exists; refusing to overwrite a key")
         }

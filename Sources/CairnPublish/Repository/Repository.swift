@@ -19,6 +19,14 @@ public struct Repository: Sendable {
     public func versionsFolder(_ channel: String) -> String { channelFolder(channel) + "/versions" }
     public func versionPath(_ channel: String, _ version: Int) -> String { versionsFolder(channel) + "/\(version).json" }
 
+    /// `staged/<channel>`: manifests waiting for signatures (never served).
+    public func stagedFolder(_ channel: String) -> String { root + "/staged/" + channel }
+    /// `staged/<channel>/<n>.json`.
+    public func stagedPath(_ channel: String, _ version: Int) -> String { stagedFolder(channel) + "/\(version).json" }
+
+    /// The staged version numbers of `channel`, ascending.
+    public func stagedVersions(_ channel: String) -> [Int] { numberedJSON(in: stagedFolder(channel)) }
+
     /// The channels that have a folder, sorted.
     public func channels() -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: root + "/channels")) ?? [])
@@ -26,8 +34,11 @@ public struct Repository: Sendable {
     }
 
     /// The version numbers with a `versions/<n>.json` file, ascending.
-    public func versionNumbers(_ channel: String) -> [Int] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: versionsFolder(channel))) ?? []).compactMap { name in
+    public func versionNumbers(_ channel: String) -> [Int] { numberedJSON(in: versionsFolder(channel)) }
+
+    /// The `<n>` of every `<n>.json` in `folder`, ascending.
+    func numberedJSON(in folder: String) -> [Int] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).compactMap { name in
             guard name.hasSuffix(".json"), let number = Int(name.dropLast(5)), number >= 1,
                   "\(number).json" == name else { return nil }
             return number
@@ -45,15 +56,7 @@ public struct Repository: Sendable {
 
     /// The verified manifest in the file at `path`.
     public func manifest(at path: String, trustedKeys: [PublicKey]) throws(PublishError) -> Manifest {
-        let bytes: [UInt8]
-        do { bytes = try FileSystem.read(path) } catch {
-            throw PublishError(.io, "cannot read \(path): \(error.message)", cause: error)
-        }
-        do {
-            return try SignedManifest.decodeAndVerify(bytes, trustedKeys: trustedKeys)
-        } catch {
-            throw PublishError(.repositoryCorrupt, "\(path): \(error.message)", cause: error)
-        }
+        try manifest(at: path, trust: RepositoryTrust(roots: [], keys: trustedKeys))
     }
 
     /// The blob named `id`, checked against its hash and `size`.

@@ -38,6 +38,18 @@ struct RepositoryWriter {
         }
     }
 
+    /// `staged/<channel>/<n>.json`: a signed manifest waiting for more signatures; returns its path.
+    func writeStaged(_ version: Int, bytes: [UInt8]) throws(PublishError) -> String {
+        let path = repository.stagedPath(channel, version)
+        do {
+            try FileSystem.makeDirectory(repository.stagedFolder(channel))
+            try FileSystem.writeAtomically(bytes, to: path)
+        } catch {
+            throw PublishError(.io, "cannot write \(path): \(error.message)", cause: error)
+        }
+        return path
+    }
+
     /// Replaces `manifest.json` atomically: the moment the new version becomes current.
     func writeCurrent(_ bytes: [UInt8]) throws(PublishError) {
         let path = repository.manifestPath(channel)
@@ -62,7 +74,8 @@ enum TemporaryFiles {
     static func removeLeftovers(in repository: Repository) {
         let manager = FileManager.default
         var folders = repository.channels().flatMap { [repository.channelFolder($0), repository.versionsFolder($0)] }
-        folders.append(repository.keysFolder)
+        folders += [repository.keysFolder, repository.rootFolder]
+        folders += repository.channels().map(repository.stagedFolder)
         let fanout = repository.root + "/blobs/sha256"
         folders += ((try? manager.contentsOfDirectory(atPath: fanout)) ?? []).map { fanout + "/" + $0 }
         for folder in folders {

@@ -7,15 +7,15 @@ import Foundation
 struct ChannelChecker {
     let repository: Repository
     let channel: String
-    let trustedKeys: [PublicKey]
+    let trust: RepositoryTrust
     let scratch: String
     /// Records of versions whose snapshot verified, for applying deltas.
     private var records: [Int: [ChunkRecord]] = [:]
 
-    init(repository: Repository, channel: String, trustedKeys: [PublicKey], scratch: String) {
+    init(repository: Repository, channel: String, trust: RepositoryTrust, scratch: String) {
         self.repository = repository
         self.channel = channel
-        self.trustedKeys = trustedKeys
+        self.trust = trust
         self.scratch = scratch
     }
 
@@ -25,7 +25,7 @@ struct ChannelChecker {
             let path = repository.versionPath(channel, number)
             report.manifests += 1
             do throws(PublishError) {
-                let manifest = try repository.manifest(at: path, trustedKeys: trustedKeys)
+                let manifest = try repository.manifest(at: path, trust: trust)
                 guard manifest.version == number, manifest.channel == channel else {
                     throw PublishError(.repositoryCorrupt, "\(path) holds version \(manifest.version) of channel \(manifest.channel)")
                 }
@@ -67,7 +67,7 @@ struct ChannelChecker {
         }
         report.manifests += 1
         do throws(PublishError) {
-            let manifest = try repository.manifest(at: path, trustedKeys: trustedKeys)
+            let manifest = try repository.manifest(at: path, trust: trust)
             let versionPath = repository.versionPath(channel, manifest.version)
             guard let current = try? FileSystem.read(path), let archived = try? FileSystem.read(versionPath), current == archived else {
                 throw PublishError(.repositoryCorrupt, "\(path) differs from \(versionPath) (or that file is missing)")

@@ -17,11 +17,12 @@ extension Repository {
     /// Every version of `channel` whose manifest verifies against `trustedKeys`, ascending, and
     /// one line for each that does not.
     public func history(channel: String, trustedKeys: [PublicKey]) -> (versions: [VersionSummary], problems: [String]) {
-        let current = try? manifest(at: manifestPath(channel), trustedKeys: trustedKeys)
+        let trust = (try? self.trust(keys: trustedKeys)) ?? RepositoryTrust(roots: [], keys: trustedKeys)
+        let current = try? manifest(at: manifestPath(channel), trust: trust)
         var versions: [VersionSummary] = [], problems: [String] = []
         for number in versionNumbers(channel) {
             do throws(PublishError) {
-                let m = try manifest(at: versionPath(channel, number), trustedKeys: trustedKeys)
+                let m = try manifest(at: versionPath(channel, number), trust: trust)
                 versions.append(VersionSummary(version: m.version, created: m.created, expires: m.expires,
                                                chunkCount: m.chunkCount, snapshotSize: m.snapshot.size,
                                                deltas: m.deltas.map { (fromVersion: $0.fromVersion, size: $0.size) },

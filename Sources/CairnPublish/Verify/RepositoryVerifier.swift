@@ -10,25 +10,29 @@ public struct VerifyReport: Sendable {
     public var blobs = 0
     public var snapshots = 0
     public var deltas = 0
+    public var roots = 0
     /// One line per problem, naming the channel, version and file.
     public var problems: [String] = []
 
     public var isValid: Bool { problems.isEmpty }
 
     public var summary: String {
-        "\(channels) channel(s), \(manifests) manifest(s), \(blobs) blob(s), \(snapshots) snapshot(s), \(deltas) delta(s) checked: "
+        "\(roots) root(s), \(channels) channel(s), \(manifests) manifest(s), \(blobs) blob(s), \(snapshots) snapshot(s), \(deltas) delta(s) checked: "
             + (problems.isEmpty ? "all good" : "\(problems.count) problem(s)")
     }
 }
 
 /// Checks a whole repository as a device would, and more: every manifest (current and
-/// `versions/*`) against the trusted keys, every blob against its hash and size, every snapshot
+/// `versions/*`) against the root in force when it was created (or the trusted keys, for
+/// manifests older than root 1) after checking every step of the root chain, every blob against its hash and size, every snapshot
 /// (inflated within its stated size, `Snapshot.verify` against the state root), and every delta
 /// (inflated, decoded, applied to its base version's records, giving the target's state root).
 public struct RepositoryVerifier: Sendable {
     public let repository: Repository
     public let trustedKeys: [PublicKey]
 
+    /// - Parameter trustedKeys: keys for manifests created before the repository's root 1 (all
+    ///   of them when it has none).
     public init(repository: Repository, trustedKeys: [PublicKey]) {
         self.repository = repository
         self.trustedKeys = trustedKeys
@@ -41,12 +45,18 @@ public struct RepositoryVerifier: Sendable {
             return report
         }
         defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let trust: RepositoryTrust
+        do { trust = try repository.trust(keys: trustedKeys) } catch {
+            report.problems.append(error.message)
+            return report
+        }
+        report.roots = trust.roots.count
         let channels = repository.channels()
         if channels.isEmpty { report.problems.append("\(repository.root): no channels/ with a valid channel name") }
         var checkedBlobs: Set<ContentID> = []
         for channel in channels {
             report.channels += 1
-            var checker = ChannelChecker(repository: repository, channel: channel, trustedKeys: trustedKeys, scratch: scratch)
+            var checker = ChannelChecker(repository: repository, channel: channel, trust: trust, scratch: scratch)
             checker.run(&report, checkedBlobs: &checkedBlobs)
         }
         return report

@@ -27,9 +27,27 @@ public struct SearchAnswer: Sendable, Hashable, Codable {
     public var denseAvailable: Bool
     public var online: Bool?
     public var stale: Bool?
+    /// Whether the serving version's manifest is past its `expires`, and when that is.
+    public var expired: Bool?
+    public var expires: String?
     public var timings: Timings
 
-    public init(_ response: SearchResponse, denseAvailable: Bool, online: Bool?, stale: Bool?,
+    /// The freshness flags every answer carries (nil: unknown or not applicable).
+    public struct Flags: Sendable {
+        public var online: Bool?
+        public var stale: Bool?
+        public var expired: Bool?
+        public var expires: String?
+
+        public init(online: Bool? = nil, stale: Bool? = nil, expired: Bool? = nil, expires: String? = nil) {
+            self.online = online
+            self.stale = stale
+            self.expired = expired
+            self.expires = expires
+        }
+    }
+
+    public init(_ response: SearchResponse, denseAvailable: Bool, flags: Flags,
                 embedMilliseconds: Double, totalMilliseconds: Double) {
         results = response.results
         version = response.version
@@ -37,14 +55,16 @@ public struct SearchAnswer: Sendable, Hashable, Codable {
         mode = response.mode
         fusion = response.fusion
         self.denseAvailable = denseAvailable
-        self.online = online
-        self.stale = stale
+        online = flags.online
+        stale = flags.stale
+        expired = flags.expired
+        expires = flags.expires
         timings = Timings(embedMilliseconds: embedMilliseconds, lexicalMilliseconds: response.timings.lexicalMilliseconds,
                           denseMilliseconds: response.timings.denseMilliseconds, totalMilliseconds: totalMilliseconds)
     }
 
     enum CodingKeys: String, CodingKey {
-        case results, version, mode, fusion, online, stale, timings
+        case results, version, mode, fusion, online, stale, expired, expires, timings
         case stateRoot = "state_root", denseAvailable = "dense_available"
     }
 
@@ -58,6 +78,8 @@ public struct SearchAnswer: Sendable, Hashable, Codable {
         try c.encode(denseAvailable, forKey: .denseAvailable)
         try c.encode(online, forKey: .online)
         try c.encode(stale, forKey: .stale)
+        try c.encode(expired, forKey: .expired)
+        try c.encode(expires, forKey: .expires)
         try c.encode(timings, forKey: .timings)
     }
 }

@@ -34,23 +34,23 @@ public struct SearchEndpoint: Sendable {
 
     /// The answer's JSON bytes for a search request body (read with `body(…)`).
     /// - Parameters:
-    ///   - flags: `online` / `stale` at the time of the answer (nil: unknown or not applicable).
+    ///   - flags: `online` / `stale` / `expired` at the time of the answer (nil: unknown or not applicable).
     ///   - version: the version to search, called once on the worker that runs the search, so
     ///     it may block (load a version) and every result comes from the one it returns.
-    public func search(body: [UInt8], flags: () async -> (online: Bool?, stale: Bool?),
+    public func search(body: [UInt8], flags: () async -> SearchAnswer.Flags,
                        version: @escaping @Sendable () throws(APIError) -> ServingVersion) async throws(APIError) -> [UInt8] {
         let request = try SearchBody.parse(body)
-        let (online, stale) = await flags()
+        let flags = await flags()
         let logger = self.logger
         let answer = try await pool.run { () throws(APIError) -> SearchAnswer in
-            try Self.run(request, on: try version(), online: online, stale: stale, logger: logger)
+            try Self.run(request, on: try version(), flags: flags, logger: logger)
         }
         return APIJSON.encode(answer)
     }
 
     /// Embeds the query with the version's own model (unless lexical) while the lexical part
     /// runs beside it (`SearchIndex.search(_:embed:)`), and searches the version's index.
-    static func run(_ request: SearchRequest, on serving: ServingVersion, online: Bool?, stale: Bool?,
+    static func run(_ request: SearchRequest, on serving: ServingVersion, flags: SearchAnswer.Flags,
                     logger: Logger) throws(APIError) -> SearchAnswer {
         let clock = ContinuousClock()
         let start = clock.now
@@ -62,7 +62,7 @@ public struct SearchEndpoint: Sendable {
                 defer { embedTime = clock.now - embedStart }
                 return embedder.embed(request.query)
             }
-            return SearchAnswer(response, denseAvailable: serving.denseAvailable, online: online, stale: stale,
+            return SearchAnswer(response, denseAvailable: serving.denseAvailable, flags: flags,
                                 embedMilliseconds: milliseconds(embedTime), totalMilliseconds: milliseconds(clock.now - start))
         } catch {
             logger.error("search failed", metadata: ["cairn.snapshot.version": "\(serving.version)", "cairn.error": "\(error)"])

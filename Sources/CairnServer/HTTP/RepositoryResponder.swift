@@ -76,7 +76,7 @@ struct RepositoryResponder: HTTPResponder {
             let answer = try await search.endpoint.search(
                 body: body,
                 // The server is the source: there is no sync whose state to report.
-                flags: { (nil, nil) },
+                flags: { SearchAnswer.Flags() },
                 version: { () throws(APIError) -> ServingVersion in try search.version(channel: channel) })
             return Responses.json(.ok, bytes: answer)
         } catch {

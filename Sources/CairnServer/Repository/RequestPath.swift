@@ -1,7 +1,7 @@
 import CairnCore
 
 /// What a request target names. Pure: decides from the raw target text alone, before any file
-/// is touched. Only `channels/…`, `blobs/…` and `keys/…` files are ever served; the one
+/// is touched. Only `channels/…`, `blobs/…`, `root/…` and `keys/…` files are ever served; the one
 /// non-static route is online search.
 enum RequestPath: Equatable, Sendable {
     /// A repository file, by its path relative to the root (no leading `/`).
@@ -59,6 +59,9 @@ enum RequestPath: Equatable, Sendable {
         case 4 where s[0] == "blobs" && s[1] == "sha256" && isLowerHex(s[3], count: 64) && s[3].hasPrefix(s[2])
             && s[2].utf8.count == 2:
             return .file(RepositoryFile(kind: .blob, relativePath: s.joined(separator: "/"), immutableName: s[3]))
+        case 2 where s[0] == "root" && s[1].hasSuffix(".root.json")
+            && isVersionFileName(String(s[1].dropLast(".root.json".count)) + ".json"):
+            return .file(RepositoryFile(kind: .root, relativePath: s.joined(separator: "/")))
         case 2 where s[0] == "keys" && s[1].utf8.allSatisfy(isKeyNameByte):
             return .file(RepositoryFile(kind: .key, relativePath: s.joined(separator: "/")))
         default:
@@ -95,6 +98,8 @@ struct RepositoryFile: Equatable, Sendable {
         case blob
         /// `keys/<name>`: public key files; may be replaced during a key rotation.
         case key
+        /// `root/<n>.root.json`: immutable (protocol/root.md).
+        case root
     }
 
     var kind: Kind
@@ -102,11 +107,11 @@ struct RepositoryFile: Equatable, Sendable {
     /// The SHA-256 hex a blob is named by, which is also its ETag.
     var immutableName: String? = nil
 
-    var isImmutable: Bool { kind == .version || kind == .blob }
+    var isImmutable: Bool { kind == .version || kind == .blob || kind == .root }
 
     var contentType: String {
         switch kind {
-        case .manifest, .version: "application/json"
+        case .manifest, .version, .root: "application/json"
         case .blob: "application/octet-stream"
         case .key: "text/plain; charset=utf-8"
         }

@@ -4,7 +4,7 @@
 ///     DIR/current -> versions/<n>, DIR/previous -> versions/<m>
 ///     DIR/versions/<n>/{index.sqlite, manifest.json, model -> ../../models/<sha>,
 ///                       snapshot.blob | delta.blob}
-///     DIR/models/<sha>/, DIR/staging/
+///     DIR/models/<sha>/, DIR/staging/, DIR/roots/<n>.root.json
 public enum DataDirectoryLayout {
     public static let lockFile = "lock"
     public static let stateFile = "state.json"
@@ -14,6 +14,8 @@ public enum DataDirectoryLayout {
     public static let versionsFolder = "versions"
     public static let modelsFolder = "models"
     public static let stagingFolder = "staging"
+    /// Every root the device accepted, `roots/<n>.root.json` (protocol/root.md).
+    public static let rootsFolder = "roots"
 
     // In a version folder:
     /// The snapshot file (SQLite) the version serves.
@@ -26,6 +28,9 @@ public enum DataDirectoryLayout {
     public static let snapshotBlobFile = "snapshot.blob"
     /// The verified compressed delta a version was installed by (from the version then current).
     public static let deltaBlobFile = "delta.blob"
+
+    /// `<n>.root.json`: a root's file name, in `DIR/roots/` and in a repository's `root/`.
+    public static func rootFile(_ version: Int) -> String { "\(version).root.json" }
 
     /// `versions/<n>`, relative to the data directory (what the links point at).
     public static func versionFolder(_ version: Int) -> String { "\(versionsFolder)/\(version)" }

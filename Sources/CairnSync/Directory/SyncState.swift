@@ -1,5 +1,5 @@
-import CairnCore
-import Foundation
+public import CairnCore
+public import Foundation
 
 /// What `state.json` holds (protocol/data-directory.md). Every field is optional on disk.
 public struct SyncState: Codable, Sendable, Equatable {
@@ -44,6 +44,13 @@ public struct SyncState: Codable, Sendable, Equatable {
     public var heldBackVersion: Int?
     public var attempts: Int?
     public var sources: [SourceHealth]?
+    /// The device never believes it is earlier than this (protocol/root.md, "Clock floor").
+    public var clockFloor: String?
+    /// The installed version that no signing key of the trusted root signed: its rollback floor
+    /// is lifted until a version installs (protocol/root.md, "fast-forward recovery").
+    public var recoveringFrom: Int?
+    /// Expired-but-newer manifests installed under `expired_updates = install`.
+    public var expiredInstalls: Int?
 
     public init() {}
 
@@ -52,6 +59,7 @@ public struct SyncState: Codable, Sendable, Equatable {
         case lastAttempt = "last_attempt", lastAttemptReachedSource = "last_attempt_reached_source"
         case lastSuccess = "last_success", lastCheck = "last_check", lastError = "last_error"
         case highestVersionSeen = "highest_version_seen", heldBackVersion = "held_back_version", attempts, sources
+        case clockFloor = "clock_floor", recoveringFrom = "recovering_from", expiredInstalls = "expired_installs"
     }
 
     /// The health entry for `url`, created when missing.
@@ -68,6 +76,19 @@ public struct SyncState: Codable, Sendable, Equatable {
     }
 
     func source(_ url: String) -> SourceHealth? { sources?.first { $0.url == url } }
+
+    /// The clock every expiry rule uses: `max(now, clock_floor)`.
+    public func effectiveNow(_ now: Date) -> Timestamp {
+        let wall = Timestamp(now) ?? Timestamp(secondsSince1970: 0)!
+        guard let floor = clockFloor.flatMap(Timestamp.init(rfc3339:)) else { return wall }
+        return max(wall, floor)
+    }
+
+    /// Raises `clock_floor` to `time` when it is later.
+    mutating func raiseClockFloor(to time: Timestamp) {
+        if let floor = clockFloor.flatMap(Timestamp.init(rfc3339:)), floor >= time { return }
+        clockFloor = time.rfc3339
+    }
 
     static func time(_ date: Date) -> String { (Timestamp(date) ?? Timestamp(secondsSince1970: 0)!).rfc3339 }
 }

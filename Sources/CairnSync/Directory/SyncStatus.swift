@@ -17,8 +17,15 @@ public struct SyncStatus: Sendable, Equatable {
     /// A newer version is known but not installed, no check succeeded for `staleAfterPolls`
     /// poll intervals, or the installed manifest has expired. Stale versions keep serving.
     public var stale: Bool
-    /// The installed manifest is past its `expires`.
+    /// The installed manifest is past its `expires` (judged at `max(now, clock_floor)`).
     public var expired: Bool
+    /// The installed manifest's `expires`.
+    public var expires: String?
+    /// `clock_floor` (protocol/root.md).
+    public var clockFloor: String?
+    /// The version fast-forward recovery replaces, while it lasts.
+    public var recoveringFrom: Int?
+    public var expiredInstalls: Int?
 
     /// The status from the persisted state, the installed version and the wall clock `now`.
     public init(state: SyncState, installed: InstalledVersion?, now: Date, pollInterval: Duration, staleAfterPolls: Int) {
@@ -31,8 +38,12 @@ public struct SyncStatus: Sendable, Equatable {
         lastCheck = state.lastCheck
         lastError = state.lastError
         online = state.lastAttemptReachedSource ?? false
-        let nowStamp = Timestamp(now) ?? Timestamp(secondsSince1970: 0)!
+        let nowStamp = state.effectiveNow(now)
         expired = installed.map { $0.manifest.isExpired(at: nowStamp) } ?? false
+        expires = installed?.manifest.expires.rfc3339
+        clockFloor = state.clockFloor
+        recoveringFrom = state.recoveringFrom
+        expiredInstalls = state.expiredInstalls
         // A version held back by a rollback is known and refused on purpose: not "behind".
         let behind = (state.highestVersionSeen ?? 0) > max(installed?.version ?? 0, state.heldBackVersion ?? 0)
         let window = Double(pollInterval.components.seconds) * Double(max(1, staleAfterPolls))

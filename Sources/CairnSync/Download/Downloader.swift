@@ -33,6 +33,16 @@ public struct Downloader: Sendable {
         return (.fetched(bytes: context.body, etag: context.etag), outcome.stats)
     }
 
+    /// GETs a small file that may be absent (a root, protocol/root.md): nil for HTTP 404, 403 or
+    /// 410 and for a missing file under `file://`; at most `maxManifestBytes`.
+    public func fetchOptional(url: String) async throws(SyncError) -> ([UInt8]?, TransferStats) {
+        let context = TransferContext(limit: Int64(limits.maxManifestBytes), held: 0, rangeStart: 0)
+        let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, headers: [])
+        if [403, 404, 410].contains(outcome.status) || outcome.code == CURLE_FILE_COULDNT_READ_FILE { return (nil, outcome.stats) }
+        try check(outcome, context, what: "root")
+        return (context.body, outcome.stats)
+    }
+
     /// Downloads the blob at `url` into `path` until it holds exactly `size` bytes, resuming a
     /// partial file with `Range: bytes=<held>-` and restarting it when the server ignores the
     /// range (200) or cannot satisfy it (416). Never writes more than `size` bytes.

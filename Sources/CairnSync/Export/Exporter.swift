@@ -6,8 +6,8 @@ import Foundation
 import Logging
 
 /// Writes a repository (protocol/repository.md) holding exactly the installed version, for
-/// another device to sync from with a `file://` source: blobs first, then
-/// `channels/<c>/versions/<n>.json`, then `manifest.json`, each checked against the signed
+/// another device to sync from with a `file://` source: blobs first, then the root chain the
+/// device accepted (`root/<n>.root.json`), then `channels/<c>/versions/<n>.json`, then `manifest.json`, each checked against the signed
 /// manifest before it is written.
 struct Exporter {
     let directory: DataDirectory
@@ -66,6 +66,14 @@ struct Exporter {
         let channel = "\(target)/channels/\(manifest.channel)"
         do {
             try FileSystem.makeDirectory(channel + "/versions")
+            // The root chain the device accepted, so a device pinned to an older root catches up
+            // from this folder alone (protocol/root.md); before the manifests that need it.
+            for root in directory.persistedRoots() {
+                try FileSystem.makeDirectory(target + "/root")
+                try FileSystem.writeAtomically(try FileSystem.read(root.path),
+                                               to: target + "/root/" + DataDirectoryLayout.rootFile(root.version))
+                files += 1
+            }
             for key in trustedKeys where (try? SignedManifest.decodeAndVerify(signed, trustedKeys: [key])) != nil {
                 try FileSystem.makeDirectory(target + "/keys")
                 try FileSystem.writeAtomically(Array(key.fileText.utf8), to: "\(target)/keys/\(key.keyID.hex).pub")

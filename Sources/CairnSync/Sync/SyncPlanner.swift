@@ -47,16 +47,26 @@ public struct SyncPlanner: Sendable {
     public var installed: Installed?
     /// The version `cairn rollback` rolled back from; only newer versions are installed.
     public var heldBack: Int?
+    /// Whether an expired manifest newer than the installed version installs (flagged) or is refused.
+    public var expiredUpdates: ExpiredUpdatePolicy
+    /// Fast-forward recovery (protocol/root.md): the installed version was signed only by revoked
+    /// keys, so neither it nor a held-back version is a floor.
+    public var recovering: Bool
 
-    public init(channel: String, installed: Installed?, heldBack: Int? = nil) {
+    public init(channel: String, installed: Installed?, heldBack: Int? = nil, expiredUpdates: ExpiredUpdatePolicy = .install,
+                recovering: Bool = false) {
         self.channel = channel
         self.installed = installed
         self.heldBack = heldBack
+        self.expiredUpdates = expiredUpdates
+        self.recovering = recovering
     }
 
     /// Checks, in order: format, channel, version (equal: up to date; lower: rollback; not above
-    /// a held-back version: skipped), expiry at `now`, then chooses the cheapest path: a delta from exactly the installed version and
-    /// state root with the same model, when smaller than the full snapshot.
+    /// a held-back version: skipped; while recovering only an equal version with the same state
+    /// root counts), expiry at `now` (refused only under `expiredUpdates == .refuse`), then
+    /// chooses the cheapest path: a delta from exactly the installed version and state root with
+    /// the same model, when smaller than the full snapshot.
     public func decide(_ manifest: Manifest, now: Timestamp) -> Decision {
         guard manifest.formatVersion == Manifest.currentFormatVersion else {
             return .refuse(SyncError(.unsupportedFormat, "manifest format \(manifest.formatVersion) is not supported; upgrade cairnd"))
@@ -64,7 +74,9 @@ public struct SyncPlanner: Sendable {
         guard manifest.channel == channel else {
             return .refuse(SyncError(.channelMismatch, "the manifest is for channel \(manifest.channel), not \(channel)"))
         }
-        if let installed {
+        if let installed, recovering {
+            if manifest.version == installed.version, manifest.stateRoot == installed.stateRoot { return .upToDate }
+        } else if let installed {
             if manifest.version == installed.version {
                 guard manifest.stateRoot == installed.stateRoot else {
                     return .refuse(SyncError(.rollback, "the manifest reuses version \(manifest.version) with another state root; refused"))
@@ -75,11 +87,11 @@ public struct SyncPlanner: Sendable {
                 return .refuse(SyncError(.rollback, "the manifest's version \(manifest.version) is older than the installed \(installed.version); rollback refused"))
             }
         }
-        if let heldBack, manifest.version <= heldBack {
+        if let heldBack, !recovering, manifest.version <= heldBack {
             return .heldBack
         }
-        guard !manifest.isExpired(at: now) else {
-            return .refuse(SyncError(.expired, "manifest version \(manifest.version) expired at \(manifest.expires); refused (freeze protection), the installed version keeps serving"))
+        guard !(manifest.isExpired(at: now) && expiredUpdates == .refuse) else {
+            return .refuse(SyncError(.expired, "manifest version \(manifest.version) expired at \(manifest.expires); refused (expired_updates = refuse), the installed version keeps serving"))
         }
         return .install(manifest, path(for: manifest))
     }

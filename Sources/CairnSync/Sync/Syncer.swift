@@ -24,6 +24,8 @@ public actor Syncer {
     let logger: Logger
     let now: @Sendable () -> Date
     let onInstalled: @Sendable (InstalledVersion, IndexContents?) async -> Void
+    /// The trust chain when a root is pinned (loaded from `DIR/roots/` at start), shared with status.
+    public nonisolated let trust: TrustHolder
     /// What the last attempt put on the wire.
     public internal(set) var lastAttemptStats = TransferStats()
     /// Whether an attempt, rollback or export runs; the actor is reentrant across their awaits.
@@ -52,6 +54,7 @@ public actor Syncer {
         self.now = now
         self.onInstalled = onInstalled
         self.installedRows = installedRows
+        trust = TrustHolder(configuration.trustedRoot.flatMap { try? directory.trustChain(pinned: $0) })
     }
 
     /// One attempt over the sources in order; the first that yields a verified answer ends it.
@@ -146,6 +149,7 @@ public actor Syncer {
         let clock = ContinuousClock()
         let start = clock.now
         let installed = directory.installed()
+        let policy = try await signingPolicy(base: base, state: &state, reached: &reached, installed: installed)
         let etag = installed == nil ? nil : state.source(source)?.etag
         let (fetch, stats) = try await downloader.fetchManifest(
             url: "\(base)/channels/\(configuration.channel)/manifest.json", etag: etag)
@@ -153,20 +157,21 @@ public actor Syncer {
         reached = true
         guard case .fetched(let bytes, let newETag) = fetch else { return (.upToDate(version: installed?.version), nil) }
 
-        let manifest: Manifest
-        do {
-            manifest = try SignedManifest.decodeAndVerify(bytes, trustedKeys: configuration.trustedKeys)
-        } catch {
-            let code: SyncError.Code = error.code == .unsupportedFormat ? .unsupportedFormat : .manifestRefused
-            throw SyncError(code, "the manifest is refused: \(error.message)", cause: error)
-        }
+        let manifest = try verifyManifest(bytes, policy: policy)
         if manifest.channel == configuration.channel, manifest.version > (state.highestVersionSeen ?? 0) {
             state.highestVersionSeen = manifest.version
         }
+        state.raiseClockFloor(to: manifest.created)
+        let now = state.effectiveNow(self.now())
+        let expired = manifest.isExpired(at: now)
+        // The device has now judged this instant to be at least `expires`: a clock set back later
+        // must not make it acceptable again.
+        if expired { state.raiseClockFloor(to: manifest.expires) }
+        let recovering = state.recoveringFrom != nil
         let planner = SyncPlanner(channel: configuration.channel, installed: installed.map {
             .init(version: $0.version, stateRoot: $0.stateRoot, dimension: $0.manifest.dimension, modelID: $0.manifest.model.id)
-        }, heldBack: state.heldBackVersion)
-        switch planner.decide(manifest, now: Timestamp(now()) ?? manifest.created) {
+        }, heldBack: state.heldBackVersion, expiredUpdates: configuration.expiredUpdates, recovering: recovering)
+        switch planner.decide(manifest, now: now) {
         case .upToDate:
             state.withSource(source) { $0.etag = newETag }
             return (.upToDate(version: installed?.version), nil)
@@ -178,6 +183,9 @@ public actor Syncer {
         case .refuse(let error):
             throw error
         case .install(let manifest, let path):
+            if expired {
+                logger.warning("installing expired version \(manifest.version) (expired at \(manifest.expires)): newer than the installed one (expired_updates = install)")
+            }
             timings.manifest = clock.now - start
             let (version, contents) = try await install(manifest: manifest, bytes: bytes, path: path, base: base,
                                                         installed: installed, timings: &timings)
@@ -185,6 +193,11 @@ public actor Syncer {
             state.installedVersion = version.version
             state.installedStateRoot = version.stateRoot.hex
             state.heldBackVersion = nil
+            if expired { state.expiredInstalls = (state.expiredInstalls ?? 0) + 1 }
+            if recovering {
+                logger.notice("recovered: version \(version.version) replaces version \(state.recoveringFrom ?? 0), which only revoked keys signed")
+                state.recoveringFrom = nil
+            }
             state.withSource(source) { $0.etag = newETag }
             return (.installed(version), contents)
         }

@@ -11,12 +11,18 @@ struct Device {
     let syncer: Syncer
     let configuration: SyncConfiguration
 
+    /// `trustedRoot` pins a root instead of `keys`; `expiredUpdates` is the device's policy.
     init(repo: RepoFixture, sources: [String], keys: [PublicKey]? = nil, transfer: TransferLimits = TransferLimits(),
-         path: String? = nil, now: @escaping @Sendable () -> Date = { Date() }) throws {
+         path: String? = nil, trustedRoot: [UInt8]? = nil, expiredUpdates: ExpiredUpdatePolicy = .install,
+         now: @escaping @Sendable () -> Date = { Date() }) throws {
         self.path = try path ?? TemporaryDirectory.make()
-        configuration = SyncConfiguration(sources: sources, channel: repo.channel, trustedKeys: keys ?? [repo.key.publicKey],
-                                          dataDirectory: self.path, pollInterval: .seconds(900), transfer: transfer,
-                                          freeSpaceMargin: 1 << 20)
+        var configuration = SyncConfiguration(sources: sources, channel: repo.channel,
+                                              trustedKeys: trustedRoot == nil ? keys ?? [repo.key.publicKey] : [],
+                                              dataDirectory: self.path, pollInterval: .seconds(900), transfer: transfer,
+                                              freeSpaceMargin: 1 << 20)
+        configuration.trustedRoot = trustedRoot
+        configuration.expiredUpdates = expiredUpdates
+        self.configuration = configuration
         let logger = Logger(label: "cairn.sync.test")
         directory = try Self.open(self.path, restarting: path != nil, logger: logger)
         try directory.recover()

@@ -1,0 +1,98 @@
+/// The shape every signed Cairn document shares (protocol/manifest.md, protocol/root.md):
+/// `{"<content field>": {...}, "signatures": [{"algorithm", "key_id", "signature"}]}` in
+/// canonical JSON plus a newline, each signature Ed25519 over `domain ‖ canonicalJSON(content)`.
+public struct SignedEnvelope: Sendable {
+    /// One signature entry: the key id it names and its 64 bytes.
+    public struct Signature: Sendable, Equatable {
+        public let keyID: KeyID
+        public let bytes: [UInt8]
+
+        public init(keyID: KeyID, bytes: [UInt8]) {
+            self.keyID = keyID
+            self.bytes = bytes
+        }
+    }
+
+    /// The only signature algorithm of format 1.
+    public static let algorithm = "ed25519"
+
+    /// The signed value, exactly as parsed (re-canonicalised when its bytes are needed).
+    public let content: CanonicalJSON
+    public let signatures: [Signature]
+
+    public init(content: CanonicalJSON, signatures: [Signature]) {
+        self.content = content
+        self.signatures = signatures
+    }
+
+    /// The bytes every signature covers: `domain` followed by the content's canonical JSON.
+    public static func signedBytes(domain: [UInt8], _ content: CanonicalJSON) -> [UInt8] { domain + content.bytes }
+
+    /// Signatures of `content` by each of `keys`, in that order.
+    public static func sign(_ content: CanonicalJSON, domain: [UInt8], keys: [PublisherKey]) -> [Signature] {
+        let message = signedBytes(domain: domain, content)
+        return keys.map { Signature(keyID: $0.keyID, bytes: $0.sign(message)) }
+    }
+
+    /// The file's bytes: canonical JSON of the envelope with the content under `field`, then `\n`.
+    public func encode(field: String) -> [UInt8] {
+        let entries = signatures.map { signature in
+            CanonicalJSON.object([
+                "key_id": .string(signature.keyID.hex),
+                "algorithm": .string(Self.algorithm),
+                "signature": .string(Base64.encode(signature.bytes)),
+            ])
+        }
+        return CanonicalJSON.object([field: content, "signatures": .array(entries)]).bytes + [UInt8(ascii: "\n")]
+    }
+
+    /// This envelope with `added` appended, skipping keys that already signed.
+    public func adding(_ added: [Signature]) -> SignedEnvelope {
+        var all = signatures
+        for signature in added where !all.contains(where: { $0.keyID == signature.keyID }) { all.append(signature) }
+        return SignedEnvelope(content: content, signatures: all)
+    }
+
+    /// Parses the envelope strictly (not the content: its own parser does that).
+    /// - Throws: `code` for bytes that are not JSON, a wrong envelope or signature entry, or
+    ///   more than `maxSignatures` signatures.
+    public static func parse(_ bytes: [UInt8], field: String, maxSignatures: Int, code: CoreError.Code,
+                             what: String) throws(CoreError) -> SignedEnvelope {
+        let file: CanonicalJSON
+        do {
+            file = try CanonicalJSON.parse(bytes)
+        } catch {
+            throw CoreError(code, "the \(what) file is not acceptable JSON", cause: error)
+        }
+        var envelope = try JSONObjectReader(file, path: "", code: code)
+        let content = try envelope.required(field)
+        let signatures = try envelope.objects("signatures") { (s: inout JSONObjectReader) throws(CoreError) in
+            guard let keyID = KeyID(hex: try s.string("key_id")) else {
+                throw s.failure("key_id", "must be 16 lowercase hexadecimal digits")
+            }
+            _ = try s.string("algorithm", oneOf: [algorithm])
+            guard let signature = Base64.decode(try s.string("signature")), signature.count == 64 else {
+                throw s.failure("signature", "must be canonical base64 of 64 bytes")
+            }
+            return Signature(keyID: keyID, bytes: signature)
+        }
+        try envelope.finish()
+        guard signatures.count <= maxSignatures else {
+            throw CoreError(code, "the \(what) carries \(signatures.count) signatures; at most \(maxSignatures) are allowed")
+        }
+        return SignedEnvelope(content: content, signatures: signatures)
+    }
+
+    /// The distinct keys among `keys` whose signature in this envelope verifies over
+    /// `domain ‖ canonicalJSON(content)`; each key counts once, however often it signed.
+    public func validSigners(among keys: [PublicKey], domain: [UInt8]) -> Set<KeyID> {
+        let message = Self.signedBytes(domain: domain, content)
+        var valid: Set<KeyID> = []
+        for signature in signatures where !valid.contains(signature.keyID) {
+            if let key = keys.first(where: { $0.keyID == signature.keyID }), key.isValidSignature(signature.bytes, for: message) {
+                valid.insert(signature.keyID)
+            }
+        }
+        return valid
+    }
+}

@@ -1,0 +1,73 @@
+public import CairnCore
+import CairnStore
+import Foundation
+
+/// Signatures gathered on several machines (protocol/root.md, "Publishing"): `publish --stage`
+/// leaves a signed manifest in `staged/<channel>/<n>.json`; `sign` adds signatures to a copy of
+/// that file anywhere (no repository, no serving host); `release` merges the copies, checks the
+/// threshold under the newest root and makes the version current.
+public enum StagedRelease {
+    /// Adds the signatures of `keys` to the signed manifest file at `path` (in place, atomically),
+    /// skipping keys that already signed. Returns the manifest and every key id that signed it.
+    /// - Throws: `.badInput` for a file that is not a signed manifest, `.io`.
+    public static func sign(file: String, keys: [PublisherKey]) throws(PublishError) -> (Manifest, [KeyID]) {
+        // Absolute, so that the folder the rename lands in can be fsynced.
+        let path = URL(fileURLWithPath: file).standardizedFileURL.path
+        let (envelope, manifest) = try read(path)
+        let signed = envelope.adding(SignedEnvelope.sign(envelope.content, domain: SignedManifest.domain, keys: keys))
+        do { try FileSystem.writeAtomically(signed.encode(field: "manifest"), to: path) } catch {
+            throw PublishError(.io, "cannot write \(path): \(error.message)", cause: error)
+        }
+        return (manifest, signed.signatures.map(\.keyID))
+    }
+
+    /// Releases the staged version of `channel`: its signatures and those of `copies` (files of
+    /// the same manifest signed elsewhere) must meet the newest root's threshold (or, without a
+    /// root, include one key stored under `keys/`); then `versions/<n>.json` and `manifest.json`
+    /// are written, in that order, and the staged file is removed.
+    /// - Throws: `.thresholdNotMet` (nothing written), `.invalidArgument` (nothing staged, a copy
+    ///   of another manifest, a version that is no longer next), `.locked`, `.io`.
+    public static func release(repository: Repository, channel: String, copies: [String],
+                               lockWait: Double = 5) throws(PublishError) -> Manifest {
+        let lock = try PublishLock(repository: repository.root, wait: lockWait)
+        defer { withExtendedLifetime(lock) {} }
+        guard let version = repository.stagedVersions(channel).last else {
+            throw PublishError(.invalidArgument, "no version of \(channel) is staged (publish --stage first)")
+        }
+        let stagedPath = repository.stagedPath(channel, version)
+        var (envelope, manifest) = try read(stagedPath)
+        for copy in copies {
+            let (other, _) = try read(copy)
+            guard other.content.bytes == envelope.content.bytes else {
+                throw PublishError(.invalidArgument, "\(copy) signs another manifest than \(stagedPath)")
+            }
+            envelope = envelope.adding(other.signatures)
+        }
+        let next = max(repository.versionNumbers(channel).last ?? 0, 0) + 1
+        guard manifest.version == next, manifest.channel == channel else {
+            throw PublishError(.invalidArgument, "\(stagedPath) holds version \(manifest.version) of \(manifest.channel); the next version of \(channel) is \(next)")
+        }
+        let trust = try repository.trust(keys: repository.storedKeys())
+        let policy = trust.current?.signingPolicy(earlier: trust.roots.dropLast()) ?? SigningPolicy(keys: trust.keys)
+        do { try policy.check(envelope, domain: SignedManifest.domain, what: "staged manifest") } catch {
+            throw PublishError(error.code == .thresholdNotMet ? .thresholdNotMet : .invalidArgument, error.message, cause: error)
+        }
+        let bytes = envelope.encode(field: "manifest")
+        let writer = RepositoryWriter(repository: repository, channel: channel)
+        try writer.writeVersion(version, bytes: bytes)
+        try writer.writeCurrent(bytes)
+        unlink(stagedPath)
+        return manifest
+    }
+
+    private static func read(_ path: String) throws(PublishError) -> (SignedEnvelope, Manifest) {
+        let bytes: [UInt8]
+        do { bytes = try FileSystem.read(path) } catch { throw PublishError(.io, "cannot read \(path): \(error.message)", cause: error) }
+        do {
+            let envelope = try SignedManifest.decodeEnvelope(bytes)
+            return (envelope, try Manifest(json: envelope.content))
+        } catch {
+            throw PublishError(.badInput, "\(path): \(error.message)", cause: error)
+        }
+    }
+}

@@ -1,0 +1,50 @@
+public import CairnCore
+import CairnStore
+import Foundation
+
+extension DataDirectory {
+    /// `DIR/roots`.
+    public var rootsPath: String { path + "/" + DataDirectoryLayout.rootsFolder }
+
+    /// The trust chain from the pinned root through every root persisted in `DIR/roots/`, each
+    /// verified again as a step (protocol/root.md, "The chain walk"). A persisted file that is
+    /// missing or does not verify ends the chain there (the walk fetches the rest again); the
+    /// pinned root is persisted when it is newer than every persisted one.
+    /// - Throws: `.rootRefused` when `pinned` itself is not a well-formed, self-signed root.
+    public func trustChain(pinned: [UInt8]) throws(SyncError) -> TrustChain {
+        var chain: TrustChain
+        do { chain = try TrustChain(pinned: pinned) } catch {
+            throw SyncError(.rootRefused, "the pinned root is not acceptable: \(error.message)", cause: error)
+        }
+        if !FileSystem.exists(rootPath(chain.current.version)) { try persistRoot(pinned, version: chain.current.version) }
+        while let bytes = try? FileSystem.read(rootPath(chain.current.version + 1)) {
+            do { try chain.accept(next: bytes) } catch {
+                logger.warning("a persisted root does not verify; the chain walk will fetch it again",
+                               metadata: ["cairn.sync.root": "\(chain.current.version + 1)", "cairn.sync.error": "\(error)"])
+                break
+            }
+        }
+        return chain
+    }
+
+    /// Writes `DIR/roots/<n>.root.json` atomically (before the next chain step is taken).
+    public func persistRoot(_ bytes: [UInt8], version: Int) throws(SyncError) {
+        do {
+            try FileSystem.makeDirectory(rootsPath)
+            try FileSystem.writeAtomically(bytes, to: rootPath(version))
+        } catch {
+            throw SyncError(.io, "cannot persist root \(version) in \(rootsPath)", cause: error)
+        }
+    }
+
+    /// The persisted root files, ascending by version: what an export hands on.
+    func persistedRoots() -> [(version: Int, path: String)] {
+        entries(rootsPath).compactMap { name in
+            guard name.hasSuffix(".root.json"), let n = Int(name.dropLast(10)), n >= 1,
+                  DataDirectoryLayout.rootFile(n) == name else { return nil }
+            return (n, rootsPath + "/" + name)
+        }.sorted { $0.version < $1.version }
+    }
+
+    func rootPath(_ version: Int) -> String { rootsPath + "/" + DataDirectoryLayout.rootFile(version) }
+}

@@ -1,0 +1,311 @@
+import CairnCore
+import CairnTestSupport
+import Foundation
+import Testing
+
+/// protocol/root.md with real processes: `cairn-server keygen`, `root`, `publish`, `sign`,
+/// `release` and `serve` (or nginx), `cairnd` pinned to a root, `cairn export` to a folder that
+/// stands for a USB stick. Attackers' files are made with CairnCore (an attacker has the same
+/// code) or with the stolen key and `cairn-server sign`.
+@Suite("trust: rotating roots, thresholds, revocation, expiry (real processes)", .offCooperativePool, .serialized)
+struct TrustTests {
+    static let version3: Workspace.KB = RollbackExportTests.version3
+    static let version4: Workspace.KB = version3 + [("candle", "Candles start fires; use a torch with spare batteries.")]
+
+    static func pub(_ key: String) -> String { String(key.dropLast(4)) + ".pub" }
+
+    /// Root 1 of `workspace`, copied where a device is provisioned with it.
+    static func pinnedRoot(_ workspace: Workspace) throws -> String {
+        let pinned = workspace.folder + "/provisioned-root.json"
+        try FileManager.default.copyItem(atPath: workspace.repo + "/root/1.root.json", toPath: pinned)
+        return pinned
+    }
+
+    static func trust(_ device: DeviceProcess) -> [String: Any] { device.status()["trust"] as? [String: Any] ?? [:] }
+
+    /// Asks for a sync and waits until an attempt that started after the request ended with
+    /// `code`; returns the status's one-line message.
+    static func waitForError(_ device: DeviceProcess, _ code: String) async throws -> String {
+        let before = device.state["attempts"] as? Int ?? 0
+        _ = try device.cairn(["sync"])
+        try await waitUntil("the device refuses with \(code)", seconds: 60) {
+            (device.state["attempts"] as? Int ?? 0) > before && device.lastErrorCode == code
+        }
+        return device.syncStatus["last_error"] as? String ?? ""
+    }
+
+    @Test("Given rotations 1 → 2 → 3 → 4 that add and remove root and signing keys, when a device pinned to root 1 and offline throughout syncs from a cairn export folder alone, then it walks the chain and installs the newest version")
+    func rotationsReachAnOfflineDevice() async throws {
+        let w = try Workspace()
+        let r1 = try w.keygen("root1"), s1 = try w.keygen("sign1")
+        try w.server(["root", "init", "--repo", w.repo, "--root-key", r1, "--signing-key", Self.pub(s1)])
+        let pinned = try Self.pinnedRoot(w)
+        try w.publish(Workspace.version1, keys: [s1])
+        let nginx = try Nginx(root: w.repo)
+        defer { nginx.stop() }
+        let online = try DeviceProcess(w, sources: [nginx.url], name: "online", trust: ["--trusted-root", pinned])
+        defer { online.stop() }
+        try await online.waitForVersion(1)
+
+        // Root 2: a second root key joins (2 of 2); signing key 1 is replaced by 2.
+        let r2 = try w.keygen("root2"), s2 = try w.keygen("sign2")
+        try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r1, r2, "--add-root-key", Self.pub(r2),
+                      "--root-threshold", "2", "--add-signing-key", Self.pub(s2), "--remove-signing-key", Self.pub(s1)])
+        try w.publish(Workspace.version2, keys: [s2])
+        // Root 3: root key 1 leaves, 3 joins (1 of 2, 3); signing key 3 joins, 2 of 2 must sign.
+        let r3 = try w.keygen("root3"), s3 = try w.keygen("sign3")
+        try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r1, r2, r3, "--add-root-key", Self.pub(r3),
+                      "--remove-root-key", Self.pub(r1), "--root-threshold", "1", "--add-signing-key", Self.pub(s3),
+                      "--threshold", "2"])
+        try w.publish(Self.version3, keys: [s2, s3])
+        // Root 4: signing key 2 revoked, 4 joins, 1 of 2 again.
+        let s4 = try w.keygen("sign4")
+        try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r3, "--remove-signing-key", Self.pub(s2),
+                      "--add-signing-key", Self.pub(s4), "--threshold", "1"])
+        try w.publish(Self.version4, keys: [s4])
+        #expect(try w.server(["verify", w.repo]).contains("4 root(s)"))
+
+        // The online device follows through nginx, one root at a time.
+        #expect(try online.cairn(["sync"]).status == 0)
+        try await online.waitForVersion(4)
+        #expect(Self.trust(online)["root_version"] as? Int == 4)
+        #expect(nginx.accessLog.contains { $0.contains("/root/4.root.json") })
+
+        // Its export carries the chain; a device pinned to root 1 that never saw a network takes
+        // version 4 from the folder alone.
+        let usb = w.folder + "/usb"
+        #expect(try online.cairn(["export", "--to", usb]).status == 0)
+        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: usb + "/root"))
+                == ["1.root.json", "2.root.json", "3.root.json", "4.root.json"])
+        let offline = try DeviceProcess(w, sources: ["file://" + usb], name: "offline", trust: ["--trusted-root", pinned])
+        defer { offline.stop() }
+        try await offline.waitForVersion(4)
+        let trust = Self.trust(offline)
+        #expect(trust["root_version"] as? Int == 4 && trust["signing_threshold"] as? Int == 1)
+        let keyID = { (key: String) in try PublicKey(fileText: String(contentsOfFile: Self.pub(key), encoding: .utf8)).keyID.hex }
+        #expect(Set(trust["signing_keys"] as? [String] ?? []) == Set([try keyID(s3), try keyID(s4)]))
+        #expect(try offline.query("torch batteries", mode: "lexical").ids.first == "candle")
+    }
+
+    @Test("Given a threshold of 2 of 3 signing keys, when a version is signed on one machine, then release and devices refuse it; when a second machine signs a copy, then it releases and installs")
+    func thresholdAcrossMachines() async throws {
+        let w = try Workspace()
+        let m1 = w.folder + "/machine1", m2 = w.folder + "/machine2"
+        let k1 = try w.keygen("signer", in: m1), k2 = try w.keygen("signer", in: m2), k3 = try w.keygen("third")
+        let r = try w.keygen("root")
+        try w.server(["root", "init", "--repo", w.repo, "--root-key", r, "--signing-key", Self.pub(k1), Self.pub(k2), Self.pub(k3),
+                      "--threshold", "2"])
+        let pinned = try Self.pinnedRoot(w)
+
+        // One key cannot publish alone (exit 77, nothing written).
+        let alone = try w.tryPublish(Workspace.version1, keys: [k1])
+        #expect(alone.status == 77 && alone.error.contains("needs 2 signing keys"))
+        #expect(!FileManager.default.fileExists(atPath: w.manifestPath))
+
+        // Staged with machine 1's key; the serving host holds no private key at any point.
+        try w.publish(Workspace.version1, keys: [k1], extra: ["--stage"])
+        let staged = w.repo + "/staged/field/1.json"
+        #expect(FileManager.default.fileExists(atPath: staged) && !FileManager.default.fileExists(atPath: w.manifestPath))
+        let early = try Binaries.run("cairn-server", ["release", "--repo", w.repo, "--channel", "field"], in: w.folder)
+        #expect(early.status == 77 && early.error.contains("1 of the 2"))
+        try FileManager.default.copyItem(atPath: staged, toPath: m2 + "/1.json")
+        try w.server(["sign", "--manifest", m2 + "/1.json", "--key", k2])
+        try w.server(["release", "--repo", w.repo, "--channel", "field", "--manifest", m2 + "/1.json"])
+
+        let (server, url, _) = try await w.serve()
+        defer { stopProcess(server) }
+        let device = try DeviceProcess(w, sources: [url], trust: ["--trusted-root", pinned])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        let installed = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: device.dataDirectory + "/current/manifest.json"))) as! [String: Any]
+        #expect((installed["signatures"] as? [Any])?.count == 2)
+
+        // A host that puts a once-signed version 2 in place: the device refuses it and serves 1.
+        try w.publish(Workspace.version2, keys: [k1], extra: ["--stage"])
+        try FileManager.default.removeItem(atPath: w.manifestPath)
+        try FileManager.default.copyItem(atPath: w.repo + "/staged/field/2.json", toPath: w.manifestPath)
+        let line = try await Self.waitForError(device, "threshold_not_met")
+        #expect(line.contains("1 of the 2") && !line.contains("\n"))
+        #expect(device.status()["version"] as? Int == 1)
+
+        // Signed on machine 2 and released: it installs.
+        try FileManager.default.copyItem(atPath: w.repo + "/staged/field/2.json", toPath: m2 + "/2.json")
+        try w.server(["sign", "--manifest", m2 + "/2.json", "--key", k2])
+        try w.server(["release", "--repo", w.repo, "--channel", "field", "--manifest", m2 + "/2.json"])
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(2)
+    }
+
+    @Test("Given a stolen signing key used for version 1,000,000,000, when the publisher revokes it, then the version it alone signed no longer counts, the device says it is recovering, and the publisher's next version installs")
+    func revocationAndRecovery() async throws {
+        let w = try Workspace()
+        let r = try w.keygen("root"), s1 = try w.keygen("sign1"), s2 = try w.keygen("sign2")
+        try w.server(["root", "init", "--repo", w.repo, "--root-key", r, "--signing-key", Self.pub(s1)])
+        let pinned = try Self.pinnedRoot(w)
+        try w.publish(Workspace.version1, keys: [s1])
+        let genuine = try Data(contentsOf: URL(fileURLWithPath: w.manifestPath))
+        let (server, url, _) = try await w.serve()
+        defer { stopProcess(server) }
+        let device = try DeviceProcess(w, sources: [url], trust: ["--trusted-root", pinned])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+
+        // The thief signs version 10^9 of the same chunks with the stolen key (its snapshot's meta
+        // says 10^9, as a publish would write it); the device takes it.
+        let forged = w.folder + "/forged.json"
+        let python = try requireOrSkip(["/usr/bin/python3"].first { FileManager.default.isExecutableFile(atPath: $0) },
+                                       "python3 is not installed (scripts/test installs it)")
+        let script = """
+            import hashlib, json, os, sqlite3, sys, zlib
+            repo, source, out = sys.argv[1:4]
+            envelope = json.load(open(source))
+            m = envelope["manifest"]
+            blob = lambda h: os.path.join(repo, "blobs/sha256", h[:2], h)
+            path = out + ".sqlite"
+            open(path, "wb").write(zlib.decompress(open(blob(m["snapshot"]["sha256"]), "rb").read()))
+            db = sqlite3.connect(path)
+            db.execute("UPDATE meta SET value = '1000000000' WHERE key = 'version'")
+            db.commit(); db.close()
+            raw = open(path, "rb").read()
+            packed = zlib.compress(raw, 9)
+            digest = hashlib.sha256(packed).hexdigest()
+            os.makedirs(os.path.dirname(blob(digest)), exist_ok=True)
+            open(blob(digest), "wb").write(packed)
+            m.update(version=1000000000, deltas=[], snapshot=dict(m["snapshot"], sha256=digest, size=len(packed), uncompressed_size=len(raw)))
+            json.dump({"manifest": m, "signatures": []}, open(out, "w"))
+            """
+        let made = try await run(python, ["-c", script, w.repo, w.manifestPath, forged])
+        try #require(made.status == 0, "forging version 10^9: \(made.stderr)")
+        try w.server(["sign", "--manifest", forged, "--key", s1])
+        try FileManager.default.removeItem(atPath: w.manifestPath)
+        try FileManager.default.copyItem(atPath: forged, toPath: w.manifestPath)
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(1_000_000_000)
+
+        // The publisher revokes key 1 (root 2 adds key 2) and restores its own manifest, which
+        // key 1 signed too: it no longer counts either.
+        try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--remove-signing-key", Self.pub(s1),
+                      "--add-signing-key", Self.pub(s2)])
+        try genuine.write(to: URL(fileURLWithPath: w.manifestPath))
+        let line = try await Self.waitForError(device, "key_revoked")
+        #expect(line.contains("revoked") && !line.contains("\n"))
+        var trust = Self.trust(device)
+        #expect(trust["root_version"] as? Int == 2 && trust["recovering"] as? Bool == true)
+        #expect(trust["recovering_from"] as? Int == 1_000_000_000)
+        #expect(device.status()["version"] as? Int == 1_000_000_000, "it keeps serving while it recovers")
+
+        // The publisher's next version is 2, far below 10^9, and installs.
+        try w.publish(Workspace.version2, keys: [s2])
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(2)
+        trust = Self.trust(device)
+        #expect(trust["recovering"] as? Bool == false)
+        #expect(device.log.contains("recovered: version 2 replaces version 1000000000"))
+    }
+
+    @Test("Given a root not signed by the old threshold, a root older than the trusted one, and a forged step in the middle of a chain, then each is refused with one line and the old version keeps serving")
+    func refusedRoots() async throws {
+        let w = try Workspace()
+        let r = try w.keygen("root"), s1 = try w.keygen("sign1"), s2 = try w.keygen("sign2")
+        try w.server(["root", "init", "--repo", w.repo, "--root-key", r, "--signing-key", Self.pub(s1)])
+        let pinned = try Self.pinnedRoot(w)
+        try w.publish(Workspace.version1, keys: [s1])
+        let (server, url, _) = try await w.serve()
+        defer { stopProcess(server) }
+        let device = try DeviceProcess(w, sources: [url], trust: ["--trusted-root", pinned])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+
+        // A root 2 that its author signed alone: it does not chain from root 1.
+        let stranger = PublisherKey.generate()
+        let now = Timestamp(Date())!
+        func strangerRoot(_ version: Int) throws -> [UInt8] {
+            let root = try RootMetadata(version: version, created: now, expires: Timestamp(secondsSince1970: now.secondsSince1970 + 86_400)!,
+                                        rootKeys: [stranger.publicKey], rootThreshold: 1,
+                                        signingKeys: [stranger.publicKey], signingThreshold: 1)
+            return SignedRoot.encode(root, signingKeys: [stranger])
+        }
+        let rootFile = { (n: Int) in w.repo + "/root/\(n).root.json" }
+        try Data(try strangerRoot(2)).write(to: URL(fileURLWithPath: rootFile(2)))
+        var line = try await Self.waitForError(device, "root_refused")
+        #expect(line.contains("does not chain") && !line.contains("\n"))
+        #expect(device.status()["version"] as? Int == 1 && Self.trust(device)["root_version"] as? Int == 1)
+        try FileManager.default.removeItem(atPath: rootFile(2))
+
+        // The genuine rotation to root 2 and a version under it install.
+        try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--remove-signing-key", Self.pub(s1),
+                      "--add-signing-key", Self.pub(s2)])
+        try w.publish(Workspace.version2, keys: [s2])
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(2)
+
+        // Root 1's bytes offered as root 3: a rollback of trust.
+        try FileManager.default.copyItem(atPath: rootFile(1), toPath: rootFile(3))
+        line = try await Self.waitForError(device, "root_refused")
+        #expect(line.contains("rollback of trust"))
+        #expect(device.status()["version"] as? Int == 2 && Self.trust(device)["root_version"] as? Int == 2)
+        try FileManager.default.removeItem(atPath: rootFile(3))
+
+        // Genuine roots 3 and 4 and a version signed under 4 — with root 3 replaced by a forgery
+        // before the device fetched it: the walk stops at 2 and version 3 does not install.
+        let s3 = try w.keygen("sign3")
+        try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r])
+        try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--remove-signing-key", Self.pub(s2),
+                      "--add-signing-key", Self.pub(s3)])
+        try w.publish(Self.version3, keys: [s3])
+        try Data(try strangerRoot(3)).write(to: URL(fileURLWithPath: rootFile(3)))
+        line = try await Self.waitForError(device, "root_refused")
+        #expect(line.contains("root 3"))
+        #expect(device.status()["version"] as? Int == 2 && Self.trust(device)["root_version"] as? Int == 2)
+        let verify = try Binaries.run("cairn-server", ["verify", w.repo], in: w.folder)
+        #expect(verify.status == 1 && verify.output.contains("3.root.json"))
+    }
+
+    @Test("Given an expired version newer than the installed one on a USB folder, then a device installs it flagged expired, and a device with expired_updates = refuse keeps its older one")
+    func expiredButNewerFromUSB() async throws {
+        let w = try Workspace()
+        let r = try w.keygen("root"), s = try w.keygen("sign")
+        try w.server(["root", "init", "--repo", w.repo, "--root-key", r, "--signing-key", Self.pub(s)])
+        let pinned = try Self.pinnedRoot(w)
+        try w.publish(Workspace.version1, keys: [s])
+        let usb = "file://" + w.repo
+        let taking = try DeviceProcess(w, sources: [usb], name: "taking", trust: ["--trusted-root", pinned])
+        defer { taking.stop() }
+        let refusing = try DeviceProcess(w, sources: [usb], name: "refusing", config: ["expired_updates": "refuse"],
+                                         trust: ["--trusted-root", pinned])
+        defer { refusing.stop() }
+        try await taking.waitForVersion(1)
+        try await refusing.waitForVersion(1)
+
+        // Version 2 as it was published five weeks ago with the usual 30 days: the publisher's
+        // manifest re-dated and signed with its key, as a stick made back then would carry it.
+        try w.publish(Workspace.version2, keys: [s])
+        var envelope = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: w.manifestPath))) as! [String: Any]
+        var manifest = envelope["manifest"] as! [String: Any]
+        let created = Timestamp(Date().addingTimeInterval(-35 * 86_400))!
+        let expires = Timestamp(Date().addingTimeInterval(-5 * 86_400))!
+        manifest["created"] = created.rfc3339
+        manifest["expires"] = expires.rfc3339
+        envelope = ["manifest": manifest, "signatures": [Any]()]
+        let old = w.folder + "/old-v2.json"
+        try JSONSerialization.data(withJSONObject: envelope).write(to: URL(fileURLWithPath: old))
+        try w.server(["sign", "--manifest", old, "--key", s])
+        for path in [w.manifestPath, w.repo + "/channels/field/versions/2.json"] {
+            try FileManager.default.removeItem(atPath: path)
+            try FileManager.default.copyItem(atPath: old, toPath: path)
+        }
+
+        #expect(try taking.cairn(["sync"]).status == 0)
+        try await taking.waitForVersion(2)
+        let status = taking.status()
+        #expect(status["expired"] as? Bool == true && status["expires"] as? String == expires.rfc3339)
+        let answer = try JSONSerialization.jsonObject(with: Data(try taking.cairn(["query", "sandbags", "--json"]).output.utf8)) as! [String: Any]
+        #expect(answer["expired"] as? Bool == true && answer["expires"] as? String == expires.rfc3339)
+        #expect((taking.status()["sync"] as? [String: Any])?["expired_installs"] as? Int == 1)
+        #expect(taking.log.contains("installing expired version 2"))
+
+        _ = try await Self.waitForError(refusing, "expired")
+        #expect(refusing.status()["version"] as? Int == 1)
+        #expect(refusing.status()["clock_floor"] as? String ?? "" >= expires.rfc3339)
+    }
+}

@@ -1,0 +1,102 @@
+import CairnTestSupport
+import CairnCore
+import CairnSync
+import Foundation
+import Synchronization
+import Testing
+
+/// The device side of protocol/root.md with the syncer in process over a `file://` repository:
+/// the chain walk's persistence, and the clock floor. The device clock is injected here (the
+/// `now` the syncer reads): setting the machine's clock back would need root and would disturb
+/// every other test, so this is the one fault of the issue that is simulated, not produced.
+@Suite("trust: chain walk and clock floor (syncer in process)", .offCooperativePool)
+struct TrustSyncTests {
+    /// A device clock the test sets.
+    final class Clock: Sendable {
+        private let value: Mutex<Date>
+        init(_ date: Date) { value = Mutex(date) }
+        var now: Date { value.withLock { $0 } }
+        func set(_ date: Date) { value.withLock { $0 = date } }
+    }
+
+    /// Root `version` with `rootKey` as its only root key and `signingKey` as its only signing
+    /// key, signed by `signers`.
+    static func root(_ version: Int, rootKey: PublisherKey, signingKey: PublisherKey, signers: [PublisherKey]) throws -> [UInt8] {
+        let now = Timestamp(Date())!
+        let root = try RootMetadata(version: version, created: now, expires: Timestamp(secondsSince1970: now.secondsSince1970 + 86_400)!,
+                                    rootKeys: [rootKey.publicKey], rootThreshold: 1,
+                                    signingKeys: [signingKey.publicKey], signingThreshold: 1)
+        return SignedRoot.encode(root, signingKeys: signers)
+    }
+
+    static func put(_ bytes: [UInt8], root version: Int, in repo: RepoFixture) throws {
+        try FileManager.default.createDirectory(atPath: repo.root + "/root", withIntermediateDirectories: true)
+        try Data(bytes).write(to: URL(fileURLWithPath: repo.root + "/root/\(version).root.json"))
+    }
+
+    @Test("Given roots 2 and 3 that chain and a forged root 4, when the device walks, then 2 and 3 are persisted before the refusal, root 3 is current, and a restart keeps them")
+    func walkPersistsEachStep() async throws {
+        let repo = try RepoFixture(withModel: false)
+        let rootKey = PublisherKey.generate()
+        let pinned = try Self.root(1, rootKey: rootKey, signingKey: repo.key, signers: [rootKey])
+        try Self.put(pinned, root: 1, in: repo)
+        try Self.put(try Self.root(2, rootKey: rootKey, signingKey: repo.key, signers: [rootKey]), root: 2, in: repo)
+        try Self.put(try Self.root(3, rootKey: rootKey, signingKey: repo.key, signers: [rootKey]), root: 3, in: repo)
+        let stranger = PublisherKey.generate()
+        try Self.put(try Self.root(4, rootKey: stranger, signingKey: stranger, signers: [stranger]), root: 4, in: repo)
+        try repo.publish(version: 1)
+
+        var device: Device? = try Device(repo: repo, sources: [repo.url], trustedRoot: pinned)
+        #expect(await device!.syncer.syncOnce().errorCode == "root_refused")
+        #expect(device!.entries("roots") == ["1.root.json", "2.root.json", "3.root.json"])
+        #expect(device!.syncer.trust.current?.current.version == 3)
+        #expect(device!.currentTarget == nil, "nothing installs from a source whose chain is refused")
+
+        // Once the forgery is gone the manifest, signed by a signing key of root 3, installs; a
+        // restart on the same directory starts from root 3 without fetching anything.
+        try FileManager.default.removeItem(atPath: repo.root + "/root/4.root.json")
+        #expect(await device!.syncer.syncOnce().installedVersion == 1)
+        let path = device!.path
+        device = nil // the process "dies": its lock goes with it
+        let restarted = try Device(repo: repo, sources: [], path: path, trustedRoot: pinned)
+        #expect(restarted.syncer.trust.current?.current.version == 3)
+    }
+
+    @Test("Given expired_updates = refuse and version 2 refused as expired, when the device clock is set back to 1970, then version 2 is still refused and the clock floor holds")
+    func clockSetBack() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let clock = Clock(Date())
+        var device: Device? = try Device(repo: repo, sources: [repo.url], expiredUpdates: .refuse, now: { clock.now })
+        #expect(await device!.syncer.syncOnce().installedVersion == 1)
+        let v2 = try repo.publish(version: 2, expires: Date().addingTimeInterval(-3_600))
+        #expect(await device!.syncer.syncOnce().errorCode == "expired")
+        let floor = try #require(device!.state.clockFloor.flatMap(Timestamp.init(rfc3339:)))
+        #expect(floor >= v2.expires, "the floor rises to the expiry the device judged passed")
+
+        // When the clock is reset to 1970, nothing it refused becomes acceptable.
+        clock.set(Date(timeIntervalSince1970: 0))
+        #expect(await device!.syncer.syncOnce().errorCode == "expired")
+        #expect(device!.currentTarget == "versions/1")
+        #expect(device!.state.effectiveNow(clock.now) >= v2.expires)
+        // And a restart reads the floor back from state.json.
+        let path = device!.path
+        device = nil
+        let restarted = try Device(repo: repo, sources: [repo.url], path: path, expiredUpdates: .refuse, now: { clock.now })
+        #expect(await restarted.syncer.syncOnce().errorCode == "expired")
+    }
+
+    @Test("Given expired_updates = install, when an expired version 2 newer than 1 arrives, then it installs, counted, and the status says expired with its expiry")
+    func expiredButNewerInstalls() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let v2 = try repo.publish(version: 2, expires: Date().addingTimeInterval(-3_600))
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        #expect(device.state.expiredInstalls == 1)
+        let status = SyncStatus(state: device.state, installed: device.directory.installed(), now: Date(),
+                                pollInterval: .seconds(900), staleAfterPolls: 3)
+        #expect(status.expired && status.expires == v2.expires.rfc3339 && status.stale)
+    }
+}
