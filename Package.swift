@@ -132,7 +132,7 @@ let package = Package(
 )
 
 if fuzzing {
-    // One executable, one subcommand per decoder: `cairn-fuzz manifest|delta|safetensors|search-body`.
+    // One executable, one subcommand per decoder: `cairn-fuzz manifest|root|delta|safetensors|search-body`.
     package.targets += [
         .systemLibrary(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"),
         .executableTarget(name: "cairn-fuzz", dependencies: ["CLibFuzzer", "CairnCore", "CairnEmbedding", "CairnSearch"],

@@ -11,7 +11,7 @@ import Glibc
 /// removed from the arguments.
 @main
 enum CairnFuzz {
-    static let targets: [FuzzTarget] = [.manifest, .delta, .safeTensors, .searchBody]
+    static let targets: [FuzzTarget] = [.manifest, .root, .delta, .safeTensors, .searchBody]
 
     static func main() {
         let arguments = CommandLine.arguments

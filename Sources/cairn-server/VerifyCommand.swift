@@ -6,8 +6,11 @@ struct VerifyCommand: ParsableCommand {
         commandName: "verify",
         abstract: "Check every signature, hash, snapshot and delta of a repository.",
         discussion: """
-            Checks, for every channel: each manifest (manifest.json and versions/*.json) against the \
-            trusted keys, and that manifest.json equals its versions/<n>.json; each blob's SHA-256 \
+            Checks the root of trust when the repository has one (root/1.root.json signed by its \
+            own root keys, each later root by a threshold of the one before and of its own), then, \
+            for every channel: each manifest (manifest.json and versions/*.json) against the root \
+            in force when it was created (the newest root created before it; manifests older than \
+            root 1: the trusted keys), and that manifest.json equals its versions/<n>.json; each blob's SHA-256 \
             and size; each snapshot (inflated within the manifest's uncompressed size, then SQLite, \
             full-text index, per-chunk hashes and state root); each delta (inflated, decoded, applied \
             to its base version's records, giving the target's state root).

@@ -31,6 +31,18 @@ struct StatusCommand: AsyncParsableCommand {
         let sync = status.sync
         lines.append("online      " + (sync.online.map { $0 ? "yes" : "no" } ?? "unknown"))
         lines.append("stale       " + (sync.stale.map { $0 ? "YES" : "no" } ?? "unknown"))
+        if sync.expired == true {
+            lines.append("expired     YES: the installed manifest expired at \(sync.expires ?? "?") (installed because it was newer)")
+        }
+        if let trust = sync.trust {
+            let keys = "\(trust.signingThreshold) of \(trust.signingKeys.count) signing key(s)"
+            lines.append("trust       " + (trust.mode == "root"
+                ? "root \(trust.rootVersion ?? 0) (\(keys), root expires \(trust.rootExpires ?? "?")\(trust.rootExpired == true ? ": EXPIRED" : ""))"
+                : "pinned keys (\(keys))"))
+            if let from = trust.recoveringFrom {
+                lines.append("recovering  version \(from) was signed only by revoked keys; the publisher's next version installs")
+            }
+        }
         lines.append("last sync   attempt \(sync.lastAttempt ?? "never"), success \(sync.lastSuccess ?? "never")")
         if let error = sync.lastError { lines.append("last error  \(error)") }
         if let held = sync.heldBackVersion {

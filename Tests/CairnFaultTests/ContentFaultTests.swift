@@ -34,9 +34,54 @@ struct ContentFaultTests {
         #expect(report.finish("hash_mismatch, nothing installed; bit positions \(positions.sorted())"))
     }
 
+    @Test("Given root files that are wrong in each way the chain walk must catch, then each is refused, nothing installed, and the next good version installs")
+    func refusedRoots() async throws {
+        let rig = try await Rig(rootPinned: true)
+        defer { rig.stop() }
+        let rootKey = try PublisherKey(fileText: String(contentsOfFile: rig.rootKey, encoding: .utf8))
+        let signing = try PublicKey(fileText: String(contentsOfFile: rig.workspace.publicKey, encoding: .utf8))
+        let now = Timestamp(Date())!
+        func root2(format: Int = 1, version: Int = 2, signers: [PublisherKey]) throws -> [UInt8] {
+            let root = try RootMetadata(formatVersion: format, version: version, created: now,
+                                        expires: Timestamp(secondsSince1970: now.secondsSince1970 + 86_400)!,
+                                        rootKeys: [rootKey.publicKey], rootThreshold: 1, signingKeys: [signing], signingThreshold: 1)
+            return SignedRoot.encode(root, signingKeys: signers)
+        }
+        let genuine = try root2(signers: [rootKey])
+        var flipped = genuine
+        let signatureAt = String(decoding: genuine, as: UTF8.self).range(of: "\"signature\":\"")!.upperBound.utf16Offset(in: String(decoding: genuine, as: UTF8.self))
+        flipped[signatureAt + 3] = flipped[signatureAt + 3] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        let cases: [(name: String, codes: Set<String>, bytes: [UInt8])] = [
+            ("random bytes", ["root_refused"], (0..<300).map { _ in UInt8.random(in: 0...255) }),
+            ("a truncated root", ["root_refused"], Array(genuine.prefix(genuine.count / 2))),
+            ("a root of 2 MiB", ["size_exceeded"], [UInt8](repeating: UInt8(ascii: " "), count: 2 << 20) + genuine),
+            ("root 1 again at root/2", ["root_refused"], try Data(contentsOf: URL(fileURLWithPath: rig.workspace.repo + "/root/1.root.json")).map { $0 }),
+            ("root 2 signed by a stranger", ["root_refused"], try root2(signers: [PublisherKey.generate()])),
+            ("root 2 in an unknown format", ["root_refused"], try root2(format: 2, signers: [rootKey])),
+            ("root 2 with a signature altered", ["root_refused"], flipped),
+            ("root 2 claiming to be root 3", ["root_refused"], try root2(version: 3, signers: [rootKey])),
+        ]
+        let path = rig.workspace.repo + "/root/2.root.json"
+        for (number, fault) in cases.enumerated() {
+            let report = FaultReport(fault.name)
+            await report.trial(number + 1) {
+                let old = rig.version
+                let new = try rig.publishNext()
+                try Data(fault.bytes).write(to: URL(fileURLWithPath: path))
+                if let problem = rig.refusal(try await rig.syncAttempt(), codes: fault.codes, old: old) { return problem }
+                if (rig.device.status()["trust"] as? [String: Any])?["root_version"] as? Int != 1 { return "the trusted root moved" }
+                try FileManager.default.removeItem(atPath: path)
+                return try await rig.recovery(to: new)
+            }
+            #expect(report.finish("refused, version \(rig.version - 1) kept answering, root 1 kept"))
+        }
+    }
+
     @Test("Given manifests that are wrong in each way a device must catch, then each is refused, nothing installed, and the next good version installs")
     func refusedManifests() async throws {
-        let rig = try await Rig()
+        // expired_updates = refuse: an expired manifest is refused (the default installs it
+        // flagged when newer, CairnIntegrationTests/TrustTests.expiredButNewerFromUSB).
+        let rig = try await Rig(config: ["expired_updates": "refuse"])
         defer { rig.stop() }
         let stranger = rig.workspace.folder + "/stranger"
         let keygen = try Binaries.run("cairn-server", ["keygen", "--out", stranger], in: rig.workspace.folder)
@@ -52,7 +97,7 @@ struct ContentFaultTests {
                 // The device is on the newest version; a stale mirror serves version 1 again.
                 try rig.restoreManifest(1)
             }),
-            ("expired manifest", ["expired"], {
+            ("expired manifest (expired_updates = refuse)", ["expired"], {
                 try rig.publishNext()
                 try rig.tamperManifest {
                     $0.created = Timestamp(Date().addingTimeInterval(-7_200))!

@@ -25,8 +25,19 @@ struct BucketTests {
         let moto = try requireOrSkip(S3Tools.moto, S3Tools.missing), aws = try requireOrSkip(S3Tools.aws, S3Tools.missing)
         try Tools.requireCurl()
         let workspace = try await Workspace.make()
+        // A root of trust rotated once (root 2 adds a signing key), so the bucket carries a chain.
+        let rootKey = try await onThread { try workspace.keygen("root") }
+        let second = try await onThread { try workspace.keygen("second") }
+        try await onThread {
+            try workspace.server(["root", "init", "--repo", workspace.repo, "--root-key", rootKey, "--signing-key", workspace.publicKey])
+            try workspace.server(["root", "rotate", "--repo", workspace.repo, "--sign-with", rootKey,
+                                  "--add-signing-key", String(second.dropLast(4)) + ".pub"])
+        }
+        let pinned = workspace.folder + "/provisioned-root.json"
+        try FileManager.default.copyItem(atPath: workspace.repo + "/root/1.root.json", toPath: pinned)
         try await workspace.publishOnThread(DeviceFlowTests.version1)
         try await workspace.publishOnThread(DeviceFlowTests.version2)
+        try await onThread { try workspace.publish([("staged", "A version still collecting signatures.")], keys: [], extra: ["--stage"]) }
 
         // Given moto's S3 server on loopback and a bucket anyone may GET from.
         let port = freePort()
@@ -53,7 +64,8 @@ struct BucketTests {
         // When the repository is pushed as the README says: everything but the manifests and
         // dotfiles, cached for a year; then the manifests, revalidated every time.
         try await s3(["s3", "sync", workspace.repo, "s3://cairn/repo", "--exclude", "*/manifest.json",
-                      "--exclude", ".*", "--exclude", "*/.*", "--cache-control", "public, max-age=31536000, immutable"])
+                      "--exclude", ".*", "--exclude", "*/.*", "--exclude", "staged/*",
+                      "--cache-control", "public, max-age=31536000, immutable"])
         try await s3(["s3", "sync", workspace.repo, "s3://cairn/repo", "--exclude", "*", "--include", "*/manifest.json",
                       "--cache-control", "no-cache", "--content-type", "application/json"])
 
@@ -71,8 +83,13 @@ struct BucketTests {
         let lock = try await run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", base + "/.publish.lock"])
         #expect(lock.stdout == "404" || lock.stdout == "403", "the publish lock stays out of the bucket")
 
-        // And a device syncing from the bucket's HTTP endpoint installs the newest version and answers.
-        let device = try DeviceProcess(workspace, sources: [base])
+        let staged = try await run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", base + "/staged/field/3.json"])
+        #expect(staged.stdout == "404" || staged.stdout == "403", "staged manifests stay out of the bucket")
+
+        // And a device pinned to root 1, syncing from the bucket's HTTP endpoint, walks to root 2
+        // (root 3 is absent: S3 answers 403 to an anonymous GET of a missing object), installs the
+        // newest version and answers.
+        let device = try DeviceProcess(workspace, sources: [base], trust: ["--trusted-root", pinned])
         defer { device.stop() }
         // (Every `cairn` call runs on a thread of its own: it blocks until the process exits.)
         try await waitUntil("cairnd serves version 2", seconds: 60) {
@@ -87,5 +104,7 @@ struct BucketTests {
                 .contains("GET /cairn/repo/channels/field/manifest.json HTTP/1.1\" 304")
         }
         #expect(try await onThread { device.status()["version"] as? Int } == 2)
+        let rootVersion = try await onThread { (device.status()["trust"] as? [String: Any])?["root_version"] as? Int }
+        #expect(rootVersion == 2)
     }
 }

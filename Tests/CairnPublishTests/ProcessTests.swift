@@ -102,10 +102,48 @@ struct ProcessTests {
         #expect(broken.output.split(separator: "\n").filter { $0.hasPrefix("problem: ") }.count >= 1)
     }
 
+    @Test("Given root init and rotations, when keys are wrong or too few, then nothing is written (exit 64 or 77); when right, then root show and verify check the whole chain")
+    func rootCommands() throws {
+        let folder = try TemporaryDirectory.make()
+        let repo = folder + "/repo", keys = folder + "/keys"
+        for name in ["root-a", "root-b", "sign-1", "sign-2"] {
+            #expect(try CLI.run(["keygen", "--out", keys, "--name", name]).status == 0)
+        }
+        #expect(FileManager.default.fileExists(atPath: keys + "/root-a.key") && FileManager.default.fileExists(atPath: keys + "/sign-2.pub"))
+        // A threshold above the keys given: nothing written.
+        let tooFew = try CLI.run(["root", "init", "--repo", repo, "--root-key", keys + "/root-a.key", "--root-threshold", "2",
+                                  "--signing-key", keys + "/sign-1.pub"])
+        #expect(tooFew.status == 64 && !FileManager.default.fileExists(atPath: repo + "/root/1.root.json"))
+        #expect(try CLI.run(["root", "init", "--repo", repo, "--root-key", keys + "/root-a.key", keys + "/root-b.key",
+                             "--root-threshold", "2", "--signing-key", keys + "/sign-1.pub"]).status == 0)
+        let again = try CLI.run(["root", "init", "--repo", repo, "--root-key", keys + "/root-a.key", "--signing-key", keys + "/sign-1.pub"])
+        #expect(again.status == 64 && again.error.contains("already holds a root"))
+        // One of two root keys cannot rotate (exit 77, nothing written); both can.
+        let alone = try CLI.run(["root", "rotate", "--repo", repo, "--sign-with", keys + "/root-a.key", "--add-signing-key", keys + "/sign-2.pub"])
+        #expect(alone.status == 77 && alone.error.contains("1 of root 1's root keys"))
+        #expect(!FileManager.default.fileExists(atPath: repo + "/root/2.root.json"))
+        let rotated = try CLI.run(["root", "rotate", "--repo", repo, "--sign-with", keys + "/root-a.key", keys + "/root-b.key",
+                                   "--add-signing-key", keys + "/sign-2.pub", "--remove-signing-key", keys + "/sign-1.pub"])
+        #expect(rotated.status == 0, "\(rotated.error)")
+        let show = try CLI.run(["root", "show", "--repo", repo, "--json"])
+        let shown = try JSONSerialization.jsonObject(with: Data(show.output.utf8)) as? [String: Any]
+        #expect(shown?["chain"] as? [Int] == [1, 2])
+        let signing = (shown?["root"] as? [String: Any])?["signing_keys"] as? [[String: Any]]
+        #expect(signing?.map { $0["key_id"] as? String } == [try KeyFiles.loadPublic(keys + "/sign-2.pub").keyID.hex])
+        // An altered root breaks the chain for show and verify.
+        let path = repo + "/root/2.root.json"
+        var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        let at = bytes.firstIndex(of: UInt8(ascii: "9"))!
+        bytes[at] = UInt8(ascii: "8")
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let broken = try CLI.run(["root", "show", "--repo", repo])
+        #expect(broken.status == 74 && broken.error.contains("2.root.json"))
+    }
+
     @Test("Given --help for each subcommand, when printed, then it explains the command")
     func help() throws {
         for (command, phrase) in [("keygen", "0600"), ("publish", "CAIRN_PUBLISH_PAUSE_AT"), ("verify", "--trusted-key"),
-                                  ("history", "deltas")] {
+                                  ("history", "deltas"), ("root", "offline"), ("sign", "staged"), ("release", "threshold")] {
             let result = try CLI.run([command, "--help"])
             #expect(result.status == 0)
             #expect(result.output.contains(phrase), "\(command)")

@@ -59,11 +59,17 @@ struct CachingTests {
         }
     }
 
-    @Test("Given a blob and a version manifest, when they are fetched, then they are immutable for a year, the blob's ETag is its name")
+    @Test("Given a blob, a version manifest and a root, when they are fetched, then they are immutable for a year, the blob's ETag is its name")
     func immutableHeaders() async throws {
         let repo = try TestRepository()
         defer { repo.remove() }
+        let root = Array("{\"root\":{},\"signatures\":[]}\n".utf8)
+        try repo.write("repo/root/2.root.json", root)
         try await withServer(repo) { port in
+            let served = try await RawHTTP.send(port: port, target: "/root/2.root.json")
+            #expect(served.status == 200 && served.body == root)
+            #expect(served.header("Cache-Control") == "public, max-age=31536000, immutable")
+            #expect(served.header("Content-Type") == "application/json")
             let blob = try await RawHTTP.send(port: port, target: repo.blobPath)
             #expect(blob.status == 200)
             #expect(blob.body == repo.blob)

@@ -26,6 +26,10 @@ struct TraversalTests {
         ("/blobs/sha256/00/" + String(repeating: "a", count: 64), 404),
         ("/keys/.hidden", 404),
         ("/channels/Stable/manifest.json", 404),
+        ("/root/01.root.json", 404),
+        ("/root/1.json", 404),
+        ("/root/.1.root.json", 404),
+        ("/staged/stable/4.json", 404),
     ]
 
     @Test("Given traversal attempts (dot segments, %2F, %2e%2e, backslashes, NUL, dotfiles, other folders), when sent raw, then each is refused with 400 or 404")

@@ -19,15 +19,26 @@ final class Rig: @unchecked Sendable {
          ("release-\(version)", "Release notes for edition \(version) of the field guide.")]
     }
 
+    /// The root key of a rig made `rootPinned` (`keys/root.key`).
+    var rootKey: String { workspace.folder + "/keys/root.key" }
+
     /// Publishes version 1, starts the fault server and cairnd (`config` adds cairnd config
-    /// lines), and waits until version 1 serves.
+    /// lines), and waits until version 1 serves. `rootPinned`: the repository gets root 1 (root
+    /// key `rootKey`, the workspace's key signs) and the device is pinned to it, not to the key.
     init(name: String = "device", config: [String: String] = [:], dataDirectory: String? = nil,
-         workspace: Workspace? = nil) async throws {
+         workspace: Workspace? = nil, rootPinned: Bool = false) async throws {
         self.workspace = try workspace ?? Workspace()
+        var trust: [String]?
+        if rootPinned {
+            let root = try self.workspace.keygen("root")
+            try self.workspace.server(["root", "init", "--repo", self.workspace.repo, "--root-key", root,
+                                       "--signing-key", self.workspace.publicKey])
+            trust = ["--trusted-root", self.workspace.repo + "/root/1.root.json"]
+        }
         try self.workspace.publish(Self.knowledgeBase(1))
         server = try FaultServer(root: self.workspace.repo)
         device = try DeviceProcess(self.workspace, sources: [server.url], name: name, config: config,
-                                   dataDirectory: dataDirectory)
+                                   dataDirectory: dataDirectory, trust: trust)
         try await device.waitForVersion(1)
     }
 
