@@ -49,9 +49,9 @@ private func makeOnlineSearch(root: RepositoryRoot, configuration: ServerConfigu
     let folder = configuration.searchCache ?? (NSTemporaryDirectory() as NSString)
         .appendingPathComponent("cairn-server-search-\(getuid())")
     let cache = try VersionCache(repository: root.path, folder: folder, trustedKeyFiles: configuration.searchTrustedKeys,
-                                 logger: logger)
-    if configuration.searchTrustedKeys.isEmpty {
-        logger.warning("online search trusts the keys stored under the repository's keys/ (integrity, not authorship); set search_trusted_key to pin one")
+                                 trustedRootFile: configuration.searchTrustedRoot, logger: logger)
+    if configuration.searchTrustedKeys.isEmpty && configuration.searchTrustedRoot == nil {
+        logger.warning("online search trusts the keys stored under the repository's keys/ (integrity, not authorship); set search_trusted_root or search_trusted_key to pin one")
     }
     logger.info("online search is on", metadata: ["cairn.search.cache": "\(folder)"])
     let pool = SearchPool(threads: configuration.maxConcurrentSearches, queueLimit: configuration.maxQueuedSearches)

@@ -104,7 +104,10 @@ struct Cairnd: AsyncParsableCommand {
         if let path = config ?? existingDefaultFile() { try configuration.apply(file: path) }
         configuration.apply(environment: ProcessInfo.processInfo.environment)
         if !source.isEmpty { configuration.sources = source }
-        if !trustedKey.isEmpty { configuration.trustedKeys = trustedKey }
+        if !trustedKey.isEmpty {
+            configuration.trustedKeys = trustedKey
+            if trustedRoot == nil { configuration.trustedRoot = nil }
+        }
         if let trustedRoot {
             configuration.trustedRoot = trustedRoot
             if trustedKey.isEmpty { configuration.trustedKeys = [] }

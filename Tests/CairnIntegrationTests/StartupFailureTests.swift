@@ -110,6 +110,23 @@ struct StartupFailureTests {
                                 saying: ["cannot read the config file \(folder)", "Is a directory", "--config"])
     }
 
+    @Test("Given a trusted root that is missing, not a root, or set beside a trusted key, when cairnd starts, then it exits 2 naming the file and why")
+    func cairndTrustedRootUnusable() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let keygen = try await onThread { try Binaries.run("cairn-server", ["keygen", "--out", folder + "/keys"], in: folder) }
+        try #require(keygen.status == 0)
+        let base = ["--source", "file:///nowhere", "--data-dir", folder + "/data", "--socket", folder + "/d.sock"]
+        try await expectOneLine("cairnd", base + ["--trusted-root", folder + "/none.json"], in: folder, exit: 2,
+                                saying: ["cannot read trusted root \(folder)/none.json"])
+        try await expectOneLine("cairnd", base + ["--trusted-root", folder + "/keys/publisher.pub"], in: folder, exit: 2,
+                                saying: ["trusted root \(folder)/keys/publisher.pub", "root_malformed"])
+        let config = folder + "/cairnd.conf"
+        try "trusted_key = \(folder)/keys/publisher.pub\ntrusted_root = \(folder)/none.json\n".write(toFile: config, atomically: true, encoding: .utf8)
+        try await expectOneLine("cairnd", base + ["--config", config], in: folder, exit: 2,
+                                saying: ["trusted_root and trusted_key are both set"])
+    }
+
     @Test("Given an unknown flag, when cairnd starts, then it exits 2 with one line naming the flag")
     func cairndBadFlag() async throws {
         let folder = try TemporaryDirectory.make()

@@ -160,6 +160,38 @@ struct OnlineSearchTests {
         #expect(try await Self.post(search, #"{"query": "sandbags pyramid"}"#).body["version"] as? Int == 2)
     }
 
+    @Test("Given online search pinned to root 1 (search_trusted_root), when the signing key rotates, then the publisher refuses the revoked key and the version signed by the new key (unknown to root 1) answers")
+    func followsRootRotations() async throws {
+        let workspace = try await Workspace.make()
+        let rootKey = try await onThread { try workspace.keygen("root") }
+        let newKey = try await onThread { try workspace.keygen("new") }
+        try await onThread {
+            try workspace.server(["root", "init", "--repo", workspace.repo, "--root-key", rootKey, "--signing-key", workspace.publicKey])
+        }
+        try await workspace.publishOnThread(Self.version1)
+        let config = workspace.folder + "/server.conf"
+        try """
+            online_search = true
+            search_cache = \(workspace.folder)/search-cache
+            search_trusted_root = \(workspace.repo)/root/1.root.json
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let (server, url, _) = try await workspace.serve(arguments: ["--config", config])
+        defer { stopProcess(server) }
+        let search = url + "/v1/channels/field/search"
+        #expect(try await Self.post(search, #"{"query": "crank radio"}"#).body["version"] as? Int == 1)
+
+        // Root 2 revokes the workspace's key: publishing with it is refused; the new key's version 2
+        // answers, which only a walk from root 1 to root 2 can accept.
+        try await onThread {
+            try workspace.server(["root", "rotate", "--repo", workspace.repo, "--sign-with", rootKey,
+                                  "--add-signing-key", String(newKey.dropLast(4)) + ".pub", "--remove-signing-key", workspace.publicKey])
+        }
+        let revoked = try await onThread { try workspace.tryPublish(Self.version2, keys: [workspace.key]) }
+        #expect(revoked.status == 64 && revoked.error.contains("not a signing key of root 2"))
+        try await onThread { try workspace.publish(Self.version2, keys: [newKey]) }
+        #expect(try await Self.post(search, #"{"query": "sandbags pyramid"}"#).body["version"] as? Int == 2)
+    }
+
     @Test("Given online search off (the default), when a search is posted, then it is 404 search_disabled and files are still served")
     func disabledByDefault() async throws {
         let workspace = try await Workspace.make()

@@ -25,7 +25,8 @@ public enum StagedRelease {
     /// the same manifest signed elsewhere) must meet the newest root's threshold (or, without a
     /// root, include one key stored under `keys/`); then `versions/<n>.json` and `manifest.json`
     /// are written, in that order, and the staged file is removed.
-    /// - Throws: `.thresholdNotMet` (nothing written), `.invalidArgument` (nothing staged, a copy
+    /// - Throws: `.thresholdNotMet` when the valid signatures do not meet the policy, whatever the
+    ///   reason (nothing written), `.invalidArgument` (nothing staged, a copy
     ///   of another manifest, a version that is no longer next), `.locked`, `.io`.
     public static func release(repository: Repository, channel: String, copies: [String],
                                lockWait: Double = 5) throws(PublishError) -> Manifest {
@@ -50,7 +51,7 @@ public enum StagedRelease {
         let trust = try repository.trust(keys: repository.storedKeys())
         let policy = trust.current?.signingPolicy(earlier: trust.roots.dropLast()) ?? SigningPolicy(keys: trust.keys)
         do { try policy.check(envelope, domain: SignedManifest.domain, what: "staged manifest") } catch {
-            throw PublishError(error.code == .thresholdNotMet ? .thresholdNotMet : .invalidArgument, error.message, cause: error)
+            throw PublishError(.thresholdNotMet, "\(error.code): \(error.message)", cause: error)
         }
         let bytes = envelope.encode(field: "manifest")
         let writer = RepositoryWriter(repository: repository, channel: channel)

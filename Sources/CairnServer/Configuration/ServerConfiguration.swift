@@ -6,9 +6,10 @@ public import Logging
 ///
 /// Config file keys (`key = value`, `#` comments): `host`, `port`, `repo`, `log_level`,
 /// `idle_timeout_seconds`, `max_connections`, `online_search`, `search_cache`,
-/// `search_trusted_key`, `max_concurrent_searches`, `max_queued_searches`. Environment:
-/// `CAIRN_SERVER_HOST`, `CAIRN_SERVER_PORT`, `CAIRN_SERVER_REPO`, `CAIRN_SERVER_LOG_LEVEL`,
-/// `CAIRN_SERVER_ONLINE_SEARCH`, `CAIRN_SERVER_SEARCH_CACHE`, `CAIRN_SERVER_SEARCH_TRUSTED_KEY`.
+/// `search_trusted_key`, `search_trusted_root`, `max_concurrent_searches`, `max_queued_searches`.
+/// Environment: `CAIRN_SERVER_HOST`, `CAIRN_SERVER_PORT`, `CAIRN_SERVER_REPO`,
+/// `CAIRN_SERVER_LOG_LEVEL`, `CAIRN_SERVER_ONLINE_SEARCH`, `CAIRN_SERVER_SEARCH_CACHE`,
+/// `CAIRN_SERVER_SEARCH_TRUSTED_KEY`, `CAIRN_SERVER_SEARCH_TRUSTED_ROOT`.
 public struct ServerConfiguration: Sendable, Equatable {
     /// Address to bind. Default `127.0.0.1` (loopback only; put a reverse proxy or set `0.0.0.0`
     /// to serve the network).
@@ -33,6 +34,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Public key files (`*.pub`) the manifests must be signed with for online search. Default
     /// empty: the keys the publisher stored under `<repo>/keys/` (integrity, not authorship).
     public var searchTrustedKeys: [String] = []
+    /// A root file (protocol/root.md) online search pins instead of keys: manifests must meet the
+    /// signing policy of the newest root that chains from it through `<repo>/root/`. Default nil.
+    public var searchTrustedRoot: String?
     /// Searches run at once, each on a thread of its own. Default 2 × the number of cores (as
     /// cairnd's `max_concurrent_queries`).
     public var maxConcurrentSearches: Int = 2 * ProcessInfo.processInfo.activeProcessorCount
@@ -62,7 +66,8 @@ extension ServerConfiguration {
         let names = [("CAIRN_SERVER_HOST", "host"), ("CAIRN_SERVER_PORT", "port"),
                      ("CAIRN_SERVER_REPO", "repo"), ("CAIRN_SERVER_LOG_LEVEL", "log_level"),
                      ("CAIRN_SERVER_ONLINE_SEARCH", "online_search"), ("CAIRN_SERVER_SEARCH_CACHE", "search_cache"),
-                     ("CAIRN_SERVER_SEARCH_TRUSTED_KEY", "search_trusted_key")]
+                     ("CAIRN_SERVER_SEARCH_TRUSTED_KEY", "search_trusted_key"),
+                     ("CAIRN_SERVER_SEARCH_TRUSTED_ROOT", "search_trusted_root")]
         for (variable, key) in names {
             if let value = environment[variable] { try set(key, value, source: variable) }
         }
@@ -106,6 +111,9 @@ extension ServerConfiguration {
         case "search_trusted_key":
             guard !value.isEmpty else { throw bad("must not be empty") }
             searchTrustedKeys.append(value)
+        case "search_trusted_root":
+            guard !value.isEmpty else { throw bad("must not be empty") }
+            searchTrustedRoot = value
         case "max_concurrent_searches":
             guard let count = Int(value), (1...256).contains(count) else { throw bad("must be a whole number 1-256") }
             maxConcurrentSearches = count

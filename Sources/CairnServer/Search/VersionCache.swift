@@ -18,13 +18,17 @@ struct VersionCache: Sendable {
     let folder: String
     /// The configured key files; empty: the keys under `<repo>/keys/`.
     let trustedKeyFiles: [String]
+    /// The pinned root file, when set: the chain from it through `<repo>/root/` decides.
+    let trustedRootFile: String?
     let logger: Logger
 
     /// Creates the cache folder (mode 0700) and checks that this user owns it.
-    init(repository: String, folder: String, trustedKeyFiles: [String], logger: Logger) throws(ServerError) {
+    init(repository: String, folder: String, trustedKeyFiles: [String], trustedRootFile: String? = nil,
+         logger: Logger) throws(ServerError) {
         self.repository = repository
         self.folder = folder
         self.trustedKeyFiles = trustedKeyFiles
+        self.trustedRootFile = trustedRootFile
         self.logger = logger
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true,
                                                  attributes: [.posixPermissions: 0o700])
@@ -32,7 +36,29 @@ struct VersionCache: Sendable {
         guard stat(folder, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == getuid() else {
             throw ServerError(.configurationInvalid, "search cache \(folder) is not a folder this user owns; set search_cache")
         }
-        _ = try trustedKeys()
+        _ = try signingPolicy()
+    }
+
+    /// What manifests are checked against: with a pinned root, the policy of the newest root that
+    /// chains from it through `<repo>/root/` (a root that does not chain ends the walk, logged);
+    /// else the trusted keys with threshold 1.
+    func signingPolicy() throws(ServerError) -> SigningPolicy {
+        guard let trustedRootFile else { return SigningPolicy(keys: try trustedKeys()) }
+        guard let pinned = FileManager.default.contents(atPath: trustedRootFile) else {
+            throw ServerError(.configurationInvalid, "cannot read search_trusted_root \(trustedRootFile)")
+        }
+        var chain: TrustChain
+        do { chain = try TrustChain(pinned: Array(pinned)) } catch {
+            throw ServerError(.configurationInvalid, "search_trusted_root \(trustedRootFile): \(error.message)")
+        }
+        while let next = FileManager.default.contents(atPath: repository + "/root/\(chain.current.version + 1).root.json") {
+            do { try chain.accept(next: Array(next)) } catch {
+                logger.warning("online search: a root does not chain; keeping the one before it",
+                               metadata: ["cairn.search.root": "\(chain.current.version + 1)", "cairn.error": "\(error)"])
+                break
+            }
+        }
+        return chain.policy
     }
 
     /// The public keys manifests must be signed with.
@@ -61,7 +87,7 @@ struct VersionCache: Sendable {
     /// - Parameter reusing: the version serving now, whose model is reused when unchanged.
     func load(channel: String, manifestBytes: [UInt8], reusing: ServingVersion?) throws(ServerError) -> ServingVersion {
         let manifest: Manifest
-        do { manifest = try SignedManifest.decodeAndVerify(manifestBytes, trustedKeys: try trustedKeys()) } catch let error as CoreError {
+        do { manifest = try SignedManifest.decodeAndVerify(manifestBytes, policy: try signingPolicy()) } catch let error as CoreError {
             throw ServerError(.versionUnusable, "channel \(channel)'s manifest is refused: \(error.message)", cause: error)
         } catch {
             throw ServerError(.versionUnusable, "channel \(channel): \(error)")

@@ -37,13 +37,23 @@ extension DataDirectory {
         }
     }
 
-    /// The persisted root files, ascending by version: what an export hands on.
-    func persistedRoots() -> [(version: Int, path: String)] {
-        entries(rootsPath).compactMap { name in
+    /// The persisted roots that form a chain, ascending from the oldest (which must verify on
+    /// its own) until a gap or a file that does not verify: what an export hands on.
+    func persistedRoots() -> [(version: Int, bytes: [UInt8])] {
+        let versions = entries(rootsPath).compactMap { name -> Int? in
             guard name.hasSuffix(".root.json"), let n = Int(name.dropLast(10)), n >= 1,
                   DataDirectoryLayout.rootFile(n) == name else { return nil }
-            return (n, rootsPath + "/" + name)
-        }.sorted { $0.version < $1.version }
+            return n
+        }.sorted()
+        guard let first = versions.first, let bytes = try? FileSystem.read(rootPath(first)),
+              var chain = try? TrustChain(pinned: bytes) else { return [] }
+        var roots = [(first, bytes)]
+        for version in versions.dropFirst() {
+            guard version == chain.current.version + 1, let next = try? FileSystem.read(rootPath(version)),
+                  (try? chain.accept(next: next)) != nil else { break }
+            roots.append((version, next))
+        }
+        return roots
     }
 
     func rootPath(_ version: Int) -> String { rootsPath + "/" + DataDirectoryLayout.rootFile(version) }

@@ -70,8 +70,7 @@ struct Exporter {
             // from this folder alone (protocol/root.md); before the manifests that need it.
             for root in directory.persistedRoots() {
                 try FileSystem.makeDirectory(target + "/root")
-                try FileSystem.writeAtomically(try FileSystem.read(root.path),
-                                               to: target + "/root/" + DataDirectoryLayout.rootFile(root.version))
+                try FileSystem.writeAtomically(root.bytes, to: target + "/root/" + DataDirectoryLayout.rootFile(root.version))
                 files += 1
             }
             for key in trustedKeys where (try? SignedManifest.decodeAndVerify(signed, trustedKeys: [key])) != nil {

@@ -36,6 +36,8 @@ extension Syncer {
                           metadata: ["cairn.sync.root": "\(root.version)"])
         }
         let current = chain.current
+        // The pinned root and the roots re-verified at start-up count too.
+        state.raiseClockFloor(to: current.created)
         if current.isExpired(at: state.effectiveNow(now())) {
             guard configuration.expiredUpdates == .install else {
                 throw SyncError(.rootExpired, "the trusted root \(current.version) expired at \(current.expires) (expired_updates = refuse); the installed version keeps serving")

@@ -54,7 +54,13 @@ public actor Syncer {
         self.now = now
         self.onInstalled = onInstalled
         self.installedRows = installedRows
-        trust = TrustHolder(configuration.trustedRoot.flatMap { try? directory.trustChain(pinned: $0) })
+        var chain: TrustChain?
+        if let pinned = configuration.trustedRoot {
+            do { chain = try directory.trustChain(pinned: pinned) } catch {
+                logger.error("the trust chain cannot be loaded; nothing will install: \(error)")
+            }
+        }
+        trust = TrustHolder(chain)
     }
 
     /// One attempt over the sources in order; the first that yields a verified answer ends it.
