@@ -85,6 +85,7 @@ let package = Package(
             "CairnClient", "CairnCore", "CairnIndex", "CairnEmbedding", "CairnSearch", "CairnStore", "CairnSync", "CairnThreads",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
 

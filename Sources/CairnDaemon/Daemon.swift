@@ -17,13 +17,20 @@ public struct DaemonHooks: Sendable {
     public var requestSync: (@Sendable () async -> Void)?
     /// The data directory's rollback and export (CairnSync's `Syncer`); nil answers 503.
     public var maintenance: (any DeviceMaintenance)?
+    /// Told `READY=1` once the socket answers (systemd `Type=notify`); inert without `NOTIFY_SOCKET`.
+    public var notifier: SystemdNotifier
+    /// What `GET /metrics` exposes; nil answers 404.
+    public var metrics: DaemonMetrics?
 
     public init(holder: IndexHolder = IndexHolder(), status: (any SyncStatusProvider)? = nil,
-                requestSync: (@Sendable () async -> Void)? = nil, maintenance: (any DeviceMaintenance)? = nil) {
+                requestSync: (@Sendable () async -> Void)? = nil, maintenance: (any DeviceMaintenance)? = nil,
+                notifier: SystemdNotifier = SystemdNotifier(), metrics: DaemonMetrics? = nil) {
         self.holder = holder
         self.status = status
         self.requestSync = requestSync
         self.maintenance = maintenance
+        self.notifier = notifier
+        self.metrics = metrics
     }
 }
 
@@ -47,7 +54,7 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
     }
     let api = DaemonAPI(
         holder: hooks.holder, status: hooks.status ?? StateFileStatusProvider(dataDirectory: configuration.dataDirectory),
-        requestSync: hooks.requestSync, maintenance: hooks.maintenance,
+        requestSync: hooks.requestSync, maintenance: hooks.maintenance, metrics: hooks.metrics,
         endpoint: SearchEndpoint(
             pool: SearchPool(threads: configuration.maxConcurrentQueries, queueLimit: configuration.maxQueuedQueries),
             maxBodyBytes: configuration.maxBodyBytes, logger: logger),
@@ -61,10 +68,13 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
         configuration: ApplicationConfiguration(
             address: .unixDomainSocket(path: configuration.socketPath), serverName: "cairnd",
             availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
-        onServerRunning: { _ in
+        onServerRunning: { [holder = hooks.holder, notifier = hooks.notifier] _ in
             socket.markListening()
             if let problem = socket.didBind() { logger.error("\(problem)") }
             logger.info("answering queries", metadata: ["cairn.socket.path": "\(configuration.socketPath)"])
+            // The installed version (if any) is loaded before the server starts: ready means answering.
+            notifier.notify(["READY=1", "STATUS=answering queries; " + (holder.current.map { "serving version \($0.version)" }
+                                                                         ?? "no version installed yet")])
         },
         logger: logger)
     return DaemonService(app: app, socket: socket)

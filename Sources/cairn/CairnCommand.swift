@@ -16,7 +16,7 @@ struct CairnCommand: AsyncParsableCommand {
             version to roll back to.
             """,
         subcommands: [QueryCommand.self, StatusCommand.self, SyncCommand.self, GetCommand.self, RollbackCommand.self,
-                      ExportCommand.self, EmbedCommand.self, EvalCommand.self]
+                      ExportCommand.self, EmbedCommand.self, EvalCommand.self, MCPCommand.self]
     )
 
     @OptionGroup var connection: ConnectionOptions

@@ -107,8 +107,10 @@ public final class DeviceProcess: @unchecked Sendable {
     public var log: String { (try? String(contentsOfFile: folder + "/daemon.log", encoding: .utf8)) ?? "" }
 
     /// `trust` replaces `--trusted-key <workspace key>` (e.g. `["--trusted-root", file]`).
+    /// `environment` adds variables to cairnd's (e.g. `NOTIFY_SOCKET`).
     public init(_ workspace: Workspace, sources: [String], name: String = "device", config: [String: String] = [:],
-                dataDirectory: String? = nil, pollInterval: Int = 3600, trust: [String]? = nil) throws {
+                dataDirectory: String? = nil, pollInterval: Int = 3600, trust: [String]? = nil,
+                environment: [String: String] = [:]) throws {
         folder = workspace.folder + "/" + name
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         socket = folder + "/cairnd.sock"
@@ -121,7 +123,7 @@ public final class DeviceProcess: @unchecked Sendable {
             try config.map { "\($0.key) = \($0.value)" }.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
             arguments += ["--config", file]
         }
-        process = try launch(Products.path("cairnd"), arguments, logDirectory: folder)
+        process = try launch(Products.path("cairnd"), arguments, logDirectory: folder, environment: childEnvironment(environment))
     }
 
     public func cairn(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {

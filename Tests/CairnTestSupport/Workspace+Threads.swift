@@ -1,3 +1,5 @@
+public import Foundation
+
 extension Workspace {
     /// A small knowledge base, each chunk with distinct words.
     public static let version1: KB = [
@@ -23,5 +25,28 @@ extension Workspace {
     /// `publish(_:)` on a thread of its own.
     public func publishOnThread(_ chunks: KB) async throws {
         try await onThread { [self] in try publish(chunks) }
+    }
+}
+
+/// The common rig of process tests: a workspace with version 1 published, `cairn-server serve`
+/// carrying it, and a cairnd (given `environment`) that has installed it.
+public final class ServedDevice: @unchecked Sendable {
+    // @unchecked: every stored property is a constant.
+    public let workspace: Workspace
+    public let server: Process
+    public let url: String
+    public let device: DeviceProcess
+
+    public init(environment: [String: String] = [:]) async throws {
+        workspace = try await Workspace.make()
+        try await workspace.publishOnThread(Workspace.version1)
+        (server, url, _) = try await workspace.serve()
+        device = try DeviceProcess(workspace, sources: [url], environment: environment)
+        try await device.waitForVersion(1)
+    }
+
+    public func stop() {
+        device.stop()
+        stopProcess(server)
     }
 }

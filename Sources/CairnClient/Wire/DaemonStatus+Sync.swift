@@ -47,6 +47,8 @@ extension DaemonStatus {
         public var sources: [Source]
         /// The stable code of `lastError` (`root_refused`, `threshold_not_met`, …).
         public var lastErrorCode: String?
+        /// When a source last answered with a verified manifest (or a 304).
+        public var lastCheck: String?
         /// Expired-but-newer versions installed (`expired_updates = install`).
         public var expiredInstalls: Int?
         // Reported at the top level of the status (`DaemonStatus`), not in `sync`:
@@ -77,7 +79,7 @@ extension DaemonStatus {
             case online, stale
             case highestVersionSeen = "highest_version_seen", heldBackVersion = "held_back_version"
             case sources
-            case lastErrorCode = "last_error_code", expiredInstalls = "expired_installs"
+            case lastErrorCode = "last_error_code", expiredInstalls = "expired_installs", lastCheck = "last_check"
         }
 
         /// Lenient: absent keys are unknown, unknown keys are ignored.
@@ -93,6 +95,7 @@ extension DaemonStatus {
             sources = (try? c.decodeIfPresent([Source].self, forKey: .sources)) ?? []
             lastErrorCode = try? c.decodeIfPresent(String.self, forKey: .lastErrorCode)
             expiredInstalls = try? c.decodeIfPresent(Int.self, forKey: .expiredInstalls)
+            lastCheck = try? c.decodeIfPresent(String.self, forKey: .lastCheck)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -107,6 +110,7 @@ extension DaemonStatus {
             try c.encode(sources, forKey: .sources)
             try c.encode(lastErrorCode, forKey: .lastErrorCode)
             try c.encode(expiredInstalls, forKey: .expiredInstalls)
+            try c.encode(lastCheck, forKey: .lastCheck)
         }
     }
 

@@ -13,6 +13,7 @@ struct DaemonAPI: Sendable {
     let status: any SyncStatusProvider
     let requestSync: (@Sendable () async -> Void)?
     let maintenance: (any DeviceMaintenance)?
+    let metrics: DaemonMetrics?
     let endpoint: SearchEndpoint
     let dataDirectory: String
     let logger: Logger
@@ -21,6 +22,7 @@ struct DaemonAPI: Sendable {
         router.add(middleware: ErrorMiddleware(logger: logger))
         router.get("healthz") { _, _ in Self.json(["ok": true]) }
         router.get("v1/status") { _, _ in try await statusAnswer() }
+        router.get("metrics") { _, _ in try await metricsAnswer() }
         router.post("v1/search") { request, _ in try await search(request) }
         router.get("v1/chunks/:id") { _, context in try chunk(context.parameters.require("id")) }
         router.post("v1/sync") { _, _ in try await sync() }
@@ -30,7 +32,7 @@ struct DaemonAPI: Sendable {
 
     /// The allowed methods of each route, for 405 answers (`*` matches one path segment).
     static let routes: [(path: [String], methods: [HTTPRequest.Method])] = [
-        (["healthz"], [.get]), (["v1", "status"], [.get]), (["v1", "search"], [.post]),
+        (["healthz"], [.get]), (["metrics"], [.get]), (["v1", "status"], [.get]), (["v1", "search"], [.post]),
         (["v1", "chunks", "*"], [.get]), (["v1", "sync"], [.post]), (["v1", "rollback"], [.post]),
         (["v1", "export"], [.post]),
     ]
@@ -38,8 +40,42 @@ struct DaemonAPI: Sendable {
     // MARK: Handlers
 
     func search(_ request: Request) async throws -> Response {
+        let started = ContinuousClock.now
+        let body: [UInt8]
+        do { body = try await readBody(request) } catch {
+            metrics?.recordQuery(mode: "unknown", outcome: error.code, duration: .now - started)
+            throw error
+        }
+        let mode = Self.requestedMode(body)
+        do {
+            let response = try await searchAnswer(body)
+            metrics?.recordQuery(mode: mode, outcome: "ok", duration: .now - started)
+            return response
+        } catch let error as APIError {
+            metrics?.recordQuery(mode: mode, outcome: error.code, duration: .now - started)
+            throw error
+        }
+    }
+
+    /// The mode a search body asks for, as a metrics label: one of the four, else `hybrid` when
+    /// absent, `invalid` otherwise (the body is parsed strictly by the endpoint, not here).
+    static func requestedMode(_ body: [UInt8]) -> String {
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any],
+              let mode = object["mode"] else { return "hybrid" }
+        guard let text = mode as? String, ["hybrid", "lexical", "dense", "rrf"].contains(text) else { return "invalid" }
+        return text
+    }
+
+    func metricsAnswer() async throws -> Response {
+        guard let metrics else { throw APIError(404, "metrics_unavailable", "this cairnd keeps no metrics") }
+        let text = metrics.exposition(status: await status.syncStatus(), version: holder.current?.version)
+        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: text)))
+    }
+
+    func searchAnswer(_ body: [UInt8]) async throws -> Response {
         let answer = try await endpoint.search(
-            body: try await readBody(request),
+            body: body,
             flags: {
                 let sync = await status.syncStatus()
                 return SearchAnswer.Flags(online: sync.online, stale: sync.stale, expired: sync.expired, expires: sync.expires)

@@ -62,19 +62,23 @@ public struct Device: Sendable {
             }
         })
         let status = SyncStateStatusProvider(directory: directory, configuration: sync, trust: syncer.trust)
+        let metrics = DaemonMetrics(channel: configuration.channel)
         guard !sync.sources.isEmpty else {
             let daemon = try buildDaemon(configuration: configuration,
-                                         hooks: DaemonHooks(holder: holder, status: status, maintenance: syncer), logger: logger)
+                                         hooks: DaemonHooks(holder: holder, status: status, maintenance: syncer, metrics: metrics),
+                                     logger: logger)
             logger.notice("no sources configured: serving what is installed, never syncing")
-            return Device(services: [daemon], requestSync: nil)
+            return Device(services: [daemon] + WatchdogService.ifEnabled(SystemdNotifier()), requestSync: nil)
         }
-        let service = SyncService(syncer: syncer, configuration: sync, logger: logger)
+        let notifier = SystemdNotifier()
+        let service = SyncService(syncer: syncer, configuration: sync, logger: logger, onStatus: { notifier.status($0) },
+                                  onAttempt: { metrics.recordSync(outcome: $0, path: $1, bytes: $2) })
         let requestSync: @Sendable () -> Void = { service.requestSync() }
         let daemon = try buildDaemon(configuration: configuration,
                                      hooks: DaemonHooks(holder: holder, status: status, requestSync: { requestSync() },
-                                                        maintenance: syncer),
+                                                        maintenance: syncer, metrics: metrics),
                                      logger: logger)
-        return Device(services: [daemon, service], requestSync: requestSync)
+        return Device(services: [daemon, service] + WatchdogService.ifEnabled(notifier), requestSync: requestSync)
     }
 
     static func syncConfiguration(_ configuration: DaemonConfiguration) throws(DaemonError) -> SyncConfiguration {

@@ -42,6 +42,7 @@ extension DaemonStatus.Sync {
                   online: state.lastAttempt == nil ? nil : computed.online, stale: computed.stale,
                   highestVersionSeen: state.highestVersionSeen, heldBackVersion: state.heldBackVersion, sources: sources)
         lastErrorCode = state.lastError?.code
+        lastCheck = state.lastCheck
         expiredInstalls = state.expiredInstalls
         expired = installed == nil ? nil : computed.expired
         expires = computed.expires

@@ -11,13 +11,39 @@ public final class SyncService: Service, Sendable {
     private let clock: any Clock<Duration>
     private let logger: Logger
     private let trigger = SyncTrigger()
+    /// Told one line as each attempt starts and ends (cairnd sends them to systemd as `STATUS=`).
+    private let onStatus: @Sendable (String) -> Void
+    /// Told each attempt's outcome label (`installed`, `up_to_date` or the error code), how it
+    /// installed (`delta`, `full`, nil) and the bytes it received (cairnd's metrics).
+    private let onAttempt: @Sendable (_ outcome: String, _ path: String?, _ bytes: Int64) -> Void
 
     public init(syncer: Syncer, configuration: SyncConfiguration, clock: any Clock<Duration> = ContinuousClock(),
-                logger: Logger) {
+                logger: Logger, onStatus: @escaping @Sendable (String) -> Void = { _ in },
+                onAttempt: @escaping @Sendable (_ outcome: String, _ path: String?, _ bytes: Int64) -> Void = { _, _, _ in }) {
         self.syncer = syncer
         self.configuration = configuration
         self.clock = clock
         self.logger = logger
+        self.onStatus = onStatus
+        self.onAttempt = onAttempt
+    }
+
+    /// The metrics label of `outcome`.
+    static func outcomeLabel(_ outcome: SyncOutcome) -> String {
+        switch outcome {
+        case .installed: "installed"
+        case .upToDate: "up_to_date"
+        case .failed(let error): error.code.name
+        }
+    }
+
+    /// The status line after `outcome`.
+    static func statusLine(_ outcome: SyncOutcome) -> String {
+        switch outcome {
+        case .installed(let version): "installed version \(version.version); answering queries"
+        case .upToDate(let version): version.map { "version \($0) is the newest; answering queries" } ?? "nothing published yet"
+        case .failed(let error): "sync failed (\(error.code): \(error.message)); answering from what is installed"
+        }
     }
 
     /// Asks for an attempt now (coalesced with other requests; never blocks).
@@ -36,7 +62,10 @@ public final class SyncService: Service, Sendable {
                                     backoffMaximum: configuration.backoffMaximum)
         var random = SystemRandomNumberGenerator()
         while !Task.isCancelled {
+            onStatus("syncing from \(configuration.sources.count) source(s)")
             let outcome = await syncer.syncOnce()
+            onStatus(Self.statusLine(outcome))
+            onAttempt(Self.outcomeLabel(outcome), await syncer.lastInstallPath, await syncer.lastAttemptStats.totalBytes)
             let succeeded = if case .failed = outcome { false } else { true }
             let delay = schedule.next(succeeded: succeeded, using: &random)
             logger.debug("next sync", metadata: ["cairn.sync.delay_seconds": "\(delay.components.seconds)"])

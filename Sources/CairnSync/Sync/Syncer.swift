@@ -28,6 +28,8 @@ public actor Syncer {
     public nonisolated let trust: TrustHolder
     /// What the last attempt put on the wire.
     public internal(set) var lastAttemptStats = TransferStats()
+    /// How the last attempt installed (`delta` or `full`), nil when it installed nothing.
+    public internal(set) var lastInstallPath: String?
     /// Whether an attempt, rollback or export runs; the actor is reentrant across their awaits.
     private var busy = false
     /// The rows of the version `current` names as the install that put it there loaded them
@@ -75,6 +77,7 @@ public actor Syncer {
         state.attempts = (state.attempts ?? 0) + 1
         state.lastAttemptReachedSource = false
         lastAttemptStats = TransferStats()
+        lastInstallPath = nil
         var kept: SyncError?
         if configuration.sources.isEmpty { kept = SyncError(.noSource, "no source is configured") }
         for source in configuration.sources {
@@ -95,6 +98,7 @@ public actor Syncer {
                 let persisting = clock.now
                 await persist(state)
                 if case .installed(let version) = outcome {
+                    lastInstallPath = timings.path.hasPrefix("delta") ? "delta" : "full"
                     let opening = clock.now
                     await onInstalled(version, contents)
                     (timings.state, timings.open) = (opening - persisting, clock.now - opening)

@@ -1,0 +1,74 @@
+import Foundation
+
+/// The Model Context Protocol over stdio (JSON-RPC 2.0, one message per line; revisions
+/// 2024-11-05 … 2025-11-25 of the `initialize` handshake): what `cairn mcp` speaks to an agent.
+/// Requests are answered in order, one at a time; the tools are `MCPTools`.
+struct MCPServer {
+    /// The handshake revisions this server speaks, oldest first; the newest is offered when the
+    /// client asks for one it does not know.
+    static let protocolVersions = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+    static let instructions = """
+        Offline knowledge base of a Cairn device (field manuals, emergency guidance). Use `search` \
+        before answering a practical question from this domain and cite passages by their [n]; \
+        `get` returns one passage in full by id; `status` says which version is installed and how \
+        fresh it is.
+        """
+
+    let tools: MCPTools
+
+    /// Reads messages from `input` until it ends, writing each answer as one line to `output`.
+    func run(input: FileHandle = .standardInput, output: FileHandle = .standardOutput) {
+        while let line = readLine(strippingNewline: true) {
+            guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
+            if let answer = handle(line: line) {
+                output.write(Self.encode(answer) + Data("\n".utf8))
+            }
+        }
+    }
+
+    /// The answer to one message (nil for notifications and responses).
+    func handle(line: String) -> [String: Any]? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)),
+              let message = object as? [String: Any] else {
+            return Self.error(id: NSNull(), code: -32700, "Parse error: one JSON-RPC object per line")
+        }
+        guard let method = message["method"] as? String else { return nil }  // a response to us: none expected
+        guard let id = message["id"], !(id is NSNull) else { return nil }     // a notification
+        let params = message["params"] as? [String: Any] ?? [:]
+        switch method {
+        case "initialize":
+            let asked = params["protocolVersion"] as? String ?? ""
+            let version = Self.protocolVersions.contains(asked) ? asked : Self.protocolVersions.last!
+            return Self.result(id: id, [
+                "protocolVersion": version,
+                "capabilities": ["tools": ["listChanged": false]],
+                "serverInfo": ["name": "cairn", "title": "Cairn offline knowledge base", "version": "1"],
+                "instructions": Self.instructions,
+            ])
+        case "ping":
+            return Self.result(id: id, [:])
+        case "tools/list":
+            return Self.result(id: id, ["tools": MCPTools.definitions])
+        case "tools/call":
+            guard let name = params["name"] as? String, MCPTools.names.contains(name) else {
+                return Self.error(id: id, code: -32602, "Unknown tool: \(params["name"] as? String ?? "(none)")")
+            }
+            return Self.result(id: id, tools.call(name, arguments: params["arguments"] as? [String: Any] ?? [:]))
+        default:
+            return Self.error(id: id, code: -32601, "Method not found: \(method)")
+        }
+    }
+
+    static func result(id: Any, _ result: [String: Any]) -> [String: Any] {
+        ["jsonrpc": "2.0", "id": id, "result": result]
+    }
+
+    static func error(id: Any, code: Int, _ message: String) -> [String: Any] {
+        ["jsonrpc": "2.0", "id": id, "error": ["code": code, "message": message]]
+    }
+
+    static func encode(_ object: [String: Any]) -> Data {
+        (try? JSONSerialization.data(withJSONObject: object, options: [.withoutEscapingSlashes, .sortedKeys]))
+            ?? Data(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}"#.utf8)
+    }
+}

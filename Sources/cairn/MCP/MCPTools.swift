@@ -1,0 +1,176 @@
+import CairnClient
+import Foundation
+
+/// The tools `cairn mcp` offers, each a call to cairnd's socket API (protocol/socket-api.md).
+/// A daemon error becomes a tool error (`isError`) carrying its code and message; an unreachable
+/// daemon too, after at most the client's timeout.
+struct MCPTools {
+    let socketPath: String
+    var timeout: Double = 30
+
+    static let names: Set<String> = ["search", "get", "status"]
+
+    static var definitions: [[String: Any]] { [
+        [
+            "name": "search",
+            "title": "Search the offline knowledge base",
+            "description": """
+                Search the device's offline knowledge base (field manuals, emergency and safety \
+                guidance) and return the most relevant passages, most relevant first, numbered [1], \
+                [2]… with their ids, plus how fresh the knowledge is. Use it before answering any \
+                practical question this knowledge base may cover, and cite the passages you use by \
+                number. Works without a network.
+                """,
+            "inputSchema": [
+                "type": "object",
+                "properties": [
+                    "query": ["type": "string", "description": "The question or keywords, in the user's words."],
+                    "k": ["type": "integer", "minimum": 1, "maximum": 20, "default": 5, "description": "Passages to return."],
+                    "mode": ["type": "string", "enum": ["hybrid", "lexical", "dense", "rrf"], "default": "hybrid",
+                             "description": "hybrid (default) combines keywords and meaning; lexical is exact words only."],
+                    "scenario": ["type": "string", "description": "Only passages for this scenario (e.g. flood), plus general ones."],
+                    "tags": ["type": "array", "items": ["type": "string"], "description": "Only passages carrying all these tags."],
+                ] as [String: Any],
+                "required": ["query"],
+            ] as [String: Any],
+        ],
+        [
+            "name": "get",
+            "title": "Read one passage",
+            "description": "Return one passage of the offline knowledge base in full, by the id a search result gave.",
+            "inputSchema": [
+                "type": "object",
+                "properties": ["id": ["type": "string", "description": "The passage id from a search result."]],
+                "required": ["id"],
+            ] as [String: Any],
+        ],
+        [
+            "name": "status",
+            "title": "Knowledge base status",
+            "description": "Which version of the offline knowledge base is installed, how fresh it is (online, stale, expired, last update) and whom it trusts. Use it when the user asks how current the information is.",
+            "inputSchema": ["type": "object", "properties": [String: Any]()] as [String: Any],
+        ],
+    ] }
+
+    /// The `tools/call` result for `name`.
+    func call(_ name: String, arguments: [String: Any]) -> [String: Any] {
+        do {
+            switch name {
+            case "search": return try search(arguments)
+            case "get": return try get(arguments)
+            default: return try status()
+            }
+        } catch let failure as ToolFailure {
+            return ["content": [["type": "text", "text": "\(failure.code): \(failure.message)"]],
+                    "structuredContent": ["code": failure.code, "message": failure.message], "isError": true]
+        } catch {
+            return ["content": [["type": "text", "text": "internal: \(error)"]], "isError": true]
+        }
+    }
+
+    struct ToolFailure: Error {
+        let code: String
+        let message: String
+    }
+
+    // MARK: Tools
+
+    func search(_ arguments: [String: Any]) throws -> [String: Any] {
+        guard let query = arguments["query"] as? String, !query.trimmingCharacters(in: .whitespaces).isEmpty else {
+            throw ToolFailure(code: "bad_arguments", message: "`query` must be a non-empty string")
+        }
+        var request: [String: Any] = ["query": query, "k": arguments["k"] as? Int ?? 5,
+                                      "mode": arguments["mode"] as? String ?? "hybrid"]
+        var filter: [String: Any] = [:]
+        if let scenario = arguments["scenario"] as? String { filter["scenario"] = scenario }
+        if let tags = arguments["tags"] as? [String], !tags.isEmpty { filter["tags"] = tags }
+        if !filter.isEmpty { request["filter"] = filter }
+        let answer = try object(try send("POST", "/v1/search", body: JSONSerialization.data(withJSONObject: request)))
+        let status = (try? object(try send("GET", "/v1/status"))) ?? [:]
+        let results = (answer["results"] as? [[String: Any]] ?? []).map { result -> [String: Any] in
+            let chunk = result["chunk"] as? [String: Any] ?? [:]
+            return ["rank": result["rank"] ?? NSNull(), "id": chunk["id"] ?? NSNull(), "title": chunk["title"] ?? "",
+                    "content": chunk["content"] ?? "", "scenario": chunk["scenario"] ?? NSNull(),
+                    "tags": chunk["tags"] ?? [], "source": chunk["source"] ?? NSNull(),
+                    "score": result["fused_score"] ?? result["dense_score"] ?? result["lexical_score"] ?? NSNull()]
+        }
+        let freshness = Self.freshness(version: answer["version"], status: status, answer: answer)
+        var lines = [freshness]
+        if results.isEmpty { lines.append("No passage matches this query.") }
+        for result in results {
+            lines.append("[\(result["rank"] as? Int ?? 0)] \(result["title"] as? String ?? "") — "
+                         + "\(result["content"] as? String ?? "") (id: \(result["id"] as? String ?? ""))")
+        }
+        let structured: [String: Any] = [
+            "results": results, "version": answer["version"] ?? NSNull(), "state_root": answer["state_root"] ?? NSNull(),
+            "mode": answer["mode"] ?? NSNull(), "online": answer["online"] ?? NSNull(), "stale": answer["stale"] ?? NSNull(),
+            "expired": answer["expired"] ?? NSNull(), "expires": answer["expires"] ?? NSNull(),
+            "channel": status["channel"] ?? NSNull(), "freshness": freshness,
+        ]
+        return ["content": [["type": "text", "text": lines.joined(separator: "\n")]], "structuredContent": structured, "isError": false]
+    }
+
+    func get(_ arguments: [String: Any]) throws -> [String: Any] {
+        guard let id = arguments["id"] as? String, !id.isEmpty else {
+            throw ToolFailure(code: "bad_arguments", message: "`id` must be a non-empty string")
+        }
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove("/")
+        let chunk = try object(try send("GET", "/v1/chunks/" + (id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id)))
+        let text = "\(chunk["title"] as? String ?? "") (id: \(id), version \(chunk["version"] as? Int ?? 0))\n\n"
+            + "\(chunk["content"] as? String ?? "")"
+        return ["content": [["type": "text", "text": text]], "structuredContent": chunk, "isError": false]
+    }
+
+    func status() throws -> [String: Any] {
+        let status = try object(try send("GET", "/v1/status"))
+        let text = Self.freshness(version: status["version"], status: status, answer: status)
+        return ["content": [["type": "text", "text": text]], "structuredContent": status, "isError": false]
+    }
+
+    /// One line: the version, and how fresh it is (online or offline since the last success,
+    /// stale, expired).
+    static func freshness(version: Any?, status: [String: Any], answer: [String: Any]) -> String {
+        guard let version = version as? Int else { return "No knowledge base is installed yet." }
+        let sync = status["sync"] as? [String: Any] ?? [:]
+        let lastSuccess = sync["last_success"] as? String
+        var parts = ["Knowledge base version \(version)" + ((status["channel"] as? String).map { " (channel \($0))" } ?? "")]
+        switch answer["online"] as? Bool {
+        case true?: parts.append("online, checked for updates" + ((sync["last_attempt"] as? String).map { " at \($0)" } ?? ""))
+        case false?: parts.append("offline" + (lastSuccess.map { "; last update \($0)" } ?? ""))
+        default: break
+        }
+        if answer["stale"] as? Bool == true { parts.append("STALE: a newer version may exist") }
+        if answer["expired"] as? Bool == true {
+            parts.append("EXPIRED at \(answer["expires"] as? String ?? "?") (newer than what it replaced)")
+        }
+        return parts.joined(separator: "; ") + "."
+    }
+
+    // MARK: Transport
+
+    func send(_ method: String, _ path: String, body: Data? = nil) throws -> [UInt8] {
+        let response: UnixHTTPClient.Response
+        do {
+            response = try UnixHTTPClient(socketPath: socketPath, timeout: timeout).send(method: method, path: path,
+                                                                                        body: body.map(Array.init))
+        } catch where error.code == .unreachable {
+            throw ToolFailure(code: "unavailable", message: "cairnd is not reachable at \(socketPath) (\(error.message)); start cairnd or pass --socket")
+        } catch {
+            throw ToolFailure(code: "unavailable", message: error.message)
+        }
+        guard (200..<300).contains(response.status) else {
+            let problem = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
+            throw ToolFailure(code: problem?["code"] as? String ?? "http_\(response.status)",
+                              message: problem?["message"] as? String ?? "cairnd answered \(response.status)")
+        }
+        return response.body
+    }
+
+    func object(_ body: [UInt8]) throws -> [String: Any] {
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
+            throw ToolFailure(code: "bad_answer", message: "cairnd's answer is not a JSON object")
+        }
+        return object
+    }
+}

@@ -1,0 +1,136 @@
+import CairnTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// cairnd under a service manager: systemd's notify protocol, read from a real `NOTIFY_SOCKET`
+/// datagram socket that the test binds, as systemd would.
+@Suite("Operations: systemd readiness, status and watchdog (real processes)", .offCooperativePool, .serialized)
+struct OperationsTests {
+    /// A bound AF_UNIX datagram socket collecting what cairnd sends.
+    final class NotifySocket: @unchecked Sendable {
+        // @unchecked: `fd` and `path` are constants; `received` is guarded by its Mutex.
+        let fd: Int32
+        let path: String
+        private let received = Mutex<[String]>([])
+
+        init(path: String) throws {
+            self.path = path
+            fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            guard fd >= 0, bound == 0 else { throw StepFailed("cannot bind \(path): \(String(cString: strerror(errno)))") }
+            var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        }
+
+        /// Every datagram received so far (reading what is waiting first).
+        var messages: [String] {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                if count <= 0 { break }
+                let text = String(decoding: buffer.prefix(count), as: UTF8.self)
+                received.withLock { $0.append(text) }
+            }
+            return received.withLock { $0 }
+        }
+
+        func close() { Glibc.close(fd) }
+    }
+
+    @Test("Given NOTIFY_SOCKET and WATCHDOG_USEC, when cairnd starts and syncs, then it sends READY=1 with a status once it answers, STATUS= after each attempt, and WATCHDOG=1 repeatedly")
+    func systemdNotify() async throws {
+        let notify = try NotifySocket(path: try TemporaryDirectory.make() + "/notify.sock")
+        defer { notify.close() }
+        let rig = try await ServedDevice(environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "400000"])
+        defer { rig.stop() }
+        let device = rig.device
+
+        try await waitUntil("cairnd says READY=1 and reports its first sync", seconds: 30) {
+            let all = notify.messages
+            return all.contains { $0.hasPrefix("READY=1\nSTATUS=answering queries") }
+                && all.contains("STATUS=installed version 1; answering queries")
+        }
+        // READY=1 comes when the socket answers: by then status answers too.
+        #expect(device.status()["version"] as? Int == 1)
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await waitUntil("a second attempt reports the newest version", seconds: 30) {
+            notify.messages.contains("STATUS=version 1 is the newest; answering queries")
+        }
+        try await waitUntil("the watchdog is fed more than once", seconds: 30) {
+            notify.messages.filter { $0 == "WATCHDOG=1" }.count >= 3
+        }
+        // When the server goes away, the status line says the sync failed and what still answers.
+        stopProcess(rig.server)
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await waitUntil("a failed attempt is reported", seconds: 30) {
+            notify.messages.contains { $0.hasPrefix("STATUS=sync failed (network:") && $0.hasSuffix("answering from what is installed") }
+        }
+    }
+}
+
+extension OperationsTests {
+    /// `GET /metrics` on the device's socket.
+    static func scrape(_ device: DeviceProcess) async throws -> String {
+        try Tools.requireCurl()
+        let run = try await CairnTestSupport.run("/usr/bin/curl", ["-sS", "--unix-socket", device.socket, "http://localhost/metrics"])
+        guard run.status == 0 else { throw StepFailed("curl /metrics: \(run.stderr)") }
+        return run.stdout
+    }
+
+    /// The value of the series `name` whose labels include every one of `labels` (`key="value"`).
+    static func value(_ text: String, _ name: String, _ labels: [String] = []) -> Double? {
+        for line in text.split(separator: "\n") where line.hasPrefix(name + "{") || line.hasPrefix(name + " ") {
+            let parts = line.split(separator: " ")
+            if labels.allSatisfy({ parts[0].contains($0) }), let value = parts.last.flatMap({ Double($0) }) { return value }
+        }
+        return nil
+    }
+
+    @Test("Given a device with version 1, when it is queried, fails a query and syncs, then /metrics counts queries by mode and outcome, attempts by outcome, bytes by path, and reports the version and freshness")
+    func metricsMove() async throws {
+        let rig = try await ServedDevice()
+        defer { rig.stop() }
+        let (workspace, device) = (rig.workspace, rig.device)
+
+        try await waitUntil("the first install is counted", seconds: 30) {
+            let text = (try? await Self.scrape(device)) ?? ""
+            return Self.value(text, "cairnd_sync_attempts_total", [#"outcome="installed""#]) == 1
+        }
+        let before = try await Self.scrape(device)
+        #expect(Self.value(before, "cairnd_installed_version", [#"channel="field""#]) == 1)
+        #expect((Self.value(before, "cairnd_downloaded_bytes_total", [#"path="full""#]) ?? 0) > 0)
+        #expect(Self.value(before, "cairnd_online") == 1 && Self.value(before, "cairnd_stale") == 0)
+        #expect((Self.value(before, "cairnd_seconds_since_last_check") ?? -1) >= 0)
+        let okBefore = Self.value(before, "cairnd_queries_total", [#"mode="lexical""#, #"outcome="ok""#]) ?? 0
+
+        _ = try device.query("boil water", mode: "lexical")
+        _ = try device.query("boil water", mode: "lexical")
+        let bad = try await CairnTestSupport.run("/usr/bin/curl", ["-s", "--unix-socket", device.socket, "http://localhost/v1/search",
+                                                                    "-d", #"{"query":"boil","k":0}"#])
+        #expect(bad.stdout.contains("bad_k"))
+        try workspace.publish(Workspace.version2)
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(2)
+
+        try await waitUntil("the second install is counted", seconds: 30) {
+            let text = (try? await Self.scrape(device)) ?? ""
+            return Self.value(text, "cairnd_sync_attempts_total", [#"outcome="installed""#]) == 2
+        }
+        let after = try await Self.scrape(device)
+        #expect(Self.value(after, "cairnd_queries_total", [#"mode="lexical""#, #"outcome="ok""#]) == okBefore + 2)
+        #expect(Self.value(after, "cairnd_queries_total", [#"mode="hybrid""#, #"outcome="bad_k""#]) == 1)
+        #expect((Self.value(after, "cairnd_query_duration_seconds_count", [#"mode="lexical""#]) ?? 0) >= 2)
+        #expect((Self.value(after, "cairnd_downloaded_bytes_total", [#"path="delta""#]) ?? 0) > 0)
+        #expect(Self.value(after, "cairnd_installed_version") == 2)
+    }
+}
