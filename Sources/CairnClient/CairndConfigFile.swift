@@ -1,6 +1,7 @@
 public import Foundation
 
-/// cairnd's config file format (client-config/cairnd.conf): `key = value` lines. cairnd reads
+/// cairnd's config file format (client-config/cairnd.conf): `key = value` lines, and
+/// `[source URL]` sections whose lines (`sectionKeys` only) apply to that source. cairnd reads
 /// every key; a client reads `socket` from it to find the daemon.
 public enum CairndConfigFile {
     /// Where cairnd and its clients look for the file when none is named.
@@ -18,25 +19,40 @@ public enum CairndConfigFile {
         public var key: String
         public var value: String
         public var line: Int
+        /// The source URL of the `[source URL]` section the line is in; nil outside sections.
+        public var source: String? = nil
     }
 
+    /// The keys a `[source URL]` section may hold (files for a private source); outside a
+    /// section they apply to every source.
+    public static let sectionKeys: Set<String> = ["netrc_file", "token_file", "ca_bundle", "client_cert", "client_key"]
+
     /// The keys a config file may hold; `source` and `trusted_key` may repeat.
-    public static let knownKeys: Set<String> = [
+    public static let knownKeys: Set<String> = Set<String>([
         "source", "channel", "trusted_key", "data_dir", "socket", "poll_interval", "socket_mode",
         "socket_group", "log_level", "max_concurrent_queries", "max_queued_queries", "max_body_bytes",
         "max_connections", "idle_timeout", "backoff_min", "backoff_max", "bandwidth_cap",
         "stall_timeout", "trusted_root", "expired_updates",
-    ]
+    ]).union(sectionKeys)
 
     /// Parses config file text: `key = value` lines; blank lines and lines starting with `#`
     /// are ignored; a value may be wrapped in double quotes (kept verbatim inside). A `#` after
     /// a value starts a comment only when preceded by whitespace.
     public static func parse(_ text: String) throws(CairndConfigFile.Invalid) -> [Entry] {
         var entries: [Entry] = []
+        var section: String?
         for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let number = index + 1
             var line = raw.trimmingCharacters(in: .whitespaces)
             if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.hasPrefix("[") {
+                let words = line.dropFirst().dropLast().split(separator: " ", maxSplits: 1).map(String.init)
+                guard line.hasSuffix("]"), words.count == 2, words[0] == "source", !words[1].isEmpty else {
+                    throw Invalid(message: "config line \(number): a section is `[source URL]`")
+                }
+                section = words[1].trimmingCharacters(in: .whitespaces)
+                continue
+            }
             guard let equals = line.firstIndex(of: "=") else {
                 throw Invalid(message: "config line \(number) is not `key = value`")
             }
@@ -50,7 +66,10 @@ public enum CairndConfigFile {
             guard knownKeys.contains(key) else {
                 throw Invalid(message: "config line \(number): unknown key \"\(key)\"")
             }
-            entries.append(Entry(key: key, value: line, line: number))
+            if section != nil, !sectionKeys.contains(key) {
+                throw Invalid(message: "config line \(number): \(key) does not belong in a [source] section (only \(sectionKeys.sorted().joined(separator: ", ")))")
+            }
+            entries.append(Entry(key: key, value: line, line: number, source: section))
         }
         return entries
     }

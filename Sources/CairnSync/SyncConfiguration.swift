@@ -14,6 +14,10 @@ public struct SyncConfiguration: Sendable {
     /// `SignedRoot.verifySelfSigned`; when set, the device follows the repository's root chain
     /// from it and `trustedKeys` is not used.
     public var trustedRoot: [UInt8]?
+    /// Credentials and TLS files for every source (`defaultAccess`) and per source URL (`access`,
+    /// keyed without a trailing `/`; its set fields win).
+    public var defaultAccess = SourceAccess.none
+    public var access: [String: SourceAccess] = [:]
     /// What to do with a verified manifest that is expired but newer than the installed version.
     /// Default `.install` (flagged).
     public var expiredUpdates: ExpiredUpdatePolicy = .install
@@ -48,6 +52,14 @@ public struct SyncConfiguration: Sendable {
         self.staleAfterPolls = staleAfterPolls
         self.transfer = transfer
         self.freeSpaceMargin = freeSpaceMargin
+    }
+}
+
+extension SyncConfiguration {
+    /// The access for the source at `base` (with or without a trailing `/`).
+    public func access(for base: String) -> SourceAccess {
+        let key = base.hasSuffix("/") ? String(base.dropLast()) : base
+        return (access[key] ?? .none).over(defaultAccess)
     }
 }
 

@@ -15,6 +15,11 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         public static let sizeExceeded = Code("size_exceeded")
         /// A blob's SHA-256 differs from the one its manifest names.
         public static let hashMismatch = Code("hash_mismatch")
+        /// A private source refused the credentials (HTTP 401 or 403), or a token file cannot be read.
+        public static let unauthorized = Code("unauthorized")
+        /// TLS with the source failed: its certificate does not verify (ca_bundle), or it wants a
+        /// client certificate it did not get or accept (client_cert, client_key).
+        public static let tls = Code("tls")
         /// The manifest's signature, key or shape is not acceptable.
         public static let manifestRefused = Code("manifest_refused")
         /// Fewer distinct signing keys of the trusted root signed the manifest than its threshold.

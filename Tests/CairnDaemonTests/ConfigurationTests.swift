@@ -50,7 +50,8 @@ struct ConfigurationTests {
 
     @Test("Given bad lines, when parsed, then a bad_configuration error names the line", arguments: [
         "nonsense", "colour = blue", "socket_mode = 999", "poll_interval = -1", "log_level = loud", "max_body_bytes = 0",
-        "backoff_min = 0", "bandwidth_cap = -5",
+        "backoff_min = 0", "bandwidth_cap = -5", "[channel x]", "[source]", "[source https://a]\nchannel = y",
+        "netrc_file = relative/netrc", "expired_updates = maybe",
     ])
     func badLines(_ line: String) {
         #expect {
@@ -58,8 +59,24 @@ struct ConfigurationTests {
             try c.apply(DaemonConfiguration.parse("# ok\n" + line))
         } throws: { error in
             let error = error as? DaemonError
-            return error?.code == .badConfiguration && error?.message.contains("line 2") == true
+            return error?.code == .badConfiguration && error?.message.contains(line.contains("\n") ? "line 3" : "line 2") == true
         }
+    }
+
+    @Test("Given private-source files outside and inside [source URL] sections, when parsed, then globals apply to every source and a section's to its own")
+    func sourceSections() throws {
+        var c = DaemonConfiguration()
+        try c.apply(DaemonConfiguration.parse("""
+            source = https://a.example/repo
+            ca_bundle = /etc/ca.pem
+            [source https://a.example/repo/]
+            token_file = /etc/a.token
+            client_cert = /etc/a.pem
+            """))
+        #expect(c.sources == ["https://a.example/repo"])
+        #expect(c.defaultSourceAccess.caBundle == "/etc/ca.pem" && c.defaultSourceAccess.tokenFile == nil)
+        let a = try #require(c.sourceAccess["https://a.example/repo"])
+        #expect(a.tokenFile == "/etc/a.token" && a.clientCertificate == "/etc/a.pem" && a.caBundle == nil)
     }
 
     @Test("Given CAIRN_* variables, when applied, then they override the file's values")

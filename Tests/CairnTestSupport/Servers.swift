@@ -103,17 +103,33 @@ public final class Nginx {
     public let port: Int
     public let folder: String
     private let process = Process()
-    public var url: String { "http://127.0.0.1:\(port)" }
+    /// Whether it serves HTTPS (`tls` given).
+    public let https: Bool
+    public var url: String { "\(https ? "https" : "http")://127.0.0.1:\(port)" }
     public var accessLog: [String] {
         ((try? String(contentsOfFile: folder + "/access.log", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
     }
 
-    public init(root: String) throws {
+    /// TLS for the server: its certificate and key (PEM files); `serverLines` are added to the
+    /// `server` block (client verification, authentication).
+    public struct TLS {
+        public var certificate: String
+        public var key: String
+        public init(certificate: String, key: String) {
+            self.certificate = certificate
+            self.key = key
+        }
+    }
+
+    public init(root: String, tls: TLS? = nil, serverLines: String = "") throws {
         let binary = try requireOrSkip(Self.binary, "nginx is not installed (apt-get install nginx)")
         let folder = try TemporaryDirectory.make()
         let port = freePort()
         self.folder = folder
         self.port = port
+        https = tls != nil
+        let listen = tls.map { "listen 127.0.0.1:\(port) ssl; ssl_certificate \($0.certificate); ssl_certificate_key \($0.key);" }
+            ?? "listen 127.0.0.1:\(port);"
         let config = """
             daemon off; worker_processes 1; pid \(folder)/nginx.pid; error_log \(folder)/error.log;
             events { worker_connections 64; }
@@ -123,7 +139,7 @@ public final class Nginx {
               client_body_temp_path \(folder)/body; proxy_temp_path \(folder)/proxy;
               fastcgi_temp_path \(folder)/fastcgi; uwsgi_temp_path \(folder)/uwsgi; scgi_temp_path \(folder)/scgi;
               types { application/json json; } default_type application/octet-stream;
-              server { listen 127.0.0.1:\(port); root \(root); etag on; }
+              server { \(listen) root \(root); etag on; \(serverLines) }
             }
             """
         try config.write(toFile: folder + "/nginx.conf", atomically: true, encoding: .utf8)

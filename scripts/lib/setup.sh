@@ -8,9 +8,10 @@ _cairn_as_root() {
 
 # The Debian packages: the four C libraries Cairn links (SQLite with FTS5, libcurl, zlib,
 # OpenBLAS), pkg-config, nginx and curl (tests serve repositories with nginx and query the
-# socket with curl), rsync (the publish benchmark), and Python with venv (the reference model).
+# socket with curl), openssl (the private-repository tests make their certificates), rsync (the
+# publish benchmark), and Python with venv (the reference model).
 cairn_install_system_packages() {
-    local wanted=(libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libopenblas-dev pkg-config nginx curl rsync)
+    local wanted=(libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libopenblas-dev pkg-config nginx curl openssl rsync)
     python3 -m venv --help >/dev/null 2>&1 || wanted+=(python3 python3-venv)
     python3 -m pip --version >/dev/null 2>&1 || wanted+=(python3-pip)
     local missing=() package

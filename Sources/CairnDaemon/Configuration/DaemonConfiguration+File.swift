@@ -25,6 +25,18 @@ extension DaemonConfiguration {
         var sawSource = false, sawKey = false
         for entry in entries {
             let v = entry.value
+            if CairndConfigFile.sectionKeys.contains(entry.key) {
+                guard !v.isEmpty, v.hasPrefix("/") else {
+                    throw DaemonError(.badConfiguration, "config line \(entry.line): \(entry.key) must be an absolute file path")
+                }
+                if let source = entry.source {
+                    let key = source.hasSuffix("/") ? String(source.dropLast()) : source
+                    sourceAccess[key, default: SourceFiles()].set(entry.key, v)
+                } else {
+                    defaultSourceAccess.set(entry.key, v)
+                }
+                continue
+            }
             func bad(_ what: String) -> DaemonError {
                 DaemonError(.badConfiguration, "config line \(entry.line): \(entry.key) must be \(what)")
             }

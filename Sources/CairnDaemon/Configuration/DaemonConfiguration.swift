@@ -20,6 +20,11 @@ public struct DaemonConfiguration: Sendable, Hashable {
     /// An expired manifest newer than the installed version: `install` (flagged) or `refuse`
     /// (sync). [`expired_updates`] Default install.
     public var expiredUpdates: String = "install"
+    /// Files for private sources (sync): netrc, bearer token, CA bundle, client certificate and
+    /// key, for every source [`netrc_file`, `token_file`, `ca_bundle`, `client_cert`,
+    /// `client_key`] and per source (the same keys in a `[source URL]` section, which win).
+    public var sourceAccess: [String: SourceFiles] = [:]
+    public var defaultSourceAccess = SourceFiles()
     /// Installed versions and state. [`data_dir`] Default "/var/lib/cairn".
     public var dataDirectory: String
     /// The Unix socket of the query API. [`socket`] Default "/run/cairn/cairnd.sock".
@@ -77,5 +82,26 @@ public struct DaemonConfiguration: Sendable, Hashable {
         self.maxBodyBytes = maxBodyBytes
         self.maxConnections = maxConnections
         self.idleTimeout = idleTimeout
+    }
+}
+
+/// The files of one private source as configured (`DaemonConfiguration.sourceAccess`).
+public struct SourceFiles: Sendable, Hashable {
+    public var netrcFile: String?
+    public var tokenFile: String?
+    public var caBundle: String?
+    public var clientCertificate: String?
+    public var clientKey: String?
+
+    public init() {}
+
+    mutating func set(_ key: String, _ value: String) {
+        switch key {
+        case "netrc_file": netrcFile = value
+        case "token_file": tokenFile = value
+        case "ca_bundle": caBundle = value
+        case "client_cert": clientCertificate = value
+        default: clientKey = value
+        }
     }
 }

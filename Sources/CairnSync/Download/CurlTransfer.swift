@@ -43,15 +43,18 @@ enum CurlTransfer {
     /// - Parameter onInstallThread: run on a `BackgroundWork` thread (below the queries' priority),
     ///   for a transfer whose callbacks do an install's work.
     static func run(url: String, limits: TransferLimits, context: TransferContext, handles: CurlHandles,
-                    headers: [String] = [], range: Int64 = 0, onInstallThread: Bool = false) async -> CurlOutcome {
+                    access: SourceAccess = .none, headers: [String] = [], range: Int64 = 0,
+                    onInstallThread: Bool = false) async -> CurlOutcome {
         await withTaskCancellationHandler {
             if onInstallThread {
-                return await BackgroundWork.run { perform(url: url, limits: limits, context: context, handles: handles, headers: headers, range: range) }
+                return await BackgroundWork.run {
+                    perform(url: url, limits: limits, context: context, handles: handles, access: access, headers: headers, range: range)
+                }
             }
             return await withCheckedContinuation { (continuation: CheckedContinuation<CurlOutcome, Never>) in
                 queue.async {
                     continuation.resume(returning: perform(url: url, limits: limits, context: context, handles: handles,
-                                                           headers: headers, range: range))
+                                                           access: access, headers: headers, range: range))
                 }
             }
         } onCancel: {
@@ -60,8 +63,9 @@ enum CurlTransfer {
     }
 
     private static func perform(url: String, limits: TransferLimits, context: TransferContext, handles: CurlHandles,
-                                headers: [String], range: Int64) -> CurlOutcome {
-        let origin = CurlHandles.origin(of: url)
+                                access: SourceAccess, headers: [String], range: Int64) -> CurlOutcome {
+        // A kept handle carries its TLS and credential options: one per origin and access.
+        let origin = Substring(CurlHandles.origin(of: url) + "\u{0}" + access.handleKey)
         guard globalInit, let handle = handles.take(for: origin) else {
             return CurlOutcome(code: CURLE_FAILED_INIT, message: "libcurl cannot be initialised", status: 0, stats: TransferStats())
         }
@@ -91,6 +95,13 @@ enum CurlTransfer {
                 _ = cairn_curl_setopt_offset(handle, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(cap))
             }
             _ = cairn_curl_setopt_string(handle, CURLOPT_USERAGENT, "cairnd/1")
+            if let netrc = access.netrcFile {
+                _ = cairn_curl_setopt_long(handle, CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue))
+                _ = cairn_curl_setopt_string(handle, CURLOPT_NETRC_FILE, netrc)
+            }
+            if let ca = access.caBundle { _ = cairn_curl_setopt_string(handle, CURLOPT_CAINFO, ca) }
+            if let certificate = access.clientCertificate { _ = cairn_curl_setopt_string(handle, CURLOPT_SSLCERT, certificate) }
+            if let key = access.clientKey { _ = cairn_curl_setopt_string(handle, CURLOPT_SSLKEY, key) }
             _ = cairn_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, list)
             if range > 0 {
                 // CURLOPT_RANGE rather than RESUME_FROM: on a 200 (range ignored) libcurl

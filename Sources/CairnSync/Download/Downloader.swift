@@ -24,22 +24,24 @@ public struct Downloader: Sendable {
     }
 
     /// GETs a manifest, sending `If-None-Match: etag` when given; at most `maxManifestBytes`.
-    public func fetchManifest(url: String, etag: String?) async throws(SyncError) -> (ManifestFetch, TransferStats) {
+    public func fetchManifest(url: String, etag: String?, access: SourceAccess = .none) async throws(SyncError) -> (ManifestFetch, TransferStats) {
         let context = TransferContext(limit: Int64(limits.maxManifestBytes), held: 0, rangeStart: 0)
-        let headers = etag.map { ["If-None-Match: \($0)"] } ?? []
-        let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, headers: headers)
+        let headers = try access.headers() + (etag.map { ["If-None-Match: \($0)"] } ?? [])
+        let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, access: access,
+                                             headers: headers)
         if outcome.status == 304 { return (.notModified, outcome.stats) }
-        try check(outcome, context, what: "manifest")
+        try check(outcome, context, what: "manifest", url: url)
         return (.fetched(bytes: context.body, etag: context.etag), outcome.stats)
     }
 
     /// GETs a small file that may be absent (a root, protocol/root.md): nil for HTTP 404, 403 or
     /// 410 and for a missing file under `file://`; at most `maxManifestBytes`.
-    public func fetchOptional(url: String) async throws(SyncError) -> ([UInt8]?, TransferStats) {
+    public func fetchOptional(url: String, access: SourceAccess = .none) async throws(SyncError) -> ([UInt8]?, TransferStats) {
         let context = TransferContext(limit: Int64(limits.maxManifestBytes), held: 0, rangeStart: 0)
-        let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, headers: [])
+        let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, access: access,
+                                             headers: try access.headers())
         if [403, 404, 410].contains(outcome.status) || outcome.code == CURLE_FILE_COULDNT_READ_FILE { return (nil, outcome.stats) }
-        try check(outcome, context, what: "root")
+        try check(outcome, context, what: "root", url: url)
         return (context.body, outcome.stats)
     }
 
@@ -47,14 +49,16 @@ public struct Downloader: Sendable {
     /// partial file with `Range: bytes=<held>-` and restarting it when the server ignores the
     /// range (200) or cannot satisfy it (416). Never writes more than `size` bytes.
     /// A cut or stalled transfer leaves the partial file for the next attempt.
-    public func download(url: String, to path: String, size: Int64) async throws(SyncError) -> TransferStats {
-        try await download(url: url, to: path, size: size, tap: nil)
+    public func download(url: String, to path: String, size: Int64, access: SourceAccess = .none) async throws(SyncError) -> TransferStats {
+        try await download(url: url, to: path, size: size, access: access, tap: nil)
     }
 
     /// `download(url:to:size:)`, where `tap` sees the body bytes as they are written when the
     /// file starts empty (never after a resume: the caller compares what it saw with `size`); the
     /// transfer then runs on an install thread (`BackgroundWork`), as the tap's work is an install's.
-    func download(url: String, to path: String, size: Int64, tap: (any DownloadTap)?) async throws(SyncError) -> TransferStats {
+    func download(url: String, to path: String, size: Int64, access: SourceAccess = .none,
+                  tap: (any DownloadTap)?) async throws(SyncError) -> TransferStats {
+        let headers = try access.headers()
         var stats = TransferStats()
         for _ in 0..<2 {
             var held = Self.fileSize(path)
@@ -69,8 +73,8 @@ public struct Downloader: Sendable {
             let context = TransferContext(limit: size, held: held, rangeStart: held)
             context.fd = fd
             context.tap = held == 0 ? tap : nil
-            let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, range: held,
-                                                 onInstallThread: context.tap != nil)
+            let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, access: access,
+                                                 headers: headers, range: held, onInstallThread: context.tap != nil)
             close(fd)
             stats.add(outcome.stats)
             if outcome.status == 416 {
@@ -79,7 +83,7 @@ public struct Downloader: Sendable {
                 continue
             }
             if context.exceeded { unlink(path) }
-            try check(outcome, context, what: "blob")
+            try check(outcome, context, what: "blob", url: url)
             guard context.held == size else {
                 throw SyncError(.network, "the blob transfer ended after \(context.held) of \(size) bytes; it resumes on the next try")
             }
@@ -88,7 +92,14 @@ public struct Downloader: Sendable {
         throw SyncError(.httpStatus, "the source cannot serve the blob's byte range (416)")
     }
 
-    private func check(_ outcome: CurlOutcome, _ context: TransferContext, what: String) throws(SyncError) {
+    /// libcurl's TLS failures (handshake, peer verification, CA file, client certificate).
+    static let tlsCodes: Set<UInt32> = [CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
+                                        CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR,
+                                        CURLE_SSL_CRL_BADFILE, CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS,
+                                        CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED,
+                                        CURLE_SSL_CLIENTCERT].reduce(into: []) { $0.insert($1.rawValue) }
+
+    private func check(_ outcome: CurlOutcome, _ context: TransferContext, what: String, url: String) throws(SyncError) {
         if context.exceeded {
             throw SyncError(.sizeExceeded, "the \(what) is larger than the \(context.limit) bytes allowed; transfer aborted")
         }
@@ -100,6 +111,15 @@ public struct Downloader: Sendable {
             throw SyncError(.io, "cannot write the \(what) to the staging folder: \(reason)")
         }
         if outcome.code == CURLE_ABORTED_BY_CALLBACK { throw SyncError(.cancelled, "the \(what) transfer was cancelled") }
+        if outcome.status == 401 || outcome.status == 403 {
+            throw SyncError(.unauthorized, "the source refused access to the \(what) (HTTP \(outcome.status)); check its netrc_file or token_file")
+        }
+        if outcome.status == 400 && url.hasPrefix("https:") {
+            throw SyncError(.tls, "the source answered HTTP 400 over TLS for the \(what): it requires a client certificate it did not get or accept (client_cert, client_key)")
+        }
+        if Self.tlsCodes.contains(outcome.code.rawValue) {
+            throw SyncError(.tls, "TLS with the source failed for the \(what): \(outcome.message) (curl \(outcome.code.rawValue)); check ca_bundle, client_cert and client_key")
+        }
         if outcome.status >= 400 || (outcome.status > 0 && outcome.status < 200) || (300..<400).contains(outcome.status) {
             throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) for the \(what)")
         }

@@ -14,7 +14,8 @@ extension Syncer {
         let url = "\(base)/\(BlobStore.relativePath(of: id))"
         for _ in 0..<2 {
             let resumed = Downloader.fileSize(partial) > 0
-            lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(size)))
+            lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(size),
+                                                               access: configuration.access(for: base)))
             if try await BackgroundWork.run({ () throws(SyncError) in try Self.hashFile(partial) }) == id { return partial }
             unlink(partial)
             if !resumed { break }
@@ -37,7 +38,8 @@ extension Syncer {
             let url = "\(base)/\(BlobStore.relativePath(of: snapshot.sha256))"
             let stats: TransferStats
             do {
-                stats = try await downloader.download(url: url, to: partial, size: Int64(snapshot.size), tap: stream)
+                stats = try await downloader.download(url: url, to: partial, size: Int64(snapshot.size),
+                                                      access: configuration.access(for: base), tap: stream)
                 stream.endInput()
             } catch {
                 stream.endInput()

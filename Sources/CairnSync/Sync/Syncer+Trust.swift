@@ -20,7 +20,8 @@ extension Syncer {
         }
         for _ in 0..<Self.maxRootSteps {
             let next = chain.current.version + 1
-            let (fetched, stats) = try await downloader.fetchOptional(url: "\(base)/root/\(DataDirectoryLayout.rootFile(next))")
+            let (fetched, stats) = try await downloader.fetchOptional(url: "\(base)/root/\(DataDirectoryLayout.rootFile(next))",
+                                                                      access: configuration.access(for: base))
             lastAttemptStats.add(stats)
             guard let bytes = fetched else { break }
             reached = true

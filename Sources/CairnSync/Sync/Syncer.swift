@@ -162,7 +162,7 @@ public actor Syncer {
         let policy = try await signingPolicy(base: base, state: &state, reached: &reached, installed: installed)
         let etag = installed == nil ? nil : state.source(source)?.etag
         let (fetch, stats) = try await downloader.fetchManifest(
-            url: "\(base)/channels/\(configuration.channel)/manifest.json", etag: etag)
+            url: "\(base)/channels/\(configuration.channel)/manifest.json", etag: etag, access: configuration.access(for: base))
         lastAttemptStats.add(stats)
         reached = true
         guard case .fetched(let bytes, let newETag) = fetch else { return (.upToDate(version: installed?.version), nil) }

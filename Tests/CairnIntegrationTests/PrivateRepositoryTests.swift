@@ -1,0 +1,127 @@
+import CairnTestSupport
+import Foundation
+import Testing
+
+/// Private repositories against a real nginx with TLS: a CA, server and client certificates
+/// made here with openssl, `ssl_verify_client on`, and HTTP basic (netrc) or bearer (token file)
+/// authentication. The device installs with the right files, and otherwise reports
+/// `unauthorized` or `tls` in one line while it keeps serving what it has.
+@Suite("Private repositories: nginx with TLS, client certificates and credentials (real processes)", .offCooperativePool, .serialized)
+struct PrivateRepositoryTests {
+    /// A CA, a server certificate for 127.0.0.1 and a client certificate, in `folder`.
+    static func makeCertificates(in folder: String) async throws {
+        let openssl = try requireOrSkip(["/usr/bin/openssl"].first { FileManager.default.isExecutableFile(atPath: $0) },
+                                        "openssl is not installed (apt-get install openssl)")
+        func ssl(_ arguments: [String]) async throws {
+            let done = try await run(openssl, arguments)
+            try #require(done.status == 0, "openssl \(arguments.prefix(2).joined(separator: " ")): \(done.stderr)")
+        }
+        let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        try await ssl(["req", "-x509"] + key + ["-keyout", folder + "/ca.key", "-out", folder + "/ca.pem", "-days", "2",
+                                                 "-subj", "/CN=cairn test CA"])
+        for (name, extensionLine) in [("server", "subjectAltName=IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth")] {
+            try extensionLine.write(toFile: folder + "/\(name).ext", atomically: true, encoding: .utf8)
+            try await ssl(["req"] + key + ["-keyout", folder + "/\(name).key", "-out", folder + "/\(name).csr",
+                                           "-subj", "/CN=\(name == "server" ? "127.0.0.1" : "device")"])
+            try await ssl(["x509", "-req", "-in", folder + "/\(name).csr", "-CA", folder + "/ca.pem", "-CAkey", folder + "/ca.key",
+                           "-CAcreateserial", "-out", folder + "/\(name).pem", "-days", "2", "-extfile", folder + "/\(name).ext"])
+        }
+    }
+
+    static func write(_ text: String, _ path: String) throws {
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    /// The cairnd config for `source` with the given files (nil: left out).
+    static func config(source: String, _ files: [String: String?]) -> String {
+        "[source \(source)]\n" + files.compactMap { key, value in value.map { "\(key) = \($0)" } }.sorted().joined(separator: "\n") + "\n"
+    }
+
+    /// A cairnd on `dataDirectory` whose config is `config`; waits for an attempt that ends with
+    /// `code` (nil: for version 1 to serve). Returns it running.
+    static func device(_ workspace: Workspace, source: String, name: String, dataDirectory: String, config: String,
+                       expecting code: String?) async throws -> DeviceProcess {
+        let folder = workspace.folder + "/" + name
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try write(config, folder + "/private.conf")
+        let device = try DeviceProcess(workspace, sources: [source], name: name, dataDirectory: dataDirectory,
+                                       trust: ["--trusted-key", workspace.publicKey, "--config", folder + "/private.conf"])
+        if let code {
+            try await waitUntil("the device reports \(code) on its socket", seconds: 60) {
+                device.syncStatus["last_error_code"] as? String == code
+            }
+        } else {
+            try await device.waitForVersion(1)
+        }
+        return device
+    }
+
+    @Test("Given nginx with TLS, a client CA and basic auth, when a device has the right netrc, CA bundle and client certificate, then it installs; with a wrong password, no client certificate or no CA bundle, then it says unauthorized or tls in one line and keeps serving")
+    func basicAuthAndMutualTLS() async throws {
+        let workspace = try await Workspace.make()
+        try await workspace.publishOnThread(Workspace.version1)
+        let pki = workspace.folder + "/pki"
+        try FileManager.default.createDirectory(atPath: pki, withIntermediateDirectories: true)
+        try await Self.makeCertificates(in: pki)
+        try Self.write("device:{PLAIN}right-password\n", pki + "/htpasswd")
+        let nginx = try Nginx(root: workspace.repo, tls: .init(certificate: pki + "/server.pem", key: pki + "/server.key"),
+                              serverLines: "ssl_client_certificate \(pki)/ca.pem; ssl_verify_client on; "
+                                  + "auth_basic cairn; auth_basic_user_file \(pki)/htpasswd;")
+        defer { nginx.stop() }
+        try Self.write("machine 127.0.0.1 login device password right-password\n", pki + "/netrc")
+        try Self.write("machine 127.0.0.1 login device password wrong-password\n", pki + "/wrong-netrc")
+        let data = workspace.folder + "/data"
+        let right: [String: String?] = ["netrc_file": pki + "/netrc", "ca_bundle": pki + "/ca.pem",
+                                        "client_cert": pki + "/client.pem", "client_key": pki + "/client.key"]
+
+        // The right files: version 1 installs over HTTPS with both authentications.
+        var device = try await Self.device(workspace, source: nginx.url, name: "right", dataDirectory: data,
+                                           config: Self.config(source: nginx.url, right), expecting: nil)
+        #expect(!device.log.contains("right-password"), "credentials never reach the log")
+        device.stop()
+
+        // Each wrong or missing file: one line with its code; version 1 still answers.
+        var wrongPassword = right
+        wrongPassword["netrc_file"] = pki + "/wrong-netrc"
+        var noClientCertificate = right
+        (noClientCertificate["client_cert"], noClientCertificate["client_key"]) = (String?.none, String?.none)
+        var noCA = right
+        noCA["ca_bundle"] = String?.none
+        for (name, files, code, phrase) in [("bad-login", wrongPassword, "unauthorized", "HTTP 401"),
+                                            ("no-client-cert", noClientCertificate, "tls", "client certificate"),
+                                            ("no-ca", noCA, "tls", "ca_bundle")] {
+            device = try await Self.device(workspace, source: nginx.url, name: name, dataDirectory: data,
+                                           config: Self.config(source: nginx.url, files), expecting: code)
+            let line = device.syncStatus["last_error"] as? String ?? ""
+            #expect(line.contains(phrase) && !line.contains("\n"), "\(name): \(line)")
+            #expect(try device.query("boil water", mode: "lexical").version == 1, "\(name): keeps serving")
+            #expect(!device.log.contains("right-password") && !device.log.contains("wrong-password"))
+            device.stop()
+        }
+    }
+
+    @Test("Given nginx with TLS that wants a bearer token, when the device has the token file, then it installs; with another token, then unauthorized; the token never reaches the log")
+    func bearerToken() async throws {
+        let workspace = try await Workspace.make()
+        try await workspace.publishOnThread(Workspace.version1)
+        let pki = workspace.folder + "/pki"
+        try FileManager.default.createDirectory(atPath: pki, withIntermediateDirectories: true)
+        try await Self.makeCertificates(in: pki)
+        let nginx = try Nginx(root: workspace.repo, tls: .init(certificate: pki + "/server.pem", key: pki + "/server.key"),
+                              serverLines: #"if ($http_authorization != "Bearer field-token-7f3a") { return 401; }"#)
+        defer { nginx.stop() }
+        try Self.write("field-token-7f3a\n", pki + "/token")
+        try Self.write("someone-elses-token\n", pki + "/other-token")
+        let data = workspace.folder + "/data"
+        var device = try await Self.device(workspace, source: nginx.url, name: "token", dataDirectory: data,
+                                           config: Self.config(source: nginx.url, ["token_file": pki + "/token", "ca_bundle": pki + "/ca.pem"]),
+                                           expecting: nil)
+        device.stop()
+        device = try await Self.device(workspace, source: nginx.url, name: "other", dataDirectory: data,
+                                       config: Self.config(source: nginx.url, ["token_file": pki + "/other-token", "ca_bundle": pki + "/ca.pem"]),
+                                       expecting: "unauthorized")
+        defer { device.stop() }
+        #expect(try device.query("boil water", mode: "lexical").version == 1)
+        #expect(!device.log.contains("field-token-7f3a") && !device.log.contains("someone-elses-token"))
+    }
+}
