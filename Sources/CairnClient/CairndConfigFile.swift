@@ -1,7 +1,8 @@
 public import Foundation
 
 /// cairnd's config file format (client-config/cairnd.conf): `key = value` lines, and
-/// `[source URL]` sections whose lines (`sectionKeys` only) apply to that source. cairnd reads
+/// `[source URL]` sections whose lines (`sectionKeys` only) apply to that source, and
+/// `[channel NAME]` sections (`channelKeys` only) for each further channel followed. cairnd reads
 /// every key; a client reads `socket` from it to find the daemon.
 public enum CairndConfigFile {
     /// Where cairnd and its clients look for the file when none is named.
@@ -21,7 +22,12 @@ public enum CairndConfigFile {
         public var line: Int
         /// The source URL of the `[source URL]` section the line is in; nil outside sections.
         public var source: String? = nil
+        /// The channel of the `[channel NAME]` section the line is in; nil outside sections.
+        public var channel: String? = nil
     }
+
+    /// The keys a `[channel NAME]` section may hold: that channel's sources, trust and schedule.
+    public static let channelKeys: Set<String> = ["source", "trusted_key", "trusted_root", "poll_interval", "expired_updates"]
 
     /// The keys a `[source URL]` section may hold (files for a private source); outside a
     /// section they apply to every source.
@@ -40,17 +46,18 @@ public enum CairndConfigFile {
     /// a value starts a comment only when preceded by whitespace.
     public static func parse(_ text: String) throws(CairndConfigFile.Invalid) -> [Entry] {
         var entries: [Entry] = []
-        var section: String?
+        var section: String?, channel: String?
         for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let number = index + 1
             var line = raw.trimmingCharacters(in: .whitespaces)
             if line.isEmpty || line.hasPrefix("#") { continue }
             if line.hasPrefix("[") {
                 let words = line.dropFirst().dropLast().split(separator: " ", maxSplits: 1).map(String.init)
-                guard line.hasSuffix("]"), words.count == 2, words[0] == "source", !words[1].isEmpty else {
-                    throw Invalid(message: "config line \(number): a section is `[source URL]`")
+                guard line.hasSuffix("]"), words.count == 2, ["source", "channel"].contains(words[0]), !words[1].isEmpty else {
+                    throw Invalid(message: "config line \(number): a section is `[source URL]` or `[channel NAME]`")
                 }
-                section = words[1].trimmingCharacters(in: .whitespaces)
+                let name = words[1].trimmingCharacters(in: .whitespaces)
+                (section, channel) = words[0] == "source" ? (name, nil) : (nil, name)
                 continue
             }
             guard let equals = line.firstIndex(of: "=") else {
@@ -69,7 +76,10 @@ public enum CairndConfigFile {
             if section != nil, !sectionKeys.contains(key) {
                 throw Invalid(message: "config line \(number): \(key) does not belong in a [source] section (only \(sectionKeys.sorted().joined(separator: ", ")))")
             }
-            entries.append(Entry(key: key, value: line, line: number, source: section))
+            if channel != nil, !channelKeys.contains(key) {
+                throw Invalid(message: "config line \(number): \(key) does not belong in a [channel] section (only \(channelKeys.sorted().joined(separator: ", ")))")
+            }
+            entries.append(Entry(key: key, value: line, line: number, source: section, channel: channel))
         }
         return entries
     }

@@ -21,15 +21,33 @@ public struct DaemonHooks: Sendable {
     public var notifier: SystemdNotifier
     /// What `GET /metrics` exposes; nil answers 404.
     public var metrics: DaemonMetrics?
+    /// The further channels (`[channel NAME]`), searched beside the daemon's own.
+    public var channels: [ChannelHooks]
 
     public init(holder: IndexHolder = IndexHolder(), status: (any SyncStatusProvider)? = nil,
                 requestSync: (@Sendable () async -> Void)? = nil, maintenance: (any DeviceMaintenance)? = nil,
-                notifier: SystemdNotifier = SystemdNotifier(), metrics: DaemonMetrics? = nil) {
+                notifier: SystemdNotifier = SystemdNotifier(), metrics: DaemonMetrics? = nil, channels: [ChannelHooks] = []) {
         self.holder = holder
         self.status = status
         self.requestSync = requestSync
         self.maintenance = maintenance
         self.notifier = notifier
+        self.metrics = metrics
+        self.channels = channels
+    }
+}
+
+/// One further channel as the socket API sees it: its installed version, sync state and metrics.
+public struct ChannelHooks: Sendable {
+    public var name: String
+    public var holder: IndexHolder
+    public var status: any SyncStatusProvider
+    public var metrics: DaemonMetrics?
+
+    public init(name: String, holder: IndexHolder, status: any SyncStatusProvider, metrics: DaemonMetrics? = nil) {
+        self.name = name
+        self.holder = holder
+        self.status = status
         self.metrics = metrics
     }
 }
@@ -55,6 +73,7 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
     let api = DaemonAPI(
         holder: hooks.holder, status: hooks.status ?? StateFileStatusProvider(dataDirectory: configuration.dataDirectory),
         requestSync: hooks.requestSync, maintenance: hooks.maintenance, metrics: hooks.metrics,
+        channel: configuration.channel, channels: hooks.channels,
         endpoint: SearchEndpoint(
             pool: SearchPool(threads: configuration.maxConcurrentQueries, queueLimit: configuration.maxQueuedQueries),
             maxBodyBytes: configuration.maxBodyBytes, logger: logger),

@@ -22,6 +22,8 @@ struct QueryCommand: AsyncParsableCommand {
     var scenario: String?
     @Option(name: .customLong("tag"), help: "Only chunks with this tag. Repeatable.")
     var tags: [String] = []
+    @Option(name: .customLong("channel"), help: "Only this channel (of a cairnd that follows several). Repeatable.")
+    var channels: [String] = []
     @Flag(help: "Print the daemon's JSON answer.")
     var json = false
 
@@ -38,6 +40,7 @@ struct QueryCommand: AsyncParsableCommand {
         if !tags.isEmpty { filter["tags"] = tags }
         var request: [String: Any] = ["query": text, "k": k, "mode": mode]
         if !filter.isEmpty { request["filter"] = filter }
+        if !channels.isEmpty { request["channels"] = channels }
         let body = try JSONSerialization.data(withJSONObject: request)
         let daemon = DaemonConnection(root: root.connection, local: connection)
         let answer = try daemon.call("POST", "/v1/search", body: Array(body))
@@ -53,12 +56,18 @@ struct QueryCommand: AsyncParsableCommand {
             var scores = [String(format: "score %.3f", result.fusedScore)]
             if let lexical = result.lexicalScore { scores.append(String(format: "bm25 %.2f", lexical)) }
             if let dense = result.denseScore { scores.append(String(format: "cos %.3f", dense)) }
-            lines.append("\(result.rank). \(result.chunk.title)  [\(scores.joined(separator: ", "))]  id \(result.chunk.id)")
+            let origin = answer.channels == nil ? "" : "  (\(result.channel ?? "?") v\(result.version ?? 0))"
+            lines.append("\(result.rank). \(result.chunk.title)  [\(scores.joined(separator: ", "))]  id \(result.chunk.id)\(origin)")
             lines.append("   " + snippet(result.chunk.content))
         }
         lines.append("")
-        lines.append(footer(version: answer.version, stateRoot: answer.stateRoot, online: answer.online,
-                            stale: answer.stale, denseAvailable: answer.denseAvailable))
+        if let channels = answer.channels {
+            lines.append("channels " + channels.map { "\($0.channel) v\($0.version)" + ($0.stale == true ? " (STALE)" : "") }
+                .joined(separator: ", ") + (answer.online == false ? " · offline" : ""))
+        } else {
+            lines.append(footer(version: answer.version, stateRoot: answer.stateRoot, online: answer.online,
+                                stale: answer.stale, denseAvailable: answer.denseAvailable))
+        }
         return lines.joined(separator: "\n")
     }
 

@@ -52,6 +52,13 @@ struct StatusCommand: AsyncParsableCommand {
             let health = source.healthy.map { $0 ? "healthy" : "failing" } ?? "unknown"
             lines.append("source      \(source.url) \(health)" + (source.lastError.map { " (\($0))" } ?? ""))
         }
+        if let channels = status.channels, channels.count > 1 {
+            for channel in channels {
+                let state = channel.lastErrorCode.map { "last error \($0)" } ?? (channel.stale == true ? "STALE" : "ok")
+                lines.append("channel     \(channel.channel): " + (channel.version.map { "version \($0)" } ?? "nothing installed")
+                             + " · \(state)")
+            }
+        }
         lines.append("disk        \(ByteCountFormatter.string(fromByteCount: status.dataDirectoryBytes, countStyle: .file)) in \(status.dataDirectory)")
         if !status.syncAvailable { lines.append("sync        not available in this cairnd") }
         return lines.joined(separator: "\n")

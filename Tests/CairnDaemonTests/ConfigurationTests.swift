@@ -50,7 +50,7 @@ struct ConfigurationTests {
 
     @Test("Given bad lines, when parsed, then a bad_configuration error names the line", arguments: [
         "nonsense", "colour = blue", "socket_mode = 999", "poll_interval = -1", "log_level = loud", "max_body_bytes = 0",
-        "backoff_min = 0", "bandwidth_cap = -5", "[channel x]", "[source]", "[source https://a]\nchannel = y",
+        "backoff_min = 0", "bandwidth_cap = -5", "[channel x]\nsocket = /a", "[source]", "[source https://a]\nchannel = y",
         "netrc_file = relative/netrc", "expired_updates = maybe",
     ])
     func badLines(_ line: String) {

@@ -43,10 +43,11 @@ public struct Workspace: Sendable {
     }
 
     /// `cairn-server publish` of `chunks` with `keys`, whatever its outcome.
-    public func tryPublish(_ chunks: KB, keys: [String], extra: [String] = []) throws -> (status: Int32, output: String, error: String) {
+    public func tryPublish(_ chunks: KB, keys: [String], extra: [String] = [],
+                           channel: String = "field") throws -> (status: Int32, output: String, error: String) {
         let source = folder + "/kb-\(UUID().uuidString).json"
         try Self.knowledgeBase(chunks, to: source)
-        return try Binaries.run("cairn-server", ["publish", "--repo", repo, "--channel", "field", "--source", source,
+        return try Binaries.run("cairn-server", ["publish", "--repo", repo, "--channel", channel, "--source", source,
                                                  "--model-dir", model, "--no-cache"] + keys.flatMap { ["--key", $0] } + extra,
                                 in: folder)
     }

@@ -14,6 +14,54 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
     public var dataDirectoryBytes: Int64
     public var syncAvailable: Bool
     public var sync: Sync
+    /// Every channel the daemon follows, its own first: version and sync state each.
+    public var channels: [ChannelState]?
+
+    /// One followed channel in the status.
+    public struct ChannelState: Sendable, Hashable, Codable {
+        public var channel: String
+        public var version: Int?
+        public var stateRoot: String?
+        public var online: Bool?
+        public var stale: Bool?
+        public var expired: Bool?
+        public var lastSuccess: String?
+        public var lastError: String?
+        public var lastErrorCode: String?
+        public var trust: Trust?
+
+        public init(channel: String, serving version: Int?, stateRoot: String?, sync: Sync) {
+            self.channel = channel
+            self.version = version
+            self.stateRoot = stateRoot
+            online = sync.online
+            stale = sync.stale
+            expired = sync.expired
+            lastSuccess = sync.lastSuccess
+            lastError = sync.lastError
+            lastErrorCode = sync.lastErrorCode
+            trust = sync.trust
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case channel, version, online, stale, expired, trust
+            case stateRoot = "state_root", lastSuccess = "last_success", lastError = "last_error", lastErrorCode = "last_error_code"
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(channel, forKey: .channel)
+            try c.encode(version, forKey: .version)
+            try c.encode(stateRoot, forKey: .stateRoot)
+            try c.encode(online, forKey: .online)
+            try c.encode(stale, forKey: .stale)
+            try c.encode(expired, forKey: .expired)
+            try c.encode(lastSuccess, forKey: .lastSuccess)
+            try c.encode(lastError, forKey: .lastError)
+            try c.encode(lastErrorCode, forKey: .lastErrorCode)
+            try c.encode(trust, forKey: .trust)
+        }
+    }
 
     public init(installed: Bool, version: Int? = nil, stateRoot: String? = nil, channel: String? = nil,
                 chunkCount: Int? = nil, modelID: String? = nil, dimension: Int? = nil, modelLoaded: Bool,
@@ -34,7 +82,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case installed, version, channel, dimension, sync
+        case installed, version, channel, dimension, sync, channels
         case stateRoot = "state_root", chunkCount = "chunk_count", modelID = "model_id"
         case modelLoaded = "model_loaded", lexicalOnly = "lexical_only"
         case dataDirectory = "data_dir", dataDirectoryBytes = "data_dir_bytes", syncAvailable = "sync_available"
@@ -62,6 +110,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         dataDirectoryBytes = try c.decode(Int64.self, forKey: .dataDirectoryBytes)
         syncAvailable = try c.decode(Bool.self, forKey: .syncAvailable)
         sync = try c.decode(Sync.self, forKey: .sync)
+        channels = try? c.decodeIfPresent([ChannelState].self, forKey: .channels)
         let f = try decoder.container(keyedBy: FreshnessKeys.self)
         sync.trust = try? f.decodeIfPresent(Trust.self, forKey: .trust)
         sync.expired = try? f.decodeIfPresent(Bool.self, forKey: .expired)
@@ -84,6 +133,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         try c.encode(dataDirectoryBytes, forKey: .dataDirectoryBytes)
         try c.encode(syncAvailable, forKey: .syncAvailable)
         try c.encode(sync, forKey: .sync)
+        try c.encodeIfPresent(channels, forKey: .channels)
         var f = encoder.container(keyedBy: FreshnessKeys.self)
         try f.encode(sync.trust, forKey: .trust)
         try f.encode(sync.expired, forKey: .expired)

@@ -14,6 +14,9 @@ struct DaemonAPI: Sendable {
     let requestSync: (@Sendable () async -> Void)?
     let maintenance: (any DeviceMaintenance)?
     let metrics: DaemonMetrics?
+    /// The daemon's own channel and the further ones.
+    let channel: String
+    let channels: [ChannelHooks]
     let endpoint: SearchEndpoint
     let dataDirectory: String
     let logger: Logger
@@ -68,24 +71,42 @@ struct DaemonAPI: Sendable {
 
     func metricsAnswer() async throws -> Response {
         guard let metrics else { throw APIError(404, "metrics_unavailable", "this cairnd keeps no metrics") }
+        for other in channels {
+            other.metrics?.setGauges(status: await other.status.syncStatus(), version: other.holder.current?.version)
+        }
         let text = metrics.exposition(status: await status.syncStatus(), version: holder.current?.version)
         return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                         body: .init(byteBuffer: ByteBuffer(bytes: text)))
     }
 
     func searchAnswer(_ body: [UInt8]) async throws -> Response {
-        let answer = try await endpoint.search(
-            body: body,
-            flags: {
-                let sync = await status.syncStatus()
-                return SearchAnswer.Flags(online: sync.online, stale: sync.stale, expired: sync.expired, expires: sync.expires)
-            },
-            // The version is taken once: every result of this query comes from it, even if a
-            // new version is installed meanwhile.
-            version: { [holder] () throws(APIError) -> ServingVersion in
-                guard let serving = holder.current else { throw APIError.noIndex }
-                return serving
-            })
+        let all = [ChannelHooks(name: channel, holder: holder, status: status)] + channels
+        let answer = try await endpoint.search(body: body) { (names: [String]?) async throws(APIError) -> [SearchEndpoint.Channel] in
+            var chosen = all
+            if let names {
+                chosen = []
+                for name in names {
+                    guard let found = all.first(where: { $0.name == name }) else {
+                        throw APIError(400, "unknown_channel", "\"channels\" names a channel this cairnd does not follow; it follows \(all.map(\.name).joined(separator: ", "))")
+                    }
+                    chosen.append(found)
+                }
+            }
+            var selected: [SearchEndpoint.Channel] = []
+            for hooks in chosen {
+                let sync = await hooks.status.syncStatus()
+                // The version is taken once: every result of this query comes from it, even if a
+                // new version is installed meanwhile.
+                selected.append(SearchEndpoint.Channel(
+                    name: hooks.name,
+                    flags: SearchAnswer.Flags(online: sync.online, stale: sync.stale, expired: sync.expired, expires: sync.expires),
+                    version: { [holder = hooks.holder] () throws(APIError) -> ServingVersion in
+                        guard let serving = holder.current else { throw APIError.noIndex }
+                        return serving
+                    }))
+            }
+            return selected
+        }
         return Self.json(bytes: answer)
     }
 
@@ -113,9 +134,16 @@ struct DaemonAPI: Sendable {
 
     func statusAnswer() async throws -> Response {
         let sync = await status.syncStatus()
-        let answer = DaemonStatus(serving: holder.current, dataDirectory: dataDirectory,
+        var answer = DaemonStatus(serving: holder.current, dataDirectory: dataDirectory,
                                   dataDirectoryBytes: DiskUsage.bytes(under: dataDirectory),
                                   syncAvailable: requestSync != nil, sync: sync)
+        var list = [DaemonStatus.ChannelState(channel: channel, serving: holder.current?.version,
+                                              stateRoot: holder.current?.stateRoot, sync: sync)]
+        for other in channels {
+            list.append(DaemonStatus.ChannelState(channel: other.name, serving: other.holder.current?.version,
+                                                  stateRoot: other.holder.current?.stateRoot, sync: await other.status.syncStatus()))
+        }
+        answer.channels = list
         return Self.json(answer)
     }
 

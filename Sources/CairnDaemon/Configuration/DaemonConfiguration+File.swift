@@ -25,6 +25,10 @@ extension DaemonConfiguration {
         var sawSource = false, sawKey = false
         for entry in entries {
             let v = entry.value
+            if let name = entry.channel {
+                try applyChannel(entry, name: name)
+                continue
+            }
             if CairndConfigFile.sectionKeys.contains(entry.key) {
                 guard !v.isEmpty, v.hasPrefix("/") else {
                     throw DaemonError(.badConfiguration, "config line \(entry.line): \(entry.key) must be an absolute file path")
@@ -85,6 +89,45 @@ extension DaemonConfiguration {
             default: throw DaemonError(.badConfiguration, "config line \(entry.line): unknown key \"\(entry.key)\"")
             }
         }
+    }
+
+    /// A line of a `[channel NAME]` section.
+    private mutating func applyChannel(_ entry: Entry, name: String) throws(DaemonError) {
+        let index = extraChannels.firstIndex { $0.name == name } ?? {
+            extraChannels.append(ChannelSettings(name: name))
+            return extraChannels.count - 1
+        }()
+        let v = entry.value
+        switch entry.key {
+        case "source": extraChannels[index].sources.append(v)
+        case "trusted_key": extraChannels[index].trustedKeys.append(v)
+        case "trusted_root": extraChannels[index].trustedRoot = v
+        case "poll_interval":
+            guard let seconds = Double(v), seconds > 0 else {
+                throw DaemonError(.badConfiguration, "config line \(entry.line): poll_interval must be a positive number of seconds")
+            }
+            extraChannels[index].pollInterval = seconds
+        default:
+            guard ["install", "refuse"].contains(v) else {
+                throw DaemonError(.badConfiguration, "config line \(entry.line): expired_updates must be install or refuse")
+            }
+            extraChannels[index].expiredUpdates = v
+        }
+    }
+
+    /// The configuration of the daemon's channel `settings` names: this one's with the channel,
+    /// its sources, trust, schedule and data directory (`DIR/channels/<name>`) replaced.
+    public func configuration(for settings: ChannelSettings) -> DaemonConfiguration {
+        var c = self
+        c.channel = settings.name
+        c.sources = settings.sources
+        c.trustedKeys = settings.trustedKeys
+        c.trustedRoot = settings.trustedRoot
+        c.pollInterval = settings.pollInterval ?? pollInterval
+        c.expiredUpdates = settings.expiredUpdates ?? expiredUpdates
+        c.dataDirectory = (dataDirectory as NSString).appendingPathComponent("channels/" + settings.name)
+        c.extraChannels = []
+        return c
     }
 
     /// Applies `CAIRN_SOCKET`, `CAIRN_DATA_DIR`, `CAIRN_CHANNEL` and `CAIRN_SOURCES`

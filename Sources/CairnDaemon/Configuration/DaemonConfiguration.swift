@@ -25,6 +25,9 @@ public struct DaemonConfiguration: Sendable, Hashable {
     /// `client_key`] and per source (the same keys in a `[source URL]` section, which win).
     public var sourceAccess: [String: SourceFiles] = [:]
     public var defaultSourceAccess = SourceFiles()
+    /// Further channels, each with its own sources, trust and schedule, synced and installed on
+    /// its own in `DIR/channels/<name>` (`[channel NAME]` sections). Default none.
+    public var extraChannels: [ChannelSettings] = []
     /// Installed versions and state. [`data_dir`] Default "/var/lib/cairn".
     public var dataDirectory: String
     /// The Unix socket of the query API. [`socket`] Default "/run/cairn/cairnd.sock".
@@ -104,4 +107,16 @@ public struct SourceFiles: Sendable, Hashable {
         default: clientKey = value
         }
     }
+}
+
+/// One `[channel NAME]` section: what differs from the daemon's own channel.
+public struct ChannelSettings: Sendable, Hashable {
+    public var name: String
+    public var sources: [String] = []
+    public var trustedKeys: [String] = []
+    public var trustedRoot: String?
+    public var pollInterval: Double?
+    public var expiredUpdates: String?
+
+    public init(name: String) { self.name = name }
 }

@@ -22,13 +22,56 @@ public struct Device: Sendable {
     /// cairnd holds the directory, `data_dir_unusable` when it cannot be created or written,
     /// `socket_in_use` for a live socket, `socket_setup` when its folder is missing or closed.
     public static func build(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) -> Device {
-        let directory: DataDirectory
         // The socket's folder first: a start that cannot answer leaves no data directory behind.
         try SocketFile.checkFolder(of: configuration.socketPath)
+        let registry = MetricsRegistry()
+        let notifier = SystemdNotifier()
+        let main = try makeChannel(configuration, registry: registry, notifier: notifier, statusPrefix: "", logger: logger)
+        var extras: [ChannelParts] = []
+        for settings in configuration.extraChannels {
+            guard Manifest.isValidChannelName(settings.name), settings.name != configuration.channel,
+                  !extras.contains(where: { $0.name == settings.name }) else {
+                throw DaemonError(.badConfiguration, "[channel \(settings.name)]: a channel name is [a-z0-9][a-z0-9._-]{0,63}, once, and not the daemon's own channel")
+            }
+            guard !settings.sources.isEmpty else {
+                throw DaemonError(.badConfiguration, "[channel \(settings.name)] has no source")
+            }
+            extras.append(try makeChannel(configuration.configuration(for: settings), registry: registry, notifier: notifier,
+                                          statusPrefix: "[\(settings.name)] ", logger: logger))
+        }
+        let services = ([main] + extras).compactMap(\.service)
+        let syncRequest: (@Sendable () -> Void)? = services.isEmpty ? nil : { @Sendable in for service in services { service.requestSync() } }
+        let requestSync: (@Sendable () async -> Void)? = syncRequest.map { request in { @Sendable in request() } }
+        let daemon = try buildDaemon(configuration: configuration,
+                                     hooks: DaemonHooks(holder: main.holder, status: main.status, requestSync: requestSync,
+                                                        maintenance: main.syncer, metrics: main.metrics,
+                                                        channels: extras.map { ChannelHooks(name: $0.name, holder: $0.holder,
+                                                                                            status: $0.status, metrics: $0.metrics) }),
+                                     logger: logger)
+        if services.isEmpty { logger.notice("no sources configured: serving what is installed, never syncing") }
+        return Device(services: [daemon] + services.map { $0 as any Service } + WatchdogService.ifEnabled(notifier),
+                      requestSync: syncRequest)
+    }
+
+    /// One channel's parts: its data directory (locked and recovered), the version it has
+    /// installed (loaded), its syncer, status and metrics, and its poll loop when it has sources.
+    struct ChannelParts {
+        let name: String
+        let holder: IndexHolder
+        let syncer: Syncer
+        let status: SyncStateStatusProvider
+        let metrics: DaemonMetrics
+        let service: SyncService?
+    }
+
+    static func makeChannel(_ configuration: DaemonConfiguration, registry: MetricsRegistry, notifier: SystemdNotifier,
+                            statusPrefix: String, logger: Logger) throws(DaemonError) -> ChannelParts {
+        let directory: DataDirectory
         do {
             directory = try DataDirectory(path: configuration.dataDirectory, logger: logger)
             if let recovered = try directory.recover() {
-                logger.info("recovered the installed version", metadata: ["cairn.version": "\(recovered.version)"])
+                logger.info("recovered the installed version", metadata: ["cairn.channel": "\(configuration.channel)",
+                                                                          "cairn.version": "\(recovered.version)"])
             }
         } catch {
             throw DaemonError(error.code == .locked ? .dataDirectoryLocked : .dataDirectoryUnusable, error.message, cause: error)
@@ -37,13 +80,15 @@ public struct Device: Sendable {
         let holder = IndexHolder()
         // The installed version, opened from rows whose state-root leaves are kept for the
         // syncer: the next delta is then checked in memory and applied to the previous version's
-        // file in place. If this fails, `buildDaemon` opens what it can (falling back to previous).
+        // file in place. If this fails, the newest loadable version is opened (falling back to previous).
         var installedRows: IndexContents?
         if let installed = directory.installed(), let rows = try? Snapshot.scan(at: installed.indexPath, check: .storedHashes),
            let version = try? VersionLoader.load(dataDirectory: configuration.dataDirectory, contents: rows, logger: logger),
            version.index.meta.version == installed.version {
             holder.install(version)
             installedRows = rows
+        } else if let version = try? VersionLoader.loadNewest(dataDirectory: configuration.dataDirectory, logger: logger) {
+            holder.install(version)
         }
         let dataDirectory = configuration.dataDirectory
         let syncer = Syncer(configuration: sync, directory: directory, logger: logger, installedRows: installedRows,
@@ -55,30 +100,19 @@ public struct Device: Sendable {
                     try VersionLoader.load(dataDirectory: dataDirectory, reusing: holder.current, contents: contents, logger: logger)
                 }
                 holder.install(version)
-                logger.info("now serving", metadata: ["cairn.version": "\(installed.version)"])
+                logger.info("now serving", metadata: ["cairn.channel": "\(sync.channel)", "cairn.version": "\(installed.version)"])
             } catch {
                 logger.error("installed version cannot be served; keeping the previous one",
                              metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(error)"])
             }
         })
         let status = SyncStateStatusProvider(directory: directory, configuration: sync, trust: syncer.trust)
-        let metrics = DaemonMetrics(channel: configuration.channel)
-        guard !sync.sources.isEmpty else {
-            let daemon = try buildDaemon(configuration: configuration,
-                                         hooks: DaemonHooks(holder: holder, status: status, maintenance: syncer, metrics: metrics),
-                                     logger: logger)
-            logger.notice("no sources configured: serving what is installed, never syncing")
-            return Device(services: [daemon] + WatchdogService.ifEnabled(SystemdNotifier()), requestSync: nil)
-        }
-        let notifier = SystemdNotifier()
-        let service = SyncService(syncer: syncer, configuration: sync, logger: logger, onStatus: { notifier.status($0) },
-                                  onAttempt: { metrics.recordSync(outcome: $0, path: $1, bytes: $2) })
-        let requestSync: @Sendable () -> Void = { service.requestSync() }
-        let daemon = try buildDaemon(configuration: configuration,
-                                     hooks: DaemonHooks(holder: holder, status: status, requestSync: { requestSync() },
-                                                        maintenance: syncer, metrics: metrics),
-                                     logger: logger)
-        return Device(services: [daemon, service] + WatchdogService.ifEnabled(notifier), requestSync: requestSync)
+        let metrics = DaemonMetrics(channel: configuration.channel, registry: registry)
+        let service = sync.sources.isEmpty ? nil : SyncService(
+            syncer: syncer, configuration: sync, logger: logger, onStatus: { notifier.status(statusPrefix + $0) },
+            onAttempt: { metrics.recordSync(outcome: $0, path: $1, bytes: $2) })
+        return ChannelParts(name: configuration.channel, holder: holder, syncer: syncer, status: status, metrics: metrics,
+                            service: service)
     }
 
     static func syncConfiguration(_ configuration: DaemonConfiguration) throws(DaemonError) -> SyncConfiguration {

@@ -13,10 +13,14 @@ import Prometheus
 ///   `cairnd_seconds_since_last_check` (−1 before any), `cairnd_online`, `cairnd_stale`,
 ///   `cairnd_expired` (1/0), `cairnd_expired_installs`, `cairnd_trusted_root_version` (0 when pinned to keys).
 public final class DaemonMetrics: Sendable {
-    let registry = PrometheusCollectorRegistry()
+    let registry: PrometheusCollectorRegistry
     let channel: String
 
-    public init(channel: String) { self.channel = channel }
+    /// The metrics of `channel`, in `registry` (one per daemon, shared by its channels).
+    public init(channel: String, registry: MetricsRegistry = MetricsRegistry()) {
+        self.channel = channel
+        self.registry = registry.registry
+    }
 
     private func name(_ metric: String, _ unit: String = "", _ help: String) -> MetricNameDescriptor {
         MetricNameDescriptor(metricName: metric, unitName: unit, helpText: help)
@@ -41,8 +45,17 @@ public final class DaemonMetrics: Sendable {
                              labels: [("channel", channel), ("path", path ?? "check")]).increment(by: bytes)
     }
 
-    /// The text exposition, after setting the gauges from `status`.
+    /// The text exposition of every channel in the registry, after setting this channel's gauges
+    /// from `status` (set the others' first with `setGauges`).
     func exposition(status: DaemonStatus.Sync, version: Int?, now: Date = Date()) -> [UInt8] {
+        setGauges(status: status, version: version, now: now)
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        return buffer
+    }
+
+    /// Sets this channel's gauges from its status.
+    func setGauges(status: DaemonStatus.Sync, version: Int?, now: Date = Date()) {
         func gauge(_ metric: String, _ help: String, _ value: Double) {
             registry.makeGauge(descriptor: name(metric, "", help), labels: [("channel", channel)]).set(value)
         }
@@ -56,8 +69,12 @@ public final class DaemonMetrics: Sendable {
         gauge("cairnd_expired", "1 when the installed manifest is past its expiry.", flag(status.expired))
         gauge("cairnd_expired_installs", "Expired but newer versions installed.", Double(status.expiredInstalls ?? 0))
         gauge("cairnd_trusted_root_version", "The trusted root's version (0: pinned keys).", Double(status.trust?.rootVersion ?? 0))
-        var buffer: [UInt8] = []
-        registry.emit(into: &buffer)
-        return buffer
     }
+}
+
+/// The Prometheus registry a daemon's channels share.
+public final class MetricsRegistry: Sendable {
+    let registry = PrometheusCollectorRegistry()
+
+    public init() {}
 }

@@ -11,6 +11,10 @@ public struct SearchResult: Sendable, Hashable, Codable {
     public var denseScore: Double?
     /// The score the ranking used: the fused score for hybrid and rrf, else the one list's score.
     public var fusedScore: Double
+    /// The channel and version the chunk came from, set by a daemon that names them (absent from
+    /// the JSON when nil).
+    public var channel: String?
+    public var version: Int?
 
     public init(rank: Int, chunk: Chunk, lexicalScore: Double?, denseScore: Double?, fusedScore: Double) {
         self.rank = rank
@@ -25,6 +29,7 @@ public struct SearchResult: Sendable, Hashable, Codable {
         case lexicalScore = "lexical_score"
         case denseScore = "dense_score"
         case fusedScore = "fused_score"
+        case channel, version
     }
 }
 

@@ -31,6 +31,23 @@ public struct SearchAnswer: Sendable, Hashable, Codable {
     public var expired: Bool?
     public var expires: String?
     public var timings: Timings
+    /// With several channels searched: each one's version and flags (absent otherwise).
+    public var channels: [ChannelVersion]?
+
+    /// One searched channel in a several-channel answer.
+    public struct ChannelVersion: Sendable, Hashable, Codable {
+        public var channel: String
+        public var version: Int
+        public var stateRoot: String
+        public var online: Bool?
+        public var stale: Bool?
+        public var expired: Bool?
+
+        enum CodingKeys: String, CodingKey {
+            case channel, version, online, stale, expired
+            case stateRoot = "state_root"
+        }
+    }
 
     /// The freshness flags every answer carries (nil: unknown or not applicable).
     public struct Flags: Sendable {
@@ -64,7 +81,7 @@ public struct SearchAnswer: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case results, version, mode, fusion, online, stale, expired, expires, timings
+        case results, version, mode, fusion, online, stale, expired, expires, timings, channels
         case stateRoot = "state_root", denseAvailable = "dense_available"
     }
 
@@ -81,5 +98,6 @@ public struct SearchAnswer: Sendable, Hashable, Codable {
         try c.encode(expired, forKey: .expired)
         try c.encode(expires, forKey: .expires)
         try c.encode(timings, forKey: .timings)
+        try c.encodeIfPresent(channels, forKey: .channels)
     }
 }

@@ -6,6 +6,8 @@ import Foundation
 public struct SearchBody: Decodable {
     public static let maximumQueryBytes = 4096
     public var request: SearchRequest
+    /// The channels to search (cairnd with several channels); nil: every channel.
+    public var channels: [String]?
 
     private struct Key: CodingKey {
         var stringValue: String
@@ -15,7 +17,7 @@ public struct SearchBody: Decodable {
         init(_ name: String) { stringValue = name }
     }
 
-    private static let topLevelKeys: Set<String> = ["query", "k", "mode", "filter", "min_similarity"]
+    private static let topLevelKeys: Set<String> = ["query", "k", "mode", "filter", "min_similarity", "channels"]
     private static let filterKeys: Set<String> = ["scenario", "tags"]
 
     public init(from decoder: any Decoder) throws {
@@ -60,26 +62,39 @@ public struct SearchBody: Decodable {
                 request.tags = tags
             }
         }
+        if c.contains(Key("channels")), try !c.decodeNil(forKey: Key("channels")) {
+            guard let names = try? c.decode([String].self, forKey: Key("channels")), (1...16).contains(names.count),
+                  Set(names).count == names.count else {
+                throw APIError(400, "bad_channels", "\"channels\" must be an array of 1 to 16 distinct channel names")
+            }
+            channels = names
+        }
         self.request = request
     }
 
     /// Parses and validates a body (after its size was checked).
     public static func parse(_ bytes: some Collection<UInt8>) throws(APIError) -> SearchRequest {
-        let request: SearchRequest
+        try parseBody(bytes).request
+    }
+
+    /// Parses and validates a body, with its `channels`.
+    public static func parseBody(_ bytes: some Collection<UInt8>) throws(APIError) -> SearchBody {
+        let body: SearchBody
         do {
-            request = try JSONDecoder().decode(SearchBody.self, from: Data(bytes)).request
+            body = try JSONDecoder().decode(SearchBody.self, from: Data(bytes))
         } catch let error as APIError {
             throw error
         } catch {
             throw APIError.badJSON()
         }
+        let request = body.request
         if request.query.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
             throw APIError(400, "empty_query", "\"query\" is empty or only whitespace")
         }
         if request.query.utf8.count > maximumQueryBytes {
             throw APIError(413, "query_too_long", "\"query\" is longer than \(maximumQueryBytes) bytes")
         }
-        return request
+        return body
     }
 
     private static func refuseUnknown(_ keys: [Key], allowed: Set<String>, in place: String) throws {

@@ -48,6 +48,73 @@ public struct SearchEndpoint: Sendable {
         return APIJSON.encode(answer)
     }
 
+    /// One channel a daemon may search: its name, its flags now, and how to take its version.
+    public struct Channel: Sendable {
+        public let name: String
+        public let flags: SearchAnswer.Flags
+        public let version: @Sendable () throws(APIError) -> ServingVersion
+
+        public init(name: String, flags: SearchAnswer.Flags, version: @escaping @Sendable () throws(APIError) -> ServingVersion) {
+            self.name = name
+            self.flags = flags
+            self.version = version
+        }
+    }
+
+    /// The answer's JSON bytes for a search over channels: `select` turns the body's `channels`
+    /// (nil: all) into the channels to search, in order. Each is searched with its own version and
+    /// model; the results, each naming its channel and version, are merged by the score that
+    /// ranked them (standardised in hybrid, so comparable across channels) and cut to k. One
+    /// channel gives exactly that channel's answer, results labelled. A channel with nothing
+    /// installed is left out; none installed is `no_index`.
+    public func search(body: [UInt8], select: ([String]?) async throws(APIError) -> [Channel]) async throws(APIError) -> [UInt8] {
+        let parsed = try SearchBody.parseBody(body)
+        let channels = try await select(parsed.channels)
+        let request = parsed.request
+        let logger = self.logger
+        let answer = try await pool.run { () throws(APIError) -> SearchAnswer in
+            var answers: [(String, SearchAnswer)] = []
+            for channel in channels {
+                guard let serving = try? channel.version() else { continue }
+                answers.append((channel.name, try Self.run(request, on: serving, flags: channel.flags, logger: logger)))
+            }
+            guard !answers.isEmpty else { throw APIError.noIndex }
+            return Self.merge(answers, k: request.k)
+        }
+        return APIJSON.encode(answer)
+    }
+
+    /// The results of every channel's answer, labelled, best first by their ranking score, cut
+    /// to `k`; the first answer's version, mode and timings; every channel listed when several.
+    static func merge(_ answers: [(channel: String, answer: SearchAnswer)], k: Int) -> SearchAnswer {
+        var merged = answers[0].answer
+        var results = answers.enumerated().flatMap { order, entry in
+            entry.answer.results.map { result -> (Int, SearchResult) in
+                var labelled = result
+                labelled.channel = entry.channel
+                labelled.version = entry.answer.version
+                return (order, labelled)
+            }
+        }
+        results.sort { a, b in
+            a.1.fusedScore != b.1.fusedScore ? a.1.fusedScore > b.1.fusedScore : (a.0, a.1.rank) < (b.0, b.1.rank)
+        }
+        merged.results = results.prefix(k).enumerated().map { index, entry in
+            var result = entry.1
+            result.rank = index + 1
+            return result
+        }
+        guard answers.count > 1 else { return merged }
+        merged.channels = answers.map {
+            .init(channel: $0.channel, version: $0.answer.version, stateRoot: $0.answer.stateRoot,
+                  online: $0.answer.online, stale: $0.answer.stale, expired: $0.answer.expired)
+        }
+        merged.stale = answers.contains { $0.answer.stale == true } ? true : merged.stale
+        merged.expired = answers.contains { $0.answer.expired == true } ? true : merged.expired
+        merged.online = answers.allSatisfy { $0.answer.online == true } ? true : answers.contains { $0.answer.online == false } ? false : nil
+        return merged
+    }
+
     /// Embeds the query with the version's own model (unless lexical) while the lexical part
     /// runs beside it (`SearchIndex.search(_:embed:)`), and searches the version's index.
     static func run(_ request: SearchRequest, on serving: ServingVersion, flags: SearchAnswer.Flags,

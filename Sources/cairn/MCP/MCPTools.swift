@@ -30,6 +30,7 @@ struct MCPTools {
                              "description": "hybrid (default) combines keywords and meaning; lexical is exact words only."],
                     "scenario": ["type": "string", "description": "Only passages for this scenario (e.g. flood), plus general ones."],
                     "tags": ["type": "array", "items": ["type": "string"], "description": "Only passages carrying all these tags."],
+                    "channel": ["type": "string", "description": "Only this knowledge base, when the device holds several (status lists them)."],
                 ] as [String: Any],
                 "required": ["query"],
             ] as [String: Any],
@@ -85,6 +86,7 @@ struct MCPTools {
         if let scenario = arguments["scenario"] as? String { filter["scenario"] = scenario }
         if let tags = arguments["tags"] as? [String], !tags.isEmpty { filter["tags"] = tags }
         if !filter.isEmpty { request["filter"] = filter }
+        if let channel = arguments["channel"] as? String { request["channels"] = [channel] }
         let answer = try object(try send("POST", "/v1/search", body: JSONSerialization.data(withJSONObject: request)))
         let status = (try? object(try send("GET", "/v1/status"))) ?? [:]
         let results = (answer["results"] as? [[String: Any]] ?? []).map { result -> [String: Any] in
@@ -92,7 +94,8 @@ struct MCPTools {
             return ["rank": result["rank"] ?? NSNull(), "id": chunk["id"] ?? NSNull(), "title": chunk["title"] ?? "",
                     "content": chunk["content"] ?? "", "scenario": chunk["scenario"] ?? NSNull(),
                     "tags": chunk["tags"] ?? [], "source": chunk["source"] ?? NSNull(),
-                    "score": result["fused_score"] ?? result["dense_score"] ?? result["lexical_score"] ?? NSNull()]
+                    "score": result["fused_score"] ?? result["dense_score"] ?? result["lexical_score"] ?? NSNull(),
+                    "channel": result["channel"] ?? NSNull(), "version": result["version"] ?? NSNull()]
         }
         let freshness = Self.freshness(version: answer["version"], status: status, answer: answer)
         var lines = [freshness]

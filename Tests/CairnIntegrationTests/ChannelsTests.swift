@@ -1,0 +1,97 @@
+import CairnTestSupport
+import Foundation
+import Testing
+
+/// A device that follows two channels from two publishers (`[channel NAME]` in cairnd.conf):
+/// each syncs, verifies and installs on its own, searches span both, and one that fails never
+/// holds the other back. Real processes: two `cairn-server serve`, one cairnd, `cairn`.
+@Suite("Several channels on one device (real processes)", .offCooperativePool, .serialized)
+struct ChannelsTests {
+    /// Six chunks (in a corpus of two, FTS5's BM25 gives a word found in one of them no weight).
+    static let manuals: Workspace.KB = [
+        ("generator", "Run a generator outside, never in a garage or a basement: its exhaust kills."),
+        ("fuel", "Store fuel in approved containers away from the house."),
+        ("chainsaw", "Check the chainsaw chain tension before cutting fallen trees."),
+        ("pump", "Prime the hand pump with a cup of clean water."),
+        ("ladder", "Set the ladder at one metre out for every four metres up."),
+        ("stove", "Use the camping stove only where air moves freely."),
+    ]
+
+    /// The `channels` list of the status, by name.
+    static func channels(_ device: DeviceProcess) -> [String: [String: Any]] {
+        let list = device.status()["channels"] as? [[String: Any]] ?? []
+        return Dictionary(list.map { ($0["channel"] as? String ?? "", $0) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    static func search(_ device: DeviceProcess, _ body: String) async throws -> [String: Any] {
+        try Tools.requireCurl()
+        let run = try await CairnTestSupport.run("/usr/bin/curl", ["-s", "--unix-socket", device.socket,
+                                                                    "http://localhost/v1/search", "-d", body])
+        return (try? JSONSerialization.jsonObject(with: Data(run.stdout.utf8))) as? [String: Any] ?? [:]
+    }
+
+    static func origins(_ answer: [String: Any]) -> [(id: String, channel: String, version: Int)] {
+        (answer["results"] as? [[String: Any]] ?? []).map {
+            (($0["chunk"] as? [String: Any])?["id"] as? String ?? "", $0["channel"] as? String ?? "", $0["version"] as? Int ?? 0)
+        }
+    }
+
+    @Test("Given a device following field and manuals from two publishers, then each channel installs on its own, a search finds the best answer in the second channel first and names channel and version, channels narrows it, and a refused manuals update does not stop field's")
+    func twoPublishers() async throws {
+        let field = try await Workspace.make(), manuals = try await Workspace.make()
+        try await field.publishOnThread(Workspace.version1)
+        let published = try await onThread { try manuals.tryPublish(Self.manuals, keys: [manuals.key], channel: "manuals") }
+        try #require(published.status == 0, "\(published.error)")
+        let (fieldServer, fieldURL, _) = try await field.serve()
+        defer { stopProcess(fieldServer) }
+        let (manualsServer, manualsURL, _) = try await manuals.serve()
+        defer { stopProcess(manualsServer) }
+        let config = field.folder + "/two-channels.conf"
+        try """
+            [channel manuals]
+            source = \(manualsURL)
+            trusted_key = \(manuals.publicKey)
+            poll_interval = 3600
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let device = try DeviceProcess(field, sources: [fieldURL], trust: ["--trusted-key", field.publicKey, "--config", config])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        try await waitUntil("the manuals channel serves version 1", seconds: 60) {
+            Self.channels(device)["manuals"]?["version"] as? Int == 1
+        }
+        #expect(FileManager.default.fileExists(atPath: device.dataDirectory + "/channels/manuals/current/index.sqlite"))
+
+        // The best answer is in the second channel: it comes first, labelled.
+        let generator = try await Self.search(device, #"{"query": "generator in the garage", "k": 3, "mode": "lexical"}"#)
+        #expect(Self.origins(generator).first.map { [$0.id, $0.channel] } == ["generator", "manuals"])
+        #expect((generator["channels"] as? [[String: Any]])?.compactMap { $0["channel"] as? String } == ["field", "manuals"])
+        let boil = try await Self.search(device, #"{"query": "boil water", "k": 3, "mode": "lexical"}"#)
+        #expect(Self.origins(boil).first.map { [$0.id, $0.channel] } == ["boil", "field"])
+        // Hybrid spans both too, each result naming its channel and version.
+        let hybrid = Self.origins(try await Self.search(device, #"{"query": "generator boil", "k": 10}"#))
+        #expect(Set(hybrid.map(\.channel)) == ["field", "manuals"] && hybrid.allSatisfy { $0.version == 1 })
+        // channels narrows the search; an unknown one is a 400 with a stable code.
+        let narrowed = Self.origins(try await Self.search(device, #"{"query": "generator", "k": 3, "channels": ["field"]}"#))
+        #expect(!narrowed.contains { $0.channel == "manuals" })
+        let unknown = try await Self.search(device, #"{"query": "generator", "channels": ["nope"]}"#)
+        #expect(unknown["code"] as? String == "unknown_channel")
+        let cli = try device.cairn(["query", "fuel containers", "--channel", "manuals", "--mode", "lexical", "--json"])
+        let cliAnswer = (try? JSONSerialization.jsonObject(with: Data(cli.output.utf8))) as? [String: Any] ?? [:]
+        #expect(cli.status == 0 && Self.origins(cliAnswer).map(\.channel) == ["manuals"], "\(cli.output)")
+
+        // manuals' next version is signed by a key the device does not trust; field's installs anyway.
+        try await field.publishOnThread(Workspace.version2)
+        let stranger = try await onThread { try manuals.keygen("stranger") }
+        let refused = try await onThread { try manuals.tryPublish(Self.manuals + [("radio", "Keep a radio.")], keys: [stranger], channel: "manuals") }
+        try #require(refused.status == 0, "\(refused.error)")
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(2)
+        try await waitUntil("manuals reports its refusal", seconds: 60) {
+            Self.channels(device)["manuals"]?["last_error_code"] as? String == "manifest_refused"
+        }
+        #expect(Self.channels(device)["manuals"]?["version"] as? Int == 1)
+        #expect(Self.channels(device)["field"]?["version"] as? Int == 2)
+        let after = Self.origins(try await Self.search(device, #"{"query": "generator sandbags", "k": 4, "mode": "lexical"}"#))
+        #expect(Set(after.map { "\($0.channel) v\($0.version)" }) == ["field v2", "manuals v1"])
+    }
+}
