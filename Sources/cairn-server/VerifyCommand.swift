@@ -1,5 +1,6 @@
 import ArgumentParser
 import CairnPublish
+import Foundation
 
 struct VerifyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -23,13 +24,23 @@ struct VerifyCommand: ParsableCommand {
 
     @Argument(help: "The repository folder.")
     var repo: String
-    @Option(name: .customLong("trusted-key"), help: "A publisher public key file (repeatable).")
+    @Option(name: .customLong("trusted-key"), help: "A publisher public key file (repeatable): for manifests older than root 1.")
     var trustedKey: [String] = []
+    @Option(name: .customLong("trusted-root"), help: "The root file devices are provisioned with: the repository's chain must hold it byte for byte.")
+    var trustedRoot: String?
 
     func run() throws {
         let repository = Repository(root: repo)
         let keys = try trustedKeys(files: trustedKey, repository: repository)
-        let report = RepositoryVerifier(repository: repository, trustedKeys: keys).verify()
+        var pinned: [UInt8]?
+        if let trustedRoot {
+            guard let data = FileManager.default.contents(atPath: trustedRoot) else {
+                printError("cannot read trusted root \(trustedRoot)")
+                throw ExitCode(64)
+            }
+            pinned = Array(data)
+        }
+        let report = RepositoryVerifier(repository: repository, trustedKeys: keys, trustedRoot: pinned).verify()
         for problem in report.problems { print("problem: \(problem)") }
         print(report.summary)
         if !report.isValid { throw ExitCode(1) }

@@ -147,13 +147,14 @@ struct RootTests {
         }
     }
 
-    @Test("Given a root file, when a byte of its root changes, then no threshold is met; when a field is unknown or keys unsorted, then root_malformed")
+    @Test("Given a root file, when its signed root is changed yet well formed, then no threshold is met; when a field is unknown or keys unsorted, then root_malformed")
     func tamperAndShape() throws {
-        var bytes = Self.files[1]
-        let index = bytes.firstIndex(of: UInt8(ascii: "2"))!  // a digit inside the signed root
-        bytes[index] = UInt8(ascii: "3")
+        // Root 2's signing threshold lowered from 2 to 1: still a valid root, no longer the signed one.
+        let text = String(decoding: Self.files[1], as: UTF8.self)
+        #expect(text.contains(#""signing_threshold":2"#))
+        let bytes = Array(text.replacingOccurrences(of: #""signing_threshold":2"#, with: #""signing_threshold":1"#).utf8)
         var chain = try TrustChain(pinned: Self.files[0])
-        #expect(coreError { try chain.accept(next: bytes) } != nil)
+        #expect(coreError { try chain.accept(next: bytes) }?.code == .rootRefused)
 
         guard case .object(var members) = Self.root1.canonicalJSON else { Issue.record("not an object"); return }
         members["comment"] = .string("x")

@@ -70,6 +70,9 @@ struct ContentFaultTests {
                 try Data(fault.bytes).write(to: URL(fileURLWithPath: path))
                 if let problem = rig.refusal(try await rig.syncAttempt(), codes: fault.codes, old: old) { return problem }
                 if (rig.device.status()["trust"] as? [String: Any])?["root_version"] as? Int != 1 { return "the trusted root moved" }
+                if FileManager.default.fileExists(atPath: rig.device.dataDirectory + "/roots/2.root.json") {
+                    return "the refused root was persisted"
+                }
                 try FileManager.default.removeItem(atPath: path)
                 return try await rig.recovery(to: new)
             }

@@ -67,6 +67,8 @@ async def main(args):
         status = await session.call_tool("status", {})
         check("status reports the installed version", (status.structured_content or {}).get("version") == structured.get("version"),
               status.structured_content)
+        status_text = status.content[0].text if status.content else ""
+        check("status says whether the device is online", "; online" in status_text or "; offline" in status_text, status_text)
         try:
             await session.call_tool("nonexistent", {})
             check("an unknown tool is a protocol error", False, "no error raised")

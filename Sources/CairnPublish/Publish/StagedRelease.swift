@@ -53,6 +53,14 @@ public enum StagedRelease {
         do { try policy.check(envelope, domain: SignedManifest.domain, what: "staged manifest") } catch {
             throw PublishError(.thresholdNotMet, "\(error.code): \(error.message)", cause: error)
         }
+        // Only signatures that count are released: copies signed by other keys could push the
+        // file past the 16 signatures devices read.
+        let valid = envelope.validSigners(among: policy.keys, domain: SignedManifest.domain)
+        envelope = SignedEnvelope(content: envelope.content, signatures: envelope.signatures.filter { valid.contains($0.keyID) })
+            .adding([])
+        guard envelope.signatures.count <= SignedManifest.maxSignatures else {
+            throw PublishError(.invalidArgument, "the staged manifest has \(envelope.signatures.count) valid signatures; devices read at most \(SignedManifest.maxSignatures)")
+        }
         let bytes = envelope.encode(field: "manifest")
         let writer = RepositoryWriter(repository: repository, channel: channel)
         try writer.writeVersion(version, bytes: bytes)

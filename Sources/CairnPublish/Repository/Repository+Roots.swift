@@ -104,13 +104,14 @@ extension Repository {
         }
     }
 
-    /// The newest `created` among every channel's published manifests (not verified: used only
-    /// to date a new root after them).
+    /// The newest `created` among every channel's published and staged manifests (not verified:
+    /// used only to date a new root after them).
     func newestManifestCreated() -> Timestamp? {
         var newest: Timestamp?
         for channel in channels() {
-            for number in versionNumbers(channel) {
-                guard let bytes = try? FileSystem.read(versionPath(channel, number)),
+            let paths = versionNumbers(channel).map { versionPath(channel, $0) } + stagedVersions(channel).map { stagedPath(channel, $0) }
+            for path in paths {
+                guard let bytes = try? FileSystem.read(path),
                       let envelope = try? SignedManifest.decodeEnvelope(bytes),
                       let manifest = try? Manifest(json: envelope.content) else { continue }
                 newest = max(newest ?? manifest.created, manifest.created)

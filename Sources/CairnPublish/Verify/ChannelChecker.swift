@@ -68,6 +68,12 @@ struct ChannelChecker {
         report.manifests += 1
         do throws(PublishError) {
             let manifest = try repository.manifest(at: path, trust: trust)
+            // Devices check the current manifest under the newest root, whatever its date says.
+            if let newest = trust.current, let bytes = try? FileSystem.read(path) {
+                do { _ = try SignedManifest.decodeAndVerify(bytes, policy: newest.signingPolicy(earlier: trust.roots.dropLast())) } catch {
+                    throw PublishError(.repositoryCorrupt, "\(path) would be refused by devices under root \(newest.version): \(error.code): \(error.message)")
+                }
+            }
             let versionPath = repository.versionPath(channel, manifest.version)
             guard let current = try? FileSystem.read(path), let archived = try? FileSystem.read(versionPath), current == archived else {
                 throw PublishError(.repositoryCorrupt, "\(path) differs from \(versionPath) (or that file is missing)")

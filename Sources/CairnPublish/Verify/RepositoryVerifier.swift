@@ -30,12 +30,16 @@ public struct VerifyReport: Sendable {
 public struct RepositoryVerifier: Sendable {
     public let repository: Repository
     public let trustedKeys: [PublicKey]
+    /// A root file the repository's chain must contain byte for byte (the one devices are
+    /// provisioned with): without it the chain is anchored on the repository's own root 1.
+    public let trustedRoot: [UInt8]?
 
     /// - Parameter trustedKeys: keys for manifests created before the repository's root 1 (all
     ///   of them when it has none).
-    public init(repository: Repository, trustedKeys: [PublicKey]) {
+    public init(repository: Repository, trustedKeys: [PublicKey], trustedRoot: [UInt8]? = nil) {
         self.repository = repository
         self.trustedKeys = trustedKeys
+        self.trustedRoot = trustedRoot
     }
 
     public func verify() -> VerifyReport {
@@ -51,6 +55,16 @@ public struct RepositoryVerifier: Sendable {
             return report
         }
         report.roots = trust.roots.count
+        if let trustedRoot {
+            do {
+                let pinned = try SignedRoot.verifySelfSigned(trustedRoot)
+                if (try? repository.rootBytes(pinned.version)) != trustedRoot {
+                    report.problems.append("\(repository.rootPath(pinned.version)) is not the trusted root \(pinned.version) given: this chain is not the one devices trust")
+                }
+            } catch {
+                report.problems.append("the trusted root given is not acceptable: \(error.message)")
+            }
+        }
         let channels = repository.channels()
         if channels.isEmpty { report.problems.append("\(repository.root): no channels/ with a valid channel name") }
         var checkedBlobs: Set<ContentID> = []

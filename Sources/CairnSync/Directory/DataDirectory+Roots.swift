@@ -16,7 +16,12 @@ extension DataDirectory {
         do { chain = try TrustChain(pinned: pinned) } catch {
             throw SyncError(.rootRefused, "the pinned root is not acceptable: \(error.message)", cause: error)
         }
-        if !FileSystem.exists(rootPath(chain.current.version)) { try persistRoot(pinned, version: chain.current.version) }
+        if !FileSystem.exists(rootPath(chain.current.version)) {
+            // Not fatal: the chain works from memory, and the pinned root is the owner's file anyway.
+            do { try persistRoot(pinned, version: chain.current.version) } catch {
+                logger.warning("cannot persist the pinned root; exports will lack it until it can be written: \(error)")
+            }
+        }
         while let bytes = try? FileSystem.read(rootPath(chain.current.version + 1)) {
             do { try chain.accept(next: bytes) } catch {
                 logger.warning("a persisted root does not verify; the chain walk will fetch it again",
@@ -37,21 +42,14 @@ extension DataDirectory {
         }
     }
 
-    /// The persisted roots that form a chain, ascending from the oldest (which must verify on
-    /// its own) until a gap or a file that does not verify: what an export hands on.
-    func persistedRoots() -> [(version: Int, bytes: [UInt8])] {
-        let versions = entries(rootsPath).compactMap { name -> Int? in
-            guard name.hasSuffix(".root.json"), let n = Int(name.dropLast(10)), n >= 1,
-                  DataDirectoryLayout.rootFile(n) == name else { return nil }
-            return n
-        }.sorted()
-        guard let first = versions.first, let bytes = try? FileSystem.read(rootPath(first)),
-              var chain = try? TrustChain(pinned: bytes) else { return [] }
-        var roots = [(first, bytes)]
-        for version in versions.dropFirst() {
-            guard version == chain.current.version + 1, let next = try? FileSystem.read(rootPath(version)),
-                  (try? chain.accept(next: next)) != nil else { break }
-            roots.append((version, next))
+    /// The pinned root and the persisted roots that chain from it, ascending, until a gap or a
+    /// file that does not verify: what an export hands on (a device pinned to the same root
+    /// walks them from the export alone).
+    func persistedRoots(pinned: [UInt8]) -> [(version: Int, bytes: [UInt8])] {
+        guard var chain = try? TrustChain(pinned: pinned) else { return [] }
+        var roots = [(chain.current.version, pinned)]
+        while let next = try? FileSystem.read(rootPath(chain.current.version + 1)), (try? chain.accept(next: next)) != nil {
+            roots.append((chain.current.version, next))
         }
         return roots
     }

@@ -30,7 +30,7 @@ public struct Downloader: Sendable {
         let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, access: access,
                                              headers: headers)
         if outcome.status == 304 { return (.notModified, outcome.stats) }
-        try check(outcome, context, what: "manifest", url: url)
+        try check(outcome, context, what: "manifest", url: url, access: access)
         return (.fetched(bytes: context.body, etag: context.etag), outcome.stats)
     }
 
@@ -41,7 +41,7 @@ public struct Downloader: Sendable {
         let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, access: access,
                                              headers: try access.headers())
         if [403, 404, 410].contains(outcome.status) || outcome.code == CURLE_FILE_COULDNT_READ_FILE { return (nil, outcome.stats) }
-        try check(outcome, context, what: "root", url: url)
+        try check(outcome, context, what: "root", url: url, access: access)
         return (context.body, outcome.stats)
     }
 
@@ -83,7 +83,7 @@ public struct Downloader: Sendable {
                 continue
             }
             if context.exceeded { unlink(path) }
-            try check(outcome, context, what: "blob", url: url)
+            try check(outcome, context, what: "blob", url: url, access: access)
             guard context.held == size else {
                 throw SyncError(.network, "the blob transfer ended after \(context.held) of \(size) bytes; it resumes on the next try")
             }
@@ -99,7 +99,11 @@ public struct Downloader: Sendable {
                                         CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED,
                                         CURLE_SSL_CLIENTCERT].reduce(into: []) { $0.insert($1.rawValue) }
 
-    private func check(_ outcome: CurlOutcome, _ context: TransferContext, what: String, url: String) throws(SyncError) {
+    /// A 401 is always `unauthorized`; a 403 only when the source has credentials configured (a
+    /// public bucket answers 403 for what it does not have).
+    private func check(_ outcome: CurlOutcome, _ context: TransferContext, what: String, url: String,
+                       access: SourceAccess) throws(SyncError) {
+        let hasCredentials = access.netrcFile != nil || access.tokenFile != nil || access.clientCertificate != nil
         if context.exceeded {
             throw SyncError(.sizeExceeded, "the \(what) is larger than the \(context.limit) bytes allowed; transfer aborted")
         }
@@ -111,7 +115,7 @@ public struct Downloader: Sendable {
             throw SyncError(.io, "cannot write the \(what) to the staging folder: \(reason)")
         }
         if outcome.code == CURLE_ABORTED_BY_CALLBACK { throw SyncError(.cancelled, "the \(what) transfer was cancelled") }
-        if outcome.status == 401 || outcome.status == 403 {
+        if (outcome.status == 401 || outcome.status == 403) && (outcome.status == 401 || hasCredentials) {
             throw SyncError(.unauthorized, "the source refused access to the \(what) (HTTP \(outcome.status)); check its netrc_file or token_file")
         }
         if outcome.status == 400 && url.hasPrefix("https:") {

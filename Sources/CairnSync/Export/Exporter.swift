@@ -12,6 +12,8 @@ import Logging
 struct Exporter {
     let directory: DataDirectory
     let trustedKeys: [PublicKey]
+    /// The pinned root, whose chain the export carries; nil for a device pinned to keys.
+    let pinnedRoot: [UInt8]?
     let logger: Logger
 
     func export(to target: String) throws(SyncError) -> ExportResult {
@@ -68,7 +70,7 @@ struct Exporter {
             try FileSystem.makeDirectory(channel + "/versions")
             // The root chain the device accepted, so a device pinned to an older root catches up
             // from this folder alone (protocol/root.md); before the manifests that need it.
-            for root in directory.persistedRoots() {
+            for root in pinnedRoot.map(directory.persistedRoots) ?? [] {
                 try FileSystem.makeDirectory(target + "/root")
                 try FileSystem.writeAtomically(root.bytes, to: target + "/root/" + DataDirectoryLayout.rootFile(root.version))
                 files += 1
@@ -130,7 +132,8 @@ extension Syncer {
     /// Writes a repository copy of the installed version into `target` (absent or empty),
     /// after any running attempt; no install or rollback runs meanwhile.
     public func export(to target: String) async throws(SyncError) -> ExportResult {
-        let exporter = Exporter(directory: directory, trustedKeys: configuration.trustedKeys, logger: logger)
+        let exporter = Exporter(directory: directory, trustedKeys: configuration.trustedKeys,
+                                pinnedRoot: configuration.trustedRoot, logger: logger)
         return try await exclusively { () async throws(SyncError) -> ExportResult in
             try await BackgroundWork.run { () throws(SyncError) in try exporter.export(to: target) }
         }

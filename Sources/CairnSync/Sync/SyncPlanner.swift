@@ -90,7 +90,9 @@ public struct SyncPlanner: Sendable {
         if let heldBack, !recovering, manifest.version <= heldBack {
             return .heldBack
         }
-        guard !(manifest.isExpired(at: now) && expiredUpdates == .refuse) else {
+        // While recovering, the version floor is gone: an expired manifest is refused whatever the
+        // policy, so a mirror cannot hand a recovering device an old one.
+        guard !(manifest.isExpired(at: now) && (expiredUpdates == .refuse || recovering)) else {
             return .refuse(SyncError(.expired, "manifest version \(manifest.version) expired at \(manifest.expires); refused (expired_updates = refuse), the installed version keeps serving"))
         }
         return .install(manifest, path(for: manifest))

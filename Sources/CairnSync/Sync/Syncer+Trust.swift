@@ -6,8 +6,9 @@ import Foundation
 /// The root chain walk, the signing policy, fast-forward recovery and the clock floor of an
 /// attempt (protocol/root.md).
 extension Syncer {
-    /// The most root steps one attempt takes; the next attempt goes on from there.
-    static let maxRootSteps = 64
+    /// The most root steps one attempt takes. Reaching it ends the attempt before any manifest
+    /// is checked (never against an intermediate root); the next attempt goes on from there.
+    static let maxRootSteps = 1024
 
     /// The policy manifests from `base` are checked against: with a pinned root, after walking
     /// the source's chain (persisting each accepted root before the next step) and checking the
@@ -18,7 +19,12 @@ extension Syncer {
         guard var chain = trust.current else {
             throw SyncError(.rootRefused, "the pinned root (trusted_root) is not acceptable; fix the device's configuration")
         }
-        for _ in 0..<Self.maxRootSteps {
+        var steps = 0
+        while true {
+            guard steps < Self.maxRootSteps else {
+                throw SyncError(.rootRefused, "the source offers more than \(Self.maxRootSteps) new roots at once; the walk goes on at the next attempt from root \(chain.current.version)")
+            }
+            steps += 1
             let next = chain.current.version + 1
             let (fetched, stats) = try await downloader.fetchOptional(url: "\(base)/root/\(DataDirectoryLayout.rootFile(next))",
                                                                       access: configuration.access(for: base))
@@ -37,6 +43,8 @@ extension Syncer {
                           metadata: ["cairn.sync.root": "\(root.version)"])
         }
         let current = chain.current
+        // Recovery first: it resets a clock floor that a revoked key's version may have raised.
+        noteRecovery(installed: installed, root: current, state: &state)
         // The pinned root and the roots re-verified at start-up count too.
         state.raiseClockFloor(to: current.created)
         if current.isExpired(at: state.effectiveNow(now())) {
@@ -44,19 +52,28 @@ extension Syncer {
                 throw SyncError(.rootExpired, "the trusted root \(current.version) expired at \(current.expires) (expired_updates = refuse); the installed version keeps serving")
             }
         }
-        noteRecovery(installed: installed, root: current, state: &state)
         return chain.policy
     }
 
-    /// Enters recovery when the installed version is signed by no signing key of `root`.
+    /// Enters recovery when the installed version is signed by no signing key of `root`, and
+    /// leaves it when it is (checked at every attempt). Entering resets the version floors and the
+    /// clock floor (to the root's `created`): what a revoked key signed may have raised them.
     private func noteRecovery(installed: InstalledVersion?, root: RootMetadata, state: inout SyncState) {
-        guard let installed, state.recoveringFrom == nil,
-              let bytes = try? FileSystem.read(installed.manifestPath),
-              let envelope = try? SignedManifest.decodeEnvelope(bytes),
-              envelope.validSigners(among: root.signingKeys, domain: SignedManifest.domain).isEmpty else { return }
+        guard let installed, let bytes = try? FileSystem.read(installed.manifestPath),
+              let envelope = try? SignedManifest.decodeEnvelope(bytes) else { return }
+        let counts = !envelope.validSigners(among: root.signingKeys, domain: SignedManifest.domain).isEmpty
+        if counts {
+            if state.recoveringFrom != nil {
+                logger.notice("no longer recovering: installed version \(installed.version) is signed by a signing key of root \(root.version)")
+                state.recoveringFrom = nil
+            }
+            return
+        }
+        guard state.recoveringFrom == nil else { return }
         state.recoveringFrom = installed.version
         state.highestVersionSeen = nil
         state.heldBackVersion = nil
+        state.clockFloor = root.created.rfc3339
         logger.warning("recovering: installed version \(installed.version) is signed only by keys that root \(root.version) revoked; the publisher's next version installs whatever its number")
     }
 

@@ -108,7 +108,7 @@ public actor Syncer {
                 return outcome
             } catch {
                 // An HTTP error status is an answer: the source was reached.
-                if reached || error.code == .httpStatus { state.lastAttemptReachedSource = true }
+                if reached || [.httpStatus, .unauthorized, .tls].contains(error.code) { state.lastAttemptReachedSource = true }
                 logger.info("sync source refused or failed", metadata: [
                     "cairn.sync.source": "\(source)", "cairn.sync.error": "\(error.code)", "cairn.sync.message": "\(error.message)",
                 ])
@@ -171,18 +171,19 @@ public actor Syncer {
         if manifest.channel == configuration.channel, manifest.version > (state.highestVersionSeen ?? 0) {
             state.highestVersionSeen = manifest.version
         }
-        state.raiseClockFloor(to: manifest.created)
         let now = state.effectiveNow(self.now())
         let expired = manifest.isExpired(at: now)
         // The device has now judged this instant to be at least `expires`: a clock set back later
         // must not make it acceptable again.
         if expired { state.raiseClockFloor(to: manifest.expires) }
-        let recovering = state.recoveringFrom != nil
+        // Recovery applies only to a device pinned to a root (a key-pinned one has no rotations).
+        let recovering = state.recoveringFrom != nil && configuration.trustedRoot != nil
         let planner = SyncPlanner(channel: configuration.channel, installed: installed.map {
             .init(version: $0.version, stateRoot: $0.stateRoot, dimension: $0.manifest.dimension, modelID: $0.manifest.model.id)
         }, heldBack: state.heldBackVersion, expiredUpdates: configuration.expiredUpdates, recovering: recovering)
         switch planner.decide(manifest, now: now) {
         case .upToDate:
+            if !recovering { state.raiseClockFloor(to: manifest.created) }
             state.withSource(source) { $0.etag = newETag }
             return (.upToDate(version: installed?.version), nil)
         case .heldBack:
@@ -204,6 +205,9 @@ public actor Syncer {
             state.installedStateRoot = version.stateRoot.hex
             state.heldBackVersion = nil
             if expired { state.expiredInstalls = (state.expiredInstalls ?? 0) + 1 }
+            // Only what the device installs (or a root it accepts) moves the clock floor: a
+            // manifest that is merely verified could be a revoked key's, dated far ahead.
+            state.raiseClockFloor(to: manifest.created)
             if recovering {
                 logger.notice("recovered: version \(version.version) replaces version \(state.recoveringFrom ?? 0), which only revoked keys signed")
                 state.recoveringFrom = nil

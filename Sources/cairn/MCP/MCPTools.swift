@@ -127,7 +127,11 @@ struct MCPTools {
 
     func status() throws -> [String: Any] {
         let status = try object(try send("GET", "/v1/status"))
-        let text = Self.freshness(version: status["version"], status: status, answer: status)
+        // Status keeps online and stale in `sync`, expired at the top level.
+        var flags = status["sync"] as? [String: Any] ?? [:]
+        flags["expired"] = status["expired"]
+        flags["expires"] = status["expires"]
+        let text = Self.freshness(version: status["version"], status: status, answer: flags)
         return ["content": [["type": "text", "text": text]], "structuredContent": status, "isError": false]
     }
 
@@ -145,7 +149,7 @@ struct MCPTools {
         }
         if answer["stale"] as? Bool == true { parts.append("STALE: a newer version may exist") }
         if answer["expired"] as? Bool == true {
-            parts.append("EXPIRED at \(answer["expires"] as? String ?? "?") (newer than what it replaced)")
+            parts.append("EXPIRED at \(answer["expires"] as? String ?? "?"): the publisher has not renewed it since")
         }
         return parts.joined(separator: "; ") + "."
     }
