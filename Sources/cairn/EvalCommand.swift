@@ -48,6 +48,8 @@ struct EvalCommand: AsyncParsableCommand {
     var channel: String?
     @Option(name: .customLong("trusted-key"), help: "The publisher's public key file for --repo.")
     var trustedKey: String?
+    @Option(help: "Deal the corpus into this many channels (document i to channel i mod N), all followed by one cairnd, to measure search across channels against one channel.")
+    var channels = 1
     @Option(name: .customLong("sync-timeout"), help: "Seconds to wait for cairnd to serve the version.")
     var syncTimeout: Double = 600
     @Flag(help: "Keep the temporary folder (repository, data directory, cairnd.log) and print its path.")
@@ -57,6 +59,8 @@ struct EvalCommand: AsyncParsableCommand {
         if repo != nil && (channel == nil || trustedKey == nil) { throw ValidationError("--repo needs --channel and --trusted-key") }
         if repo == nil && (channel != nil || trustedKey != nil) { throw ValidationError("--channel and --trusted-key go with --repo") }
         guard syncTimeout > 0 else { throw ValidationError("--sync-timeout must be positive") }
+        guard (1...16).contains(channels) else { throw ValidationError("--channels must be 1 to 16") }
+        if repo != nil && channels > 1 { throw ValidationError("--channels publishes its own repository; it does not go with --repo") }
     }
 
     func run() async throws {
@@ -68,24 +72,42 @@ struct EvalCommand: AsyncParsableCommand {
         let scratch = try makeScratch()
         defer { if keep { progress("kept \(scratch)") } else { try? FileManager.default.removeItem(atPath: scratch) } }
 
-        let repository: EvalRepository
+        var repository: EvalRepository
+        var others: [EvalRepository] = []
         if let repo, let channel, let trustedKey {
             repository = try EvalRepository.open(root: repo, channel: channel, trustedKeyPath: trustedKey)
         } else {
             let prepared = try loaded.publishableCorpus(scratch: scratch)
             if prepared.dropped > 0 { progress("\(prepared.dropped) documents with empty text left out (they cannot be published)") }
-            repository = try EvalRepository.publish(corpus: prepared.path, scratch: scratch,
-                                                    modelDirectory: modelDir ?? SentenceEmbedder.defaultDirectory(),
-                                                    cache: noCache ? nil : cache ?? EmbeddingCache.defaultPath())
+            let parts = channels == 1 ? [prepared.path] : try EvalCollection.split(prepared.path, into: channels, scratch: scratch)
+            var published: [EvalRepository] = []
+            for (index, part) in parts.enumerated() {
+                published.append(try EvalRepository.publish(corpus: part, scratch: scratch,
+                                                             modelDirectory: modelDir ?? SentenceEmbedder.defaultDirectory(),
+                                                             cache: noCache ? nil : cache ?? EmbeddingCache.defaultPath(),
+                                                             channel: index == 0 ? "eval" : "eval-\(index + 1)"))
+            }
+            repository = published[0]
+            others = Array(published.dropFirst())
         }
 
         let data = scratch + "/data"
         let root = URL(fileURLWithPath: repository.root).standardizedFileURL.path
-        let arguments = ["--channel", repository.channel, "--source", "file://" + root,
+        var arguments = ["--channel", repository.channel, "--source", "file://" + root,
                          "--trusted-key", repository.trustedKeyPath, "--poll-interval", "1"]
+        if !others.isEmpty {
+            // The further channels, as a device would follow them: [channel NAME] sections.
+            let config = scratch + "/cairnd.conf"
+            let text = others.map { "[channel \($0.channel)]\nsource = file://\(root)\ntrusted_key = \($0.trustedKeyPath)\npoll_interval = 1\n" }
+                .joined()
+            guard FileManager.default.createFile(atPath: config, contents: Data(text.utf8)) else { throw EvalFailure.io("cannot write \(config)") }
+            arguments += ["--config", config]
+        }
         let daemon = try DaemonProcess(dataDirectory: data, socketPath: scratch + "/s", arguments: arguments)
         defer { daemon.stop() }
         try await daemon.waitForVersion(repository.manifest.version, deadline: syncTimeout)
+        try await daemon.waitForChannels(others.map(\.channel), deadline: syncTimeout)
+        let documents = ([repository] + others).map(\.manifest.chunkCount).reduce(0, +)
 
         let queries = loaded.collection.judgedQueries
         let modes: [SearchRequest.Mode] = [.lexical, .dense, .hybrid, .rrf]
@@ -96,7 +118,8 @@ struct EvalCommand: AsyncParsableCommand {
         let shallow = try await QueryRunner(socketPath: daemon.socketPath, k: 10).run(jobs)
         daemon.stop()
 
-        var report = EvalReport(collection: loaded.name, documents: repository.manifest.chunkCount, modes: modes,
+        let name = others.isEmpty ? loaded.name : "\(loaded.name) in \(others.count + 1) channels"
+        var report = EvalReport(collection: name, documents: documents, modes: modes,
                                 queries: queries, judgments: loaded.collection.judgments, outcomes: outcomes)
         report.compare(atK10: shallow, with: outcomes, queries: queries.count)
         let perQueryPath = perQuery ?? FileManager.default.currentDirectoryPath + "/eval-\(loaded.name)-per-query.jsonl"

@@ -59,6 +59,23 @@ final class DaemonProcess {
                       + "a cairnd without sync needs --install-locally\(logTail)")
     }
 
+    /// Polls `GET /v1/status` until every channel in `names` serves a version (they publish version 1).
+    func waitForChannels(_ names: [String], deadline seconds: Double) async throws(EvalFailure) {
+        guard !names.isEmpty else { return }
+        let client = UnixHTTPClient(socketPath: socketPath, timeout: 10)
+        let start = Date()
+        while Date().timeIntervalSince(start) < seconds {
+            guard process.isRunning else { throw .daemon("cairnd exited with status \(process.terminationStatus)\(logTail)") }
+            if let response = try? client.send(method: "GET", path: "/v1/status"), response.status == 200,
+               let status = try? JSONDecoder().decode(DaemonStatus.self, from: Data(response.body)),
+               names.allSatisfy({ name in status.channels?.contains { $0.channel == name && $0.version != nil } == true }) {
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        throw .daemon("cairnd did not install channels \(names.joined(separator: ", ")) within \(Int(seconds)) s\(logTail)")
+    }
+
     /// The last line of cairnd's log (the log itself is removed with the temporary folder
     /// unless --keep), for failure messages.
     private var logTail: String {

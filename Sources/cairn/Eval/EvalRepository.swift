@@ -13,19 +13,22 @@ struct EvalRepository {
     /// The channel's current version, which cairnd must install before the queries are sent.
     var manifest: Manifest
 
-    /// Generates a key in `scratch/keys`, then publishes `corpus` as version 1 of channel
-    /// `eval` in `scratch/repo` with the real Publisher (embeddings cached in `cache`, if any).
+    /// Generates a key in `scratch/keys` (or takes the one there), then publishes `corpus` as
+    /// version 1 of `channel` in `scratch/repo` with the real Publisher (embeddings cached in
+    /// `cache`, if any).
     static func publish(corpus: String, scratch: String, modelDirectory: String,
-                        cache: String?) throws(EvalFailure) -> EvalRepository {
+                        cache: String?, channel: String = "eval") throws(EvalFailure) -> EvalRepository {
         do {
-            let key = try KeyFiles.generate(in: scratch + "/keys")
+            let keyPath = scratch + "/keys/publisher.key"
+            let key = FileManager.default.fileExists(atPath: keyPath)
+                ? try KeyFiles.loadPrivate(keyPath) : try KeyFiles.generate(in: scratch + "/keys")
             let embedder: SentenceEmbedder
             do { embedder = try SentenceEmbedder(directory: modelDirectory) } catch {
                 throw EvalFailure(3, "\(error.message) (model folder \(modelDirectory); run scripts/fetch-model)")
             }
             let model = try PublishedModel(directory: modelDirectory, dimension: embedder.dimension,
                                            maxTokens: embedder.maximumTokens)
-            let configuration = PublishConfiguration(repository: scratch + "/repo", channel: "eval", source: corpus)
+            let configuration = PublishConfiguration(repository: scratch + "/repo", channel: channel, source: corpus)
             let cacheFile = try cache.map { (path) throws(PublishError) in try EmbeddingCache(path: path) }
             let started = Date()
             // Only warnings, on standard error: standard output carries the results.
@@ -39,7 +42,7 @@ struct EvalRepository {
                                       })
             let report = try publisher.publish()
             progress(report.summary + String(format: " in %.0f s", Date().timeIntervalSince(started)))
-            return try open(root: configuration.repository, channel: "eval", trustedKeyPath: scratch + "/keys/publisher.pub")
+            return try open(root: configuration.repository, channel: channel, trustedKeyPath: scratch + "/keys/publisher.pub")
         } catch let error as PublishError {
             throw EvalFailure(error.code == .badInput ? 65 : error.code == .model ? 3 : 74, error.message)
         } catch {
