@@ -118,7 +118,7 @@ let package = Package(
         .testTarget(name: "CairnIndexTests", dependencies: ["CairnIndex"]),
         .testTarget(name: "CairnPublishTests", dependencies: ["CairnPublish", "CairnIndex", "CairnStore", "CairnTestSupport"]),
         .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish", "CairnTestSupport", "CairnThreads"]),
-        .testTarget(name: "CairnSearchTests", dependencies: ["CairnSearch"]),
+        .testTarget(name: "CairnSearchTests", dependencies: ["CairnSearch", "CairnIndex", "CairnCore"]),
         .testTarget(name: "CairnServerTests", dependencies: [
             "CairnServer", "CairnIndex", "CairnSearch", "CairnEmbedding", "CairnTestSupport",
             .product(name: "HummingbirdTesting", package: "hummingbird"),

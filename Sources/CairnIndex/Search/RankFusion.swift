@@ -63,6 +63,9 @@ struct ScoreMoments: Hashable, Sendable {
 
     var mean: Double { count > 0 ? sum / Double(count) : 0 }
 
+    /// The sums as a public value's fields: (count, sum, sum of squares).
+    var sums: (count: Int, sum: Double, squares: Double) { (count, sum, sumOfSquares) }
+
     /// The population standard deviation (0 for fewer than two rows or no spread).
     var standardDeviation: Double {
         guard count > 1 else { return 0 }

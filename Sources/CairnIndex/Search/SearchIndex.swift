@@ -120,6 +120,7 @@ public final class SearchIndex: Sendable {
         }
 
         let ranked: [FusedRow]
+        var hybridMoments: HybridMoments?
         let modeUsed: SearchRequest.Mode
         let fusion: SearchResponse.Fusion
         switch (request.mode, queryVector != nil) {
@@ -131,8 +132,13 @@ public final class SearchIndex: Sendable {
             (ranked, modeUsed, fusion) = (RankFusion.single(lexical.list, isDense: false), .lexical, .lexicalFallback)
         case (.hybrid, true):
             let cosines = dense.scores
+            let denseMoments = ScoreMoments(scores: cosines, mask: mask)
+            var moments = HybridMoments(lexicalWeight: configuration.lexicalWeight, denseWeight: configuration.denseWeight)
+            (moments.lexicalCount, moments.lexicalSum, moments.lexicalSquares) = lexical.moments.sums
+            (moments.denseCount, moments.denseSum, moments.denseSquares) = denseMoments.sums
+            hybridMoments = moments
             ranked = RankFusion.standardized(lexical: lexical.list, lexicalMoments: lexical.moments,
-                                             dense: dense.list, denseMoments: ScoreMoments(scores: cosines, mask: mask),
+                                             dense: dense.list, denseMoments: denseMoments,
                                              denseScore: { Double(cosines[$0]) },
                                              lexicalWeight: configuration.lexicalWeight, denseWeight: configuration.denseWeight)
             (modeUsed, fusion) = (.hybrid, .weighted)
@@ -147,11 +153,13 @@ public final class SearchIndex: Sendable {
             SearchResult(rank: index + 1, chunk: pair.1, lexicalScore: pair.0.lexical, denseScore: pair.0.dense,
                          fusedScore: pair.0.fused)
         }
-        return SearchResponse(
+        var response = SearchResponse(
             results: results, version: meta.version, stateRoot: meta.stateRoot.hex, mode: modeUsed, fusion: fusion,
             denseAvailable: queryVector != nil,
             timings: .init(lexicalMilliseconds: Self.milliseconds(lexicalTime), denseMilliseconds: Self.milliseconds(denseTime),
                            totalMilliseconds: Self.milliseconds(clock.now - start)))
+        response.hybridMoments = hybridMoments
+        return response
     }
 
     /// Whether a hybrid top-`k` search for `query` contains every id in `expect` (a canary: a

@@ -76,6 +76,9 @@ public struct SearchResponse: Sendable, Hashable, Codable {
     /// False when no query vector was given: the answer is lexical only.
     public var denseAvailable: Bool
     public var timings: Timings
+    /// In a weighted hybrid answer, the moments its z-scores were taken over (not on the wire):
+    /// what several channels pool to standardise over their union.
+    public var hybridMoments: HybridMoments?
 
     public init(results: [SearchResult], version: Int, stateRoot: String, mode: SearchRequest.Mode,
                 fusion: Fusion, denseAvailable: Bool, timings: Timings) {
@@ -94,5 +97,44 @@ public struct SearchResponse: Sendable, Hashable, Codable {
         case mode, fusion
         case denseAvailable = "dense_available"
         case timings
+    }
+}
+
+/// The running sums behind one hybrid answer's z-scores: lexical (−BM25, 0 for rows that do not
+/// match) and dense (cosine) over every row the filter let through, and the weights that mixed them.
+/// Sums of several answers are the sums over the union of their rows.
+public struct HybridMoments: Sendable, Hashable, Codable {
+    public var lexicalCount = 0, lexicalSum = 0.0, lexicalSquares = 0.0
+    public var denseCount = 0, denseSum = 0.0, denseSquares = 0.0
+    public var lexicalWeight: Double
+    public var denseWeight: Double
+
+    public init(lexicalWeight: Double, denseWeight: Double) {
+        self.lexicalWeight = lexicalWeight
+        self.denseWeight = denseWeight
+    }
+
+    /// These sums plus `other`'s (the weights are this answer's).
+    public func pooled(with other: HybridMoments) -> HybridMoments {
+        var sum = self
+        sum.lexicalCount += other.lexicalCount
+        sum.lexicalSum += other.lexicalSum
+        sum.lexicalSquares += other.lexicalSquares
+        sum.denseCount += other.denseCount
+        sum.denseSum += other.denseSum
+        sum.denseSquares += other.denseSquares
+        return sum
+    }
+
+    /// The weighted sum of z-scores of a row with `lexical` (nil: no match, 0) and `dense` scores.
+    public func fused(lexical: Double?, dense: Double) -> Double {
+        func z(_ value: Double, _ count: Int, _ sum: Double, _ squares: Double) -> Double {
+            guard count > 1 else { return 0 }
+            let mean = sum / Double(count)
+            let deviation = max(0, squares / Double(count) - mean * mean).squareRoot()
+            return deviation > 0 ? (value - mean) / deviation : 0
+        }
+        return lexicalWeight * z(lexical ?? 0, lexicalCount, lexicalSum, lexicalSquares)
+            + denseWeight * z(dense, denseCount, denseSum, denseSquares)
     }
 }

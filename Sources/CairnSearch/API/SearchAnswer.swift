@@ -33,6 +33,8 @@ public struct SearchAnswer: Sendable, Hashable, Codable {
     public var timings: Timings
     /// With several channels searched: each one's version and flags (absent otherwise).
     public var channels: [ChannelVersion]?
+    /// The hybrid moments of the search (not on the wire; see `HybridMoments`).
+    public var hybridMoments: HybridMoments? = nil
 
     /// One searched channel in a several-channel answer.
     public struct ChannelVersion: Sendable, Hashable, Codable {
@@ -76,6 +78,7 @@ public struct SearchAnswer: Sendable, Hashable, Codable {
         stale = flags.stale
         expired = flags.expired
         expires = flags.expires
+        hybridMoments = response.hybridMoments
         timings = Timings(embedMilliseconds: embedMilliseconds, lexicalMilliseconds: response.timings.lexicalMilliseconds,
                           denseMilliseconds: response.timings.denseMilliseconds, totalMilliseconds: totalMilliseconds)
     }

@@ -66,7 +66,8 @@ public struct SearchEndpoint: Sendable {
     /// model; the results, each naming its channel and version, are merged by the score that
     /// ranked them (standardised in hybrid, so comparable across channels) and cut to k. One
     /// channel gives exactly that channel's answer, results labelled. A channel with nothing
-    /// installed is left out; none installed is `no_index`.
+    /// installed is left out; none installed is `no_index`. Over several channels each gives its
+    /// best 100, so the merged answer does not depend on k.
     public func search(body: [UInt8], select: ([String]?) async throws(APIError) -> [Channel]) async throws(APIError) -> [UInt8] {
         let parsed = try SearchBody.parseBody(body)
         let channels = try await select(parsed.channels)
@@ -74,9 +75,13 @@ public struct SearchEndpoint: Sendable {
         let logger = self.logger
         let answer = try await pool.run { () throws(APIError) -> SearchAnswer in
             var answers: [(String, SearchAnswer)] = []
+            // Over several channels each answers its best 100 whatever k is, so that the merged
+            // first n are the same at any k ≥ n (a channel's 11th may be the union's 5th).
+            var deep = request
+            if channels.count > 1 { deep.k = SearchRequest.kRange.upperBound }
             for channel in channels {
                 guard let serving = try? channel.version() else { continue }
-                answers.append((channel.name, try Self.run(request, on: serving, flags: channel.flags, logger: logger)))
+                answers.append((channel.name, try Self.run(deep, on: serving, flags: channel.flags, logger: logger)))
             }
             guard !answers.isEmpty else { throw APIError.noIndex }
             return Self.merge(answers, k: request.k)
@@ -86,13 +91,21 @@ public struct SearchEndpoint: Sendable {
 
     /// The results of every channel's answer, labelled, best first by their ranking score, cut
     /// to `k`; the first answer's version, mode and timings; every channel listed when several.
+    /// When every answer is a weighted hybrid, each result's `fused_score` is taken again over
+    /// the union of the channels' rows (their moments pooled), so a channel's size or score
+    /// spread does not decide which one wins.
     static func merge(_ answers: [(channel: String, answer: SearchAnswer)], k: Int) -> SearchAnswer {
         var merged = answers[0].answer
+        let moments = answers.compactMap(\.answer.hybridMoments)
+        let pooled = answers.count > 1 && moments.count == answers.count ? moments.dropFirst().reduce(moments[0]) { $0.pooled(with: $1) } : nil
         var results = answers.enumerated().flatMap { order, entry in
             entry.answer.results.map { result -> (Int, SearchResult) in
                 var labelled = result
                 labelled.channel = entry.channel
                 labelled.version = entry.answer.version
+                if let pooled, let dense = result.denseScore {
+                    labelled.fusedScore = pooled.fused(lexical: result.lexicalScore, dense: dense)
+                }
                 return (order, labelled)
             }
         }

@@ -1,0 +1,60 @@
+import CairnCore
+import CairnIndex
+@testable import CairnSearch
+import Testing
+
+/// Merging the answers of several channels (`SearchEndpoint.merge`): labels, order, k, and the
+/// hybrid scores taken again over the union of the channels' rows.
+@Suite("Merging channels' answers")
+struct ChannelMergeTests {
+    static func answer(version: Int, results: [(id: String, lexical: Double?, dense: Double, fused: Double)],
+                       moments: HybridMoments?) -> SearchAnswer {
+        var response = SearchResponse(
+            results: results.enumerated().map { index, r in
+                SearchResult(rank: index + 1, chunk: Chunk(id: r.id, title: r.id, content: r.id), lexicalScore: r.lexical,
+                             denseScore: r.dense, fusedScore: r.fused)
+            },
+            version: version, stateRoot: String(repeating: "0", count: 64), mode: .hybrid, fusion: .weighted,
+            denseAvailable: true, timings: .init(lexicalMilliseconds: 0, denseMilliseconds: 0, totalMilliseconds: 0))
+        response.hybridMoments = moments
+        return SearchAnswer(response, denseAvailable: true, flags: .init(online: true, stale: false),
+                            embedMilliseconds: 0, totalMilliseconds: 0)
+    }
+
+    static func moments(lexical: [Double], dense: [Double]) -> HybridMoments {
+        var m = HybridMoments(lexicalWeight: 0.2, denseWeight: 0.8)
+        (m.lexicalCount, m.lexicalSum, m.lexicalSquares) = (lexical.count, lexical.reduce(0, +), lexical.map { $0 * $0 }.reduce(0, +))
+        (m.denseCount, m.denseSum, m.denseSquares) = (dense.count, dense.reduce(0, +), dense.map { $0 * $0 }.reduce(0, +))
+        return m
+    }
+
+    @Test("Given a big channel and a three-row one, when merged, then scores are z over the union: the small channel's weaker passage no longer outranks the big one's stronger")
+    func pooledHybrid() {
+        // Big: 20 rows, cosines spread 0.1…0.58; its best passage has cosine 0.6 and a lexical match 8,
+        // and scored 1.2 against its own channel's spread (below the small channel's 1.41).
+        let bigDense = (0..<19).map { 0.1 + Double($0) * 0.025 } + [0.6]
+        let bigLexical = [Double](repeating: 0, count: 17) + [2, 4, 8]
+        let big = Self.answer(version: 7, results: [("big-best", 8, 0.6, 1.2)], moments: Self.moments(lexical: bigLexical, dense: bigDense))
+        // Small: 3 rows; its best has cosine 0.3 and lexical 1: locally z ≈ +1.4 on both, fused ≈ 1.41.
+        let small = Self.answer(version: 2, results: [("small-best", 1, 0.3, 1.41)],
+                                moments: Self.moments(lexical: [0, 0, 1], dense: [0.1, 0.2, 0.3]))
+        let merged = SearchEndpoint.merge([("big", big), ("small", small)], k: 2)
+        #expect(merged.results.map(\.chunk.id) == ["big-best", "small-best"])
+        let pooled = Self.moments(lexical: bigLexical + [0, 0, 1], dense: bigDense + [0.1, 0.2, 0.3])
+        #expect(abs(merged.results[0].fusedScore - pooled.fused(lexical: 8, dense: 0.6)) < 1e-9)
+        #expect(abs(merged.results[1].fusedScore - pooled.fused(lexical: 1, dense: 0.3)) < 1e-9)
+        #expect(merged.results.map(\.channel) == ["big", "small"] && merged.results.map(\.version) == [7, 2])
+        #expect(merged.results.map(\.rank) == [1, 2])
+        #expect(merged.channels?.map(\.channel) == ["big", "small"])
+    }
+
+    @Test("Given one channel, when merged, then its answer is unchanged but labelled; given k = 1 over two, then one result")
+    func singleAndCut() {
+        let only = Self.answer(version: 3, results: [("a", 1, 0.5, 2.0), ("b", nil, 0.4, 1.0)], moments: Self.moments(lexical: [1, 0], dense: [0.5, 0.4]))
+        let alone = SearchEndpoint.merge([("field", only)], k: 5)
+        #expect(alone.results.map(\.fusedScore) == [2.0, 1.0] && alone.results.allSatisfy { $0.channel == "field" && $0.version == 3 })
+        #expect(alone.channels == nil)
+        let other = Self.answer(version: 1, results: [("c", nil, 0.45, 1.5)], moments: Self.moments(lexical: [0, 0], dense: [0.45, 0.1]))
+        #expect(SearchEndpoint.merge([("field", only), ("tools", other)], k: 1).results.count == 1)
+    }
+}
