@@ -320,7 +320,11 @@ import Testing
             for key in ["state_root", "dense_available", "fused_score", "lexical_score", "dense_score", "lexical_ms", "total_ms", "\"fusion\":\"weighted\""] {
                 #expect(json.contains(key))
             }
-            #expect(decoded == response)
+            // The hybrid moments stay in process (several channels pool them); the rest round-trips.
+            #expect(response.hybridMoments != nil && !json.contains("Moments"))
+            var wire = response
+            wire.hybridMoments = nil
+            #expect(decoded == wire)
             #expect(request == SearchRequest(query: "x", k: 3, mode: .hybrid, minSimilarity: 0.5))
         }
     }
