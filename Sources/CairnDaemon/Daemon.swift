@@ -43,12 +43,16 @@ public struct ChannelHooks: Sendable {
     public var holder: IndexHolder
     public var status: any SyncStatusProvider
     public var metrics: DaemonMetrics?
+    /// Its rollback and export.
+    public var maintenance: (any DeviceMaintenance)?
 
-    public init(name: String, holder: IndexHolder, status: any SyncStatusProvider, metrics: DaemonMetrics? = nil) {
+    public init(name: String, holder: IndexHolder, status: any SyncStatusProvider, metrics: DaemonMetrics? = nil,
+                maintenance: (any DeviceMaintenance)? = nil) {
         self.name = name
         self.holder = holder
         self.status = status
         self.metrics = metrics
+        self.maintenance = maintenance
     }
 }
 

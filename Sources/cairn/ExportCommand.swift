@@ -15,6 +15,8 @@ struct ExportCommand: AsyncParsableCommand {
     @ParentCommand var root: CairnCommand
     @Option(help: "The folder to write (absent or empty).")
     var to: String
+    @Option(help: "The channel to export (default: the daemon's own).")
+    var channel: String?
     @Flag(help: "Print the daemon's JSON answer.")
     var json = false
 
@@ -30,7 +32,9 @@ struct ExportCommand: AsyncParsableCommand {
     func run() async throws {
         let daemon = DaemonConnection(root: root.connection, local: connection)
         let target = URL(fileURLWithPath: to).standardizedFileURL.path
-        let request = try JSONSerialization.data(withJSONObject: ["to": target])
+        var fields = ["to": target]
+        if let channel { fields["channel"] = channel }
+        let request = try JSONSerialization.data(withJSONObject: fields)
         let body = try daemon.call("POST", "/v1/export", body: Array(request), timeout: 3600)
         if json { return printRaw(body) }
         let answer = try daemon.decode(Answer.self, from: body)

@@ -9,6 +9,8 @@ struct RollbackCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
     @ParentCommand var root: CairnCommand
+    @Option(help: "The channel to roll back (default: the daemon's own).")
+    var channel: String?
     @Flag(help: "Print the daemon's JSON answer.")
     var json = false
 
@@ -21,7 +23,8 @@ struct RollbackCommand: AsyncParsableCommand {
     func run() async throws {
         let daemon = DaemonConnection(root: root.connection, local: connection)
         // Verifying the previous version reads the whole index: allow it time.
-        let body = try daemon.call("POST", "/v1/rollback", body: [], timeout: 3600)
+        let request = try channel.map { try JSONSerialization.data(withJSONObject: ["channel": $0]) }.map(Array.init) ?? []
+        let body = try daemon.call("POST", "/v1/rollback", body: request, timeout: 3600)
         if json { return printRaw(body) }
         let answer = try daemon.decode(Answer.self, from: body)
         print("rolled back from version \(answer.rolled_back_from) to version \(answer.version) (state root \(answer.state_root));"

@@ -93,5 +93,20 @@ struct ChannelsTests {
         #expect(Self.channels(device)["field"]?["version"] as? Int == 2)
         let after = Self.origins(try await Self.search(device, #"{"query": "generator sandbags", "k": 4, "mode": "lexical"}"#))
         #expect(Set(after.map { "\($0.channel) v\($0.version)" }) == ["field v2", "manuals v1"])
+
+        // Each channel rolls back on its own: manuals takes version 3 from its publisher, then
+        // goes back to 1 (cairn rollback --channel) while field stays on 2; export works per channel.
+        let third = try await onThread { try manuals.tryPublish(Self.manuals + [("radio", "Keep a crank radio.")], keys: [manuals.key],
+                                                                 channel: "manuals") }
+        try #require(third.status == 0, "\(third.error)")
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await waitUntil("manuals serves version 3", seconds: 60) { Self.channels(device)["manuals"]?["version"] as? Int == 3 }
+        let back = try device.cairn(["rollback", "--channel", "manuals"])
+        #expect(back.status == 0 && back.output.contains("to version 1"), "\(back.error)")
+        #expect(Self.channels(device)["manuals"]?["version"] as? Int == 1 && Self.channels(device)["field"]?["version"] as? Int == 2)
+        let usb = field.folder + "/manuals-usb"
+        #expect(try device.cairn(["export", "--to", usb, "--channel", "manuals"]).status == 0)
+        #expect(FileManager.default.fileExists(atPath: usb + "/channels/manuals/manifest.json"))
+        #expect(try device.cairn(["rollback", "--channel", "nope"]).status == 1)
     }
 }

@@ -26,8 +26,18 @@ struct RollbackAnswer: Encodable {
 }
 
 extension DaemonAPI {
-    func rollback() async throws -> Response {
-        let maintenance = try availableMaintenance()
+    /// `POST /v1/rollback`, of the daemon's own channel or of `{"channel": NAME}`.
+    func rollback(_ request: Request) async throws -> Response {
+        let body = try await readBody(request)
+        var channel: String?
+        if !body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+            guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else { throw APIError.badJSON() }
+            if let unknown = object.keys.sorted().first(where: { $0 != "channel" }) {
+                throw APIError(400, "unknown_field", "`\(unknown)` is not a field of a rollback request")
+            }
+            channel = object["channel"] as? String
+        }
+        let maintenance = try availableMaintenance(channel: channel)
         let result: RollbackResult
         do { result = try await maintenance.rollback() } catch { throw Self.apiError(error, failure: "rollback_failed") }
         return Self.json(RollbackAnswer(version: result.version.version, stateRoot: result.version.stateRoot.hex,
@@ -37,19 +47,29 @@ extension DaemonAPI {
     func export(_ request: Request) async throws -> Response {
         let body = try await readBody(request)
         guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else { throw APIError.badJSON() }
-        if let unknown = object.keys.sorted().first(where: { $0 != "to" }) {
+        if let unknown = object.keys.sorted().first(where: { $0 != "to" && $0 != "channel" }) {
             throw APIError(400, "unknown_field", "`\(unknown)` is not a field of an export request")
         }
         guard let target = object["to"] as? String else {
             throw APIError(400, "bad_path", "send {\"to\": \"/absolute/folder\"}")
         }
-        let maintenance = try availableMaintenance()
+        let maintenance = try availableMaintenance(channel: object["channel"] as? String)
         let result: ExportResult
         do { result = try await maintenance.export(to: target) } catch { throw Self.apiError(error, failure: "export_failed") }
         return Self.json(result)
     }
 
-    private func availableMaintenance() throws -> any DeviceMaintenance {
+    /// The rollback and export of `channel` (nil or the daemon's own: its own).
+    private func availableMaintenance(channel name: String? = nil) throws -> any DeviceMaintenance {
+        if let name, name != channel {
+            guard let other = channels.first(where: { $0.name == name }) else {
+                throw APIError(400, "unknown_channel", "this cairnd does not follow channel \(name); it follows \(([channel] + channels.map(\.name)).joined(separator: ", "))")
+            }
+            guard let maintenance = other.maintenance else {
+                throw APIError(503, "sync_unavailable", "channel \(name) has no data directory this cairnd manages")
+            }
+            return maintenance
+        }
         guard let maintenance else {
             throw APIError(503, "sync_unavailable", "this cairnd runs without a data directory it manages")
         }

@@ -29,7 +29,7 @@ struct DaemonAPI: Sendable {
         router.post("v1/search") { request, _ in try await search(request) }
         router.get("v1/chunks/:id") { _, context in try chunk(context.parameters.require("id")) }
         router.post("v1/sync") { _, _ in try await sync() }
-        router.post("v1/rollback") { _, _ in try await rollback() }
+        router.post("v1/rollback") { request, _ in try await rollback(request) }
         router.post("v1/export") { request, _ in try await export(request) }
     }
 

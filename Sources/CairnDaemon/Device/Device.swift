@@ -46,7 +46,8 @@ public struct Device: Sendable {
                                      hooks: DaemonHooks(holder: main.holder, status: main.status, requestSync: requestSync,
                                                         maintenance: main.syncer, metrics: main.metrics,
                                                         channels: extras.map { ChannelHooks(name: $0.name, holder: $0.holder,
-                                                                                            status: $0.status, metrics: $0.metrics) }),
+                                                                                            status: $0.status, metrics: $0.metrics,
+                                                                                            maintenance: $0.syncer) }),
                                      logger: logger)
         if services.isEmpty { logger.notice("no sources configured: serving what is installed, never syncing") }
         return Device(services: [daemon] + services.map { $0 as any Service } + WatchdogService.ifEnabled(notifier),
