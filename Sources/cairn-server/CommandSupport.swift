@@ -41,14 +41,24 @@ func bootstrapLogging(verbose: Bool) -> Logger {
 /// The trusted keys: the files given, else those under `<repo>/keys/` (saying so).
 func trustedKeys(files: [String], repository: Repository, announce: (String) -> Void = { print($0) }) throws -> [PublicKey] {
     if !files.isEmpty {
-        var keys: [PublicKey] = []
-        for path in files {
-            do throws(PublishError) { keys.append(try KeyFiles.loadPublic(path)) } catch { throw fail(error) }
-        }
-        return keys
+        do throws(PublishError) { return try loadPublic(files) } catch { throw fail(error) }
     }
     let stored = repository.storedKeys()
     announce("no --trusted-key given: trusting the \(stored.count) key(s) stored under \(repository.keysFolder)/ "
           + "(this checks integrity, not who published; pin a key with --trusted-key)")
     return stored
+}
+
+/// The private keys in the files at `paths`, in order.
+func loadPrivate(_ paths: [String]) throws(PublishError) -> [PublisherKey] {
+    var keys: [PublisherKey] = []
+    for path in paths { keys.append(try KeyFiles.loadPrivate(path)) }
+    return keys
+}
+
+/// The public keys in the files at `paths`, in order.
+func loadPublic(_ paths: [String]) throws(PublishError) -> [PublicKey] {
+    var keys: [PublicKey] = []
+    for path in paths { keys.append(try KeyFiles.loadPublic(path)) }
+    return keys
 }

@@ -75,8 +75,7 @@ struct PublishCommand: ParsableCommand {
     func run() throws {
         let logger = bootstrapLogging(verbose: verbose)
         do {
-            var keys: [PublisherKey] = []
-            for path in key { keys.append(try KeyFiles.loadPrivate(path)) }
+            let keys = try loadPrivate(key)
             var configuration = PublishConfiguration(
                 repository: repo, channel: channel, source: source, keepDeltas: keepDeltas, expiresDays: expiresDays,
                 chunking: ChunkingOptions(targetWords: chunkWords, overlapWords: overlapWords), lockWait: lockWait)

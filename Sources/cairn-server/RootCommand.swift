@@ -133,15 +133,3 @@ struct RootCommand: ParsableCommand {
             + "\(root.signingKeys.count) (\(root.signingKeys.map(\.keyID.hex).joined(separator: ", "))), expires \(root.expires)"
     }
 }
-
-func loadPrivate(_ paths: [String]) throws(PublishError) -> [PublisherKey] {
-    var keys: [PublisherKey] = []
-    for path in paths { keys.append(try KeyFiles.loadPrivate(path)) }
-    return keys
-}
-
-func loadPublic(_ paths: [String]) throws(PublishError) -> [PublicKey] {
-    var keys: [PublicKey] = []
-    for path in paths { keys.append(try KeyFiles.loadPublic(path)) }
-    return keys
-}

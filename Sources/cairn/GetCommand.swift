@@ -15,10 +15,7 @@ struct GetCommand: AsyncParsableCommand {
 
     func run() async throws {
         let daemon = DaemonConnection(root: root.connection, local: connection)
-        var allowed = CharacterSet.urlPathAllowed
-        allowed.remove("/")
-        let encoded = id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id
-        let body = try daemon.call("GET", "/v1/chunks/" + encoded)
+        let body = try daemon.call("GET", ChunkAnswer.path(for: id))
         if json { return printRaw(body) }
         let answer = try daemon.decode(ChunkAnswer.self, from: body)
         let chunk = answer.chunk

@@ -1,4 +1,5 @@
 public import CairnCore
+import Foundation
 
 /// The body of `GET /v1/chunks/{id}`: the chunk's fields plus the version it came from.
 public struct ChunkAnswer: Sendable, Hashable, Codable {
@@ -7,6 +8,13 @@ public struct ChunkAnswer: Sendable, Hashable, Codable {
     public var stateRoot: String
 
     enum CodingKeys: String, CodingKey { case version, stateRoot = "state_root" }
+
+    /// `/v1/chunks/<id>` with the id percent-encoded, `/` included (the route is one segment).
+    public static func path(for id: String) -> String {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove("/")
+        return "/v1/chunks/" + (id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id)
+    }
 
     public init(chunk: Chunk, version: Int, stateRoot: String) {
         self.chunk = chunk

@@ -49,9 +49,14 @@ struct DaemonAPI: Sendable {
             metrics?.recordQuery(mode: "unknown", outcome: error.code, duration: .now - started)
             throw error
         }
-        let mode = Self.requestedMode(body)
+        let parsed: SearchBody
+        do { parsed = try SearchBody.parseBody(body) } catch {
+            metrics?.recordQuery(mode: Self.requestedMode(body), outcome: error.code, duration: .now - started)
+            throw error
+        }
+        let mode = parsed.request.mode.rawValue
         do {
-            let response = try await searchAnswer(body)
+            let response = try await searchAnswer(parsed)
             metrics?.recordQuery(mode: mode, outcome: "ok", duration: .now - started)
             return response
         } catch let error as APIError {
@@ -60,8 +65,8 @@ struct DaemonAPI: Sendable {
         }
     }
 
-    /// The mode a search body asks for, as a metrics label: one of the four, else `hybrid` when
-    /// absent, `invalid` otherwise (the body is parsed strictly by the endpoint, not here).
+    /// The mode a refused search body asks for, as a metrics label (read again only on that
+    /// path): one of the four, else `hybrid` when absent, `invalid` otherwise.
     static func requestedMode(_ body: [UInt8]) -> String {
         guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any],
               let mode = object["mode"] else { return "hybrid" }
@@ -79,9 +84,9 @@ struct DaemonAPI: Sendable {
                         body: .init(byteBuffer: ByteBuffer(bytes: text)))
     }
 
-    func searchAnswer(_ body: [UInt8]) async throws -> Response {
+    func searchAnswer(_ parsed: SearchBody) async throws -> Response {
         let all = [ChannelHooks(name: channel, holder: holder, status: status)] + channels
-        let answer = try await endpoint.search(body: body) { (names: [String]?) async throws(APIError) -> [SearchEndpoint.Channel] in
+        let answer = try await endpoint.search(parsed) { (names: [String]?) async throws(APIError) -> [SearchEndpoint.Channel] in
             var chosen = all
             if let names {
                 chosen = []

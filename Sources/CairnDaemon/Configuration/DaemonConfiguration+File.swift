@@ -35,7 +35,7 @@ extension DaemonConfiguration {
                 }
                 if let source = entry.source {
                     let key = source.hasSuffix("/") ? String(source.dropLast()) : source
-                    sourceAccess[key, default: SourceFiles()].set(entry.key, v)
+                    sourceAccess[key, default: .none].set(entry.key, v)
                 } else {
                     defaultSourceAccess.set(entry.key, v)
                 }

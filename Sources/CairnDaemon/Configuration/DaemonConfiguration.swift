@@ -1,4 +1,5 @@
 import CairnClient
+public import CairnSync
 import Foundation
 public import Logging
 
@@ -23,8 +24,8 @@ public struct DaemonConfiguration: Sendable, Hashable {
     /// Files for private sources (sync): netrc, bearer token, CA bundle, client certificate and
     /// key, for every source [`netrc_file`, `token_file`, `ca_bundle`, `client_cert`,
     /// `client_key`] and per source (the same keys in a `[source URL]` section, which win).
-    public var sourceAccess: [String: SourceFiles] = [:]
-    public var defaultSourceAccess = SourceFiles()
+    public var sourceAccess: [String: SourceAccess] = [:]
+    public var defaultSourceAccess = SourceAccess.none
     /// Further channels, each with its own sources, trust and schedule, synced and installed on
     /// its own in `DIR/channels/<name>` (`[channel NAME]` sections). Default none.
     public var extraChannels: [ChannelSettings] = []
@@ -85,27 +86,6 @@ public struct DaemonConfiguration: Sendable, Hashable {
         self.maxBodyBytes = maxBodyBytes
         self.maxConnections = maxConnections
         self.idleTimeout = idleTimeout
-    }
-}
-
-/// The files of one private source as configured (`DaemonConfiguration.sourceAccess`).
-public struct SourceFiles: Sendable, Hashable {
-    public var netrcFile: String?
-    public var tokenFile: String?
-    public var caBundle: String?
-    public var clientCertificate: String?
-    public var clientKey: String?
-
-    public init() {}
-
-    mutating func set(_ key: String, _ value: String) {
-        switch key {
-        case "netrc_file": netrcFile = value
-        case "token_file": tokenFile = value
-        case "ca_bundle": caBundle = value
-        case "client_cert": clientCertificate = value
-        default: clientKey = value
-        }
     }
 }
 

@@ -157,12 +157,8 @@ public struct Device: Sendable {
                                      backoffMinimum: duration(configuration.backoffMinimum),
                                      backoffMaximum: duration(configuration.backoffMaximum), transfer: transfer)
         sync.trustedRoot = root
-        func access(_ files: SourceFiles) -> SourceAccess {
-            SourceAccess(netrcFile: files.netrcFile, tokenFile: files.tokenFile, caBundle: files.caBundle,
-                         clientCertificate: files.clientCertificate, clientKey: files.clientKey)
-        }
-        sync.defaultAccess = access(configuration.defaultSourceAccess)
-        sync.access = configuration.sourceAccess.mapValues(access)
+        sync.defaultAccess = configuration.defaultSourceAccess
+        sync.access = configuration.sourceAccess
         for (source, _) in configuration.sourceAccess
         where !configuration.sources.contains(where: { ($0.hasSuffix("/") ? String($0.dropLast()) : $0) == source }) {
             throw DaemonError(.badConfiguration, "[source \(source)] names no configured source; sources are \(configuration.sources.joined(separator: ", "))")

@@ -68,8 +68,7 @@ public struct SearchEndpoint: Sendable {
     /// channel gives exactly that channel's answer, results labelled. A channel with nothing
     /// installed is left out; none installed is `no_index`. Over several channels each gives its
     /// best 100, so the merged answer does not depend on k.
-    public func search(body: [UInt8], select: ([String]?) async throws(APIError) -> [Channel]) async throws(APIError) -> [UInt8] {
-        let parsed = try SearchBody.parseBody(body)
+    public func search(_ parsed: SearchBody, select: ([String]?) async throws(APIError) -> [Channel]) async throws(APIError) -> [UInt8] {
         let channels = try await select(parsed.channels)
         let request = parsed.request
         let logger = self.logger

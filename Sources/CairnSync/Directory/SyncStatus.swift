@@ -21,11 +21,6 @@ public struct SyncStatus: Sendable, Equatable {
     public var expired: Bool
     /// The installed manifest's `expires`.
     public var expires: String?
-    /// `clock_floor` (protocol/root.md).
-    public var clockFloor: String?
-    /// The version fast-forward recovery replaces, while it lasts.
-    public var recoveringFrom: Int?
-    public var expiredInstalls: Int?
 
     /// The status from the persisted state, the installed version and the wall clock `now`.
     public init(state: SyncState, installed: InstalledVersion?, now: Date, pollInterval: Duration, staleAfterPolls: Int) {
@@ -41,9 +36,7 @@ public struct SyncStatus: Sendable, Equatable {
         let nowStamp = state.effectiveNow(now)
         expired = installed.map { $0.manifest.isExpired(at: nowStamp) } ?? false
         expires = installed?.manifest.expires.rfc3339
-        clockFloor = state.clockFloor
-        recoveringFrom = state.recoveringFrom
-        expiredInstalls = state.expiredInstalls
+
         // A version held back by a rollback is known and refused on purpose: not "behind".
         let behind = (state.highestVersionSeen ?? 0) > max(installed?.version ?? 0, state.heldBackVersion ?? 0)
         let window = Double(pollInterval.components.seconds) * Double(max(1, staleAfterPolls))

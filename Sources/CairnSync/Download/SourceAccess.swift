@@ -29,6 +29,18 @@ public struct SourceAccess: Sendable, Hashable {
     /// No credentials, the system's CAs.
     public static let none = SourceAccess()
 
+    /// Sets the field a config key names (`netrc_file`, `token_file`, `ca_bundle`, `client_cert`,
+    /// `client_key`).
+    public mutating func set(_ key: String, _ path: String) {
+        switch key {
+        case "netrc_file": netrcFile = path
+        case "token_file": tokenFile = path
+        case "ca_bundle": caBundle = path
+        case "client_cert": clientCertificate = path
+        default: clientKey = path
+        }
+    }
+
     /// `self`, with each unset field taken from `defaults`.
     public func over(_ defaults: SourceAccess) -> SourceAccess {
         SourceAccess(netrcFile: netrcFile ?? defaults.netrcFile, tokenFile: tokenFile ?? defaults.tokenFile,

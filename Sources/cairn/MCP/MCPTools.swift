@@ -117,9 +117,7 @@ struct MCPTools {
         guard let id = arguments["id"] as? String, !id.isEmpty else {
             throw ToolFailure(code: "bad_arguments", message: "`id` must be a non-empty string")
         }
-        var allowed = CharacterSet.urlPathAllowed
-        allowed.remove("/")
-        let chunk = try object(try send("GET", "/v1/chunks/" + (id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id)))
+        let chunk = try object(try send("GET", ChunkAnswer.path(for: id)))
         let text = "\(chunk["title"] as? String ?? "") (id: \(id), version \(chunk["version"] as? Int ?? 0))\n\n"
             + "\(chunk["content"] as? String ?? "")"
         return ["content": [["type": "text", "text": text]], "structuredContent": chunk, "isError": false]
