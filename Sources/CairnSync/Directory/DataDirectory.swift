@@ -12,6 +12,8 @@ public final class DataDirectory: Sendable {
     /// The newest state when `state.json` could not be written (a full or read-only disk), so
     /// that status still says why; nil once a write succeeds.
     private let unsaved = Mutex<SyncState?>(nil)
+    /// The last `installed()` answer and the folder and manifest file it was read from.
+    private let installedCache = Mutex<(key: String, version: InstalledVersion?)?>(nil)
     let logger: Logger
 
     public var versionsPath: String { path + "/" + DataDirectoryLayout.versionsFolder }
@@ -82,9 +84,19 @@ public final class DataDirectory: Sendable {
 
     // MARK: Versions
 
-    /// The version `current` points at, or nil when nothing is installed.
+    /// The version `current` points at, or nil when nothing is installed. Status asks at every
+    /// search: a version folder does not change once complete, so the last one loaded is kept
+    /// while `current` names the same folder and its manifest file is the same (inode, time,
+    /// size); a swap, a rollback or a re-install loads again.
     public func installed() -> InstalledVersion? {
-        linkTarget(currentLink).flatMap(loadVersion)
+        guard let target = linkTarget(currentLink) else { return nil }
+        var info = stat()
+        guard stat(path + "/" + target + "/" + DataDirectoryLayout.manifestFile, &info) == 0 else { return nil }
+        let key = "\(target) \(info.st_ino) \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec) \(info.st_size)"
+        if let cached = installedCache.withLock({ $0 }), cached.key == key { return cached.version }
+        let loaded = loadVersion(target)
+        installedCache.withLock { $0 = (key, loaded) }
+        return loaded
     }
 
     /// The version `previous` points at, if any.
