@@ -11,14 +11,17 @@ import Glibc
 /// datagram socket that the test binds, as systemd would.
 @Suite("Operations: systemd readiness, status and watchdog (real processes)", .offCooperativePool, .serialized)
 struct OperationsTests {
-    /// A bound AF_UNIX datagram socket collecting what cairnd sends.
+    /// A bound AF_UNIX datagram socket collecting what cairnd sends. With `draining`, a thread
+    /// reads it as systemd does; without, nothing reads it, like a service manager that is busy
+    /// (its queue then fills after `net.unix.max_dgram_qlen` datagrams).
     final class NotifySocket: @unchecked Sendable {
-        // @unchecked: `fd` and `path` are constants; `received` is guarded by its Mutex.
+        // @unchecked: `fd` and `path` are constants; `received` and `open` are guarded by Mutexes.
         let fd: Int32
         let path: String
         private let received = Mutex<[String]>([])
+        private let open = Mutex(true)
 
-        init(path: String) throws {
+        init(path: String, draining: Bool = true) throws {
             self.path = path
             fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
             var address = sockaddr_un()
@@ -28,23 +31,29 @@ struct OperationsTests {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
             }
             guard fd >= 0, bound == 0 else { throw StepFailed("cannot bind \(path): \(String(cString: strerror(errno)))") }
-            var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+            var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        }
-
-        /// Every datagram received so far (reading what is waiting first).
-        var messages: [String] {
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
-                if count <= 0 { break }
-                let text = String(decoding: buffer.prefix(count), as: UTF8.self)
-                received.withLock { $0.append(text) }
+            if draining {
+                Thread.detachNewThread { [self] in
+                    while open.withLock({ $0 }) { receive() }
+                }
             }
-            return received.withLock { $0 }
         }
 
-        func close() { Glibc.close(fd) }
+        /// Reads one datagram if one comes within the receive timeout.
+        private func receive() {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count > 0 { received.withLock { $0.append(String(decoding: buffer.prefix(count), as: UTF8.self)) } }
+        }
+
+        /// Every datagram received so far.
+        var messages: [String] { received.withLock { $0 } }
+
+        func close() {
+            open.withLock { $0 = false }
+            Glibc.close(fd)
+        }
     }
 
     @Test("Given NOTIFY_SOCKET and WATCHDOG_USEC, when cairnd starts and syncs, then it sends READY=1 with a status once it answers, STATUS= after each attempt, and WATCHDOG=1 repeatedly")
@@ -79,6 +88,23 @@ struct OperationsTests {
 }
 
 extension OperationsTests {
+    @Test("Given a NOTIFY_SOCKET that nobody reads and a watchdog every millisecond, when cairnd starts, syncs and is queried, then it serves, answers and installs the next version")
+    func busyManagerDoesNotStall() async throws {
+        // The queue of an unread datagram socket holds net.unix.max_dgram_qlen notices (10 by
+        // default); a watchdog every millisecond fills it at once, and a send that waited for room
+        // would hold one of cairnd's threads for good.
+        let notify = try NotifySocket(path: try TemporaryDirectory.make() + "/notify.sock", draining: false)
+        defer { notify.close() }
+        let rig = try await ServedDevice(environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000"])
+        defer { rig.stop() }
+        let device = rig.device
+        for _ in 0..<4 { #expect(try device.query("boil water", mode: "lexical").ids.isEmpty == false) }
+        try rig.workspace.publish(Workspace.version2)
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(2)
+        #expect(try device.query("boil water").version == 2)
+    }
+
     /// `GET /metrics` on the device's socket.
     static func scrape(_ device: DeviceProcess) async throws -> String {
         try Tools.requireCurl()

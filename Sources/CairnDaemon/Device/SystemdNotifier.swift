@@ -8,7 +8,10 @@ import Glibc
 /// `WATCHDOG=1` sent to the AF_UNIX socket named by `NOTIFY_SOCKET` (a path, or `@name` for the
 /// abstract namespace). Without `NOTIFY_SOCKET` every call does nothing, so cairnd runs the same
 /// under `Type=notify`, `Type=simple` or no systemd at all. Errors are ignored, as sd_notify's are
-/// by most daemons: a missing manager must never stop queries.
+/// by most daemons: a missing manager must never stop queries. Sends never wait: a manager whose
+/// queue is full (an AF_UNIX datagram queue holds `net.unix.max_dgram_qlen` messages, 10 by
+/// default) loses that notice instead of stalling the thread that sent it, which may be one of
+/// the two threads that answer queries.
 public struct SystemdNotifier: Sendable {
     /// The socket address, nil when not started by a service manager that asked for notices.
     public let socketPath: String?
@@ -46,7 +49,7 @@ public struct SystemdNotifier: Sendable {
         _ = text.withCString { pointer in
             withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, pointer, strlen(pointer), Int32(MSG_NOSIGNAL), $0, length)
+                    sendto(fd, pointer, strlen(pointer), Int32(MSG_NOSIGNAL | MSG_DONTWAIT), $0, length)
                 }
             }
         }
