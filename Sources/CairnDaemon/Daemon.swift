@@ -14,7 +14,8 @@ public struct DaemonHooks: Sendable {
     /// empty at start, the daemon loads `DIR/current` (or `DIR/previous`) into it.
     public var holder: IndexHolder
     public var status: (any SyncStatusProvider)?
-    public var requestSync: (@Sendable () async -> Void)?
+    /// "Sync now": returns, per channel, the number of the attempt that answers the request.
+    public var requestSync: (@Sendable () async -> [String: Int])?
     /// The data directory's rollback and export (CairnSync's `Syncer`); nil answers 503.
     public var maintenance: (any DeviceMaintenance)?
     /// Told `READY=1` once the socket answers (systemd `Type=notify`); inert without `NOTIFY_SOCKET`.
@@ -25,7 +26,7 @@ public struct DaemonHooks: Sendable {
     public var channels: [ChannelHooks]
 
     public init(holder: IndexHolder = IndexHolder(), status: (any SyncStatusProvider)? = nil,
-                requestSync: (@Sendable () async -> Void)? = nil, maintenance: (any DeviceMaintenance)? = nil,
+                requestSync: (@Sendable () async -> [String: Int])? = nil, maintenance: (any DeviceMaintenance)? = nil,
                 notifier: SystemdNotifier = SystemdNotifier(), metrics: DaemonMetrics? = nil, channels: [ChannelHooks] = []) {
         self.holder = holder
         self.status = status

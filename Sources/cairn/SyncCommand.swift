@@ -1,14 +1,159 @@
 import ArgumentParser
+import CairnClient
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 struct SyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "sync", abstract: "Ask cairnd to poll its sources now (returns at once; see `cairn status`).")
+        commandName: "sync",
+        abstract: "Ask cairnd to poll its sources now.",
+        discussion: """
+            Returns at once (see `cairn status`), or with --wait follows the attempt that answers \
+            the request on every channel (a progress bar on a terminal, a line per step otherwise) \
+            and exits 0 once the newest version answers, 1 if the attempt failed or --timeout passed.
+            """)
 
     @OptionGroup var connection: ConnectionOptions
     @ParentCommand var root: CairnCommand
+    @Flag(help: "Wait until the attempt ends, showing its progress.")
+    var wait = false
+    @Option(help: "With --wait: give up after this many seconds (the attempt goes on).")
+    var timeout: Double?
+
+    func validate() throws {
+        if let timeout, timeout <= 0 || !timeout.isFinite { throw ValidationError("--timeout must be a positive number of seconds") }
+        if timeout != nil && !wait { throw ValidationError("--timeout goes with --wait") }
+    }
 
     func run() async throws {
-        _ = try DaemonConnection(root: root.connection, local: connection).call("POST", "/v1/sync", body: [])
-        print("sync requested; `cairn status` shows the outcome")
+        let daemon = DaemonConnection(root: root.connection, local: connection)
+        let body = try daemon.call("POST", "/v1/sync", body: [])
+        guard wait else {
+            print("sync requested; `cairn status` shows the outcome")
+            return
+        }
+        let accepted = try daemon.decode(Accepted.self, from: body)
+        guard let attempts = accepted.attempts, !attempts.isEmpty else {
+            daemon.fail("this cairnd does not number its sync attempts; upgrade it to use --wait")
+            throw ExitCode(1)
+        }
+        try await follow(daemon, attempts: attempts)
+    }
+
+    struct Accepted: Decodable {
+        let attempts: [String: Int]?
+    }
+
+    /// Polls the status until every channel's attempt `attempts[channel]` has ended, drawing its
+    /// progress, then prints each outcome; exits 1 when one failed or the timeout passed.
+    private func follow(_ daemon: DaemonConnection, attempts: [String: Int]) async throws {
+        let display = ProgressDisplay(terminal: isatty(STDOUT_FILENO) == 1)
+        let deadline = timeout.map { Date().addingTimeInterval($0) }
+        let several = attempts.count > 1
+        while true {
+            let status = try daemon.decode(DaemonStatus.self, from: try daemon.call("GET", "/v1/status"))
+            let channels = (status.channels ?? []).filter { attempts[$0.channel] != nil }
+            let pending = channels.filter { ($0.attemptsFinished ?? 0) < attempts[$0.channel]! }
+            if pending.isEmpty && channels.count == attempts.count {
+                display.clear()
+                var failed = false
+                for channel in channels.sorted(by: { $0.channel < $1.channel }) {
+                    let prefix = several ? "[\(channel.channel)] " : ""
+                    switch channel.lastOutcome {
+                    case "installed": print(prefix + "installed version \(channel.version ?? 0); it answers queries")
+                    case "up_to_date": print(prefix + (channel.version.map { "version \($0) is the newest" } ?? "nothing published yet"))
+                    default:
+                        failed = true
+                        daemon.fail(prefix + "sync failed (\(channel.lastOutcome ?? "unknown")): \(channel.lastError ?? "see cairnd's log")")
+                    }
+                }
+                if failed { throw ExitCode(1) }
+                return
+            }
+            display.show(pending.map { (several ? "[\($0.channel)] " : "", $0.progress) })
+            if let deadline, Date() >= deadline {
+                display.clear()
+                daemon.fail("still syncing after \(timeout!) s; the attempt goes on (`cairn status` shows it)")
+                throw ExitCode(1)
+            }
+            try await Task.sleep(for: .milliseconds(250))
+        }
+    }
+}
+
+/// How `cairn sync --wait` shows progress: one line redrawn in place on a terminal, else a line
+/// each time the phase changes or a download passes another tenth.
+final class ProgressDisplay {
+    private let terminal: Bool
+    private var last = ""
+    private var drawn = false
+
+    init(terminal: Bool) { self.terminal = terminal }
+
+    func show(_ channels: [(prefix: String, progress: DaemonStatus.Progress?)]) {
+        if terminal {
+            let line = channels.map { $0.prefix + ($0.progress.map { Self.bar($0) } ?? "waiting for the attempt to start") }
+                .joined(separator: "  ")
+            FileHandle.standardOutput.write(Data("\r\u{1B}[K\(line)".utf8))
+            drawn = true
+        } else {
+            // The coarse form: phase, version and tenths of the download.
+            let line = channels.map { $0.prefix + ($0.progress.map { Self.step($0) } ?? "waiting for the attempt to start") }
+                .joined(separator: "; ")
+            if line != last { print(line) }
+            last = line
+        }
+    }
+
+    func clear() {
+        if terminal && drawn { FileHandle.standardOutput.write(Data("\r\u{1B}[K".utf8)) }
+        drawn = false
+    }
+
+    static func step(_ progress: DaemonStatus.Progress) -> String {
+        var line = "attempt \(progress.attempt): " + head(progress)
+        if progress.phase == "downloading", let total = progress.bytesTotal, total > 0 {
+            line += ", \(min(100, progress.bytesDone * 10 / total * 10))%"
+        }
+        return line
+    }
+
+    /// The terminal line: `downloading version 12 [#####...............] 12.3 MB of 45.6 MB (27%), …`.
+    static func bar(_ progress: DaemonStatus.Progress) -> String {
+        var line = head(progress)
+        if progress.phase == "downloading", let total = progress.bytesTotal, total > 0 {
+            let filled = Int(min(20, progress.bytesDone * 20 / total))
+            line += " [" + String(repeating: "#", count: filled) + String(repeating: ".", count: 20 - filled) + "]"
+        }
+        return details(progress).map { line + " " + $0 } ?? line
+    }
+
+    /// `downloading version 12: 12.3 MB of 45.6 MB (27%), 1.2 MB/s, about 28 s left` (`cairn status`).
+    static func describe(_ progress: DaemonStatus.Progress) -> String {
+        details(progress).map { head(progress) + ": " + $0 } ?? head(progress)
+    }
+
+    static func head(_ progress: DaemonStatus.Progress) -> String {
+        progress.phase + (progress.version.map { " version \($0)" } ?? "")
+    }
+
+    /// The bytes, rate and time left; nil while checking.
+    static func details(_ progress: DaemonStatus.Progress) -> String? {
+        guard progress.phase != "checking" else { return nil }
+        var line = megabytes(progress.bytesDone)
+        if let total = progress.bytesTotal, total > 0 {
+            line += " of \(megabytes(total)) (\(progress.bytesDone * 100 / total)%)"
+        }
+        if progress.phase == "downloading" {
+            if let rate = progress.bytesPerSecond { line += ", \(megabytes(Int64(rate)))/s" }
+            if let eta = progress.etaSeconds { line += ", about \(Int(eta.rounded())) s left" }
+        }
+        return line
+    }
+
+    static func megabytes(_ bytes: Int64) -> String {
+        String(format: "%.1f MB", Double(bytes) / 1_000_000)
     }
 }

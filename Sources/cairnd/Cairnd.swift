@@ -83,7 +83,7 @@ struct Cairnd: AsyncParsableCommand {
         // SIGHUP: sync now (the socket's POST /v1/sync does the same).
         signal(SIGHUP, SIG_IGN)
         let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
-        hangup.setEventHandler { device.requestSync?() }
+        hangup.setEventHandler { _ = device.requestSync?() }
         hangup.resume()
         defer { hangup.cancel() }
         let group = ServiceGroup(configuration: .init(services: device.services, gracefulShutdownSignals: [.sigterm, .sigint],

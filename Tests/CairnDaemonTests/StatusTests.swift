@@ -43,11 +43,15 @@ struct StatusTests {
             #expect(object(response)["code"] as? String == "sync_unavailable")
         }
         let calls = Counter()
-        let hooks = DaemonHooks(requestSync: { calls.increment() })
+        let hooks = DaemonHooks(requestSync: {
+            calls.increment()
+            return ["field": 7]
+        })
         try await withDaemon(fixture, hooks: hooks) { socket in
             let response = try await request(socket, "POST", "/v1/sync")
             #expect(response.status == 202)
             #expect(object(response)["accepted"] as? Bool == true)
+            #expect(object(response)["attempts"] as? [String: Int] == ["field": 7])
             #expect(calls.value == 1)
             #expect(object(try await request(socket, "GET", "/v1/status"))["sync_available"] as? Bool == true)
         }

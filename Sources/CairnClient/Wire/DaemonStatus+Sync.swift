@@ -60,6 +60,13 @@ extension DaemonStatus {
         public var clockFloor: String?
         /// What the device trusts: a root and its thresholds, or pinned keys.
         public var trust: Trust?
+        /// The attempt in progress; nil between attempts.
+        public var progress: Progress?
+        /// Attempts started and ended since cairnd started (numbered from 1), and the outcome of
+        /// the last one ended: `installed`, `up_to_date` or its error code.
+        public var attemptsStarted: Int?
+        public var attemptsFinished: Int?
+        public var lastOutcome: String?
 
         public init(lastAttempt: String? = nil, lastSuccess: String? = nil, lastError: String? = nil,
                     online: Bool? = nil, stale: Bool? = nil, highestVersionSeen: Int? = nil, heldBackVersion: Int? = nil,
@@ -80,6 +87,7 @@ extension DaemonStatus {
             case highestVersionSeen = "highest_version_seen", heldBackVersion = "held_back_version"
             case sources
             case lastErrorCode = "last_error_code", expiredInstalls = "expired_installs", lastCheck = "last_check"
+            case progress, attemptsStarted = "attempts_started", attemptsFinished = "attempts_finished", lastOutcome = "last_outcome"
         }
 
         /// Lenient: absent keys are unknown, unknown keys are ignored.
@@ -96,6 +104,10 @@ extension DaemonStatus {
             lastErrorCode = try? c.decodeIfPresent(String.self, forKey: .lastErrorCode)
             expiredInstalls = try? c.decodeIfPresent(Int.self, forKey: .expiredInstalls)
             lastCheck = try? c.decodeIfPresent(String.self, forKey: .lastCheck)
+            progress = try? c.decodeIfPresent(Progress.self, forKey: .progress)
+            attemptsStarted = try? c.decodeIfPresent(Int.self, forKey: .attemptsStarted)
+            attemptsFinished = try? c.decodeIfPresent(Int.self, forKey: .attemptsFinished)
+            lastOutcome = try? c.decodeIfPresent(String.self, forKey: .lastOutcome)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -111,6 +123,56 @@ extension DaemonStatus {
             try c.encode(lastErrorCode, forKey: .lastErrorCode)
             try c.encode(expiredInstalls, forKey: .expiredInstalls)
             try c.encode(lastCheck, forKey: .lastCheck)
+            try c.encode(progress, forKey: .progress)
+            try c.encode(attemptsStarted, forKey: .attemptsStarted)
+            try c.encode(attemptsFinished, forKey: .attemptsFinished)
+            try c.encode(lastOutcome, forKey: .lastOutcome)
+        }
+    }
+
+    /// A sync attempt in progress (the `progress` object of `sync`, protocol/socket-api.md).
+    public struct Progress: Sendable, Hashable, Codable {
+        /// Its number (attempts count from 1 at each start of cairnd).
+        public var attempt: Int
+        /// `checking`, `downloading` or `installing`.
+        public var phase: String
+        /// The version being installed; nil while checking.
+        public var version: Int?
+        public var bytesDone: Int64
+        /// What the attempt expects to download; nil while checking.
+        public var bytesTotal: Int64?
+        public var bytesPerSecond: Double?
+        public var etaSeconds: Double?
+        /// When the attempt started (RFC 3339, UTC).
+        public var started: String
+
+        public init(attempt: Int, phase: String, version: Int?, bytesDone: Int64, bytesTotal: Int64?,
+                    bytesPerSecond: Double?, etaSeconds: Double?, started: String) {
+            self.attempt = attempt
+            self.phase = phase
+            self.version = version
+            self.bytesDone = bytesDone
+            self.bytesTotal = bytesTotal
+            self.bytesPerSecond = bytesPerSecond
+            self.etaSeconds = etaSeconds
+            self.started = started
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case attempt, phase, version, started
+            case bytesDone = "bytes_done", bytesTotal = "bytes_total", bytesPerSecond = "bytes_per_second", etaSeconds = "eta_seconds"
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(attempt, forKey: .attempt)
+            try c.encode(phase, forKey: .phase)
+            try c.encode(version, forKey: .version)
+            try c.encode(bytesDone, forKey: .bytesDone)
+            try c.encode(bytesTotal, forKey: .bytesTotal)
+            try c.encode(bytesPerSecond, forKey: .bytesPerSecond)
+            try c.encode(etaSeconds, forKey: .etaSeconds)
+            try c.encode(started, forKey: .started)
         }
     }
 

@@ -29,6 +29,11 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         public var lastError: String?
         public var lastErrorCode: String?
         public var trust: Trust?
+        /// The channel's attempt in progress, attempts ended since cairnd started, and the last
+        /// one's outcome (as in `sync`).
+        public var progress: Progress?
+        public var attemptsFinished: Int?
+        public var lastOutcome: String?
 
         public init(channel: String, serving version: Int?, stateRoot: String?, sync: Sync) {
             self.channel = channel
@@ -41,11 +46,15 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
             lastError = sync.lastError
             lastErrorCode = sync.lastErrorCode
             trust = sync.trust
+            progress = sync.progress
+            attemptsFinished = sync.attemptsFinished
+            lastOutcome = sync.lastOutcome
         }
 
         enum CodingKeys: String, CodingKey {
-            case channel, version, online, stale, expired, trust
+            case channel, version, online, stale, expired, trust, progress
             case stateRoot = "state_root", lastSuccess = "last_success", lastError = "last_error", lastErrorCode = "last_error_code"
+            case attemptsFinished = "attempts_finished", lastOutcome = "last_outcome"
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -60,6 +69,9 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
             try c.encode(lastError, forKey: .lastError)
             try c.encode(lastErrorCode, forKey: .lastErrorCode)
             try c.encode(trust, forKey: .trust)
+            try c.encode(progress, forKey: .progress)
+            try c.encode(attemptsFinished, forKey: .attemptsFinished)
+            try c.encode(lastOutcome, forKey: .lastOutcome)
         }
     }
 

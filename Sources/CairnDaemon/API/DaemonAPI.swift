@@ -11,7 +11,7 @@ import Logging
 struct DaemonAPI: Sendable {
     let holder: IndexHolder
     let status: any SyncStatusProvider
-    let requestSync: (@Sendable () async -> Void)?
+    let requestSync: (@Sendable () async -> [String: Int])?
     let maintenance: (any DeviceMaintenance)?
     let metrics: DaemonMetrics?
     /// The daemon's own channel and the further ones.
@@ -156,8 +156,8 @@ struct DaemonAPI: Sendable {
         guard let requestSync else {
             throw APIError(503, "sync_unavailable", "this cairnd runs without a sync component")
         }
-        await requestSync()
-        return Self.json(["accepted": true], status: .accepted)
+        let attempts = await requestSync()
+        return Self.json(SyncAccepted(accepted: true, attempts: attempts), status: .accepted)
     }
 
     // MARK: Helpers
@@ -176,4 +176,11 @@ struct DaemonAPI: Sendable {
         if let allow = error.allow { response.headers[.allow] = allow }
         return response
     }
+}
+
+/// The answer to `POST /v1/sync`: per channel, the number of the attempt that answers it (the
+/// first to start after the request); status's `attempts_finished` reaches it when it has ended.
+struct SyncAccepted: Encodable {
+    let accepted: Bool
+    let attempts: [String: Int]
 }

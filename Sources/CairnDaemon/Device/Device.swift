@@ -13,8 +13,9 @@ public struct Device: Sendable {
     /// The services to run in one `ServiceGroup`: the socket server, and the sync loop when
     /// sources are configured.
     public let services: [any Service]
-    /// "Sync now" (the socket's `POST /v1/sync`, SIGHUP); nil without sources.
-    public let requestSync: (@Sendable () -> Void)?
+    /// "Sync now" (the socket's `POST /v1/sync`, SIGHUP); nil without sources. Returns, per
+    /// channel, the number of the attempt that answers it.
+    public let requestSync: (@Sendable () -> [String: Int])?
 
     /// Locks and recovers the data directory, loads the trusted keys and builds the services.
     /// Rollback and export work with or without sources.
@@ -39,9 +40,12 @@ public struct Device: Sendable {
             extras.append(try makeChannel(configuration.configuration(for: settings), registry: registry, notifier: notifier,
                                           statusPrefix: "[\(settings.name)] ", logger: logger))
         }
-        let services = ([main] + extras).compactMap(\.service)
-        let syncRequest: (@Sendable () -> Void)? = services.isEmpty ? nil : { @Sendable in for service in services { service.requestSync() } }
-        let requestSync: (@Sendable () async -> Void)? = syncRequest.map { request in { @Sendable in request() } }
+        let followed = ([main] + extras).compactMap { parts in parts.service.map { (name: parts.name, service: $0) } }
+        let services = followed.map(\.service)
+        let syncRequest: (@Sendable () -> [String: Int])? = followed.isEmpty ? nil : { @Sendable in
+            Dictionary(followed.map { ($0.name, $0.service.requestSync()) }) { first, _ in first }
+        }
+        let requestSync: (@Sendable () async -> [String: Int])? = syncRequest.map { request in { @Sendable in request() } }
         let daemon = try buildDaemon(configuration: configuration,
                                      hooks: DaemonHooks(holder: main.holder, status: main.status, requestSync: requestSync,
                                                         maintenance: main.syncer, metrics: main.metrics,
@@ -107,7 +111,7 @@ public struct Device: Sendable {
                              metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(error)"])
             }
         })
-        let status = SyncStateStatusProvider(directory: directory, configuration: sync, trust: syncer.trust)
+        let status = SyncStateStatusProvider(directory: directory, configuration: sync, trust: syncer.trust, progress: syncer.progress)
         let metrics = DaemonMetrics(channel: configuration.channel, registry: registry)
         let service = sync.sources.isEmpty ? nil : SyncService(
             syncer: syncer, configuration: sync, logger: logger, onStatus: { notifier.status(statusPrefix + $0) },

@@ -8,11 +8,19 @@ struct SyncStateStatusProvider: SyncStatusProvider {
     let directory: DataDirectory
     let configuration: SyncConfiguration
     let trust: TrustHolder
+    let progress: SyncProgress
 
     func syncStatus() async -> DaemonStatus.Sync {
         let state = directory.readState()
         var sync = DaemonStatus.Sync(state: state, installed: directory.installed(),
                                      pollInterval: configuration.pollInterval, staleAfterPolls: configuration.staleAfterPolls)
+        let reading = progress.reading()
+        (sync.attemptsStarted, sync.attemptsFinished, sync.lastOutcome) = (reading.started, reading.finished, reading.lastOutcome)
+        sync.progress = reading.current.map {
+            DaemonStatus.Progress(attempt: $0.attempt, phase: $0.phase.rawValue, version: $0.version, bytesDone: $0.bytesDone,
+                                  bytesTotal: $0.bytesTotal, bytesPerSecond: $0.bytesPerSecond.map { ($0 * 10).rounded() / 10 },
+                                  etaSeconds: $0.etaSeconds.map { ($0 * 10).rounded() / 10 }, started: SyncState.time($0.started))
+        }
         if let chain = trust.current {
             let root = chain.current
             sync.trust = DaemonStatus.Trust(

@@ -90,5 +90,5 @@ public struct SyncState: Codable, Sendable, Equatable {
         clockFloor = time.rfc3339
     }
 
-    static func time(_ date: Date) -> String { (Timestamp(date) ?? Timestamp(secondsSince1970: 0)!).rfc3339 }
+    public static func time(_ date: Date) -> String { (Timestamp(date) ?? Timestamp(secondsSince1970: 0)!).rfc3339 }
 }

@@ -50,20 +50,23 @@ public struct Downloader: Sendable {
     /// range (200) or cannot satisfy it (416). Never writes more than `size` bytes.
     /// A cut or stalled transfer leaves the partial file for the next attempt.
     public func download(url: String, to path: String, size: Int64, access: SourceAccess = .none) async throws(SyncError) -> TransferStats {
-        try await download(url: url, to: path, size: size, access: access, tap: nil)
+        try await download(url: url, to: path, size: size, access: access, tap: nil, progress: nil)
     }
 
     /// `download(url:to:size:)`, where `tap` sees the body bytes as they are written when the
     /// file starts empty (never after a resume: the caller compares what it saw with `size`); the
     /// transfer then runs on an install thread (`BackgroundWork`), as the tap's work is an install's.
+    /// `progress` counts the bytes written (and, when a restart from zero discards bytes already
+    /// held, expects them again).
     func download(url: String, to path: String, size: Int64, access: SourceAccess = .none,
-                  tap: (any DownloadTap)?) async throws(SyncError) -> TransferStats {
+                  tap: (any DownloadTap)?, progress: SyncProgress?) async throws(SyncError) -> TransferStats {
         let headers = try access.headers()
         var stats = TransferStats()
         for _ in 0..<2 {
             var held = Self.fileSize(path)
             if held > size {
                 truncate(path, 0)
+                progress?.expect(size)
                 held = 0
             }
             if held == size { return stats }
@@ -73,12 +76,14 @@ public struct Downloader: Sendable {
             let context = TransferContext(limit: size, held: held, rangeStart: held)
             context.fd = fd
             context.tap = held == 0 ? tap : nil
+            context.progress = progress
             let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, access: access,
                                                  headers: headers, range: held, onInstallThread: context.tap != nil)
             close(fd)
             stats.add(outcome.stats)
             if outcome.status == 416 {
                 logger.info("range not satisfiable; restarting the download", metadata: ["cairn.sync.url": "\(url)"])
+                progress?.expect(Self.fileSize(path))
                 truncate(path, 0)
                 continue
             }

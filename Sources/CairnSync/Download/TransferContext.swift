@@ -37,6 +37,8 @@ final class TransferContext: @unchecked Sendable {
     var etag: String?
     /// Sees every body byte written to `fd`, in order, after it is written.
     var tap: (any DownloadTap)?
+    /// Counts the body bytes written to `fd` (status's sync progress).
+    var progress: SyncProgress?
 
     init(limit: Int64, held: Int64, rangeStart: Int64) {
         self.limit = limit
@@ -65,6 +67,7 @@ final class TransferContext: @unchecked Sendable {
                 done += result
             }
             tap?.receive(UnsafeRawBufferPointer(start: data, count: count))
+            progress?.received(Int64(count))
         } else {
             body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: count))
         }
@@ -86,6 +89,7 @@ final class TransferContext: @unchecked Sendable {
             if rangeStart > 0, fd >= 0 {
                 _ = ftruncate(fd, 0)
                 _ = lseek(fd, 0, SEEK_SET)
+                progress?.expect(held)
                 held = 0
                 restartedFromZero = true
             }

@@ -28,15 +28,6 @@ public final class SyncService: Service, Sendable {
         self.onAttempt = onAttempt
     }
 
-    /// The metrics label of `outcome`.
-    static func outcomeLabel(_ outcome: SyncOutcome) -> String {
-        switch outcome {
-        case .installed: "installed"
-        case .upToDate: "up_to_date"
-        case .failed(let error): error.code.name
-        }
-    }
-
     /// The status line after `outcome`.
     static func statusLine(_ outcome: SyncOutcome) -> String {
         switch outcome {
@@ -46,9 +37,12 @@ public final class SyncService: Service, Sendable {
         }
     }
 
-    /// Asks for an attempt now (coalesced with other requests; never blocks).
-    public func requestSync() {
-        trigger.fire()
+    /// Asks for an attempt now (coalesced with other requests; never blocks). Returns the number
+    /// of the attempt that answers it: the first to start after the request
+    /// (`SyncProgress.Reading.finished` reaches it when that attempt has ended).
+    @discardableResult
+    public func requestSync() -> Int {
+        syncer.progress.request { trigger.fire() }
     }
 
     public func run() async throws {
@@ -65,7 +59,7 @@ public final class SyncService: Service, Sendable {
             onStatus("syncing from \(configuration.sources.count) source(s)")
             let outcome = await syncer.syncOnce()
             onStatus(Self.statusLine(outcome))
-            onAttempt(Self.outcomeLabel(outcome), await syncer.lastInstallPath, await syncer.lastAttemptStats.totalBytes)
+            onAttempt(outcome.label, await syncer.lastInstallPath, await syncer.lastAttemptStats.totalBytes)
             let succeeded = if case .failed = outcome { false } else { true }
             let delay = schedule.next(succeeded: succeeded, using: &random)
             logger.debug("next sync", metadata: ["cairn.sync.delay_seconds": "\(delay.components.seconds)"])

@@ -15,10 +15,12 @@ extension Syncer {
         for _ in 0..<2 {
             let resumed = Downloader.fileSize(partial) > 0
             lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(size),
-                                                               access: configuration.access(for: base)))
+                                                               access: configuration.access(for: base), tap: nil,
+                                                               progress: progress))
             if try await BackgroundWork.run({ () throws(SyncError) in try Self.hashFile(partial) }) == id { return partial }
             unlink(partial)
             if !resumed { break }
+            progress.expect(Int64(size))
             logger.info("resumed blob failed its hash; downloading it again whole", metadata: ["cairn.sync.blob": "\(id.hex.prefix(12))"])
         }
         throw Self.hashMismatch(id, from: base)
@@ -39,7 +41,7 @@ extension Syncer {
             let stats: TransferStats
             do {
                 stats = try await downloader.download(url: url, to: partial, size: Int64(snapshot.size),
-                                                      access: configuration.access(for: base), tap: stream)
+                                                      access: configuration.access(for: base), tap: stream, progress: progress)
                 stream.endInput()
             } catch {
                 stream.endInput()
@@ -101,12 +103,28 @@ extension Syncer {
         return folder
     }
 
-    /// Refuses before downloading when the file system holding the data directory lacks room.
-    func checkDiskSpace(manifest: Manifest, path: SyncPlanner.Path, installed: InstalledVersion?) throws(SyncError) {
+    /// The bytes of the model files `manifest` needs that the device does not have.
+    func missingModelBytes(_ manifest: Manifest) -> Int64 {
         let weights = manifest.model.files.first { $0.name == "model.safetensors" }
         let modelPresent = weights.map { FileSystem.exists("\(directory.modelsPath)/\($0.sha256.hex)") } ?? true
-        let missingModel = modelPresent ? 0 : manifest.model.files.reduce(Int64(0)) { $0 + Int64($1.size) }
-        let staged = Downloader.fileSize("\(directory.stagingPath)/\(path.blob.sha256.hex).partial")
+        return modelPresent ? 0 : manifest.model.files.reduce(Int64(0)) { $0 + Int64($1.size) }
+    }
+
+    /// The bytes of `path`'s blob already in staging (an earlier attempt's partial download).
+    func stagedBytes(_ path: SyncPlanner.Path) -> Int64 {
+        Downloader.fileSize("\(directory.stagingPath)/\(path.blob.sha256.hex).partial")
+    }
+
+    /// What an install along `path` still has to download: the missing model files and the rest
+    /// of the blob.
+    func bytesToDownload(manifest: Manifest, path: SyncPlanner.Path) -> Int64 {
+        missingModelBytes(manifest) + Int64(path.blob.size) - stagedBytes(path)
+    }
+
+    /// Refuses before downloading when the file system holding the data directory lacks room.
+    func checkDiskSpace(manifest: Manifest, path: SyncPlanner.Path, installed: InstalledVersion?) throws(SyncError) {
+        let missingModel = missingModelBytes(manifest)
+        let staged = stagedBytes(path)
         let needed = SyncPlanner.requiredBytes(path: path, alreadyStaged: staged,
                                                currentIndexSize: installed.map { Downloader.fileSize($0.indexPath) } ?? 0,
                                                missingModelBytes: missingModel, margin: configuration.freeSpaceMargin)

@@ -13,6 +13,7 @@ extension Syncer {
     func install(manifest: Manifest, bytes: [UInt8], path: SyncPlanner.Path, base: String,
                  installed: InstalledVersion?, timings: inout InstallTimings) async throws(SyncError) -> (InstalledVersion, IndexContents) {
         try checkDiskSpace(manifest: manifest, path: path, installed: installed)
+        progress.downloading(version: manifest.version, expecting: bytesToDownload(manifest: manifest, path: path))
         let model = try await ensureModel(manifest, base: base)
         let partial = "\(directory.versionsPath)/\(manifest.version).partial"
         try? FileManager.default.removeItem(atPath: partial)
@@ -82,6 +83,7 @@ extension Syncer {
                 let started = clock.now
                 let blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size)
                 fetch += clock.now - started
+                progress.installing()
                 let (rows, reusable) = (installedRows, reusableFile(installed: installed))
                 let result = try await BackgroundWork.run { () throws(SyncError) -> IndexBuilder.DeltaResult in
                     try IndexBuilder.applyDelta(blob: blob, ref: ref, manifest: manifest, installed: installed,
@@ -97,11 +99,13 @@ extension Syncer {
                 logger.info("delta path failed; falling back to the full snapshot", metadata: ["cairn.sync.error": "\(error.code)"])
                 unlink(index)
                 try checkDiskSpace(manifest: manifest, path: .full(manifest.snapshot), installed: installed)
+                progress.expect(Int64(manifest.snapshot.size) - stagedBytes(.full(manifest.snapshot)))
             }
         }
         let started = clock.now
         let blob = try await fetchSnapshot(base: base, snapshot: manifest.snapshot, index: index)
         fetch += clock.now - started
+        progress.installing()
         // Kept for `cairn export`: the verified, signed bytes (a rename, not a copy).
         let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectoryLayout.snapshotBlobFile
         guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the snapshot blob in \(kept)") }

@@ -12,6 +12,15 @@ public enum SyncOutcome: Sendable {
     case installed(InstalledVersion)
     /// Every source failed or was refused; the installed version keeps serving.
     case failed(SyncError)
+
+    /// `installed`, `up_to_date` or the error code (metrics and status).
+    public var label: String {
+        switch self {
+        case .installed: "installed"
+        case .upToDate: "up_to_date"
+        case .failed(let error): error.code.name
+        }
+    }
 }
 
 /// Runs sync attempts (one at a time: it is an actor): for each source in order, fetch the
@@ -26,6 +35,8 @@ public actor Syncer {
     let onInstalled: @Sendable (InstalledVersion, IndexContents?) async -> Void
     /// The trust chain when a root is pinned (loaded from `DIR/roots/` at start), shared with status.
     public nonisolated let trust: TrustHolder
+    /// The attempt in progress and the attempts started and ended, for status and `sync --wait`.
+    public nonisolated let progress = SyncProgress()
     /// What the last attempt put on the wire.
     public internal(set) var lastAttemptStats = TransferStats()
     /// How the last attempt installed (`delta` or `full`), nil when it installed nothing.
@@ -68,7 +79,12 @@ public actor Syncer {
     /// One attempt over the sources in order; the first that yields a verified answer ends it.
     @discardableResult
     public func syncOnce() async -> SyncOutcome {
-        await exclusively { () async -> SyncOutcome in await self.attemptAll() }
+        await exclusively { () async -> SyncOutcome in
+            progress.begin(at: now())
+            let outcome = await self.attemptAll()
+            progress.finish(outcome: outcome.label)
+            return outcome
+        }
     }
 
     private func attemptAll() async -> SyncOutcome {

@@ -1,0 +1,139 @@
+public import Foundation
+import Synchronization
+
+/// Where the attempt in progress is (the `sync.progress` object of `GET /v1/status`,
+/// protocol/socket-api.md), and which attempts have started and ended since cairnd started, so
+/// that a caller who asked for a sync can wait for an attempt that began after its request.
+///
+/// The syncer moves it through the phases; the downloader counts body bytes as they are
+/// written; status reads it from any thread.
+public final class SyncProgress: Sendable {
+    public enum Phase: String, Sendable {
+        /// Fetching the manifest (and walking the root chain), verifying and deciding.
+        case checking
+        /// Receiving the blobs the install needs (model files, the delta or the snapshot).
+        case downloading
+        /// Applying or inflating, checking the state root and canaries, swapping.
+        case installing
+    }
+
+    /// One reading of the attempt in progress.
+    public struct Report: Sendable, Equatable {
+        /// The attempt's number: attempts count from 1 at each start of the process.
+        public var attempt: Int
+        public var phase: Phase
+        /// The version being installed, once the manifest is verified and an install decided.
+        public var version: Int?
+        /// Bytes received by this attempt, and the bytes it expects to receive (nil until known).
+        public var bytesDone: Int64
+        public var bytesTotal: Int64?
+        /// Bytes per second since the first byte of the downloading phase; nil before one second.
+        public var bytesPerSecond: Double?
+        /// Seconds left at that rate; nil when the rate is not known.
+        public var etaSeconds: Double?
+        /// When the attempt started.
+        public var started: Date
+    }
+
+    /// Everything status shows: the attempt in progress (nil between attempts), how many have
+    /// started and ended, and the last one's outcome label (`installed`, `up_to_date` or the
+    /// error code).
+    public struct Reading: Sendable, Equatable {
+        public var current: Report?
+        public var started: Int
+        public var finished: Int
+        public var lastOutcome: String?
+    }
+
+    private struct State {
+        var started = 0
+        var finished = 0
+        var lastOutcome: String?
+        var running = false
+        var phase = Phase.checking
+        var version: Int?
+        var done: Int64 = 0
+        var total: Int64?
+        var startedAt = Date()
+        /// When the downloading phase began, on the monotonic clock.
+        var downloadStart: ContinuousClock.Instant?
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// Runs `fire` (which asks for an attempt) and returns the number of the first attempt that
+    /// starts after it: the next one, whether or not an attempt runs now.
+    public func request(_ fire: () -> Void) -> Int {
+        state.withLock { state in
+            fire()
+            return state.started + 1
+        }
+    }
+
+    /// An attempt starts: phase `checking`, nothing received.
+    func begin(at date: Date) {
+        state.withLock { state in
+            state.started += 1
+            state.running = true
+            state.phase = .checking
+            (state.version, state.done, state.total, state.startedAt, state.downloadStart) = (nil, 0, nil, date, nil)
+        }
+    }
+
+    /// The install of `version` starts downloading `bytes` (what is not already staged).
+    func downloading(version: Int, expecting bytes: Int64) {
+        state.withLock { state in
+            state.phase = .downloading
+            state.version = version
+            state.total = (state.total ?? 0) + max(0, bytes)
+            if state.downloadStart == nil { state.downloadStart = .now }
+        }
+    }
+
+    /// More bytes to receive than announced (a retry from zero, the snapshot after a delta failed).
+    func expect(_ bytes: Int64) {
+        state.withLock { state in state.total = (state.total ?? 0) + max(0, bytes) }
+    }
+
+    /// Body bytes written to a staging file.
+    func received(_ bytes: Int64) {
+        state.withLock { state in state.done += bytes }
+    }
+
+    /// Everything is downloaded; the new index is being built, checked and swapped in.
+    func installing() {
+        state.withLock { state in state.phase = .installing }
+    }
+
+    /// The attempt ended with `outcome` (its metrics label).
+    func finish(outcome: String) {
+        state.withLock { state in
+            state.finished += 1
+            state.running = false
+            state.lastOutcome = outcome
+        }
+    }
+
+    public func reading() -> Reading {
+        state.withLock { state in
+            var current: Report?
+            if state.running {
+                let total = state.total.map { max($0, state.done) }
+                var rate: Double?
+                if let start = state.downloadStart {
+                    let span = ContinuousClock.now - start
+                    let elapsed = Double(span.components.seconds) + Double(span.components.attoseconds) / 1e18
+                    if elapsed >= 1 { rate = Double(state.done) / elapsed }
+                }
+                let eta: Double? = if let rate, rate > 0, let total, state.phase == .downloading {
+                    Double(total - state.done) / rate
+                } else { nil }
+                current = Report(attempt: state.started, phase: state.phase, version: state.version, bytesDone: state.done,
+                                 bytesTotal: total, bytesPerSecond: rate, etaSeconds: eta, started: state.startedAt)
+            }
+            return Reading(current: current, started: state.started, finished: state.finished, lastOutcome: state.lastOutcome)
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import CairnTestSupport
+import Foundation
+import Testing
+
+/// A sync in progress as callers see it: `sync.progress` in the status, and `cairn sync --wait`
+/// following the attempt that answers its request, against a real cairnd syncing from the fault
+/// server (which sends blobs at a set rate, or fails them).
+@Suite("Sync progress: status and cairn sync --wait (real processes)", .offCooperativePool, .serialized)
+struct ProgressTests {
+    /// `cairn sync --wait` (and `arguments`) run to completion on its own thread.
+    static func syncWait(_ rig: Rig, _ arguments: [String] = []) async throws -> Finished {
+        try await run(Products.path("cairn"), ["--socket", rig.device.socket, "sync", "--wait"] + arguments)
+    }
+
+    @Test("Given a slow source, when `cairn sync --wait` runs, then status shows the download's phase, version, bytes done of total and rate, and sync --wait prints its steps and exits 0 once the new version answers")
+    func followsADownload() async throws {
+        let rig = try await Rig()
+        defer { rig.stop() }
+        let new = try rig.publishNext(bulk: 200_000)
+        try rig.server.set(["rate": 50_000])
+        async let waited = Self.syncWait(rig)
+        var seen: [String: Any] = [:]
+        try await waitUntil("status shows the download with its rate", seconds: 60) {
+            guard let progress = rig.device.syncStatus["progress"] as? [String: Any], progress["phase"] as? String == "downloading",
+                  progress["bytes_per_second"] as? NSNumber != nil else { return false }
+            seen = progress
+            return true
+        }
+        let done = seen["bytes_done"] as? Int ?? -1, total = seen["bytes_total"] as? Int ?? 0
+        #expect(seen["version"] as? Int == new)
+        // The bulk chunk is 200,000 bytes of random hex words: compressed, about half of that.
+        #expect(total >= 80_000 && done > 0 && done <= total, "bytes \(done) of \(total)")
+        let rate = (seen["bytes_per_second"] as? NSNumber)?.doubleValue ?? 0
+        #expect(rate > 0 && rate < 4 * 50_000, "rate \(rate) for a source sending 50,000 bytes a second")
+        #expect((seen["eta_seconds"] as? NSNumber).map { $0.doubleValue >= 0 } == true)
+        #expect(seen["attempt"] as? Int == rig.device.syncStatus["attempts_started"] as? Int)
+
+        let finished = try await waited
+        #expect(finished.status == 0, "\(finished.stderr)")
+        // Not a terminal: one line per step, then the outcome, once the version answers.
+        #expect(finished.stdout.contains("downloading version \(new)"), "\(finished.stdout)")
+        #expect(finished.stdout.hasSuffix("installed version \(new); it answers queries\n"), "\(finished.stdout)")
+        #expect(rig.wrongAnswer(expecting: new) == nil)
+        let sync = rig.device.syncStatus
+        #expect(sync["progress"] is NSNull)
+        #expect(sync["last_outcome"] as? String == "installed")
+        #expect(sync["attempts_finished"] as? Int == sync["attempts_started"] as? Int)
+
+        // Nothing newer: the next wait ends with the version being the newest.
+        try rig.server.clear()
+        let again = try await Self.syncWait(rig)
+        #expect(again.status == 0 && again.stdout.hasSuffix("version \(new) is the newest\n"), "\(again.stdout)")
+    }
+
+    @Test("Given a source that fails or is too slow, when `cairn sync --wait` runs, then it exits 1 with the attempt's error in one line, or after --timeout (a stalled source) saying the attempt goes on, and the old version keeps answering")
+    func failsAndTimesOut() async throws {
+        let rig = try await Rig(config: ["stall_timeout": "2"])
+        defer { rig.stop() }
+        let new = try rig.publishNext(bulk: 100_000)
+
+        try rig.server.set(["status": 500])
+        let failed = try await Self.syncWait(rig)
+        #expect(failed.status == 1)
+        let line = failed.stderr.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(line.hasPrefix("cairn: sync failed (http_status): ") && line.contains("HTTP 500"), "\(failed.stderr)")
+        #expect(rig.wrongAnswer(expecting: 1) == nil)
+
+        try rig.server.set(["stall_after": 100])
+        let slow = try await Self.syncWait(rig, ["--timeout", "1"])
+        #expect(slow.status == 1)
+        #expect(slow.stderr.contains("still syncing after 1.0 s; the attempt goes on"), "\(slow.stderr)")
+        #expect(rig.wrongAnswer(expecting: 1) == nil)
+
+        // The source recovers: waiting again follows the next attempt to its end, and the new
+        // version answers (installed by that attempt, or by the one still running at the request,
+        // whose delta stalled and whose full snapshot came once the fault was gone).
+        try rig.server.clear()
+        let recovered = try await Self.syncWait(rig)
+        let last = recovered.stdout.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(recovered.status == 0, "\(recovered.stderr)")
+        #expect(["installed version \(new); it answers queries", "version \(new) is the newest"].contains(last), "\(recovered.stdout)")
+        #expect(rig.wrongAnswer(expecting: new) == nil)
+    }
+}
