@@ -22,6 +22,13 @@ struct PublishCommand: ParsableCommand {
             leaves the previous version current. A second publish to the same repository waits up \
             to --lock-wait seconds for the first, then refuses.
 
+            Vectors computed elsewhere (a GPU machine running sentence-transformers with the same \
+            model): --vectors FILE.npy, a NumPy array of float32 or float16 of shape (chunks, \
+            dimension), row i the i-th chunk in reading order. Before anything is written, \
+            --verify-sample random rows are embedded with the shipped model; if any cosine is below \
+            0.999 the publish is refused (65) with a line naming the worst row. The embedding cache \
+            is filled from the file.
+
             Keys: each --key signs the manifest. When the repository has a root of trust \
             (cairn-server root), every key must be one of its signing keys and at least its \
             threshold of them must sign; with --stage, fewer (or none) may: the blobs are written \
@@ -61,6 +68,10 @@ struct PublishCommand: ParsableCommand {
     var modelDir: String?
     @Option(help: "Embedding cache file.")
     var cache: String?
+    @Option(help: "A .npy file of the chunks' vectors (float32 or float16, shape (chunks, dimension)), computed elsewhere with the same model.")
+    var vectors: String?
+    @Option(name: .customLong("verify-sample"), help: "With --vectors: rows re-embedded with the shipped model before anything is written.")
+    var verifySample = 64
     @Flag(name: .customLong("no-cache"), help: "Use no embedding cache (earlier snapshots are still reused).")
     var noCache = false
     @Option(name: .customLong("chunk-words"), help: "Target words per chunk of Markdown/text.")
@@ -81,6 +92,8 @@ struct PublishCommand: ParsableCommand {
                 chunking: ChunkingOptions(targetWords: chunkWords, overlapWords: overlapWords), lockWait: lockWait)
             if let canaries { configuration.canaries = try loadCanaries(canaries) }
             configuration.stage = stage
+            configuration.vectors = vectors
+            configuration.verifySample = verifySample
             if let expiresAt {
                 guard let time = Timestamp(rfc3339: expiresAt) else {
                     throw PublishError(.invalidArgument, "--expires-at must be an RFC 3339 UTC time like 2026-12-31T00:00:00Z")

@@ -66,6 +66,7 @@ struct SyncCommand: AsyncParsableCommand {
                     case "up_to_date": print(prefix + (channel.version.map { "version \($0) is the newest" } ?? "nothing published yet"))
                     default:
                         failed = true
+                        fflush(nil)
                         daemon.fail(prefix + "sync failed (\(channel.lastOutcome ?? "unknown")): \(channel.lastError ?? "see cairnd's log")")
                     }
                 }
@@ -75,6 +76,7 @@ struct SyncCommand: AsyncParsableCommand {
             display.show(pending.map { (several ? "[\($0.channel)] " : "", $0.progress) })
             if let deadline, Date() >= deadline {
                 display.clear()
+                fflush(nil)
                 daemon.fail("still syncing after \(timeout!) s; the attempt goes on (`cairn status` shows it)")
                 throw ExitCode(1)
             }
@@ -102,7 +104,10 @@ final class ProgressDisplay {
             // The coarse form: phase, version and tenths of the download.
             let line = channels.map { $0.prefix + ($0.progress.map { Self.step($0) } ?? "waiting for the attempt to start") }
                 .joined(separator: "; ")
-            if line != last { print(line) }
+            if line != last {
+                print(line)
+                fflush(nil)
+            }
             last = line
         }
     }

@@ -122,4 +122,49 @@ struct RealModelTests {
             #expect(worst >= 0.9999, "\(kernels): lowest cosine to the reference: \(worst)")
         }
     }
+
+    @Test("Given vectors the numpy reference computed for the example knowledge base, saved by numpy as a GPU machine would ship them, when `cairn-server publish --vectors` runs with the real model, then float32 and float16 files are taken whole, and the same file with two rows swapped is refused (exit 65) with one line naming one of them")
+    func publishWithReferenceVectors() throws {
+        _ = try requireEmbedder()
+        let python = try requirePython()
+        let folder = try TemporaryDirectory.make()
+        let source = TestEnvironment.repositoryRoot + "/examples/kb/knowledge-base.json"
+        let records = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: source))) as! [[String: Any]]
+        // What Cairn embeds for a chunk: its title, a blank line, its content (Chunk.embeddingText).
+        let texts = records.map { record in
+            let (title, content) = (record["title"] as? String ?? "", record["content"] as? String ?? "")
+            return title.isEmpty ? content : title + "\n\n" + content
+        }
+        let reference = try TestEnvironment.run(python, [TestEnvironment.repositoryRoot + "/Tests/Reference/embed_ref.py",
+                                                         "--model-dir", Self.modelDirectory], input: try TestEnvironment.jsonLines(texts))
+        try #require(reference.status == 0, "embed_ref.py failed: \(reference.error)")
+        try reference.output.write(to: URL(fileURLWithPath: folder + "/vectors.jsonl"))
+        let save = try TestEnvironment.run(python, ["-c", """
+            import json, sys, numpy as np
+            folder = sys.argv[1]
+            v = np.array([json.loads(line)["embedding"] for line in open(folder + "/vectors.jsonl")], dtype="<f4")
+            np.save(folder + "/f32.npy", v)
+            np.save(folder + "/f16.npy", v.astype("<f2"))
+            s = v.copy(); s[[0, 1]] = s[[1, 0]]
+            np.save(folder + "/swapped.npy", s)
+            """, folder])
+        try #require(save.status == 0, "numpy: \(save.error)")
+        let keygen = try Binaries.run("cairn-server", ["keygen", "--out", folder + "/keys"], in: folder)
+        try #require(keygen.status == 0, "\(keygen.error)")
+        func publish(_ file: String) throws -> (status: Int32, output: String, error: String) {
+            try Binaries.run("cairn-server", ["publish", "--repo", folder + "/repo", "--channel", "kb", "--source", source,
+                                              "--model-dir", Self.modelDirectory, "--no-cache", "--key", folder + "/keys/publisher.key",
+                                              "--vectors", folder + "/" + file, "--verify-sample", "1000"], in: folder)
+        }
+        for file in ["f32.npy", "f16.npy"] {
+            let run = try publish(file)
+            #expect(run.status == 0, "\(file): \(run.error)")
+            #expect(run.output.contains("\(texts.count) chunks, \(texts.count) from the vectors file, 0 embedded"), "\(file): \(run.output)")
+        }
+        let swapped = try publish("swapped.npy")
+        #expect(swapped.status == 65)
+        let lines = swapped.error.split(separator: "\n")
+        #expect(lines.count == 1 && (lines.first?.contains("row 0 (chunk") == true || lines.first?.contains("row 1 (chunk") == true),
+                "\(swapped.error)")
+    }
 }

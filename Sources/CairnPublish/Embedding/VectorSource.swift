@@ -1,18 +1,22 @@
 import CairnCore
 import CairnEmbedding
 
-/// Finds each chunk's vector: from an earlier version's snapshot embedded with the same model,
-/// else from the embedding cache, else from the model — and counts which.
+/// Finds each chunk's vector: from a verified `--vectors` file when one is given, else from an
+/// earlier version's snapshot embedded with the same model, else from the embedding cache, else
+/// from the model — and counts which.
 struct VectorSource {
     let model: PublishedModel
     let embedder: SentenceEmbedder
     let cache: EmbeddingCache?
     let batchSize: Int
+    /// Vectors computed elsewhere, already checked (`SuppliedVectors.verify`).
+    var supplied: SuppliedVectors?
     /// Vectors of earlier versions by the SHA-256 of the text they embed.
     private var known: [ContentID: [Float]] = [:]
     private(set) var embedded = 0
     private(set) var reusedFromSnapshot = 0
     private(set) var reusedFromCache = 0
+    private(set) var fromFile = 0
 
     init(model: PublishedModel, embedder: SentenceEmbedder, cache: EmbeddingCache?, bases: [PublishedVersion], batchSize: Int) {
         self.model = model
@@ -30,6 +34,7 @@ struct VectorSource {
 
     /// Every chunk with its vector, in the order given.
     mutating func vectors(for chunks: [Chunk], progress: (PublishProgress) -> Void) throws(PublishError) -> [ChunkRecord] {
+        if let supplied { return try vectors(for: chunks, from: supplied) }
         var vectors = [[Float]?](repeating: nil, count: chunks.count)
         var pending: [ContentID: [Int]] = [:]
         var order: [ContentID] = []
@@ -64,5 +69,29 @@ struct VectorSource {
             progress(PublishProgress(done: done, total: total))
         }
         return zip(chunks, vectors).map { ChunkRecord(chunk: $0.0, vector: $0.1!) }
+    }
+
+    /// Every chunk with row i of `file`, scaled to unit length (as the model's are), each row
+    /// checked finite and non-zero; the embedding cache is filled from them.
+    private mutating func vectors(for chunks: [Chunk], from file: SuppliedVectors) throws(PublishError) -> [ChunkRecord] {
+        var records: [ChunkRecord] = []
+        records.reserveCapacity(chunks.count)
+        var pending: [(textHash: ContentID, vector: [Float])] = []
+        for (index, chunk) in chunks.enumerated() {
+            var vector = file.row(index)
+            let norm = vector.reduce(Float(0)) { $0 + $1 * $1 }.squareRoot()
+            guard norm.isFinite, norm > 0 else {
+                throw PublishError(.badInput, "\(file.path): row \(index) (chunk \"\(chunk.id)\") is zero or not finite")
+            }
+            for position in vector.indices { vector[position] /= norm }
+            records.append(ChunkRecord(chunk: chunk, vector: vector))
+            pending.append((Self.textHash(chunk), vector))
+            if pending.count == 1024 || index == chunks.count - 1 {
+                try cache?.store(modelKey: model.cacheKey, pending)
+                pending.removeAll(keepingCapacity: true)
+            }
+        }
+        fromFile = chunks.count
+        return records
     }
 }

@@ -26,6 +26,11 @@ public struct PublishConfiguration: Sendable {
     /// Write the blobs and the signed manifest to `staged/<channel>/<n>.json` for more
     /// signatures (`StagedRelease`) instead of releasing it. Default false.
     public var stage = false
+    /// A NumPy `.npy` file of the chunks' vectors, computed elsewhere with the same model
+    /// (`SuppliedVectors`). Default none: vectors come from earlier snapshots, the cache, the model.
+    public var vectors: String?
+    /// Rows of `vectors` re-embedded before anything is written (at least 1). Default 64.
+    public var verifySample = 64
 
     public init(repository: String, channel: String, source: String, keepDeltas: Int = 5, expiresDays: Int = 30,
                 canaries: [Canary] = [], chunking: ChunkingOptions = ChunkingOptions(), lockWait: Double = 5,
@@ -74,6 +79,8 @@ public struct PublishReport: Sendable {
     public var reusedFromSnapshot: Int
     /// Chunks whose vector came from the embedding cache.
     public var reusedFromCache: Int
+    /// Chunks whose vector came from the `--vectors` file.
+    public var fromVectorsFile = 0
     public var snapshotSize: Int
     public var snapshotUncompressedSize: Int
     public var deltas: [DeltaInfo]
@@ -89,7 +96,7 @@ public struct PublishReport: Sendable {
         let deltaText = deltas.isEmpty ? "no deltas"
             : "deltas " + deltas.map { "v\($0.fromVersion)→\(version) \($0.size) B" }.joined(separator: ", ")
         return (stagedPath.map { "staged version \(version) in \($0) (not released): " } ?? "published version \(version): ")
-            + "\(chunkCount) chunks, \(embedded) embedded, "
+            + "\(chunkCount) chunks, " + (fromVectorsFile > 0 ? "\(fromVectorsFile) from the vectors file, " : "") + "\(embedded) embedded, "
             + "\(reusedFromSnapshot + reusedFromCache) reused (\(reusedFromSnapshot) from earlier snapshots, \(reusedFromCache) from cache), "
             + "snapshot \(snapshotSize) B (\(snapshotUncompressedSize) B uncompressed), \(deltaText)"
     }

@@ -61,6 +61,15 @@ public struct Publisher: Sendable {
         let chunks = try SourceReader.read(path: config.source, chunking: config.chunking)
         guard !chunks.isEmpty else { throw PublishError(.badInput, "\(config.source): no chunks found") }
         logger.info("read source", metadata: ["cairn.publish.chunks": "\(chunks.count)"])
+        // Vectors from elsewhere are checked against the shipped model before anything is written.
+        var supplied: SuppliedVectors?
+        if let path = config.vectors {
+            guard config.verifySample >= 1 else { throw PublishError(.invalidArgument, "--verify-sample must be at least 1") }
+            let file = try SuppliedVectors(path: path)
+            try file.verify(chunks: chunks, embedder: embedder, dimension: model.dimension, sample: config.verifySample)
+            logger.info("vectors file verified", metadata: ["cairn.publish.vectors": "\(path)", "cairn.publish.sample": "\(min(config.verifySample, chunks.count))"])
+            supplied = file
+        }
 
         let repository = Repository(root: config.repository)
         do { try FileSystem.makeDirectory(repository.versionsFolder(config.channel)) } catch {
@@ -84,6 +93,7 @@ public struct Publisher: Sendable {
         let bases = history.loadBases(count: config.keepDeltas, scratch: scratch)
 
         var vectors = VectorSource(model: model, embedder: embedder, cache: cache, bases: bases, batchSize: config.batchSize)
+        vectors.supplied = supplied
         let entries = try vectors.vectors(for: chunks, progress: progress)
         checkpoint(.embedded)
 
@@ -116,7 +126,7 @@ public struct Publisher: Sendable {
 
         return PublishReport(
             version: version, stateRoot: built.stateRoot, chunkCount: chunks.count, embedded: vectors.embedded,
-            reusedFromSnapshot: vectors.reusedFromSnapshot, reusedFromCache: vectors.reusedFromCache,
+            reusedFromSnapshot: vectors.reusedFromSnapshot, reusedFromCache: vectors.reusedFromCache, fromVectorsFile: vectors.fromFile,
             snapshotSize: built.compressed.count, snapshotUncompressedSize: built.uncompressedSize,
             deltas: deltas.built.map { .init(fromVersion: $0.ref.fromVersion, size: $0.ref.size, uncompressedSize: $0.ref.uncompressedSize) },
             skippedDeltas: deltas.skipped + history.skipped, manifestBytes: bytes, stagedPath: stagedPath)

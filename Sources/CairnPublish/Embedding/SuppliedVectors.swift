@@ -1,0 +1,163 @@
+import CairnCore
+import CairnEmbedding
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Vectors computed elsewhere (`cairn-server publish --vectors FILE.npy`): a NumPy `.npy` file
+/// (format versions 1–3) of little-endian float32 or float16, C order, shape (n, d), row i
+/// being the i-th chunk of the source in reading order. The file is memory-mapped and read a
+/// row at a time, so a million rows cost page cache, not the publisher's heap.
+final class SuppliedVectors: @unchecked Sendable {
+    // @unchecked: the mapping is read-only and never changes after init; unmapped in deinit.
+    let path: String
+    let rows: Int
+    let dimension: Int
+    /// Bytes per value: 4 (float32) or 2 (float16).
+    private let width: Int
+    private let mapping: UnsafeMutableRawPointer?
+    private let mappedBytes: Int
+    private let dataOffset: Int
+
+    init(path: String) throws(PublishError) {
+        self.path = path
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw PublishError(.io, "cannot read --vectors \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw PublishError(.io, "cannot stat --vectors \(path)") }
+        mappedBytes = Int(info.st_size)
+        guard mappedBytes > 0, let map = mmap(nil, mappedBytes, PROT_READ, MAP_PRIVATE, fd, 0), map != MAP_FAILED else {
+            throw PublishError(.badInput, "\(path): empty or unreadable; --vectors takes a NumPy .npy file of shape (chunks, dimension)")
+        }
+        mapping = map
+        let header: NPYHeader
+        do {
+            header = try NPYHeader(UnsafeRawBufferPointer(start: map, count: mappedBytes))
+        } catch {
+            munmap(map, mappedBytes)
+            throw PublishError(.badInput, "\(path): \(error.message)")
+        }
+        (rows, dimension, width, dataOffset) = (header.rows, header.columns, header.width, header.dataOffset)
+        let expected = dataOffset + rows * dimension * width
+        guard expected == mappedBytes else {
+            munmap(map, mappedBytes)
+            throw PublishError(.badInput, "\(path): shape (\(rows), \(dimension)) needs \(expected) bytes, the file has \(mappedBytes)")
+        }
+    }
+
+    deinit {
+        if let mapping { munmap(mapping, mappedBytes) }
+    }
+
+    /// Row `index` as float32 values.
+    func row(_ index: Int) -> [Float] {
+        let start = UnsafeRawPointer(mapping!) + dataOffset + index * dimension * width
+        if width == 4 {
+            return (0..<dimension).map { Float(bitPattern: UInt32(littleEndian: start.loadUnaligned(fromByteOffset: $0 * 4, as: UInt32.self))) }
+        }
+        return (0..<dimension).map {
+            Float(Float16(bitPattern: UInt16(littleEndian: start.loadUnaligned(fromByteOffset: $0 * 2, as: UInt16.self))))
+        }
+    }
+}
+
+/// The header of a `.npy` file: magic `\x93NUMPY`, a version, a little-endian header length
+/// (2 bytes in version 1, 4 in versions 2 and 3), then a Python dict literal such as
+/// `{'descr': '<f4', 'fortran_order': False, 'shape': (1000, 384), }` padded with spaces.
+struct NPYHeader {
+    struct Problem: Error {
+        let message: String
+    }
+
+    let rows: Int
+    let columns: Int
+    let width: Int
+    let dataOffset: Int
+
+    init(_ bytes: UnsafeRawBufferPointer) throws(Problem) {
+        let magic: [UInt8] = [0x93] + Array("NUMPY".utf8)
+        guard bytes.count >= 10, Array(bytes.prefix(6)) == magic else {
+            throw Problem(message: "not a NumPy .npy file (no \\x93NUMPY magic); save the array with numpy.save")
+        }
+        let major = bytes[6]
+        let lengthBytes = major == 1 ? 2 : 4
+        guard [1, 2, 3].contains(major), bytes.count >= 8 + lengthBytes else {
+            throw Problem(message: ".npy format version \(major) is not one of 1, 2, 3")
+        }
+        let length = (0..<lengthBytes).reduce(0) { $0 | Int(bytes[8 + $1]) << (8 * $1) }
+        dataOffset = 8 + lengthBytes + length
+        guard dataOffset <= bytes.count else { throw Problem(message: "the .npy header is cut short") }
+        let text = String(decoding: bytes[(8 + lengthBytes)..<dataOffset], as: UTF8.self)
+
+        guard let descr = Self.value(of: "descr", in: text) else { throw Problem(message: "the .npy header has no 'descr'") }
+        switch descr {
+        case "'<f4'": width = 4
+        case "'<f2'": width = 2
+        default:
+            throw Problem(message: "dtype \(descr) is not little-endian float32 or float16 ('<f4', '<f2'); convert with astype('<f4')")
+        }
+        guard Self.value(of: "fortran_order", in: text) == "False" else {
+            throw Problem(message: "the array is in Fortran order; save numpy.ascontiguousarray(vectors)")
+        }
+        guard let shape = Self.value(of: "shape", in: text), shape.hasPrefix("("), shape.hasSuffix(")") else {
+            throw Problem(message: "the .npy header has no 'shape'")
+        }
+        let dimensions = shape.dropFirst().dropLast().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }
+        guard dimensions.count == 2, let rows = Int(dimensions[0]), let columns = Int(dimensions[1]), rows > 0, columns > 0 else {
+            throw Problem(message: "shape \(shape) is not (chunks, dimension)")
+        }
+        (self.rows, self.columns) = (rows, columns)
+    }
+
+    /// The literal after `'key':` up to the next top-level comma or closing brace.
+    static func value(of key: String, in text: String) -> String? {
+        guard let range = text.range(of: "'\(key)':") else { return nil }
+        var depth = 0
+        var result = ""
+        for character in text[range.upperBound...] {
+            if character == "(" { depth += 1 }
+            if character == ")" { depth -= 1 }
+            if depth == 0 && (character == "," || character == "}") { break }
+            result.append(character)
+            if depth < 0 { return nil }
+        }
+        return result.trimmingCharacters(in: .whitespaces)
+    }
+}
+
+extension SuppliedVectors {
+    /// The publisher's checks before anything is written: one row per chunk, the model's
+    /// dimension, and `sample` random rows (all when fewer) within cosine 0.999 of what the
+    /// shipped model gives their chunks' text. The refusal names the worst row.
+    func verify(chunks: [Chunk], embedder: SentenceEmbedder, dimension: Int, sample: Int) throws(PublishError) {
+        guard rows == chunks.count else {
+            throw PublishError(.badInput, "\(path): \(rows) rows for \(chunks.count) chunks; row i must be the i-th chunk of the source in reading order")
+        }
+        guard self.dimension == dimension else {
+            throw PublishError(.badInput, "\(path): vectors of dimension \(self.dimension); the model gives \(dimension)")
+        }
+        var chosen = Set<Int>()
+        if sample >= rows { chosen = Set(0..<rows) } else {
+            while chosen.count < sample { chosen.insert(Int.random(in: 0..<rows)) }
+        }
+        let picked = chosen.sorted()
+        var worst: (row: Int, cosine: Float)?
+        for start in stride(from: 0, to: picked.count, by: 32) {
+            let batch = Array(picked[start..<min(start + 32, picked.count)])
+            let reference = embedder.embed(batch.map { chunks[$0].embeddingText })
+            for (index, expected) in zip(batch, reference) {
+                let cosine = SentenceEmbedder.cosine(row(index), expected)
+                if worst == nil || !(cosine >= worst!.cosine) { worst = (index, cosine) }
+            }
+        }
+        if let worst, !(worst.cosine >= Self.minimumCosine) {
+            throw PublishError(.badInput, "\(path): row \(worst.row) (chunk \"\(chunks[worst.row].id)\") has cosine \(String(format: "%.4f", worst.cosine)) with the shipped model's vector for its text, below \(Self.minimumCosine) (the worst of \(picked.count) rows checked): these vectors come from another model or another chunk order; nothing was published")
+        }
+    }
+
+    /// Each sampled row must be at least this close to the shipped model's vector.
+    static let minimumCosine: Float = 0.999
+}

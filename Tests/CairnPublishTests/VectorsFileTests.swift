@@ -1,0 +1,136 @@
+import CairnCore
+import CairnEmbedding
+import CairnTestSupport
+import Foundation
+import Testing
+@testable import CairnPublish
+
+/// `publish --vectors FILE.npy`: vectors computed elsewhere are taken only when a sample of them
+/// matches what the shipped model gives (the tiny test model here; another seed is "another model").
+@Suite("Publish: vectors from a .npy file")
+struct VectorsFileTests {
+    /// Writes `rows` as a version-1 `.npy` file of little-endian float32 (or float16).
+    static func writeNPY(_ rows: [[Float]], to path: String, half: Bool = false) throws {
+        let descr = half ? "<f2" : "<f4"
+        var header = "{'descr': '\(descr)', 'fortran_order': False, 'shape': (\(rows.count), \(rows.first?.count ?? 0)), }"
+        // numpy pads the header with spaces so that the data starts at a multiple of 64.
+        while (10 + header.utf8.count + 1) % 64 != 0 { header += " " }
+        header += "\n"
+        var bytes: [UInt8] = [0x93] + Array("NUMPY".utf8) + [1, 0]
+        bytes += [UInt8(header.utf8.count & 0xff), UInt8(header.utf8.count >> 8)]
+        bytes += Array(header.utf8)
+        for row in rows {
+            for value in row {
+                if half {
+                    withUnsafeBytes(of: Float16(value).bitPattern.littleEndian) { bytes += $0 }
+                } else {
+                    withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes += $0 }
+                }
+            }
+        }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+    }
+
+    /// The source's chunks in reading order and `embedder`'s vector for each.
+    static func vectors(_ source: String, _ embedder: SentenceEmbedder) throws -> (chunks: [Chunk], rows: [[Float]]) {
+        let chunks = try SourceReader.read(path: source, chunking: ChunkingOptions())
+        return (chunks, embedder.embed(chunks.map(\.embeddingText)))
+    }
+
+    func publish(_ workspace: Workspace, _ source: String, vectors: String, sample: Int = 64) throws(PublishError) -> PublishReport {
+        var configuration = PublishConfiguration(repository: workspace.repo, channel: "stable", source: source)
+        configuration.vectors = vectors
+        configuration.verifySample = sample
+        let publisher = Publisher(configuration: configuration, key: workspace.key, embedder: workspace.embedder,
+                                  model: workspace.model, cache: try EmbeddingCache(path: workspace.cachePath),
+                                  logger: .init(label: "test"))
+        return try publisher.publish()
+    }
+
+    @Test("Given the model's own vectors in reading order, as float32 and as float16 scaled by 3, when published with --vectors, then every snapshot vector is the file's row at unit length, nothing is embedded, and the cache is filled", arguments: [false, true])
+    func accepted(half: Bool) throws {
+        let workspace = try Workspace()
+        let source = try workspace.writeSource(SampleKB.chunks(count: 40))
+        let (chunks, rows) = try Self.vectors(source, workspace.embedder)
+        let file = workspace.folder + "/vectors.npy"
+        // Scaled rows: the check is by cosine, and the published vectors are unit length again.
+        try Self.writeNPY(rows.map { $0.map { $0 * 3 } }, to: file, half: half)
+
+        let report = try publish(workspace, source, vectors: file)
+        #expect(report.fromVectorsFile == 40 && report.embedded == 0 && report.reusedFromCache == 0)
+        #expect(report.summary.contains("40 from the vectors file"))
+        let records = try workspace.records(report.version)
+        let byID = Dictionary(uniqueKeysWithValues: records.map { ($0.chunk.id, $0.vector) })
+        let cache = try EmbeddingCache(path: workspace.cachePath)
+        for (chunk, row) in zip(chunks, rows) {
+            let published = try #require(byID[chunk.id])
+            let norm = published.reduce(Float(0)) { $0 + $1 * $1 }.squareRoot()
+            #expect(abs(norm - 1) < 1e-3)
+            #expect(SentenceEmbedder.cosine(published, row) > (half ? 0.9999 : 0.999999), "chunk \(chunk.id)")
+            let cached = try cache.vector(modelKey: workspace.model.cacheKey, textHash: VectorSource.textHash(chunk),
+                                          dimension: workspace.model.dimension)
+            #expect(cached == published)
+        }
+        #expect(workspace.verify().problems.isEmpty)
+    }
+
+    @Test("Given another model's vectors, the right vectors in another order, or the wrong number of rows or columns, when published with --vectors, then it is refused with one line naming the problem (the worst row, for a mismatch) and nothing is written")
+    func refused() throws {
+        let workspace = try Workspace()
+        let source = try workspace.writeSource(SampleKB.chunks(count: 40))
+        let (chunks, rows) = try Self.vectors(source, workspace.embedder)
+        let other = try SentenceEmbedder(directory: try TinyModel(seed: 8).writeFolder())
+        let (_, otherRows) = try Self.vectors(source, other)
+        let cases: [(name: String, rows: [[Float]], expect: [String])] = [
+            ("another model", otherRows, ["row ", "(chunk \"chunk-", "below 0.999", "another model or another chunk order"]),
+            ("reversed order", Array(rows.reversed()), ["row ", "below 0.999"]),
+            ("one row short", Array(rows.dropLast()), ["39 rows for 40 chunks"]),
+            ("a short dimension", rows.map { Array($0.dropLast()) }, ["vectors of dimension \(rows[0].count - 1)"]),
+        ]
+        for (index, fault) in cases.enumerated() {
+            let file = workspace.folder + "/bad-\(index).npy"
+            try Self.writeNPY(fault.rows, to: file)
+            do {
+                _ = try publish(workspace, source, vectors: file)
+                Issue.record("\(fault.name): published")
+            } catch {
+                #expect(error.code == .badInput, "\(fault.name): \(error)")
+                #expect(!error.message.contains("\n"))
+                for text in fault.expect { #expect(error.message.contains(text), "\(fault.name): \(error.message)") }
+            }
+        }
+        // The worst row is named: for another model's vectors, its cosine is the lowest of all.
+        let cosines = zip(rows, otherRows).map { SentenceEmbedder.cosine($0, $1) }
+        let worst = cosines.indices.min { cosines[$0] < cosines[$1] }!
+        try Self.writeNPY(otherRows, to: workspace.folder + "/other.npy")
+        #expect(throws: PublishError.self) { try publish(workspace, source, vectors: workspace.folder + "/other.npy") }
+        do { _ = try publish(workspace, source, vectors: workspace.folder + "/other.npy") } catch {
+            #expect(error.message.contains("row \(worst) (chunk \"\(chunks[worst].id)\")"), "\(error.message)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: workspace.repository.manifestPath("stable")))
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: workspace.repo + "/blobs")) ?? []).isEmpty)
+    }
+
+    @Test("Given a file that is not .npy, big-endian, or Fortran-ordered, when read, then one line says what it is and what to do")
+    func badFiles() throws {
+        let folder = try TemporaryDirectory.make()
+        try Data("not numpy".utf8).write(to: URL(fileURLWithPath: folder + "/text.npy"))
+        try Self.writeNPY([[1, 2], [3, 4]], to: folder + "/good.npy")
+        var big = try Data(contentsOf: URL(fileURLWithPath: folder + "/good.npy"))
+        big.replaceSubrange(big.range(of: Data("<f4".utf8))!, with: Data(">f4".utf8))
+        try big.write(to: URL(fileURLWithPath: folder + "/big.npy"))
+        var fortran = try Data(contentsOf: URL(fileURLWithPath: folder + "/good.npy"))
+        fortran.replaceSubrange(fortran.range(of: Data("False".utf8))!, with: Data("True ".utf8))
+        try fortran.write(to: URL(fileURLWithPath: folder + "/fortran.npy"))
+        let good = try SuppliedVectors(path: folder + "/good.npy")
+        #expect(good.rows == 2 && good.dimension == 2 && good.row(1) == [3, 4])
+        for (name, expected) in [("text", "not a NumPy .npy file"), ("big", "is not little-endian float32 or float16"),
+                                 ("fortran", "Fortran order")] {
+            #expect {
+                _ = try SuppliedVectors(path: folder + "/\(name).npy")
+            } throws: { error in
+                (error as? PublishError)?.code == .badInput && (error as? PublishError)?.message.contains(expected) == true
+            }
+        }
+    }
+}
