@@ -27,7 +27,8 @@ public enum CairndConfigFile {
     }
 
     /// The keys a `[channel NAME]` section may hold: that channel's sources, trust and schedule.
-    public static let channelKeys: Set<String> = ["source", "trusted_key", "trusted_root", "poll_interval", "expired_updates"]
+    public static let channelKeys: Set<String> = ["source", "trusted_key", "trusted_root", "poll_interval", "expired_updates",
+                                                  "max_disk_bytes"]
 
     /// The keys a `[source URL]` section may hold (files for a private source); outside a
     /// section they apply to every source.
@@ -38,7 +39,7 @@ public enum CairndConfigFile {
         "source", "channel", "trusted_key", "data_dir", "socket", "poll_interval", "socket_mode",
         "socket_group", "log_level", "max_concurrent_queries", "max_queued_queries", "max_body_bytes",
         "max_connections", "idle_timeout", "backoff_min", "backoff_max", "bandwidth_cap",
-        "stall_timeout", "trusted_root", "expired_updates",
+        "stall_timeout", "trusted_root", "expired_updates", "max_disk_bytes",
     ]).union(sectionKeys)
 
     /// Parses config file text: `key = value` lines; blank lines and lines starting with `#`

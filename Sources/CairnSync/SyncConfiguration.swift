@@ -37,6 +37,11 @@ public struct SyncConfiguration: Sendable {
     public var transfer: TransferLimits
     /// Bytes kept free beyond what an install needs. Default 64 MiB.
     public var freeSpaceMargin: Int64
+    /// The most bytes the channel's versions, models and staging may hold, nil for no limit: an
+    /// install that would pass it removes the previous version first (no rollback until the
+    /// next install), and is refused (`disk_budget`) if the new version still does not fit
+    /// beside the live one. Default none.
+    public var maxDiskBytes: Int64?
 
     public init(sources: [String], channel: String, trustedKeys: [PublicKey], dataDirectory: String,
                 pollInterval: Duration = .seconds(900), backoffMinimum: Duration = .seconds(30),

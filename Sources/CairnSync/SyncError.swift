@@ -40,6 +40,8 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         public static let modelIncompatible = Code("model_incompatible")
         /// Not enough free disk for the download and the install beside the live version.
         public static let diskFull = Code("disk_full")
+        /// The new version does not fit beside the live one within `max_disk_bytes`.
+        public static let diskBudget = Code("disk_budget")
         /// Decompressing, copying or applying failed (including a decompression bomb).
         public static let installFailed = Code("install_failed")
         public static let stateRootMismatch = Code("state_root_mismatch")

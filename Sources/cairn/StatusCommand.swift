@@ -48,6 +48,12 @@ struct StatusCommand: AsyncParsableCommand {
         }
         lines.append("last sync   attempt \(sync.lastAttempt ?? "never"), success \(sync.lastSuccess ?? "never")")
         if let error = sync.lastError { lines.append("last error  \(error)") }
+        let budget = sync.maxDiskBytes.map { " (max_disk_bytes \($0))" } ?? ""
+        if let previous = sync.previousVersion {
+            lines.append("rollback    to version \(previous)" + budget)
+        } else if let dropped = sync.previousDropped {
+            lines.append("rollback    none: version \(dropped) was removed to make room for an install" + budget)
+        }
         if let held = sync.heldBackVersion {
             lines.append("held back   version \(held) (rolled back from; sync installs only newer versions)")
         }

@@ -67,6 +67,12 @@ extension DaemonStatus {
         public var attemptsStarted: Int?
         public var attemptsFinished: Int?
         public var lastOutcome: String?
+        /// The version `cairn rollback` would go back to; nil when none is kept.
+        public var previousVersion: Int?
+        /// The last previous version removed to make room for an install.
+        public var previousDropped: Int?
+        /// The channel's disk budget (`max_disk_bytes`), nil for none.
+        public var maxDiskBytes: Int64?
 
         public init(lastAttempt: String? = nil, lastSuccess: String? = nil, lastError: String? = nil,
                     online: Bool? = nil, stale: Bool? = nil, highestVersionSeen: Int? = nil, heldBackVersion: Int? = nil,
@@ -88,6 +94,7 @@ extension DaemonStatus {
             case sources
             case lastErrorCode = "last_error_code", expiredInstalls = "expired_installs", lastCheck = "last_check"
             case progress, attemptsStarted = "attempts_started", attemptsFinished = "attempts_finished", lastOutcome = "last_outcome"
+            case previousVersion = "previous_version", previousDropped = "previous_dropped", maxDiskBytes = "max_disk_bytes"
         }
 
         /// Lenient: absent keys are unknown, unknown keys are ignored.
@@ -108,6 +115,9 @@ extension DaemonStatus {
             attemptsStarted = try? c.decodeIfPresent(Int.self, forKey: .attemptsStarted)
             attemptsFinished = try? c.decodeIfPresent(Int.self, forKey: .attemptsFinished)
             lastOutcome = try? c.decodeIfPresent(String.self, forKey: .lastOutcome)
+            previousVersion = try? c.decodeIfPresent(Int.self, forKey: .previousVersion)
+            previousDropped = try? c.decodeIfPresent(Int.self, forKey: .previousDropped)
+            maxDiskBytes = try? c.decodeIfPresent(Int64.self, forKey: .maxDiskBytes)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -127,6 +137,9 @@ extension DaemonStatus {
             try c.encode(attemptsStarted, forKey: .attemptsStarted)
             try c.encode(attemptsFinished, forKey: .attemptsFinished)
             try c.encode(lastOutcome, forKey: .lastOutcome)
+            try c.encode(previousVersion, forKey: .previousVersion)
+            try c.encode(previousDropped, forKey: .previousDropped)
+            try c.encode(maxDiskBytes, forKey: .maxDiskBytes)
         }
     }
 

@@ -2,6 +2,7 @@ import CairnClient
 import CairnCore
 import CairnIndex
 import CairnSearch
+import CairnSync
 import Foundation
 import Hummingbird
 import Logging

@@ -55,6 +55,9 @@ extension DaemonConfiguration {
             case "expired_updates":
                 guard ["install", "refuse"].contains(v) else { throw bad("install or refuse") }
                 expiredUpdates = v
+            case "max_disk_bytes":
+                guard let bytes = Self.byteCount(v) else { throw bad("a positive number of bytes (suffix K, M, G or T allowed)") }
+                maxDiskBytes = bytes
             case "channel": channel = v
             case "data_dir": dataDirectory = v
             case "socket": socketPath = v
@@ -91,6 +94,15 @@ extension DaemonConfiguration {
         }
     }
 
+    /// `2147483648`, `2048M`, `2G`: bytes, or K, M, G, T times powers of 1024; nil unless positive.
+    static func byteCount(_ text: String) -> Int64? {
+        let units: [Character: Int64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
+        let unit = text.last.flatMap { units[Character($0.uppercased())] }
+        guard let number = Int64(unit == nil ? text : String(text.dropLast())), number > 0 else { return nil }
+        let (bytes, overflow) = number.multipliedReportingOverflow(by: unit ?? 1)
+        return overflow ? nil : bytes
+    }
+
     /// A line of a `[channel NAME]` section.
     private mutating func applyChannel(_ entry: Entry, name: String) throws(DaemonError) {
         let index = extraChannels.firstIndex { $0.name == name } ?? {
@@ -107,6 +119,11 @@ extension DaemonConfiguration {
                 throw DaemonError(.badConfiguration, "config line \(entry.line): poll_interval must be a positive number of seconds")
             }
             extraChannels[index].pollInterval = seconds
+        case "max_disk_bytes":
+            guard let bytes = Self.byteCount(v) else {
+                throw DaemonError(.badConfiguration, "config line \(entry.line): max_disk_bytes must be a positive number of bytes (suffix K, M, G or T allowed)")
+            }
+            extraChannels[index].maxDiskBytes = bytes
         default:
             guard ["install", "refuse"].contains(v) else {
                 throw DaemonError(.badConfiguration, "config line \(entry.line): expired_updates must be install or refuse")
@@ -125,6 +142,7 @@ extension DaemonConfiguration {
         c.trustedRoot = settings.trustedRoot
         c.pollInterval = settings.pollInterval ?? pollInterval
         c.expiredUpdates = settings.expiredUpdates ?? expiredUpdates
+        c.maxDiskBytes = settings.maxDiskBytes ?? maxDiskBytes
         c.dataDirectory = (dataDirectory as NSString).appendingPathComponent("channels/" + settings.name)
         c.extraChannels = []
         return c

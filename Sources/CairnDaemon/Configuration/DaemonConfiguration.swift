@@ -21,6 +21,10 @@ public struct DaemonConfiguration: Sendable, Hashable {
     /// An expired manifest newer than the installed version: `install` (flagged) or `refuse`
     /// (sync). [`expired_updates`] Default install.
     public var expiredUpdates: String = "install"
+    /// The most bytes the channel's versions, models and staging may hold (sync); the previous
+    /// version is kept for rollback only while an install fits. [`max_disk_bytes`, bytes or
+    /// with a K, M, G or T suffix (powers of 1024)] Default none.
+    public var maxDiskBytes: Int64?
     /// Files for private sources (sync): netrc, bearer token, CA bundle, client certificate and
     /// key, for every source [`netrc_file`, `token_file`, `ca_bundle`, `client_cert`,
     /// `client_key`] and per source (the same keys in a `[source URL]` section, which win).
@@ -97,6 +101,7 @@ public struct ChannelSettings: Sendable, Hashable {
     public var trustedRoot: String?
     public var pollInterval: Double?
     public var expiredUpdates: String?
+    public var maxDiskBytes: Int64?
 
     public init(name: String) { self.name = name }
 }

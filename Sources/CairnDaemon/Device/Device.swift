@@ -168,6 +168,7 @@ public struct Device: Sendable {
             throw DaemonError(.badConfiguration, "[source \(source)] names no configured source; sources are \(configuration.sources.joined(separator: ", "))")
         }
         sync.expiredUpdates = ExpiredUpdatePolicy(rawValue: configuration.expiredUpdates) ?? .install
+        sync.maxDiskBytes = configuration.maxDiskBytes
         return sync
     }
 }

@@ -14,6 +14,8 @@ struct SyncStateStatusProvider: SyncStatusProvider {
         let state = directory.readState()
         var sync = DaemonStatus.Sync(state: state, installed: directory.installed(),
                                      pollInterval: configuration.pollInterval, staleAfterPolls: configuration.staleAfterPolls)
+        (sync.previousVersion, sync.previousDropped, sync.maxDiskBytes) =
+            (directory.previousVersion(), state.previousDropped, configuration.maxDiskBytes)
         let reading = progress.reading()
         (sync.attemptsStarted, sync.attemptsFinished, sync.lastOutcome) = (reading.started, reading.finished, reading.lastOutcome)
         sync.progress = reading.current.map {

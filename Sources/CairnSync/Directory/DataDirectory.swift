@@ -104,6 +104,29 @@ public final class DataDirectory: Sendable {
         linkTarget(previousLink).flatMap(loadVersion)
     }
 
+    /// The bytes an install budget counts: versions, models and staging (not state or other
+    /// channels' folders).
+    public func contentBytes() -> Int64 {
+        [versionsPath, modelsPath, stagingPath].reduce(0) { $0 + DiskUsage.bytes(under: $1) }
+    }
+
+    /// The version `previous` names, from its link alone (no files read).
+    public func previousVersion() -> Int? {
+        linkTarget(previousLink).flatMap { Int(($0 as NSString).lastPathComponent) }
+    }
+
+    /// Removes the previous version (its link first, then its folder and any model only it
+    /// used): `cairn rollback` has nothing to go back to until the next install.
+    func dropPrevious() throws(SyncError) {
+        guard let target = linkTarget(previousLink), target != linkTarget(currentLink) else { return }
+        guard unlink(previousLink) == 0 else {
+            throw SyncError(.io, "cannot remove \(previousLink): \(String(cString: strerror(errno)))")
+        }
+        try syncFolder(path)
+        try? FileManager.default.removeItem(atPath: path + "/" + target)
+        removeUnusedModels()
+    }
+
     /// `versions/<n>` as a link target (relative to DIR).
     func linkTarget(_ link: String) -> String? {
         guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: link) else { return nil }

@@ -51,6 +51,9 @@ public struct SyncState: Codable, Sendable, Equatable {
     public var recoveringFrom: Int?
     /// Expired-but-newer manifests installed under `expired_updates = install`.
     public var expiredInstalls: Int?
+    /// The previous version removed to make room for an install (`max_disk_bytes` or a full
+    /// disk); nil again once a previous version is kept.
+    public var previousDropped: Int?
 
     public init() {}
 
@@ -60,6 +63,7 @@ public struct SyncState: Codable, Sendable, Equatable {
         case lastSuccess = "last_success", lastCheck = "last_check", lastError = "last_error"
         case highestVersionSeen = "highest_version_seen", heldBackVersion = "held_back_version", attempts, sources
         case clockFloor = "clock_floor", recoveringFrom = "recovering_from", expiredInstalls = "expired_installs"
+        case previousDropped = "previous_dropped"
     }
 
     /// The health entry for `url`, created when missing.

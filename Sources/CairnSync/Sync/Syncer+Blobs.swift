@@ -121,13 +121,39 @@ extension Syncer {
         missingModelBytes(manifest) + Int64(path.blob.size) - stagedBytes(path)
     }
 
+    /// The bytes an install along `path` adds beside the live version, plus `margin`.
+    func installBytes(manifest: Manifest, path: SyncPlanner.Path, installed: InstalledVersion?, margin: Int64) -> Int64 {
+        SyncPlanner.requiredBytes(path: path, alreadyStaged: stagedBytes(path),
+                                  currentIndexSize: installed.map { Downloader.fileSize($0.indexPath) } ?? 0,
+                                  missingModelBytes: missingModelBytes(manifest), margin: margin)
+    }
+
+    /// Makes room for an install beside the live version (protocol/data-directory.md, "Disk"):
+    /// when the new version would pass `max_disk_bytes`, or the free space, with the previous
+    /// version kept, the previous version is removed first (recorded as `previous_dropped`).
+    /// Throws `disk_budget` when it still does not fit within `max_disk_bytes`; the free space
+    /// is `checkDiskSpace`'s.
+    func makeRoom(manifest: Manifest, path: SyncPlanner.Path, installed: InstalledVersion?,
+                  state: inout SyncState) throws(SyncError) {
+        let needed = installBytes(manifest: manifest, path: path, installed: installed, margin: 0)
+        let overBudget = configuration.maxDiskBytes.map { directory.contentBytes() + needed > $0 } ?? false
+        let diskShort = (try? FileSystem.availableBytes(at: directory.path)).map { $0 < needed + configuration.freeSpaceMargin } ?? false
+        if overBudget || diskShort, let previous = directory.previousVersion(), previous != installed?.version {
+            try directory.dropPrevious()
+            state.previousDropped = previous
+            logger.notice("removed previous version \(previous) to make room for version \(manifest.version) (\(overBudget ? "max_disk_bytes" : "free disk space")); no rollback until the next install")
+        }
+        if let budget = configuration.maxDiskBytes {
+            let used = directory.contentBytes()
+            guard used + needed <= budget else {
+                throw SyncError(.diskBudget, "version \(manifest.version) needs \(needed) bytes beside the \(used) in use and max_disk_bytes is \(budget); nothing was downloaded")
+            }
+        }
+    }
+
     /// Refuses before downloading when the file system holding the data directory lacks room.
     func checkDiskSpace(manifest: Manifest, path: SyncPlanner.Path, installed: InstalledVersion?) throws(SyncError) {
-        let missingModel = missingModelBytes(manifest)
-        let staged = stagedBytes(path)
-        let needed = SyncPlanner.requiredBytes(path: path, alreadyStaged: staged,
-                                               currentIndexSize: installed.map { Downloader.fileSize($0.indexPath) } ?? 0,
-                                               missingModelBytes: missingModel, margin: configuration.freeSpaceMargin)
+        let needed = installBytes(manifest: manifest, path: path, installed: installed, margin: configuration.freeSpaceMargin)
         let available: Int64
         do { available = try FileSystem.availableBytes(at: directory.path) } catch {
             throw SyncError(.io, "cannot measure free disk space", cause: error)

@@ -214,6 +214,7 @@ public actor Syncer {
                 logger.warning("installing expired version \(manifest.version) (expired at \(manifest.expires)): newer than the installed one (expired_updates = install)")
             }
             timings.manifest = clock.now - start
+            try makeRoom(manifest: manifest, path: path, installed: installed, state: &state)
             let (version, contents) = try await install(manifest: manifest, bytes: bytes, path: path, base: base,
                                                         installed: installed, timings: &timings)
             installedRows = contents

@@ -1,8 +1,8 @@
 import Foundation
 
-enum DiskUsage {
+public enum DiskUsage {
     /// Bytes in all regular files under `path`, symlinks not followed; 0 when absent.
-    static func bytes(under path: String) -> Int64 {
+    public static func bytes(under path: String) -> Int64 {
         guard let walker = FileManager.default.enumerator(atPath: path) else { return 0 }
         var total: Int64 = 0
         while let relative = walker.nextObject() as? String {

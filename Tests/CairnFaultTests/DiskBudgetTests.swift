@@ -1,0 +1,91 @@
+import CairnTestSupport
+import Foundation
+import Testing
+
+/// `max_disk_bytes`: an install needs at most the new version beside the live one; the previous
+/// version is kept for rollback only while an install fits the budget. Real cairnd processes
+/// restarted on one data directory with different budgets, against the fault server (no faults).
+@Suite("Disk budget: max_disk_bytes (real processes)", .offCooperativePool, .serialized)
+struct DiskBudgetTests {
+    /// Bytes of the regular files under `path` (what the budget counts: versions, models, staging).
+    static func bytes(_ path: String) -> Int64 {
+        guard let walker = FileManager.default.enumerator(atPath: path) else { return 0 }
+        var total: Int64 = 0
+        while let relative = walker.nextObject() as? String {
+            let attributes = try? FileManager.default.attributesOfItem(atPath: path + "/" + relative)
+            if attributes?[.type] as? FileAttributeType == .typeRegular { total += (attributes?[.size] as? Int64) ?? 0 }
+        }
+        return total
+    }
+
+    static func content(_ data: String) -> Int64 {
+        ["versions", "models", "staging"].reduce(0) { $0 + bytes(data + "/" + $1) }
+    }
+
+    static func versions(_ data: String) -> Set<String> {
+        Set(((try? FileManager.default.contentsOfDirectory(atPath: data + "/versions")) ?? []))
+    }
+
+    @Test("Given a budget that holds the live and a new version but not the previous as well, when a version arrives, then the previous is removed before the download and the install succeeds; given one the new version cannot fit, then disk_budget, nothing downloaded, and the live version answers")
+    func budget() async throws {
+        let data = try TemporaryDirectory.make() + "/device"
+        let rig = try await Rig(dataDirectory: data)
+        defer { rig.stop() }
+        // Without a budget: versions 2 and 3 (each with 100,000 bytes of random words) install,
+        // and the device keeps version 2 for rollback beside version 3.
+        for _ in 0..<2 {
+            let version = try rig.publishNext(bulk: 100_000)
+            #expect(try await ProgressTests.syncWait(rig).status == 0)
+            #expect(rig.wrongAnswer(expecting: version) == nil)
+        }
+        rig.device.stop()
+        #expect(Self.versions(data) == ["2", "3"])
+        let (used, live) = (Self.content(data), Self.bytes(data + "/versions/3"))
+        try rig.publishNext(bulk: 100_000)
+
+        // A budget with room for what is there plus one more version of the live one's size: an
+        // install of version 4 (its index copied from version 3, plus the delta) needs more than
+        // that beside version 2, and less once version 2 is gone.
+        let budget = used + live
+        let fits = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "fits",
+                                     config: ["max_disk_bytes": String(budget)], dataDirectory: data)
+        // cairnd syncs as it starts: the attempt that installs version 4 may be that one or the
+        // one `sync --wait` asks for (which then finds it the newest).
+        try await waitUntil("cairnd answers", seconds: 60) { (fits.status()["version"] as? Int ?? 0) >= 3 }
+        #expect(fits.syncStatus["max_disk_bytes"] as? Int == Int(budget))
+        let waited = try fits.cairn(["sync", "--wait"])
+        #expect(waited.status == 0, "\(waited.error)")
+        let answer = try fits.query("release notes edition", mode: "lexical")
+        #expect(answer.version == 4 && answer.ids == ["release-4"])
+        let log = fits.log
+        let removed = try #require(log.range(of: "removed previous version 2 to make room for version 4 (max_disk_bytes)"), "\(log)")
+        let installed = try #require(log.range(of: "cairn.sync.version=4 [CairnSync] installed version"), "\(log)")
+        #expect(removed.lowerBound < installed.lowerBound, "the previous version goes before the install, not after")
+        #expect(Self.versions(data) == ["3", "4"])
+        #expect(Self.content(data) <= budget)
+        let status = fits.syncStatus
+        #expect(status["previous_version"] as? Int == 3 && status["previous_dropped"] as? Int == 2)
+        fits.stop()
+
+        // A budget below what the live and previous versions hold now: the previous goes, and the
+        // next version still does not fit beside the live one.
+        try rig.publishNext(bulk: 100_000)
+        let tight = Self.content(data)
+        let small = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "small",
+                                      config: ["max_disk_bytes": String(tight)], dataDirectory: data)
+        try await small.waitForVersion(4)  // and stays there: version 5 does not fit
+        let refused = try small.cairn(["sync", "--wait"])
+        #expect(refused.status == 1)
+        #expect(refused.error.contains("sync failed (disk_budget): version 5 needs ") && refused.error.contains("max_disk_bytes is \(tight)"),
+                "\(refused.error)")
+        let after = small.syncStatus
+        #expect(after["last_error_code"] as? String == "disk_budget")
+        #expect(after["previous_version"] is NSNull && after["previous_dropped"] as? Int == 3)
+        #expect(try small.query("release notes edition", mode: "lexical").ids == ["release-4"])
+        #expect(Self.versions(data) == ["4"])
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: data + "/staging")) ?? []).isEmpty, "nothing was downloaded")
+        let rollback = try small.cairn(["rollback"])
+        #expect(rollback.status == 5)
+        small.stop()
+    }
+}
