@@ -40,11 +40,11 @@ let package = Package(
         // The encoder's element-wise loops are optimised even in debug builds, so that the test
         // suite can run the real model on hundreds of passages in seconds. The fuzz build keeps
         // Swift's overflow and bounds checks, so that a broken file traps instead of wrapping.
-        // The encoder's C kernels, compiled per instruction set (see EncoderKernels.swift); -O3
-        // in debug builds too, so that tests of the real model take seconds, not minutes.
+        // The encoder's C kernels, compiled per instruction set (see EncoderKernels.swift), and
+        // the dense search's int8 kernels (vector_kernels.h); -O3 in debug builds too, so that
+        // tests of the real model take seconds, not minutes.
         .target(name: "CEncoderKernels", cSettings: [.unsafeFlags(["-O3"])]),
-        // OpenBLAS, loaded with dlopen at first use: the embedding model's and the dense scan's
-        // matrix products.
+        // OpenBLAS, loaded with dlopen at first use: the embedding model's matrix products.
         .target(name: "CairnBLAS", dependencies: ["COpenBLAS"]),
         // Every thread that runs off Swift's cooperative pool (Threads.swift says which work
         // runs where): search threads, side work, the encoder's team, install threads.
@@ -53,7 +53,7 @@ let package = Package(
                 swiftSettings: fuzzing ? [] : [.unsafeFlags(["-Ounchecked"])]),
         // Files: zlib streams with size caps, atomic writes, the content-addressed blob store.
         .target(name: "CairnStore", dependencies: ["CairnCore", "CZlib"]),
-        .target(name: "CairnIndex", dependencies: ["CairnCore", "CairnBLAS", "CairnThreads", "CSQLite"],
+        .target(name: "CairnIndex", dependencies: ["CairnCore", "CairnThreads", "CSQLite", "CEncoderKernels"],
                 exclude: ["SNAPSHOT-SCHEMA.md"]),
         .target(name: "CairnPublish", dependencies: [
             "CairnCore", "CairnEmbedding", "CairnIndex", "CairnStore",
@@ -115,7 +115,7 @@ let package = Package(
         .testTarget(name: "CairnCoreTests", dependencies: ["CairnCore"]),
         .testTarget(name: "CairnEmbeddingTests", dependencies: ["CairnEmbedding", "CairnTestSupport", "CairnThreads"]),
         .testTarget(name: "CairnStoreTests", dependencies: ["CairnStore"]),
-        .testTarget(name: "CairnIndexTests", dependencies: ["CairnIndex"]),
+        .testTarget(name: "CairnIndexTests", dependencies: ["CairnIndex", "CairnTestSupport"]),
         .testTarget(name: "CairnPublishTests", dependencies: ["CairnPublish", "CairnIndex", "CairnStore", "CairnTestSupport"]),
         .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish", "CairnTestSupport", "CairnThreads"]),
         .testTarget(name: "CairnSearchTests", dependencies: ["CairnSearch", "CairnIndex", "CairnCore"]),

@@ -103,7 +103,7 @@ import Testing
     /// Everything a `SearchIndex` and the next delta take from the rows, by rowid.
     static func expectSameRows(_ derived: IndexContents, _ read: IndexContents) {
         let (a, b) = (derived.rows, read.rows)
-        #expect(a.ids == b.ids && a.rowids == b.rowids && a.leaves == b.leaves && a.tags == b.tags && a.matrix == b.matrix)
+        #expect(a.ids == b.ids && a.rowids == b.rowids && a.leaves == b.leaves && a.tags == b.tags && a.codes == b.codes && a.scales == b.scales)
         #expect(a.rowForRowid == b.rowForRowid)
         func scenarios(_ rows: IndexContents.Rows) -> [String?] {
             let names = Dictionary(uniqueKeysWithValues: rows.scenarioCode.map { ($1, $0) })

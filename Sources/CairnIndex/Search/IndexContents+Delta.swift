@@ -57,7 +57,7 @@ extension IndexContents {
             let rows = base.rows
             var scenarioNames = [String](repeating: "", count: rows.scenarioCode.count)
             for (name, code) in rows.scenarioCode { scenarioNames[Int(code)] = name }
-            // (No room reserved for the matrix: it is built whole below.)
+            // (No room reserved for the codes: they are built whole below.)
             var result = Rows(capacity: sources.count, dimension: 0)
             result.reserveLeaves(sources.count)
             for source in sources {
@@ -72,21 +72,18 @@ extension IndexContents {
                     result.leaves.append(match.upsertLeaves[position])
                 }
             }
-            // The matrix in one allocation, a row copied at a time.
+            // The codes in one allocation, a row copied (or an upsert quantized) at a time.
             let dimension = base.meta.dimension
-            result.matrix = [Float](unsafeUninitializedCapacity: sources.count * dimension) { buffer, initialized in
-                rows.matrix.withUnsafeBufferPointer { old in
-                    for (index, source) in sources.enumerated() {
-                        let target = buffer.baseAddress! + index * dimension
-                        switch source {
-                        case .base(let row):
-                            target.initialize(from: old.baseAddress! + row * dimension, count: dimension)
-                        case .upsert(let position):
-                            upserts[position].vector.withUnsafeBufferPointer { target.initialize(from: $0.baseAddress!, count: dimension) }
-                        }
-                    }
+            result.codes.reserveCapacity(sources.count * dimension)
+            result.scales.reserveCapacity(sources.count)
+            for source in sources {
+                switch source {
+                case .base(let row):
+                    result.codes.append(contentsOf: rows.codes[row * dimension ..< (row + 1) * dimension])
+                    result.scales.append(rows.scales[row])
+                case .upsert(let position):
+                    result.appendVector(upserts[position].vector)
                 }
-                initialized = sources.count * dimension
             }
             return result
         }

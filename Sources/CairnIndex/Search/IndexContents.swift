@@ -1,9 +1,11 @@
 import CairnCore
+import CEncoderKernels
 import Foundation
 
-/// What a `SearchIndex` keeps in memory for one snapshot file: every vector in one contiguous
-/// n × d matrix (row i = the i-th chunk by rowid) beside each row's id, rowid, scenario and
-/// tags, and each row's token count for BM25.
+/// What a `SearchIndex` keeps in memory for one snapshot file: every vector as int8 codes in one
+/// contiguous n × d matrix with a scale per row (row i = the i-th chunk by rowid; a quarter of
+/// the float32 vectors' memory), beside each row's id, rowid, scenario and tags, and each row's
+/// token count for BM25. The float32 vectors stay in the file, which rescoring reads.
 ///
 /// Loaded in one pass over the rows (`Snapshot.scan`); the pass that verifies a new version
 /// loads it too, so a device opens the version it just verified without reading every row
@@ -27,7 +29,9 @@ public final class IndexContents: Sendable {
 
     /// The rows as they are read, in rowid order: vectors, ids, rowids, scenarios, tags.
     struct Rows: Sendable {
-        var matrix: [Float] = []
+        /// Row r's vector ≈ `scales[r]` × `codes[r·d ..< (r+1)·d]` (`cairn_quantize_row_i8`).
+        var codes: [Int8] = []
+        var scales: [Float] = []
         var ids: [String] = []
         var rowids: [Int64] = []
         var rowForRowid: [Int64: Int] = [:]
@@ -46,7 +50,8 @@ public final class IndexContents: Sendable {
         var idOrder: [Int32] = []
 
         init(capacity: Int, dimension: Int) {
-            matrix.reserveCapacity(capacity * dimension)
+            codes.reserveCapacity(capacity * dimension)
+            scales.reserveCapacity(capacity)
             ids.reserveCapacity(capacity)
             rowids.reserveCapacity(capacity)
             rowForRowid.reserveCapacity(capacity)
@@ -73,7 +78,28 @@ public final class IndexContents: Sendable {
 
         mutating func append(rowid: Int64, id: String, scenario: String?, tags: Set<String>, embedding: UnsafeRawBufferPointer) {
             appendRow(rowid: rowid, id: id, scenario: scenario, tags: tags)
-            ChunkRow.decode(embedding, into: &matrix)
+            appendVector(embedding)
+        }
+
+        /// Appends one row's codes and scale; `embedding` holds little-endian float32 values.
+        mutating func appendVector(_ embedding: UnsafeRawBufferPointer) {
+            let dimension = embedding.count / 4
+            var scale: Float = 0
+            codes.append(contentsOf: repeatElement(0, count: dimension))
+            codes.withUnsafeMutableBufferPointer { buffer in
+                cairn_quantize_row_i8(embedding.baseAddress, Int32(dimension), buffer.baseAddress! + buffer.count - dimension, &scale)
+            }
+            scales.append(scale)
+        }
+
+        /// `appendVector` for a vector in memory.
+        mutating func appendVector(_ vector: [Float]) {
+            #if _endian(little)
+            vector.withUnsafeBytes { appendVector($0) }
+            #else
+            let bytes = vector.flatMap { value in withUnsafeBytes(of: value.bitPattern.littleEndian, Array.init) }
+            bytes.withUnsafeBytes { appendVector($0) }
+            #endif
         }
 
         /// Appends one row's id, rowid, scenario and tags; its vector goes into `matrix` apart.
@@ -122,7 +148,8 @@ public final class IndexContents: Sendable {
             }
             tags += other.tags
             leaves += other.leaves
-            matrix += other.matrix
+            codes += other.codes
+            scales += other.scales
         }
     }
 }

@@ -1,14 +1,16 @@
-import CairnBLAS
 public import CairnCore
 import CairnThreads
+import CEncoderKernels
 import Dispatch
 
 /// Hybrid retrieval over one installed snapshot (read-only, safe to query from many tasks).
 ///
-/// At open, every vector is loaded into one contiguous n × d matrix (row i = the i-th chunk by
-/// rowid) beside each row's id, rowid, scenario and tags, so a dense query is one matrix–vector
-/// product. Lexical queries and chunk fetches go to SQLite through a small pool of read-only
-/// connections. The file must not change while it is open: a device installs a new version
+/// At open, every vector is loaded as int8 codes with a scale per row into one contiguous n × d
+/// matrix (row i = the i-th chunk by rowid) beside each row's id, rowid, scenario and tags, so a
+/// dense query is one pass over a quarter of the float32 vectors' bytes; the best rows of that
+/// pass (and a hybrid query's lexical candidates) are then rescored exactly from the float32
+/// vectors in the file. Lexical queries, rescoring and chunk fetches go to SQLite through a
+/// small pool of read-only connections. The file must not change while it is open: a device installs a new version
 /// beside the old one and swaps by rename, then opens a new `SearchIndex`.
 ///
 /// The caller verifies a snapshot before serving it (a device in the pass that also loads the
@@ -22,9 +24,9 @@ public final class SearchIndex: Sendable {
 
     private let pool: ConnectionPool
     private let documentCounts = DocumentCounts()
-    private let blas: BLAS?
     // The contents' arrays (shared, not copied), as stored properties for the query loops.
-    private let matrix: [Float]
+    private let codes: [Int8]
+    private let scales: [Float]
     private let ids: [String]
     private let rowids: [Int64]
     private let rowForRowid: [Int64: Int]
@@ -56,9 +58,9 @@ public final class SearchIndex: Sendable {
         }
         self.meta = meta
         self.configuration = configuration
-        (matrix, ids, rowids, rowForRowid) = (loaded.rows.matrix, loaded.rows.ids, loaded.rows.rowids, loaded.rows.rowForRowid)
+        (codes, scales, ids, rowids, rowForRowid) = (loaded.rows.codes, loaded.rows.scales, loaded.rows.ids, loaded.rows.rowids,
+                                                     loaded.rows.rowForRowid)
         (scenarioCodes, scenarioCode, tags) = (loaded.rows.scenarioCodes, loaded.rows.scenarioCode, loaded.rows.tags)
-        self.blas = try? BLAS.shared
         let lengths = loaded.lengths
         try BM25Function.register(on: db, lengths: lengths)
         self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, first: db) {
@@ -105,7 +107,12 @@ public final class SearchIndex: Sendable {
         var denseTime = Duration.zero
         if let queryVector {
             let denseStart = clock.now
-            dense = self.dense(queryVector, floor: floor, limit: limit, mask: mask)
+            do {
+                dense = try self.dense(queryVector, floor: floor, limit: limit, mask: mask)
+            } catch {
+                background?.wait()
+                throw error
+            }
             denseTime = clock.now - denseStart
         }
 
@@ -131,6 +138,8 @@ public final class SearchIndex: Sendable {
         case (.hybrid, true) where dense.isDegenerate, (.rrf, true) where dense.isDegenerate:
             (ranked, modeUsed, fusion) = (RankFusion.single(lexical.list, isDense: false), .lexical, .lexicalFallback)
         case (.hybrid, true):
+            // The lexical candidates' cosines are exact too, not the codes' estimates.
+            try rescore(lexical.list.map(\.row).filter { !dense.exact.contains($0) }, query: queryVector!, into: &dense.scores)
             let cosines = dense.scores
             let denseMoments = ScoreMoments(scores: cosines, mask: mask)
             var moments = HybridMoments(lexicalWeight: configuration.lexicalWeight, denseWeight: configuration.denseWeight)
@@ -250,20 +259,38 @@ public final class SearchIndex: Sendable {
     // MARK: Dense
 
     /// The best dense matches at or above the floor, whether the scores are degenerate, and
-    /// every row's cosine.
+    /// every row's cosine: exact (from the file's float32 vectors) for the rows in `exact`,
+    /// estimated from the int8 codes for the others (whose only use is the moments of a hybrid
+    /// query's standardisation).
     struct DenseCandidates: Sendable {
         var list: [ScoredRow] = []
         var isDegenerate = false
         var scores: [Float] = []
+        var exact: Set<Int> = []
     }
 
-    private func dense(_ query: [Float], floor: Float, limit: Int, mask: [Bool]?) -> DenseCandidates {
-        let scores = similarities(query)
-        var top: [Float] = []  // the best `degenerateWindow` candidate scores, before the floor
+    /// Rows rescored exactly per dense query: `rescoreFactor` × the list's depth (or the
+    /// degenerate window, if wider), at least `minimumRescored`. The codes' estimate of a cosine
+    /// is within about 0.001 of it, so a row of the exact top list is missed only if the
+    /// estimates put four times the list's length of rows ahead of it.
+    static let rescoreFactor = 4
+    static let minimumRescored = 256
+
+    private func dense(_ query: [Float], floor: Float, limit: Int, mask: [Bool]?) throws(IndexError) -> DenseCandidates {
+        var scores = similarities(query)
         let window = max(1, configuration.degenerateWindow)
+        // The rows the codes rank best, rescored from the file.
+        var shortlist = TopSelection(capacity: max(Self.minimumRescored, Self.rescoreFactor * max(limit, window)))
+        for row in 0..<count where mask?[row] ?? true {
+            let score = Double(scores[row])
+            if shortlist.admits(score) { shortlist.offer(ScoredRow(row: row, id: ids[row], score: score)) }
+        }
+        let rescored = shortlist.sorted.map(\.row)
+        try rescore(rescored, query: query, into: &scores)
+        var top: [Float] = []  // the best `degenerateWindow` candidate scores, before the floor
         var lowest = 0  // index in `top` of its smallest score, once `top` is full
         var best = TopSelection(capacity: limit)
-        for row in 0..<count where mask?[row] ?? true {
+        for row in rescored {
             let score = scores[row]
             if top.count < window {
                 top.append(score)
@@ -278,34 +305,62 @@ public final class SearchIndex: Sendable {
         }
         let degenerate = RankFusion.isDegenerate(topScores: top, minimum: configuration.degenerateMinimumScore,
                                                  maximumSpread: configuration.degenerateMaximumSpread)
-        return DenseCandidates(list: best.sorted, isDegenerate: degenerate, scores: scores)
+        return DenseCandidates(list: best.sorted, isDegenerate: degenerate, scores: scores, exact: Set(rescored))
     }
 
     private static func indexOfMinimum(_ values: [Float]) -> Int {
         values.indices.min { values[$0] < values[$1] } ?? 0
     }
 
-    /// matrix · query: the cosine of every row with the query (all vectors are unit length).
+    /// Every row's cosine with the query, estimated from its int8 codes (all vectors are unit
+    /// length), over the caller and the worker team's threads for a large index.
     private func similarities(_ query: [Float]) -> [Float] {
         let n = count, d = meta.dimension
         var scores = [Float](repeating: 0, count: n)
         guard n > 0 else { return scores }
-        matrix.withUnsafeBufferPointer { a in
-            query.withUnsafeBufferPointer { x in
-                scores.withUnsafeMutableBufferPointer { y in
-                    if let blas {
-                        blas.sgemv(m: n, n: d, a: a.baseAddress!, lda: d, x: x.baseAddress!, y: y.baseAddress!)
-                    } else {
-                        for row in 0..<n {
-                            var dot: Float = 0
-                            for column in 0..<d { dot += a[row * d + column] * x[column] }
-                            y[row] = dot
+        let parts = n >= Self.rowsPerThread * 2 ? min(WorkerTeam.shared.width, n / Self.rowsPerThread) : 1
+        codes.withUnsafeBufferPointer { codes in
+            scales.withUnsafeBufferPointer { scales in
+                query.withUnsafeBufferPointer { x in
+                    scores.withUnsafeMutableBufferPointer { y in
+                        let operands = ScanOperands(codes: codes.baseAddress!, scales: scales.baseAddress!,
+                                                    query: x.baseAddress!, scores: y.baseAddress!)
+                        WorkerTeam.shared.run(chunks: parts) { part in
+                            let first = n * part / parts, end = n * (part + 1) / parts
+                            cairn_similarities_i8(operands.codes, operands.scales, first, end - first, Int32(d),
+                                                  operands.query, operands.scores)
                         }
                     }
                 }
             }
         }
         return scores
+    }
+
+    /// Rows below which one thread scores a whole index (waking a helper costs more).
+    static let rowsPerThread = 20_000
+
+    /// Replaces the scores of `rows` with their exact cosines, from the float32 vectors stored
+    /// in the file.
+    private func rescore(_ rows: [Int], query: [Float], into scores: inout [Float]) throws(IndexError) {
+        guard !rows.isEmpty else { return }
+        let d = meta.dimension
+        try pool.withConnection { (db) throws(IndexError) in
+            let statement = try db.prepare("SELECT embedding FROM chunks WHERE rowid = ?1")
+            for row in rows {
+                statement.reset()
+                try statement.bind(rowids[row], at: 1)
+                guard try statement.step() else {
+                    throw IndexError(.snapshotMalformed, "a chunk disappeared from the snapshot while it was open")
+                }
+                scores[row] = try statement.withBlob(at: 0) { (bytes) throws(IndexError) in
+                    guard bytes.count == d * 4 else {
+                        throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
+                    }
+                    return query.withUnsafeBufferPointer { cairn_dot_f32(bytes.baseAddress, $0.baseAddress, Int32(d)) }
+                }
+            }
+        }
     }
 
     // MARK: Results
@@ -347,4 +402,14 @@ private final class LexicalTask: Sendable {
     func result() throws(IndexError) -> (SearchIndex.LexicalCandidates, Duration) {
         try work.wait().get()
     }
+}
+
+/// The pointers one dense pass shares with the worker team's threads.
+private struct ScanOperands: @unchecked Sendable {
+    // @unchecked: the parts only read codes, scales and query, write disjoint ranges of scores,
+    // and `WorkerTeam.run` returns only after all of them have finished.
+    let codes: UnsafePointer<Int8>
+    let scales: UnsafePointer<Float>
+    let query: UnsafePointer<Float>
+    let scores: UnsafeMutablePointer<Float>
 }
