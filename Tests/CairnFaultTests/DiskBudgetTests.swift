@@ -49,6 +49,7 @@ struct DiskBudgetTests {
         let budget = used + live
         let fits = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "fits",
                                      config: ["max_disk_bytes": String(budget)], dataDirectory: data)
+        defer { fits.stop() }
         // cairnd syncs as it starts: the attempt that installs version 4 may be that one or the
         // one `sync --wait` asks for (which then finds it the newest).
         try await waitUntil("cairnd answers", seconds: 60) { (fits.status()["version"] as? Int ?? 0) >= 3 }
@@ -65,7 +66,7 @@ struct DiskBudgetTests {
         #expect(Self.content(data) <= budget)
         let status = fits.syncStatus
         #expect(status["previous_version"] as? Int == 3 && status["previous_dropped"] as? Int == 2)
-        fits.stop()
+        fits.stop()  // before the next cairnd takes the data directory (the defer is then a no-op)
 
         // A budget below what the live and previous versions hold now: the previous goes, and the
         // next version still does not fit beside the live one.
@@ -73,6 +74,7 @@ struct DiskBudgetTests {
         let tight = Self.content(data)
         let small = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "small",
                                       config: ["max_disk_bytes": String(tight)], dataDirectory: data)
+        defer { small.stop() }
         try await small.waitForVersion(4)  // and stays there: version 5 does not fit
         let refused = try small.cairn(["sync", "--wait"])
         #expect(refused.status == 1)

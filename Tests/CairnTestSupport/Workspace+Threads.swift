@@ -41,8 +41,17 @@ public final class ServedDevice: @unchecked Sendable {
         workspace = try await Workspace.make()
         try await workspace.publishOnThread(Workspace.version1)
         (server, url, _) = try await workspace.serve()
-        device = try DeviceProcess(workspace, sources: [url], environment: environment)
-        try await device.waitForVersion(1)
+        do {
+            device = try DeviceProcess(workspace, sources: [url], environment: environment)
+        } catch {
+            stopProcess(server)
+            throw error
+        }
+        // A device that never serves must not outlive the test that waited for it.
+        do { try await device.waitForVersion(1) } catch {
+            stop()
+            throw error
+        }
     }
 
     public func stop() {

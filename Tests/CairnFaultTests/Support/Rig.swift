@@ -37,9 +37,18 @@ final class Rig: @unchecked Sendable {
         }
         try self.workspace.publish(Self.knowledgeBase(1))
         server = try FaultServer(root: self.workspace.repo)
-        device = try DeviceProcess(self.workspace, sources: [server.url], name: name, config: config,
-                                   dataDirectory: dataDirectory, trust: trust)
-        try await device.waitForVersion(1)
+        do {
+            device = try DeviceProcess(self.workspace, sources: [server.url], name: name, config: config,
+                                       dataDirectory: dataDirectory, trust: trust)
+        } catch {
+            server.stop()
+            throw error
+        }
+        // A device that never serves must not outlive the test that waited for it.
+        do { try await device.waitForVersion(1) } catch {
+            stop()
+            throw error
+        }
     }
 
     func stop() {
