@@ -66,6 +66,7 @@ struct DiskBudgetTests {
         #expect(Self.content(data) <= budget)
         let status = fits.syncStatus
         #expect(status["previous_version"] as? Int == 3 && status["previous_dropped"] as? Int == 2)
+        #expect(try fits.cairn(["status"]).output.contains("rollback    to version 3 (max_disk_bytes \(budget))"))
         fits.stop()  // before the next cairnd takes the data directory (the defer is then a no-op)
 
         // A budget below what the live and previous versions hold now: the previous goes, and the
@@ -83,6 +84,7 @@ struct DiskBudgetTests {
         let after = small.syncStatus
         #expect(after["last_error_code"] as? String == "disk_budget")
         #expect(after["previous_version"] is NSNull && after["previous_dropped"] as? Int == 3)
+        #expect(try small.cairn(["status"]).output.contains("rollback    none: version 3 was removed to make room for an install"))
         #expect(try small.query("release notes edition", mode: "lexical").ids == ["release-4"])
         #expect(Self.versions(data) == ["4"])
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: data + "/staging")) ?? []).isEmpty, "nothing was downloaded")

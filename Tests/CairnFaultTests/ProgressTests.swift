@@ -34,6 +34,10 @@ struct ProgressTests {
         #expect(rate > 0 && rate < 4 * 50_000, "rate \(rate) for a source sending 50,000 bytes a second")
         #expect((seen["eta_seconds"] as? NSNumber).map { $0.doubleValue >= 0 } == true)
         #expect(seen["attempt"] as? Int == rig.device.syncStatus["attempts_started"] as? Int)
+        // `cairn status` says it in words while the download runs (the source is still throttled).
+        let text = try rig.device.cairn(["status"]).output
+        #expect(text.contains("syncing     attempt \(seen["attempt"] as? Int ?? 0) since ") && text.contains("downloading version \(new): ")
+                && text.contains(" MB of "), "\(text)")
 
         let finished = try await waited
         #expect(finished.status == 0, "\(finished.stderr)")
