@@ -80,14 +80,18 @@ void cairn_quantize_row_i8(const void *values, int d, signed char *code, float *
         *scale = 0;
         return;
     }
-    const float step = largest / 127.0f;
+    // Rounded half away from zero by adding ±0.5 and truncating: a loop the compiler
+    // vectorises (roundf is a call per value, a quarter of a million-row start-up's time).
+    const float inverse = 127.0f / largest;
     for (int j = 0; j < d; j++) {
         float x;
         memcpy(&x, (const char *)values + 4 * (size_t)j, 4);
-        float q = roundf(x / step);
-        code[j] = (signed char)(q > 127 ? 127 : (q < -127 ? -127 : q));
+        float q = x * inverse;
+        q += q >= 0 ? 0.5f : -0.5f;
+        q = q > 127 ? 127 : (q < -127 ? -127 : q);
+        code[j] = (signed char)(int)q;
     }
-    *scale = step;
+    *scale = largest / 127.0f;
 }
 
 float cairn_dot_f32(const void *values, const float *query, int d) {
