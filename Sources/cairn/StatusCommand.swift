@@ -44,7 +44,7 @@ struct StatusCommand: AsyncParsableCommand {
             }
         }
         if let progress = sync.progress {
-            lines.append("syncing     attempt \(progress.attempt) since \(progress.started): " + ProgressDisplay.describe(progress))
+            lines.append("syncing     attempt \(progress.attempt) since \(progress.started): " + SyncProgressDisplay.describe(progress))
         }
         lines.append("last sync   attempt \(sync.lastAttempt ?? "never"), success \(sync.lastSuccess ?? "never")")
         if let error = sync.lastError { lines.append("last error  \(error)") }
@@ -65,7 +65,7 @@ struct StatusCommand: AsyncParsableCommand {
             for channel in channels {
                 let state = channel.lastErrorCode.map { "last error \($0)" } ?? (channel.stale == true ? "STALE" : "ok")
                 lines.append("channel     \(channel.channel): " + (channel.version.map { "version \($0)" } ?? "nothing installed")
-                             + " · \(state)" + (channel.progress.map { " · " + ProgressDisplay.describe($0) } ?? ""))
+                             + " · \(state)" + (channel.progress.map { " · " + SyncProgressDisplay.describe($0) } ?? ""))
             }
         }
         lines.append("disk        \(ByteCountFormatter.string(fromByteCount: status.dataDirectoryBytes, countStyle: .file)) in \(status.dataDirectory)")

@@ -49,7 +49,7 @@ struct SyncCommand: AsyncParsableCommand {
     /// Polls the status until every channel's attempt `attempts[channel]` has ended, drawing its
     /// progress, then prints each outcome; exits 1 when one failed or the timeout passed.
     private func follow(_ daemon: DaemonConnection, attempts: [String: Int]) async throws {
-        let display = ProgressDisplay(terminal: isatty(STDOUT_FILENO) == 1)
+        let display = SyncProgressDisplay(terminal: isatty(STDOUT_FILENO) == 1)
         let deadline = timeout.map { Date().addingTimeInterval($0) }
         let several = attempts.count > 1
         while true {
@@ -87,7 +87,7 @@ struct SyncCommand: AsyncParsableCommand {
 
 /// How `cairn sync --wait` shows progress: one line redrawn in place on a terminal, else a line
 /// each time the phase changes or a download passes another tenth.
-final class ProgressDisplay {
+final class SyncProgressDisplay {
     private let terminal: Bool
     private var last = ""
     private var drawn = false

@@ -43,7 +43,7 @@ public struct Device: Sendable {
         let followed = ([main] + extras).compactMap { parts in parts.service.map { (name: parts.name, service: $0) } }
         let services = followed.map(\.service)
         let syncRequest: (@Sendable () -> [String: Int])? = followed.isEmpty ? nil : { @Sendable in
-            Dictionary(followed.map { ($0.name, $0.service.requestSync()) }) { first, _ in first }
+            Dictionary(uniqueKeysWithValues: followed.map { ($0.name, $0.service.requestSync()) })
         }
         let requestSync: (@Sendable () async -> [String: Int])? = syncRequest.map { request in { @Sendable in request() } }
         let daemon = try buildDaemon(configuration: configuration,

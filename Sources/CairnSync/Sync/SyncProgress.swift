@@ -49,7 +49,6 @@ public final class SyncProgress: Sendable {
         var started = 0
         var finished = 0
         var lastOutcome: String?
-        var running = false
         var phase = Phase.checking
         var version: Int?
         var done: Int64 = 0
@@ -76,7 +75,6 @@ public final class SyncProgress: Sendable {
     func begin(at date: Date) {
         state.withLock { state in
             state.started += 1
-            state.running = true
             state.phase = .checking
             (state.version, state.done, state.total, state.startedAt, state.downloadStart) = (nil, 0, nil, date, nil)
         }
@@ -111,7 +109,6 @@ public final class SyncProgress: Sendable {
     func finish(outcome: String) {
         state.withLock { state in
             state.finished += 1
-            state.running = false
             state.lastOutcome = outcome
         }
     }
@@ -119,12 +116,11 @@ public final class SyncProgress: Sendable {
     public func reading() -> Reading {
         state.withLock { state in
             var current: Report?
-            if state.running {
+            if state.started > state.finished {
                 let total = state.total.map { max($0, state.done) }
                 var rate: Double?
                 if let start = state.downloadStart {
-                    let span = ContinuousClock.now - start
-                    let elapsed = Double(span.components.seconds) + Double(span.components.attoseconds) / 1e18
+                    let elapsed = (ContinuousClock.now - start) / .seconds(1)
                     if elapsed >= 1 { rate = Double(state.done) / elapsed }
                 }
                 let eta: Double? = if let rate, rate > 0, let total, state.phase == .downloading {

@@ -136,15 +136,17 @@ extension Syncer {
     func makeRoom(manifest: Manifest, path: SyncPlanner.Path, installed: InstalledVersion?,
                   state: inout SyncState) throws(SyncError) {
         let needed = installBytes(manifest: manifest, path: path, installed: installed, margin: 0)
-        let overBudget = configuration.maxDiskBytes.map { directory.contentBytes() + needed > $0 } ?? false
+        // Walked only under a budget: a large data directory holds many files.
+        var used = configuration.maxDiskBytes == nil ? 0 : directory.contentBytes()
+        let overBudget = configuration.maxDiskBytes.map { used + needed > $0 } ?? false
         let diskShort = (try? FileSystem.availableBytes(at: directory.path)).map { $0 < needed + configuration.freeSpaceMargin } ?? false
         if overBudget || diskShort, let previous = directory.previousVersion(), previous != installed?.version {
             try directory.dropPrevious()
             state.previousDropped = previous
             logger.notice("removed previous version \(previous) to make room for version \(manifest.version) (\(overBudget ? "max_disk_bytes" : "free disk space")); no rollback until the next install")
+            if configuration.maxDiskBytes != nil { used = directory.contentBytes() }
         }
         if let budget = configuration.maxDiskBytes {
-            let used = directory.contentBytes()
             guard used + needed <= budget else {
                 throw SyncError(.diskBudget, "version \(manifest.version) needs \(needed) bytes beside the \(used) in use and max_disk_bytes is \(budget); nothing was downloaded")
             }
