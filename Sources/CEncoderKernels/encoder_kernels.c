@@ -1,4 +1,5 @@
 #include "encoder_kernels.h"
+#include "cpu_features.h"
 
 #include <float.h>
 #include <string.h>
@@ -68,11 +69,7 @@ void cairn_pack_linear(const float *weight, const float *bias, int outputs, int 
 
 const cairn_encoder_kernels *cairn_encoder_kernels_for(int isa) {
 #if defined(__x86_64__)
-    // __builtin_cpu_supports also checks that the OS saves the wide registers (XCR0).
-    __builtin_cpu_init();
-    const int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
-        && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
-    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const int avx512 = cairn_cpu_avx512(), avx2 = cairn_cpu_avx2();
     switch (isa) {
     case CAIRN_KERNELS_BEST: return avx512 ? &kernels_avx512 : avx2 ? &kernels_avx2 : &kernels_baseline;
     case CAIRN_KERNELS_AVX512: return avx512 ? &kernels_avx512 : NULL;

@@ -1,4 +1,5 @@
 #include "vector_kernels.h"
+#include "cpu_features.h"
 
 #include <math.h>
 #include <string.h>
@@ -27,7 +28,7 @@ typedef signed char vc16 __attribute__((vector_size(16), aligned(1)));
     }
 
 #if defined(__x86_64__)
-__attribute__((target("avx512f,avx512bw,avx512vl,fma")))
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma")))
 static void similarities_avx512(const signed char *codes, const float *scales, size_t first, size_t count, int d,
                                 const float *query, float *y) {
     SIMILARITIES_BODY
@@ -49,22 +50,22 @@ typedef void (*similarities_fn)(const signed char *, const float *, size_t, size
 
 static similarities_fn chosen_similarities(void) {
 #if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")
-        && __builtin_cpu_supports("fma")) {
-        return similarities_avx512;
-    }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return similarities_avx2;
+    if (cairn_cpu_avx512()) return similarities_avx512;
+    if (cairn_cpu_avx2()) return similarities_avx2;
 #endif
     return similarities_baseline;
 }
 
 void cairn_similarities_i8(const signed char *codes, const float *scales, size_t first, size_t count, int d,
                            const float *query, float *y) {
-    // Chosen at the first call; a race only picks the same function twice.
+    // Chosen at the first call; threads that race there store the same function.
     static similarities_fn kernel = NULL;
-    if (kernel == NULL) kernel = chosen_similarities();
-    kernel(codes, scales, first, count, d, query, y);
+    similarities_fn chosen = __atomic_load_n(&kernel, __ATOMIC_RELAXED);
+    if (chosen == NULL) {
+        chosen = chosen_similarities();
+        __atomic_store_n(&kernel, chosen, __ATOMIC_RELAXED);
+    }
+    chosen(codes, scales, first, count, d, query, y);
 }
 
 void cairn_quantize_row_i8(const void *values, int d, signed char *code, float *scale) {
