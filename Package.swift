@@ -128,7 +128,8 @@ let package = Package(
         .testTarget(name: "CairnIntegrationTests", dependencies: ["CairnClient", "CairnCore", "CairnTestSupport"]),
         // Faults injected into real processes (network, content, disk, process, callers,
         // publisher); one line per fault: `fault: <name> — held n/n (…)`.
-        .testTarget(name: "CairnFaultTests", dependencies: ["CairnClient", "CairnCore", "CairnDaemon", "CairnSearch", "CairnTestSupport"]),
+        .testTarget(name: "CairnFaultTests", dependencies: ["CairnClient", "CairnCore", "CairnDaemon", "CairnSearch", "CairnSync",
+                                                            "CairnTestSupport"]),
     ]
 )
 

@@ -1,3 +1,4 @@
+import CairnSync
 import CairnTestSupport
 import Foundation
 import Testing
@@ -7,19 +8,9 @@ import Testing
 /// restarted on one data directory with different budgets, against the fault server (no faults).
 @Suite("Disk budget: max_disk_bytes (real processes)", .offCooperativePool, .serialized)
 struct DiskBudgetTests {
-    /// Bytes of the regular files under `path` (what the budget counts: versions, models, staging).
-    static func bytes(_ path: String) -> Int64 {
-        guard let walker = FileManager.default.enumerator(atPath: path) else { return 0 }
-        var total: Int64 = 0
-        while let relative = walker.nextObject() as? String {
-            let attributes = try? FileManager.default.attributesOfItem(atPath: path + "/" + relative)
-            if attributes?[.type] as? FileAttributeType == .typeRegular { total += (attributes?[.size] as? Int64) ?? 0 }
-        }
-        return total
-    }
-
+    /// What the budget counts: versions, models and staging.
     static func content(_ data: String) -> Int64 {
-        ["versions", "models", "staging"].reduce(0) { $0 + bytes(data + "/" + $1) }
+        ["versions", "models", "staging"].reduce(0) { $0 + DiskUsage.bytes(under: data + "/" + $1) }
     }
 
     static func versions(_ data: String) -> Set<String> {
@@ -40,7 +31,7 @@ struct DiskBudgetTests {
         }
         rig.device.stop()
         #expect(Self.versions(data) == ["2", "3"])
-        let (used, live) = (Self.content(data), Self.bytes(data + "/versions/3"))
+        let (used, live) = (Self.content(data), DiskUsage.bytes(under: data + "/versions/3"))
         try rig.publishNext(bulk: 100_000)
 
         // A budget with room for what is there plus one more version of the live one's size: an

@@ -20,9 +20,14 @@ struct OperationsTests {
         let path: String
         private let received = Mutex<[String]>([])
         private let open = Mutex(true)
+        /// Signalled when the reading thread has stopped: only then is `fd` closed, so the
+        /// thread never reads a descriptor number that the process has given to another file.
+        private let readerStopped = DispatchSemaphore(value: 0)
+        private let draining: Bool
 
         init(path: String, draining: Bool = true) throws {
             self.path = path
+            self.draining = draining
             fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
             var address = sockaddr_un()
             address.sun_family = sa_family_t(AF_UNIX)
@@ -36,6 +41,7 @@ struct OperationsTests {
             if draining {
                 Thread.detachNewThread { [self] in
                     while open.withLock({ $0 }) { receive() }
+                    readerStopped.signal()
                 }
             }
         }
@@ -52,6 +58,7 @@ struct OperationsTests {
 
         func close() {
             open.withLock { $0 = false }
+            if draining { readerStopped.wait() }  // at most one receive timeout (100 ms)
             Glibc.close(fd)
         }
     }
