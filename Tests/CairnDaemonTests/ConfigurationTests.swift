@@ -1,4 +1,5 @@
 @testable import CairnDaemon
+import CairnCore
 import Foundation
 import Logging
 import Testing
@@ -77,6 +78,29 @@ struct ConfigurationTests {
         #expect(c.defaultSourceAccess.caBundle == "/etc/ca.pem" && c.defaultSourceAccess.tokenFile == nil)
         let a = try #require(c.sourceAccess["https://a.example/repo"])
         #expect(a.tokenFile == "/etc/a.token" && a.clientCertificate == "/etc/a.pem" && a.caBundle == nil)
+    }
+
+    @Test("Given a [source URL] section for a further channel's source, then the daemon accepts it and that channel gets its files; a section naming no source is refused")
+    func sourceSectionForAChannel() throws {
+        let key = NSTemporaryDirectory() + "cairn-config-\(UUID().uuidString).pub"
+        try PublisherKey.generate().publicKey.fileText.write(toFile: key, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: key) }
+        var c = DaemonConfiguration()
+        try c.apply(DaemonConfiguration.parse("""
+            source = https://a.example/repo
+            trusted_key = \(key)
+            [channel manuals]
+            source = https://b.example/repo/
+            trusted_key = \(key)
+            [source https://b.example/repo]
+            token_file = /etc/b.token
+            """))
+        try Device.checkSourceSections(c)
+        _ = try Device.syncConfiguration(c)
+        let manuals = try Device.syncConfiguration(c.configuration(for: c.extraChannels[0]))
+        #expect(manuals.access(for: "https://b.example/repo/").tokenFile == "/etc/b.token")
+        try c.apply(DaemonConfiguration.parse("[source https://c.example]\ntoken_file = /etc/c.token"))
+        #expect(throws: DaemonError.self) { try Device.checkSourceSections(c) }
     }
 
     @Test("Given CAIRN_* variables, when applied, then they override the file's values")

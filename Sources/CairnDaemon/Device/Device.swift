@@ -25,6 +25,7 @@ public struct Device: Sendable {
     public static func build(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) -> Device {
         // The socket's folder first: a start that cannot answer leaves no data directory behind.
         try SocketFile.checkFolder(of: configuration.socketPath)
+        try checkSourceSections(configuration)
         let registry = MetricsRegistry()
         let notifier = SystemdNotifier()
         let main = try makeChannel(configuration, registry: registry, notifier: notifier, statusPrefix: "", logger: logger)
@@ -120,6 +121,17 @@ public struct Device: Sendable {
                             service: service)
     }
 
+    /// Every `[source URL]` section must name a source of the daemon's channel or of one of its
+    /// `[channel]` sections (each channel's sync configuration carries all the sections; a
+    /// channel uses those of its own sources).
+    static func checkSourceSections(_ configuration: DaemonConfiguration) throws(DaemonError) {
+        let sources = configuration.sources + configuration.extraChannels.flatMap(\.sources)
+        for source in configuration.sourceAccess.keys.sorted()
+        where !sources.contains(where: { ($0.hasSuffix("/") ? String($0.dropLast()) : $0) == source }) {
+            throw DaemonError(.badConfiguration, "[source \(source)] names no configured source; sources are \(sources.joined(separator: ", "))")
+        }
+    }
+
     static func syncConfiguration(_ configuration: DaemonConfiguration) throws(DaemonError) -> SyncConfiguration {
         var keys: [PublicKey] = []
         for path in configuration.trustedKeys {
@@ -163,10 +175,6 @@ public struct Device: Sendable {
         sync.trustedRoot = root
         sync.defaultAccess = configuration.defaultSourceAccess
         sync.access = configuration.sourceAccess
-        for (source, _) in configuration.sourceAccess
-        where !configuration.sources.contains(where: { ($0.hasSuffix("/") ? String($0.dropLast()) : $0) == source }) {
-            throw DaemonError(.badConfiguration, "[source \(source)] names no configured source; sources are \(configuration.sources.joined(separator: ", "))")
-        }
         sync.expiredUpdates = ExpiredUpdatePolicy(rawValue: configuration.expiredUpdates) ?? .install
         sync.maxDiskBytes = configuration.maxDiskBytes
         return sync
