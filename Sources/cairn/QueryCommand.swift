@@ -29,7 +29,7 @@ struct QueryCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (1...100).contains(k) else { throw ValidationError("-k must be between 1 and 100") }
-        guard ["hybrid", "lexical", "dense", "rrf"].contains(mode) else {
+        guard SearchRequest.Mode(rawValue: mode) != nil else {
             throw ValidationError("--mode must be hybrid, lexical, dense or rrf")
         }
     }

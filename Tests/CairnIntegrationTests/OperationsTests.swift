@@ -29,13 +29,14 @@ struct OperationsTests {
             self.path = path
             self.draining = draining
             fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+            guard fd >= 0 else { throw StepFailed("cannot make a datagram socket: \(String(cString: strerror(errno)))") }
             var address = sockaddr_un()
             address.sun_family = sa_family_t(AF_UNIX)
             withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
             let bound = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
             }
-            guard fd >= 0, bound == 0 else { throw StepFailed("cannot bind \(path): \(String(cString: strerror(errno)))") }
+            guard bound == 0 else { throw StepFailed("cannot bind \(path): \(String(cString: strerror(errno)))") }
             var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             if draining {

@@ -71,7 +71,7 @@ struct DaemonAPI: Sendable {
     static func requestedMode(_ body: [UInt8]) -> String {
         guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any],
               let mode = object["mode"] else { return "hybrid" }
-        guard let text = mode as? String, ["hybrid", "lexical", "dense", "rrf"].contains(text) else { return "invalid" }
+        guard let text = mode as? String, SearchRequest.Mode(rawValue: text) != nil else { return "invalid" }
         return text
     }
 

@@ -1,4 +1,5 @@
 import CairnClient
+import CairnCore
 import Foundation
 import Prometheus
 
@@ -61,7 +62,7 @@ public final class DaemonMetrics: Sendable {
         }
         func flag(_ value: Bool?) -> Double { value == true ? 1 : 0 }
         gauge("cairnd_installed_version", "The version being served (0: none).", Double(version ?? 0))
-        let lastCheck = status.lastCheck.flatMap { ISO8601DateFormatter().date(from: $0) }
+        let lastCheck = status.lastCheck.flatMap(Timestamp.init(rfc3339:))?.date
         gauge("cairnd_seconds_since_last_check", "Seconds since a source last answered with a verified manifest (-1: never).",
               lastCheck.map { max(0, now.timeIntervalSince($0)).rounded() } ?? -1)
         gauge("cairnd_online", "1 when the last attempt reached a source.", flag(status.online))

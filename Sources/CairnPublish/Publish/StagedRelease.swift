@@ -57,7 +57,6 @@ public enum StagedRelease {
         // file past the 16 signatures devices read.
         let valid = envelope.validSigners(among: policy.keys, domain: SignedManifest.domain)
         envelope = SignedEnvelope(content: envelope.content, signatures: envelope.signatures.filter { valid.contains($0.keyID) })
-            .adding([])
         guard envelope.signatures.count <= SignedManifest.maxSignatures else {
             throw PublishError(.invalidArgument, "the staged manifest has \(envelope.signatures.count) valid signatures; devices read at most \(SignedManifest.maxSignatures)")
         }

@@ -120,7 +120,7 @@ public struct Downloader: Sendable {
             throw SyncError(.io, "cannot write the \(what) to the staging folder: \(reason)")
         }
         if outcome.code == CURLE_ABORTED_BY_CALLBACK { throw SyncError(.cancelled, "the \(what) transfer was cancelled") }
-        if (outcome.status == 401 || outcome.status == 403) && (outcome.status == 401 || hasCredentials) {
+        if outcome.status == 401 || (outcome.status == 403 && hasCredentials) {
             throw SyncError(.unauthorized, "the source refused access to the \(what) (HTTP \(outcome.status)); check its netrc_file or token_file")
         }
         if outcome.status == 400 && url.hasPrefix("https:") {

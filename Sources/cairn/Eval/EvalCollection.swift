@@ -35,14 +35,11 @@ struct EvalCollection {
         return Array(data)
     }
 
-    /// The corpus as it can be published: a BEIR `.jsonl` corpus is copied to `scratch` without
-    /// the records whose `text` is empty (Cairn refuses to publish an empty chunk; Cranfield has
-    /// two), and the number dropped is returned. Other corpora are published as they are.
     /// The JSONL corpus at `path` dealt into `parts` files, document i to part i mod `parts` (so
     /// each part is a fair sample), `scratch/corpus-<n>.jsonl`.
     static func split(_ path: String, into parts: Int, scratch: String) throws(EvalFailure) -> [String] {
         guard path.lowercased().hasSuffix(".jsonl") else { throw EvalFailure(2, "--channels needs a .jsonl corpus") }
-        guard let data = FileManager.default.contents(atPath: path) else { throw .io("cannot read \(path)") }
+        let data = try read(path)
         var contents = [[UInt8]](repeating: [], count: parts)
         for (index, line) in data.split(separator: UInt8(ascii: "\n")).enumerated() {
             contents[index % parts] += line
@@ -55,6 +52,9 @@ struct EvalCollection {
         }
     }
 
+    /// The corpus as it can be published: a BEIR `.jsonl` corpus is copied to `scratch` without
+    /// the records whose `text` is empty (Cairn refuses to publish an empty chunk; Cranfield has
+    /// two), and the number dropped is returned. Other corpora are published as they are.
     func publishableCorpus(scratch: String) throws(EvalFailure) -> (path: String, dropped: Int) {
         guard corpusPath.lowercased().hasSuffix(".jsonl") else { return (corpusPath, 0) }
         guard let data = FileManager.default.contents(atPath: corpusPath) else { throw .io("cannot read \(corpusPath)") }

@@ -16,8 +16,8 @@ struct MCPServer {
 
     let tools: MCPTools
 
-    /// Reads messages from `input` until it ends, writing each answer as one line to `output`.
-    func run(input: FileHandle = .standardInput, output: FileHandle = .standardOutput) {
+    /// Reads messages from standard input until it ends, writing each answer as one line to `output`.
+    func run(output: FileHandle = .standardOutput) {
         while let line = readLine(strippingNewline: true) {
             guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
             if let answer = handle(line: line) {

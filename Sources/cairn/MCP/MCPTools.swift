@@ -1,4 +1,5 @@
 import CairnClient
+import CairnIndex
 import Foundation
 
 /// The tools `cairn mcp` offers, each a call to cairnd's socket API (protocol/socket-api.md).
@@ -8,7 +9,7 @@ struct MCPTools {
     let socketPath: String
     var timeout: Double = 30
 
-    static let names: Set<String> = ["search", "get", "status"]
+    static let names = Set(definitions.compactMap { $0["name"] as? String })
 
     static var definitions: [[String: Any]] { [
         [
@@ -26,7 +27,7 @@ struct MCPTools {
                 "properties": [
                     "query": ["type": "string", "description": "The question or keywords, in the user's words."],
                     "k": ["type": "integer", "minimum": 1, "maximum": 20, "default": 5, "description": "Passages to return."],
-                    "mode": ["type": "string", "enum": ["hybrid", "lexical", "dense", "rrf"], "default": "hybrid",
+                    "mode": ["type": "string", "enum": SearchRequest.Mode.allCases.map(\.rawValue), "default": "hybrid",
                              "description": "hybrid (default) combines keywords and meaning; lexical is exact words only."],
                     "scenario": ["type": "string", "description": "Only passages for this scenario (e.g. flood), plus general ones."],
                     "tags": ["type": "array", "items": ["type": "string"], "description": "Only passages carrying all these tags."],
