@@ -40,9 +40,16 @@ struct ChannelMergeTests {
                                 moments: Self.moments(lexical: [0, 0, 1], dense: [0.1, 0.2, 0.3]))
         let merged = SearchEndpoint.merge([("big", big), ("small", small)], k: 2)
         #expect(merged.results.map(\.chunk.id) == ["big-best", "small-best"])
-        let pooled = Self.moments(lexical: bigLexical + [0, 0, 1], dense: bigDense + [0.1, 0.2, 0.3])
-        #expect(abs(merged.results[0].fusedScore - pooled.fused(lexical: 8, dense: 0.6)) < 1e-9)
-        #expect(abs(merged.results[1].fusedScore - pooled.fused(lexical: 1, dense: 0.3)) < 1e-9)
+        // Expected from the pooled rows themselves, not from HybridMoments (which merge uses):
+        // 0.2 × z(lexical) + 0.8 × z(cosine), population mean and deviation over all 23 rows.
+        func z(_ value: Double, over values: [Double]) -> Double {
+            let mean = values.reduce(0, +) / Double(values.count)
+            let deviation = (values.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / Double(values.count)).squareRoot()
+            return (value - mean) / deviation
+        }
+        let (lexical, dense) = (bigLexical + [0, 0, 1], bigDense + [0.1, 0.2, 0.3])
+        #expect(abs(merged.results[0].fusedScore - (0.2 * z(8, over: lexical) + 0.8 * z(0.6, over: dense))) < 1e-9)
+        #expect(abs(merged.results[1].fusedScore - (0.2 * z(1, over: lexical) + 0.8 * z(0.3, over: dense))) < 1e-9)
         #expect(merged.results.map(\.channel) == ["big", "small"] && merged.results.map(\.version) == [7, 2])
         #expect(merged.results.map(\.rank) == [1, 2])
         #expect(merged.channels?.map(\.channel) == ["big", "small"])
