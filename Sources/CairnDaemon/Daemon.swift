@@ -24,6 +24,9 @@ public struct DaemonHooks: Sendable {
     public var metrics: DaemonMetrics?
     /// The further channels (`[channel NAME]`), searched beside the daemon's own.
     public var channels: [ChannelHooks]
+    /// The caller already loaded what it could into `holder` (`Device` does, keeping the rows
+    /// for its syncer): an empty holder then means nothing loadable, not "load it".
+    public var holderLoaded = false
 
     public init(holder: IndexHolder = IndexHolder(), status: (any SyncStatusProvider)? = nil,
                 requestSync: (@Sendable () async -> [String: Int])? = nil, maintenance: (any DeviceMaintenance)? = nil,
@@ -58,8 +61,8 @@ public struct ChannelHooks: Sendable {
 }
 
 /// Builds the socket server: checks the socket path (a live socket is never stolen: throws
-/// `socket_in_use`), loads the installed version if the holder is empty (none installed is
-/// fine: search answers 503 `no_index`), and returns the service to run in a `ServiceGroup`.
+/// `socket_in_use`), loads the installed version if the holder is empty and `holderLoaded` is
+/// not set (none installed is fine: search answers 503 `no_index`), and returns the service to run in a `ServiceGroup`.
 /// Searches run on `max_concurrent_queries` threads of their own (`SearchPool`), off the event
 /// loops. (OpenBLAS runs one thread per call, as CairnEmbedding sets it: concurrent queries are
 /// the parallelism; with a thread per core, 8 clients got 90 dense queries/s instead of 240.)
@@ -68,7 +71,7 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
                         logger: Logger) throws(DaemonError) -> some Service {
     let socket = try SocketFile(path: configuration.socketPath, mode: configuration.socketMode,
                                 group: configuration.socketGroup)
-    if hooks.holder.current == nil {
+    if hooks.holder.current == nil && !hooks.holderLoaded {
         do {
             hooks.holder.install(try VersionLoader.loadNewest(dataDirectory: configuration.dataDirectory, logger: logger))
         } catch {

@@ -47,13 +47,13 @@ public struct Device: Sendable {
             Dictionary(uniqueKeysWithValues: followed.map { ($0.name, $0.service.requestSync()) })
         }
         let requestSync: (@Sendable () async -> [String: Int])? = syncRequest.map { request in { @Sendable in request() } }
-        let daemon = try buildDaemon(configuration: configuration,
-                                     hooks: DaemonHooks(holder: main.holder, status: main.status, requestSync: requestSync,
-                                                        maintenance: main.syncer, metrics: main.metrics,
-                                                        channels: extras.map { ChannelHooks(name: $0.name, holder: $0.holder,
-                                                                                            status: $0.status, metrics: $0.metrics,
-                                                                                            maintenance: $0.syncer) }),
-                                     logger: logger)
+        var hooks = DaemonHooks(holder: main.holder, status: main.status, requestSync: requestSync,
+                                maintenance: main.syncer, metrics: main.metrics,
+                                channels: extras.map { ChannelHooks(name: $0.name, holder: $0.holder, status: $0.status,
+                                                                    metrics: $0.metrics, maintenance: $0.syncer) })
+        // makeChannel loaded the installed version (or the newest loadable one): not twice.
+        hooks.holderLoaded = true
+        let daemon = try buildDaemon(configuration: configuration, hooks: hooks, logger: logger)
         if services.isEmpty { logger.notice("no sources configured: serving what is installed, never syncing") }
         return Device(services: [daemon] + services.map { $0 as any Service } + WatchdogService.ifEnabled(notifier),
                       requestSync: syncRequest)
