@@ -64,7 +64,7 @@ extension SyncConfiguration {
     /// The access for the source at `base` (with or without a trailing `/`). Credentials (netrc,
     /// token) go only to `https://` sources: over plain HTTP anyone on the path could read them.
     public func access(for base: String) -> SourceAccess {
-        let key = base.hasSuffix("/") ? String(base.dropLast()) : base
+        let key = SourceAccess.base(of: base)
         var chosen = (access[key] ?? .none).over(defaultAccess)
         if !base.lowercased().hasPrefix("https://") {
             chosen.netrcFile = nil

@@ -1,5 +1,6 @@
 public import CairnClient
 import CairnStore
+import CairnSync
 import Foundation
 import Logging
 
@@ -34,7 +35,7 @@ extension DaemonConfiguration {
                     throw DaemonError(.badConfiguration, "config line \(entry.line): \(entry.key) must be an absolute file path")
                 }
                 if let source = entry.source {
-                    let key = source.hasSuffix("/") ? String(source.dropLast()) : source
+                    let key = SourceAccess.base(of: source)
                     sourceAccess[key, default: .none].set(entry.key, v)
                 } else {
                     defaultSourceAccess.set(entry.key, v)

@@ -127,7 +127,7 @@ public struct Device: Sendable {
     static func checkSourceSections(_ configuration: DaemonConfiguration) throws(DaemonError) {
         let sources = configuration.sources + configuration.extraChannels.flatMap(\.sources)
         for source in configuration.sourceAccess.keys.sorted()
-        where !sources.contains(where: { ($0.hasSuffix("/") ? String($0.dropLast()) : $0) == source }) {
+        where !sources.contains(where: { SourceAccess.base(of: $0) == source }) {
             throw DaemonError(.badConfiguration, "[source \(source)] names no configured source; sources are \(sources.joined(separator: ", "))")
         }
     }

@@ -67,3 +67,11 @@ public struct SourceAccess: Sendable, Hashable {
         return ["Authorization: Bearer " + token]
     }
 }
+
+extension SourceAccess {
+    /// A source URL without its trailing `/`: how sources are compared, keyed (`[source URL]`
+    /// sections) and joined with repository paths.
+    public static func base(of source: String) -> String {
+        source.hasSuffix("/") ? String(source.dropLast()) : source
+    }
+}

@@ -171,7 +171,7 @@ public actor Syncer {
 
     private func attempt(source: String, state: inout SyncState, reached: inout Bool,
                          timings: inout InstallTimings) async throws(SyncError) -> (SyncOutcome, IndexContents?) {
-        let base = source.hasSuffix("/") ? String(source.dropLast()) : source
+        let base = SourceAccess.base(of: source)
         let clock = ContinuousClock()
         let start = clock.now
         let installed = directory.installed()
