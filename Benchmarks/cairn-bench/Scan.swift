@@ -4,9 +4,11 @@ import CairnBLAS
 // In-process search times on the installed version of a data directory, per query, without
 // the socket or the query embedding (queries are embedded first, then OpenBLAS gets T threads):
 //   dense:   `SearchIndex.search(mode: .dense, k: 10)` with the precomputed query vector —
-//            wall time, and its own `timings.dense_ms` (matrix–vector product + candidate
-//            selection) — and the bare sgemv over the same n × d matrix, read back from the
-//            snapshot, which is what faiss's IndexFlatIP is compared with.
+//            wall time, and its own `timings.dense_ms` (narrowing by sign bits above cairnd's
+//            default `approximate_dense_above`, int8 scoring, exact rescoring, selection) — and
+//            its recall@10 against exact search (the bare sgemv over the same n × d matrix, read
+//            back from the snapshot, which is what faiss's IndexFlatIP is compared with); the
+//            same search with narrowing off (`flat_*`: a full int8 scan) beside it.
 //   lexical: `SearchIndex.search(mode: .lexical, k: 10)` — wall time and `timings.lexical_ms`.
 // `--export DIR` writes DIR/vectors.f32 (the snapshot's matrix, rowid order) and
 // DIR/queries.f32 (the query vectors) as raw float32 for the Python peers.
@@ -38,8 +40,28 @@ func scan(_ arguments: [String]) throws {
         let (wall, inner) = try timeSearches(index, zip(queries, vectors).map { ($0, $1) }, mode: .dense, clock: clock) {
             $0.denseMilliseconds
         }
+        let flat = try SearchIndex(path: indexPath, configuration: RankingConfiguration(approximateDenseAbove: .max))
+        let (flatWall, flatInner) = try timeSearches(flat, zip(queries, vectors).map { ($0, $1) }, mode: .dense, clock: clock) {
+            $0.denseMilliseconds
+        }
         let matrix = try readMatrix(indexPath, count: index.count * index.meta.dimension)
         let sgemv = timeProducts(blas: blas, matrix: matrix, rows: index.count, vectors: vectors, clock: clock)
+        let ids = try readIDs(indexPath)
+        let exactSets = vectors.map { Set(exactTop(blas: blas, matrix: matrix, rows: index.count, query: $0, k: 10).map { ids[$0] }) }
+        let (recall, flatRecall) = try (recallAt10(index), recallAt10(flat))
+        func recallAt10(_ searched: SearchIndex) throws -> Double {
+            var found = 0
+            for (vector, exact) in zip(vectors, exactSets) {
+                let answer = try searched.search(SearchRequest(query: "", k: 10, mode: .dense, minSimilarity: -1), queryVector: vector)
+                found += answer.results.filter { exact.contains($0.chunk.id) }.count
+            }
+            return Double(found) / Double(10 * max(1, vectors.count))
+        }
+        result["narrowed"] = index.narrowsDense
+        result["recall_at_10"] = recall
+        result["flat_recall_at_10"] = flatRecall
+        result["flat_search_p50_ms"] = percentile(flatWall, 0.5)
+        result["flat_dense_p50_ms"] = percentile(flatInner, 0.5)
         if let export = option("--export", in: arguments) {
             try writeFloats(matrix, to: join(export, "vectors.f32"))
             try writeFloats(vectors.flatMap { $0 }, to: join(export, "queries.f32"))
@@ -89,6 +111,36 @@ private func timeProducts(blas: BLAS, matrix: [Float], rows: Int, vectors: [[Flo
         if position >= 10 { times.append(milliseconds(clock.now - start)) }
     }
     return times.sorted()
+}
+
+/// The rows (in `matrix` order) of the `k` highest dot products with `query`: exact search.
+private func exactTop(blas: BLAS, matrix: [Float], rows: Int, query: [Float], k: Int) -> [Int] {
+    let dimension = matrix.count / max(1, rows)
+    var scores = [Float](repeating: 0, count: rows)
+    matrix.withUnsafeBufferPointer { a in
+        query.withUnsafeBufferPointer { x in
+            scores.withUnsafeMutableBufferPointer { y in
+                blas.sgemv(m: rows, n: dimension, a: a.baseAddress!, lda: dimension, x: x.baseAddress!, y: y.baseAddress!)
+            }
+        }
+    }
+    // The best k so far, best first; a row enters only above the k-th.
+    var best: [Int] = []
+    for row in scores.indices where best.count < k || scores[row] > scores[best[k - 1]] {
+        let place = best.firstIndex { scores[$0] < scores[row] } ?? best.count
+        best.insert(row, at: place)
+        if best.count > k { best.removeLast() }
+    }
+    return best
+}
+
+/// The snapshot's chunk ids in rowid order.
+private func readIDs(_ path: String) throws -> [String] {
+    let db = try Database(path: path, mode: .readOnly(immutable: true))
+    let statement = try db.prepare("SELECT id FROM chunks ORDER BY rowid")
+    var ids: [String] = []
+    while try statement.step() { ids.append(statement.string(at: 0) ?? "") }
+    return ids
 }
 
 /// The snapshot's vectors in rowid order (the order `SearchIndex` loads them in).

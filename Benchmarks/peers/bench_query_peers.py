@@ -6,7 +6,10 @@ faiss-cpu (dense, IndexFlatIP) and by bm25s and tantivy (lexical). Prints one JS
   bench_query_peers.py lexical --corpus corpus.jsonl --replicate N --queries queries.jsonl
 
 Dense: per-query IndexFlatIP.search of one query vector for the 100 best (Cairn's candidate
-list for k = 10), with faiss.omp_set_num_threads(T). Lexical: the corpus replicated by Cairn's
+list for k = 10), with faiss.omp_set_num_threads(T). With --approximate: also IndexHNSWFlat
+(M = 32, efConstruction 40) at efSearch 16 … 512 and IndexScalarQuantizer (8 bit, a flat scan
+of codes), each with its recall@10 against IndexFlatIP and its per-query top-10 time on T threads (the
+last --threads value), so that Cairn's narrowed search is compared at equal recall. Lexical: the corpus replicated by Cairn's
 rule (chunk i = document i % D, copy i // D; text = title and text), top-10 per query, one
 query at a time, query tokenisation included; tantivy also loads the 10 hits' stored ids.
 """
@@ -49,6 +52,33 @@ def dense(args):
         faiss.omp_set_num_threads(threads)
         rows = [queries[i : i + 1] for i in range(queries.shape[0])]
         result[f"faiss_flatip_{threads}"] = timed([lambda q=q: index.search(q, 100) for q in rows])
+    if args.approximate:
+        threads = args.threads[-1]
+        faiss.omp_set_num_threads(threads)
+        rows = [queries[i : i + 1] for i in range(queries.shape[0])]
+        _, exact = index.search(queries, 10)
+
+        def recall(found):
+            return float(np.mean([len(set(f) & set(e)) / 10 for f, e in zip(found, exact)]))
+
+        start = time.perf_counter()
+        hnsw = faiss.IndexHNSWFlat(args.dimension, 32, faiss.METRIC_INNER_PRODUCT)
+        hnsw.add(vectors)
+        result["hnsw_build_seconds"] = time.perf_counter() - start
+        sweep = []
+        for ef in (16, 32, 64, 128, 256, 512):
+            hnsw.hnsw.efSearch = ef
+            _, found = hnsw.search(queries, 10)
+            sweep.append(dict(timed([lambda q=q: hnsw.search(q, 10) for q in rows]), ef_search=ef, recall_at_10=recall(found)))
+        result["hnsw"] = sweep
+        start = time.perf_counter()
+        sq8 = faiss.IndexScalarQuantizer(args.dimension, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+        sq8.train(vectors)
+        sq8.add(vectors)
+        result["sq8_build_seconds"] = time.perf_counter() - start
+        _, found = sq8.search(queries, 10)
+        result["sq8"] = dict(timed([lambda q=q: sq8.search(q, 10) for q in rows]), recall_at_10=recall(found))
+        result["approximate_threads"] = threads
     return result
 
 
@@ -128,6 +158,7 @@ def main():
     d.add_argument("--queries", required=True)
     d.add_argument("--dimension", type=int, default=384)
     d.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    d.add_argument("--approximate", action="store_true")
     lx = sub.add_parser("lexical")
     lx.add_argument("--corpus", required=True)
     lx.add_argument("--replicate", type=int, required=True)

@@ -9,22 +9,44 @@ typedef float vf16 __attribute__((vector_size(64), aligned(4)));
 typedef signed char vc16 __attribute__((vector_size(16), aligned(1)));
 #pragma clang diagnostic ignored "-Wpsabi"
 
-#define SIMILARITIES_BODY                                                                            \
-    for (size_t r = first; r < first + count; r++) {                                                \
-        const signed char *row = codes + r * (size_t)d;                                              \
+// One row's estimate, `row` pointing at its d codes, into `sum` (before its scale).
+#define ROW_DOT(row, sum)                                                                            \
+    do {                                                                                             \
         vf16 acc = {0};                                                                              \
         int j = 0;                                                                                   \
         for (; j + 16 <= d; j += 16) {                                                               \
             vc16 c;                                                                                  \
             vf16 q;                                                                                  \
-            memcpy(&c, row + j, sizeof c);                                                           \
+            memcpy(&c, (row) + j, sizeof c);                                                         \
             memcpy(&q, query + j, sizeof q);                                                         \
             acc += __builtin_convertvector(c, vf16) * q;                                             \
         }                                                                                            \
-        float sum = 0;                                                                               \
+        sum = 0;                                                                                     \
         for (int lane = 0; lane < 16; lane++) sum += acc[lane];                                      \
-        for (; j < d; j++) sum += (float)row[j] * query[j];                                          \
+        for (; j < d; j++) sum += (float)(row)[j] * query[j];                                        \
+    } while (0)
+
+#define SIMILARITIES_BODY                                                                            \
+    for (size_t r = first; r < first + count; r++) {                                                \
+        float sum;                                                                                   \
+        ROW_DOT(codes + r * (size_t)d, sum);                                                         \
         y[r] = sum * scales[r];                                                                      \
+    }
+
+#define SIMILARITIES_ROWS_BODY                                                                       \
+    for (size_t i = 0; i < count; i++) {                                                            \
+        size_t r = (size_t)rows[i];                                                                  \
+        float sum;                                                                                   \
+        ROW_DOT(codes + r * (size_t)d, sum);                                                         \
+        y[i] = sum * scales[r];                                                                      \
+    }
+
+#define HAMMING_BODY                                                                                 \
+    for (size_t r = first; r < first + count; r++) {                                                \
+        const uint64_t *row = bits + r * (size_t)words;                                              \
+        int distance = 0;                                                                            \
+        for (int w = 0; w < words; w++) distance += __builtin_popcountll(row[w] ^ query[w]);         \
+        distances[r] = (uint16_t)distance;                                                           \
     }
 
 #if defined(__x86_64__)
@@ -39,6 +61,24 @@ static void similarities_avx2(const signed char *codes, const float *scales, siz
                               const float *query, float *y) {
     SIMILARITIES_BODY
 }
+
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma")))
+static void similarities_rows_avx512(const signed char *codes, const float *scales, const int32_t *rows, size_t count, int d,
+                                     const float *query, float *y) {
+    SIMILARITIES_ROWS_BODY
+}
+
+__attribute__((target("avx2,fma")))
+static void similarities_rows_avx2(const signed char *codes, const float *scales, const int32_t *rows, size_t count, int d,
+                                   const float *query, float *y) {
+    SIMILARITIES_ROWS_BODY
+}
+
+__attribute__((target("popcnt")))
+static void hamming_popcnt(const uint64_t *bits, size_t first, size_t count, int words, const uint64_t *query,
+                           uint16_t *distances) {
+    HAMMING_BODY
+}
 #endif
 
 static void similarities_baseline(const signed char *codes, const float *scales, size_t first, size_t count, int d,
@@ -46,7 +86,28 @@ static void similarities_baseline(const signed char *codes, const float *scales,
     SIMILARITIES_BODY
 }
 
+static void similarities_rows_baseline(const signed char *codes, const float *scales, const int32_t *rows, size_t count,
+                                       int d, const float *query, float *y) {
+    SIMILARITIES_ROWS_BODY
+}
+
+static void hamming_baseline(const uint64_t *bits, size_t first, size_t count, int words, const uint64_t *query,
+                             uint16_t *distances) {
+    HAMMING_BODY
+}
+
 typedef void (*similarities_fn)(const signed char *, const float *, size_t, size_t, int, const float *, float *);
+typedef void (*similarities_rows_fn)(const signed char *, const float *, const int32_t *, size_t, int, const float *, float *);
+typedef void (*hamming_fn)(const uint64_t *, size_t, size_t, int, const uint64_t *, uint16_t *);
+
+// Each kernel is chosen at its first call; threads that race there store the same function.
+#define CHOOSE(type, kernel, choice)                                                                 \
+    static type kernel = NULL;                                                                       \
+    type chosen = __atomic_load_n(&kernel, __ATOMIC_RELAXED);                                        \
+    if (chosen == NULL) {                                                                            \
+        chosen = choice;                                                                             \
+        __atomic_store_n(&kernel, chosen, __ATOMIC_RELAXED);                                         \
+    }
 
 static similarities_fn chosen_similarities(void) {
 #if defined(__x86_64__)
@@ -56,16 +117,59 @@ static similarities_fn chosen_similarities(void) {
     return similarities_baseline;
 }
 
+static similarities_rows_fn chosen_similarities_rows(void) {
+#if defined(__x86_64__)
+    if (cairn_cpu_avx512()) return similarities_rows_avx512;
+    if (cairn_cpu_avx2()) return similarities_rows_avx2;
+#endif
+    return similarities_rows_baseline;
+}
+
+static hamming_fn chosen_hamming(void) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("popcnt")) return hamming_popcnt;
+#endif
+    return hamming_baseline;
+}
+
 void cairn_similarities_i8(const signed char *codes, const float *scales, size_t first, size_t count, int d,
                            const float *query, float *y) {
-    // Chosen at the first call; threads that race there store the same function.
-    static similarities_fn kernel = NULL;
-    similarities_fn chosen = __atomic_load_n(&kernel, __ATOMIC_RELAXED);
-    if (chosen == NULL) {
-        chosen = chosen_similarities();
-        __atomic_store_n(&kernel, chosen, __ATOMIC_RELAXED);
-    }
+    CHOOSE(similarities_fn, kernel, chosen_similarities())
     chosen(codes, scales, first, count, d, query, y);
+}
+
+void cairn_similarities_i8_rows(const signed char *codes, const float *scales, const int32_t *rows, size_t count, int d,
+                                const float *query, float *y) {
+    CHOOSE(similarities_rows_fn, kernel, chosen_similarities_rows())
+    chosen(codes, scales, rows, count, d, query, y);
+}
+
+void cairn_hamming(const uint64_t *bits, size_t first, size_t count, int words, const uint64_t *query, uint16_t *distances) {
+    CHOOSE(hamming_fn, kernel, chosen_hamming())
+    chosen(bits, first, count, words, query, distances);
+}
+
+void cairn_sign_bits_i8(const signed char *codes, size_t first, size_t count, int d, uint64_t *bits) {
+    const int words = (d + 63) / 64;
+    for (size_t r = first; r < first + count; r++) {
+        const signed char *row = codes + r * (size_t)d;
+        uint64_t *out = bits + r * (size_t)words;
+        for (int w = 0; w < words; w++) {
+            uint64_t word = 0;
+            for (int j = w * 64; j < d && j < w * 64 + 64; j++) word |= (uint64_t)(row[j] > 0) << (j - w * 64);
+            out[w] = word;
+        }
+    }
+}
+
+void cairn_sign_bits_f32(const float *query, int d, uint64_t *bits) {
+    const int words = (d + 63) / 64;
+    for (int w = 0; w < words; w++) {
+        uint64_t word = 0;
+        for (int j = w * 64; j < d && j < w * 64 + 64; j++) word |= (uint64_t)(query[j] > 0) << (j - w * 64);
+        bits[w] = word;
+    }
 }
 
 void cairn_quantize_row_i8(const void *values, int d, signed char *code, float *scale) {

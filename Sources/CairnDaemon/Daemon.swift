@@ -73,7 +73,8 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
                                 group: configuration.socketGroup)
     if hooks.holder.current == nil && !hooks.holderLoaded {
         do {
-            hooks.holder.install(try VersionLoader.loadNewest(dataDirectory: configuration.dataDirectory, logger: logger))
+            hooks.holder.install(try VersionLoader.loadNewest(dataDirectory: configuration.dataDirectory,
+                                                                configuration: configuration.ranking, logger: logger))
         } catch {
             logger.warning("serving no index until a version is installed", metadata: ["cairn.error": "\(error)"])
         }

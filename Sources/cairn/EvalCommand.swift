@@ -50,6 +50,8 @@ struct EvalCommand: AsyncParsableCommand {
     var trustedKey: String?
     @Option(help: "Deal the corpus into this many channels (document i to channel i mod N), all followed by one cairnd, to measure search across channels against one channel.")
     var channels = 1
+    @Option(name: .customLong("approximate-dense-above"), help: "cairnd's approximate_dense_above: narrow dense search by sign bits above this many chunks (0 always, default cairnd's).")
+    var approximateDenseAbove: Int?
     @Option(name: .customLong("sync-timeout"), help: "Seconds to wait for cairnd to serve the version.")
     var syncTimeout: Double = 600
     @Flag(help: "Keep the temporary folder (repository, data directory, cairnd.log) and print its path.")
@@ -61,6 +63,7 @@ struct EvalCommand: AsyncParsableCommand {
         guard syncTimeout > 0 else { throw ValidationError("--sync-timeout must be positive") }
         guard (1...16).contains(channels) else { throw ValidationError("--channels must be 1 to 16") }
         if repo != nil && channels > 1 { throw ValidationError("--channels publishes its own repository; it does not go with --repo") }
+        if let approximateDenseAbove, approximateDenseAbove < 0 { throw ValidationError("--approximate-dense-above must be 0 or more") }
     }
 
     func run() async throws {
@@ -95,12 +98,12 @@ struct EvalCommand: AsyncParsableCommand {
         let root = URL(fileURLWithPath: repository.root).standardizedFileURL.path
         var arguments = ["--channel", repository.channel, "--source", "file://" + root,
                          "--trusted-key", repository.trustedKeyPath, "--poll-interval", "1"]
-        if !others.isEmpty {
+        if !others.isEmpty || approximateDenseAbove != nil {
             // The further channels, as a device would follow them: [channel NAME] sections.
             let config = scratch + "/cairnd.conf"
-            let text = others.map { "[channel \($0.channel)]\nsource = file://\(root)\ntrusted_key = \($0.trustedKeyPath)\npoll_interval = 1\n" }
-                .joined()
-            guard FileManager.default.createFile(atPath: config, contents: Data(text.utf8)) else { throw EvalFailure.io("cannot write \(config)") }
+            let text = (approximateDenseAbove.map { ["approximate_dense_above = \($0)\n"] } ?? [])
+                + others.map { "[channel \($0.channel)]\nsource = file://\(root)\ntrusted_key = \($0.trustedKeyPath)\npoll_interval = 1\n" }
+            guard FileManager.default.createFile(atPath: config, contents: Data(text.joined().utf8)) else { throw EvalFailure.io("cannot write \(config)") }
             arguments += ["--config", config]
         }
         let daemon = try DaemonProcess(dataDirectory: data, socketPath: scratch + "/s", arguments: arguments)

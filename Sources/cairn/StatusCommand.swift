@@ -22,7 +22,8 @@ struct StatusCommand: AsyncParsableCommand {
         var lines: [String] = []
         if let version = status.version, let root = status.stateRoot {
             lines.append("version     \(version) (channel \(status.channel ?? "?"), state root \(root))")
-            lines.append("chunks      \(status.chunkCount ?? 0)")
+            lines.append("chunks      \(status.chunkCount ?? 0)" + (status.denseSearch == "narrowed"
+                ? " (dense search narrowed by sign bits, then rescored exactly)" : ""))
             lines.append("model       " + (status.modelLoaded ? "\(status.modelID ?? "?") (\(status.dimension ?? 0) dimensions)"
                                                               : "none: answers are lexical only"))
         } else {

@@ -1,5 +1,6 @@
 @testable import CairnDaemon
 import CairnCore
+import CairnIndex
 import Foundation
 import Logging
 import Testing
@@ -38,8 +39,11 @@ struct ConfigurationTests {
             backoff_min = 5
             backoff_max = 60
             bandwidth_cap = 250000
+            approximate_dense_above = 0
+            dense_shortlist = 0.05
             """
         var c = DaemonConfiguration()
+        #expect(c.ranking.approximateDenseAbove == 50_000 && c.ranking.shortlistFraction == 0.03)
         try c.apply(DaemonConfiguration.parse(text))
         #expect(c.sources == ["https://a.example/repo"] && c.channel == "beta" && c.trustedKeys == ["/k.pub"])
         #expect(c.dataDirectory == "/data" && c.socketPath == "/s.sock" && c.pollInterval == 12.5)
@@ -47,12 +51,16 @@ struct ConfigurationTests {
         #expect(c.maxConcurrentQueries == 3 && c.maxQueuedQueries == 0 && c.maxBodyBytes == 1024)
         #expect(c.maxConnections == 9 && c.idleTimeout == 4)
         #expect(c.backoffMinimum == 5 && c.backoffMaximum == 60 && c.bandwidthCap == 250_000)
+        #expect(c.ranking.approximateDenseAbove == 0 && c.ranking.shortlistFraction == 0.05)
+        try c.apply(DaemonConfiguration.parse("approximate_dense_above = never"))
+        #expect(c.ranking.approximateDenseAbove == .max)
     }
 
     @Test("Given bad lines, when parsed, then a bad_configuration error names the line", arguments: [
         "nonsense", "colour = blue", "socket_mode = 999", "poll_interval = -1", "log_level = loud", "max_body_bytes = 0",
         "backoff_min = 0", "bandwidth_cap = -5", "[channel x]\nsocket = /a", "[source]", "[source https://a]\nchannel = y",
-        "netrc_file = relative/netrc", "expired_updates = maybe",
+        "netrc_file = relative/netrc", "expired_updates = maybe", "approximate_dense_above = -1", "dense_shortlist = 0",
+        "dense_shortlist = 1.5",
     ])
     func badLines(_ line: String) {
         #expect {

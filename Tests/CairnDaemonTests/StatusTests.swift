@@ -22,6 +22,7 @@ struct StatusTests {
             #expect(status.installed && status.version == 5 && status.chunkCount == 5)
             #expect(status.stateRoot == (try fixture.serving(5)).stateRoot)
             #expect(status.modelLoaded && !status.lexicalOnly && status.dimension == TinyModel.dimension)
+            #expect(status.denseSearch == "flat")
             #expect(status.sync.lastAttempt == "2024-05-01T10:00:00Z" && status.sync.lastError == "all sources failed")
             #expect(status.sync.online == false && status.sync.stale == true && status.sync.highestVersionSeen == 6)
             #expect(status.sync.sources == [DaemonStatus.Sync.Source(url: "https://a.example/repo", healthy: false, lastError: "timeout")])
@@ -30,6 +31,25 @@ struct StatusTests {
             let search = try await request(socket, "POST", "/v1/search", json: #"{"query": "water"}"#)
             #expect(object(search)["online"] as? Bool == false)
             #expect(object(search)["stale"] as? Bool == true)
+        }
+    }
+
+    @Test("Given approximate_dense_above = 0, when asking for status and searching densely, then status says narrowed and the search answers with exact cosines")
+    func narrowedDenseSearch() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try fixture.addVersion(1)
+        let flat = try await withDaemon(fixture) { socket in
+            try await request(socket, "POST", "/v1/search", json: #"{"query": "boil water", "mode": "dense", "k": 3}"#)
+        }
+        try await withDaemon(fixture, configure: { $0.ranking.approximateDenseAbove = 0 }) { socket in
+            #expect(try decode(DaemonStatus.self, try await request(socket, "GET", "/v1/status")).denseSearch == "narrowed")
+            let narrowed = try await request(socket, "POST", "/v1/search", json: #"{"query": "boil water", "mode": "dense", "k": 3}"#)
+            #expect(narrowed.status == 200)
+            let results = { (response: UnixHTTPClient.Response) in
+                (object(response)["results"] as? [[String: Any]] ?? []).map { "\(($0["chunk"] as? [String: Any])?["id"] ?? "")@\($0["dense_score"] ?? "")" }
+            }
+            #expect(!results(narrowed).isEmpty && results(narrowed) == results(flat))
         }
     }
 

@@ -6,6 +6,7 @@
 // AVX-512, AVX2 + FMA and the baseline instruction set; the widest this CPU runs is used.
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,6 +19,23 @@ void cairn_quantize_row_i8(const void *values, int d, signed char *code, float *
 /// y[r] = scales[r] · Σⱼ codes[r·d + j] · query[j], for r in [first, first + count).
 void cairn_similarities_i8(const signed char *codes, const float *scales, size_t first, size_t count, int d,
                            const float *query, float *y);
+
+/// y[i] = scales[rows[i]] · Σⱼ codes[rows[i]·d + j] · query[j], for i in [0, count): the same
+/// estimate for a list of rows.
+void cairn_similarities_i8_rows(const signed char *codes, const float *scales, const int32_t *rows, size_t count, int d,
+                                const float *query, float *y);
+
+/// Each row's signs as bits, for r in [first, first + count): bit j % 64 of word
+/// bits[r·words + j / 64] is set when codes[r·d + j] > 0, where words = (d + 63) / 64 (the
+/// bits past d are 0).
+void cairn_sign_bits_i8(const signed char *codes, size_t first, size_t count, int d, uint64_t *bits);
+
+/// The query's signs as bits, the same layout (one row): bit j set when query[j] > 0.
+void cairn_sign_bits_f32(const float *query, int d, uint64_t *bits);
+
+/// distances[r] = the number of differing bits between row r of `bits` (`words` words a row)
+/// and `query`, for r in [first, first + count).
+void cairn_hamming(const uint64_t *bits, size_t first, size_t count, int words, const uint64_t *query, uint16_t *distances);
 
 /// Σⱼ values[j] · query[j] for `d` little-endian float32 values at `values` (any alignment).
 float cairn_dot_f32(const void *values, const float *query, int d);

@@ -10,6 +10,8 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
     public var dimension: Int?
     public var modelLoaded: Bool
     public var lexicalOnly: Bool
+    /// "flat" or "narrowed": how unfiltered dense queries are answered (nil without an index).
+    public var denseSearch: String?
     public var dataDirectory: String
     public var dataDirectoryBytes: Int64
     public var syncAvailable: Bool
@@ -96,7 +98,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
     enum CodingKeys: String, CodingKey {
         case installed, version, channel, dimension, sync, channels
         case stateRoot = "state_root", chunkCount = "chunk_count", modelID = "model_id"
-        case modelLoaded = "model_loaded", lexicalOnly = "lexical_only"
+        case modelLoaded = "model_loaded", lexicalOnly = "lexical_only", denseSearch = "dense_search"
         case dataDirectory = "data_dir", dataDirectoryBytes = "data_dir_bytes", syncAvailable = "sync_available"
     }
 
@@ -118,6 +120,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         dimension = try c.decodeIfPresent(Int.self, forKey: .dimension)
         modelLoaded = try c.decode(Bool.self, forKey: .modelLoaded)
         lexicalOnly = try c.decode(Bool.self, forKey: .lexicalOnly)
+        denseSearch = try? c.decodeIfPresent(String.self, forKey: .denseSearch)
         dataDirectory = try c.decode(String.self, forKey: .dataDirectory)
         dataDirectoryBytes = try c.decode(Int64.self, forKey: .dataDirectoryBytes)
         syncAvailable = try c.decode(Bool.self, forKey: .syncAvailable)
@@ -141,6 +144,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         try c.encode(dimension, forKey: .dimension)
         try c.encode(modelLoaded, forKey: .modelLoaded)
         try c.encode(lexicalOnly, forKey: .lexicalOnly)
+        try c.encode(denseSearch, forKey: .denseSearch)
         try c.encode(dataDirectory, forKey: .dataDirectory)
         try c.encode(dataDirectoryBytes, forKey: .dataDirectoryBytes)
         try c.encode(syncAvailable, forKey: .syncAvailable)

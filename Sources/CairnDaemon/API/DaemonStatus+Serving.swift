@@ -11,5 +11,6 @@ extension DaemonStatus {
                   modelLoaded: serving?.embedder != nil, lexicalOnly: !(serving?.denseAvailable ?? false),
                   dataDirectory: dataDirectory, dataDirectoryBytes: dataDirectoryBytes, syncAvailable: syncAvailable,
                   sync: sync)
+        denseSearch = serving.map { $0.index.narrowsDense ? "narrowed" : "flat" }
     }
 }

@@ -59,6 +59,12 @@ extension DaemonConfiguration {
             case "max_disk_bytes":
                 guard let bytes = Self.byteCount(v) else { throw bad("a positive number of bytes (suffix K, M, G or T allowed)") }
                 maxDiskBytes = bytes
+            case "approximate_dense_above":
+                guard let rows = v == "never" ? Int.max : Int(v), rows >= 0 else { throw bad("a number of rows (0 for always) or never") }
+                ranking.approximateDenseAbove = rows
+            case "dense_shortlist":
+                guard let share = Double(v), share > 0, share <= 1 else { throw bad("a fraction of the rows above 0, at most 1") }
+                ranking.shortlistFraction = share
             case "channel": channel = v
             case "data_dir": dataDirectory = v
             case "socket": socketPath = v

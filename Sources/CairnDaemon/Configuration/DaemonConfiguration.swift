@@ -1,4 +1,5 @@
 import CairnClient
+public import CairnIndex
 public import CairnSync
 import Foundation
 public import Logging
@@ -33,6 +34,10 @@ public struct DaemonConfiguration: Sendable, Hashable {
     /// Further channels, each with its own sources, trust and schedule, synced and installed on
     /// its own in `DIR/channels/<name>` (`[channel NAME]` sections). Default none.
     public var extraChannels: [ChannelSettings] = []
+    /// How searches rank; of its fields, the config file sets when dense search narrows the rows
+    /// by their signs [`approximate_dense_above`, rows; 0 always, `never` never] and the share
+    /// it keeps [`dense_shortlist`, a fraction in (0, 1]]. Defaults 50000 and 0.03.
+    public var ranking = RankingConfiguration()
     /// Installed versions and state. [`data_dir`] Default "/var/lib/cairn".
     public var dataDirectory: String
     /// The Unix socket of the query API. [`socket`] Default "/run/cairn/cairnd.sock".

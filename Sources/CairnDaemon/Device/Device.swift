@@ -89,21 +89,24 @@ public struct Device: Sendable {
         // file in place. If this fails, the newest loadable version is opened (falling back to previous).
         var installedRows: IndexContents?
         if let installed = directory.installed(), let rows = try? Snapshot.scan(at: installed.indexPath, check: .storedHashes),
-           let version = try? VersionLoader.load(dataDirectory: configuration.dataDirectory, contents: rows, logger: logger),
+           let version = try? VersionLoader.load(dataDirectory: configuration.dataDirectory, contents: rows,
+                                                configuration: configuration.ranking, logger: logger),
            version.index.meta.version == installed.version {
             holder.install(version)
             installedRows = rows
-        } else if let version = try? VersionLoader.loadNewest(dataDirectory: configuration.dataDirectory, logger: logger) {
+        } else if let version = try? VersionLoader.loadNewest(dataDirectory: configuration.dataDirectory, configuration: configuration.ranking,
+                                                                 logger: logger) {
             holder.install(version)
         }
-        let dataDirectory = configuration.dataDirectory
+        let (dataDirectory, ranking) = (configuration.dataDirectory, configuration.ranking)
         let syncer = Syncer(configuration: sync, directory: directory, logger: logger, installedRows: installedRows,
                             onInstalled: { installed, contents in
             do {
                 // Opening (reading every vector when the install did not hand its rows over) runs
                 // off the threads that answer queries.
                 let version = try await BackgroundWork.run { () throws(DaemonError) in
-                    try VersionLoader.load(dataDirectory: dataDirectory, reusing: holder.current, contents: contents, logger: logger)
+                    try VersionLoader.load(dataDirectory: dataDirectory, reusing: holder.current, contents: contents,
+                                       configuration: ranking, logger: logger)
                 }
                 holder.install(version)
                 logger.info("now serving", metadata: ["cairn.channel": "\(sync.channel)", "cairn.version": "\(installed.version)"])

@@ -56,6 +56,13 @@ struct ScoreMoments: Hashable, Sendable {
         sumOfSquares += score * score
     }
 
+    /// The moments of `total` rows estimated from those of a sample of them: the sample's mean
+    /// and mean square, `total` times.
+    init(sample: ScoreMoments, of total: Int) {
+        let scale = sample.count > 0 ? Double(total) / Double(sample.count) : 0
+        (count, sum, sumOfSquares) = (sample.count > 0 ? total : 0, sample.sum * scale, sample.sumOfSquares * scale)
+    }
+
     /// `rows` more rows that score 0 (they move the mean and the spread, not the sums).
     mutating func addZeros(_ rows: Int) {
         count += max(0, rows)

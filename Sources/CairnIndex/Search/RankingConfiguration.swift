@@ -41,6 +41,17 @@ public struct RankingConfiguration: Sendable, Hashable {
     /// Read-only connections kept open for concurrent queries (more are opened, briefly, when
     /// all are busy). Default 4.
     public var connectionPoolSize: Int
+    /// Above this many rows (and for a query without filters) dense search first narrows the
+    /// index by the signs of its vectors (a Hamming distance over 48 bytes a row for 384
+    /// dimensions) to `shortlistFraction` of the rows, scores those from the int8 codes and
+    /// rescores the best exactly; a hybrid query's dense moments then come from a fixed sample of
+    /// `SearchIndex.momentSample` rows. 0 narrows every index; `Int.max` never. Default 50,000
+    /// (a flat scan of fewer rows takes a few milliseconds; docs/scale.md has the measurements).
+    public var approximateDenseAbove: Int
+    /// The share of the rows the sign bits keep for scoring from the codes (at least
+    /// `SearchIndex.minimumShortlist`). Default 0.03: dense recall@10 against exact search ≥ 0.99
+    /// on the replicated corpora of `Benchmarks/bench-query` (docs/scale.md).
+    public var shortlistFraction: Double
 
     public init(titleWeight: Double = 3.0, contentWeight: Double = 1.0, bm25K1: Double = 1.5, bm25B: Double = 0.4,
                 similarityFloor: Float = 0.2,
@@ -48,7 +59,8 @@ public struct RankingConfiguration: Sendable, Hashable {
                 candidateDepth: Int = 100,
                 degenerateWindow: Int = 20, degenerateMinimumScore: Float = 0.88, degenerateMaximumSpread: Float = 0.06,
                 rrfConstant: Double = 60, maximumQueryTokens: Int = 32,
-                stopWords: Set<String> = RankingConfiguration.englishStopWords, connectionPoolSize: Int = 4) {
+                stopWords: Set<String> = RankingConfiguration.englishStopWords, connectionPoolSize: Int = 4,
+                approximateDenseAbove: Int = 50_000, shortlistFraction: Double = 0.03) {
         self.titleWeight = titleWeight
         self.contentWeight = contentWeight
         self.bm25K1 = bm25K1
@@ -64,6 +76,8 @@ public struct RankingConfiguration: Sendable, Hashable {
         self.maximumQueryTokens = maximumQueryTokens
         self.stopWords = stopWords
         self.connectionPoolSize = connectionPoolSize
+        self.approximateDenseAbove = approximateDenseAbove
+        self.shortlistFraction = shortlistFraction
     }
 
     /// A small list of English function words (lowercase).

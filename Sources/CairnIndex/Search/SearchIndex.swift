@@ -9,7 +9,10 @@ import Dispatch
 /// matrix (row i = the i-th chunk by rowid) beside each row's id, rowid, scenario and tags, so a
 /// dense query is one pass over a quarter of the float32 vectors' bytes; the best rows of that
 /// pass (and a hybrid query's lexical candidates) are then rescored exactly from the float32
-/// vectors in the file. Lexical queries, rescoring and chunk fetches go to SQLite through a
+/// vectors in the file. Above `RankingConfiguration.approximateDenseAbove` rows the pass is
+/// narrowed first: each row's signs are kept as bits too (48 bytes a row for 384 dimensions),
+/// an unfiltered dense query scores from the codes only the rows whose signs differ least from
+/// its own, and a hybrid query's dense moments come from a fixed sample of rows. Lexical queries, rescoring and chunk fetches go to SQLite through a
 /// small pool of read-only connections. The file must not change while it is open: a device installs a new version
 /// beside the old one and swaps by rename, then opens a new `SearchIndex`.
 ///
@@ -21,6 +24,9 @@ public final class SearchIndex: Sendable {
     public let configuration: RankingConfiguration
     /// Chunks in the index.
     public var count: Int { ids.count }
+    /// Whether dense search narrows the rows by their signs before scoring them
+    /// (`RankingConfiguration.approximateDenseAbove`), for queries without filters.
+    public var narrowsDense: Bool { !signs.isEmpty }
 
     private let pool: ConnectionPool
     private let documentCounts = DocumentCounts()
@@ -33,6 +39,10 @@ public final class SearchIndex: Sendable {
     private let scenarioCodes: [Int32]
     private let scenarioCode: [String: Int32]
     private let tags: [Set<String>]
+    /// Each row's signs, `signWords` words a row (`cairn_sign_bits_i8`), when dense search
+    /// narrows by them (`RankingConfiguration.approximateDenseAbove`); else empty.
+    private let signs: [UInt64]
+    private var signWords: Int { (meta.dimension + 63) / 64 }
 
     public static let generalScenario = "general"
 
@@ -61,6 +71,7 @@ public final class SearchIndex: Sendable {
         (codes, scales, ids, rowids, rowForRowid) = (loaded.rows.codes, loaded.rows.scales, loaded.rows.ids, loaded.rows.rowids,
                                                      loaded.rows.rowForRowid)
         (scenarioCodes, scenarioCode, tags) = (loaded.rows.scenarioCodes, loaded.rows.scenarioCode, loaded.rows.tags)
+        signs = loaded.count > configuration.approximateDenseAbove ? Self.signBits(loaded.rows.codes, rows: loaded.count, dimension: meta.dimension) : []
         let lengths = loaded.lengths
         try BM25Function.register(on: db, lengths: lengths)
         self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, first: db) {
@@ -141,7 +152,7 @@ public final class SearchIndex: Sendable {
             // The lexical candidates' cosines are exact too, not the codes' estimates.
             try rescore(lexical.list.map(\.row).filter { !dense.exact.contains($0) }, query: queryVector!, into: &dense.scores)
             let cosines = dense.scores
-            let denseMoments = ScoreMoments(scores: cosines, mask: mask)
+            let denseMoments = dense.moments ?? ScoreMoments(scores: cosines, mask: mask)
             var moments = HybridMoments(lexicalWeight: configuration.lexicalWeight, denseWeight: configuration.denseWeight)
             (moments.lexicalCount, moments.lexicalSum, moments.lexicalSquares) = lexical.moments.sums
             (moments.denseCount, moments.denseSum, moments.denseSquares) = denseMoments.sums
@@ -259,14 +270,16 @@ public final class SearchIndex: Sendable {
     // MARK: Dense
 
     /// The best dense matches at or above the floor, whether the scores are degenerate, and
-    /// every row's cosine: exact (from the file's float32 vectors) for the rows in `exact`,
-    /// estimated from the int8 codes for the others (whose only use is the moments of a hybrid
-    /// query's standardisation).
+    /// the cosines of the rows scored: exact (from the file's float32 vectors) for the rows in
+    /// `exact`, estimated from the int8 codes for the others, 0 for rows not scored (those the
+    /// sign bits left out). `moments` is the dense score's over every row when the rows were
+    /// narrowed (from a sample); else nil, and the caller takes them from `scores`.
     struct DenseCandidates: Sendable {
         var list: [ScoredRow] = []
         var isDegenerate = false
         var scores: [Float] = []
         var exact: Set<Int> = []
+        var moments: ScoreMoments?
     }
 
     /// Rows rescored exactly per dense query: `rescoreFactor` × the list's depth (or the
@@ -275,15 +288,37 @@ public final class SearchIndex: Sendable {
     /// estimates put four times the list's length of rows ahead of it.
     static let rescoreFactor = 4
     static let minimumRescored = 256
+    /// The fewest rows the sign bits keep (`RankingConfiguration.shortlistFraction`).
+    public static let minimumShortlist = 800
+    /// Rows whose estimated scores give a narrowed hybrid query's dense moments: every
+    /// (n / momentSample)-th row, the same rows for every query. The standard deviation taken
+    /// from them is within about 1% of all rows'; the mean does not move the ranking (it shifts
+    /// every candidate's standardised score alike).
+    public static let momentSample = 16_384
 
     private func dense(_ query: [Float], floor: Float, limit: Int, mask: [Bool]?) throws(IndexError) -> DenseCandidates {
-        var scores = similarities(query)
+        let narrowed = !signs.isEmpty && mask == nil
         let window = max(1, configuration.degenerateWindow)
         // The rows the codes rank best, rescored from the file.
         var shortlist = TopSelection(capacity: max(Self.minimumRescored, Self.rescoreFactor * max(limit, window)))
-        for row in 0..<count where mask?[row] ?? true {
-            let score = Double(scores[row])
-            if shortlist.admits(score) { shortlist.offer(ScoredRow(row: row, id: ids[row], score: score)) }
+        var scores: [Float]
+        var moments: ScoreMoments?
+        if narrowed {
+            scores = [Float](repeating: 0, count: count)
+            let rows = signShortlist(query)
+            let estimates = similarities(query, rows: rows)
+            for (row, estimate) in zip(rows, estimates) {
+                scores[Int(row)] = estimate
+                let score = Double(estimate)
+                if shortlist.admits(score) { shortlist.offer(ScoredRow(row: Int(row), id: ids[Int(row)], score: score)) }
+            }
+            moments = sampledMoments(query)
+        } else {
+            scores = similarities(query)
+            for row in 0..<count where mask?[row] ?? true {
+                let score = Double(scores[row])
+                if shortlist.admits(score) { shortlist.offer(ScoredRow(row: row, id: ids[row], score: score)) }
+            }
         }
         let rescored = shortlist.sorted.map(\.row)
         try rescore(rescored, query: query, into: &scores)
@@ -305,7 +340,90 @@ public final class SearchIndex: Sendable {
         }
         let degenerate = RankFusion.isDegenerate(topScores: top, minimum: configuration.degenerateMinimumScore,
                                                  maximumSpread: configuration.degenerateMaximumSpread)
-        return DenseCandidates(list: best.sorted, isDegenerate: degenerate, scores: scores, exact: Set(rescored))
+        return DenseCandidates(list: best.sorted, isDegenerate: degenerate, scores: scores, exact: Set(rescored), moments: moments)
+    }
+
+    /// The rows whose signs differ least from the query's: the `shortlistFraction` share of the
+    /// index (at least `minimumShortlist`), those at a smaller distance than the last one kept
+    /// first, then rows at that distance in row order (so the same query keeps the same rows).
+    private func signShortlist(_ query: [Float]) -> [Int32] {
+        let n = count, words = signWords
+        let size = min(n, max(Self.minimumShortlist, Int(Double(n) * configuration.shortlistFraction)))
+        var querySigns = [UInt64](repeating: 0, count: words)
+        cairn_sign_bits_f32(query, Int32(meta.dimension), &querySigns)
+        var distances = [UInt16](repeating: 0, count: n)
+        let parts = n >= Self.signRowsPerThread * 2 ? min(WorkerTeam.shared.width, n / Self.signRowsPerThread) : 1
+        signs.withUnsafeBufferPointer { signs in
+            querySigns.withUnsafeBufferPointer { querySigns in
+                distances.withUnsafeMutableBufferPointer { distances in
+                    let operands = SignOperands(signs: signs.baseAddress!, query: querySigns.baseAddress!, distances: distances.baseAddress!)
+                    WorkerTeam.shared.run(chunks: parts) { part in
+                        let first = n * part / parts, end = n * (part + 1) / parts
+                        cairn_hamming(operands.signs, first, end - first, Int32(words), operands.query, operands.distances)
+                    }
+                }
+            }
+        }
+        // The distance of the last row kept, from a histogram of the distances.
+        var histogram = [Int](repeating: 0, count: 64 * words + 1)
+        for distance in distances { histogram[Int(distance)] += 1 }
+        var threshold = 0, below = 0
+        while below + histogram[threshold] < size {
+            below += histogram[threshold]
+            threshold += 1
+        }
+        var atThreshold = size - below
+        var rows: [Int32] = []
+        rows.reserveCapacity(size)
+        for (row, distance) in distances.enumerated() where Int(distance) <= threshold {
+            if Int(distance) == threshold {
+                guard atThreshold > 0 else { continue }
+                atThreshold -= 1
+            }
+            rows.append(Int32(row))
+        }
+        return rows
+    }
+
+    /// Rows below which one thread compares a whole index's signs.
+    static let signRowsPerThread = 200_000
+
+    /// The dense score's moments over every row, from the estimates of `momentSample` of them.
+    private func sampledMoments(_ query: [Float]) -> ScoreMoments {
+        let n = count, taken = min(n, Self.momentSample)
+        let rows = (0..<taken).map { Int32($0 * n / taken) }
+        let estimates = similarities(query, rows: rows)
+        return ScoreMoments(sample: ScoreMoments(scores: estimates, mask: nil), of: n)
+    }
+
+    /// The estimates of `rows` from their int8 codes, in that order.
+    private func similarities(_ query: [Float], rows: [Int32]) -> [Float] {
+        var scores = [Float](repeating: 0, count: rows.count)
+        guard !rows.isEmpty else { return scores }
+        codes.withUnsafeBufferPointer { codes in
+            scales.withUnsafeBufferPointer { scales in
+                cairn_similarities_i8_rows(codes.baseAddress, scales.baseAddress, rows, rows.count, Int32(meta.dimension), query, &scores)
+            }
+        }
+        return scores
+    }
+
+    /// Every row's sign bits (`cairn_sign_bits_i8`), over the worker team for a large index.
+    private static func signBits(_ codes: [Int8], rows n: Int, dimension d: Int) -> [UInt64] {
+        let words = (d + 63) / 64
+        var bits = [UInt64](repeating: 0, count: n * words)
+        guard n > 0 else { return bits }
+        let parts = n >= rowsPerThread * 2 ? min(WorkerTeam.shared.width, n / rowsPerThread) : 1
+        codes.withUnsafeBufferPointer { codes in
+            bits.withUnsafeMutableBufferPointer { bits in
+                let operands = SignBitOperands(codes: codes.baseAddress!, bits: bits.baseAddress!)
+                WorkerTeam.shared.run(chunks: parts) { part in
+                    let first = n * part / parts, end = n * (part + 1) / parts
+                    cairn_sign_bits_i8(operands.codes, first, end - first, Int32(d), operands.bits)
+                }
+            }
+        }
+        return bits
     }
 
     private static func indexOfMinimum(_ values: [Float]) -> Int {
@@ -412,4 +530,19 @@ private struct ScanOperands: @unchecked Sendable {
     let scales: UnsafePointer<Float>
     let query: UnsafePointer<Float>
     let scores: UnsafeMutablePointer<Float>
+}
+
+/// The pointers one pass over the sign bits shares with the worker team's threads.
+private struct SignOperands: @unchecked Sendable {
+    // @unchecked: as `ScanOperands` (disjoint ranges of distances written).
+    let signs: UnsafePointer<UInt64>
+    let query: UnsafePointer<UInt64>
+    let distances: UnsafeMutablePointer<UInt16>
+}
+
+/// The pointers that building the sign bits shares with the worker team's threads.
+private struct SignBitOperands: @unchecked Sendable {
+    // @unchecked: as `ScanOperands` (disjoint ranges of bits written).
+    let codes: UnsafePointer<Int8>
+    let bits: UnsafeMutablePointer<UInt64>
 }

@@ -1,0 +1,123 @@
+import CairnCore
+import CairnIndex
+import CairnTestSupport
+import Foundation
+import Testing
+
+/// Dense search over a large index narrows the rows by the signs of their vectors before
+/// scoring them from the int8 codes (`RankingConfiguration.approximateDenseAbove`); hybrid
+/// queries then take the dense moments from a fixed sample. Forced on here at test size.
+@Suite("Dense search narrowed by sign bits")
+struct NarrowedDenseTests {
+    static let narrowing = RankingConfiguration(approximateDenseAbove: 0, shortlistFraction: 0.1)
+    static let flat = RankingConfiguration(approximateDenseAbove: .max)
+
+    static func write(_ entries: [ChunkRecord], version: Int = 1, in directory: String) throws -> String {
+        let path = (directory as NSString).appendingPathComponent("index.sqlite")
+        let meta = SnapshotMeta(channel: "test", version: version, dimension: DenseRescoreTests.dimension, modelID: "synthetic",
+                                entries: entries)
+        try SnapshotWriter.create(at: path, meta: meta, entries: entries)
+        return path
+    }
+
+    /// Exact search's top `k` ids over `entries` (cosine, then id).
+    static func exact(_ entries: [ChunkRecord], _ query: [Float], k: Int = 10) -> [String] {
+        entries.map { ($0.chunk.id, dot($0.vector, query)) }.sorted { $0.1 != $1.1 ? $0.1 > $1.1 : $0.0 < $1.0 }.prefix(k).map(\.0)
+    }
+
+    static func queries(near entries: [ChunkRecord], count: Int = 20) -> [[Float]] {
+        var random = SplitMix64(seed: 11)
+        return (0..<count).map { _ in
+            unit(entries[Int(random.next() % UInt64(entries.count))].vector.map { $0 + 0.03 * random.normal() })
+        }
+    }
+
+    @Test("Given 10,000 clustered vectors narrowed to a tenth by their signs, when searching densely, then the top 10 are exact search's, in order, with exact cosines")
+    func narrowedEqualsExact() throws {
+        let entries = DenseRescoreTests.entries(count: 10_000)
+        try withTemporaryDirectory { directory in
+            let path = try Self.write(entries, in: directory)
+            let index = try SearchIndex(path: path, configuration: Self.narrowing)
+            #expect(index.narrowsDense)
+            #expect(!(try SearchIndex(path: path)).narrowsDense, "10,000 rows are under the default threshold")
+            for query in Self.queries(near: entries) {
+                let found = try index.search(SearchRequest(query: "water", k: 10, mode: .dense, minSimilarity: -1), queryVector: query).results
+                #expect(found.map(\.chunk.id) == Self.exact(entries, query))
+                for result in found {
+                    let vector = entries[Int(result.chunk.id.dropFirst())!].vector
+                    #expect(abs(result.denseScore! - dot(vector, query)) < 1e-5)
+                }
+            }
+        }
+    }
+
+    @Test("Given a row whose cosine with the query is high but whose signs nearly all differ from the query's, when searching densely, then the narrowed search misses it and the flat one finds it")
+    func narrowingIsReal() throws {
+        // Query: a large first component and small positive ones; the hidden row: the same first
+        // component and small negative ones (cosine ≈ 0.9, signs differ in all but one place).
+        let d = DenseRescoreTests.dimension
+        let query = unit([3] + [Float](repeating: 0.4, count: d - 1))
+        let hidden = ChunkRecord(chunk: Chunk(id: "hidden", title: "", content: "water", scenario: nil, tags: []),
+                                 vector: unit([3] + [Float](repeating: -0.1, count: d - 1)))
+        var random = SplitMix64(seed: 5)
+        let others = (0..<2_000).map { index in
+            ChunkRecord(chunk: Chunk(id: String(format: "r%05d", index), title: "", content: "water", scenario: nil, tags: []),
+                        vector: unit((0..<d).map { _ in random.normal() }))
+        }
+        let entries = others + [hidden]
+        #expect(Self.exact(entries, query, k: 1) == ["hidden"])
+        try withTemporaryDirectory { directory in
+            let path = try Self.write(entries, in: directory)
+            let request = SearchRequest(query: "water", k: 10, mode: .dense, minSimilarity: -1)
+            let narrowed = try SearchIndex(path: path, configuration: Self.narrowing).search(request, queryVector: query).results
+            let flat = try SearchIndex(path: path, configuration: Self.flat).search(request, queryVector: query).results
+            #expect(flat.first?.chunk.id == "hidden")
+            #expect(!narrowed.map(\.chunk.id).contains("hidden"))
+        }
+    }
+
+    @Test("Given 20,000 clustered vectors (more than the moment sample), when searching hybrid narrowed and flat, then both rank the same top 10 and their fused scores agree within 0.02")
+    func hybridMomentsFromTheSample() throws {
+        let entries = DenseRescoreTests.entries(count: 20_000)
+        #expect(entries.count > SearchIndex.momentSample)
+        try withTemporaryDirectory { directory in
+            let path = try Self.write(entries, in: directory)
+            let narrowed = try SearchIndex(path: path, configuration: Self.narrowing)
+            let flat = try SearchIndex(path: path, configuration: Self.flat)
+            for (query, words) in zip(Self.queries(near: entries, count: 10), ["kettle", "water boil", "storm shelter", "rope", "pump filter",
+                                                                                "radio", "map route", "torch battery", "tank", "bridge"]) {
+                let request = SearchRequest(query: words, k: 10, mode: .hybrid)
+                let a = try narrowed.search(request, queryVector: query), b = try flat.search(request, queryVector: query)
+                #expect(a.fusion == .weighted && b.fusion == .weighted)
+                #expect(a.results.map(\.chunk.id) == b.results.map(\.chunk.id), "\(words)")
+                for (x, y) in zip(a.results, b.results) { #expect(abs(x.fusedScore - y.fusedScore) < 0.02) }
+            }
+        }
+    }
+
+    @Test("Given a narrowed index and a delta that changes, deletes and adds rows, when the derived contents serve, then dense answers equal exact search over the new rows")
+    func deltaKeepsNarrowedExact() throws {
+        let entries = DenseRescoreTests.entries(count: 6_000)
+        try withTemporaryDirectory { directory in
+            let path = try Self.write(entries, in: directory)
+            let old = try Snapshot.scan(at: path, check: .storedHashes)
+            // Every tenth row moved to another cluster's vector, every seventh deleted, 300 new rows.
+            let upserts = stride(from: 0, to: 6_000, by: 10).map { index in
+                ChunkRecord(chunk: entries[index].chunk, vector: entries[(index + 3) % 6_000].vector)
+            } + DenseRescoreTests.entries(count: 6_300).suffix(300)
+            let deletes = stride(from: 7, to: 6_000, by: 7).filter { $0 % 10 != 0 }.map { entries[$0].chunk.id }
+            let changed = Set(upserts.map(\.chunk.id)).union(deletes)
+            let version2 = entries.filter { !changed.contains($0.chunk.id) } + upserts
+            let meta = SnapshotMeta(channel: "test", version: 2, dimension: DenseRescoreTests.dimension, modelID: "synthetic", entries: version2)
+            let checked = try old.changed(deleting: deletes, upserting: upserts)
+            #expect(checked.stateRoot == meta.stateRoot)
+            try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: upserts, deletes: deletes)], newMeta: meta, to: path, check: .checkedByCaller)
+            let index = try SearchIndex(path: path, configuration: Self.narrowing, contents: try checked.contents(ofFile: path, meta: meta))
+            #expect(index.narrowsDense && index.count == version2.count)
+            for query in Self.queries(near: version2) {
+                let found = try index.search(SearchRequest(query: "water", k: 10, mode: .dense, minSimilarity: -1), queryVector: query).results
+                #expect(found.map(\.chunk.id) == Self.exact(version2, query))
+            }
+        }
+    }
+}
