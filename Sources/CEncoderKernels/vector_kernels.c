@@ -150,26 +150,24 @@ void cairn_hamming(const uint64_t *bits, size_t first, size_t count, int words, 
     chosen(bits, first, count, words, query, distances);
 }
 
+// Packs the signs of d values, `positive(j)` for value j, into (d + 63) / 64 words.
+#define PACK_SIGNS(d, positive, out)                                                                 \
+    for (int w = 0; w < ((d) + 63) / 64; w++) {                                                      \
+        uint64_t word = 0;                                                                           \
+        for (int j = w * 64; j < (d) && j < w * 64 + 64; j++) word |= (uint64_t)(positive) << (j - w * 64); \
+        (out)[w] = word;                                                                             \
+    }
+
 void cairn_sign_bits_i8(const signed char *codes, size_t first, size_t count, int d, uint64_t *bits) {
-    const int words = (d + 63) / 64;
+    const size_t words = (size_t)(d + 63) / 64;
     for (size_t r = first; r < first + count; r++) {
         const signed char *row = codes + r * (size_t)d;
-        uint64_t *out = bits + r * (size_t)words;
-        for (int w = 0; w < words; w++) {
-            uint64_t word = 0;
-            for (int j = w * 64; j < d && j < w * 64 + 64; j++) word |= (uint64_t)(row[j] > 0) << (j - w * 64);
-            out[w] = word;
-        }
+        PACK_SIGNS(d, row[j] > 0, bits + r * words)
     }
 }
 
 void cairn_sign_bits_f32(const float *query, int d, uint64_t *bits) {
-    const int words = (d + 63) / 64;
-    for (int w = 0; w < words; w++) {
-        uint64_t word = 0;
-        for (int j = w * 64; j < d && j < w * 64 + 64; j++) word |= (uint64_t)(query[j] > 0) << (j - w * 64);
-        bits[w] = word;
-    }
+    PACK_SIGNS(d, query[j] > 0, bits)
 }
 
 void cairn_quantize_row_i8(const void *values, int d, signed char *code, float *scale) {

@@ -14,8 +14,8 @@ struct NarrowedDenseTests {
 
     static func write(_ entries: [ChunkRecord], version: Int = 1, in directory: String) throws -> String {
         let path = (directory as NSString).appendingPathComponent("index.sqlite")
-        let meta = SnapshotMeta(channel: "test", version: version, dimension: DenseRescoreTests.dimension, modelID: "synthetic",
-                                entries: entries)
+        let meta = SnapshotMeta(channel: "test", version: version, dimension: entries.first?.vector.count ?? DenseRescoreTests.dimension,
+                                modelID: "synthetic", entries: entries)
         try SnapshotWriter.create(at: path, meta: meta, entries: entries)
         return path
     }
@@ -51,14 +51,16 @@ struct NarrowedDenseTests {
         }
     }
 
-    @Test("Given a row whose cosine with the query is high but whose signs nearly all differ from the query's, when searching densely, then the narrowed search misses it and the flat one finds it")
-    func narrowingIsReal() throws {
+    @Test("Given a row whose cosine with the query is high but whose signs nearly all differ from the query's, when searching densely and hybrid, then the narrowed search misses it and the flat one finds it",
+          arguments: [64, 100])
+    func narrowingIsReal(dimension d: Int) throws {
         // Query: a large first component and small positive ones; the hidden row: the same first
-        // component and small negative ones (cosine ≈ 0.9, signs differ in all but one place).
-        let d = DenseRescoreTests.dimension
-        let query = unit([3] + [Float](repeating: 0.4, count: d - 1))
+        // component and small negative ones (cosine ≈ 0.8 at 64 dimensions, 0.7 at 100; random
+        // rows stay under 0.45), its signs differ in all but one place. 100 dimensions leave
+        // 28 unused bits in the second word.
+        let query = unit([6] + [Float](repeating: 0.4, count: d - 1))
         let hidden = ChunkRecord(chunk: Chunk(id: "hidden", title: "", content: "water", scenario: nil, tags: []),
-                                 vector: unit([3] + [Float](repeating: -0.1, count: d - 1)))
+                                 vector: unit([6] + [Float](repeating: -0.1, count: d - 1)))
         var random = SplitMix64(seed: 5)
         let others = (0..<2_000).map { index in
             ChunkRecord(chunk: Chunk(id: String(format: "r%05d", index), title: "", content: "water", scenario: nil, tags: []),
@@ -68,11 +70,15 @@ struct NarrowedDenseTests {
         #expect(Self.exact(entries, query, k: 1) == ["hidden"])
         try withTemporaryDirectory { directory in
             let path = try Self.write(entries, in: directory)
-            let request = SearchRequest(query: "water", k: 10, mode: .dense, minSimilarity: -1)
-            let narrowed = try SearchIndex(path: path, configuration: Self.narrowing).search(request, queryVector: query).results
-            let flat = try SearchIndex(path: path, configuration: Self.flat).search(request, queryVector: query).results
-            #expect(flat.first?.chunk.id == "hidden")
-            #expect(!narrowed.map(\.chunk.id).contains("hidden"))
+            let narrowing = try SearchIndex(path: path, configuration: Self.narrowing), flat = try SearchIndex(path: path, configuration: Self.flat)
+            for mode in [SearchRequest.Mode.dense, .hybrid] {
+                // A word no row holds: the hybrid ranking is the dense one, and no lexical
+                // candidate brings the hidden row back.
+                let request = SearchRequest(query: "kettle", k: 10, mode: mode, minSimilarity: -1)
+                let narrowed = try narrowing.search(request, queryVector: query).results
+                #expect(try flat.search(request, queryVector: query).results.first?.chunk.id == "hidden", "\(mode)")
+                #expect(!narrowed.isEmpty && !narrowed.map(\.chunk.id).contains("hidden"), "\(mode)")
+            }
         }
     }
 
@@ -89,6 +95,9 @@ struct NarrowedDenseTests {
                 let request = SearchRequest(query: words, k: 10, mode: .hybrid)
                 let a = try narrowed.search(request, queryVector: query), b = try flat.search(request, queryVector: query)
                 #expect(a.fusion == .weighted && b.fusion == .weighted)
+                // The narrowed moments are the sample's, scaled to every row: not the flat scan's.
+                let (sampled, full) = (try #require(a.hybridMoments), try #require(b.hybridMoments))
+                #expect(sampled.denseCount == full.denseCount && sampled.denseSquares != full.denseSquares)
                 #expect(a.results.map(\.chunk.id) == b.results.map(\.chunk.id), "\(words)")
                 for (x, y) in zip(a.results, b.results) { #expect(abs(x.fusedScore - y.fusedScore) < 0.02) }
             }

@@ -27,7 +27,7 @@ void cairn_similarities_i8_rows(const signed char *codes, const float *scales, c
 
 /// Each row's signs as bits, for r in [first, first + count): bit j % 64 of word
 /// bits[r·words + j / 64] is set when codes[r·d + j] > 0, where words = (d + 63) / 64 (the
-/// bits past d are 0).
+/// bits past d are 0). A value too small for its row's codes (code 0) counts as not positive.
 void cairn_sign_bits_i8(const signed char *codes, size_t first, size_t count, int d, uint64_t *bits);
 
 /// The query's signs as bits, the same layout (one row): bit j set when query[j] > 0.

@@ -46,11 +46,12 @@ public struct RankingConfiguration: Sendable, Hashable {
     /// dimensions) to `shortlistFraction` of the rows, scores those from the int8 codes and
     /// rescores the best exactly; a hybrid query's dense moments then come from a fixed sample of
     /// `SearchIndex.momentSample` rows. 0 narrows every index; `Int.max` never. Default 50,000
-    /// (a flat scan of fewer rows takes a few milliseconds; docs/scale.md has the measurements).
+    /// (a flat scan of fewer rows takes a few milliseconds; docs/scale.md and Benchmarks/README.md
+    /// have the measurements).
     public var approximateDenseAbove: Int
     /// The share of the rows the sign bits keep for scoring from the codes (at least
-    /// `SearchIndex.minimumShortlist`). Default 0.03: dense recall@10 against exact search ≥ 0.99
-    /// on the replicated corpora of `Benchmarks/bench-query` (docs/scale.md).
+    /// `SearchIndex.minimumShortlist`). Default 0.03: dense recall@10 against exact search 0.98
+    /// on NFCorpus replicated to 100,000 chunks by `Benchmarks/bench-query` (docs/scale.md).
     public var shortlistFraction: Double
 
     public init(titleWeight: Double = 3.0, contentWeight: Double = 1.0, bm25K1: Double = 1.5, bm25B: Double = 0.4,

@@ -42,7 +42,8 @@ public final class SearchIndex: Sendable {
     /// Each row's signs, `signWords` words a row (`cairn_sign_bits_i8`), when dense search
     /// narrows by them (`RankingConfiguration.approximateDenseAbove`); else empty.
     private let signs: [UInt64]
-    private var signWords: Int { (meta.dimension + 63) / 64 }
+    private var signWords: Int { Self.signWords(meta.dimension) }
+    private static func signWords(_ dimension: Int) -> Int { (dimension + 63) / 64 }
 
     public static let generalScenario = "general"
 
@@ -71,7 +72,8 @@ public final class SearchIndex: Sendable {
         (codes, scales, ids, rowids, rowForRowid) = (loaded.rows.codes, loaded.rows.scales, loaded.rows.ids, loaded.rows.rowids,
                                                      loaded.rows.rowForRowid)
         (scenarioCodes, scenarioCode, tags) = (loaded.rows.scenarioCodes, loaded.rows.scenarioCode, loaded.rows.tags)
-        signs = loaded.count > configuration.approximateDenseAbove ? Self.signBits(loaded.rows.codes, rows: loaded.count, dimension: meta.dimension) : []
+        signs = loaded.count > configuration.approximateDenseAbove
+            ? Self.signBits(loaded.rows.codes, rows: loaded.count, dimension: meta.dimension) : []
         let lengths = loaded.lengths
         try BM25Function.register(on: db, lengths: lengths)
         self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, first: db) {
@@ -119,7 +121,7 @@ public final class SearchIndex: Sendable {
         if let queryVector {
             let denseStart = clock.now
             do {
-                dense = try self.dense(queryVector, floor: floor, limit: limit, mask: mask)
+                dense = try self.dense(queryVector, floor: floor, limit: limit, mask: mask, moments: request.mode == .hybrid)
             } catch {
                 background?.wait()
                 throw error
@@ -273,7 +275,8 @@ public final class SearchIndex: Sendable {
     /// the cosines of the rows scored: exact (from the file's float32 vectors) for the rows in
     /// `exact`, estimated from the int8 codes for the others, 0 for rows not scored (those the
     /// sign bits left out). `moments` is the dense score's over every row when the rows were
-    /// narrowed (from a sample); else nil, and the caller takes them from `scores`.
+    /// narrowed for a hybrid query (from a sample); else nil, and a hybrid caller takes them
+    /// from `scores`.
     struct DenseCandidates: Sendable {
         var list: [ScoredRow] = []
         var isDegenerate = false
@@ -291,34 +294,34 @@ public final class SearchIndex: Sendable {
     /// The fewest rows the sign bits keep (`RankingConfiguration.shortlistFraction`).
     public static let minimumShortlist = 800
     /// Rows whose estimated scores give a narrowed hybrid query's dense moments: every
-    /// (n / momentSample)-th row, the same rows for every query. The standard deviation taken
-    /// from them is within about 1% of all rows'; the mean does not move the ranking (it shifts
-    /// every candidate's standardised score alike).
+    /// (n / momentSample)-th row, the same rows for every query. The standard error of the
+    /// standard deviation taken from them is about 0.6% of it (σ / √(2m) for normal scores); the
+    /// mean does not move the ranking (it shifts every candidate's standardised score alike).
     public static let momentSample = 16_384
 
-    private func dense(_ query: [Float], floor: Float, limit: Int, mask: [Bool]?) throws(IndexError) -> DenseCandidates {
+    /// - Parameter moments: whether a narrowed search also estimates the moments (hybrid).
+    private func dense(_ query: [Float], floor: Float, limit: Int, mask: [Bool]?, moments wanted: Bool) throws(IndexError) -> DenseCandidates {
         let narrowed = !signs.isEmpty && mask == nil
         let window = max(1, configuration.degenerateWindow)
         // The rows the codes rank best, rescored from the file.
         var shortlist = TopSelection(capacity: max(Self.minimumRescored, Self.rescoreFactor * max(limit, window)))
         var scores: [Float]
         var moments: ScoreMoments?
+        func offer(_ row: Int, _ estimate: Float) {
+            let score = Double(estimate)
+            if shortlist.admits(score) { shortlist.offer(ScoredRow(row: row, id: ids[row], score: score)) }
+        }
         if narrowed {
             scores = [Float](repeating: 0, count: count)
             let rows = signShortlist(query)
-            let estimates = similarities(query, rows: rows)
-            for (row, estimate) in zip(rows, estimates) {
+            for (row, estimate) in zip(rows, similarities(query, rows: rows)) {
                 scores[Int(row)] = estimate
-                let score = Double(estimate)
-                if shortlist.admits(score) { shortlist.offer(ScoredRow(row: Int(row), id: ids[Int(row)], score: score)) }
+                offer(Int(row), estimate)
             }
-            moments = sampledMoments(query)
+            if wanted { moments = sampledMoments(query) }
         } else {
             scores = similarities(query)
-            for row in 0..<count where mask?[row] ?? true {
-                let score = Double(scores[row])
-                if shortlist.admits(score) { shortlist.offer(ScoredRow(row: row, id: ids[row], score: score)) }
-            }
+            for row in 0..<count where mask?[row] ?? true { offer(row, scores[row]) }
         }
         let rescored = shortlist.sorted.map(\.row)
         try rescore(rescored, query: query, into: &scores)
@@ -352,14 +355,12 @@ public final class SearchIndex: Sendable {
         var querySigns = [UInt64](repeating: 0, count: words)
         cairn_sign_bits_f32(query, Int32(meta.dimension), &querySigns)
         var distances = [UInt16](repeating: 0, count: n)
-        let parts = n >= Self.signRowsPerThread * 2 ? min(WorkerTeam.shared.width, n / Self.signRowsPerThread) : 1
         signs.withUnsafeBufferPointer { signs in
             querySigns.withUnsafeBufferPointer { querySigns in
                 distances.withUnsafeMutableBufferPointer { distances in
                     let operands = SignOperands(signs: signs.baseAddress!, query: querySigns.baseAddress!, distances: distances.baseAddress!)
-                    WorkerTeam.shared.run(chunks: parts) { part in
-                        let first = n * part / parts, end = n * (part + 1) / parts
-                        cairn_hamming(operands.signs, first, end - first, Int32(words), operands.query, operands.distances)
+                    Self.splitRows(n, rowsPerThread: Self.signRowsPerThread) { first, count in
+                        cairn_hamming(operands.signs, first, count, Int32(words), operands.query, operands.distances)
                     }
                 }
             }
@@ -385,7 +386,8 @@ public final class SearchIndex: Sendable {
         return rows
     }
 
-    /// Rows below which one thread compares a whole index's signs.
+    /// Rows below which one thread compares a whole index's signs: a row's comparison reads 48
+    /// bytes where its scoring reads 384, so a helper pays off only from 10 × `rowsPerThread`.
     static let signRowsPerThread = 200_000
 
     /// The dense score's moments over every row, from the estimates of `momentSample` of them.
@@ -410,16 +412,14 @@ public final class SearchIndex: Sendable {
 
     /// Every row's sign bits (`cairn_sign_bits_i8`), over the worker team for a large index.
     private static func signBits(_ codes: [Int8], rows n: Int, dimension d: Int) -> [UInt64] {
-        let words = (d + 63) / 64
-        var bits = [UInt64](repeating: 0, count: n * words)
+        var bits = [UInt64](repeating: 0, count: n * signWords(d))
         guard n > 0 else { return bits }
-        let parts = n >= rowsPerThread * 2 ? min(WorkerTeam.shared.width, n / rowsPerThread) : 1
         codes.withUnsafeBufferPointer { codes in
             bits.withUnsafeMutableBufferPointer { bits in
                 let operands = SignBitOperands(codes: codes.baseAddress!, bits: bits.baseAddress!)
-                WorkerTeam.shared.run(chunks: parts) { part in
-                    let first = n * part / parts, end = n * (part + 1) / parts
-                    cairn_sign_bits_i8(operands.codes, first, end - first, Int32(d), operands.bits)
+                // Bits are as cheap a row as scores: the scan's split.
+                splitRows(n, rowsPerThread: rowsPerThread) { first, count in
+                    cairn_sign_bits_i8(operands.codes, first, count, Int32(d), operands.bits)
                 }
             }
         }
@@ -436,17 +436,14 @@ public final class SearchIndex: Sendable {
         let n = count, d = meta.dimension
         var scores = [Float](repeating: 0, count: n)
         guard n > 0 else { return scores }
-        let parts = n >= Self.rowsPerThread * 2 ? min(WorkerTeam.shared.width, n / Self.rowsPerThread) : 1
         codes.withUnsafeBufferPointer { codes in
             scales.withUnsafeBufferPointer { scales in
                 query.withUnsafeBufferPointer { x in
                     scores.withUnsafeMutableBufferPointer { y in
                         let operands = ScanOperands(codes: codes.baseAddress!, scales: scales.baseAddress!,
                                                     query: x.baseAddress!, scores: y.baseAddress!)
-                        WorkerTeam.shared.run(chunks: parts) { part in
-                            let first = n * part / parts, end = n * (part + 1) / parts
-                            cairn_similarities_i8(operands.codes, operands.scales, first, end - first, Int32(d),
-                                                  operands.query, operands.scores)
+                        Self.splitRows(n, rowsPerThread: Self.rowsPerThread) { first, count in
+                            cairn_similarities_i8(operands.codes, operands.scales, first, count, Int32(d), operands.query, operands.scores)
                         }
                     }
                 }
@@ -457,6 +454,16 @@ public final class SearchIndex: Sendable {
 
     /// Rows below which one thread scores a whole index (waking a helper costs more).
     static let rowsPerThread = 20_000
+
+    /// Runs `body(first, count)` over `n` rows cut into equal ranges, one per thread of the
+    /// worker team (one range below 2 × `rowsPerThread` rows), and returns when all are done.
+    private static func splitRows(_ n: Int, rowsPerThread: Int, _ body: @escaping @Sendable (Int, Int) -> Void) {
+        let parts = n >= rowsPerThread * 2 ? min(WorkerTeam.shared.width, n / rowsPerThread) : 1
+        WorkerTeam.shared.run(chunks: parts) { part in
+            let first = n * part / parts, end = n * (part + 1) / parts
+            body(first, end - first)
+        }
+    }
 
     /// Replaces the scores of `rows` with their exact cosines, from the float32 vectors stored
     /// in the file.
