@@ -42,6 +42,11 @@ public final class SearchIndex: Sendable {
     /// Each row's signs, `signWords` words a row (`cairn_sign_bits_i8`), when dense search
     /// narrows by them (`RankingConfiguration.approximateDenseAbove`); else empty.
     private let signs: [UInt64]
+    /// When narrowing: the codes and scales of the `momentSample` rows, copied into one block
+    /// (6 MiB at 384 dimensions) so that a hybrid query reads them as a stream, not row by row
+    /// across the whole matrix.
+    private let sampleCodes: [Int8]
+    private let sampleScales: [Float]
     private var signWords: Int { Self.signWords(meta.dimension) }
     private static func signWords(_ dimension: Int) -> Int { (dimension + 63) / 64 }
 
@@ -72,8 +77,9 @@ public final class SearchIndex: Sendable {
         (codes, scales, ids, rowids, rowForRowid) = (loaded.rows.codes, loaded.rows.scales, loaded.rows.ids, loaded.rows.rowids,
                                                      loaded.rows.rowForRowid)
         (scenarioCodes, scenarioCode, tags) = (loaded.rows.scenarioCodes, loaded.rows.scenarioCode, loaded.rows.tags)
-        signs = loaded.count > configuration.approximateDenseAbove
-            ? Self.signBits(loaded.rows.codes, rows: loaded.count, dimension: meta.dimension) : []
+        let narrows = loaded.count > configuration.approximateDenseAbove
+        signs = narrows ? Self.signBits(loaded.rows.codes, rows: loaded.count, dimension: meta.dimension) : []
+        (sampleCodes, sampleScales) = narrows ? Self.momentRows(loaded.rows, dimension: meta.dimension) : ([], [])
         let lengths = loaded.lengths
         try BM25Function.register(on: db, lengths: lengths)
         self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, first: db) {
@@ -392,10 +398,22 @@ public final class SearchIndex: Sendable {
 
     /// The dense score's moments over every row, from the estimates of `momentSample` of them.
     private func sampledMoments(_ query: [Float]) -> ScoreMoments {
-        let n = count, taken = min(n, Self.momentSample)
-        let rows = (0..<taken).map { Int32($0 * n / taken) }
-        let estimates = similarities(query, rows: rows)
-        return ScoreMoments(sample: ScoreMoments(scores: estimates, mask: nil), of: n)
+        var estimates = [Float](repeating: 0, count: sampleScales.count)
+        cairn_similarities_i8(sampleCodes, sampleScales, 0, sampleScales.count, Int32(meta.dimension), query, &estimates)
+        return ScoreMoments(sample: ScoreMoments(scores: estimates, mask: nil), of: count)
+    }
+
+    /// The codes and scales of every (n / `momentSample`)-th row (every row of a smaller index).
+    private static func momentRows(_ rows: IndexContents.Rows, dimension d: Int) -> ([Int8], [Float]) {
+        let n = rows.scales.count, taken = min(n, momentSample)
+        var codes: [Int8] = [], scales: [Float] = []
+        codes.reserveCapacity(taken * d)
+        scales.reserveCapacity(taken)
+        for row in (0..<taken).map({ $0 * n / taken }) {
+            codes.append(contentsOf: rows.codes[row * d ..< (row + 1) * d])
+            scales.append(rows.scales[row])
+        }
+        return (codes, scales)
     }
 
     /// The estimates of `rows` from their int8 codes, in that order.
