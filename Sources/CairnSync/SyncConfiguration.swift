@@ -1,4 +1,5 @@
 public import CairnCore
+public import CairnIndex
 
 /// Everything the syncer and its poll loop need. Every field but `sources`, `channel`,
 /// `trustedKeys` and `dataDirectory` has a documented default.
@@ -42,6 +43,9 @@ public struct SyncConfiguration: Sendable {
     /// next install), and is refused (`disk_budget`) if the new version still does not fit
     /// beside the live one. Default none.
     public var maxDiskBytes: Int64?
+    /// How the device ranks (the daemon's): canaries run as the installed version will answer.
+    /// Default `RankingConfiguration()`.
+    public var ranking = RankingConfiguration()
 
     public init(sources: [String], channel: String, trustedKeys: [PublicKey], dataDirectory: String,
                 pollInterval: Duration = .seconds(900), backoffMinimum: Duration = .seconds(30),

@@ -180,6 +180,7 @@ public struct Device: Sendable {
         sync.access = configuration.sourceAccess
         sync.expiredUpdates = ExpiredUpdatePolicy(rawValue: configuration.expiredUpdates) ?? .install
         sync.maxDiskBytes = configuration.maxDiskBytes
+        sync.ranking = configuration.ranking
         return sync
     }
 }

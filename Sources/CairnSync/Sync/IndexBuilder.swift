@@ -198,10 +198,10 @@ enum IndexBuilder {
     /// checked against the top 100, which is stricter. Messages give the canary's position,
     /// never its query.
     static func runCanaries(_ canaries: [Canary], index path: String, contents: IndexContents, modelDirectory: String?,
-                            maximumTokens: Int) throws(SyncError) {
+                            maximumTokens: Int, ranking: RankingConfiguration) throws(SyncError) {
         guard !canaries.isEmpty else { return }
         let index: SearchIndex
-        do { index = try SearchIndex(path: path, contents: contents) } catch {
+        do { index = try SearchIndex(path: path, configuration: ranking, contents: contents) } catch {
             throw SyncError(.installFailed, "the new index cannot be opened: \(error.message)", cause: error)
         }
         var embedder: SentenceEmbedder?

@@ -36,9 +36,10 @@ extension Syncer {
                 contents = try await IndexBuilder.check(index: index, manifest: manifest, byDelta: made.byDelta)
             }
             let verified = clock.now
+            let ranking = configuration.ranking
             try await BackgroundWork.run { () throws(SyncError) in
                 try IndexBuilder.runCanaries(manifest.canaries, index: index, contents: contents, modelDirectory: model,
-                                             maximumTokens: manifest.model.maxTokens)
+                                             maximumTokens: manifest.model.maxTokens, ranking: ranking)
             }
             let checked = clock.now
             // fsyncs and renames: on an install thread, not on the cooperative threads.
