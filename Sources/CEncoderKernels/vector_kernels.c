@@ -49,30 +49,29 @@ typedef signed char vc16 __attribute__((vector_size(16), aligned(1)));
         distances[r] = (uint16_t)distance;                                                           \
     }
 
+// One instruction set's scoring kernels, a table of them per set (as encoder_kernels.c does).
+typedef struct {
+    void (*similarities)(const signed char *codes, const float *scales, size_t first, size_t count, int d,
+                         const float *query, float *y);
+    void (*similarities_rows)(const signed char *codes, const float *scales, const int32_t *rows, size_t count, int d,
+                              const float *query, float *y);
+} scoring_kernels;
+
+#define SCORING_KERNELS(suffix, attribute)                                                           \
+    attribute static void similarities_##suffix(const signed char *codes, const float *scales, size_t first, \
+                                                size_t count, int d, const float *query, float *y) { \
+        SIMILARITIES_BODY                                                                            \
+    }                                                                                                \
+    attribute static void similarities_rows_##suffix(const signed char *codes, const float *scales,  \
+                                                     const int32_t *rows, size_t count, int d,       \
+                                                     const float *query, float *y) {                 \
+        SIMILARITIES_ROWS_BODY                                                                       \
+    }                                                                                                \
+    static const scoring_kernels scoring_##suffix = {similarities_##suffix, similarities_rows_##suffix};
+
 #if defined(__x86_64__)
-__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma")))
-static void similarities_avx512(const signed char *codes, const float *scales, size_t first, size_t count, int d,
-                                const float *query, float *y) {
-    SIMILARITIES_BODY
-}
-
-__attribute__((target("avx2,fma")))
-static void similarities_avx2(const signed char *codes, const float *scales, size_t first, size_t count, int d,
-                              const float *query, float *y) {
-    SIMILARITIES_BODY
-}
-
-__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma")))
-static void similarities_rows_avx512(const signed char *codes, const float *scales, const int32_t *rows, size_t count, int d,
-                                     const float *query, float *y) {
-    SIMILARITIES_ROWS_BODY
-}
-
-__attribute__((target("avx2,fma")))
-static void similarities_rows_avx2(const signed char *codes, const float *scales, const int32_t *rows, size_t count, int d,
-                                   const float *query, float *y) {
-    SIMILARITIES_ROWS_BODY
-}
+SCORING_KERNELS(avx512, __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma"))))
+SCORING_KERNELS(avx2, __attribute__((target("avx2,fma"))))
 
 __attribute__((target("popcnt")))
 static void hamming_popcnt(const uint64_t *bits, size_t first, size_t count, int words, const uint64_t *query,
@@ -80,27 +79,16 @@ static void hamming_popcnt(const uint64_t *bits, size_t first, size_t count, int
     HAMMING_BODY
 }
 #endif
-
-static void similarities_baseline(const signed char *codes, const float *scales, size_t first, size_t count, int d,
-                                  const float *query, float *y) {
-    SIMILARITIES_BODY
-}
-
-static void similarities_rows_baseline(const signed char *codes, const float *scales, const int32_t *rows, size_t count,
-                                       int d, const float *query, float *y) {
-    SIMILARITIES_ROWS_BODY
-}
+SCORING_KERNELS(baseline, )
 
 static void hamming_baseline(const uint64_t *bits, size_t first, size_t count, int words, const uint64_t *query,
                              uint16_t *distances) {
     HAMMING_BODY
 }
 
-typedef void (*similarities_fn)(const signed char *, const float *, size_t, size_t, int, const float *, float *);
-typedef void (*similarities_rows_fn)(const signed char *, const float *, const int32_t *, size_t, int, const float *, float *);
 typedef void (*hamming_fn)(const uint64_t *, size_t, size_t, int, const uint64_t *, uint16_t *);
 
-// Each kernel is chosen at its first call; threads that race there store the same function.
+// Each choice is made at its first use; threads that race there store the same value.
 #define CHOOSE(type, kernel, choice)                                                                 \
     static type kernel = NULL;                                                                       \
     type chosen = __atomic_load_n(&kernel, __ATOMIC_RELAXED);                                        \
@@ -109,20 +97,17 @@ typedef void (*hamming_fn)(const uint64_t *, size_t, size_t, int, const uint64_t
         __atomic_store_n(&kernel, chosen, __ATOMIC_RELAXED);                                         \
     }
 
-static similarities_fn chosen_similarities(void) {
+static const scoring_kernels *widest_scoring(void) {
 #if defined(__x86_64__)
-    if (cairn_cpu_avx512()) return similarities_avx512;
-    if (cairn_cpu_avx2()) return similarities_avx2;
+    if (cairn_cpu_avx512()) return &scoring_avx512;
+    if (cairn_cpu_avx2()) return &scoring_avx2;
 #endif
-    return similarities_baseline;
+    return &scoring_baseline;
 }
 
-static similarities_rows_fn chosen_similarities_rows(void) {
-#if defined(__x86_64__)
-    if (cairn_cpu_avx512()) return similarities_rows_avx512;
-    if (cairn_cpu_avx2()) return similarities_rows_avx2;
-#endif
-    return similarities_rows_baseline;
+static const scoring_kernels *scoring(void) {
+    CHOOSE(const scoring_kernels *, kernels, widest_scoring())
+    return chosen;
 }
 
 static hamming_fn chosen_hamming(void) {
@@ -135,14 +120,12 @@ static hamming_fn chosen_hamming(void) {
 
 void cairn_similarities_i8(const signed char *codes, const float *scales, size_t first, size_t count, int d,
                            const float *query, float *y) {
-    CHOOSE(similarities_fn, kernel, chosen_similarities())
-    chosen(codes, scales, first, count, d, query, y);
+    scoring()->similarities(codes, scales, first, count, d, query, y);
 }
 
 void cairn_similarities_i8_rows(const signed char *codes, const float *scales, const int32_t *rows, size_t count, int d,
                                 const float *query, float *y) {
-    CHOOSE(similarities_rows_fn, kernel, chosen_similarities_rows())
-    chosen(codes, scales, rows, count, d, query, y);
+    scoring()->similarities_rows(codes, scales, rows, count, d, query, y);
 }
 
 void cairn_hamming(const uint64_t *bits, size_t first, size_t count, int words, const uint64_t *query, uint16_t *distances) {

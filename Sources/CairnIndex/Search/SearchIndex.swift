@@ -12,8 +12,9 @@ import Dispatch
 /// vectors in the file. Above `RankingConfiguration.approximateDenseAbove` rows the pass is
 /// narrowed first: each row's signs are kept as bits too (48 bytes a row for 384 dimensions),
 /// an unfiltered dense query scores from the codes only the rows whose signs differ least from
-/// its own, and a hybrid query's dense moments come from a fixed sample of rows. Lexical queries, rescoring and chunk fetches go to SQLite through a
-/// small pool of read-only connections. The file must not change while it is open: a device installs a new version
+/// its own, and a hybrid query's dense moments come from a fixed sample of rows. Lexical
+/// queries, rescoring and chunk fetches go to SQLite through a small pool of read-only
+/// connections. The file must not change while it is open: a device installs a new version
 /// beside the old one and swaps by rename, then opens a new `SearchIndex`.
 ///
 /// The caller verifies a snapshot before serving it (a device in the pass that also loads the
@@ -39,15 +40,14 @@ public final class SearchIndex: Sendable {
     private let scenarioCodes: [Int32]
     private let scenarioCode: [String: Int32]
     private let tags: [Set<String>]
-    /// Each row's signs, `signWords` words a row (`cairn_sign_bits_i8`), when dense search
-    /// narrows by them (`RankingConfiguration.approximateDenseAbove`); else empty.
+    /// Each row's signs, `signWords(dimension)` words a row (`cairn_sign_bits_i8`), when dense
+    /// search narrows by them (`RankingConfiguration.approximateDenseAbove`); else empty.
     private let signs: [UInt64]
     /// When narrowing: the codes and scales of the `momentSample` rows, copied into one block
     /// (6 MiB at 384 dimensions) so that a hybrid query reads them as a stream, not row by row
     /// across the whole matrix.
     private let sampleCodes: [Int8]
     private let sampleScales: [Float]
-    private var signWords: Int { Self.signWords(meta.dimension) }
     private static func signWords(_ dimension: Int) -> Int { (dimension + 63) / 64 }
 
     public static let generalScenario = "general"
@@ -356,7 +356,7 @@ public final class SearchIndex: Sendable {
     /// index (at least `minimumShortlist`), those at a smaller distance than the last one kept
     /// first, then rows at that distance in row order (so the same query keeps the same rows).
     private func signShortlist(_ query: [Float]) -> [Int32] {
-        let n = count, words = signWords
+        let n = count, words = Self.signWords(meta.dimension)
         let size = min(n, max(Self.minimumShortlist, Int(Double(n) * configuration.shortlistFraction)))
         var querySigns = [UInt64](repeating: 0, count: words)
         cairn_sign_bits_f32(query, Int32(meta.dimension), &querySigns)
