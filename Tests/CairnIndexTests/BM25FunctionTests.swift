@@ -32,7 +32,7 @@ import Testing
 
     func expectSameScores(at path: String) throws {
         let db = try Database(path: path, mode: .readOnly(immutable: true))
-        try BM25Function.register(on: db, lengths: try DocumentLengths(db: db))
+        try BM25Function.register(on: db, lengths: DocumentLengths(contents: try Snapshot.scan(at: path, check: .storedHashes)))
         let documentCounts = DocumentCounts()
         var compared = 0
         for tokens in Self.queries {
@@ -84,8 +84,9 @@ import Testing
             ChunkRecord(chunk: Chunk(id: "c\(index)", title: text.0, content: text.1), vector: unit(1, Float(index), 0, 0))
         }
         try withTemporaryDirectory { directory in
-            let db = try Database(path: try Corpus.snapshot(in: directory, entries: entries), mode: .readOnly(immutable: true))
-            try BM25Function.register(on: db, lengths: try DocumentLengths(db: db))
+            let path = try Corpus.snapshot(in: directory, entries: entries)
+            let db = try Database(path: path, mode: .readOnly(immutable: true))
+            try BM25Function.register(on: db, lengths: DocumentLengths(contents: try Snapshot.scan(at: path, check: .storedHashes)))
             let statement = try db.prepare("""
                 SELECT bm25(chunks_fts, 1.0, 1.0), cairn_bm25(chunks_fts, 1.0, 1.0, ?2, 1.2, 0.75),
                        cairn_bm25(chunks_fts, 1.0, 1.0, ?2, 1.5, 0.4), cairn_bm25(chunks_fts, 1.0, 1.0, ?2, 2.0, 0.0)

@@ -3,9 +3,11 @@ import CairnCore
 import Foundation
 import Testing
 
-/// `IndexContents.changed(deleting:upserting:)` and `CheckedDelta.contents(ofFile:meta:)`: a delta
-/// checked against the installed rows in memory, and the new version's rows derived from them
-/// instead of read.
+/// `IndexContents.changed(deleting:upserting:)` and `CheckedDelta.contents(ofFile:meta:basePath:)`:
+/// a delta checked against the installed version's rows files, and the new version's rows files
+/// (the base linked, an overlay of the changed rows) written without reading the file's rows.
+/// Each version lives in its own folder, as on a device: the delta is applied to a copy of the
+/// last version's file beside it.
 @Suite struct DerivedContentsTests {
     /// Version 2 of the corpus: one chunk's text and tags changed, one deleted, one new (with a
     /// scenario the corpus does not have), one moved to no scenario.
@@ -30,33 +32,64 @@ import Testing
         SearchRequest(query: "burn", k: 10, mode: .lexical, tags: ["health"]),
     ]
 
+    /// A copy of the snapshot at `path` in a new folder `name` of `directory` (as a device
+    /// copies the live index into the new version's folder), and its path.
+    static func copy(_ path: String, to name: String, in directory: String) throws -> String {
+        let folder = (directory as NSString).appendingPathComponent(name)
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let copy = (folder as NSString).appendingPathComponent("index.sqlite")
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        return copy
+    }
+
+    /// A copy of the file at `path` scanned in a folder of its own (so that the scan's rows file
+    /// does not replace the one a derived version links to).
+    static func scanCopy(_ path: String, in directory: String, check: Snapshot.RowCheck = .storedHashes) throws -> IndexContents {
+        try Snapshot.scan(at: try copy(path, to: "scan-\(UUID().uuidString)", in: directory), check: check)
+    }
+
+    /// Applies one delta to a copy of `contents`' file in folder `name` and derives the new rows.
+    static func apply(_ upserts: [ChunkRecord], deleting deletes: [String], to contents: IndexContents, at path: String,
+                      meta: SnapshotMeta, name: String, in directory: String) throws -> (String, IndexContents?) {
+        let checked = try contents.changed(deleting: deletes, upserting: upserts)
+        #expect(checked.stateRoot == meta.stateRoot && checked.count == meta.chunkCount)
+        let next = try copy(path, to: name, in: directory)
+        try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: upserts, deletes: deletes)], newMeta: meta, to: next,
+                                 check: .checkedByCaller)
+        return (next, try checked.contents(ofFile: next, meta: meta, basePath: IndexContents.basePath(beside: path)))
+    }
+
     @Test(arguments: [Snapshot.RowCheck.storedHashes, .recomputedHashes])
     func givenADeltaAppliedToAFile_whenItsRowsAreDerivedFromTheOldOnes_thenTheyAnswerAsTheRowsReadFromTheFile(check: Snapshot.RowCheck) throws {
         try withTemporaryDirectory { directory in
             let path = try Corpus.snapshot(in: directory)
             let old = try Snapshot.scan(at: path, check: check, expectedStateRoot: Corpus.meta().stateRoot)
-            #expect(old.hasLeaves)
             let meta = Corpus.meta(version: 2, entries: Self.version2)
+            let (next, derived) = try Self.apply(Self.upserts, deleting: Self.deletes, to: old, at: path, meta: meta, name: "2", in: directory)
+            let rows = try #require(derived)
+            // The base is the old version's file, linked; the changes are an overlay beside it.
+            #expect(rows.overlayCount == 3 && rows.removedCount == 3 && rows.base.isFile(at: IndexContents.basePath(beside: path)))
+            let read = try Self.scanCopy(next, in: directory, check: .recomputedHashes)
+            #expect(rows.meta == read.meta && rows.count == read.count && rows.stateRoot() == meta.stateRoot)
+            Self.expectSameRows(rows, read)
 
-            let checked = try old.changed(deleting: Self.deletes, upserting: Self.upserts)
-            #expect(checked.stateRoot == meta.stateRoot && checked.count == Self.version2.count)
-
-            try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: Self.upserts, deletes: Self.deletes)], newMeta: meta,
-                                     to: path, check: .checkedByCaller)
-            let derived = try checked.contents(ofFile: path, meta: meta)
-            let read = try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: meta.stateRoot)
-            #expect(derived.meta == read.meta && derived.count == read.count && derived.hasLeaves)
-
-            let a = try SearchIndex(path: path, contents: derived), b = try SearchIndex(path: path, contents: read)
+            let a = try SearchIndex(path: next, contents: rows), b = try SearchIndex(path: next, contents: read)
             for request in Self.requests {
                 let vector = unit(0.2, 0.5, 0.1, 0.8)
                 let fromDerived = try a.search(request, queryVector: vector).results
                 #expect(!fromDerived.isEmpty)
-                #expect(fromDerived == (try b.search(request, queryVector: vector).results))
+                let fromRead = try b.search(request, queryVector: vector).results
+                // The same answers; fused scores to rounding (the moments sum the rows in another order).
+                #expect(fromDerived.map(\.chunk) == fromRead.map(\.chunk))
+                #expect(fromDerived.map(\.lexicalScore) == fromRead.map(\.lexicalScore) && fromDerived.map(\.denseScore) == fromRead.map(\.denseScore))
+                for (x, y) in zip(fromDerived, fromRead) { #expect(abs(x.fusedScore - y.fusedScore) < 1e-9) }
             }
             // The derived leaves are the file's: the next delta checks against them.
-            let next = [ChunkRecord(chunk: Chunk(id: "lighting", title: "Lighting", content: "Use torches.", scenario: nil, tags: []), vector: unit(0, 0, 1, 1))]
-            #expect(try derived.changed(deleting: [], upserting: next).stateRoot == read.changed(deleting: [], upserting: next).stateRoot)
+            let more = [ChunkRecord(chunk: Chunk(id: "lighting", title: "Lighting", content: "Use torches.", scenario: nil, tags: []), vector: unit(0, 0, 1, 1))]
+            #expect(try rows.changed(deleting: [], upserting: more).stateRoot == read.changed(deleting: [], upserting: more).stateRoot)
+            // Reopened from the files alone, as after a restart: the same rows.
+            let reopened = try #require(IndexContents.open(beside: next, meta: meta))
+            Self.expectSameRows(reopened, read)
         }
     }
 
@@ -78,10 +111,6 @@ import Testing
             tampered[0].chunk.content = "Drink the flood water."
             #expect(try old.changed(deleting: Self.deletes, upserting: tampered).stateRoot
                     != Corpus.meta(version: 2, entries: Self.version2).stateRoot)
-            // Rows loaded without leaves cannot check a delta.
-            let bare = try Snapshot.scan(at: path, check: .none)
-            #expect(!bare.hasLeaves)
-            #expect { try bare.changed(deleting: [], upserting: []) } throws: { ($0 as? IndexError)?.code == .snapshotMalformed }
         }
     }
 
@@ -91,10 +120,11 @@ import Testing
             let old = try Snapshot.scan(at: path, check: .storedHashes)
             let meta = Corpus.meta(version: 2, entries: Self.version2)
             // The meta says version 2 but the rows were never changed.
-            try Database(path: path, mode: .readWrite).exec(
+            let next = try Self.copy(path, to: "2", in: directory)
+            try Database(path: next, mode: .readWrite).exec(
                 "UPDATE meta SET value = '2' WHERE key = 'version'; UPDATE meta SET value = '\(meta.stateRoot.hex)' WHERE key = 'state_root'")
             let checked = try old.changed(deleting: Self.deletes, upserting: Self.upserts)
-            #expect { try checked.contents(ofFile: path, meta: meta) } throws: {
+            #expect { try checked.contents(ofFile: next, meta: meta, basePath: IndexContents.basePath(beside: path)) } throws: {
                 ($0 as? IndexError)?.code == .snapshotMalformed
             }
         }
@@ -102,28 +132,44 @@ import Testing
 
     /// Everything a `SearchIndex` and the next delta take from the rows, by rowid.
     static func expectSameRows(_ derived: IndexContents, _ read: IndexContents) {
-        let (a, b) = (derived.rows, read.rows)
-        #expect(a.ids == b.ids && a.rowids == b.rowids && a.leaves == b.leaves && a.tags == b.tags && a.codes == b.codes && a.scales == b.scales)
-        #expect(a.rowForRowid == b.rowForRowid)
-        func scenarios(_ rows: IndexContents.Rows) -> [String?] {
-            let names = Dictionary(uniqueKeysWithValues: rows.scenarioCode.map { ($1, $0) })
-            return rows.scenarioCodes.map { names[$0] }
+        struct Row: Equatable {
+            var id: String, scenario: String?, tags: [String], leaf: [UInt8], codes: [Int8], scale: Float, signs: [UInt64], length: Int32
         }
-        #expect(scenarios(a) == scenarios(b))
-        #expect(a.idOrder == b.idOrder)
-        #expect(a.rowids.map { derived.lengths.tokens(rowid: $0) } == b.rowids.map { read.lengths.tokens(rowid: $0) })
+        func rows(_ contents: IndexContents) -> [Int64: Row] {
+            var rows: [Int64: Row] = [:]
+            let d = contents.meta.dimension, words = RowFile.Layout.signWords(d)
+            for row in 0..<contents.slots where contents.isLive(row) {
+                let (file, local) = row < contents.base.count ? (contents.base, row) : (contents.overlay!, row - contents.base.count)
+                let scenario = contents.scenario(row)
+                rows[contents.rowid(row)] = Row(
+                    id: contents.id(row), scenario: scenario < 0 ? nil : contents.scenarioNames[Int(scenario)],
+                    tags: contents.tags(row).sorted(), leaf: Array(contents.leaf(row)),
+                    codes: Array(file.codes[local * d..<(local + 1) * d]), scale: file.scales[local],
+                    signs: Array(file.signs[local * words..<(local + 1) * words]), length: contents.length(row))
+            }
+            return rows
+        }
+        let (a, b) = (rows(derived), rows(read))
+        #expect(a.count == derived.count && a == b)
+        var inOrder: [[String]] = [[], []]
+        for (index, contents) in [derived, read].enumerated() { contents.forEachInIDOrder { inOrder[index].append(contents.id($0)) } }
+        #expect(inOrder[0] == inOrder[1] && inOrder[0] == inOrder[0].sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        for contents in [derived, read] {
+            for (rowid, row) in a { #expect(contents.row(rowid: rowid).map(contents.id) == row.id) }
+        }
     }
 
     @Test func givenThreeDeltasInARow_whenEachVersionsRowsAreDerivedFromTheLast_thenTheyEqualTheRowsReadFromTheFile() throws {
         try withTemporaryDirectory { directory in
-            let path = try Corpus.snapshot(in: directory)
+            var path = try Corpus.snapshot(in: directory)
             var contents = try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: Corpus.meta().stateRoot)
             var entries = Corpus.entries
             // Each version: one chunk revised, one deleted, two new ones whose ids sort before and
-            // among the others (inserted at the end of rowid order, so ids stop ascending by rowid).
+            // among the others (inserted at the end of rowid order, so ids stop ascending by rowid);
+            // version 4 also revises a row version 3 added (an overlay row replaced).
             for version in 2...4 {
                 let revised = entries[version]
-                let upserts: [ChunkRecord] = [
+                var upserts: [ChunkRecord] = [
                     ChunkRecord(chunk: Chunk(id: revised.chunk.id, title: revised.chunk.title, content: revised.chunk.content + " Revised \(version).",
                                              scenario: version == 3 ? nil : "storm", tags: ["revised", "v\(version)"]), vector: unit(1, Float(version), 0, 0)),
                     ChunkRecord(chunk: Chunk(id: "aaa-\(version)", title: "First \(version)", content: "early guide \(version) water", scenario: "flood",
@@ -131,25 +177,28 @@ import Testing
                     ChunkRecord(chunk: Chunk(id: "m-\(version)", title: "Middle \(version)", content: "middle guide \(version) shelter", scenario: nil,
                                              tags: ["m"]), vector: unit(0, 0, 1, Float(version))),
                 ]
-                let deleted = entries[entries.count - version].chunk.id
-                entries.removeAll { $0.chunk.id == deleted || $0.chunk.id == revised.chunk.id }
+                if version == 4 {
+                    upserts.append(ChunkRecord(chunk: Chunk(id: "m-3", title: "Middle again", content: "middle guide revised", scenario: "flood",
+                                                            tags: ["m", "again"]), vector: unit(1, 1, 1, 1)))
+                }
+                let deleted = version == 4 ? "aaa-3" : entries[entries.count - version].chunk.id
+                let replaced = Set(upserts.map(\.chunk.id))
+                entries.removeAll { $0.chunk.id == deleted || replaced.contains($0.chunk.id) }
                 entries += upserts
                 let meta = Corpus.meta(version: version, entries: entries)
 
-                let checked = try contents.changed(deleting: [deleted], upserting: upserts)
-                #expect(checked.stateRoot == meta.stateRoot && checked.count == entries.count)
-                try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: upserts, deletes: [deleted])], newMeta: meta,
-                                         to: path, check: .checkedByCaller)
-                let derived = try checked.contents(ofFile: path, meta: meta)
-                let read = try Snapshot.scan(at: path, check: .storedHashes)
-                #expect(read.rows.ids != read.rows.idOrder.map { read.rows.ids[Int($0)] })
-                Self.expectSameRows(derived, read)
-                contents = derived
+                let (next, derived) = try Self.apply(upserts, deleting: [deleted], to: contents, at: path, meta: meta,
+                                                     name: "\(version)", in: directory)
+                let rows = try #require(derived)
+                let read = try Self.scanCopy(next, in: directory)
+                Self.expectSameRows(rows, read)
+                (path, contents) = (next, rows)
             }
+            #expect(contents.overlayCount == 7)
         }
     }
 
-    @Test func givenTheDeltaAppliedToAFileWithAnotherRowidOrder_whenRowsAreDerived_thenTheyFollowThatFile() throws {
+    @Test func givenTheDeltaAppliedToAFileWithAnotherRowidOrder_whenRowsAreDerived_thenNoneAreAndAScanWritesThem() throws {
         try withTemporaryDirectory { directory in
             // The base rows come from a file whose rowids are not in id order (a new id appended)…
             let path = try Corpus.snapshot(in: directory)
@@ -159,19 +208,43 @@ import Testing
                                      to: path, check: .checkedByCaller)
             let base = try Snapshot.scan(at: path, check: .storedHashes)
             // …and the delta is applied to a file holding the same rows written whole (id order).
-            let other = try Corpus.snapshot(in: directory, name: "other.sqlite", entries: v2)
+            let folder = (directory as NSString).appendingPathComponent("3")
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            let other = try Corpus.snapshot(in: folder, name: "index.sqlite", entries: v2)
             try Database(path: other, mode: .readWrite).exec("UPDATE meta SET value = '2' WHERE key = 'version'")
             let meta = Corpus.meta(version: 3, entries: v2.filter { !Self.deletes.contains($0.chunk.id) && !Self.upserts.map(\.chunk.id).contains($0.chunk.id) } + Self.upserts)
             let checked = try base.changed(deleting: Self.deletes, upserting: Self.upserts)
             #expect(checked.stateRoot == meta.stateRoot)
-            let expected = checked.expectedRows()
             try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: Self.upserts, deletes: Self.deletes)], newMeta: meta,
                                      to: other, check: .checkedByCaller)
 
-            let derived = try checked.contents(ofFile: other, meta: meta, expected: expected)
+            // The base's rowids are not the file's: nothing is derived, and a scan writes the rows.
+            #expect(try checked.contents(ofFile: other, meta: meta, basePath: IndexContents.basePath(beside: path)) == nil)
             let read = try Snapshot.scan(at: other, check: .storedHashes)
-            #expect(read.rows.ids.first == "aaa-first")
-            Self.expectSameRows(derived, read)
+            #expect(read.id(0) == "aaa-first" && read.stateRoot() == meta.stateRoot)
+        }
+    }
+
+    @Test func givenDeltasPastTheOverlaysShare_whenRowsAreDerived_thenNoneAreAndTheCallerScans() throws {
+        // 20,000 rows: an overlay may hold a quarter of them (5,000 changed or removed).
+        let entries = (0..<20_000).map { index in
+            ChunkRecord(chunk: Chunk(id: String(format: "row-%05d", index), title: "Row \(index)", content: "text \(index % 97)"),
+                        vector: unit(1, Float(index % 7), Float(index % 3), 0))
+        }
+        try withTemporaryDirectory { directory in
+            let path = try Corpus.snapshot(in: directory, entries: entries)
+            let old = try Snapshot.scan(at: path, check: .storedHashes)
+            for (version, deleted) in [(2, 5_000), (3, 5_001)] {
+                let deletes = entries.prefix(deleted).map(\.chunk.id)
+                let meta = Corpus.meta(version: version, entries: Array(entries.dropFirst(deleted)))
+                let (next, derived) = try Self.apply([], deleting: deletes, to: old, at: path, meta: meta, name: "\(version)", in: directory)
+                if deleted <= 5_000 {
+                    #expect(try #require(derived).removedCount == deleted)
+                } else {
+                    #expect(derived == nil)
+                    #expect(try Snapshot.scan(at: next, check: .storedHashes).count == 20_000 - deleted)
+                }
+            }
         }
     }
 }

@@ -118,10 +118,11 @@ struct NarrowedDenseTests {
             let changed = Set(upserts.map(\.chunk.id)).union(deletes)
             let version2 = entries.filter { !changed.contains($0.chunk.id) } + upserts
             let meta = SnapshotMeta(channel: "test", version: 2, dimension: DenseRescoreTests.dimension, modelID: "synthetic", entries: version2)
-            let checked = try old.changed(deleting: deletes, upserting: upserts)
-            #expect(checked.stateRoot == meta.stateRoot)
-            try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: upserts, deletes: deletes)], newMeta: meta, to: path, check: .checkedByCaller)
-            let index = try SearchIndex(path: path, configuration: Self.narrowing, contents: try checked.contents(ofFile: path, meta: meta))
+            let (next, derived) = try DerivedContentsTests.apply(upserts, deleting: deletes, to: old, at: path, meta: meta,
+                                                                 name: "2", in: directory)
+            let contents = try #require(derived)
+            #expect(contents.overlayCount == upserts.count && contents.removedCount == deletes.count + 600)
+            let index = try SearchIndex(path: next, configuration: Self.narrowing, contents: contents)
             #expect(index.narrowsDense && index.count == version2.count)
             for query in Self.queries(near: version2) {
                 let found = try index.search(SearchRequest(query: "water", k: 10, mode: .dense, minSimilarity: -1), queryVector: query).results

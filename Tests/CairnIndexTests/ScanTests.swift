@@ -1,10 +1,11 @@
 import CairnCore
-import CairnIndex
+@testable import CairnIndex
 import Foundation
 import Testing
 
-/// `Snapshot.scan`: the one pass over the rows that checks an install and loads what the search
-/// index keeps in memory, so that the new version opens without reading every row again.
+/// `Snapshot.scan`: the one pass over the rows that checks an install and writes the rows files
+/// the search index maps, so that the new version (and every restart) opens without reading
+/// every row again.
 @Suite struct ScanTests {
     static let requests = [
         SearchRequest(query: "boil water", k: 5, mode: .hybrid),
@@ -13,15 +14,19 @@ import Testing
         SearchRequest(query: "water", k: 5, mode: .hybrid, scenario: "flood"),
     ]
 
-    @Test(arguments: [Snapshot.RowCheck.none, .recomputedHashes])
+    @Test(arguments: [Snapshot.RowCheck.storedHashes, .recomputedHashes])
     func givenASnapshot_whenScannedAndOpenedWithTheContents_thenEveryAnswerEqualsAnIndexThatReadsItsRows(check: Snapshot.RowCheck) throws {
         try withTemporaryDirectory { directory in
             let path = try Corpus.snapshot(in: directory)
-            let contents = try Snapshot.scan(at: path, check: check, expectedStateRoot: check == .none ? nil : Corpus.meta().stateRoot)
+            let contents = try Snapshot.scan(at: path, check: check, expectedStateRoot: Corpus.meta().stateRoot)
             #expect(contents.meta == Corpus.meta() && contents.count == Corpus.entries.count)
 
             let preloaded = try SearchIndex(path: path, contents: contents)
-            let reading = try SearchIndex(path: path)
+            // Another copy of the file, without rows files: opening it scans its rows.
+            let copy = (directory as NSString).appendingPathComponent("copy.sqlite")
+            try FileManager.default.copyItem(atPath: path, toPath: copy)
+            let reading = try SearchIndex(path: copy)
+            #expect(preloaded.rowsSource == .rowsFiles && reading.rowsSource == .scanned)
             for request in Self.requests {
                 let vector = unit(0.2, 0.4, 0.4, 0.8)
                 let a = try preloaded.search(request, queryVector: vector).results
@@ -30,6 +35,30 @@ import Testing
                 #expect(a.map(\.chunk) == b.map(\.chunk))
                 #expect(a.map(\.fusedScore) == b.map(\.fusedScore))
             }
+        }
+    }
+
+    @Test func givenRowsFilesBesideASnapshot_whenOpenedAgain_thenNoRowIsReadAndTheAnswersAreTheSame() throws {
+        try withTemporaryDirectory { directory in
+            let path = try Corpus.snapshot(in: directory)
+            let first = try SearchIndex(path: path)
+            #expect(first.rowsSource == .scanned)
+            // Every row's vector and stored hashes broken behind the rows files' back (a scan would
+            // refuse both): an index that opens from the rows files alone never reads them.
+            try Database(path: path, mode: .readWrite).exec("UPDATE chunks SET embedding = zeroblob(16), content_hash = 'xyz'")
+            let broken = (directory as NSString).appendingPathComponent("broken.sqlite")
+            try FileManager.default.copyItem(atPath: path, toPath: broken)
+            #expect { try Snapshot.scan(at: broken, check: .storedHashes) } throws: { ($0 as? IndexError)?.code == .hashMismatch }
+            let second = try SearchIndex(path: path)
+            #expect(second.rowsSource == .rowsFiles)
+            let vector = unit(0.2, 0.4, 0.4, 0.8)
+            let tagged = SearchRequest(query: "water", k: 5, mode: .lexical, tags: ["water"])
+            #expect(try second.search(tagged, queryVector: vector).results.map(\.chunk.id)
+                    == first.search(tagged, queryVector: vector).results.map(\.chunk.id))
+            #expect(try !second.search(tagged, queryVector: vector).results.isEmpty)
+            // Rows files of another version are not used: the meta's state root names the rows.
+            try Database(path: path, mode: .readWrite).exec("UPDATE meta SET value = '\(ContentID(hashing: [1]).hex)' WHERE key = 'state_root'")
+            #expect(IndexContents.open(beside: path, meta: try Snapshot.meta(at: path)) == nil)
         }
     }
 
@@ -44,37 +73,40 @@ import Testing
             try Database(path: path, mode: .readWrite).exec(
                 "UPDATE meta SET value = '\(meta.stateRoot.hex)' WHERE key = 'state_root'; UPDATE meta SET value = '8' WHERE key = 'chunk_count'")
 
-            let split = try (0..<parts).map { try Snapshot.scanPart(at: path, check: .recomputedHashes, part: $0, of: parts) }
-            let combined = try Snapshot.combine(split, check: .recomputedHashes, expectedStateRoot: meta.stateRoot)
-            let whole = try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: meta.stateRoot)
+            let scan = try Snapshot.RowScan(at: path, check: .recomputedHashes, parts: parts)
+            // Rowids with gaps cannot be cut by number: one part.
+            #expect(scan.parts == 1)
+            let combined = try scan.finish([scan.part(0)], expectedStateRoot: meta.stateRoot, durable: false)
+            let copy = (directory as NSString).appendingPathComponent("copy.sqlite")
+            try FileManager.default.copyItem(atPath: path, toPath: copy)
+            let whole = try Snapshot.scan(at: copy, check: .recomputedHashes, expectedStateRoot: meta.stateRoot)
             #expect(combined.count == 8 && whole.count == 8)
 
-            let a = try SearchIndex(path: path, contents: combined), b = try SearchIndex(path: path, contents: whole)
+            let a = try SearchIndex(path: path, contents: combined), b = try SearchIndex(path: copy, contents: whole)
             for request in Self.requests + [SearchRequest(query: "shelter", k: 5, mode: .hybrid, scenario: "earthquake")] {
                 let vector = unit(0.2, 0.4, 0.4, 0.8)
                 #expect(try a.search(request, queryVector: vector).results == b.search(request, queryVector: vector).results)
             }
-            // A part missing is refused, not served short.
-            #expect { try Snapshot.combine(Array(split.dropLast()), check: .none, expectedStateRoot: nil) } throws: { error in
-                (error as? IndexError)?.code == .snapshotMalformed
-            }
         }
     }
 
-    @Test func givenContentsScannedFromOneFile_whenOpeningACopyOfIt_thenTheyAreRefused() throws {
+    @Test(arguments: [2, 3])
+    func givenASnapshotWrittenWhole_whenScannedInParts_thenEveryAnswerEqualsAOnePartScan(parts: Int) throws {
         try withTemporaryDirectory { directory in
             let path = try Corpus.snapshot(in: directory)
+            let scan = try Snapshot.RowScan(at: path, check: .recomputedHashes, parts: parts)
+            #expect(scan.parts == parts)
+            let split = try (0..<parts).map { try scan.part($0) }
+            let combined = try scan.finish(split, expectedStateRoot: Corpus.meta().stateRoot, durable: false)
             let copy = (directory as NSString).appendingPathComponent("copy.sqlite")
             try FileManager.default.copyItem(atPath: path, toPath: copy)
-            let contents = try Snapshot.scan(at: path, check: .none)
-
-            #expect { try SearchIndex(path: copy, contents: contents) } throws: { error in
-                (error as? IndexError)?.code == .snapshotMalformed
+            let whole = try Snapshot.scan(at: copy, check: .recomputedHashes, expectedStateRoot: Corpus.meta().stateRoot)
+            DerivedContentsTests.expectSameRows(combined, whole)
+            // A part missing is refused, not served short.
+            let again = try Snapshot.RowScan(at: path, check: .recomputedHashes, parts: parts)
+            #expect { try again.finish(Array(split.dropLast()), expectedStateRoot: nil, durable: false) } throws: { error in
+                (error as? IndexError)?.code == .stateRootMismatch
             }
-            // Renamed, it is the same file: accepted.
-            let renamed = (directory as NSString).appendingPathComponent("renamed.sqlite")
-            #expect(rename(path, renamed) == 0)
-            #expect(try SearchIndex(path: renamed, contents: contents).count == Corpus.entries.count)
         }
     }
 
@@ -87,7 +119,7 @@ import Testing
                 (error as? IndexError)?.code == .hashMismatch
             }
             // Opening to serve checks nothing of the kind: the file was verified when installed.
-            #expect(try Snapshot.scan(at: path, check: .none).count == Corpus.entries.count)
+            #expect(try Snapshot.scan(at: path, check: .storedHashes).count == Corpus.entries.count)
         }
     }
 

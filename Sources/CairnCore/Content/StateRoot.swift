@@ -60,11 +60,25 @@ public enum StateRoot {
     /// The same root from leaves already in UTF-8 byte order of their ids (not checked: leaves
     /// out of order give another root, which the signed one then refuses).
     public static func compute(orderedLeaves leaves: [ContentID]) -> ContentID {
-        var hasher = SHA256()
-        hasher.update(data: domain)
-        hasher.update(data: withUnsafeBytes(of: UInt64(leaves.count).bigEndian, Array.init))
-        for leaf in leaves { hasher.update(data: leaf.bytes) }
-        return ContentID(bytes: Array(hasher.finalize()))!
+        var root = Accumulator(count: leaves.count)
+        for leaf in leaves { leaf.bytes.withUnsafeBytes { root.add(leaf: $0) } }
+        return root.finalize()
+    }
+
+    /// The same root over leaves given one at a time, in order, without holding them: `count`
+    /// leaves must follow.
+    public struct Accumulator {
+        private var hasher = SHA256()
+
+        public init(count: Int) {
+            hasher.update(data: StateRoot.domain)
+            withUnsafeBytes(of: UInt64(count).bigEndian) { hasher.update(bufferPointer: $0) }
+        }
+
+        /// Adds the next leaf's 32 bytes.
+        public mutating func add(leaf: UnsafeRawBufferPointer) { hasher.update(bufferPointer: leaf) }
+
+        public func finalize() -> ContentID { ContentID(bytes: Array(hasher.finalize()))! }
     }
 
     /// SHA-256 of the vector as little-endian IEEE-754 float32 values.

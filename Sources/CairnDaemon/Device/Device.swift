@@ -84,16 +84,17 @@ public struct Device: Sendable {
         }
         let sync = try syncConfiguration(configuration)
         let holder = IndexHolder()
-        // The installed version, opened from rows whose state-root leaves are kept for the
-        // syncer: the next delta is then checked in memory and applied to the previous version's
-        // file in place. If this fails, the newest loadable version is opened (falling back to previous).
+        // The installed version, opened from its rows files (memory-mapped: no row is read),
+        // which the syncer checks the next delta against before applying it to the previous
+        // version's file in place. If this fails, the newest loadable version is opened (falling
+        // back to previous).
         var installedRows: IndexContents?
-        if let installed = directory.installed(), let rows = try? Snapshot.scan(at: installed.indexPath, check: .storedHashes),
-           let version = try? VersionLoader.load(dataDirectory: configuration.dataDirectory, contents: rows,
-                                                configuration: configuration.ranking, logger: logger),
+        if let installed = directory.installed(),
+           let version = try? VersionLoader.load(dataDirectory: configuration.dataDirectory, configuration: configuration.ranking,
+                                                logger: logger),
            version.index.meta.version == installed.version {
             holder.install(version)
-            installedRows = rows
+            installedRows = version.index.contents
         } else if let version = try? VersionLoader.loadNewest(dataDirectory: configuration.dataDirectory, configuration: configuration.ranking,
                                                                  logger: logger) {
             holder.install(version)

@@ -1,26 +1,10 @@
-/// Every row's length in tokens (all columns together), read once from FTS5's `%_docsize`
-/// table when an index opens, for `cairn_bm25`. Immutable after init.
-final class DocumentLengths: @unchecked Sendable {
-    private let rowids: [Int64]
-    private let tokens: [Int32]
-    /// Whether rowids run first, first + 1, … without gaps (the usual case): then a lookup is an index.
-    private let contiguous: Bool
+/// Every row's length in tokens (all columns together), for `cairn_bm25`: from the rows files
+/// (`IndexContents`, which the scan that wrote them read from FTS5's `%_docsize` table).
+final class DocumentLengths: Sendable {
+    private let contents: IndexContents
 
-    convenience init(db: Database) throws(IndexError) {
-        let statement = try db.prepare("SELECT id, sz FROM chunks_fts_docsize ORDER BY id")
-        var rowids: [Int64] = [], tokens: [Int32] = []
-        while try statement.step() {
-            rowids.append(statement.int64(at: 0))
-            tokens.append(try statement.withBlob(at: 1, Self.total))
-        }
-        self.init(rowids: rowids, tokens: tokens)
-    }
-
-    /// Lengths given by row: `rowids` ascending, `tokens[i]` the length of `rowids[i]`.
-    init(rowids: [Int64], tokens: [Int32]) {
-        self.rowids = rowids
-        self.tokens = tokens
-        contiguous = rowids.last.map { $0 - rowids[0] == Int64(rowids.count - 1) } ?? true
+    init(contents: IndexContents) {
+        self.contents = contents
     }
 
     /// The length of one row of `db`, read from its size record (nil when it has none).
@@ -48,19 +32,11 @@ final class DocumentLengths: @unchecked Sendable {
         return Int32(clamping: total)
     }
 
-    /// The length of `rowid`, or nil when the table has no size for it.
+    /// The length of `rowid`, or nil when the row is not live or the table had no size for it.
     func tokens(rowid: Int64) -> Int32? {
-        guard let first = rowids.first else { return nil }
-        if contiguous {
-            let index = rowid - first
-            return index >= 0 && index < Int64(tokens.count) ? tokens[Int(index)] : nil
-        }
-        var low = 0, high = rowids.count
-        while low < high {
-            let middle = (low + high) / 2
-            if rowids[middle] < rowid { low = middle + 1 } else { high = middle }
-        }
-        return low < rowids.count && rowids[low] == rowid ? tokens[low] : nil
+        guard let row = contents.row(rowid: rowid) else { return nil }
+        let length = contents.length(row)
+        return length < 0 ? nil : length
     }
 
     /// SQLite's variable-length integer (as FTS5 writes sizes): big-endian groups of 7 bits,

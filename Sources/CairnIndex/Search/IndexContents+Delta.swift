@@ -1,285 +1,252 @@
 public import CairnCore
+import Foundation
 
 extension IndexContents {
-    /// Whether the rows carry their state-root leaves (`Snapshot.RowCheck` other than `.none`),
-    /// which a delta to them needs to be checked in memory.
-    public var hasLeaves: Bool { rows.leaves.count == rows.ids.count }
-
     /// These rows with `deletes` removed and `upserts` inserted or replaced, checked against
     /// them (`.deltaMismatch` when a deleted id is absent or an id is named twice,
-    /// `.dimensionMismatch` for a vector of another length, `.snapshotMalformed` without leaves)
-    /// and with the state root they give (protocol/state-root.md): the kept rows' leaves as
-    /// loaded, the upserts' computed from their data, merged in id order. Reads no file, so a
-    /// delta is checked before any file is touched.
+    /// `.dimensionMismatch` for a vector of another length) and with the state root they give
+    /// (protocol/state-root.md): the kept rows' leaves as stored in the rows files, the upserts'
+    /// computed from their data, merged in id order. Reads no snapshot file, so a delta is
+    /// checked before any file is touched; costs a lookup per changed id and one pass over the
+    /// leaves (32 bytes a row) for the root.
     public func changed(deleting deletes: [String], upserting upserts: [ChunkRecord]) throws(IndexError) -> CheckedDelta {
-        let match = try RowMatch(self, deletes: deletes, upserts: upserts)
-        var leaves: [ContentID] = []
-        leaves.reserveCapacity(match.count)
-        match.merge(rows) { source in
-            switch source {
-            case .base(let row): leaves.append(rows.leaves[row])
-            case .upsert(let position): leaves.append(match.upsertLeaves[position])
+        var removedBase: Set<UInt32> = []
+        var droppedOverlay: Set<Int> = []
+        func remove(_ id: String) throws(IndexError) -> Bool {
+            guard let row = row(id: id) else { return false }
+            if row >= base.count {
+                guard droppedOverlay.insert(row - base.count).inserted else { throw Self.twice }
+            } else {
+                guard removedBase.insert(UInt32(row)).inserted else { throw Self.twice }
+            }
+            return true
+        }
+        for id in deletes {
+            guard try remove(id) else {
+                throw IndexError(.deltaMismatch, "a delta deletes a chunk this version does not hold, or one id twice")
             }
         }
-        return CheckedDelta(base: self, match: match, upserts: upserts, stateRoot: StateRoot.compute(orderedLeaves: leaves))
+        let upsertOrder = upserts.indices.sorted { upserts[$0].chunk.id.utf8.lexicographicallyPrecedes(upserts[$1].chunk.id.utf8) }
+        for (index, position) in upsertOrder.enumerated() {
+            let record = upserts[position]
+            guard index == 0 || !upserts[upsertOrder[index - 1]].chunk.id.utf8.elementsEqual(record.chunk.id.utf8) else { throw Self.twice }
+            guard record.vector.count == meta.dimension else {
+                throw IndexError(.dimensionMismatch, "a vector has \(record.vector.count) values; the snapshot's dimension is \(meta.dimension)")
+            }
+            _ = try remove(record.chunk.id)
+        }
+
+        // The new overlay in id order: the kept overlay rows (already in id order) merged with
+        // the upserts.
+        var order: [OverlayRow] = []
+        let kept = overlay.map { overlay in overlay.idOrder.map(Int.init).filter { !droppedOverlay.contains($0) } } ?? []
+        order.reserveCapacity(kept.count + upserts.count)
+        var next = 0
+        for row in kept {
+            let id = overlay!.id(row)
+            while next < upsertOrder.count, upserts[upsertOrder[next]].chunk.id.utf8.lexicographicallyPrecedes(id) {
+                order.append(.upsert(upsertOrder[next]))
+                next += 1
+            }
+            order.append(.kept(row))
+        }
+        order += upsertOrder[next...].map { .upsert($0) }
+
+        let removed = (Array(overlay?.removed ?? UnsafeBufferPointer(start: nil, count: 0)) + removedBase).sorted()
+        let leaves = upserts.map(\.stateRecord.leaf)
+        let count = base.count - removed.count + order.count
+        // The root: the base rows still live, in their id order, merged with the new overlay.
+        let removedBits = Self.bits(removed, count: base.count)
+        var root = StateRoot.Accumulator(count: count)
+        func add(_ row: OverlayRow) {
+            switch row {
+            case .kept(let local): root.add(leaf: overlay!.leaf(local))
+            case .upsert(let position): leaves[position].bytes.withUnsafeBytes { root.add(leaf: $0) }
+            }
+        }
+        var merged = 0
+        for row in base.idOrder where removedBits[Int(row) / 64] & (1 << (UInt64(row) % 64)) == 0 {
+            let id = base.id(Int(row))
+            while merged < order.count, precedes(order[merged], id, upserts) {
+                add(order[merged])
+                merged += 1
+            }
+            root.add(leaf: base.leaf(Int(row)))
+        }
+        for row in order[merged...] { add(row) }
+        return CheckedDelta(rows: self, removed: removed, order: order, upserts: upserts, upsertLeaves: leaves,
+                            stateRoot: root.finalize(), count: count)
     }
 
-    /// A delta checked against loaded rows (`changed(deleting:upserting:)`): the state root it
-    /// gives, the rows the changed file is expected to hold, and that file's contents.
-    public struct CheckedDelta: Sendable {
-        let base: IndexContents
-        fileprivate let match: RowMatch
-        let upserts: [ChunkRecord]
-        /// The state root and chunk count of the rows after the delta.
-        public let stateRoot: ContentID
-        public var count: Int { match.count }
+    private static var twice: IndexError {
+        IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
+    }
 
-        /// The changed rows in the order the changed file is expected to hold them by rowid —
-        /// the base rows' order, an upsert of a held id in that row's place, new ids after them
-        /// in the delta's order (what `SnapshotWriter.apply` does to the base version's file, or
-        /// to an older one brought up to it by the same changes) — with everything but their
-        /// rowids. Reads no file: it can be built while the delta is being applied.
-        public func expectedRows() -> ExpectedRows {
-            let rows = base.rows
-            var replacement = [Int32](repeating: -1, count: rows.ids.count)
-            for (position, row) in match.upsertRows.enumerated() { if let row { replacement[row] = Int32(position) } }
-            var sources: [RowSource] = []
-            sources.reserveCapacity(count)
-            for row in rows.ids.indices {
-                if replacement[row] >= 0 { sources.append(.upsert(Int(replacement[row]))) } else if !match.removed[row] { sources.append(.base(row)) }
-            }
-            for (position, row) in match.upsertRows.enumerated() where row == nil { sources.append(.upsert(position)) }
-            return ExpectedRows(sources: sources, rows: assemble(sources))
-        }
-
-        /// The changed rows of `sources` in that order, without rowids.
-        private func assemble(_ sources: [RowSource]) -> Rows {
-            let rows = base.rows
-            var scenarioNames = [String](repeating: "", count: rows.scenarioCode.count)
-            for (name, code) in rows.scenarioCode { scenarioNames[Int(code)] = name }
-            // (No room reserved for the codes: they are built whole below.)
-            var result = Rows(capacity: sources.count, dimension: 0)
-            result.reserveLeaves(sources.count)
-            for source in sources {
-                switch source {
-                case .base(let row):
-                    let code = rows.scenarioCodes[row]
-                    result.appendRow(id: rows.ids[row], scenario: code < 0 ? nil : scenarioNames[Int(code)], tags: rows.tags[row])
-                    result.leaves.append(rows.leaves[row])
-                case .upsert(let position):
-                    let chunk = upserts[position].chunk
-                    result.appendRow(id: chunk.id, scenario: chunk.scenario, tags: Set(chunk.tags))
-                    result.leaves.append(match.upsertLeaves[position])
-                }
-            }
-            // The codes in one allocation, a row copied (or an upsert quantized) at a time.
-            let dimension = base.meta.dimension
-            result.codes.reserveCapacity(sources.count * dimension)
-            result.scales.reserveCapacity(sources.count)
-            for source in sources {
-                switch source {
-                case .base(let row):
-                    result.codes.append(contentsOf: rows.codes[row * dimension ..< (row + 1) * dimension])
-                    result.scales.append(rows.scales[row])
-                case .upsert(let position):
-                    result.appendVector(upserts[position].vector)
-                }
-            }
-            return result
-        }
-
-        /// The contents of the snapshot at `path`, which holds the changed rows and `meta`
-        /// (written by `SnapshotWriter.apply`, on the base version's file or on an older one
-        /// brought up to it): rowids from the file's id index, read in id order beside the
-        /// changed rows' ids (which they must equal, else `.snapshotMalformed`), and the upserted
-        /// rows' lengths from its FTS size table; everything else — vectors, scenarios, tags,
-        /// leaves, the kept rows' lengths — from the base rows and the upserts (`expected`, when
-        /// built beforehand and the file's rowids follow its order; else built here), without
-        /// reading the rows themselves.
-        public func contents(ofFile path: String, meta: SnapshotMeta, expected: ExpectedRows? = nil) throws(IndexError) -> IndexContents {
-            let rows = base.rows
-            let file = try FileIdentity(path: path)
-            let db = try Database(path: path, mode: .readOnly(immutable: false))
-            guard try Snapshot.meta(in: db) == meta, meta.chunkCount == count else {
-                throw IndexError(.snapshotMalformed, "the changed snapshot's meta is not the new version's")
-            }
-
-            // The file's (rowid, id) pairs from its id index (a few pages; the table's own pages
-            // hold the text and vectors), in id order, each matched with the row the delta puts
-            // there.
-            var inIDOrder: [RowSource] = []
-            inIDOrder.reserveCapacity(count)
-            var baseRowids = [Int64](repeating: 0, count: rows.ids.count)
-            var upsertRowids = [Int64](repeating: 0, count: upserts.count)
-            let statement = try db.prepare("SELECT rowid, id FROM chunks ORDER BY id")
-            var matched = true
-            try match.merge(rows) { (source) throws(IndexError) in
-                guard matched, try statement.step(), let stored = statement.unsafeUTF8(at: 1) else {
-                    matched = false
-                    return
-                }
-                switch source {
-                case .base(let row):
-                    if !rows.ids[row].utf8.elementsEqual(stored) { matched = false }
-                    baseRowids[row] = statement.int64(at: 0)
-                case .upsert(let position):
-                    if !upserts[position].chunk.id.utf8.elementsEqual(stored) { matched = false }
-                    upsertRowids[position] = statement.int64(at: 0)
-                }
-                inIDOrder.append(source)
-            }
-            guard matched, try !statement.step() else {
-                throw IndexError(.snapshotMalformed, "the changed snapshot's chunk ids are not the old version's changed by the delta")
-            }
-            func rowid(_ source: RowSource) -> Int64 {
-                switch source {
-                case .base(let row): baseRowids[row]
-                case .upsert(let position): upsertRowids[position]
-                }
-            }
-
-            // Rows in rowid order, the order every other load uses.
-            var expected = expected ?? expectedRows()
-            let ascending = zip(expected.sources, expected.sources.dropFirst()).allSatisfy { rowid($0) < rowid($1) }
-            if !ascending {
-                let sources = expected.sources.sorted { rowid($0) < rowid($1) }
-                expected = ExpectedRows(sources: sources, rows: assemble(sources))
-            }
-            var result = expected.rows
-            result.place(rowids: expected.sources.map(rowid))
-
-            // `idOrder` from the id order read; lengths: kept rows' as loaded, upserted rows' read.
-            var newRowForBase = [Int32](repeating: -1, count: rows.ids.count)
-            var newRowForUpsert = [Int32](repeating: -1, count: upserts.count)
-            for (newRow, source) in expected.sources.enumerated() {
-                switch source {
-                case .base(let row): newRowForBase[row] = Int32(newRow)
-                case .upsert(let position): newRowForUpsert[position] = Int32(newRow)
-                }
-            }
-            result.idOrder = inIDOrder.map { source in
-                switch source {
-                case .base(let row): newRowForBase[row]
-                case .upsert(let position): newRowForUpsert[position]
-                }
-            }
-            var tokens: [Int32] = []
-            tokens.reserveCapacity(count)
-            let sizes = try db.prepare(DocumentLengths.rowSQL)
-            for source in expected.sources {
-                let length = switch source {
-                case .base(let row): base.lengths.tokens(rowid: rows.rowids[row])
-                case .upsert: try DocumentLengths.read(rowid: rowid(source), from: sizes)
-                }
-                guard let length else {
-                    throw IndexError(.snapshotMalformed, "a row of the changed snapshot has no full-text size record")
-                }
-                tokens.append(length)
-            }
-            return IndexContents(meta: meta, file: file, rows: result,
-                                 lengths: DocumentLengths(rowids: result.rowids, tokens: tokens))
+    /// Whether the new overlay's `row` comes before `id` in UTF-8 byte order.
+    private func precedes(_ row: OverlayRow, _ id: UnsafeRawBufferPointer, _ upserts: [ChunkRecord]) -> Bool {
+        switch row {
+        case .kept(let local): overlay!.id(local).lexicographicallyPrecedes(id)
+        case .upsert(let position): upserts[position].chunk.id.utf8.lexicographicallyPrecedes(id)
         }
     }
 
-    /// `CheckedDelta.expectedRows()`: the changed rows without rowids, in the rowid order the
-    /// changed file is expected to hold them.
-    public struct ExpectedRows: Sendable {
-        /// Where each row comes from.
-        fileprivate let sources: [RowSource]
-        fileprivate let rows: Rows
-    }
-
-    /// Where a row after a delta comes from: a loaded (base) row, by its index in `Rows`, or an
-    /// upsert, by its position in the delta's upserts. One is made per row (up to a million):
-    /// Int payloads keep it a plain value, with no allocation.
-    fileprivate enum RowSource: Sendable {
-        case base(Int)
+    /// A row of the overlay a delta writes: a row of the current overlay kept, by its row there,
+    /// or an upsert, by its position in the delta.
+    fileprivate enum OverlayRow: Sendable {
+        case kept(Int)
         case upsert(Int)
     }
 
-    /// A delta's ids matched to loaded rows: which rows it removes or replaces, found by id in
-    /// `Rows.idOrder`.
-    fileprivate struct RowMatch: Sendable {
-        /// Per loaded row: deleted or replaced by an upsert.
-        let removed: [Bool]
-        /// Rows after the delta.
-        let count: Int
-        /// Upsert positions in UTF-8 byte order of their ids, and the ids.
-        let upsertOrder: [Int]
-        let upsertIDs: [String]
-        /// Each upsert's state-root leaf, computed from its data.
+    /// A delta checked against these rows (`changed(deleting:upserting:)`): the state root it
+    /// gives, and what the rows files after it hold.
+    public struct CheckedDelta: Sendable {
+        /// The rows the delta applies to.
+        let rows: IndexContents
+        /// Every base row the new overlay removes, ascending.
+        let removed: [UInt32]
+        /// The new overlay's rows, in id order.
+        fileprivate let order: [OverlayRow]
+        let upserts: [ChunkRecord]
         let upsertLeaves: [ContentID]
-        /// The loaded row each upsert replaces (nil for a new id).
-        let upsertRows: [Int?]
+        /// The state root and chunk count of the rows after the delta.
+        public let stateRoot: ContentID
+        public let count: Int
 
-        init(_ contents: IndexContents, deletes: [String], upserts: [ChunkRecord]) throws(IndexError) {
-            guard contents.hasLeaves else {
-                throw IndexError(.snapshotMalformed, "these rows were loaded without their state-root leaves")
+        /// Whether the rows after the delta still fit an overlay beside the base (else a scan of
+        /// the changed file writes a new base): the overlay's rows and the base's removed ones at
+        /// most a quarter of the base, or `minimumOverlay`. Each query scores the overlay's rows
+        /// beside the base's and each delta rewrites the overlay, so both costs follow the
+        /// changes since the last base, not the index; a full snapshot starts a new base.
+        public var fitsOverlay: Bool { order.count + removed.count <= max(rows.base.count / 4, Self.minimumOverlay) }
+
+        /// The overlay rows allowed whatever the base's size (a base of a few thousand rows is
+        /// cheap to rewrite, but an overlay of that many is cheap to keep).
+        public static let minimumOverlay = 4_096
+
+        /// Live base rows whose rowid and id the changed file is checked for, spread over the base:
+        /// the file must have kept the base's rows where they were (`SnapshotWriter.apply`
+        /// updates in place and deletes; it never moves a row).
+        static let rowidSample = 64
+
+        /// The rows files of the snapshot at `path`, which holds the changed rows and `meta`
+        /// (written by `SnapshotWriter.apply` on this version's file or on an older one brought
+        /// up to it): the base rows file at `basePath` (where these rows' base is now, e.g. in
+        /// this version's folder) linked beside `path`, and a new
+        /// overlay holding the kept overlay rows and the upserts, whose rowids and lengths are
+        /// read from the file by id. Nil when the rows no longer fit an overlay (`fitsOverlay`)
+        /// or the base file is not at hand: the caller then scans the file.
+        public func contents(ofFile path: String, meta: SnapshotMeta, basePath: String) throws(IndexError) -> IndexContents? {
+            guard fitsOverlay, meta.chunkCount == count, meta.stateRoot == stateRoot, rows.base.isFile(at: basePath) else { return nil }
+            let db = try Database(path: path, mode: .readOnly(immutable: false))
+            guard try Snapshot.meta(in: db) == meta else {
+                throw IndexError(.snapshotMalformed, "the changed snapshot's meta is not the new version's")
             }
-            let rows = contents.rows
-            var removed = [Bool](repeating: false, count: rows.ids.count)
-            var removedCount = 0
-            for id in deletes {
-                guard let row = Self.row(of: id, in: rows), !removed[row] else {
-                    throw IndexError(.deltaMismatch, "a delta deletes a chunk this version does not hold, or one id twice")
-                }
-                removed[row] = true
-                removedCount += 1
+            let find = try db.prepare("SELECT rowid FROM chunks WHERE id = ?1")
+            let sizes = try db.prepare(DocumentLengths.rowSQL)
+            let old = rows.overlay
+            let dimension = meta.dimension
+
+            // The overlay's rows in id order (its id order is then 0, 1, …).
+            var batch = RowFileWriter.Batch()
+            var rest = RowFileWriter.Rest()
+            var scenarioCode: [String: Int32] = [:], tagCode: [String: UInt32] = [:]
+            func code(scenario: String?) -> Int32 {
+                guard let scenario else { return -1 }
+                if let code = scenarioCode[scenario] { return code }
+                rest.dictionary.scenarios.append(scenario)
+                scenarioCode[scenario] = Int32(rest.dictionary.scenarios.count - 1)
+                return Int32(rest.dictionary.scenarios.count - 1)
             }
-            var upsertRows = [Int?](repeating: nil, count: upserts.count)
-            let upsertOrder = upserts.indices.sorted { upserts[$0].chunk.id.utf8.lexicographicallyPrecedes(upserts[$1].chunk.id.utf8) }
-            for (index, position) in upsertOrder.enumerated() {
-                let chunk = upserts[position].chunk, vector = upserts[position].vector
-                guard index == 0 || !upserts[upsertOrder[index - 1]].chunk.id.utf8.elementsEqual(chunk.id.utf8) else {
-                    throw IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
-                }
-                guard vector.count == contents.meta.dimension else {
-                    throw IndexError(.dimensionMismatch, "a vector has \(vector.count) values; the snapshot's dimension is \(contents.meta.dimension)")
-                }
-                if let row = Self.row(of: chunk.id, in: rows) {
-                    guard !removed[row] else {
-                        throw IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
+            func code(tag: String) -> UInt32 {
+                if let code = tagCode[tag] { return code }
+                rest.dictionary.tags.append(tag)
+                tagCode[tag] = UInt32(rest.dictionary.tags.count - 1)
+                return UInt32(rest.dictionary.tags.count - 1)
+            }
+            for row in order {
+                switch row {
+                case .kept(let local):
+                    let old = old!
+                    batch.codes += old.codes[local * dimension..<(local + 1) * dimension]
+                    batch.scales.append(old.scales[local])
+                    let words = RowFile.Layout.signWords(dimension)
+                    batch.signs += old.signs[local * words..<(local + 1) * words]
+                    batch.rowids.append(old.rowids[local])
+                    batch.lengths.append(old.lengths[local])
+                    rest.scenarios.append(code(scenario: rows.scenario(rows.base.count + local) < 0 ? nil
+                        : rows.scenarioNames[Int(rows.scenario(rows.base.count + local))]))
+                    rest.tagCodes += rows.tags(rows.base.count + local).sorted().map { code(tag: $0) }
+                    rest.idBytes += old.id(local)
+                    rest.leaves += old.leaf(local)
+                case .upsert(let position):
+                    let chunk = upserts[position].chunk
+                    find.reset()
+                    try find.bind(chunk.id, at: 1)
+                    guard try find.step() else {
+                        throw IndexError(.snapshotMalformed, "the changed snapshot does not hold an upserted chunk")
                     }
-                    removed[row] = true
-                    removedCount += 1
-                    upsertRows[position] = row
+                    let rowid = find.int64(at: 0)
+                    let length = try DocumentLengths.read(rowid: rowid, from: sizes) ?? -1
+                    upserts[position].vector.withUnsafeBytes { batch.append(vector: $0, rowid: rowid, length: length) }
+                    rest.scenarios.append(code(scenario: chunk.scenario))
+                    rest.tagCodes += Set(chunk.tags).sorted().map { code(tag: $0) }
+                    rest.idBytes += chunk.id.utf8
+                    rest.leaves += upsertLeaves[position].bytes
+                }
+                rest.tagOffsets.append(UInt32(rest.tagCodes.count))
+                rest.idOffsets.append(UInt64(rest.idBytes.count))
+            }
+            rest.idOrder = (0..<UInt32(order.count)).map { $0 }
+            rest.removed = removed
+            guard try keepsBaseRows(db, newRowids: batch.rowids) else { return nil }
+
+            let linked = IndexContents.basePath(beside: path)
+            // (The same file when the delta was applied in the base's own folder.)
+            if !rows.base.isFile(at: linked) {
+                unlink(linked)
+                guard link(basePath, linked) == 0 else {
+                    throw IndexError(errno == ENOSPC ? .diskFull : .io, "cannot link the base rows file beside the changed snapshot: \(String(cString: strerror(errno)))")
                 }
             }
-            self.removed = removed
-            self.upsertRows = upsertRows
-            self.upsertOrder = upsertOrder
-            upsertIDs = upserts.map(\.chunk.id)
-            count = rows.ids.count - removedCount + upserts.count
-            upsertLeaves = upserts.map(\.stateRecord.leaf)
+            let writer = try RowFileWriter(path: IndexContents.overlayPath(beside: path), count: order.count, dimension: dimension)
+            try writer.write(first: 0, batch: batch)
+            try writer.finish(rest, identity: .init(kind: .overlay, version: meta.version, stateRoot: meta.stateRoot,
+                                                    baseCount: rows.base.count, baseStateRoot: rows.base.stateRoot), durable: false)
+            return try IndexContents(meta: meta, base: RowFile(path: linked, dimension: dimension),
+                                     overlay: RowFile(path: writer.path, dimension: dimension))
         }
 
-        /// The loaded row holding `id` (its UTF-8 bytes), by binary search in `idOrder`.
-        static func row(of id: String, in rows: Rows) -> Int? {
-            var low = 0, high = rows.idOrder.count
-            while low < high {
-                let middle = (low + high) / 2
-                if rows.ids[Int(rows.idOrder[middle])].utf8.lexicographicallyPrecedes(id.utf8) { low = middle + 1 } else { high = middle }
-            }
-            guard low < rows.idOrder.count, rows.ids[Int(rows.idOrder[low])].utf8.elementsEqual(id.utf8) else { return nil }
-            return Int(rows.idOrder[low])
-        }
-
-        /// Calls `body` with each row after the delta in UTF-8 byte order of its id: a kept
-        /// loaded row or an upsert.
-        func merge<E: Error>(_ rows: Rows, _ body: (RowSource) throws(E) -> Void) throws(E) {
-            var next = 0
-            for row in rows.idOrder where !removed[Int(row)] {
-                let id = rows.ids[Int(row)]
-                while next < upsertOrder.count, upsertIDs[upsertOrder[next]].utf8.lexicographicallyPrecedes(id.utf8) {
-                    try body(.upsert(upsertOrder[next]))
-                    next += 1
+        /// Whether the changed file holds the base's live rows at the base's rowids: none of the
+        /// overlay's rowids is a live base row's, and a sample of live base rows have their ids
+        /// at their rowids. False for a file whose rows were placed otherwise (written whole from
+        /// other rowids, say): its rows files are then written by a scan.
+        private func keepsBaseRows(_ db: Database, newRowids: [Int64]) throws(IndexError) -> Bool {
+            let base = rows.base
+            let removedBits = IndexContents.bits(removed, count: base.count)
+            func live(_ row: Int) -> Bool { removedBits[row / 64] & (1 << (UInt64(row) % 64)) == 0 }
+            var baseRow: [Int64: Int] = [:]
+            if newRowids.count < base.count / 8 {
+                // Only the overlay's rowids are looked up: a binary search each.
+                for rowid in newRowids {
+                    var low = 0, high = base.count
+                    while low < high {
+                        let middle = (low + high) / 2
+                        if base.rowids[middle] < rowid { low = middle + 1 } else { high = middle }
+                    }
+                    if low < base.count, base.rowids[low] == rowid { baseRow[rowid] = low }
                 }
-                try body(.base(Int(row)))
+            } else {
+                for (row, rowid) in base.rowids.enumerated() { baseRow[rowid] = row }
             }
-            while next < upsertOrder.count {
-                try body(.upsert(upsertOrder[next]))
-                next += 1
+            guard newRowids.allSatisfy({ baseRow[$0].map { !live($0) } ?? true }) else { return false }
+            let sampled = (0..<Self.rowidSample).map { $0 * base.count / Self.rowidSample }.filter { $0 < base.count && live($0) }
+            let statement = try db.prepare("SELECT id FROM chunks WHERE rowid = ?1")
+            for row in Set(sampled) {
+                statement.reset()
+                try statement.bind(base.rowids[row], at: 1)
+                guard try statement.step(), let id = statement.unsafeUTF8(at: 0), base.id(row).elementsEqual(id) else { return false }
             }
+            return true
         }
     }
 }

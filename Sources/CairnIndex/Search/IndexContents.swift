@@ -1,175 +1,251 @@
-import CairnCore
-import CEncoderKernels
+public import CairnCore
 import Foundation
 
-/// What a `SearchIndex` keeps in memory for one snapshot file: every vector as int8 codes in one
-/// contiguous n × d matrix with a scale per row (row i = the i-th chunk by rowid; a quarter of
-/// the float32 vectors' memory), beside each row's id, rowid, scenario and tags, and each row's
-/// token count for BM25. The float32 vectors stay in the file, which rescoring reads.
+/// What a `SearchIndex` keeps of one snapshot file's rows: a base rows file and, after deltas,
+/// an overlay of the rows they changed (`RowFile`, protocol/data-directory.md "Rows files"),
+/// both memory-mapped. Row numbers run over the base's rows (0 ..< base.count; those the overlay
+/// removed are not live) and then the overlay's. Opening costs a header check and a bitmap of
+/// the removed rows, whatever the number of rows; a query reads codes, signs and the rest through
+/// the mappings.
 ///
-/// Loaded in one pass over the rows (`Snapshot.scan`); the pass that verifies a new version
-/// loads it too, so a device opens the version it just verified without reading every row
-/// again (`SearchIndex(path:configuration:contents:)`). Immutable.
+/// Written by the pass that verifies a full snapshot (`Snapshot.scan`), or by a delta from the
+/// rows of the version it applies to (`CheckedDelta.contents(ofFile:meta:)`). Immutable.
 public final class IndexContents: Sendable {
     public let meta: SnapshotMeta
-    /// The file it was read from; a `SearchIndex` accepts the contents only for that same file.
-    let file: FileIdentity
-    let rows: Rows
-    let lengths: DocumentLengths
+    let base: RowFile
+    let overlay: RowFile?
+    /// One bit per base row, set when the overlay removed it (empty when it removed none).
+    private let removedBits: [UInt64]
+    /// The scenarios and tags of both files, under one numbering (the base's own first).
+    let scenarioNames: [String]
+    let scenarioCode: [String: Int32]
+    let tagNames: [String]
+    let tagCode: [String: UInt32]
+    /// The overlay's scenario and tag codes in that numbering.
+    private let overlayScenarios: [Int32]
+    private let overlayTags: [UInt32]
+    /// The overlay's rows by rowid.
+    private let overlayRows: [Int64: Int32]
+    /// The base's first rowid when its rowids run first, first + 1, … (a full snapshot's do).
+    private let baseFirstRowid: Int64?
 
-    /// Chunks loaded.
-    public var count: Int { rows.ids.count }
+    /// Live rows: the version's chunks.
+    public var count: Int { meta.chunkCount }
+    /// Row numbers in use, live or not: the base's rows, then the overlay's.
+    var slots: Int { base.count + (overlay?.count ?? 0) }
+    /// Rows an overlay holds (0 without one): what the next delta carries forward.
+    public var overlayCount: Int { overlay?.count ?? 0 }
+    /// Base rows the overlay removed.
+    public var removedCount: Int { overlay?.removed.count ?? 0 }
+    /// Whether any base row is removed (then loops over rows check `isLive`).
+    var hasRemoved: Bool { !removedBits.isEmpty }
+    /// The files, for a delta to carry the base forward.
+    public var basePath: String { base.path }
+    public var overlayPath: String? { overlay?.path }
 
-    init(meta: SnapshotMeta, file: FileIdentity, rows: Rows, lengths: DocumentLengths) {
+    /// The rows files beside a snapshot file `NAME.sqlite` (or any other extension): `NAME.rows`
+    /// and, after deltas, `NAME.overlay`.
+    public static func basePath(beside index: String) -> String { sibling(of: index, extension: "rows") }
+    public static func overlayPath(beside index: String) -> String { sibling(of: index, extension: "overlay") }
+
+    private static func sibling(of index: String, extension: String) -> String {
+        ((index as NSString).deletingPathExtension as NSString).appendingPathExtension(`extension`)!
+    }
+
+    init(meta: SnapshotMeta, base: RowFile, overlay: RowFile?) throws(IndexError) {
+        let problem = "the rows files beside the snapshot do not describe version \(meta.version)"
+        if let overlay {
+            guard overlay.kind == .overlay, overlay.version == meta.version, overlay.stateRoot == meta.stateRoot,
+                  base.kind == .base, overlay.baseCount == base.count, overlay.baseStateRoot == base.stateRoot,
+                  base.count - overlay.removed.count + overlay.count == meta.chunkCount else {
+                throw IndexError(.snapshotMalformed, problem)
+            }
+        } else {
+            guard base.kind == .base, base.version == meta.version, base.stateRoot == meta.stateRoot,
+                  base.count == meta.chunkCount else {
+                throw IndexError(.snapshotMalformed, problem)
+            }
+        }
         self.meta = meta
-        self.file = file
-        self.rows = rows
-        self.lengths = lengths
+        self.base = base
+        self.overlay = overlay
+
+        let baseNames = try base.dictionary()
+        var scenarioNames = baseNames.scenarios, tagNames = baseNames.tags
+        var scenarioCode = Dictionary(uniqueKeysWithValues: scenarioNames.enumerated().map { ($1, Int32($0)) })
+        var tagCode = Dictionary(uniqueKeysWithValues: tagNames.enumerated().map { ($1, UInt32($0)) })
+        guard scenarioCode.count == scenarioNames.count, tagCode.count == tagNames.count else {
+            throw IndexError(.snapshotMalformed, "the rows file \(base.path) names a scenario or tag twice")
+        }
+        var overlayScenarios: [Int32] = [], overlayTags: [UInt32] = []
+        var overlayRows: [Int64: Int32] = [:]
+        var removedBits: [UInt64] = []
+        if let overlay {
+            let names = try overlay.dictionary()
+            overlayScenarios = names.scenarios.map { name in
+                if let code = scenarioCode[name] { return code }
+                scenarioNames.append(name)
+                scenarioCode[name] = Int32(scenarioNames.count - 1)
+                return Int32(scenarioNames.count - 1)
+            }
+            overlayTags = names.tags.map { name in
+                if let code = tagCode[name] { return code }
+                tagNames.append(name)
+                tagCode[name] = UInt32(tagNames.count - 1)
+                return UInt32(tagNames.count - 1)
+            }
+            overlayRows.reserveCapacity(overlay.count)
+            for (row, rowid) in overlay.rowids.enumerated() { overlayRows[rowid] = Int32(row) }
+            if !overlay.removed.isEmpty { removedBits = Self.bits(overlay.removed, count: base.count) }
+        }
+        (self.scenarioNames, self.scenarioCode, self.tagNames, self.tagCode) = (scenarioNames, scenarioCode, tagNames, tagCode)
+        (self.overlayScenarios, self.overlayTags, self.overlayRows, self.removedBits) = (overlayScenarios, overlayTags, overlayRows, removedBits)
+        let rowids = base.rowids
+        if let first = rowids.first, rowids[rowids.count - 1] - first == Int64(rowids.count - 1) {
+            baseFirstRowid = first
+        } else {
+            baseFirstRowid = rowids.isEmpty ? 1 : nil
+        }
     }
 
-    /// The rows as they are read, in rowid order: vectors, ids, rowids, scenarios, tags.
-    struct Rows: Sendable {
-        /// Row r's vector ≈ `scales[r]` × `codes[r·d ..< (r+1)·d]` (`cairn_quantize_row_i8`).
-        var codes: [Int8] = []
-        var scales: [Float] = []
-        var ids: [String] = []
-        var rowids: [Int64] = []
-        var rowForRowid: [Int64: Int] = [:]
-        /// Each row's scenario as a small integer (-1 for none), compared per query.
-        var scenarioCodes: [Int32] = []
-        var scenarioCode: [String: Int32] = [:]
-        var tags: [Set<String>] = []
-        /// Each row's state-root leaf (`StateRoot.Record.leaf`) when the scan read or recomputed
-        /// the hashes, else empty: a delta to these rows is then checked without reading them.
-        var leaves: [ContentID] = []
-        /// The rows' positions in UTF-8 byte order of their ids, when they have leaves (else
-        /// empty): a delta is checked, and the new rows derived, by merging in this order, the
-        /// order of the state root and of the file's id index. Set by whoever loads rows with
-        /// leaves: `Snapshot.combine` (`orderIDs()`) and `CheckedDelta.contents(ofFile:…)` (from the
-        /// id order it reads).
-        var idOrder: [Int32] = []
-
-        init(capacity: Int, dimension: Int) {
-            codes.reserveCapacity(capacity * dimension)
-            scales.reserveCapacity(capacity)
-            ids.reserveCapacity(capacity)
-            rowids.reserveCapacity(capacity)
-            rowForRowid.reserveCapacity(capacity)
-            scenarioCodes.reserveCapacity(capacity)
-            tags.reserveCapacity(capacity)
+    /// The rows files beside the snapshot file at `index`, when they are there and describe
+    /// `meta`; nil when there are none or they describe another version (a scan then writes
+    /// them anew).
+    static func open(beside index: String, meta: SnapshotMeta) -> IndexContents? {
+        let basePath = basePath(beside: index), overlayPath = overlayPath(beside: index)
+        guard let base = try? RowFile(path: basePath, dimension: meta.dimension) else { return nil }
+        let overlay: RowFile?
+        if access(overlayPath, F_OK) == 0 {
+            guard let opened = try? RowFile(path: overlayPath, dimension: meta.dimension) else { return nil }
+            overlay = opened
+        } else {
+            overlay = nil
         }
+        return try? IndexContents(meta: meta, base: base, overlay: overlay)
+    }
 
-        /// Sets `idOrder`: the positions as they are when the ids already ascend (a snapshot
-        /// written whole inserts its rows in id order), else sorted.
-        mutating func orderIDs() {
-            let ids = self.ids
-            let ascending = zip(ids, ids.dropFirst()).allSatisfy { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            idOrder = ascending ? Array(0..<Int32(ids.count))
-                : (0..<Int32(ids.count)).sorted { ids[Int($0)].utf8.lexicographicallyPrecedes(ids[Int($1)].utf8) }
+    /// One bit per row of `count`, set for each row in `rows`.
+    static func bits(_ rows: some Sequence<UInt32>, count: Int) -> [UInt64] {
+        var bits = [UInt64](repeating: 0, count: (count + 63) / 64)
+        for row in rows { bits[Int(row) / 64] |= 1 << (UInt64(row) % 64) }
+        return bits
+    }
+
+    // MARK: Rows
+
+    /// Whether `row` holds one of the version's chunks (a base row an overlay removed does not).
+    @inline(__always)
+    func isLive(_ row: Int) -> Bool {
+        row >= base.count || removedBits.isEmpty || removedBits[row / 64] & (1 << (UInt64(row) % 64)) == 0
+    }
+
+    func rowid(_ row: Int) -> Int64 {
+        row < base.count ? base.rowids[row] : overlay!.rowids[row - base.count]
+    }
+
+    /// The live row with `rowid`, or nil.
+    @inline(__always)
+    func row(rowid: Int64) -> Int? {
+        if let first = baseFirstRowid {
+            let row = rowid - first
+            if row >= 0, row < Int64(base.count), isLive(Int(row)) { return Int(row) }
+        } else if let row = Self.search(base.rowids, rowid), isLive(row) {
+            return row
         }
+        guard !overlayRows.isEmpty, let row = overlayRows[rowid] else { return nil }
+        return base.count + Int(row)
+    }
 
-        /// Reserves room for one leaf per row (a scan that keeps them).
-        mutating func reserveLeaves(_ capacity: Int) { leaves.reserveCapacity(capacity) }
-
-        /// Appends one row; `embedding` holds exactly `dimension` little-endian float32 values.
-        mutating func append(rowid: Int64, id: String, scenario: String?, tags: [String], embedding: UnsafeRawBufferPointer) {
-            append(rowid: rowid, id: id, scenario: scenario, tags: Set(tags), embedding: embedding)
+    private static func search(_ rowids: UnsafeBufferPointer<Int64>, _ rowid: Int64) -> Int? {
+        var low = 0, high = rowids.count
+        while low < high {
+            let middle = (low + high) / 2
+            if rowids[middle] < rowid { low = middle + 1 } else { high = middle }
         }
+        return low < rowids.count && rowids[low] == rowid ? low : nil
+    }
 
-        mutating func append(rowid: Int64, id: String, scenario: String?, tags: Set<String>, embedding: UnsafeRawBufferPointer) {
-            appendRow(rowid: rowid, id: id, scenario: scenario, tags: tags)
-            appendVector(embedding)
-        }
+    /// Row `row`'s id as UTF-8 bytes, valid while the contents are.
+    func idBytes(_ row: Int) -> UnsafeRawBufferPointer {
+        row < base.count ? base.id(row) : overlay!.id(row - base.count)
+    }
 
-        /// Appends one row's codes and scale; `embedding` holds little-endian float32 values.
-        mutating func appendVector(_ embedding: UnsafeRawBufferPointer) {
-            let dimension = embedding.count / 4
-            var scale: Float = 0
-            codes.append(contentsOf: repeatElement(0, count: dimension))
-            codes.withUnsafeMutableBufferPointer { buffer in
-                cairn_quantize_row_i8(embedding.baseAddress, Int32(dimension), buffer.baseAddress! + buffer.count - dimension, &scale)
+    func id(_ row: Int) -> String { String(decoding: idBytes(row), as: UTF8.self) }
+
+    /// Row `row`'s scenario code (`scenarioNames`), -1 for none.
+    func scenario(_ row: Int) -> Int32 {
+        if row < base.count { return base.scenarios[row] }
+        let code = overlay!.scenarios[row - base.count]
+        return code < 0 ? -1 : overlayScenarios[Int(code)]
+    }
+
+    /// Whether row `row` carries every tag in `required` (codes in `tagNames`).
+    func hasTags(_ row: Int, _ required: [UInt32]) -> Bool {
+        let (file, local, map) = row < base.count ? (base, row, nil) : (overlay!, row - base.count, overlayTags)
+        let codes = file.tagCodes[Int(file.tagOffsets[local])..<Int(file.tagOffsets[local + 1])]
+        return required.allSatisfy { tag in codes.contains { (map?[Int($0)] ?? $0) == tag } }
+    }
+
+    /// Row `row`'s tags, by name.
+    func tags(_ row: Int) -> [String] {
+        let (file, local, map) = row < base.count ? (base, row, nil) : (overlay!, row - base.count, overlayTags)
+        return file.tagCodes[Int(file.tagOffsets[local])..<Int(file.tagOffsets[local + 1])].map { tagNames[Int(map?[Int($0)] ?? $0)] }
+    }
+
+    /// Row `row`'s length in tokens, all columns.
+    func length(_ row: Int) -> Int32 {
+        row < base.count ? base.lengths[row] : overlay!.lengths[row - base.count]
+    }
+
+    func leaf(_ row: Int) -> UnsafeRawBufferPointer {
+        row < base.count ? base.leaf(row) : overlay!.leaf(row - base.count)
+    }
+
+    /// Calls `body` with every live row in UTF-8 byte order of its id (the state root's order):
+    /// the base's id order without its removed rows, merged with the overlay's.
+    func forEachInIDOrder<E: Error>(_ body: (Int) throws(E) -> Void) throws(E) {
+        let overlayOrder = overlay?.idOrder ?? UnsafeBufferPointer(start: nil, count: 0)
+        var next = 0
+        for row in base.idOrder where isLive(Int(row)) {
+            let id = base.id(Int(row))
+            while next < overlayOrder.count, overlay!.id(Int(overlayOrder[next])).lexicographicallyPrecedes(id) {
+                try body(base.count + Int(overlayOrder[next]))
+                next += 1
             }
-            scales.append(scale)
+            try body(Int(row))
         }
-
-        /// `appendVector` for a vector in memory.
-        mutating func appendVector(_ vector: [Float]) {
-            #if _endian(little)
-            vector.withUnsafeBytes { appendVector($0) }
-            #else
-            let bytes = vector.flatMap { value in withUnsafeBytes(of: value.bitPattern.littleEndian, Array.init) }
-            bytes.withUnsafeBytes { appendVector($0) }
-            #endif
-        }
-
-        /// Appends one row's id, rowid, scenario and tags; its vector goes into `matrix` apart.
-        mutating func appendRow(rowid: Int64, id: String, scenario: String?, tags: Set<String>) {
-            rowForRowid[rowid] = rowids.count
-            rowids.append(rowid)
-            appendRow(id: id, scenario: scenario, tags: tags)
-        }
-
-        /// Sets every row's rowid (rows appended without: `appendRow(id:scenario:tags:)`).
-        mutating func place(rowids: [Int64]) {
-            self.rowids = rowids
-            rowForRowid = [:]
-            rowForRowid.reserveCapacity(rowids.count)
-            for (row, rowid) in rowids.enumerated() { rowForRowid[rowid] = row }
-        }
-
-        /// Appends one row's id, scenario and tags without its rowid (`place(rowids:)` sets them).
-        mutating func appendRow(id: String, scenario: String?, tags: Set<String>) {
-            ids.append(id)
-            if let scenario {
-                let code = scenarioCode[scenario, default: Int32(scenarioCode.count)]
-                scenarioCode[scenario] = code
-                scenarioCodes.append(code)
-            } else {
-                scenarioCodes.append(-1)
-            }
-            self.tags.append(tags)
-        }
-
-        /// Appends rows read after these (higher rowids), their scenario codes renumbered.
-        mutating func append(contentsOf other: Rows) {
-            let offset = rowids.count
-            for (rowid, row) in other.rowForRowid { rowForRowid[rowid] = offset + row }
-            rowids += other.rowids
-            ids += other.ids
-            let names = Dictionary(uniqueKeysWithValues: other.scenarioCode.map { ($1, $0) })
-            for code in other.scenarioCodes {
-                guard let name = names[code] else {
-                    scenarioCodes.append(-1)
-                    continue
-                }
-                let merged = scenarioCode[name, default: Int32(scenarioCode.count)]
-                scenarioCode[name] = merged
-                scenarioCodes.append(merged)
-            }
-            tags += other.tags
-            leaves += other.leaves
-            codes += other.codes
-            scales += other.scales
+        while next < overlayOrder.count {
+            try body(base.count + Int(overlayOrder[next]))
+            next += 1
         }
     }
-}
 
-/// A file's identity while it exists (device, inode, size, modification time): a rename keeps
-/// it, another file at the same path has another.
-struct FileIdentity: Equatable, Sendable {
-    let device: UInt64
-    let inode: UInt64
-    let size: Int64
-    let modified: Int64
+    /// The state root over every live row's leaf, in id order.
+    func stateRoot() -> ContentID {
+        var root = StateRoot.Accumulator(count: count)
+        forEachInIDOrder { row in root.add(leaf: leaf(row)) }
+        return root.finalize()
+    }
 
-    init(path: String) throws(IndexError) {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw IndexError(.sqlite, "cannot stat the snapshot file: \(String(cString: strerror(errno)))")
+    /// The live row whose id is `id`, by binary search in the base's and the overlay's id orders.
+    func row(id: String) -> Int? {
+        var id = id
+        return id.withUTF8 { id in
+            let key = UnsafeRawBufferPointer(id)
+            if let overlay, let row = Self.find(key, in: overlay) { return base.count + row }
+            if let row = Self.find(key, in: base), isLive(row) { return row }
+            return nil
         }
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
-        size = Int64(info.st_size)
-        modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+    }
+
+    private static func find(_ id: UnsafeRawBufferPointer, in file: RowFile) -> Int? {
+        let order = file.idOrder
+        var low = 0, high = order.count
+        while low < high {
+            let middle = (low + high) / 2
+            if file.id(Int(order[middle])).lexicographicallyPrecedes(id) { low = middle + 1 } else { high = middle }
+        }
+        guard low < order.count, file.id(Int(order[low])).elementsEqual(id) else { return nil }
+        return Int(order[low])
     }
 }

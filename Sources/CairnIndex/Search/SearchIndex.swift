@@ -5,82 +5,79 @@ import Dispatch
 
 /// Hybrid retrieval over one installed snapshot (read-only, safe to query from many tasks).
 ///
-/// At open, every vector is loaded as int8 codes with a scale per row into one contiguous n × d
-/// matrix (row i = the i-th chunk by rowid) beside each row's id, rowid, scenario and tags, so a
-/// dense query is one pass over a quarter of the float32 vectors' bytes; the best rows of that
-/// pass (and a hybrid query's lexical candidates) are then rescored exactly from the float32
-/// vectors in the file. Above `RankingConfiguration.approximateDenseAbove` rows the pass is
-/// narrowed first: each row's signs are kept as bits too (48 bytes a row for 384 dimensions),
-/// an unfiltered dense query scores from the codes only the rows whose signs differ least from
-/// its own, and a hybrid query's dense moments come from a fixed sample of rows. Lexical
-/// queries, rescoring and chunk fetches go to SQLite through a small pool of read-only
-/// connections. The file must not change while it is open: a device installs a new version
-/// beside the old one and swaps by rename, then opens a new `SearchIndex`.
+/// The rows files beside the snapshot (`IndexContents`: every vector as int8 codes with a scale
+/// per row, its sign bits, ids, rowids, scenarios, tags and BM25 lengths) are memory-mapped at
+/// open, so a dense query is one pass over a quarter of the float32 vectors' bytes through the
+/// page cache, and opening reads no row; the best rows of that pass (and a hybrid query's
+/// lexical candidates) are then rescored exactly from the float32 vectors in the file. Above
+/// `RankingConfiguration.approximateDenseAbove` rows the pass is narrowed first: an unfiltered
+/// dense query scores from the codes only the rows whose signs (48 bytes a row for 384
+/// dimensions) differ least from its own, and a hybrid query's dense moments come from a fixed
+/// sample of rows. Lexical queries, rescoring and chunk fetches go to SQLite through a small
+/// pool of read-only connections. The file must not change while it is open: a device installs
+/// a new version beside the old one and swaps by rename, then opens a new `SearchIndex`.
 ///
-/// The caller verifies a snapshot before serving it (a device in the pass that also loads the
-/// rows, `Snapshot.scan`, whose result it hands to `init(path:configuration:contents:)`);
-/// opening only checks the meta, the row count and that every vector has the meta's dimension.
+/// The caller verifies a snapshot before serving it (a device in the pass that also writes the
+/// rows files, `Snapshot.scan`, whose result it hands to `init(path:configuration:contents:)`);
+/// opening only checks the meta and that the rows files describe it (else one pass writes them).
 public final class SearchIndex: Sendable {
     public let meta: SnapshotMeta
     public let configuration: RankingConfiguration
     /// Chunks in the index.
-    public var count: Int { ids.count }
+    public var count: Int { contents.count }
     /// Whether dense search narrows the rows by their signs before scoring them
     /// (`RankingConfiguration.approximateDenseAbove`), for queries without filters.
-    public var narrowsDense: Bool { !signs.isEmpty }
+    public let narrowsDense: Bool
+    /// How the rows were found at open: in their rows files, or by a pass over the file's rows
+    /// that wrote them (no rows files beside it, or files of another version).
+    public let rowsSource: RowsSource
+
+    public enum RowsSource: String, Sendable {
+        /// Handed over by the pass that verified the file, or opened from the rows files.
+        case rowsFiles = "rows_files"
+        /// Read from the snapshot's rows (and written to rows files) when it opened.
+        case scanned
+    }
 
     private let pool: ConnectionPool
     private let documentCounts = DocumentCounts()
-    // The contents' arrays (shared, not copied), as stored properties for the query loops.
-    private let codes: [Int8]
-    private let scales: [Float]
-    private let ids: [String]
-    private let rowids: [Int64]
-    private let rowForRowid: [Int64: Int]
-    private let scenarioCodes: [Int32]
-    private let scenarioCode: [String: Int32]
-    private let tags: [Set<String>]
-    /// Each row's signs, `signWords(dimension)` words a row (`cairn_sign_bits_i8`), when dense
-    /// search narrows by them (`RankingConfiguration.approximateDenseAbove`); else empty.
-    private let signs: [UInt64]
+    /// The rows files the index reads (a delta to this version is checked against them).
+    public let contents: IndexContents
     /// When narrowing: the codes and scales of the `momentSample` rows, copied into one block
     /// (6 MiB at 384 dimensions) so that a hybrid query reads them as a stream, not row by row
     /// across the whole matrix.
     private let sampleCodes: [Int8]
     private let sampleScales: [Float]
-    private static func signWords(_ dimension: Int) -> Int { (dimension + 63) / 64 }
 
     public static let generalScenario = "general"
 
     /// Opens the snapshot at `path`.
-    /// - Parameter contents: the rows as a verifying pass over this same file loaded them
-    ///   (`Snapshot.scan`); nil reads them now. Contents of another file (another inode, size or
-    ///   modification time, or other meta) are refused with `.snapshotMalformed`.
+    /// - Parameter contents: the rows files as the pass that verified this same file wrote them
+    ///   (`Snapshot.scan`, or a delta's `CheckedDelta.contents`); nil opens those beside `path`,
+    ///   or, when there are none for this version, writes them in one pass over its rows (beside
+    ///   it, else in a temporary file when its folder cannot be written). Contents of another
+    ///   version are refused with `.snapshotMalformed`.
     public init(path: String, configuration: RankingConfiguration = RankingConfiguration(),
                 contents: IndexContents? = nil) throws(IndexError) {
-        let file = try FileIdentity(path: path)
         let db = try Database(path: path, mode: .readOnly(immutable: true))
         let meta = try Snapshot.meta(in: db)
         let loaded: IndexContents
         if let contents {
-            guard contents.file == file, contents.meta == meta else {
+            guard contents.meta == meta else {
                 throw IndexError(.snapshotMalformed, "the preloaded rows belong to another file than the one opened")
             }
-            loaded = contents
+            (loaded, rowsSource) = (contents, .rowsFiles)
+        } else if let opened = IndexContents.open(beside: path, meta: meta) {
+            (loaded, rowsSource) = (opened, .rowsFiles)
         } else {
-            loaded = try Snapshot.combine([Snapshot.scanPart(db, meta: meta, file: file, check: .none, rowids: nil, lengths: true,
-                                                            expectedRows: meta.chunkCount)],
-                                          check: .none, expectedStateRoot: nil)
+            (loaded, rowsSource) = (try Snapshot.scanWritingRows(at: path), .scanned)
         }
         self.meta = meta
         self.configuration = configuration
-        (codes, scales, ids, rowids, rowForRowid) = (loaded.rows.codes, loaded.rows.scales, loaded.rows.ids, loaded.rows.rowids,
-                                                     loaded.rows.rowForRowid)
-        (scenarioCodes, scenarioCode, tags) = (loaded.rows.scenarioCodes, loaded.rows.scenarioCode, loaded.rows.tags)
-        let narrows = loaded.count > configuration.approximateDenseAbove
-        signs = narrows ? Self.signBits(loaded.rows.codes, rows: loaded.count, dimension: meta.dimension) : []
-        (sampleCodes, sampleScales) = narrows ? Self.momentRows(loaded.rows, dimension: meta.dimension) : ([], [])
-        let lengths = loaded.lengths
+        self.contents = loaded
+        narrowsDense = loaded.count > configuration.approximateDenseAbove
+        (sampleCodes, sampleScales) = narrowsDense ? Self.momentRows(loaded) : ([], [])
+        let lengths = DocumentLengths(contents: loaded)
         try BM25Function.register(on: db, lengths: lengths)
         self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, first: db) {
             (connection) throws(IndexError) in try BM25Function.register(on: connection, lengths: lengths)
@@ -160,7 +157,7 @@ public final class SearchIndex: Sendable {
             // The lexical candidates' cosines are exact too, not the codes' estimates.
             try rescore(lexical.list.map(\.row).filter { !dense.exact.contains($0) }, query: queryVector!, into: &dense.scores)
             let cosines = dense.scores
-            let denseMoments = dense.moments ?? ScoreMoments(scores: cosines, mask: mask)
+            let denseMoments = dense.moments ?? ScoreMoments(scores: cosines, mask: liveMask(mask))
             var moments = HybridMoments(lexicalWeight: configuration.lexicalWeight, denseWeight: configuration.denseWeight)
             (moments.lexicalCount, moments.lexicalSum, moments.lexicalSquares) = lexical.moments.sums
             (moments.denseCount, moments.denseSum, moments.denseSquares) = denseMoments.sums
@@ -210,17 +207,27 @@ public final class SearchIndex: Sendable {
 
     // MARK: Candidates
 
-    /// Which rows pass the filters, or nil when every row does.
+    /// Which rows pass the filters, or nil when every row does (rows an overlay removed are
+    /// left to `IndexContents.isLive`).
     private func candidateMask(scenario: String?, tags required: [String]?) -> [Bool]? {
-        let requiredTags = Set(required ?? [])
+        let requiredTags = Array(Set(required ?? []))
         guard scenario != nil || !requiredTags.isEmpty else { return nil }
+        // A tag no row carries lets nothing through.
+        let tagCodes = requiredTags.compactMap { contents.tagCode[$0] }
+        guard tagCodes.count == requiredTags.count else { return [Bool](repeating: false, count: contents.slots) }
         var allowed: Set<Int32>?
         if let scenario {
-            allowed = Set([scenarioCode[scenario], scenarioCode[Self.generalScenario]].compactMap { $0 })
+            allowed = Set([contents.scenarioCode[scenario], contents.scenarioCode[Self.generalScenario]].compactMap { $0 })
         }
-        return (0..<count).map { row in
-            (allowed?.contains(scenarioCodes[row]) ?? true) && (requiredTags.isEmpty || requiredTags.isSubset(of: tags[row]))
+        return (0..<contents.slots).map { row in
+            (allowed?.contains(contents.scenario(row)) ?? true) && (tagCodes.isEmpty || contents.hasTags(row, tagCodes))
         }
+    }
+
+    /// `mask` with the rows an overlay removed left out too, or nil when every row counts.
+    private func liveMask(_ mask: [Bool]?) -> [Bool]? {
+        guard contents.hasRemoved else { return mask }
+        return (0..<contents.slots).map { row in contents.isLive(row) && (mask?[row] ?? true) }
     }
 
     // MARK: Lexical
@@ -236,7 +243,7 @@ public final class SearchIndex: Sendable {
         let searched = LexicalQuery.searchTokens(for: query, stopWords: configuration.stopWords,
                                                  maximumTokens: configuration.maximumQueryTokens)
         guard !searched.isEmpty else { return LexicalCandidates() }
-        let rows = mask.map { $0.lazy.filter { $0 }.count } ?? count
+        let rows = liveMask(mask).map { $0.lazy.filter { $0 }.count } ?? count
         // cairn_bm25 is FTS5's bm25() with row lengths from memory, each phrase's document
         // count from `documentCounts`, and the configuration's k1 and b (BM25Function.swift).
         return try pool.withConnection { (db) throws(IndexError) -> LexicalCandidates in
@@ -256,10 +263,10 @@ public final class SearchIndex: Sendable {
                 let (rowid, score) = (statement.int64(at: 0), -statement.double(at: 1))
                 // Without a filter every match counts, and only a row that can enter the list
                 // needs its row number (a dictionary lookup, costly over many matches).
-                if let mask, !(rowForRowid[rowid].map { mask[$0] } ?? false) { continue }
+                if let mask, !(contents.row(rowid: rowid).map { mask[$0] } ?? false) { continue }
                 moments.add(score)
-                guard best.admits(score), let row = rowForRowid[rowid] else { continue }
-                best.offer(ScoredRow(row: row, id: ids[row], score: score))
+                guard best.admits(score), let row = contents.row(rowid: rowid) else { continue }
+                best.offer(ScoredRow(row: row, id: contents.id(row), score: score))
             }
             moments.addZeros(rows - moments.count)
             return LexicalCandidates(list: best.sorted, moments: moments)
@@ -307,7 +314,7 @@ public final class SearchIndex: Sendable {
 
     /// - Parameter moments: whether a narrowed search also estimates the moments (hybrid).
     private func dense(_ query: [Float], floor: Float, limit: Int, mask: [Bool]?, moments wanted: Bool) throws(IndexError) -> DenseCandidates {
-        let narrowed = !signs.isEmpty && mask == nil
+        let narrowed = narrowsDense && mask == nil
         let window = max(1, configuration.degenerateWindow)
         // The rows the codes rank best, rescored from the file.
         var shortlist = TopSelection(capacity: max(Self.minimumRescored, Self.rescoreFactor * max(limit, window)))
@@ -315,10 +322,10 @@ public final class SearchIndex: Sendable {
         var moments: ScoreMoments?
         func offer(_ row: Int, _ estimate: Float) {
             let score = Double(estimate)
-            if shortlist.admits(score) { shortlist.offer(ScoredRow(row: row, id: ids[row], score: score)) }
+            if shortlist.admits(score) { shortlist.offer(ScoredRow(row: row, id: contents.id(row), score: score)) }
         }
         if narrowed {
-            scores = [Float](repeating: 0, count: count)
+            scores = [Float](repeating: 0, count: contents.slots)
             let rows = signShortlist(query)
             for (row, estimate) in zip(rows, similarities(query, rows: rows)) {
                 scores[Int(row)] = estimate
@@ -327,7 +334,11 @@ public final class SearchIndex: Sendable {
             if wanted { moments = sampledMoments(query) }
         } else {
             scores = similarities(query)
-            for row in 0..<count where mask?[row] ?? true { offer(row, scores[row]) }
+            if contents.hasRemoved || mask != nil {
+                for row in 0..<contents.slots where contents.isLive(row) && mask?[row] ?? true { offer(row, scores[row]) }
+            } else {
+                for row in 0..<contents.slots { offer(row, scores[row]) }
+            }
         }
         let rescored = shortlist.sorted.map(\.row)
         try rescore(rescored, query: query, into: &scores)
@@ -344,7 +355,7 @@ public final class SearchIndex: Sendable {
                 lowest = Self.indexOfMinimum(top)
             }
             if score >= floor, best.admits(Double(score)) {
-                best.offer(ScoredRow(row: row, id: ids[row], score: Double(score)))
+                best.offer(ScoredRow(row: row, id: contents.id(row), score: Double(score)))
             }
         }
         let degenerate = RankFusion.isDegenerate(topScores: top, minimum: configuration.degenerateMinimumScore,
@@ -352,27 +363,37 @@ public final class SearchIndex: Sendable {
         return DenseCandidates(list: best.sorted, isDegenerate: degenerate, scores: scores, exact: Set(rescored), moments: moments)
     }
 
-    /// The rows whose signs differ least from the query's: the `shortlistFraction` share of the
-    /// index (at least `minimumShortlist`), those at a smaller distance than the last one kept
-    /// first, then rows at that distance in row order (so the same query keeps the same rows).
+    /// The base rows file and the overlay's (if any), each with the first row number it holds.
+    private var files: [(file: RowFile, first: Int)] {
+        [(contents.base, 0)] + (contents.overlay.map { [($0, contents.base.count)] } ?? [])
+    }
+
+    /// The live rows whose signs differ least from the query's: the `shortlistFraction` share
+    /// of the index (at least `minimumShortlist`), those at a smaller distance than the last one
+    /// kept first, then rows at that distance in row order (so the same query keeps the same
+    /// rows), ascending.
     private func signShortlist(_ query: [Float]) -> [Int32] {
-        let n = count, words = Self.signWords(meta.dimension)
-        let size = min(n, max(Self.minimumShortlist, Int(Double(n) * configuration.shortlistFraction)))
+        let n = contents.slots, words = RowFile.Layout.signWords(meta.dimension)
+        let size = min(count, max(Self.minimumShortlist, Int(Double(count) * configuration.shortlistFraction)))
         var querySigns = [UInt64](repeating: 0, count: words)
         cairn_sign_bits_f32(query, Int32(meta.dimension), &querySigns)
         var distances = [UInt16](repeating: 0, count: n)
-        signs.withUnsafeBufferPointer { signs in
-            querySigns.withUnsafeBufferPointer { querySigns in
-                distances.withUnsafeMutableBufferPointer { distances in
-                    let operands = SignOperands(signs: signs.baseAddress!, query: querySigns.baseAddress!, distances: distances.baseAddress!)
-                    Self.splitRows(n, rowsPerThread: Self.signRowsPerThread) { first, count in
+        querySigns.withUnsafeBufferPointer { querySigns in
+            distances.withUnsafeMutableBufferPointer { distances in
+                for (file, first) in files where file.count > 0 {
+                    let operands = SignOperands(signs: file.signs.baseAddress!, query: querySigns.baseAddress!,
+                                                distances: distances.baseAddress! + first)
+                    Self.splitRows(file.count, rowsPerThread: Self.signRowsPerThread) { first, count in
                         cairn_hamming(operands.signs, first, count, Int32(words), operands.query, operands.distances)
                     }
                 }
             }
         }
+        // Rows an overlay removed: farther than any row can be, so never kept.
+        let removed = UInt16(64 * words + 1)
+        for row in contents.overlay?.removed ?? UnsafeBufferPointer(start: nil, count: 0) { distances[Int(row)] = removed }
         // The distance of the last row kept, from a histogram of the distances.
-        var histogram = [Int](repeating: 0, count: 64 * words + 1)
+        var histogram = [Int](repeating: 0, count: Int(removed) + 1)
         for distance in distances { histogram[Int(distance)] += 1 }
         var threshold = 0, below = 0
         while below + histogram[threshold] < size {
@@ -403,45 +424,45 @@ public final class SearchIndex: Sendable {
         return ScoreMoments(sample: ScoreMoments(scores: estimates, mask: nil), of: count)
     }
 
-    /// The codes and scales of every (n / `momentSample`)-th row (every row of a smaller index).
-    private static func momentRows(_ rows: IndexContents.Rows, dimension d: Int) -> ([Int8], [Float]) {
-        let n = rows.scales.count, taken = min(n, momentSample)
+    /// The codes and scales of `momentSample` live rows spread evenly over the row numbers (every
+    /// live row of a smaller index): for each of the evenly spaced row numbers, the first live
+    /// row from it.
+    private static func momentRows(_ contents: IndexContents) -> ([Int8], [Float]) {
+        let n = contents.slots, taken = min(contents.count, momentSample), d = contents.meta.dimension
         var codes: [Int8] = [], scales: [Float] = []
         codes.reserveCapacity(taken * d)
         scales.reserveCapacity(taken)
-        for row in (0..<taken).map({ $0 * n / taken }) {
-            codes.append(contentsOf: rows.codes[row * d ..< (row + 1) * d])
-            scales.append(rows.scales[row])
+        var next = 0
+        for step in 0..<taken {
+            var row = max(next, step * n / taken)
+            while row < n, !contents.isLive(row) { row += 1 }
+            guard row < n else { break }
+            let (file, local) = row < contents.base.count ? (contents.base, row) : (contents.overlay!, row - contents.base.count)
+            codes.append(contentsOf: file.codes[local * d ..< (local + 1) * d])
+            scales.append(file.scales[local])
+            next = row + 1
         }
         return (codes, scales)
     }
 
-    /// The estimates of `rows` from their int8 codes, in that order.
+    /// The estimates of `rows` (ascending) from their int8 codes, in that order.
     private func similarities(_ query: [Float], rows: [Int32]) -> [Float] {
         var scores = [Float](repeating: 0, count: rows.count)
         guard !rows.isEmpty else { return scores }
-        codes.withUnsafeBufferPointer { codes in
-            scales.withUnsafeBufferPointer { scales in
-                cairn_similarities_i8_rows(codes.baseAddress, scales.baseAddress, rows, rows.count, Int32(meta.dimension), query, &scores)
+        // The rows of each file are a run of the list: the base's first.
+        let split = rows.firstIndex { Int($0) >= contents.base.count } ?? rows.count
+        rows.withUnsafeBufferPointer { rows in
+            scores.withUnsafeMutableBufferPointer { scores in
+                let base = contents.base
+                cairn_similarities_i8_rows(base.codes.baseAddress, base.scales.baseAddress, rows.baseAddress, split,
+                                           Int32(meta.dimension), query, scores.baseAddress)
+                guard split < rows.count, let overlay = contents.overlay else { return }
+                let local = rows[split...].map { $0 - Int32(base.count) }
+                cairn_similarities_i8_rows(overlay.codes.baseAddress, overlay.scales.baseAddress, local, local.count,
+                                           Int32(meta.dimension), query, scores.baseAddress! + split)
             }
         }
         return scores
-    }
-
-    /// Every row's sign bits (`cairn_sign_bits_i8`), over the worker team for a large index.
-    private static func signBits(_ codes: [Int8], rows n: Int, dimension d: Int) -> [UInt64] {
-        var bits = [UInt64](repeating: 0, count: n * signWords(d))
-        guard n > 0 else { return bits }
-        codes.withUnsafeBufferPointer { codes in
-            bits.withUnsafeMutableBufferPointer { bits in
-                let operands = SignBitOperands(codes: codes.baseAddress!, bits: bits.baseAddress!)
-                // Bits are as cheap a row as scores: the scan's split.
-                splitRows(n, rowsPerThread: rowsPerThread) { first, count in
-                    cairn_sign_bits_i8(operands.codes, first, count, Int32(d), operands.bits)
-                }
-            }
-        }
-        return bits
     }
 
     private static func indexOfMinimum(_ values: [Float]) -> Int {
@@ -449,20 +470,18 @@ public final class SearchIndex: Sendable {
     }
 
     /// Every row's cosine with the query, estimated from its int8 codes (all vectors are unit
-    /// length), over the caller and the worker team's threads for a large index.
+    /// length; rows an overlay removed are scored too, and skipped by the caller), over the
+    /// caller and the worker team's threads for a large index.
     private func similarities(_ query: [Float]) -> [Float] {
-        let n = count, d = meta.dimension
-        var scores = [Float](repeating: 0, count: n)
-        guard n > 0 else { return scores }
-        codes.withUnsafeBufferPointer { codes in
-            scales.withUnsafeBufferPointer { scales in
-                query.withUnsafeBufferPointer { x in
-                    scores.withUnsafeMutableBufferPointer { y in
-                        let operands = ScanOperands(codes: codes.baseAddress!, scales: scales.baseAddress!,
-                                                    query: x.baseAddress!, scores: y.baseAddress!)
-                        Self.splitRows(n, rowsPerThread: Self.rowsPerThread) { first, count in
-                            cairn_similarities_i8(operands.codes, operands.scales, first, count, Int32(d), operands.query, operands.scores)
-                        }
+        let d = meta.dimension
+        var scores = [Float](repeating: 0, count: contents.slots)
+        query.withUnsafeBufferPointer { x in
+            scores.withUnsafeMutableBufferPointer { y in
+                for (file, first) in files where file.count > 0 {
+                    let operands = ScanOperands(codes: file.codes.baseAddress!, scales: file.scales.baseAddress!,
+                                                query: x.baseAddress!, scores: y.baseAddress! + first)
+                    Self.splitRows(file.count, rowsPerThread: Self.rowsPerThread) { first, count in
+                        cairn_similarities_i8(operands.codes, operands.scales, first, count, Int32(d), operands.query, operands.scores)
                     }
                 }
             }
@@ -492,7 +511,7 @@ public final class SearchIndex: Sendable {
             let statement = try db.prepare("SELECT embedding FROM chunks WHERE rowid = ?1")
             for row in rows {
                 statement.reset()
-                try statement.bind(rowids[row], at: 1)
+                try statement.bind(contents.rowid(row), at: 1)
                 guard try statement.step() else {
                     throw IndexError(.snapshotMalformed, "a chunk disappeared from the snapshot while it was open")
                 }
@@ -513,7 +532,7 @@ public final class SearchIndex: Sendable {
         var chunks: [Chunk] = []
         for row in rows {
             statement.reset()
-            try statement.bind(rowids[row], at: 1)
+            try statement.bind(contents.rowid(row), at: 1)
             guard try statement.step() else {
                 throw IndexError(.snapshotMalformed, "a chunk disappeared from the snapshot while it was open")
             }
@@ -563,11 +582,4 @@ private struct SignOperands: @unchecked Sendable {
     let signs: UnsafePointer<UInt64>
     let query: UnsafePointer<UInt64>
     let distances: UnsafeMutablePointer<UInt16>
-}
-
-/// The pointers that building the sign bits shares with the worker team's threads.
-private struct SignBitOperands: @unchecked Sendable {
-    // @unchecked: as `ScanOperands` (disjoint ranges of bits written).
-    let codes: UnsafePointer<Int8>
-    let bits: UnsafeMutablePointer<UInt64>
 }

@@ -1,124 +1,270 @@
 public import CairnCore
+import Foundation
 
 extension Snapshot {
-    /// What a scan checks while it loads the rows.
+    /// What a scan checks while it writes the rows file.
     public enum RowCheck: Sendable {
-        /// Nothing beyond the row count: an installed file, verified when it was installed, opened
-        /// to serve.
-        case none
-        /// Nothing beyond the row count either, but each row's state-root leaf is kept from its
-        /// stored hashes: a delta's result, whose state root the applying transaction checked,
-        /// so that the next delta can be checked against the leaves in memory.
+        /// Each row's state-root leaf from its stored hashes, and the state root over them
+        /// against the meta's: an installed file whose rows files are missing, or a delta's
+        /// result, whose rows the applying transaction checked.
         case storedHashes
         /// Every row's three hashes recomputed from its data and compared with the stored ones,
         /// then the state root over them: a full snapshot (protocol/snapshot.md, "Verification").
         case recomputedHashes
     }
 
-    /// The rows of one rowid range, loaded and (as the check says) hashed; `combine` joins the
-    /// parts of a file, which may be scanned on as many threads at once.
-    public struct ScanPart: Sendable {
-        let meta: SnapshotMeta
-        let file: FileIdentity
-        let rows: IndexContents.Rows
-        /// Read by part 0 only.
-        let lengths: DocumentLengths?
+    /// One pass over every row in rowid order that writes the rows file beside the snapshot at
+    /// `path` (`IndexContents.baseFile`) and checks the state root as `check` says against the
+    /// meta's and `expectedStateRoot` (the signed manifest's). Throws `.hashMismatch`,
+    /// `.dimensionMismatch`, `.stateRootMismatch`, or `.diskFull` / `.io` for the rows file.
+    public static func scan(at path: String, check: RowCheck, expectedStateRoot: ContentID? = nil,
+                            durable: Bool = false) throws(IndexError) -> IndexContents {
+        try scan(at: path, check: check, expectedStateRoot: expectedStateRoot, durable: durable, rowsPath: nil)
     }
 
-    /// One pass over every row in rowid order that loads what a `SearchIndex` keeps in memory
-    /// and, unless `check` is `.none`, computes the state root as `check` says and compares it
-    /// and the row count with the meta's and with `expectedStateRoot` (the signed manifest's).
-    /// Throws `.hashMismatch`, `.dimensionMismatch` or `.stateRootMismatch`.
-    public static func scan(at path: String, check: RowCheck, expectedStateRoot: ContentID? = nil) throws(IndexError) -> IndexContents {
-        try combine([scanPart(at: path, check: check, part: 0, of: 1)], check: check, expectedStateRoot: expectedStateRoot)
+    static func scan(at path: String, check: RowCheck, expectedStateRoot: ContentID?, durable: Bool,
+                     rowsPath: String?) throws(IndexError) -> IndexContents {
+        let scan = try RowScan(at: path, check: check, parts: 1, rowsPath: rowsPath)
+        return try scan.finish([scan.part(0)], expectedStateRoot: expectedStateRoot, durable: durable)
+    }
+
+    /// The rows files of a verified file that has none for its version (`SearchIndex` opening
+    /// it): one pass over its rows (leaves from the stored hashes, the state root checked against
+    /// the meta's) writes the base beside it, in place of any rows files of another version there;
+    /// when its folder cannot be written, to a temporary file removed once mapped.
+    static func scanWritingRows(at path: String) throws(IndexError) -> IndexContents {
+        unlink(IndexContents.overlayPath(beside: path))
+        do {
+            return try scan(at: path, check: .storedHashes)
+        } catch where error.code == .io {
+            let temporary = (NSTemporaryDirectory() as NSString).appendingPathComponent("cairn-rows-\(UUID().uuidString).bin")
+            defer { unlink(temporary) }
+            return try scan(at: path, check: .storedHashes, expectedStateRoot: nil, durable: false, rowsPath: temporary)
+        }
+    }
+
+    /// A scan of one snapshot file that writes its rows file: `part(_:)` for each of `parts`
+    /// equal row ranges (on as many threads at once: each writes its own rows), then `finish`.
+    public final class RowScan: Sendable {
+        let path: String
+        let meta: SnapshotMeta
+        let check: RowCheck
+        /// Parts the rows are cut into: one unless the rowids run without gaps (a full
+        /// snapshot's run 1…n), so that each part knows its rows' numbers.
+        public let parts: Int
+        private let firstRowid: Int64
+        private let writer: RowFileWriter
+
+        /// Opens the file, reads its meta, and starts the rows file beside it.
+        public init(at path: String, check: RowCheck, parts wanted: Int, rowsPath: String? = nil) throws(IndexError) {
+            let db = try Database(path: path, mode: .readOnly(immutable: false))
+            let meta = try Snapshot.meta(in: db)
+            let bounds = try db.prepare("SELECT min(rowid), max(rowid) FROM chunks")
+            var first: Int64 = 1, contiguous = false
+            if try bounds.step(), !bounds.isNull(at: 0) {
+                first = bounds.int64(at: 0)
+                contiguous = bounds.int64(at: 1) - first + 1 == Int64(meta.chunkCount)
+            }
+            self.path = path
+            self.meta = meta
+            self.check = check
+            firstRowid = first
+            parts = contiguous && meta.chunkCount >= 2 * wanted ? max(1, wanted) : 1
+            writer = try RowFileWriter(path: rowsPath ?? IndexContents.basePath(beside: path), count: meta.chunkCount,
+                                       dimension: meta.dimension)
+        }
+
+        /// What one part read besides the rows it wrote: ids, scenarios, tags, leaves.
+        public struct Part: Sendable {
+            var rows = 0
+            var idBytes: [UInt8] = []
+            var idEnds: [UInt64] = []
+            var scenarioNames: [String] = []
+            var scenarios: [Int32] = []
+            var tagNames: [String] = []
+            var tagCodes: [UInt32] = []
+            var tagEnds: [UInt32] = []
+            var leaves: [UInt8] = []
+        }
+
+        /// The rows of part `part` (from 0): hashed as the check says and written to the rows file.
+        public func part(_ part: Int) throws(IndexError) -> Part {
+            let n = meta.chunkCount
+            let (low, high) = (n * part / parts, n * (part + 1) / parts)
+            let db = try Database(path: path, mode: .readOnly(immutable: false))
+            // Reading the pages through a mapping instead of copying each into SQLite's cache.
+            try db.exec("PRAGMA mmap_size = \(Snapshot.scanMapSize)")
+            // One column layout for every check; what a check does not need is selected as NULL.
+            let text = check == .recomputedHashes ? "title, content, scenario, tags, source" : "NULL, NULL, scenario, tags, NULL"
+            let where_ = parts > 1 ? "WHERE rowid BETWEEN ?1 AND ?2 " : ""
+            let statement = try db.prepare("SELECT rowid, id, \(text), embedding, content_hash, metadata_hash, embedding_hash "
+                + "FROM chunks \(where_)ORDER BY rowid")
+            let sizes = try db.prepare("SELECT id, sz FROM chunks_fts_docsize \(where_)ORDER BY id")
+            if parts > 1 {
+                for query in [statement, sizes] {
+                    try query.bind(firstRowid + Int64(low), at: 1)
+                    try query.bind(firstRowid + Int64(high) - 1, at: 2)
+                }
+            }
+            var result = Part()
+            result.idEnds.reserveCapacity(high - low)
+            result.scenarios.reserveCapacity(high - low)
+            result.tagEnds.reserveCapacity(high - low)
+            result.leaves.reserveCapacity((high - low) * 32)
+            var scenarioCode: [String: Int32] = [:], tagCode: [String: UInt32] = [:]
+            var batch = RowFileWriter.Batch()
+            var written = low
+            var sizeRowid: Int64 = .min, sizeTokens: Int32 = -1, sizesLeft = true
+            var rowCheck = StoredRowCheck()
+            let empty = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
+            while try statement.step() {
+                guard written + batch.count < high else {
+                    throw IndexError(.snapshotMalformed, "the snapshot holds more chunks than its meta says")
+                }
+                let rowid = statement.int64(at: 0)
+                let id = statement.string(at: 1) ?? ""
+                let scenario = statement.string(at: 4)
+                let tags = try ChunkRow.decodeTags(statement.string(at: 5) ?? "[]")
+                // The row's size record, by a merge of the two rowid-ordered reads.
+                while sizesLeft, sizeRowid < rowid {
+                    // (Stepped no further once done: SQLite would start the statement again.)
+                    guard try sizes.step() else { sizesLeft = false; break }
+                    sizeRowid = sizes.int64(at: 0)
+                    sizeTokens = try sizes.withBlob(at: 1, DocumentLengths.total)
+                }
+                let length = sizeRowid == rowid ? sizeTokens : -1
+                try statement.withBlob(at: 7) { (bytes) throws(IndexError) in
+                    guard bytes.count == meta.dimension * 4 else {
+                        throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
+                    }
+                    batch.append(vector: bytes, rowid: rowid, length: length)
+                    switch check {
+                    case .storedHashes:
+                        result.leaves += try storedRecord(id: id, from: statement, first: 8).leaf.bytes
+                    case .recomputedHashes:
+                        // The text columns' bytes as stored, hashed without building a Chunk; the
+                        // embedding column is the vector's little-endian float32 bytes, exactly
+                        // what the embedding hash covers.
+                        let outcome = rowCheck.check(
+                            id: id, title: statement.unsafeUTF8(at: 2) ?? empty, content: statement.unsafeUTF8(at: 3) ?? empty,
+                            scenario: statement.unsafeUTF8(at: 4), tags: tags, source: statement.unsafeUTF8(at: 6), embedding: bytes,
+                            storedHashes: (statement.unsafeUTF8(at: 8), statement.unsafeUTF8(at: 9), statement.unsafeUTF8(at: 10)))
+                        switch outcome {
+                        case .leaf(let leaf): result.leaves += leaf.bytes
+                        case .mismatch: throw IndexError(.hashMismatch, "a chunk's stored hashes do not match its stored data; the snapshot was altered")
+                        case .malformedHash: throw IndexError(.hashMismatch, "a chunk's stored hash is not a SHA-256 hex digest")
+                        }
+                    }
+                }
+                result.idBytes += id.utf8
+                result.idEnds.append(UInt64(result.idBytes.count))
+                if let scenario {
+                    let code = scenarioCode[scenario] ?? Int32(result.scenarioNames.count)
+                    if code == Int32(result.scenarioNames.count) {
+                        scenarioCode[scenario] = code
+                        result.scenarioNames.append(scenario)
+                    }
+                    result.scenarios.append(code)
+                } else {
+                    result.scenarios.append(-1)
+                }
+                for tag in Set(tags).sorted() {
+                    let code = tagCode[tag] ?? UInt32(result.tagNames.count)
+                    if code == UInt32(result.tagNames.count) {
+                        tagCode[tag] = code
+                        result.tagNames.append(tag)
+                    }
+                    result.tagCodes.append(code)
+                }
+                result.tagEnds.append(UInt32(result.tagCodes.count))
+                if batch.count == Self.batchRows {
+                    try writer.write(first: written, batch: batch)
+                    written += batch.count
+                    batch.removeAll()
+                }
+            }
+            if batch.count > 0 {
+                try writer.write(first: written, batch: batch)
+                written += batch.count
+            }
+            guard written == high else {
+                throw IndexError(.stateRootMismatch, "the snapshot holds a different number of chunks than its meta says")
+            }
+            result.rows = high - low
+            return result
+        }
+
+        /// Rows a part writes at a time.
+        static let batchRows = 1024
+
+        /// Joins the parts (in part order): the ids, scenarios and tags under one numbering, the
+        /// id order, the state root over the leaves in that order against the meta's and
+        /// `expectedStateRoot`; then writes the rest of the rows file (fsynced when `durable`)
+        /// and opens it.
+        public func finish(_ parts: [Part], expectedStateRoot: ContentID?, durable: Bool) throws(IndexError) -> IndexContents {
+            guard parts.count == self.parts, parts.reduce(0, { $0 + $1.rows }) == meta.chunkCount else {
+                throw IndexError(.stateRootMismatch, "the snapshot holds a different number of chunks than its meta says")
+            }
+            var rest = RowFileWriter.Rest()
+            var scenarioCode: [String: Int32] = [:], tagCode: [String: UInt32] = [:]
+            rest.idBytes.reserveCapacity(parts.reduce(0) { $0 + $1.idBytes.count })
+            rest.idOffsets.reserveCapacity(meta.chunkCount + 1)
+            rest.tagOffsets.reserveCapacity(meta.chunkCount + 1)
+            rest.scenarios.reserveCapacity(meta.chunkCount)
+            rest.leaves.reserveCapacity(meta.chunkCount * 32)
+            for part in parts {
+                let scenarios = part.scenarioNames.map { name in
+                    if let code = scenarioCode[name] { return code }
+                    rest.dictionary.scenarios.append(name)
+                    scenarioCode[name] = Int32(rest.dictionary.scenarios.count - 1)
+                    return Int32(rest.dictionary.scenarios.count - 1)
+                }
+                let tags = part.tagNames.map { name in
+                    if let code = tagCode[name] { return code }
+                    rest.dictionary.tags.append(name)
+                    tagCode[name] = UInt32(rest.dictionary.tags.count - 1)
+                    return UInt32(rest.dictionary.tags.count - 1)
+                }
+                let idBase = UInt64(rest.idBytes.count), tagBase = UInt32(rest.tagCodes.count)
+                rest.idBytes += part.idBytes
+                rest.idOffsets += part.idEnds.lazy.map { $0 + idBase }
+                rest.scenarios += part.scenarios.lazy.map { $0 < 0 ? -1 : scenarios[Int($0)] }
+                rest.tagCodes += part.tagCodes.lazy.map { tags[Int($0)] }
+                rest.tagOffsets += part.tagEnds.lazy.map { $0 + tagBase }
+                rest.leaves += part.leaves
+            }
+            rest.idOrder = Self.idOrder(bytes: rest.idBytes, offsets: rest.idOffsets)
+
+            var root = StateRoot.Accumulator(count: meta.chunkCount)
+            rest.leaves.withUnsafeBytes { leaves in
+                for row in rest.idOrder { root.add(leaf: UnsafeRawBufferPointer(rebasing: leaves[Int(row) * 32..<Int(row) * 32 + 32])) }
+            }
+            let computed = root.finalize()
+            guard computed == meta.stateRoot else {
+                throw IndexError(.stateRootMismatch, "the snapshot's recomputed state root or chunk count differs from its meta")
+            }
+            if let expectedStateRoot, expectedStateRoot != computed {
+                throw IndexError(.stateRootMismatch, "the snapshot's state root differs from the expected one")
+            }
+            try writer.finish(rest, identity: .init(kind: .base, version: meta.version, stateRoot: meta.stateRoot), durable: durable)
+            return try IndexContents(meta: meta, base: RowFile(path: writer.path, dimension: meta.dimension), overlay: nil)
+        }
+
+        /// The rows in UTF-8 byte order of their ids: as they are when the ids already ascend (a
+        /// snapshot written whole inserts its rows in id order), else sorted; refused when an id
+        /// repeats.
+        static func idOrder(bytes: [UInt8], offsets: [UInt64]) -> [UInt32] {
+            let n = offsets.count - 1
+            return bytes.withUnsafeBytes { bytes in
+                func id(_ row: Int) -> UnsafeRawBufferPointer {
+                    UnsafeRawBufferPointer(rebasing: bytes[Int(offsets[row])..<Int(offsets[row + 1])])
+                }
+                let ascending = n < 2 || (1..<n).allSatisfy { id($0 - 1).lexicographicallyPrecedes(id($0)) }
+                return ascending ? (0..<UInt32(n)).map { $0 } : (0..<UInt32(n)).sorted { id(Int($0)).lexicographicallyPrecedes(id(Int($1))) }
+            }
+        }
     }
 
     /// The most of a file a scan maps into memory (the rest, if any, is read as usual).
     static let scanMapSize = 1 << 31 - 1
-
-    /// Part `part` (from 0) of `parts` of `scan`: the rows of the `part`-th of `parts` equal
-    /// rowid ranges, each opened on its own connection, so that the parts can run at once.
-    public static func scanPart(at path: String, check: RowCheck, part: Int, of parts: Int) throws(IndexError) -> ScanPart {
-        let file = try FileIdentity(path: path)
-        let db = try Database(path: path, mode: .readOnly(immutable: false))
-        // Reading the pages through a mapping instead of copying each into SQLite's cache.
-        try db.exec("PRAGMA mmap_size = \(Self.scanMapSize)")
-        let meta = try meta(in: db)
-        var range: ClosedRange<Int64>?
-        if parts > 1 {
-            let bounds = try db.prepare("SELECT min(rowid), max(rowid) FROM chunks")
-            if try bounds.step(), !bounds.isNull(at: 0) {
-                let low = bounds.int64(at: 0), span = bounds.int64(at: 1) - low + 1
-                range = (low + span * Int64(part) / Int64(parts))...(low + span * Int64(part + 1) / Int64(parts) - 1)
-            }
-        }
-        return try scanPart(db, meta: meta, file: file, check: check, rowids: range, lengths: part == 0,
-                            expectedRows: meta.chunkCount / max(1, parts) + 1)
-    }
-
-    /// The contents of a file from all its parts (in part order), after checking the row count
-    /// and, unless `check` is `.none`, the state root against the meta's and `expectedStateRoot`.
-    public static func combine(_ parts: [ScanPart], check: RowCheck, expectedStateRoot: ContentID?) throws(IndexError) -> IndexContents {
-        guard let first = parts.first, let lengths = first.lengths,
-              parts.allSatisfy({ $0.file == first.file && $0.meta == first.meta }) else {
-            throw IndexError(.snapshotMalformed, "the scanned parts do not come from one file")
-        }
-        var rows = first.rows
-        for part in parts.dropFirst() { rows.append(contentsOf: part.rows) }
-        guard rows.ids.count == first.meta.chunkCount else {
-            throw IndexError(check == .none ? .snapshotMalformed : .stateRootMismatch,
-                             "the snapshot holds a different number of chunks than its meta says")
-        }
-        // The id order once: for the state root here and for the next delta (`Rows.idOrder`).
-        if check != .none { rows.orderIDs() }
-        if check == .recomputedHashes {
-            try Self.check(orderedLeaves: rows.idOrder.map { rows.leaves[Int($0)] }, meta: first.meta, expectedStateRoot: expectedStateRoot)
-        }
-        return IndexContents(meta: first.meta, file: first.file, rows: rows, lengths: lengths)
-    }
-
-    /// The rows with rowids in `rowids` (all when nil) of an open file; `expectedRows` sizes the
-    /// arrays up front (a part of a file holds about its share of the rows, not all of them).
-    static func scanPart(_ db: Database, meta: SnapshotMeta, file: FileIdentity, check: RowCheck,
-                         rowids: ClosedRange<Int64>?, lengths: Bool, expectedRows: Int) throws(IndexError) -> ScanPart {
-        // One column layout for every check; what a check does not need is selected as NULL.
-        let text = check == .recomputedHashes ? "title, content, scenario, tags, source" : "NULL, NULL, scenario, tags, NULL"
-        let hashes = check == .none ? "NULL, NULL, NULL" : "content_hash, metadata_hash, embedding_hash"
-        let statement = try db.prepare("SELECT rowid, id, \(text), embedding, \(hashes) FROM chunks "
-            + (rowids == nil ? "" : "WHERE rowid BETWEEN ?1 AND ?2 ") + "ORDER BY rowid")
-        if let rowids {
-            try statement.bind(rowids.lowerBound, at: 1)
-            try statement.bind(rowids.upperBound, at: 2)
-        }
-        var rows = IndexContents.Rows(capacity: expectedRows, dimension: meta.dimension)
-        if check != .none { rows.reserveLeaves(expectedRows) }
-        var rowCheck = StoredRowCheck()
-        let empty = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
-        while try statement.step() {
-            let id = statement.string(at: 1) ?? ""
-            let scenario = statement.string(at: 4)
-            let tags = try ChunkRow.decodeTags(statement.string(at: 5) ?? "[]")
-            try statement.withBlob(at: 7) { (bytes) throws(IndexError) in
-                guard bytes.count == meta.dimension * 4 else {
-                    throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
-                }
-                rows.append(rowid: statement.int64(at: 0), id: id, scenario: scenario, tags: tags, embedding: bytes)
-                if check == .storedHashes { rows.leaves.append(try storedRecord(id: id, from: statement, first: 8).leaf) }
-                guard check == .recomputedHashes else { return }
-                // The text columns' bytes as stored, hashed without building a Chunk; the
-                // embedding column is the vector's little-endian float32 bytes, exactly what the
-                // embedding hash covers.
-                let outcome = rowCheck.check(
-                    id: id, title: statement.unsafeUTF8(at: 2) ?? empty, content: statement.unsafeUTF8(at: 3) ?? empty,
-                    scenario: statement.unsafeUTF8(at: 4), tags: tags, source: statement.unsafeUTF8(at: 6), embedding: bytes,
-                    storedHashes: (statement.unsafeUTF8(at: 8), statement.unsafeUTF8(at: 9), statement.unsafeUTF8(at: 10)))
-                switch outcome {
-                case .leaf(let leaf): rows.leaves.append(leaf)
-                case .mismatch: throw IndexError(.hashMismatch, "a chunk's stored hashes do not match its stored data; the snapshot was altered")
-                case .malformedHash: throw IndexError(.hashMismatch, "a chunk's stored hash is not a SHA-256 hex digest")
-                }
-            }
-        }
-        return ScanPart(meta: meta, file: file, rows: rows, lengths: lengths ? try DocumentLengths(db: db) : nil)
-    }
 }

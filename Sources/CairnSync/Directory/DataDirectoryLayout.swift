@@ -1,9 +1,11 @@
+import CairnIndex
+
 /// The names of the data directory's parts (protocol/data-directory.md), spelled once:
 ///
 ///     DIR/lock, DIR/state.json
 ///     DIR/current -> versions/<n>, DIR/previous -> versions/<m>
-///     DIR/versions/<n>/{index.sqlite, manifest.json, model -> ../../models/<sha>,
-///                       snapshot.blob | delta.blob}
+///     DIR/versions/<n>/{index.sqlite, index.rows, [index.overlay], manifest.json,
+///                       model -> ../../models/<sha>, snapshot.blob | delta.blob}
 ///     DIR/models/<sha>/, DIR/staging/, DIR/roots/<n>.root.json
 public enum DataDirectoryLayout {
     public static let lockFile = "lock"
@@ -24,6 +26,11 @@ public enum DataDirectoryLayout {
     public static let manifestFile = "manifest.json"
     /// The link to the version's model folder under `models/`.
     public static let modelLink = "model"
+    /// The rows files beside the index (protocol/data-directory.md, "Rows files"): what the
+    /// query path maps instead of reading every row. The base may be a hard link shared with the
+    /// version a delta came from; the overlay holds the rows the deltas since that base changed.
+    public static let rowsFile = IndexContents.basePath(beside: indexFile)
+    public static let overlayRowsFile = IndexContents.overlayPath(beside: indexFile)
     /// The verified compressed snapshot kept in a version folder installed from it.
     public static let snapshotBlobFile = "snapshot.blob"
     /// The verified compressed delta a version was installed by (from the version then current).

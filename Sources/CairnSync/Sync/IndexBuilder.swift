@@ -39,19 +39,20 @@ enum IndexBuilder {
 
     /// What `applyDelta` built.
     struct DeltaResult: Sendable {
-        /// The new index's rows for the query path, derived from the installed version's without
-        /// reading the file's rows; nil when the installed rows were not at hand (then the
-        /// transaction checked the state root over the stored hashes, and the rows are read).
+        /// The new index's rows files (the installed version's base beside a new overlay),
+        /// derived from the installed version's rows without reading the file's; nil when the
+        /// installed rows were not at hand (then the transaction checked the state root over the
+        /// stored hashes) or no longer fit an overlay: the caller then scans the file.
         let contents: IndexContents?
         /// Whether the file is the previous version's, brought up to date in place.
         let reused: Bool
     }
 
     /// Builds `output` from the verified delta blob: checks the delta against the installed
-    /// version's rows in memory when `installedRows` are given (the state root the result will
-    /// have, before any file is touched), then applies it to the previous version's file brought
-    /// up to the installed version by its kept delta (`reusable`, written only where changed),
-    /// else to a copy of the installed index.
+    /// version's rows when `installedRows` are given (the state root the result will have,
+    /// before any file is touched), then applies it to the previous version's file brought up to
+    /// the installed version by its kept delta (`reusable`, written only where changed), else to
+    /// a copy of the installed index.
     static func applyDelta(blob: String, ref: Manifest.DeltaRef, manifest: Manifest, installed: InstalledVersion,
                            installedRows: IndexContents?, reusable: ReusableFile?, to output: String) throws(SyncError) -> DeltaResult {
         let delta = try decodeDelta(blob, ref: ref, checkHash: false)
@@ -60,10 +61,9 @@ enum IndexBuilder {
             throw SyncError(.installFailed, "the delta's versions or state roots differ from its manifest entry")
         }
         let edit = SnapshotWriter.Edit(delta)
-        // Checked in memory when the installed rows (with leaves) are at hand: nil otherwise.
+        // Checked against the installed rows when they are at hand: nil otherwise.
         var checked: IndexContents.CheckedDelta?
-        if let base = installedRows, base.hasLeaves, base.meta.version == installed.version,
-           base.meta.stateRoot == installed.stateRoot {
+        if let base = installedRows, base.meta.version == installed.version, base.meta.stateRoot == installed.stateRoot {
             do { checked = try base.changed(deleting: edit.deletes, upserting: edit.upserts) } catch {
                 throw SyncError(.installFailed, "the delta does not apply: \(error.message)", cause: error)
             }
@@ -72,7 +72,7 @@ enum IndexBuilder {
             }
         }
 
-        // In place only when the delta was checked in memory: a refusal then never costs the
+        // In place only when the delta was checked beforehand: a refusal then never costs the
         // previous version.
         let catchUp = checked == nil ? nil : reusable.flatMap { catchUpDelta($0, installed: installed) }
         if let reusable, catchUp != nil {
@@ -93,17 +93,15 @@ enum IndexBuilder {
         let reused = catchUp != nil
         let meta = SnapshotMeta(channel: manifest.channel, version: manifest.version, stateRoot: manifest.stateRoot,
                                 dimension: manifest.dimension, modelID: manifest.model.id, chunkCount: manifest.chunkCount)
-        // The new rows are assembled on the other core while SQLite applies the changes.
-        let expected = checked.map { checked in BackgroundWork.Pending { checked.expectedRows() } }
         do {
             try SnapshotWriter.apply(edits, newMeta: meta, to: output, check: checked == nil ? .storedHashes : .checkedByCaller)
-            // The changed pages go to disk while the rows are derived, so `finish`'s fsync finds
-            // them written (on a thread of its own: submitting them blocks for milliseconds).
+            // The changed pages go to disk while the rows files are written, so `finish`'s fsync
+            // finds them written (on a thread of its own: submitting them blocks for milliseconds).
             BackgroundWork.start { FileSystem.startWriteback(path: output) }
-            let contents = try checked?.contents(ofFile: output, meta: meta, expected: expected?.wait())
+            let contents = try checked?.contents(ofFile: output, meta: meta, basePath: IndexContents.basePath(beside: installed.indexPath))
             return DeltaResult(contents: contents, reused: reused)
         } catch {
-            throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : .installFailed,
+            throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : error.code == .diskFull ? .diskFull : .installFailed,
                             "the delta does not apply: \(error.message)", cause: error)
         }
     }
@@ -134,34 +132,37 @@ enum IndexBuilder {
     }
 
     /// The checks a new index passes before it is served, in one pass over its rows that also
-    /// loads them for the query path (protocol/snapshot.md), and the meta naming this version
-    /// and the signed state root. A full snapshot (`byDelta` false) has every row's hashes
-    /// recomputed from its data and the state root over them compared with the signed one. A
-    /// delta's result was checked by `applyDelta` (the state root over the stored hashes, the
+    /// writes its rows files for the query path (protocol/snapshot.md), and the meta naming this
+    /// version and the signed state root. A full snapshot (`byDelta` false) has every row's
+    /// hashes recomputed from its data and the state root over them compared with the signed one.
+    /// A delta's result was checked by `applyDelta` (the state root over the stored hashes, the
     /// upserted rows' computed from the delta as they were written) inside the transaction that
-    /// committed it, so its rows are only loaded, each with its leaf from the stored hashes (the
-    /// next delta is then checked and applied without reading the file).
+    /// committed it, so each row's leaf comes from its stored hashes.
     ///
-    /// A full snapshot's pass runs as two halves on two install threads. The file is not fsynced
-    /// yet (`finish` does that, once, before the swap).
+    /// A full snapshot's pass runs as two halves on two install threads. The files are not
+    /// fsynced yet (`finish` does that, once, before the swap).
     static func check(index: String, manifest: Manifest, byDelta: Bool) async throws(SyncError) -> IndexContents {
-        let rowCheck: Snapshot.RowCheck = byDelta ? .storedHashes : .recomputedHashes
-        // Loading alone is light: one thread, leaving the other core to queries.
-        let count = byDelta ? 1 : 2
-        @Sendable func scan(_ part: Int) async -> Result<Snapshot.ScanPart, IndexError> {
-            await BackgroundWork.run { () -> Result<Snapshot.ScanPart, IndexError> in
-                Result { () throws(IndexError) in try Snapshot.scanPart(at: index, check: rowCheck, part: part, of: count) }
+        let scan: Snapshot.RowScan
+        do {
+            // Loading alone is light: one thread, leaving the other core to queries.
+            scan = try Snapshot.RowScan(at: index, check: byDelta ? .storedHashes : .recomputedHashes, parts: byDelta ? 1 : 2)
+        } catch {
+            throw failure(error)
+        }
+        @Sendable func part(_ part: Int) async -> Result<Snapshot.RowScan.Part, IndexError> {
+            await BackgroundWork.run { () -> Result<Snapshot.RowScan.Part, IndexError> in
+                Result { () throws(IndexError) in try scan.part(part) }
             }
         }
         // Part 0 on one install thread while this task waits for part 1 on the other.
-        async let first = scan(0)
-        let rest = count > 1 ? [await scan(1)] : []
-        let parts = [await first] + rest
+        async let first = part(0)
+        let rest = scan.parts > 1 ? [await part(1)] : []
+        let results = [await first] + rest
         let contents: IndexContents
         do throws(IndexError) {
-            var scanned: [Snapshot.ScanPart] = []
-            for part in parts { scanned.append(try part.get()) }
-            contents = try Snapshot.combine(scanned, check: rowCheck, expectedStateRoot: manifest.stateRoot)
+            var parts: [Snapshot.RowScan.Part] = []
+            for result in results { parts.append(try result.get()) }
+            contents = try scan.finish(parts, expectedStateRoot: manifest.stateRoot, durable: false)
         } catch {
             throw failure(error)
         }
@@ -179,7 +180,7 @@ enum IndexBuilder {
     }
 
     private static func failure(_ error: IndexError) -> SyncError {
-        SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : .installFailed,
+        SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : error.code == .diskFull ? .diskFull : .installFailed,
                   "the new index fails verification: \(error.message)", cause: error)
     }
 

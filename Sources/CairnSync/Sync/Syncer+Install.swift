@@ -158,6 +158,12 @@ extension Syncer {
                 }
             }
             try Self.fsyncFile(partial + "/" + DataDirectoryLayout.indexFile)
+            // The rows files: the base (written by the install's scan, or a link to the installed
+            // version's, already durable) and a delta's overlay.
+            for rows in [DataDirectoryLayout.rowsFile, DataDirectoryLayout.overlayRowsFile]
+            where FileSystem.exists(partial + "/" + rows) {
+                try Self.fsyncFile(partial + "/" + rows)
+            }
             if FileSystem.exists(partial + "/" + DataDirectoryLayout.snapshotBlobFile) {
                 try Self.fsyncFile(partial + "/" + DataDirectoryLayout.snapshotBlobFile)
             }
