@@ -125,7 +125,7 @@ let package = Package(
         ]),
         .testTarget(name: "CairnDaemonTests", dependencies: ["CairnClient", "CairnDaemon", "CairnSearch", "CairnTestSupport"]),
         // Real processes: cairn-server, cairnd and cairn started from the built products.
-        .testTarget(name: "CairnIntegrationTests", dependencies: ["CairnClient", "CairnCore", "CairnTestSupport"]),
+        .testTarget(name: "CairnIntegrationTests", dependencies: ["CairnClient", "CairnCore", "CairnIndex", "CairnTestSupport"]),
         // Faults injected into real processes (network, content, disk, process, callers,
         // publisher); one line per fault: `fault: <name> — held n/n (…)`.
         .testTarget(name: "CairnFaultTests", dependencies: ["CairnClient", "CairnCore", "CairnDaemon", "CairnSearch", "CairnSync",

@@ -24,6 +24,12 @@ struct StatusCommand: AsyncParsableCommand {
             lines.append("version     \(version) (channel \(status.channel ?? "?"), state root \(root))")
             lines.append("chunks      \(status.chunkCount ?? 0)" + (status.denseSearch == "narrowed"
                 ? " (dense search narrowed by sign bits, then rescored exactly)" : ""))
+            if let rows = status.rows {
+                let changed = rows.overlayRows + rows.removedRows > 0
+                    ? " (\(rows.overlayRows) rows changed by deltas beside the base, \(rows.removedRows) base rows removed)" : ""
+                lines.append("rows        " + (rows.source == "scanned" ? "read from the index at open (no rows files were there)"
+                                                                         : "mapped from the rows files") + changed)
+            }
             lines.append("model       " + (status.modelLoaded ? "\(status.modelID ?? "?") (\(status.dimension ?? 0) dimensions)"
                                                               : "none: answers are lexical only"))
         } else {

@@ -12,12 +12,34 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
     public var lexicalOnly: Bool
     /// "flat" or "narrowed": how unfiltered dense queries are answered (nil without an index).
     public var denseSearch: String?
+    /// How the served version's rows files were opened and what its overlay holds (nil without
+    /// an index).
+    public var rows: Rows?
     public var dataDirectory: String
     public var dataDirectoryBytes: Int64
     public var syncAvailable: Bool
     public var sync: Sync
     /// Every channel the daemon follows, its own first: version and sync state each.
     public var channels: [ChannelState]?
+
+    /// The served version's rows files (protocol/data-directory.md, "Rows files").
+    public struct Rows: Sendable, Hashable, Codable {
+        /// "rows_files" (mapped as they are: no row read) or "scanned" (none were there for this
+        /// version: a pass over the rows wrote them).
+        public var source: String
+        /// Rows in the overlay beside the base, and base rows it removed (0 after a full install).
+        public var overlayRows: Int
+        public var removedRows: Int
+
+        public init(source: String, overlayRows: Int, removedRows: Int) {
+            (self.source, self.overlayRows, self.removedRows) = (source, overlayRows, removedRows)
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case source
+            case overlayRows = "overlay_rows", removedRows = "removed_rows"
+        }
+    }
 
     /// One followed channel in the status.
     public struct ChannelState: Sendable, Hashable, Codable {
@@ -96,7 +118,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case installed, version, channel, dimension, sync, channels
+        case installed, version, channel, dimension, sync, channels, rows
         case stateRoot = "state_root", chunkCount = "chunk_count", modelID = "model_id"
         case modelLoaded = "model_loaded", lexicalOnly = "lexical_only", denseSearch = "dense_search"
         case dataDirectory = "data_dir", dataDirectoryBytes = "data_dir_bytes", syncAvailable = "sync_available"
@@ -121,6 +143,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         modelLoaded = try c.decode(Bool.self, forKey: .modelLoaded)
         lexicalOnly = try c.decode(Bool.self, forKey: .lexicalOnly)
         denseSearch = try? c.decodeIfPresent(String.self, forKey: .denseSearch)
+        rows = try? c.decodeIfPresent(Rows.self, forKey: .rows)
         dataDirectory = try c.decode(String.self, forKey: .dataDirectory)
         dataDirectoryBytes = try c.decode(Int64.self, forKey: .dataDirectoryBytes)
         syncAvailable = try c.decode(Bool.self, forKey: .syncAvailable)
@@ -145,6 +168,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         try c.encode(modelLoaded, forKey: .modelLoaded)
         try c.encode(lexicalOnly, forKey: .lexicalOnly)
         try c.encode(denseSearch, forKey: .denseSearch)
+        try c.encode(rows, forKey: .rows)
         try c.encode(dataDirectory, forKey: .dataDirectory)
         try c.encode(dataDirectoryBytes, forKey: .dataDirectoryBytes)
         try c.encode(syncAvailable, forKey: .syncAvailable)

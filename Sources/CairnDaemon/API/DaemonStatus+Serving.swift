@@ -12,5 +12,7 @@ extension DaemonStatus {
                   dataDirectory: dataDirectory, dataDirectoryBytes: dataDirectoryBytes, syncAvailable: syncAvailable,
                   sync: sync)
         denseSearch = serving.map { $0.index.narrowsDense ? "narrowed" : "flat" }
+        rows = serving.map { Rows(source: $0.index.rowsSource.rawValue, overlayRows: $0.index.contents.overlayCount,
+                                  removedRows: $0.index.contents.removedCount) }
     }
 }

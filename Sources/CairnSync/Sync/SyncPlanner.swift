@@ -30,6 +30,8 @@ public struct SyncPlanner: Sendable {
             case .delta(let d): (d.sha256, d.size, d.uncompressedSize)
             }
         }
+
+        var isDelta: Bool { if case .delta = self { true } else { false } }
     }
 
     public enum Decision: Sendable {
@@ -112,14 +114,24 @@ public struct SyncPlanner: Sendable {
     /// Free bytes an install by `path` needs: the rest of the blob, the new index (uncompressed
     /// snapshot, or a copy of the current index plus the delta's growth), missing model files,
     /// and `margin`. Saturates instead of overflowing.
-    public static func requiredBytes(path: Path, alreadyStaged: Int64, currentIndexSize: Int64,
+    /// About what the rows files of `chunks` rows of `dimension` values take on disk
+    /// (protocol/data-directory.md, "Rows files"): the fixed sections, and 48 bytes a row for ids
+    /// and tags. A full install writes a base of every row; a delta an overlay of at most a
+    /// quarter of them (past that, a new base).
+    public static func rowsBytes(path: Path, chunks: Int, dimension: Int) -> Int64 {
+        let rows = Int64(path.isDelta ? chunks / 4 + 1 : chunks)
+        let perRow = Int64(dimension + 8 * ((dimension + 63) / 64) + 4 + 8 + 4 + 4 + 32 + 4 + 4 + 8 + 48)
+        return 4096 + rows * perRow
+    }
+
+    public static func requiredBytes(path: Path, alreadyStaged: Int64, currentIndexSize: Int64, rowsBytes: Int64 = 0,
                                      missingModelBytes: Int64, margin: Int64) -> Int64 {
         let blob = path.blob
         let index: Int64 = switch path {
         case .full: Int64(blob.uncompressedSize)
         case .delta: currentIndexSize.addingReportingOverflow(Int64(blob.uncompressedSize)).partialValue
         }
-        let parts = [max(0, Int64(blob.size) - alreadyStaged), index, missingModelBytes, margin]
+        let parts = [max(0, Int64(blob.size) - alreadyStaged), index, rowsBytes, missingModelBytes, margin]
         return parts.reduce(Int64(0)) { sum, part in
             let (value, overflow) = sum.addingReportingOverflow(part)
             return overflow ? .max : value

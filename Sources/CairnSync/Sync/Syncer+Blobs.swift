@@ -125,6 +125,7 @@ extension Syncer {
     func installBytes(manifest: Manifest, path: SyncPlanner.Path, installed: InstalledVersion?, margin: Int64) -> Int64 {
         SyncPlanner.requiredBytes(path: path, alreadyStaged: stagedBytes(path),
                                   currentIndexSize: installed.map { Downloader.fileSize($0.indexPath) } ?? 0,
+                                  rowsBytes: SyncPlanner.rowsBytes(path: path, chunks: manifest.chunkCount, dimension: manifest.dimension),
                                   missingModelBytes: missingModelBytes(manifest), margin: margin)
     }
 
