@@ -12,10 +12,25 @@ import Foundation
 /// two thirds of a lexical query on a large index (measured on 100,000 chunks: 15 ms median with
 /// `bm25()`, 10 ms of it with a bare join on `chunks_fts_docsize`, 2 ms for the matching rowids
 /// alone). The lengths are read once when the index opens (`DocumentLengths`).
+///
+/// Two more uses for pruned lexical search (`SearchIndex`, docs/scale.md): a phrase whose count
+/// is given as `ignoredPhrase` adds nothing to the score (a term repeated in the expression so
+/// that FTS5 seeks it only in rows that hold another), and a `LexicalCollector` bound as the last
+/// argument (`bindCollector`) is told each row's score parts of its `nonEssential` phrases.
 enum BM25Function {
     static let name = "cairn_bm25"
     /// FTS5's `bm25()` constants, used when a call gives no k1 and b.
     static let fts5K1 = 1.2, fts5B = 0.75
+    /// A phrase `counts` gives this count for is left out of the score.
+    static let ignoredPhrase: Int64 = -1
+
+    /// Binds `collector` as parameter `index` of `statement` (the function's sixth argument
+    /// after the table: w_title, w_content, counts, k1, b, collector); the collector must
+    /// outlive the statement's steps.
+    static func bindCollector(_ collector: LexicalCollector, to statement: Statement, at index: Int32) throws(IndexError) {
+        let rc = sqlite3_bind_pointer(statement.handle, index, Unmanaged.passUnretained(collector).toOpaque(), collectorPointerType, nil)
+        guard rc == SQLITE_OK else { throw IndexError(.sqlite, "cannot bind the lexical collector", sqliteCode: rc) }
+    }
 
     /// `counts` as the function's last argument: 8 bytes per phrase, little-endian.
     static func encode(_ counts: [Int64]) -> [UInt8] {
@@ -56,6 +71,25 @@ enum BM25Function {
 
 /// The type tag FTS5 checks on the pointer bound to `SELECT fts5(?1)`; it must outlive the bind.
 nonisolated(unsafe) private let apiPointerType = strdup("fts5_api_ptr")!
+/// The type tag of a bound `LexicalCollector`.
+nonisolated(unsafe) private let collectorPointerType = strdup("cairn_lexical_collector")!
+
+/// What one pruned lexical query learns of its non-essential phrases (those after
+/// `firstNonEssential`) in the rows it scores: per phrase, the rows that hold it and the sum and
+/// sum of squares of its score part before the IDF (the tf part, `f(k1 + 1) / (f + K)`). Used
+/// on one thread, by the statement it is bound to.
+final class LexicalCollector {
+    let firstNonEssential: Int
+    var rows: [Int]
+    var sums: [Double]
+    var squares: [Double]
+
+    init(firstNonEssential: Int, phrases: Int) {
+        self.firstNonEssential = firstNonEssential
+        (rows, sums, squares) = ([Int](repeating: 0, count: phrases), [Double](repeating: 0, count: phrases),
+                                 [Double](repeating: 0, count: phrases))
+    }
+}
 
 private let release: @convention(c) (UnsafeMutableRawPointer?) -> Void = { context in
     guard let context else { return }
@@ -88,6 +122,8 @@ private func queryStatistics(_ api: Fts5ExtensionApi, _ fts: OpaquePointer, phra
         var hits: Int64 = 0
         if let counts {
             hits = counts[phrase]
+            // Left out of the score: an IDF of exactly 0 (a computed one is at least 1e-6).
+            if hits == BM25Function.ignoredPhrase { continue }
         } else {
             rc = api.xQueryPhrase(fts, Int32(phrase), &hits, countRow)
             guard rc == SQLITE_OK else { buffer.deallocate(); return (nil, rc) }
@@ -116,17 +152,20 @@ private let score: fts5_extension_function = { api, fts, context, count, values 
     let frequency = statistics + 1 + phrases
     frequency.update(repeating: 0, count: phrases)
 
-    var instances: Int32 = 0
-    var rc = functions.xInstCount(fts, &instances)
-    var index: Int32 = 0
-    while rc == SQLITE_OK && index < instances {
-        var phrase: Int32 = 0, column: Int32 = 0, offset: Int32 = 0
-        rc = functions.xInst(fts, index, &phrase, &column, &offset)
-        if rc == SQLITE_OK {
-            let weight = count > column ? sqlite3_value_double(values![Int(column)]) : 1.0
-            frequency[Int(phrase)] += weight
+    // Each phrase's hits in this row, phrase by phrase (`xInst` would first merge every
+    // phrase's hits into one list sorted by position, which costs more than the scoring): the
+    // same weights added in the same order within each phrase, so the same sums to the bit.
+    let weights = (0..<2).map { column in count > column ? sqlite3_value_double(values![column]) : 1.0 }
+    var rc = SQLITE_OK
+    for phrase in 0..<phrases where statistics[1 + phrase] != 0 {
+        var iterator = Fts5PhraseIter()
+        var column: Int32 = 0, offset: Int32 = 0
+        rc = functions.xPhraseFirst(fts, Int32(phrase), &iterator, &column, &offset)
+        guard rc == SQLITE_OK else { break }
+        while column >= 0 {
+            frequency[phrase] += column < 2 ? weights[Int(column)] : 1.0
+            functions.xPhraseNext(fts, &iterator, &column, &offset)
         }
-        index += 1
     }
     guard rc == SQLITE_OK else { sqlite3_result_error_code(context, rc); return }
 
@@ -144,6 +183,17 @@ private let score: fts5_extension_function = { api, fts, context, count, values 
     var total = 0.0
     for phrase in 0..<phrases {
         total += statistics[1 + phrase] * ((frequency[phrase] * (k1 + 1.0)) / (frequency[phrase] + k1 * (1 - b + b * d / averageLength)))
+    }
+    if count > 5, let pointer = sqlite3_value_pointer(values![5], collectorPointerType) {
+        let collector = Unmanaged<LexicalCollector>.fromOpaque(pointer).takeUnretainedValue()
+        let end = min(phrases, collector.firstNonEssential + collector.rows.count)
+        for phrase in min(collector.firstNonEssential, end)..<end where frequency[phrase] > 0 {
+            let part = (frequency[phrase] * (k1 + 1.0)) / (frequency[phrase] + k1 * (1 - b + b * d / averageLength))
+            let index = phrase - collector.firstNonEssential
+            collector.rows[index] += 1
+            collector.sums[index] += part
+            collector.squares[index] += part * part
+        }
     }
     sqlite3_result_double(context, -1.0 * total)
 }

@@ -143,6 +143,13 @@ public final class IndexContents: Sendable {
         row < base.count ? base.rowids[row] : overlay!.rowids[row - base.count]
     }
 
+    /// The rowids of every row, live or not (nil without rows).
+    var rowidRange: ClosedRange<Int64>? {
+        let ends = [base.rowids.first, base.rowids.last, overlayRows.keys.min(), overlayRows.keys.max()].compactMap { $0 }
+        guard let low = ends.min(), let high = ends.max() else { return nil }
+        return low...high
+    }
+
     /// The live row with `rowid`, or nil.
     @inline(__always)
     func row(rowid: Int64) -> Int? {

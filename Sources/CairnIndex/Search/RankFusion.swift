@@ -56,6 +56,15 @@ struct ScoreMoments: Hashable, Sendable {
         sumOfSquares += score * score
     }
 
+    /// Adds another set of rows' sums.
+    mutating func add(count rows: Int, sum: Double, squares: Double) {
+        count += rows
+        self.sum += sum
+        sumOfSquares += squares
+    }
+
+    mutating func add(_ other: ScoreMoments) { add(count: other.count, sum: other.sum, squares: other.sumOfSquares) }
+
     /// The moments of `total` rows estimated from those of a sample of them: the sample's mean
     /// and mean square, `total` times.
     init(sample: ScoreMoments, of total: Int) {

@@ -53,6 +53,11 @@ public struct RankingConfiguration: Sendable, Hashable {
     /// `SearchIndex.minimumShortlist`). Default 0.03: dense recall@10 against exact search 0.98
     /// on NFCorpus replicated to 100,000 chunks by `Benchmarks/bench-query` (docs/scale.md).
     public var shortlistFraction: Double
+    /// Above this many rows an unfiltered lexical query of several tokens scores only the rows
+    /// holding its rarest tokens (MaxScore: the list is exactly the full search's, the moments of
+    /// the rows not scored estimated; docs/scale.md). 0 prunes every index; `Int.max` never.
+    /// Default 50,000, as `approximateDenseAbove`.
+    public var approximateLexicalAbove: Int
 
     public init(titleWeight: Double = 3.0, contentWeight: Double = 1.0, bm25K1: Double = 1.5, bm25B: Double = 0.4,
                 similarityFloor: Float = 0.2,
@@ -61,7 +66,8 @@ public struct RankingConfiguration: Sendable, Hashable {
                 degenerateWindow: Int = 20, degenerateMinimumScore: Float = 0.88, degenerateMaximumSpread: Float = 0.06,
                 rrfConstant: Double = 60, maximumQueryTokens: Int = 32,
                 stopWords: Set<String> = RankingConfiguration.englishStopWords, connectionPoolSize: Int = 4,
-                approximateDenseAbove: Int = 50_000, shortlistFraction: Double = 0.03) {
+                approximateDenseAbove: Int = 50_000, shortlistFraction: Double = 0.03,
+                approximateLexicalAbove: Int = 50_000) {
         self.titleWeight = titleWeight
         self.contentWeight = contentWeight
         self.bm25K1 = bm25K1
@@ -79,6 +85,7 @@ public struct RankingConfiguration: Sendable, Hashable {
         self.connectionPoolSize = connectionPoolSize
         self.approximateDenseAbove = approximateDenseAbove
         self.shortlistFraction = shortlistFraction
+        self.approximateLexicalAbove = approximateLexicalAbove
     }
 
     /// A small list of English function words (lowercase).

@@ -39,8 +39,8 @@ public final class SearchIndex: Sendable {
         case scanned
     }
 
-    private let pool: ConnectionPool
-    private let documentCounts = DocumentCounts()
+    let pool: ConnectionPool
+    let documentCounts = DocumentCounts()
     /// The rows files the index reads (a delta to this version is checked against them).
     public let contents: IndexContents
     /// When narrowing: the codes and scales of the `momentSample` rows, copied into one block
@@ -225,61 +225,9 @@ public final class SearchIndex: Sendable {
     }
 
     /// `mask` with the rows an overlay removed left out too, or nil when every row counts.
-    private func liveMask(_ mask: [Bool]?) -> [Bool]? {
+    func liveMask(_ mask: [Bool]?) -> [Bool]? {
         guard contents.hasRemoved else { return mask }
         return (0..<contents.slots).map { row in contents.isLive(row) && (mask?[row] ?? true) }
-    }
-
-    // MARK: Lexical
-
-    /// The best lexical matches, and the moments of the lexical score over every row the filters
-    /// let through (0 for a row that does not match).
-    struct LexicalCandidates: Sendable {
-        var list: [ScoredRow] = []
-        var moments = ScoreMoments()
-    }
-
-    fileprivate func lexical(_ query: String, limit: Int, mask: [Bool]?) throws(IndexError) -> LexicalCandidates {
-        let searched = LexicalQuery.searchTokens(for: query, stopWords: configuration.stopWords,
-                                                 maximumTokens: configuration.maximumQueryTokens)
-        guard !searched.isEmpty else { return LexicalCandidates() }
-        let rows = liveMask(mask).map { $0.lazy.filter { $0 }.count } ?? count
-        // cairn_bm25 is FTS5's bm25() with row lengths from memory, each phrase's document
-        // count from `documentCounts`, and the configuration's k1 and b (BM25Function.swift).
-        return try pool.withConnection { (db) throws(IndexError) -> LexicalCandidates in
-            let (tokens, counts) = Self.informative(searched, counts: try documentCounts.counts(of: searched, db: db), rows: count)
-            let expression = LexicalQuery.expression(tokens)
-            let statement = try db.prepare(
-                "SELECT rowid, \(BM25Function.name)(chunks_fts, ?1, ?2, ?4, ?5, ?6) FROM chunks_fts WHERE chunks_fts MATCH ?3")
-            try statement.bind(configuration.titleWeight, at: 1)
-            try statement.bind(configuration.contentWeight, at: 2)
-            try statement.bind(expression, at: 3)
-            try statement.bind(BM25Function.encode(counts), at: 4)
-            try statement.bind(configuration.bm25K1, at: 5)
-            try statement.bind(configuration.bm25B, at: 6)
-            var best = TopSelection(capacity: limit)
-            var moments = ScoreMoments()
-            while try statement.step() {
-                let (rowid, score) = (statement.int64(at: 0), -statement.double(at: 1))
-                // Without a filter every match counts, and only a row that can enter the list
-                // needs its row number (a dictionary lookup, costly over many matches).
-                if let mask, !(contents.row(rowid: rowid).map { mask[$0] } ?? false) { continue }
-                moments.add(score)
-                guard best.admits(score), let row = contents.row(rowid: rowid) else { continue }
-                best.offer(ScoredRow(row: row, id: contents.id(row), score: score))
-            }
-            moments.addZeros(rows - moments.count)
-            return LexicalCandidates(list: best.sorted, moments: moments)
-        }
-    }
-
-    /// The tokens worth matching: BM25 gives a token found in half the rows or more an IDF of
-    /// 1e-6 (FTS5 clamps log((N - n + 0.5) / (n + 0.5)) ≤ 0 to that), so it moves no score by
-    /// more than a few millionths, yet matching it walks most of the index ("study" in a medical
-    /// corpus). Such tokens are left out unless nothing else remains.
-    static func informative(_ tokens: [String], counts: [Int64], rows: Int) -> ([String], [Int64]) {
-        let kept = zip(tokens, counts).filter { 2 * $0.1 < Int64(rows) }
-        return kept.isEmpty ? (tokens, counts) : (kept.map(\.0), kept.map(\.1))
     }
 
     // MARK: Dense
