@@ -2,6 +2,7 @@
 #include "cpu_features.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 // Sixteen lanes whatever the instruction set (see encoder_kernels.c).
@@ -33,8 +34,13 @@ typedef signed char vc16 __attribute__((vector_size(16), aligned(1)));
         y[r] = sum * scales[r];                                                                      \
     }
 
+// Rows far apart in memory: the next rows' codes are asked for ahead of their turn.
 #define SIMILARITIES_ROWS_BODY                                                                       \
     for (size_t i = 0; i < count; i++) {                                                            \
+        if (i + 8 < count) {                                                                         \
+            const signed char *ahead = codes + (size_t)rows[i + 8] * (size_t)d;                      \
+            for (int line = 0; line < d; line += 64) __builtin_prefetch(ahead + line);               \
+        }                                                                                            \
         size_t r = (size_t)rows[i];                                                                  \
         float sum;                                                                                   \
         ROW_DOT(codes + r * (size_t)d, sum);                                                         \
@@ -188,4 +194,69 @@ float cairn_dot_f32(const void *values, const float *query, int d) {
         sum += x * query[j];
     }
     return sum;
+}
+
+size_t cairn_select_nearest(const uint16_t *distances, size_t n, size_t keep, int maximum, int32_t *rows) {
+    // A count of each distance (0 ... maximum; larger ones are never kept), then the distance of
+    // the last row kept, then one pass in row order.
+    size_t histogram[4097];
+    if (maximum < 0) return 0;
+    if (maximum > 4096) maximum = 4096;
+    memset(histogram, 0, sizeof(size_t) * (size_t)(maximum + 1));
+    for (size_t r = 0; r < n; r++) {
+        if (distances[r] <= maximum) histogram[distances[r]]++;
+    }
+    size_t below = 0;
+    int threshold = 0;
+    while (threshold <= maximum && below + histogram[threshold] < keep) below += histogram[threshold++];
+    if (threshold > maximum) threshold = maximum;
+    size_t at_threshold = keep > below ? keep - below : 0, kept = 0;
+    for (size_t r = 0; r < n && kept < keep; r++) {
+        int distance = distances[r];
+        if (distance > threshold) continue;
+        if (distance == threshold) {
+            if (at_threshold == 0) continue;
+            at_threshold--;
+        }
+        rows[kept++] = (int32_t)r;
+    }
+    return kept;
+}
+
+typedef struct {
+    float score;
+    int32_t row;
+} scored_row;
+
+// Whether a ranks before b: the higher score, then the lower row.
+static inline int ranks_before(scored_row a, scored_row b) {
+    return a.score > b.score || (a.score == b.score && a.row < b.row);
+}
+
+size_t cairn_top_scores(const float *scores, const int32_t *rows, size_t n, size_t k, int32_t *out) {
+    if (k > n) k = n;
+    if (k == 0) return 0;
+    scored_row *items = malloc(n * sizeof(scored_row));
+    if (items == NULL) return 0;
+    for (size_t i = 0; i < n; i++) items[i] = (scored_row){scores[i], rows[i]};
+    // Quickselect: the first k items end up the k that rank first (in no particular order).
+    size_t low = 0, high = n - 1;
+    while (low < high) {
+        size_t middle = low + (high - low) / 2;
+        // The median of three as the pivot, moved to `high`.
+        if (ranks_before(items[middle], items[low])) { scored_row t = items[middle]; items[middle] = items[low]; items[low] = t; }
+        if (ranks_before(items[high], items[low])) { scored_row t = items[high]; items[high] = items[low]; items[low] = t; }
+        if (ranks_before(items[middle], items[high])) { scored_row t = items[middle]; items[middle] = items[high]; items[high] = t; }
+        scored_row pivot = items[high];
+        size_t store = low;
+        for (size_t i = low; i < high; i++) {
+            if (ranks_before(items[i], pivot)) { scored_row t = items[i]; items[i] = items[store]; items[store] = t; store++; }
+        }
+        { scored_row t = items[store]; items[store] = items[high]; items[high] = t; }
+        if (store == k - 1 || store == k) break;
+        if (store < k) low = store + 1; else high = store - 1;
+    }
+    for (size_t i = 0; i < k; i++) out[i] = items[i].row;
+    free(items);
+    return k;
 }

@@ -23,6 +23,8 @@ public struct IndexError: Error, CustomStringConvertible, Sendable {
         public static let deltaMismatch = Code(name: "delta_mismatch")
         /// A search request outside its documented bounds (e.g. k not in 1...100).
         public static let invalidRequest = Code(name: "invalid_request")
+        /// Two rows of a snapshot being written share one id.
+        public static let duplicateID = Code(name: "duplicate_id")
         /// A file beside the snapshot (a rows file) cannot be written or read.
         public static let io = Code(name: "io")
         /// The disk (or the file-size limit) is full.

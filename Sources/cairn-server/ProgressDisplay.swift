@@ -2,12 +2,14 @@ import CairnPublish
 import Foundation
 import Synchronization
 
-/// Embedding progress on standard error: a bar redrawn in place on a terminal, otherwise a
-/// plain line at the start, every 10 seconds and at the end.
+/// Publishing progress on standard error — chunks read and given their vectors, and of them
+/// embedded by the model: a line redrawn in place on a terminal (with a bar and an ETA when the
+/// total is known, as with `--vectors`), otherwise a plain line every 10 seconds and at the end
+/// (a source refused early prints only its one line of error).
 final class ProgressDisplay: Sendable {
     private struct State {
         var start = Date()
-        var lastLine = Date.distantPast
+        var lastLine = Date()
     }
 
     private let isTerminal = isatty(STDERR_FILENO) == 1
@@ -16,21 +18,26 @@ final class ProgressDisplay: Sendable {
     func update(_ progress: PublishProgress) {
         let line: String? = state.withLock { state in
             let now = Date()
-            if progress.done == 0 { state.start = now }
             let elapsed = now.timeIntervalSince(state.start)
             let rate = elapsed > 0 ? Double(progress.done) / elapsed : 0
-            let eta = rate > 0 ? Int(Double(progress.total - progress.done) / rate) : 0
-            let finished = progress.done == progress.total
-            if progress.total == 0 { return "nothing to embed: every chunk's vector is reused\n" }
-            if isTerminal {
-                let width = 30, filled = width * progress.done / max(progress.total, 1)
-                let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-                return "\rembedding [\(bar)] \(progress.done)/\(progress.total) chunks  "
-                    + String(format: "%.1f/s  ETA %d:%02d", rate, eta / 60, eta % 60) + (finished ? "\n" : "")
+            let counts = "\(progress.done)\(progress.total.map { "/\($0)" } ?? "") chunks, \(progress.embedded) embedded"
+                + String(format: ", %.1f/s", rate)
+            var eta = ""
+            if let total = progress.total, rate > 0 {
+                let seconds = Int(Double(total - progress.done) / rate)
+                eta = String(format: ", ETA %d:%02d", seconds / 60, seconds % 60)
             }
-            guard progress.done == 0 || finished || now.timeIntervalSince(state.lastLine) >= 10 else { return nil }
+            if isTerminal {
+                var bar = ""
+                if let total = progress.total {
+                    let width = 30, filled = width * progress.done / max(total, 1)
+                    bar = "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "] "
+                }
+                return "\rreading \(bar)\(counts)\(eta)  " + (progress.finished ? "\n" : "")
+            }
+            guard progress.finished || now.timeIntervalSince(state.lastLine) >= 10 else { return nil }
             state.lastLine = now
-            return "embedded \(progress.done)/\(progress.total) chunks " + String(format: "(%.1f/s, ETA %d s)\n", rate, eta)
+            return "read \(counts)\(eta)\n"
         }
         if let line { FileHandle.standardError.write(Data(line.utf8)) }
     }

@@ -88,7 +88,7 @@ import Testing
         w.u64(1); w.u64(2)
         w.bytes += [UInt8](repeating: 0, count: 64)
         w.u32(dimension); w.u32(UInt32(upserts.count)); w.u32(UInt32(deletes.count))
-        for record in upserts { Delta.write(record, to: &w) }
+        for record in upserts { w.bytes += Delta.encodedUpsert(record) }
         for id in deletes { w.string(id) }
         return w.bytes
     }

@@ -37,6 +37,16 @@ void cairn_sign_bits_f32(const float *query, int d, uint64_t *bits);
 /// and `query`, for r in [first, first + count).
 void cairn_hamming(const uint64_t *bits, size_t first, size_t count, int words, const uint64_t *query, uint16_t *distances);
 
+/// The rows of the `keep` smallest of `distances[0 ..< n]`, ascending, into `rows`: every row
+/// at a distance below the last one kept's, then rows at that distance in row order until
+/// `keep`; a distance above `maximum` (at most 4096) is never kept. Returns how many were kept
+/// (fewer than `keep` only when fewer rows are within `maximum`).
+size_t cairn_select_nearest(const uint16_t *distances, size_t n, size_t keep, int maximum, int32_t *rows);
+
+/// The rows (from `rows`) of the `k` highest of `scores[0 ..< n]`, ties to the lower row, into
+/// `out` in no particular order; returns min(k, n) (0 if memory runs out).
+size_t cairn_top_scores(const float *scores, const int32_t *rows, size_t n, size_t k, int32_t *out);
+
 /// Σⱼ values[j] · query[j] for `d` little-endian float32 values at `values` (any alignment).
 float cairn_dot_f32(const void *values, const float *query, int d);
 

@@ -22,7 +22,7 @@ extension StateRoot {
 
 extension String {
     /// Orders strings by their UTF-8 bytes, the order of every sorted id list in Cairn.
-    static func utf8Precedes(_ lhs: String, _ rhs: String) -> Bool {
+    public static func utf8Precedes(_ lhs: String, _ rhs: String) -> Bool {
         lhs.utf8.lexicographicallyPrecedes(rhs.utf8)
     }
 }

@@ -4,6 +4,19 @@ extension Delta {
 
     /// The canonical binary encoding (uncompressed; protocol/delta.md).
     public var encoded: [UInt8] {
+        var bytes = Self.encodedHeader(fromVersion: fromVersion, toVersion: toVersion, fromStateRoot: fromStateRoot,
+                                       toStateRoot: toStateRoot, dimension: dimension, upserts: upserts.count,
+                                       deletes: deletes.count)
+        for record in upserts { bytes += Self.encodedUpsert(record) }
+        for id in deletes { bytes += Self.encodedDelete(id) }
+        return bytes
+    }
+
+    /// The encoding's pieces, for a writer that streams a large delta: the header, then each
+    /// upsert in ascending id order, then each delete in ascending id order. The caller keeps
+    /// the invariants `init` checks (versions, ids ascending, finite vectors of `dimension`).
+    public static func encodedHeader(fromVersion: Int, toVersion: Int, fromStateRoot: ContentID, toStateRoot: ContentID,
+                                     dimension: Int, upserts: Int, deletes: Int) -> [UInt8] {
         var w = ByteWriter()
         w.bytes.append(contentsOf: Self.magic)
         w.u64(UInt64(fromVersion))
@@ -11,15 +24,14 @@ extension Delta {
         w.bytes.append(contentsOf: fromStateRoot.bytes)
         w.bytes.append(contentsOf: toStateRoot.bytes)
         w.u32(UInt32(dimension))
-        w.u32(UInt32(upserts.count))
-        w.u32(UInt32(deletes.count))
-        for record in upserts { Self.write(record, to: &w) }
-        for id in deletes { w.string(id) }
+        w.u32(UInt32(upserts))
+        w.u32(UInt32(deletes))
         return w.bytes
     }
 
     /// One upsert: id, title, content, scenario, tags, source, then the vector.
-    static func write(_ record: ChunkRecord, to w: inout ByteWriter) {
+    public static func encodedUpsert(_ record: ChunkRecord) -> [UInt8] {
+        var w = ByteWriter()
         let chunk = record.chunk
         w.string(chunk.id)
         w.string(chunk.title)
@@ -29,6 +41,14 @@ extension Delta {
         for tag in chunk.tags { w.string(tag) }
         w.optionalString(chunk.source)
         for value in record.vector { w.u32(value.bitPattern) }
+        return w.bytes
+    }
+
+    /// One delete: the id.
+    public static func encodedDelete(_ id: String) -> [UInt8] {
+        var w = ByteWriter()
+        w.string(id)
+        return w.bytes
     }
 
     /// Decodes a delta (uncompressed), refusing anything `encoded` would not produce.

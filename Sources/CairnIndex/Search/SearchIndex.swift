@@ -275,10 +275,12 @@ public final class SearchIndex: Sendable {
         if narrowed {
             scores = [Float](repeating: 0, count: contents.slots)
             let rows = signShortlist(query)
-            for (row, estimate) in zip(rows, similarities(query, rows: rows)) {
-                scores[Int(row)] = estimate
-                offer(Int(row), estimate)
-            }
+            let estimates = similarities(query, rows: rows)
+            for (row, estimate) in zip(rows, estimates) { scores[Int(row)] = estimate }
+            // The best estimates (ties to the lower row), chosen in one pass.
+            var chosen = [Int32](repeating: 0, count: min(shortlist.capacity, rows.count))
+            chosen.removeLast(chosen.count - cairn_top_scores(estimates, rows, rows.count, chosen.count, &chosen))
+            for row in chosen { offer(Int(row), scores[Int(row)]) }
             if wanted { moments = sampledMoments(query) }
         } else {
             scores = similarities(query)
@@ -340,24 +342,9 @@ public final class SearchIndex: Sendable {
         // Rows an overlay removed: farther than any row can be, so never kept.
         let removed = UInt16(64 * words + 1)
         for row in contents.overlay?.removed ?? UnsafeBufferPointer(start: nil, count: 0) { distances[Int(row)] = removed }
-        // The distance of the last row kept, from a histogram of the distances.
-        var histogram = [Int](repeating: 0, count: Int(removed) + 1)
-        for distance in distances { histogram[Int(distance)] += 1 }
-        var threshold = 0, below = 0
-        while below + histogram[threshold] < size {
-            below += histogram[threshold]
-            threshold += 1
-        }
-        var atThreshold = size - below
-        var rows: [Int32] = []
-        rows.reserveCapacity(size)
-        for (row, distance) in distances.enumerated() where Int(distance) <= threshold {
-            if Int(distance) == threshold {
-                guard atThreshold > 0 else { continue }
-                atThreshold -= 1
-            }
-            rows.append(Int32(row))
-        }
+        var rows = [Int32](repeating: 0, count: size)
+        let kept = cairn_select_nearest(distances, n, size, Int32(removed) - 1, &rows)
+        rows.removeLast(size - kept)
         return rows
     }
 

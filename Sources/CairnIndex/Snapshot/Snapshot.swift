@@ -122,3 +122,40 @@ public enum Snapshot {
         return StateRoot.Record(id: id, contentHash: content, metadataHash: metadata, embeddingHash: embedding)
     }
 }
+
+extension Snapshot {
+    /// A snapshot file's rows read one at a time, for a writer that merges two versions by id
+    /// (the publisher's deltas): each row's id and stored hashes in id order, and any row whole by
+    /// its id. Trusts the file (the caller verified it).
+    public final class RowReader {
+        private let db: Database
+        private let ordered: Statement
+        private let byID: Statement
+        private let dimension: Int
+
+        public init(path: String) throws(IndexError) {
+            db = try Database(path: path, mode: .readOnly(immutable: true))
+            dimension = try Snapshot.meta(in: db).dimension
+            ordered = try db.prepare("SELECT id, content_hash, metadata_hash, embedding_hash FROM chunks ORDER BY id")
+            byID = try db.prepare("SELECT \(SnapshotSchema.chunkColumns), embedding FROM chunks WHERE id = ?1")
+        }
+
+        /// The next row in UTF-8 order of ids: its id and its three stored hashes (hex); nil
+        /// after the last.
+        public func next() throws(IndexError) -> (id: String, hashes: [String])? {
+            guard try ordered.step() else { return nil }
+            return (ordered.string(at: 0) ?? "", (1...3).map { ordered.string(at: Int32($0)) ?? "" })
+        }
+
+        /// The row with `id`, whole, or nil.
+        public func record(id: String) throws(IndexError) -> ChunkRecord? {
+            byID.reset()
+            try byID.bind(id, at: 1)
+            guard try byID.step() else { return nil }
+            guard let bytes = byID.blob(at: 6), bytes.count == dimension * 4 else {
+                throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
+            }
+            return ChunkRecord(chunk: try ChunkRow.chunk(from: byID), vector: ChunkRow.decode(bytes))
+        }
+    }
+}

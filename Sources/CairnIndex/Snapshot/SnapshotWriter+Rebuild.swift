@@ -1,4 +1,5 @@
 import CairnCore
+import Foundation
 
 extension SnapshotWriter {
     /// Writes at `output` (which must not exist) the snapshot file `create` writes for the rows
@@ -9,16 +10,21 @@ extension SnapshotWriter {
     public static func rebuild(from source: String, to output: String) throws(IndexError) {
         let db = try Database(path: source, mode: .readOnly(immutable: true))
         let meta = try Snapshot.meta(in: db)
+        // A row at a time into the writer's stream (whose bytes are `create`'s): flat memory.
+        let stream = try Stream(at: output, dimension: meta.dimension)
         let statement = try db.prepare("SELECT \(SnapshotSchema.chunkColumns), embedding FROM chunks")
-        var entries: [ChunkRecord] = []
-        entries.reserveCapacity(meta.chunkCount)
+        var row = 0
         while try statement.step() {
             let chunk = try ChunkRow.chunk(from: statement)
             guard let bytes = statement.blob(at: 6), bytes.count == meta.dimension * 4 else {
                 throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
             }
-            entries.append(ChunkRecord(chunk: chunk, vector: ChunkRow.decode(bytes)))
+            try stream.add(chunk, vector: ChunkRow.decode(bytes), origin: "row \(row)")
+            row += 1
         }
-        try create(at: output, meta: meta, entries: entries)
+        guard try stream.finish(channel: meta.channel, version: meta.version, modelID: meta.modelID) == meta else {
+            unlink(output)
+            throw IndexError(.stateRootMismatch, "the rebuilt snapshot's rows do not hash to the source's state root")
+        }
     }
 }

@@ -26,42 +26,13 @@ public enum SnapshotWriter {
         guard meta.chunkCount == entries.count, StateRoot.compute(records) == meta.stateRoot else {
             throw IndexError(.stateRootMismatch, "the meta's state root or chunk count does not describe the entries")
         }
-
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            let code = errno
-            throw code == EEXIST
-                ? IndexError(.fileExists, "the snapshot file already exists; snapshots are written once to a new path")
-                : IndexError(.sqlite, "cannot create the snapshot file: \(String(cString: strerror(code)))")
-        }
-        close(fd)
-        let ordered = entries.sorted { $0.chunk.id.utf8.lexicographicallyPrecedes($1.chunk.id.utf8) }
-        do {
-            try write(at: path, meta: meta, entries: ordered)
-        } catch {
+        let stream = try Stream(at: path, dimension: meta.dimension)
+        for (index, entry) in entries.enumerated() { try stream.add(entry.chunk, vector: entry.vector, origin: "entry \(index)") }
+        let written = try stream.finish(channel: meta.channel, version: meta.version, modelID: meta.modelID)
+        guard written == meta else {
             unlink(path)
-            unlink(path + "-journal")
-            throw error
+            throw IndexError(.stateRootMismatch, "the written snapshot's meta does not describe the entries")
         }
-    }
-
-    private static func write(at path: String, meta: SnapshotMeta, entries: [ChunkRecord]) throws(IndexError) {
-        let db = try Database(path: path, mode: .readWrite)
-        try db.exec(SnapshotSchema.pragmas)
-        try db.transaction { () throws(IndexError) in
-            try db.exec(SnapshotSchema.tables)
-            try writeMeta(meta, to: db)
-            let insert = try db.prepare(insertSQL, persistent: true)
-            for entry in entries {
-                try bindChunk(entry.chunk, vector: entry.vector, to: insert)
-                try insert.run()
-                insert.reset()
-            }
-            // An external-content table indexes what is already in `chunks` in one pass.
-            try db.exec("INSERT INTO chunks_fts(chunks_fts) VALUES('rebuild')")
-        }
-        try db.exec("INSERT INTO chunks_fts(chunks_fts) VALUES('optimize')")
-        try db.exec("VACUUM")
     }
 
     /// One delta's edit of a snapshot's rows, as `apply` writes it: chunks to insert or replace

@@ -129,32 +129,42 @@ struct NPYHeader {
 }
 
 extension SuppliedVectors {
-    /// The publisher's checks before anything is written: one row per chunk, the model's
-    /// dimension, and `sample` random rows (all when fewer) within cosine 0.999 of what the
-    /// shipped model gives their chunks' text. The refusal names the worst row.
-    func verify(chunks: [Chunk], embedder: SentenceEmbedder, dimension: Int, sample: Int) throws(PublishError) {
-        guard rows == chunks.count else {
-            throw PublishError(.badInput, "\(path): \(rows) rows for \(chunks.count) chunks; row i must be the i-th chunk of the source in reading order")
-        }
-        guard self.dimension == dimension else {
-            throw PublishError(.badInput, "\(path): vectors of dimension \(self.dimension); the model gives \(dimension)")
-        }
+    /// The rows a publish re-embeds to check the file: `sample` random rows, all when fewer.
+    func sampleRows(_ sample: Int) -> Set<Int> {
+        guard sample < rows else { return Set(0..<rows) }
         var chosen = Set<Int>()
-        if sample >= rows { chosen = Set(0..<rows) } else {
-            while chosen.count < sample { chosen.insert(Int.random(in: 0..<rows)) }
+        while chosen.count < sample { chosen.insert(Int.random(in: 0..<rows)) }
+        return chosen
+    }
+
+    /// The publisher's checks, made while the source streams and before anything is written to
+    /// the repository: one row per chunk (`chunks` read), the model's dimension, and each
+    /// `sampled` row (its chunk's id and embedding text) within cosine 0.999 of what the shipped
+    /// model gives that text. The refusal names the worst row.
+    func verify(sampled: [(row: Int, id: String, text: String)], chunks: Int, embedder: SentenceEmbedder,
+                dimension: Int) throws(PublishError) {
+        guard rows == chunks else {
+            throw PublishError(.badInput, "\(path): \(rows) rows for \(chunks) chunks; row i must be the i-th chunk of the source in reading order")
         }
-        let picked = chosen.sorted()
-        var worst: (row: Int, cosine: Float)?
-        for start in stride(from: 0, to: picked.count, by: 32) {
-            let batch = Array(picked[start..<min(start + 32, picked.count)])
-            let reference = embedder.embed(batch.map { chunks[$0].embeddingText })
-            for (index, expected) in zip(batch, reference) {
-                let cosine = SentenceEmbedder.cosine(row(index), expected)
-                if worst == nil || !(cosine >= worst!.cosine) { worst = (index, cosine) }
+        try check(dimension: dimension)
+        var worst: (row: Int, id: String, cosine: Float)?
+        for start in stride(from: 0, to: sampled.count, by: 32) {
+            let batch = Array(sampled[start..<min(start + 32, sampled.count)])
+            let reference = embedder.embed(batch.map(\.text))
+            for (item, expected) in zip(batch, reference) {
+                let cosine = SentenceEmbedder.cosine(row(item.row), expected)
+                if worst == nil || !(cosine >= worst!.cosine) { worst = (item.row, item.id, cosine) }
             }
         }
         if let worst, !(worst.cosine >= Self.minimumCosine) {
-            throw PublishError(.badInput, "\(path): row \(worst.row) (chunk \"\(chunks[worst.row].id)\") has cosine \(String(format: "%.4f", worst.cosine)) with the shipped model's vector for its text, below \(Self.minimumCosine) (the worst of \(picked.count) rows checked): these vectors come from another model or another chunk order; nothing was published")
+            throw PublishError(.badInput, "\(path): row \(worst.row) (chunk \"\(worst.id)\") has cosine \(String(format: "%.4f", worst.cosine)) with the shipped model's vector for its text, below \(Self.minimumCosine) (the worst of \(sampled.count) rows checked): these vectors come from another model or another chunk order; nothing was published")
+        }
+    }
+
+    /// The file's vectors must have the model's dimension.
+    func check(dimension: Int) throws(PublishError) {
+        guard self.dimension == dimension else {
+            throw PublishError(.badInput, "\(path): vectors of dimension \(self.dimension); the model gives \(dimension)")
         }
     }
 

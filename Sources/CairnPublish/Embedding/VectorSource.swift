@@ -1,97 +1,147 @@
 import CairnCore
 import CairnEmbedding
+import CairnIndex
+import Foundation
 
-/// Finds each chunk's vector: from a verified `--vectors` file when one is given, else from an
-/// earlier version's snapshot embedded with the same model, else from the embedding cache, else
-/// from the model — and counts which.
+/// Finds each chunk's vector, a batch of chunks at a time: from a verified `--vectors` file when
+/// one is given, else from the newest earlier version's snapshot embedded with the same model
+/// (by the text the vector embeds, looked up in an index of that snapshot's rows built once in
+/// the scratch folder), else from the embedding cache, else from the model — and counts which.
+/// Holds no vector beyond the batch's.
 struct VectorSource {
     let model: PublishedModel
     let embedder: SentenceEmbedder
     let cache: EmbeddingCache?
-    let batchSize: Int
-    /// Vectors computed elsewhere, already checked (`SuppliedVectors.verify`).
+    /// Vectors computed elsewhere, one row per chunk in reading order (checked by a sample).
     var supplied: SuppliedVectors?
-    /// Vectors of earlier versions by the SHA-256 of the text they embed.
-    private var known: [ContentID: [Float]] = [:]
+    private let earlier: EarlierVectors?
     private(set) var embedded = 0
     private(set) var reusedFromSnapshot = 0
     private(set) var reusedFromCache = 0
     private(set) var fromFile = 0
 
-    init(model: PublishedModel, embedder: SentenceEmbedder, cache: EmbeddingCache?, bases: [PublishedVersion], batchSize: Int) {
+    init(model: PublishedModel, embedder: SentenceEmbedder, cache: EmbeddingCache?, bases: [PublishedVersion],
+         scratch: String) throws(PublishError) {
         self.model = model
         self.embedder = embedder
         self.cache = cache
-        self.batchSize = batchSize
         let weights = Manifest.ModelFile.allowedNames[0]
-        for base in bases.reversed() where base.manifest.model.id == model.id && base.manifest.dimension == model.dimension
-            && base.manifest.model.files.first(where: { $0.name == weights })?.sha256 == model.weightsHash {
-            for record in base.records { known[Self.textHash(record.chunk)] = record.vector }
+        let newest = bases.first { base in
+            base.manifest.model.id == model.id && base.manifest.dimension == model.dimension
+                && base.manifest.model.files.first(where: { $0.name == weights })?.sha256 == model.weightsHash
+        }
+        if let newest {
+            earlier = try EarlierVectors(snapshot: newest.path, dimension: model.dimension, scratch: scratch)
+        } else {
+            earlier = nil
         }
     }
 
     static func textHash(_ chunk: Chunk) -> ContentID { ContentID(hashing: Array(chunk.embeddingText.utf8)) }
 
-    /// Every chunk with its vector, in the order given.
-    mutating func vectors(for chunks: [Chunk], progress: (PublishProgress) -> Void) throws(PublishError) -> [ChunkRecord] {
-        if let supplied { return try vectors(for: chunks, from: supplied) }
-        var vectors = [[Float]?](repeating: nil, count: chunks.count)
-        var pending: [ContentID: [Int]] = [:]
+    /// The vectors of `batch` (each chunk with its row in reading order), in order.
+    mutating func vectors(for batch: [(row: Int, chunk: Chunk)]) throws(PublishError) -> [[Float]] {
+        if let supplied { return try vectors(for: batch, from: supplied) }
+        var vectors = [[Float]?](repeating: nil, count: batch.count)
+        var missing: [ContentID: [Int]] = [:]
         var order: [ContentID] = []
-        for (index, chunk) in chunks.enumerated() {
-            let hash = Self.textHash(chunk)
-            if let vector = known[hash] {
+        for (index, item) in batch.enumerated() {
+            let hash = Self.textHash(item.chunk)
+            if let vector = try earlier?.vector(textHash: hash) {
                 vectors[index] = vector
                 reusedFromSnapshot += 1
             } else if let vector = try cache?.vector(modelKey: model.cacheKey, textHash: hash, dimension: model.dimension) {
                 vectors[index] = vector
                 reusedFromCache += 1
             } else {
-                if pending[hash] == nil { order.append(hash) }
-                pending[hash, default: []].append(index)
+                if missing[hash] == nil { order.append(hash) }
+                missing[hash, default: []].append(index)
             }
         }
-        let total = order.count
-        progress(PublishProgress(done: 0, total: total))
-        var done = 0
-        while done < total {
-            let batch = Array(order[done..<min(done + batchSize, total)])
-            let results = embedder.embed(batch.map { chunks[pending[$0]![0]].embeddingText })
-            guard results.allSatisfy({ $0.count == model.dimension && $0.allSatisfy(\.isFinite) }) else {
-                throw PublishError(.model, "the model produced a vector that is not \(model.dimension) finite values")
-            }
-            for (hash, vector) in zip(batch, results) {
-                for index in pending[hash]! { vectors[index] = vector }
-                embedded += pending[hash]!.count
-            }
-            try cache?.store(modelKey: model.cacheKey, Array(zip(batch, results)).map { (textHash: $0.0, vector: $0.1) })
-            done += batch.count
-            progress(PublishProgress(done: done, total: total))
+        guard !order.isEmpty else { return vectors.map { $0! } }
+        let results = embedder.embed(order.map { batch[missing[$0]![0]].chunk.embeddingText })
+        guard results.allSatisfy({ $0.count == model.dimension && $0.allSatisfy(\.isFinite) }) else {
+            throw PublishError(.model, "the model produced a vector that is not \(model.dimension) finite values")
         }
-        return zip(chunks, vectors).map { ChunkRecord(chunk: $0.0, vector: $0.1!) }
+        for (hash, vector) in zip(order, results) {
+            for index in missing[hash]! { vectors[index] = vector }
+            embedded += missing[hash]!.count
+        }
+        try cache?.store(modelKey: model.cacheKey, Array(zip(order, results)).map { (textHash: $0.0, vector: $0.1) })
+        return vectors.map { $0! }
     }
 
-    /// Every chunk with row i of `file`, scaled to unit length (as the model's are), each row
+    /// Row `row` of `file` for each chunk, scaled to unit length (as the model's are), each
     /// checked finite and non-zero; the embedding cache is filled from them.
-    private mutating func vectors(for chunks: [Chunk], from file: SuppliedVectors) throws(PublishError) -> [ChunkRecord] {
-        var records: [ChunkRecord] = []
-        records.reserveCapacity(chunks.count)
+    private mutating func vectors(for batch: [(row: Int, chunk: Chunk)], from file: SuppliedVectors) throws(PublishError) -> [[Float]] {
+        var vectors: [[Float]] = []
         var pending: [(textHash: ContentID, vector: [Float])] = []
-        for (index, chunk) in chunks.enumerated() {
-            var vector = file.row(index)
+        for (row, chunk) in batch {
+            guard row < file.rows else {
+                throw PublishError(.badInput, "\(file.path): \(file.rows) rows, but the source has more chunks; row i must be the i-th chunk of the source in reading order")
+            }
+            var vector = file.row(row)
             let norm = vector.reduce(Float(0)) { $0 + $1 * $1 }.squareRoot()
             guard norm.isFinite, norm > 0 else {
-                throw PublishError(.badInput, "\(file.path): row \(index) (chunk \"\(chunk.id)\") is zero or not finite")
+                throw PublishError(.badInput, "\(file.path): row \(row) (chunk \"\(chunk.id)\") is zero or not finite")
             }
             for position in vector.indices { vector[position] /= norm }
-            records.append(ChunkRecord(chunk: chunk, vector: vector))
+            vectors.append(vector)
             pending.append((Self.textHash(chunk), vector))
-            if pending.count == 1024 || index == chunks.count - 1 {
-                try cache?.store(modelKey: model.cacheKey, pending)
-                pending.removeAll(keepingCapacity: true)
-            }
         }
-        fromFile = chunks.count
-        return records
+        try cache?.store(modelKey: model.cacheKey, pending)
+        fromFile += batch.count
+        return vectors
+    }
+}
+
+/// An earlier version's vectors by the SHA-256 of the text each embeds: a table of (text hash,
+/// rowid) written once in the scratch folder from the verified snapshot's rows, then each
+/// vector read from the snapshot by rowid when asked for.
+final class EarlierVectors {
+    private let snapshot: Database
+    private let index: Database
+    private let find: Statement
+    private let read: Statement
+    private let dimension: Int
+
+    init(snapshot path: String, dimension: Int, scratch: String) throws(PublishError) {
+        self.dimension = dimension
+        let indexPath = scratch + "/earlier-vectors-\(UUID().uuidString).sqlite"
+        do {
+            snapshot = try Database(path: path, mode: .readOnly(immutable: true))
+            index = try Database(path: indexPath, mode: .readWriteCreate)
+            try index.exec("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; CREATE TABLE texts(hash BLOB PRIMARY KEY, row INTEGER) WITHOUT ROWID")
+            let rows = try snapshot.prepare("SELECT rowid, title, content FROM chunks")
+            let insert = try index.prepare("INSERT OR IGNORE INTO texts VALUES(?1, ?2)")
+            try index.transaction { () throws(IndexError) in
+                while try rows.step() {
+                    let chunk = Chunk(id: "", title: rows.string(at: 1) ?? "", content: rows.string(at: 2) ?? "")
+                    insert.reset()
+                    try insert.bind(VectorSource.textHash(chunk).bytes, at: 1)
+                    try insert.bind(rows.int64(at: 0), at: 2)
+                    try insert.run()
+                }
+            }
+            find = try index.prepare("SELECT row FROM texts WHERE hash = ?1")
+            read = try snapshot.prepare("SELECT embedding FROM chunks WHERE rowid = ?1")
+        } catch {
+            throw PublishError(.io, "cannot index the earlier version's vectors: \(error.message)", cause: error)
+        }
+    }
+
+    /// The earlier vector of a chunk whose embedding text hashes to `textHash`, or nil.
+    func vector(textHash: ContentID) throws(PublishError) -> [Float]? {
+        do {
+            find.reset()
+            try find.bind(textHash.bytes, at: 1)
+            guard try find.step() else { return nil }
+            read.reset()
+            try read.bind(find.int64(at: 0), at: 1)
+            guard try read.step(), let bytes = read.blob(at: 0), bytes.count == dimension * 4 else { return nil }
+            return VectorBytes.decode(bytes)
+        } catch {
+            throw PublishError(.io, "cannot read the earlier version's vectors: \(error.message)", cause: error)
+        }
     }
 }

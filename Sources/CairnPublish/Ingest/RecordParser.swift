@@ -34,6 +34,36 @@ enum RecordParser {
         return chunks
     }
 
+    /// The records of the `.jsonl` file at `path`, one line at a time (read a megabyte at a
+    /// time: the file is never held whole), each with its position (`line 7`).
+    static func forEachLine(of path: String, _ body: (String, Chunk) throws(PublishError) -> Void) throws(PublishError) {
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw PublishError(.io, "cannot read \(path)") }
+        defer { try? handle.close() }
+        var pending: [UInt8] = []
+        var number = 0
+        func line(_ bytes: ArraySlice<UInt8>) throws(PublishError) {
+            number += 1
+            let position = "line \(number)"
+            guard String(validating: bytes, as: UTF8.self) != nil else { throw .badInput(path, position, "invalid UTF-8") }
+            if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
+            let (where_, chunk) = try record(try parseJSON(Array(bytes), file: path, position: position), file: path, position: position)
+            try body(where_, chunk)
+        }
+        while true {
+            let block: Data
+            do { block = try handle.read(upToCount: 1 << 20) ?? Data() } catch { throw PublishError(.io, "cannot read \(path)") }
+            if block.isEmpty { break }
+            pending += block
+            var start = pending.startIndex
+            while let end = pending[start...].firstIndex(of: UInt8(ascii: "\n")) {
+                try line(pending[start..<end])
+                start = end + 1
+            }
+            pending.removeSubrange(..<start)
+        }
+        try line(pending[...])
+    }
+
     static func parseJSON(_ bytes: [UInt8], file: String, position: String?) throws(PublishError) -> Any {
         do {
             return try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])

@@ -29,6 +29,24 @@ public enum SourceReader {
     /// - Throws: `PublishError` `.badInput` naming the file, the record and what is wrong, or
     ///   `.io` when the source cannot be read.
     public static func read(path: String, chunking: ChunkingOptions = ChunkingOptions()) throws(PublishError) -> [Chunk] {
+        var chunks: [Chunk] = []
+        var seen: [String: String] = [:]
+        try forEachChunk(path: path, chunking: chunking) { (file, position, chunk) throws(PublishError) in
+            if let first = seen[chunk.id] {
+                throw .badInput(file, position, "duplicate id \"\(chunk.id)\" (first seen in \(first))")
+            }
+            seen[chunk.id] = "\(file) \(position)"
+            chunks.append(chunk)
+        }
+        return chunks
+    }
+
+    /// Calls `body` with every chunk of the source in reading order (file order, then record
+    /// order), each with its file and position, holding at most one file's chunks at a time and,
+    /// for `.jsonl`, one line: a publish of a million records streams them. Ids are not checked
+    /// for repeats here (`read` does; a publish's snapshot writer refuses a repeated id).
+    public static func forEachChunk(path: String, chunking: ChunkingOptions = ChunkingOptions(),
+                                    _ body: (_ file: String, _ position: String, Chunk) throws(PublishError) -> Void) throws(PublishError) {
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
             throw PublishError(.io, "the source \(path) does not exist")
@@ -39,22 +57,19 @@ public enum SourceReader {
         } else {
             files = [(path, (path as NSString).lastPathComponent)]
         }
-        var chunks: [Chunk] = []
-        var seen: [String: String] = [:]
         for file in files {
+            if (file.relative as NSString).pathExtension.lowercased() == "jsonl" {
+                try RecordParser.forEachLine(of: file.full) { (position, chunk) throws(PublishError) in try body(file.full, position, chunk) }
+                continue
+            }
             let bytes: [UInt8]
             do { bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file.full))) } catch {
                 throw PublishError(.io, "cannot read \(file.full)")
             }
             for (position, chunk) in try parse(bytes, relativePath: file.relative, displayName: file.full, chunking: chunking) {
-                if let first = seen[chunk.id] {
-                    throw .badInput(file.full, position, "duplicate id \"\(chunk.id)\" (first seen in \(first))")
-                }
-                seen[chunk.id] = "\(file.full) \(position)"
-                chunks.append(chunk)
+                try body(file.full, position, chunk)
             }
         }
-        return chunks
     }
 
     /// The chunks of one file with the position each came from (`index 3`, `line 7`, `part 2`).

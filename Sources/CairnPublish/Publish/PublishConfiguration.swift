@@ -104,6 +104,13 @@ public struct PublishReport: Sendable {
 
 /// Embedding progress: `done` of `total` chunks that need the model.
 public struct PublishProgress: Sendable {
+    /// Chunks read from the source and given their vectors so far.
     public var done: Int
-    public var total: Int
+    /// Chunks in the source, when known before the end (the rows of a `--vectors` file); nil
+    /// while the source streams.
+    public var total: Int?
+    /// Of `done`, the chunks the model embedded.
+    public var embedded: Int
+    /// Whether every chunk has been read.
+    public var finished: Bool
 }

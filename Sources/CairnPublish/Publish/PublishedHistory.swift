@@ -1,12 +1,13 @@
 import CairnCore
+import CairnIndex
 import Foundation
 import Logging
 
-/// An earlier version, verified: its signed manifest and the records of its snapshot, which hash
-/// to the manifest's state root.
+/// An earlier version, verified: its signed manifest and its snapshot inflated into the scratch
+/// folder, whose rows hash to the manifest's state root.
 struct PublishedVersion {
     var manifest: Manifest
-    var records: [ChunkRecord]
+    var path: String
 }
 
 /// What a channel already holds: the next version number, and the newest versions to build
@@ -56,8 +57,18 @@ struct PublishedHistory {
         }
         let file = scratch + "/base-\(number).sqlite"
         try repository.extractSnapshot(of: manifest, to: file)
-        defer { try? FileManager.default.removeItem(atPath: file) }
-        let records = try SnapshotRecords.read(at: file, expectedStateRoot: manifest.stateRoot, dimension: manifest.dimension)
-        return PublishedVersion(manifest: manifest, records: records)
+        do {
+            let meta = try Snapshot.verifyRows(at: file, expectedStateRoot: manifest.stateRoot)
+            guard meta.dimension == manifest.dimension, meta.chunkCount == manifest.chunkCount else {
+                throw PublishError(.repositoryCorrupt, "the snapshot of version \(number) does not match its manifest")
+            }
+        } catch let error as PublishError {
+            throw error
+        } catch let error as IndexError {
+            throw PublishError(.repositoryCorrupt, "the snapshot of version \(number) does not hash to its manifest's state root: \(error.message)", cause: error)
+        } catch {
+            throw PublishError(.repositoryCorrupt, "the snapshot of version \(number) cannot be checked")
+        }
+        return PublishedVersion(manifest: manifest, path: file)
     }
 }

@@ -45,7 +45,10 @@ public struct Publisher: Sendable {
         self.checkpoint = checkpoint
     }
 
-    /// Publishes the source as the channel's next version.
+    /// Publishes the source as the channel's next version. The source streams through: a batch
+    /// of chunks at a time is given its vectors and staged in the new snapshot file, and every
+    /// later step (the snapshot's checks, its compression, the canaries, the deltas) is a pass
+    /// over files in the scratch folder, so memory does not grow with the knowledge base.
     /// - Throws: `PublishError`; whatever it is, the repository still serves the version it served.
     public func publish() throws(PublishError) -> PublishReport {
         let config = configuration
@@ -58,16 +61,18 @@ public struct Publisher: Sendable {
         guard model.dimension == embedder.dimension else {
             throw PublishError(.model, "the model files say dimension \(model.dimension), the embedder \(embedder.dimension)")
         }
-        let chunks = try SourceReader.read(path: config.source, chunking: config.chunking)
-        guard !chunks.isEmpty else { throw PublishError(.badInput, "\(config.source): no chunks found") }
-        logger.info("read source", metadata: ["cairn.publish.chunks": "\(chunks.count)"])
-        // Vectors from elsewhere are checked against the shipped model before anything is written.
+        guard FileManager.default.fileExists(atPath: config.source) else {
+            throw PublishError(.io, "the source \(config.source) does not exist")
+        }
+        // Vectors from elsewhere: checked against the shipped model (a sample of rows, as the
+        // source streams) before anything is written to the repository.
         var supplied: SuppliedVectors?
+        var sample = Set<Int>()
         if let path = config.vectors {
             guard config.verifySample >= 1 else { throw PublishError(.invalidArgument, "--verify-sample must be at least 1") }
             let file = try SuppliedVectors(path: path)
-            try file.verify(chunks: chunks, embedder: embedder, dimension: model.dimension, sample: config.verifySample)
-            logger.info("vectors file verified", metadata: ["cairn.publish.vectors": "\(path)", "cairn.publish.sample": "\(min(config.verifySample, chunks.count))"])
+            try file.check(dimension: model.dimension)
+            sample = file.sampleRows(config.verifySample)
             supplied = file
         }
 
@@ -92,21 +97,30 @@ public struct Publisher: Sendable {
         }
         let bases = history.loadBases(count: config.keepDeltas, scratch: scratch)
 
-        var vectors = VectorSource(model: model, embedder: embedder, cache: cache, bases: bases, batchSize: config.batchSize)
+        var vectors = try VectorSource(model: model, embedder: embedder, cache: cache, bases: bases, scratch: scratch)
         vectors.supplied = supplied
-        let entries = try vectors.vectors(for: chunks, progress: progress)
+        let stream: SnapshotWriter.Stream
+        do { stream = try SnapshotWriter.Stream(at: scratch + "/snapshot-\(version).sqlite", dimension: model.dimension) } catch {
+            throw PublishError(.io, "cannot start the snapshot: \(error.message)", cause: error)
+        }
+        let read = try stage(into: stream, vectors: &vectors, sample: sample)
+        if let supplied {
+            try supplied.verify(sampled: read.sampled, chunks: read.chunks, embedder: embedder, dimension: model.dimension)
+            logger.info("vectors file verified", metadata: ["cairn.publish.vectors": "\(supplied.path)",
+                                                            "cairn.publish.sample": "\(read.sampled.count)"])
+        }
+        progress(PublishProgress(done: read.chunks, total: supplied?.rows, embedded: vectors.embedded, finished: true))
+        logger.info("read source", metadata: ["cairn.publish.chunks": "\(read.chunks)"])
         checkpoint(.embedded)
 
-        let built = try SnapshotBuilder.build(entries: entries, channel: config.channel, version: version, model: model,
-                                              scratch: scratch)
+        let built = try SnapshotBuilder.finish(stream, channel: config.channel, version: version, model: model, scratch: scratch)
         try CanaryCheck.run(config.canaries, snapshotPath: built.path, embedder: embedder, version: version)
-        let deltas = try DeltaBuilder.build(bases: bases, new: built.records, version: version, dimension: model.dimension,
-                                            snapshotSize: built.compressed.count)
+        let deltas = try DeltaBuilder.build(bases: bases, new: built, scratch: scratch)
 
         let writer = RepositoryWriter(repository: repository, channel: config.channel)
-        try writer.putBlob(built.compressed)
+        try writer.putBlob(file: built.blobPath, id: built.blob.sha256)
         checkpoint(.snapshotStored)
-        for delta in deltas.built { try writer.putBlob(delta.compressed) }
+        for delta in deltas.built { try writer.putBlob(file: delta.blobPath, id: delta.ref.sha256) }
         for file in model.files { try writer.putBlob(file.bytes) }
         for key in keys { try writer.storePublicKey(key.publicKey) }
         checkpoint(.blobsStored)
@@ -121,15 +135,53 @@ public struct Publisher: Sendable {
             try writer.writeVersion(version, bytes: bytes)
             checkpoint(.versionWritten)
             try writer.writeCurrent(bytes)
-            logger.info("published", metadata: ["cairn.publish.version": "\(version)", "cairn.publish.state_root": "\(built.stateRoot)"])
+            logger.info("published", metadata: ["cairn.publish.version": "\(version)", "cairn.publish.state_root": "\(built.meta.stateRoot)"])
         }
 
         return PublishReport(
-            version: version, stateRoot: built.stateRoot, chunkCount: chunks.count, embedded: vectors.embedded,
+            version: version, stateRoot: built.meta.stateRoot, chunkCount: built.meta.chunkCount, embedded: vectors.embedded,
             reusedFromSnapshot: vectors.reusedFromSnapshot, reusedFromCache: vectors.reusedFromCache, fromVectorsFile: vectors.fromFile,
-            snapshotSize: built.compressed.count, snapshotUncompressedSize: built.uncompressedSize,
+            snapshotSize: built.blob.size, snapshotUncompressedSize: built.blob.inputSize,
             deltas: deltas.built.map { .init(fromVersion: $0.ref.fromVersion, size: $0.ref.size, uncompressedSize: $0.ref.uncompressedSize) },
             skippedDeltas: deltas.skipped + history.skipped, manifestBytes: bytes, stagedPath: stagedPath)
+    }
+
+    /// Reads the source a chunk at a time into `stream`, `configuration.batchSize` chunks at a
+    /// time given their vectors; remembers the chunks of the `sample` rows (to check a vectors
+    /// file against). A repeated id is refused naming both places.
+    private func stage(into stream: SnapshotWriter.Stream, vectors: inout VectorSource,
+                       sample: Set<Int>) throws(PublishError) -> (chunks: Int, sampled: [(row: Int, id: String, text: String)]) {
+        var batch: [(row: Int, chunk: Chunk, file: String, position: String)] = []
+        var sampled: [(row: Int, id: String, text: String)] = []
+        var row = 0
+        let total = vectors.supplied?.rows
+        func flush() throws(PublishError) {
+            guard !batch.isEmpty else { return }
+            let found = try vectors.vectors(for: batch.map { ($0.row, $0.chunk) })
+            for (item, vector) in zip(batch, found) {
+                do { try stream.add(item.chunk, vector: vector, origin: "\(item.file) \(item.position)") } catch {
+                    if error.code == .duplicateID { throw .badInput(item.file, item.position, error.message) }
+                    throw PublishError(.io, "cannot stage the snapshot's rows: \(error.message)", cause: error)
+                }
+            }
+            batch.removeAll(keepingCapacity: true)
+            progress(PublishProgress(done: row, total: total, embedded: vectors.embedded, finished: false))
+        }
+        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking) { (file, position, chunk) throws(PublishError) in
+            if sample.contains(row) { sampled.append((row, chunk.id, chunk.embeddingText)) }
+            // Past a vectors file's last row, chunks are only counted: the check after the
+            // source refuses the file, saying how many rows it lacks.
+            if let total, row >= total {
+                row += 1
+                return
+            }
+            batch.append((row, chunk, file, position))
+            row += 1
+            if batch.count >= configuration.batchSize { try flush() }
+        }
+        try flush()
+        guard row > 0 else { throw PublishError(.badInput, "\(configuration.source): no chunks found") }
+        return (row, sampled)
     }
 
     /// With a root: every key must be one of its signing keys, and (unless staging) there must be
@@ -163,10 +215,9 @@ public struct Publisher: Sendable {
             throw PublishError(.invalidArgument, "publishing needs a signing key (--key)")
         }
         return Manifest(channel: configuration.channel, version: version, created: created, expires: expires,
-                        stateRoot: built.stateRoot, chunkCount: built.records.count, dimension: model.dimension,
+                        stateRoot: built.meta.stateRoot, chunkCount: built.meta.chunkCount, dimension: model.dimension,
                         model: model.manifestModel,
-                        snapshot: .init(sha256: ContentID(hashing: built.compressed), size: built.compressed.count,
-                                        uncompressedSize: built.uncompressedSize),
+                        snapshot: .init(sha256: built.blob.sha256, size: built.blob.size, uncompressedSize: built.blob.inputSize),
                         deltas: deltas.map(\.ref), canaries: configuration.canaries, publisherKeyID: keyID)
     }
 }

@@ -3,30 +3,28 @@ import CairnIndex
 import CairnStore
 import Foundation
 
-/// Builds the new version's snapshot file and its compressed blob.
+/// Finishes the new version's snapshot file, checks it, and compresses it into its blob, each
+/// step a pass over files: no row is held in memory.
 enum SnapshotBuilder {
     struct Built {
-        /// The uncompressed snapshot in the scratch folder (for the canary check).
+        /// The uncompressed snapshot in the scratch folder (for the canary check and the deltas).
         var path: String
-        var records: [ChunkRecord]
-        var stateRoot: ContentID
-        var compressed: [UInt8]
-        var uncompressedSize: Int
+        var meta: SnapshotMeta
+        /// The compressed blob in the scratch folder, its SHA-256 and sizes.
+        var blobPath: String
+        var blob: Zlib.Compressed
     }
 
-    static func build(entries: [ChunkRecord], channel: String, version: Int, model: PublishedModel,
-                      scratch: String) throws(PublishError) -> Built {
-        let meta = SnapshotMeta(channel: channel, version: version, dimension: model.dimension, modelID: model.id, entries: entries)
-        let path = scratch + "/snapshot-\(version).sqlite"
+    static func finish(_ stream: SnapshotWriter.Stream, channel: String, version: Int, model: PublishedModel,
+                       scratch: String) throws(PublishError) -> Built {
         do {
-            try SnapshotWriter.create(at: path, meta: meta, entries: entries)
+            let meta = try stream.finish(channel: channel, version: version, modelID: model.id)
             // What is signed is checked whole here, once: SQLite's quick check and the FTS index
             // (which a device does not repeat on these signed bytes), every hash, the state root.
-            try Snapshot.verify(at: path, expectedStateRoot: meta.stateRoot)
-            let bytes = try FileSystem.read(path)
-            let compressed = try Zlib.compress(bytes, level: 9)
-            return Built(path: path, records: entries,
-                         stateRoot: meta.stateRoot, compressed: compressed, uncompressedSize: bytes.count)
+            try Snapshot.verify(at: stream.path, expectedStateRoot: meta.stateRoot)
+            let blobPath = scratch + "/snapshot-\(version).blob"
+            let blob = try Zlib.compressFile(stream.path, to: blobPath, level: 9)
+            return Built(path: stream.path, meta: meta, blobPath: blobPath, blob: blob)
         } catch let error as IndexError {
             throw PublishError(.io, "cannot build the snapshot: \(error.message)", cause: error)
         } catch let error as StoreError {
@@ -37,38 +35,105 @@ enum SnapshotBuilder {
     }
 }
 
-/// Deltas to the new version from each earlier one, kept only when smaller than the snapshot.
+/// Deltas to the new version from each earlier one, kept only when smaller than the snapshot:
+/// each built by one merge of the two snapshot files' rows in id order (both written by
+/// `SnapshotWriter`, and verified), its upserts streamed to a scratch file and compressed from
+/// there; only the deleted ids are held in memory.
 enum DeltaBuilder {
     struct Built {
         var ref: Manifest.DeltaRef
-        var compressed: [UInt8]
+        var blobPath: String
     }
 
-    static func build(bases: [PublishedVersion], new: [ChunkRecord], version: Int, dimension: Int,
-                      snapshotSize: Int) throws(PublishError) -> (built: [Built], skipped: [String]) {
+    static func build(bases: [PublishedVersion], new: SnapshotBuilder.Built, scratch: String) throws(PublishError)
+        -> (built: [Built], skipped: [String]) {
         var built: [Built] = [], skipped: [String] = []
         for base in bases {
-            guard base.manifest.dimension == dimension else {
-                skipped.append("v\(base.manifest.version): another embedding dimension")
+            let from = base.manifest.version
+            guard base.manifest.dimension == new.meta.dimension else {
+                skipped.append("v\(from): another embedding dimension")
                 continue
             }
+            let raw = scratch + "/delta-\(from).raw", blobPath = scratch + "/delta-\(from).blob"
+            defer { unlink(raw) }
             do {
-                let delta = try Delta.between(old: base.records, new: new, fromVersion: base.manifest.version,
-                                              toVersion: version, dimension: dimension)
-                let encoded = delta.encoded
-                let compressed = try Zlib.compress(encoded, level: 9)
-                guard compressed.count < snapshotSize else {
-                    skipped.append("v\(base.manifest.version): delta (\(compressed.count) B) not smaller than the snapshot")
-                    continue
-                }
-                built.append(Built(ref: .init(fromVersion: base.manifest.version, fromStateRoot: delta.fromStateRoot,
-                                              sha256: ContentID(hashing: compressed), size: compressed.count,
-                                              uncompressedSize: encoded.count),
-                                   compressed: compressed))
+                try writeDelta(from: base, to: new, at: raw, scratch: scratch)
             } catch {
-                throw PublishError(.io, "cannot build the delta from version \(base.manifest.version): \(error)")
+                throw PublishError(.io, "cannot build the delta from version \(from): \(error)")
             }
+            guard let blob = try compress(raw, to: blobPath, below: new.blob.size) else {
+                skipped.append("v\(from): delta not smaller than the snapshot (\(new.blob.size) B)")
+                continue
+            }
+            built.append(Built(ref: .init(fromVersion: from, fromStateRoot: base.manifest.stateRoot, sha256: blob.sha256,
+                                          size: blob.size, uncompressedSize: blob.inputSize),
+                               blobPath: blobPath))
         }
         return (built.sorted { $0.ref.fromVersion < $1.ref.fromVersion }, skipped)
+    }
+
+    /// The delta at `raw` compressed into `blobPath`, or nil when it would not be smaller than
+    /// `size` bytes.
+    private static func compress(_ raw: String, to blobPath: String, below size: Int) throws(PublishError) -> Zlib.Compressed? {
+        do {
+            return try Zlib.compressFile(raw, to: blobPath, level: 9, limit: size - 1)
+        } catch {
+            guard error.code == .sizeLimitExceeded else {
+                throw PublishError(.io, "cannot compress a delta: \(error.message)", cause: error)
+            }
+            return nil
+        }
+    }
+
+    /// The uncompressed delta from `base` to `new` (protocol/delta.md) at `path`: the rows of
+    /// both in id order, merged; a row of `new` whose id is new or whose content, metadata or
+    /// vector hash differs is an upsert, an id only `base` holds a delete.
+    private static func writeDelta(from base: PublishedVersion, to new: SnapshotBuilder.Built, at path: String,
+                                   scratch: String) throws -> Void {
+        let (old, current) = (try Snapshot.RowReader(path: base.path), try Snapshot.RowReader(path: new.path))
+        let upsertsPath = path + ".upserts"
+        guard FileManager.default.createFile(atPath: upsertsPath, contents: nil),
+              let upserts = FileHandle(forWritingAtPath: upsertsPath) else { throw PublishError(.io, "cannot create \(upsertsPath)") }
+        defer { try? upserts.close(); unlink(upsertsPath) }
+        var deletes: [String] = []
+        var upsertCount = 0
+        var pending: [UInt8] = []
+        func upsert(_ id: String) throws {
+            guard let record = try current.record(id: id) else {
+                throw PublishError(.io, "the new snapshot lost the row of \"\(id)\" while the delta was built")
+            }
+            pending += Delta.encodedUpsert(record)
+            upsertCount += 1
+            if pending.count >= 1 << 20 {
+                try upserts.write(contentsOf: pending)
+                pending.removeAll(keepingCapacity: true)
+            }
+        }
+        var (a, b) = (try old.next(), try current.next())
+        while a != nil || b != nil {
+            if let x = a, b.map({ String.utf8Precedes(x.id, $0.id) }) ?? true {
+                deletes.append(x.id)
+                a = try old.next()
+            } else if let y = b, a.map({ String.utf8Precedes(y.id, $0.id) }) ?? true {
+                try upsert(y.id)
+                b = try current.next()
+            } else {
+                if a!.hashes != b!.hashes { try upsert(b!.id) }
+                (a, b) = (try old.next(), try current.next())
+            }
+        }
+        try upserts.write(contentsOf: pending)
+        try upserts.synchronize()
+        // Header, upserts, deletes.
+        guard FileManager.default.createFile(atPath: path, contents: Data(Delta.encodedHeader(
+            fromVersion: base.manifest.version, toVersion: new.meta.version, fromStateRoot: base.manifest.stateRoot,
+            toStateRoot: new.meta.stateRoot, dimension: new.meta.dimension, upserts: upsertCount, deletes: deletes.count))),
+            let output = FileHandle(forWritingAtPath: path) else { throw PublishError(.io, "cannot create \(path)") }
+        defer { try? output.close() }
+        try output.seekToEnd()
+        guard let input = FileHandle(forReadingAtPath: upsertsPath) else { throw PublishError(.io, "cannot read \(upsertsPath)") }
+        defer { try? input.close() }
+        while let block = try input.read(upToCount: 1 << 20), !block.isEmpty { try output.write(contentsOf: block) }
+        try output.write(contentsOf: deletes.flatMap(Delta.encodedDelete))
     }
 }

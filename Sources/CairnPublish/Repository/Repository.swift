@@ -71,16 +71,29 @@ public struct Repository: Sendable {
         return bytes
     }
 
-    /// The uncompressed snapshot of `manifest`, written to a new file at `path` after its blob's
-    /// hash and size are checked; inflation is capped at the manifest's uncompressed size.
+    /// The uncompressed snapshot of `manifest`, inflated into a new file at `path` a megabyte at
+    /// a time (never held whole), its blob's hash and size checked on the way; inflation is
+    /// capped at the manifest's uncompressed size.
     public func extractSnapshot(of manifest: Manifest, to path: String) throws(PublishError) {
         let what = "version \(manifest.version) snapshot"
-        let compressed = try blob(manifest.snapshot.sha256, size: manifest.snapshot.size, what: what)
+        let id = manifest.snapshot.sha256
+        let blob = blobs.path(of: id)
+        guard Downloaded.size(blob) == manifest.snapshot.size else {
+            throw PublishError(.repositoryCorrupt, "\(what) blob \(BlobStore.relativePath(of: id)) is missing or has another size than the manifest's \(manifest.snapshot.size) bytes")
+        }
         do {
-            let bytes = try Zlib.decompress(compressed, expectedSize: manifest.snapshot.uncompressedSize)
-            try FileSystem.writeAtomically(bytes, to: path)
+            try Zlib.decompressFile(blob, sha256: id, to: path, size: manifest.snapshot.uncompressedSize)
         } catch {
             throw PublishError(.repositoryCorrupt, "\(what): \(error.message)", cause: error)
         }
+    }
+}
+
+/// Sizes of files on disk.
+enum Downloaded {
+    /// The size of the regular file at `path`, or nil.
+    static func size(_ path: String) -> Int? {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG ? Int(info.st_size) : nil
     }
 }

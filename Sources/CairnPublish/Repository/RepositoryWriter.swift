@@ -15,6 +15,13 @@ struct RepositoryWriter {
         }
     }
 
+    /// The file at `path`, whose SHA-256 is `id`, stored as a blob.
+    func putBlob(file path: String, id: ContentID) throws(PublishError) {
+        do { try repository.blobs.put(file: path, id: id) } catch {
+            throw PublishError(.io, "cannot store a blob: \(error.message)", cause: error)
+        }
+    }
+
     /// `keys/<key id>.pub`, so that `verify` finds the key without being told.
     func storePublicKey(_ key: PublicKey) throws(PublishError) {
         let path = repository.keysFolder + "/\(key.keyID.hex).pub"

@@ -55,7 +55,12 @@ struct Exporter {
         }
 
         let (snapshot, origin) = try snapshotBlob(installed)
-        try put(snapshot, as: manifest.snapshot.sha256, what: "the snapshot blob")
+        defer { if origin == .rebuilt { unlink(snapshot) } }
+        do { try repository.put(file: snapshot, id: manifest.snapshot.sha256) } catch {
+            throw SyncError(.io, "cannot write the snapshot blob into \(target)", cause: error)
+        }
+        files += 1
+        bytes += Int64(manifest.snapshot.size)
         if !manifest.model.files.isEmpty {
             guard let model = installed.modelDirectory else {
                 throw SyncError(.io, "version \(installed.version)'s model files are not on this device; nothing exported")
@@ -94,33 +99,39 @@ struct Exporter {
                             stateRoot: installed.stateRoot.hex, snapshot: origin, files: files, bytes: bytes)
     }
 
-    /// The signed snapshot bytes: the blob kept at install, else rebuilt from the index.
-    private func snapshotBlob(_ installed: InstalledVersion) throws(SyncError) -> ([UInt8], ExportResult.SnapshotOrigin) {
+    /// A file holding the signed snapshot bytes (its SHA-256 checked): the blob kept at install,
+    /// else one rebuilt from the index into the staging folder (the caller removes it). Both are
+    /// passes over files: a version of any size is exported in flat memory.
+    private func snapshotBlob(_ installed: InstalledVersion) throws(SyncError) -> (String, ExportResult.SnapshotOrigin) {
         let signed = installed.manifest.snapshot
         if FileSystem.exists(installed.snapshotBlobPath) {
-            let kept = try read(installed.snapshotBlobPath)
-            if ContentID(hashing: kept) == signed.sha256 { return (kept, .kept) }
+            if let kept = try? FileSystem.sha256(of: installed.snapshotBlobPath), kept.id == signed.sha256, kept.size == signed.size {
+                return (installed.snapshotBlobPath, .kept)
+            }
             logger.warning("the kept snapshot blob does not match its hash; rebuilding it",
                            metadata: ["cairn.sync.version": "\(installed.version)"])
         }
-        let scratch = "\(directory.stagingPath)/export-\(installed.version).sqlite"
+        let scratch = "\(directory.stagingPath)/export-\(installed.version).sqlite", blob = scratch + ".blob"
         unlink(scratch)
+        unlink(blob)
         defer { unlink(scratch) }
-        let compressed: [UInt8]
+        let compressed: Zlib.Compressed
         do {
             try SnapshotWriter.rebuild(from: installed.indexPath, to: scratch)
-            compressed = try Zlib.compress(try FileSystem.read(scratch), level: 9)
+            compressed = try Zlib.compressFile(scratch, to: blob, level: 9)
         } catch {
+            unlink(blob)
             throw SyncError(.io, "cannot rebuild the snapshot of version \(installed.version): \(error)")
         }
-        guard compressed.count == signed.size, ContentID(hashing: compressed) == signed.sha256 else {
+        guard compressed.size == signed.size, compressed.sha256 == signed.sha256 else {
+            unlink(blob)
             throw SyncError(.exportUnreproducible, """
                 version \(installed.version) was installed by a delta and its snapshot rebuilt here differs from the signed one \
                 (the publisher's SQLite or zlib differs from this device's); nothing was exported: copy the repository \
                 itself, or export from a device that installed version \(installed.version) from its full snapshot
                 """)
         }
-        return (compressed, .rebuilt)
+        return (blob, .rebuilt)
     }
 
     private func read(_ path: String) throws(SyncError) -> [UInt8] {

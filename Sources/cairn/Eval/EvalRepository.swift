@@ -36,8 +36,8 @@ struct EvalRepository {
             logger.logLevel = .warning
             let publisher = Publisher(configuration: configuration, key: key, embedder: embedder, model: model,
                                       cache: cacheFile, logger: logger, progress: { step in
-                                          if step.total > 0 && (step.done == step.total || step.done % 512 < 64) {
-                                              progress("embedding \(step.done)/\(step.total) chunks")
+                                          if step.finished || step.done % 1024 < 64 {
+                                              progress("read \(step.done) chunks, \(step.embedded) embedded")
                                           }
                                       })
             let report = try publisher.publish()
