@@ -3,6 +3,7 @@
 //
 //   cairn-bench embed --passages FILE.jsonl --threads N [--model-dir DIR] [--queries 200]
 //   cairn-bench make-datadir --corpus FILE --replicate N --out DIR [--model-dir DIR] [--cache FILE]
+//   cairn-bench make-corpus --data DIR --size N --out DIR [--changed 1000] [--model-dir DIR] [--cache FILE]
 //   cairn-bench query-load --socket PATH --queries FILE --mode M --clients C --count N
 //   cairn-bench scan --data-dir DIR --queries FILE --mode dense|lexical [--threads T] [--export DIR]
 //   cairn-bench sync-watch --socket PATH --version N [--query TEXT] [--mode M] [--after 50]
@@ -12,7 +13,7 @@
 import Foundation
 
 let usage = """
-    usage: cairn-bench embed|make-datadir|query-load|scan|sync-watch|sync-time|inflate-hash|install-phases [options]  (options: see Benchmarks/cairn-bench/*.swift)
+    usage: cairn-bench embed|make-datadir|make-corpus|query-load|scan|sync-watch|sync-time|inflate-hash|install-phases [options]  (options: see Benchmarks/cairn-bench/*.swift)
     """
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -20,6 +21,7 @@ do {
     switch arguments.first {
     case "embed": try benchEmbed(arguments)
     case "make-datadir": try makeDataDir(arguments)
+    case "make-corpus": try makeCorpus(arguments)
     case "query-load": try queryLoad(arguments)
     case "scan": try scan(arguments)
     case "sync-watch": try syncWatch(arguments)

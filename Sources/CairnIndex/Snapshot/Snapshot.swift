@@ -61,9 +61,47 @@ public enum Snapshot {
 
     /// The second half of `verify`: every stored hash against its data, and the recomputed chunk
     /// count and state root against the meta and `expectedStateRoot`. Returns the meta.
+    /// One pass over the rows in id order, keeping nothing but the running state root: memory
+    /// does not grow with the file (the publisher checks a million rows this way; a device checks
+    /// a version before rolling back to it), and no file is written.
     @discardableResult
     public static func verifyRows(at path: String, expectedStateRoot: ContentID? = nil) throws(IndexError) -> SnapshotMeta {
-        try scan(at: path, check: .recomputedHashes, expectedStateRoot: expectedStateRoot).meta
+        let db = try Database(path: path, mode: .readOnly(immutable: false))
+        try db.exec("PRAGMA mmap_size = \(Snapshot.scanMapSize)")
+        let meta = try meta(in: db)
+        let statement = try db.prepare("SELECT id, title, content, scenario, tags, source, embedding, content_hash, metadata_hash, "
+            + "embedding_hash FROM chunks ORDER BY id")
+        var root = StateRoot.Accumulator(count: meta.chunkCount)
+        var rows = 0
+        var rowCheck = StoredRowCheck()
+        let empty = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
+        while try statement.step() {
+            rows += 1
+            guard rows <= meta.chunkCount else { break }
+            let id = statement.string(at: 0) ?? ""
+            let tags = try ChunkRow.decodeTags(statement.string(at: 4) ?? "[]")
+            let leaf: ContentID = try statement.withBlob(at: 6) { (bytes) throws(IndexError) -> ContentID in
+                guard bytes.count == meta.dimension * 4 else {
+                    throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
+                }
+                switch rowCheck.check(id: id, title: statement.unsafeUTF8(at: 1) ?? empty, content: statement.unsafeUTF8(at: 2) ?? empty,
+                                      scenario: statement.unsafeUTF8(at: 3), tags: tags, source: statement.unsafeUTF8(at: 5),
+                                      embedding: bytes,
+                                      storedHashes: (statement.unsafeUTF8(at: 7), statement.unsafeUTF8(at: 8), statement.unsafeUTF8(at: 9))) {
+                case .leaf(let leaf): return leaf
+                case .mismatch: throw IndexError(.hashMismatch, "a chunk's stored hashes do not match its stored data; the snapshot was altered")
+                case .malformedHash: throw IndexError(.hashMismatch, "a chunk's stored hash is not a SHA-256 hex digest")
+                }
+            }
+            leaf.bytes.withUnsafeBytes { root.add(leaf: $0) }
+        }
+        guard rows == meta.chunkCount, root.finalize() == meta.stateRoot else {
+            throw IndexError(.stateRootMismatch, "the snapshot's recomputed state root or chunk count differs from its meta")
+        }
+        if let expectedStateRoot, expectedStateRoot != meta.stateRoot {
+            throw IndexError(.stateRootMismatch, "the snapshot's state root differs from the expected one")
+        }
+        return meta
     }
 
     private static func quickCheck(_ db: Database) throws(IndexError) {

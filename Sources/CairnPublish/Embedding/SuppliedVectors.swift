@@ -7,58 +7,66 @@ import Glibc
 
 /// Vectors computed elsewhere (`cairn-server publish --vectors FILE.npy`): a NumPy `.npy` file
 /// (format versions 1–3) of little-endian float32 or float16, C order, shape (n, d), row i
-/// being the i-th chunk of the source in reading order. The file is memory-mapped and read a
-/// row at a time, so a million rows cost page cache, not the publisher's heap.
+/// being the i-th chunk of the source in reading order. Read a row at a time (`pread`), so a
+/// million rows cost neither the publisher's heap nor its resident mapped pages.
 final class SuppliedVectors: @unchecked Sendable {
-    // @unchecked: the mapping is read-only and never changes after init; unmapped in deinit.
+    // @unchecked: the descriptor is only read with pread (no shared offset); closed in deinit.
     let path: String
     let rows: Int
     let dimension: Int
     /// Bytes per value: 4 (float32) or 2 (float16).
     private let width: Int
-    private let mapping: UnsafeMutableRawPointer?
-    private let mappedBytes: Int
+    private let descriptor: Int32
     private let dataOffset: Int
 
     init(path: String) throws(PublishError) {
         self.path = path
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw PublishError(.io, "cannot read --vectors \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw PublishError(.io, "cannot stat --vectors \(path)") }
-        mappedBytes = Int(info.st_size)
-        guard mappedBytes > 0, let map = mmap(nil, mappedBytes, PROT_READ, MAP_PRIVATE, fd, 0), map != MAP_FAILED else {
+        guard fstat(fd, &info) == 0 else {
+            close(fd)
+            throw PublishError(.io, "cannot stat --vectors \(path)")
+        }
+        let size = Int(info.st_size)
+        var head = [UInt8](repeating: 0, count: min(size, 1 << 16))
+        let read = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard size > 0, read == head.count else {
+            close(fd)
             throw PublishError(.badInput, "\(path): empty or unreadable; --vectors takes a NumPy .npy file of shape (chunks, dimension)")
         }
-        mapping = map
-        let header: NPYHeader
-        do {
-            header = try NPYHeader(UnsafeRawBufferPointer(start: map, count: mappedBytes))
-        } catch {
-            munmap(map, mappedBytes)
-            throw PublishError(.badInput, "\(path): \(error.message)")
+        let parsed = head.withUnsafeBytes { bytes in Result { () throws(NPYHeader.Problem) in try NPYHeader(bytes) } }
+        guard case .success(let header) = parsed else {
+            close(fd)
+            if case .failure(let problem) = parsed { throw PublishError(.badInput, "\(path): \(problem.message)") }
+            throw PublishError(.badInput, "\(path): not a NumPy .npy file")
         }
         (rows, dimension, width, dataOffset) = (header.rows, header.columns, header.width, header.dataOffset)
         let expected = dataOffset + rows * dimension * width
-        guard expected == mappedBytes else {
-            munmap(map, mappedBytes)
-            throw PublishError(.badInput, "\(path): shape (\(rows), \(dimension)) needs \(expected) bytes, the file has \(mappedBytes)")
+        guard expected == size else {
+            close(fd)
+            throw PublishError(.badInput, "\(path): shape (\(rows), \(dimension)) needs \(expected) bytes, the file has \(size)")
         }
+        descriptor = fd
     }
 
     deinit {
-        if let mapping { munmap(mapping, mappedBytes) }
+        close(descriptor)
     }
 
-    /// Row `index` as float32 values.
+    /// Row `index` as float32 values (all zero if the file cannot be read there: refused by the
+    /// caller's check of each row's norm).
     func row(_ index: Int) -> [Float] {
-        let start = UnsafeRawPointer(mapping!) + dataOffset + index * dimension * width
-        if width == 4 {
-            return (0..<dimension).map { Float(bitPattern: UInt32(littleEndian: start.loadUnaligned(fromByteOffset: $0 * 4, as: UInt32.self))) }
-        }
-        return (0..<dimension).map {
-            Float(Float16(bitPattern: UInt16(littleEndian: start.loadUnaligned(fromByteOffset: $0 * 2, as: UInt16.self))))
+        var bytes = [UInt8](repeating: 0, count: dimension * width)
+        let offset = off_t(dataOffset + index * dimension * width)
+        _ = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, offset) }
+        return bytes.withUnsafeBytes { start in
+            if width == 4 {
+                return (0..<dimension).map { Float(bitPattern: UInt32(littleEndian: start.loadUnaligned(fromByteOffset: $0 * 4, as: UInt32.self))) }
+            }
+            return (0..<dimension).map {
+                Float(Float16(bitPattern: UInt16(littleEndian: start.loadUnaligned(fromByteOffset: $0 * 2, as: UInt16.self))))
+            }
         }
     }
 }

@@ -1,0 +1,218 @@
+// cairn-bench make-corpus --data DIR --size N --out DIR [--changed 1000] [--model-dir M] [--cache FILE]
+//
+// A knowledge base of N chunks for `Benchmarks/bench-scale`, built from every collection in
+// DIR (../shared/data: each `*/corpus.jsonl`, and NuraSafe's KnowledgeBase.json), with its
+// vectors as a GPU machine would ship them (`publish --vectors`):
+//   OUT/kb.jsonl, OUT/vectors.npy          version 1: N chunks {id, title, content}, float32 (N, 384)
+//   OUT/kb-v2.jsonl, OUT/vectors-v2.npy    version 2: `changed` chunks differ (half rewritten,
+//                                          a quarter removed, a quarter added)
+//   OUT/queries.jsonl                      every collection's queries ({"text": …})
+// Chunk i is copy c = i / D of document d = i % D (D documents), id `<collection>/<doc id>#<c>`,
+// and takes one of three texts of its document by c % 3: the text as it is, the text without
+// every seventh word, or the text with twelve words of the next document appended — so copies
+// differ in their words, not only in their ids. Each of these texts is embedded once with the
+// real model (the vectors are kept in `--cache` between runs), and each copy's vector is its
+// text's plus uniform noise of ±0.0025 per value (cosine ≥ 0.9995: publish --vectors accepts it;
+// no two copies tie). Prints one JSON object: counts, bytes, seconds.
+import CairnCore
+import CairnEmbedding
+import CairnIndex
+import Foundation
+
+func makeCorpus(_ arguments: [String]) throws {
+    let data = try requiredOption("--data", in: arguments)
+    let size = try intOption("--size", in: arguments, default: 10_000)
+    let changed = try intOption("--changed", in: arguments, default: 1_000)
+    let out = try requiredOption("--out", in: arguments)
+    let modelDirectory = option("--model-dir", in: arguments) ?? SentenceEmbedder.defaultDirectory()
+    let cachePath = option("--cache", in: arguments) ?? join(out, "texts.sqlite")
+    try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+
+    let documents = try collectionDocuments(data)
+    guard !documents.isEmpty else { throw Failure(description: "\(data) holds no collection") }
+    let embedder = try SentenceEmbedder(directory: modelDirectory)
+    let cache = try TextVectors(path: cachePath, dimension: embedder.dimension)
+    let clock = ContinuousClock()
+    let start = clock.now
+    // Every document's three texts, embedded where the cache has none.
+    let texts = documents.indices.flatMap { d in (0..<3).map { variant(d, $0, of: documents) } }
+    var missing: [Chunk] = []
+    for text in texts where try cache.vector(text.embeddingText) == nil { missing.append(text) }
+    for batchStart in stride(from: 0, to: missing.count, by: 256) {
+        let batch = Array(missing[batchStart..<min(batchStart + 256, missing.count)])
+        try cache.store(zip(batch.map(\.embeddingText), embedder.embed(batch.map(\.embeddingText))))
+        FileHandle.standardError.write(Data("make-corpus: embedded \(batchStart + batch.count)/\(missing.count) texts\n".utf8))
+    }
+    let embedSeconds = milliseconds(clock.now - start) / 1e3
+
+    func chunk(_ i: Int, rewritten: Bool = false) throws -> (Chunk, [Float]) {
+        let (d, copy) = (i % documents.count, i / documents.count)
+        var text = variant(d, (copy + (rewritten ? 1 : 0)) % 3, of: documents)
+        let base = try cache.vector(text.embeddingText)!
+        text.id = "\(documents[d].collection)/\(documents[d].id)#\(copy)"
+        var state = UInt64(truncatingIfNeeded: i) &* 0x9E37_79B9_7F4A_7C15 &+ (rewritten ? 7 : 1)
+        let vector = base.map { value -> Float in
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return value + (Float(state >> 40) / Float(1 << 24) - 0.5) * 0.005
+        }
+        return (text, vector)
+    }
+    // Version 2: every (size / (changed / 2))-th chunk rewritten, the last quarter of `changed`
+    // chunks before the end removed, as many new ones added after it.
+    let rewrittenEvery = max(1, size / max(1, changed / 2))
+    let removed = Set((size - changed / 4)..<size)
+    var textBytes = 0
+    for (name, version) in [("", 1), ("-v2", 2)] {
+        let kb = try JSONLinesWriter(path: join(out, "kb\(name).jsonl"))
+        let rows = version == 1 ? Array(0..<size) : (0..<size).filter { !removed.contains($0) } + Array(size..<(size + changed / 4))
+        let vectors = try NPYWriter(path: join(out, "vectors\(name).npy"), rows: rows.count, columns: embedder.dimension)
+        for i in rows {
+            let (text, vector) = try chunk(i, rewritten: version == 2 && i < size && i % rewrittenEvery == 0)
+            try kb.write(["id": text.id, "title": text.title, "content": text.content])
+            try vectors.write(vector)
+            if version == 1 { textBytes += text.title.utf8.count + text.content.utf8.count }
+        }
+        try kb.close()
+        try vectors.close()
+    }
+    let queries = try JSONLinesWriter(path: join(out, "queries.jsonl"))
+    for folder in try collections(data) where FileManager.default.fileExists(atPath: join(data, folder, "queries.jsonl")) {
+        for query in try Corpus.queries(join(data, folder, "queries.jsonl")) { try queries.write(["text": query]) }
+    }
+    try queries.close()
+    try printJSON([
+        "chunks": size, "documents": documents.count, "texts_embedded": missing.count, "embed_seconds": embedSeconds,
+        "text_bytes": textBytes, "vector_bytes": size * embedder.dimension * 4, "changed": changed,
+    ])
+}
+
+private struct CollectionDocument {
+    let collection: String
+    let id: String
+    let title: String
+    let text: String
+}
+
+private func collections(_ data: String) throws -> [String] {
+    try FileManager.default.contentsOfDirectory(atPath: data).sorted()
+}
+
+/// Every collection's documents, in collection then file order.
+private func collectionDocuments(_ data: String) throws -> [CollectionDocument] {
+    var documents: [CollectionDocument] = []
+    for folder in try collections(data) {
+        for file in ["corpus.jsonl", "KnowledgeBase.json"] where FileManager.default.fileExists(atPath: join(data, folder, file)) {
+            documents += try Corpus.read(join(data, folder, file)).filter { !$0.text.isEmpty }
+                .map { CollectionDocument(collection: folder, id: $0.id, title: $0.title, text: $0.text) }
+        }
+    }
+    return documents
+}
+
+/// Text `variant` (0, 1, 2) of document `d`, as a chunk with an empty id.
+private func variant(_ d: Int, _ variant: Int, of documents: [CollectionDocument]) -> Chunk {
+    let document = documents[d]
+    var words = document.text.split(separator: " ").map(String.init)
+    switch variant {
+    case 1: words = words.enumerated().filter { $0.offset % 7 != 6 }.map(\.element)
+    case 2:
+        let next = documents[(d + 1) % documents.count].text.split(separator: " ")
+        words += next.prefix(12).map(String.init)
+    default: break
+    }
+    return Chunk(id: "", title: document.title, content: words.joined(separator: " "))
+}
+
+/// Vectors by their text, in a SQLite file kept between runs.
+private final class TextVectors {
+    private let db: Database
+    private let find: Statement
+    private let dimension: Int
+
+    init(path: String, dimension: Int) throws {
+        self.dimension = dimension
+        db = try Database(path: path, mode: .readWriteCreate)
+        try db.exec("CREATE TABLE IF NOT EXISTS vectors(hash BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
+        find = try db.prepare("SELECT vector FROM vectors WHERE hash = ?1")
+    }
+
+    func vector(_ text: String) throws -> [Float]? {
+        find.reset()
+        try find.bind(ContentID(hashing: Array(text.utf8)).bytes, at: 1)
+        guard try find.step(), let bytes = find.blob(at: 0), bytes.count == dimension * 4 else { return nil }
+        return bytes.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+    }
+
+    func store(_ pairs: Zip2Sequence<[String], [[Float]]>) throws {
+        try db.transaction { () throws(IndexError) in
+            let insert = try db.prepare("INSERT OR REPLACE INTO vectors VALUES(?1, ?2)")
+            for (text, vector) in pairs {
+                insert.reset()
+                try insert.bind(ContentID(hashing: Array(text.utf8)).bytes, at: 1)
+                try insert.bind(vector.withUnsafeBytes { Array($0) }, at: 2)
+                try insert.run()
+            }
+        }
+    }
+}
+
+/// JSON lines written through a buffer.
+private final class JSONLinesWriter {
+    private let handle: FileHandle
+    private var buffer = Data()
+
+    init(path: String) throws {
+        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
+            throw Failure(description: "cannot create \(path)")
+        }
+        self.handle = handle
+    }
+
+    func write(_ object: [String: String]) throws {
+        buffer += try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        buffer.append(UInt8(ascii: "\n"))
+        if buffer.count >= 1 << 20 { try flush() }
+    }
+
+    private func flush() throws {
+        try handle.write(contentsOf: buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    func close() throws {
+        try flush()
+        try handle.close()
+    }
+}
+
+/// A NumPy `.npy` file (version 1, '<f4', C order) of `rows` × `columns`, written a row at a time.
+private final class NPYWriter {
+    private let handle: FileHandle
+    private var buffer = Data()
+
+    init(path: String, rows: Int, columns: Int) throws {
+        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
+            throw Failure(description: "cannot create \(path)")
+        }
+        self.handle = handle
+        var header = "{'descr': '<f4', 'fortran_order': False, 'shape': (\(rows), \(columns)), }"
+        // Magic (6) + version (2) + length (2) + header, padded with spaces to 64 bytes, ending in \n.
+        while (10 + header.utf8.count + 1) % 64 != 0 { header += " " }
+        header += "\n"
+        buffer += [0x93] + Array("NUMPY".utf8) + [1, 0, UInt8(header.utf8.count & 0xFF), UInt8(header.utf8.count >> 8)]
+        buffer += Data(header.utf8)
+    }
+
+    func write(_ row: [Float]) throws {
+        row.withUnsafeBytes { buffer += $0 }
+        if buffer.count >= 1 << 20 {
+            try handle.write(contentsOf: buffer)
+            buffer.removeAll(keepingCapacity: true)
+        }
+    }
+
+    func close() throws {
+        try handle.write(contentsOf: buffer)
+        try handle.close()
+    }
+}
