@@ -171,6 +171,9 @@ final class RowFile: @unchecked Sendable {
     /// An overlay's removed base rows, ascending.
     var removed: UnsafeBufferPointer<UInt32> { buffer(.removed, as: UInt32.self) }
 
+    /// Where the id offsets section starts in the file (for tests that damage it).
+    var idOffsetsSectionOffset: Int { sections[Section.idOffsets.rawValue].lowerBound }
+
     /// Row r's id bytes.
     func id(_ row: Int) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(rebasing: idBytes[Int(idOffsets[row])..<Int(idOffsets[row + 1])])
