@@ -105,10 +105,10 @@ extension SearchIndex {
     /// token (the others are sought in those rows alone: the expression `E OR (E AND F)`, whose
     /// repeated phrases count once). When the list is full and its last score is at least the
     /// sum of the others' bounds, no row without an essential token can enter it, and the list is
-    /// exactly the full search's. Otherwise the rarest of the others becomes essential too, and
-    /// only its rows that hold no earlier essential token are scored and added (`N NOT (E)`), so
-    /// each matching row is scored at most once; when every token has become essential, every
-    /// matching row has been. The moments of the rows not scored are estimated
+    /// exactly the full search's. Otherwise the rarest of the others become essential too (one
+    /// word, then groups that double), and only their rows that hold no earlier essential word
+    /// are scored and added (`N NOT (E)`), so each matching row is scored at most once; when
+    /// every word has become essential, every matching row has been. The moments of the rows not scored are estimated
     /// (`estimatedMoments`), those of the rows scored are exact.
     private func prunedLexical(_ tokens: [String], counts: [Int64], limit: Int,
                                db: Database) throws(IndexError) -> LexicalCandidates {
@@ -126,20 +126,28 @@ extension SearchIndex {
         // Per token: the scored rows holding it, and the sums of its tf part over them.
         var seen = [Int](repeating: 0, count: tokens.count)
         var sums = [Double](repeating: 0, count: tokens.count), squares = sums
-        while let next = others.popLast() {
-            // The rows of `next` that hold no earlier essential token, each scored with `next`
-            // and the others (the earlier essential tokens are absent from them).
+        // Words become essential in groups that double (1, 1, 2, 4, …): a query of a few words
+        // moves them one at a time, a query of thirty runs at most six batches.
+        var group = 1
+        while !others.isEmpty {
+            let next = Array(others.suffix(min(group, others.count)).reversed())
+            others.removeLast(next.count)
+            if !essential.isEmpty { group *= 2 }
+            // The rows of `next` that hold no earlier essential word, each scored with `next` and
+            // the others (the earlier essential words are absent from them).
             let earlier = essential.map { tokens[$0] }
-            let rows = LexicalQuery.expression([tokens[next]])
+            let rows = "(" + LexicalQuery.expression(next.map { tokens[$0] }) + ")"
                 + (earlier.isEmpty ? "" : " NOT (" + LexicalQuery.expression(earlier) + ")")
             let expression = others.isEmpty ? rows
                 : "(\(rows)) OR ((\(rows)) AND (" + LexicalQuery.expression(others.map { tokens[$0] }) + "))"
             let ignored = [Int64](repeating: BM25Function.ignoredPhrase, count: earlier.count)
-            let phraseCounts = [counts[next]] + ignored
-                + (others.isEmpty ? [] : [BM25Function.ignoredPhrase] + ignored + others.map { counts[$0] })
-            let first = 2 * (1 + earlier.count)
+            let repeated = [Int64](repeating: BM25Function.ignoredPhrase, count: next.count)
+            let phraseCounts = next.map { counts[$0] } + ignored
+                + (others.isEmpty ? [] : repeated + ignored + others.map { counts[$0] })
+            let first = 2 * (next.count + earlier.count)
+            let batchRows = next.reduce(Int64(0)) { $0 + counts[$1] }
             var batches: [ScoredBatch] = []
-            if counts[next] >= Self.splitLexicalRows, let range = contents.rowidRange, range.count > 1 {
+            if batchRows >= Self.splitLexicalRows, let range = contents.rowidRange, range.count > 1 {
                 let middle = range.lowerBound + (range.upperBound - range.lowerBound) / 2
                 let (phrases, others) = (phraseCounts, others.count)
                 let upper = SideWork { [self] in
@@ -169,7 +177,7 @@ extension SearchIndex {
                     squares[token] += batch.squares[index]
                 }
             }
-            essential.append(next)
+            essential += next
             let last = best.rows.count == limit ? best.sorted.last!.score : 0
             // Full, with no room left for a row holding only others: exact.
             if last > 0, last >= others.reduce(0, { $0 + bound[$1] }) { break }

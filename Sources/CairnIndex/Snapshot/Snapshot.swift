@@ -66,8 +66,8 @@ public enum Snapshot {
     /// a version before rolling back to it), and no file is written.
     @discardableResult
     public static func verifyRows(at path: String, expectedStateRoot: ContentID? = nil) throws(IndexError) -> SnapshotMeta {
+        // Read, not mapped: a mapping's pages would count in the publisher's resident set.
         let db = try Database(path: path, mode: .readOnly(immutable: false))
-        try db.exec("PRAGMA mmap_size = \(Snapshot.scanMapSize)")
         let meta = try meta(in: db)
         let statement = try db.prepare("SELECT id, title, content, scenario, tags, source, embedding, content_hash, metadata_hash, "
             + "embedding_hash FROM chunks ORDER BY id")
