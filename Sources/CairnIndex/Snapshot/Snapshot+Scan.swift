@@ -145,15 +145,10 @@ extension Snapshot {
                         // The text columns' bytes as stored, hashed without building a Chunk; the
                         // embedding column is the vector's little-endian float32 bytes, exactly
                         // what the embedding hash covers.
-                        let outcome = rowCheck.check(
+                        result.leaves += try Snapshot.leaf(rowCheck.check(
                             id: id, title: statement.unsafeUTF8(at: 2) ?? empty, content: statement.unsafeUTF8(at: 3) ?? empty,
                             scenario: statement.unsafeUTF8(at: 4), tags: tags, source: statement.unsafeUTF8(at: 6), embedding: bytes,
-                            storedHashes: (statement.unsafeUTF8(at: 8), statement.unsafeUTF8(at: 9), statement.unsafeUTF8(at: 10)))
-                        switch outcome {
-                        case .leaf(let leaf): result.leaves += leaf.bytes
-                        case .mismatch: throw IndexError(.hashMismatch, "a chunk's stored hashes do not match its stored data; the snapshot was altered")
-                        case .malformedHash: throw IndexError(.hashMismatch, "a chunk's stored hash is not a SHA-256 hex digest")
-                        }
+                            storedHashes: (statement.unsafeUTF8(at: 8), statement.unsafeUTF8(at: 9), statement.unsafeUTF8(at: 10)))).bytes
                     }
                 }
                 result.idBytes += id.utf8

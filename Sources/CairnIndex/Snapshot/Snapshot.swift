@@ -84,14 +84,10 @@ public enum Snapshot {
                 guard bytes.count == meta.dimension * 4 else {
                     throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
                 }
-                switch rowCheck.check(id: id, title: statement.unsafeUTF8(at: 1) ?? empty, content: statement.unsafeUTF8(at: 2) ?? empty,
-                                      scenario: statement.unsafeUTF8(at: 3), tags: tags, source: statement.unsafeUTF8(at: 5),
-                                      embedding: bytes,
-                                      storedHashes: (statement.unsafeUTF8(at: 7), statement.unsafeUTF8(at: 8), statement.unsafeUTF8(at: 9))) {
-                case .leaf(let leaf): return leaf
-                case .mismatch: throw IndexError(.hashMismatch, "a chunk's stored hashes do not match its stored data; the snapshot was altered")
-                case .malformedHash: throw IndexError(.hashMismatch, "a chunk's stored hash is not a SHA-256 hex digest")
-                }
+                return try Snapshot.leaf(rowCheck.check(
+                    id: id, title: statement.unsafeUTF8(at: 1) ?? empty, content: statement.unsafeUTF8(at: 2) ?? empty,
+                    scenario: statement.unsafeUTF8(at: 3), tags: tags, source: statement.unsafeUTF8(at: 5), embedding: bytes,
+                    storedHashes: (statement.unsafeUTF8(at: 7), statement.unsafeUTF8(at: 8), statement.unsafeUTF8(at: 9))))
             }
             leaf.bytes.withUnsafeBytes { root.add(leaf: $0) }
         }
@@ -111,15 +107,12 @@ public enum Snapshot {
         }
     }
 
-    /// The state root over `orderedLeaves` (in id order) and their count equal the meta's and
-    /// `expectedStateRoot`.
-    static func check(orderedLeaves leaves: [ContentID], meta: SnapshotMeta, expectedStateRoot: ContentID?) throws(IndexError) {
-        let root = StateRoot.compute(orderedLeaves: leaves)
-        guard leaves.count == meta.chunkCount, root == meta.stateRoot else {
-            throw IndexError(.stateRootMismatch, "the snapshot's recomputed state root or chunk count differs from its meta")
-        }
-        if let expectedStateRoot, expectedStateRoot != root {
-            throw IndexError(.stateRootMismatch, "the snapshot's state root differs from the expected one")
+    /// The leaf a row check found, or the refusal it stands for.
+    static func leaf(_ outcome: StoredRowCheck.Outcome) throws(IndexError) -> ContentID {
+        switch outcome {
+        case .leaf(let leaf): return leaf
+        case .mismatch: throw IndexError(.hashMismatch, "a chunk's stored hashes do not match its stored data; the snapshot was altered")
+        case .malformedHash: throw IndexError(.hashMismatch, "a chunk's stored hash is not a SHA-256 hex digest")
         }
     }
 

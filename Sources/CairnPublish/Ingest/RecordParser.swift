@@ -21,19 +21,6 @@ enum RecordParser {
         return chunks
     }
 
-    /// A `.jsonl` file: one record per non-blank line.
-    static func jsonLines(_ bytes: [UInt8], file: String) throws(PublishError) -> [(String, Chunk)] {
-        var chunks: [(String, Chunk)] = []
-        let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
-        for (index, line) in lines.enumerated() {
-            let position = "line \(index + 1)"
-            guard String(validating: line, as: UTF8.self) != nil else { throw .badInput(file, position, "invalid UTF-8") }
-            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
-            chunks.append(try record(try parseJSON(Array(line), file: file, position: position), file: file, position: position))
-        }
-        return chunks
-    }
-
     /// The records of the `.jsonl` file at `path`, one line at a time (read a megabyte at a
     /// time: the file is never held whole), each with its position (`line 7`).
     static func forEachLine(of path: String, _ body: (String, Chunk) throws(PublishError) -> Void) throws(PublishError) {

@@ -72,12 +72,12 @@ public enum SourceReader {
         }
     }
 
-    /// The chunks of one file with the position each came from (`index 3`, `line 7`, `part 2`).
+    /// The chunks of one `.json`, Markdown or text file with the position each came from
+    /// (`index 3`, `part 2`); `.jsonl` streams through `RecordParser.forEachLine`.
     static func parse(_ bytes: [UInt8], relativePath: String, displayName: String,
                       chunking: ChunkingOptions) throws(PublishError) -> [(String, Chunk)] {
         switch (relativePath as NSString).pathExtension.lowercased() {
         case "json": return try RecordParser.jsonArray(bytes, file: displayName)
-        case "jsonl": return try RecordParser.jsonLines(bytes, file: displayName)
         default:
             let text = try TextDecoding.utf8(bytes, file: displayName)
             return TextChunker(options: chunking).chunks(of: text, path: relativePath).enumerated().map {
