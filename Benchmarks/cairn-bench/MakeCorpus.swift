@@ -6,6 +6,7 @@
 //   OUT/kb.jsonl, OUT/vectors.npy          version 1: N chunks {id, title, content}, float32 (N, 384)
 //   OUT/kb-v2.jsonl, OUT/vectors-v2.npy    version 2: `changed` chunks differ (half rewritten,
 //                                          a quarter removed, a quarter added)
+//   OUT/kb-v3.jsonl, OUT/vectors-v3.npy    version 3: `changed` more, the same way
 //   OUT/queries.jsonl                      every collection's queries ({"text": …})
 // Chunk i is copy c = i / D of document d = i % D (D documents), id `<collection>/<doc id>#<c>`,
 // and takes one of three texts of its document by c % 3: the text as it is, the text without
@@ -57,17 +58,19 @@ func makeCorpus(_ arguments: [String]) throws {
         }
         return (text, vector)
     }
-    // Version 2: every (size / (changed / 2))-th chunk rewritten, the last quarter of `changed`
-    // chunks before the end removed, as many new ones added after it.
-    let rewrittenEvery = max(1, size / max(1, changed / 2))
-    let removed = Set((size - changed / 4)..<size)
+    // Versions 2 and 3, each `changed` chunks from the one before: half rewritten (chunk i in
+    // version v when i mod every is below v - 1: every rewritten once), a quarter removed (the
+    // last ones of version 1 before those already removed), a quarter added (new copies).
+    let every = max(2, size / max(1, changed / 2))
     var textBytes = 0
-    for (name, version) in [("", 1), ("-v2", 2)] {
+    for version in 1...3 {
+        let name = version == 1 ? "" : "-v\(version)"
         let kb = try JSONLinesWriter(path: join(out, "kb\(name).jsonl"))
-        let rows = version == 1 ? Array(0..<size) : (0..<size).filter { !removed.contains($0) } + Array(size..<(size + changed / 4))
+        let removed = (size - (version - 1) * changed / 4)..<size
+        let rows = Array(0..<removed.lowerBound) + Array(size..<(size + (version - 1) * changed / 4))
         let vectors = try NPYWriter(path: join(out, "vectors\(name).npy"), rows: rows.count, columns: embedder.dimension)
         for i in rows {
-            let (text, vector) = try chunk(i, rewritten: version == 2 && i < size && i % rewrittenEvery == 0)
+            let (text, vector) = try chunk(i, rewritten: i < size && i % every < version - 1)
             try kb.write(["id": text.id, "title": text.title, "content": text.content])
             try vectors.write(vector)
             if version == 1 { textBytes += text.title.utf8.count + text.content.utf8.count }

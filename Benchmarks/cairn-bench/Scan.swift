@@ -1,5 +1,5 @@
 import CairnBLAS
-// cairn-bench scan --data-dir DIR --queries FILE --mode dense|lexical [--threads T] [--export DIR]
+// cairn-bench scan --data-dir DIR --queries FILE --mode dense|lexical [--threads T] [--export DIR] [--shortlist F]
 //
 // In-process search times on the installed version of a data directory, per query, without
 // the socket or the query embedding (queries are embedded first, then OpenBLAS gets T threads):
@@ -22,7 +22,9 @@ func scan(_ arguments: [String]) throws {
     let mode = option("--mode", in: arguments) ?? "dense"
     let threads = try intOption("--threads", in: arguments, default: 1)
     let indexPath = join(dataDirectory, "current", "index.sqlite")
-    let index = try SearchIndex(path: indexPath)
+    var ranking = RankingConfiguration()
+    if let share = option("--shortlist", in: arguments).flatMap(Double.init) { ranking.shortlistFraction = share }
+    let index = try SearchIndex(path: indexPath, configuration: ranking)
     let clock = ContinuousClock()
     var result: [String: Any] = ["mode": mode, "threads": threads, "chunks": index.count, "queries": queries.count]
 

@@ -62,6 +62,9 @@ extension DaemonConfiguration {
             case "approximate_dense_above":
                 guard let rows = v == "never" ? Int.max : Int(v), rows >= 0 else { throw bad("a number of rows (0 for always) or never") }
                 ranking.approximateDenseAbove = rows
+            case "lexical_words":
+                guard let words = Int(v), words >= 1 else { throw bad("a number of words, at least 1") }
+                ranking.lexicalWords = words
             case "approximate_lexical_above":
                 guard let rows = v == "never" ? Int.max : Int(v), rows >= 0 else { throw bad("a number of rows (0 for always) or never") }
                 ranking.approximateLexicalAbove = rows

@@ -155,7 +155,9 @@ private let score: fts5_extension_function = { api, fts, context, count, values 
     // Each phrase's hits in this row, phrase by phrase (`xInst` would first merge every
     // phrase's hits into one list sorted by position, which costs more than the scoring): the
     // same weights added in the same order within each phrase, so the same sums to the bit.
-    let weights = (0..<2).map { column in count > column ? sqlite3_value_double(values![column]) : 1.0 }
+    // (Two values, not an array: this runs for every matching row.)
+    let titleWeight = count > 0 ? sqlite3_value_double(values![0]) : 1.0
+    let contentWeight = count > 1 ? sqlite3_value_double(values![1]) : 1.0
     var rc = SQLITE_OK
     for phrase in 0..<phrases where statistics[1 + phrase] != 0 {
         var iterator = Fts5PhraseIter()
@@ -163,7 +165,7 @@ private let score: fts5_extension_function = { api, fts, context, count, values 
         rc = functions.xPhraseFirst(fts, Int32(phrase), &iterator, &column, &offset)
         guard rc == SQLITE_OK else { break }
         while column >= 0 {
-            frequency[phrase] += column < 2 ? weights[Int(column)] : 1.0
+            frequency[phrase] += column == 0 ? titleWeight : column == 1 ? contentWeight : 1.0
             functions.xPhraseNext(fts, &iterator, &column, &offset)
         }
     }

@@ -58,6 +58,10 @@ public struct RankingConfiguration: Sendable, Hashable {
     /// the rows not scored estimated; docs/scale.md). 0 prunes every index; `Int.max` never.
     /// Default 50,000, as `approximateDenseAbove`.
     public var approximateLexicalAbove: Int
+    /// A lexical query scores at most this many of its words, the rarest (a long query's common
+    /// words add little to BM25 but make it walk most of the index). Default 32, as many as
+    /// `maximumQueryTokens`.
+    public var lexicalWords: Int
 
     public init(titleWeight: Double = 3.0, contentWeight: Double = 1.0, bm25K1: Double = 1.5, bm25B: Double = 0.4,
                 similarityFloor: Float = 0.2,
@@ -67,7 +71,7 @@ public struct RankingConfiguration: Sendable, Hashable {
                 rrfConstant: Double = 60, maximumQueryTokens: Int = 32,
                 stopWords: Set<String> = RankingConfiguration.englishStopWords, connectionPoolSize: Int = 4,
                 approximateDenseAbove: Int = 50_000, shortlistFraction: Double = 0.03,
-                approximateLexicalAbove: Int = 50_000) {
+                approximateLexicalAbove: Int = 50_000, lexicalWords: Int = 32) {
         self.titleWeight = titleWeight
         self.contentWeight = contentWeight
         self.bm25K1 = bm25K1
@@ -86,6 +90,7 @@ public struct RankingConfiguration: Sendable, Hashable {
         self.approximateDenseAbove = approximateDenseAbove
         self.shortlistFraction = shortlistFraction
         self.approximateLexicalAbove = approximateLexicalAbove
+        self.lexicalWords = lexicalWords
     }
 
     /// A small list of English function words (lowercase).

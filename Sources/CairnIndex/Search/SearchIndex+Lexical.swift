@@ -16,7 +16,8 @@ extension SearchIndex {
                                                  maximumTokens: configuration.maximumQueryTokens)
         guard !searched.isEmpty else { return LexicalCandidates() }
         return try pool.withConnection { (db) throws(IndexError) -> LexicalCandidates in
-            let (tokens, counts) = Self.informative(searched, counts: try documentCounts.counts(of: searched, db: db), rows: count)
+            let (tokens, counts) = Self.informative(searched, counts: try documentCounts.counts(of: searched, db: db), rows: count,
+                                                    keep: configuration.lexicalWords)
             if mask == nil, count > configuration.approximateLexicalAbove, tokens.count > 1 {
                 return try prunedLexical(tokens, counts: counts, limit: limit, db: db)
             }
@@ -224,9 +225,16 @@ extension SearchIndex {
     /// The tokens worth matching: BM25 gives a token found in half the rows or more an IDF of
     /// 1e-6 (FTS5 clamps log((N - n + 0.5) / (n + 0.5)) ≤ 0 to that), so it moves no score by
     /// more than a few millionths, yet matching it walks most of the index ("study" in a medical
-    /// corpus). Such tokens are left out unless nothing else remains.
-    static func informative(_ tokens: [String], counts: [Int64], rows: Int) -> ([String], [Int64]) {
-        let kept = zip(tokens, counts).filter { 2 * $0.1 < Int64(rows) }
-        return kept.isEmpty ? (tokens, counts) : (kept.map(\.0), kept.map(\.1))
+    /// corpus). Such tokens are left out unless nothing else remains. Of the rest, the `keep`
+    /// rarest (the highest IDFs; ties to the earlier token) in their query order
+    /// (`RankingConfiguration.lexicalWords`).
+    static func informative(_ tokens: [String], counts: [Int64], rows: Int, keep: Int = .max) -> ([String], [Int64]) {
+        var kept = zip(tokens, counts).filter { 2 * $0.1 < Int64(rows) }
+        if kept.isEmpty { kept = Array(zip(tokens, counts)) }
+        if kept.count > keep {
+            let rarest = Set(kept.indices.sorted { kept[$0].1 != kept[$1].1 ? kept[$0].1 < kept[$1].1 : $0 < $1 }.prefix(max(1, keep)))
+            kept = kept.indices.filter(rarest.contains).map { kept[$0] }
+        }
+        return (kept.map(\.0), kept.map(\.1))
     }
 }
