@@ -49,8 +49,8 @@ struct DeltaTrustTests {
         #expect(FileSystem.exists(device.path + "/versions/2/" + DataDirectoryLayout.snapshotBlobFile))
     }
 
-    @Test("Given the installed index altered on disk while the device was stopped (a row's text and its stored hash), when a delta arrives, then the result is refused and the full snapshot installed instead")
-    func alteredBase() async throws {
+    @Test("Given the installed index altered on disk while the device was stopped (a row's text and its stored hash), when a delta arrives, then the result is refused and the full snapshot installed instead — whether the restarted syncer has the rows files' leaves (as cairnd) or none", arguments: [true, false])
+    func alteredBase(openRowsFiles: Bool) async throws {
         let (repo, path) = try await { () async throws -> (RepoFixture, String) in
             let (repo, stopped) = try await Self.deviceOnVersion1()
             return (repo, stopped.path)
@@ -58,9 +58,10 @@ struct DeltaTrustTests {
         let base = path + "/versions/1/index.sqlite"
         let poison = "boil water before drinking? no need"
         try Database(path: base, mode: .readWrite).exec("UPDATE chunks SET content = '\(poison)', content_hash = '\(ContentID(hashing: Array(poison.utf8)).hex)' WHERE id = 'chunk-005'")
-        // Restarted: the syncer reads the installed rows from the file (cairnd's start-up scan
-        // reads the stored hashes too), not from a previous run's memory.
-        let device = try Device(repo: repo, sources: [repo.url], path: path)
+        // Restarted: with the rows files (written at install, before the edit), the syncer checks
+        // the file against them in the background and, the file changed, checks the delta over
+        // the file's stored hashes; without them, it checks over the stored hashes at once.
+        let device = try Device(repo: repo, sources: [repo.url], path: path, openRowsFiles: openRowsFiles)
 
         try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
         #expect(await device.syncer.syncOnce().installedVersion == 2)

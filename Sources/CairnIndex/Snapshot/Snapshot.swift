@@ -107,6 +107,26 @@ public enum Snapshot {
         }
     }
 
+    /// Whether the snapshot at `path` still holds `contents`' rows as stored hashes: its state
+    /// root over every row's stored hashes (id order) and its row count equal the meta's. One
+    /// read of every row, holding only the running root: a device runs it in the background after
+    /// start-up, when the rows files, not the file, gave it the installed version's leaves.
+    public static func storedRowsMatch(at path: String, meta expected: SnapshotMeta) -> Bool {
+        guard let db = try? Database(path: path, mode: .readOnly(immutable: false)), (try? meta(in: db)) == expected,
+              let statement = try? db.prepare("SELECT id, content_hash, metadata_hash, embedding_hash FROM chunks ORDER BY id") else {
+            return false
+        }
+        var root = StateRoot.Accumulator(count: expected.chunkCount)
+        var rows = 0
+        while (try? statement.step()) == true {
+            rows += 1
+            guard rows <= expected.chunkCount,
+                  let record = try? storedRecord(id: statement.string(at: 0) ?? "", from: statement, first: 1) else { return false }
+            record.leaf.bytes.withUnsafeBytes { root.add(leaf: $0) }
+        }
+        return rows == expected.chunkCount && root.finalize() == expected.stateRoot
+    }
+
     /// The leaf a row check found, or the refusal it stands for.
     static func leaf(_ outcome: StoredRowCheck.Outcome) throws(IndexError) -> ContentID {
         switch outcome {

@@ -47,7 +47,7 @@ extension Syncer {
             throw error
         }
         unlink(directory.previousLink)
-        installedRows = nil
+        (installedRows, installedFileCheck) = (nil, nil)
         try directory.syncFolder(directory.path)
         guard let now = directory.installed() else {
             throw SyncError(.io, "the rolled-back version \(previous.version) cannot be read back")

@@ -85,6 +85,7 @@ extension Syncer {
                 let blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size)
                 fetch += clock.now - started
                 progress.installing()
+                await checkInstalledFile()
                 let (rows, reusable) = (installedRows, reusableFile(installed: installed))
                 let result = try await BackgroundWork.run { () throws(SyncError) -> IndexBuilder.DeltaResult in
                     try IndexBuilder.applyDelta(blob: blob, ref: ref, manifest: manifest, installed: installed,
@@ -111,6 +112,19 @@ extension Syncer {
         let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectoryLayout.snapshotBlobFile
         guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the snapshot blob in \(kept)") }
         return BuiltIndex(byDelta: false, inPlace: false, fetch: fetch, rows: nil)
+    }
+
+    /// Waits for the start-up check of the installed file against its rows files (once); if the
+    /// file no longer holds them, forgets the rows, so that the delta is checked over the file's
+    /// stored hashes.
+    private func checkInstalledFile() async {
+        guard let check = installedFileCheck else { return }
+        installedFileCheck = nil
+        guard await BackgroundWork.run({ check.wait() }) else {
+            logger.error("the installed index no longer holds the rows it was installed with; the delta is checked against the file's own hashes")
+            installedRows = nil
+            return
+        }
     }
 
     /// What `buildIndex` made, and how.

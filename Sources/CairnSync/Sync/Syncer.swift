@@ -48,12 +48,19 @@ public actor Syncer {
     /// without reading the file; nil after a rollback, or a start-up whose caller passed none
     /// (the next install then reads them).
     var installedRows: IndexContents?
+    /// When `installedRows` came from the rows files at start-up rather than from an install in
+    /// this process: whether the installed file still holds those rows (its stored hashes hash to
+    /// their state root), checked on an install thread from start-up on. A delta waits for it; if
+    /// the file was changed behind cairnd's back, the delta is checked inside its transaction over
+    /// the file's stored hashes instead, which refuses it, and the full snapshot is installed
+    /// (protocol/threat-model.md, "Out of scope").
+    var installedFileCheck: BackgroundWork.Pending<Bool>?
     private var waiting: [CheckedContinuation<Void, Never>] = []
 
     /// - Parameters:
     ///   - now: the wall clock used for expiry and timestamps (injectable for tests).
-    ///   - installedRows: the rows of the version `current` names, loaded with their state-root
-    ///     leaves (`Snapshot.scan`, check `storedHashes`) when the caller opened it for queries.
+    ///   - installedRows: the rows files of the version `current` names, as the caller opened
+    ///     them for queries; the installed file is checked against them in the background.
     ///   - onInstalled: called after each swap, so the daemon can open the new index; with the
     ///     rows the install's verifying pass loaded from it (nil after a rollback), which
     ///     `SearchIndex(path:configuration:contents:)` takes instead of reading them again.
@@ -67,6 +74,10 @@ public actor Syncer {
         self.now = now
         self.onInstalled = onInstalled
         self.installedRows = installedRows
+        if let installedRows, let path = directory.installed()?.indexPath {
+            let meta = installedRows.meta
+            installedFileCheck = BackgroundWork.Pending { Snapshot.storedRowsMatch(at: path, meta: meta) }
+        }
         var chain: TrustChain?
         if let pinned = configuration.trustedRoot {
             do { chain = try directory.trustChain(pinned: pinned) } catch {
@@ -217,7 +228,7 @@ public actor Syncer {
             try makeRoom(manifest: manifest, path: path, installed: installed, state: &state)
             let (version, contents) = try await install(manifest: manifest, bytes: bytes, path: path, base: base,
                                                         installed: installed, timings: &timings)
-            installedRows = contents
+            (installedRows, installedFileCheck) = (contents, nil)
             state.installedVersion = version.version
             state.installedStateRoot = version.stateRoot.hex
             state.heldBackVersion = nil

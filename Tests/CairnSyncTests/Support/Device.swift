@@ -1,5 +1,6 @@
 import CairnTestSupport
 import CairnCore
+import CairnIndex
 import CairnSync
 import Foundation
 import Logging
@@ -14,7 +15,7 @@ struct Device {
     /// `trustedRoot` pins a root instead of `keys`; `expiredUpdates` is the device's policy.
     init(repo: RepoFixture, sources: [String], keys: [PublicKey]? = nil, transfer: TransferLimits = TransferLimits(),
          path: String? = nil, trustedRoot: [UInt8]? = nil, expiredUpdates: ExpiredUpdatePolicy = .install,
-         now: @escaping @Sendable () -> Date = { Date() }) throws {
+         now: @escaping @Sendable () -> Date = { Date() }, openRowsFiles: Bool = false) throws {
         self.path = try path ?? TemporaryDirectory.make()
         var configuration = SyncConfiguration(sources: sources, channel: repo.channel,
                                               trustedKeys: trustedRoot == nil ? keys ?? [repo.key.publicKey] : [],
@@ -26,7 +27,10 @@ struct Device {
         let logger = Logger(label: "cairn.sync.test")
         directory = try Self.open(self.path, restarting: path != nil, logger: logger)
         try directory.recover()
-        syncer = Syncer(configuration: configuration, directory: directory, logger: logger, now: now)
+        // As cairnd does at start-up (`openRowsFiles`): the installed version's rows files,
+        // opened for queries, handed to the syncer.
+        let rows = openRowsFiles ? try directory.installed().map { try SearchIndex(path: $0.indexPath).contents } : nil
+        syncer = Syncer(configuration: configuration, directory: directory, logger: logger, now: now, installedRows: rows)
     }
 
     /// Takes the data directory's lock. Restarting on a folder a previous `Device` of this test
