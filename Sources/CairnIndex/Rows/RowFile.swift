@@ -174,6 +174,14 @@ final class RowFile: @unchecked Sendable {
     /// Where the id offsets section starts in the file (for tests that damage it).
     var idOffsetsSectionOffset: Int { sections[Section.idOffsets.rawValue].lowerBound }
 
+    /// Whether the id order is the rows' own order (0, 1, 2, …: a full snapshot's rows are
+    /// written in id order), so that a run of rows in id order is one block of each section.
+    var idOrderIsRowOrder: Bool {
+        let order = idOrder
+        for index in order.indices where order[index] != UInt32(index) { return false }
+        return true
+    }
+
     /// Row r's id bytes.
     func id(_ row: Int) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(rebasing: idBytes[Int(idOffsets[row])..<Int(idOffsets[row + 1])])

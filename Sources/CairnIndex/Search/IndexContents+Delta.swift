@@ -64,16 +64,40 @@ extension IndexContents {
             case .upsert(let position): leaves[position].bytes.withUnsafeBytes { root.add(leaf: $0) }
             }
         }
-        var merged = 0
-        for row in base.idOrder where removedBits[Int(row) / 64] & (1 << (UInt64(row) % 64)) == 0 {
-            let id = base.id(Int(row))
-            while merged < order.count, precedes(order[merged], id, upserts) {
-                add(order[merged])
-                merged += 1
+        // The base's live leaves between id-order positions, in runs: with rows in id order (a
+        // full snapshot's), a run of rows is one block of leaves, hashed in one call.
+        var removedAt = removed.startIndex
+        let inRowOrder = base.idOrderIsRowOrder
+        func addBase(_ positions: Range<Int>) {
+            guard !positions.isEmpty else { return }
+            guard inRowOrder else {
+                for position in positions {
+                    let row = Int(base.idOrder[position])
+                    if removedBits[row / 64] & (1 << (UInt64(row) % 64)) == 0 { root.add(leaf: base.leaf(row)) }
+                }
+                return
             }
-            root.add(leaf: base.leaf(Int(row)))
+            var start = positions.lowerBound
+            while removedAt < removed.endIndex, Int(removed[removedAt]) < positions.upperBound {
+                let gap = Int(removed[removedAt])
+                if gap >= start {
+                    root.add(leaf: UnsafeRawBufferPointer(rebasing: base.leaves[start * 32..<gap * 32]))
+                    start = gap + 1
+                }
+                removedAt += 1
+            }
+            root.add(leaf: UnsafeRawBufferPointer(rebasing: base.leaves[start * 32..<positions.upperBound * 32]))
         }
-        for row in order[merged...] { add(row) }
+        // Each overlay row goes where its id falls among the base's (a binary search), after the
+        // base rows before it.
+        var position = 0
+        for row in order {
+            let at = insertionPoint(of: row, upserts)
+            addBase(position..<max(position, at))
+            position = max(position, at)
+            add(row)
+        }
+        addBase(position..<base.count)
         return CheckedDelta(rows: self, removed: removed, order: order, upserts: upserts, upsertLeaves: leaves,
                             stateRoot: root.finalize(), count: count)
     }
@@ -82,12 +106,20 @@ extension IndexContents {
         IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
     }
 
-    /// Whether the new overlay's `row` comes before `id` in UTF-8 byte order.
-    private func precedes(_ row: OverlayRow, _ id: UnsafeRawBufferPointer, _ upserts: [ChunkRecord]) -> Bool {
-        switch row {
-        case .kept(let local): overlay!.id(local).lexicographicallyPrecedes(id)
-        case .upsert(let position): upserts[position].chunk.id.utf8.lexicographicallyPrecedes(id)
+    /// How many of the base's rows (live or not) have ids before the new overlay's `row`'s.
+    private func insertionPoint(of row: OverlayRow, _ upserts: [ChunkRecord]) -> Int {
+        let order = base.idOrder
+        var low = 0, high = order.count
+        while low < high {
+            let middle = (low + high) / 2
+            // The base id at `middle` precedes the row's: the row goes after it.
+            let before: Bool = switch row {
+            case .kept(let local): base.id(Int(order[middle])).lexicographicallyPrecedes(overlay!.id(local))
+            case .upsert(let position): base.id(Int(order[middle])).lexicographicallyPrecedes(upserts[position].chunk.id.utf8)
+            }
+            if before { low = middle + 1 } else { high = middle }
         }
+        return low
     }
 
     /// A row of the overlay a delta writes: a row of the current overlay kept, by its row there,
