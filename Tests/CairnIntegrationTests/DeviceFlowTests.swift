@@ -68,7 +68,7 @@ struct DeviceFlowTests {
         #expect(nginx.accessLog.contains { $0.contains("/channels/field/manifest.json") })
     }
 
-    @Test("Given a device serving a version reached by a delta, when cairnd restarts, then it opens it from its rows files without reading a row, and takes the next delta as an overlay; without the rows files, a restart reads every row")
+    @Test("Given a device serving a version reached by a delta, when cairnd restarts, then it opens it from its rows files without reading a row and takes the next delta as an overlay; when the installed file was altered, the next delta is refused and the full snapshot installs; without the rows files, a restart reads every row")
     func restartOpensRowsFiles() async throws {
         let workspace = try Workspace()
         try workspace.publish(Self.version1)
@@ -81,6 +81,14 @@ struct DeviceFlowTests {
             return ["rows_files": rows["source"] as? String == "rows_files" ? 1 : 0,
                     "overlay": rows["overlay_rows"] as? Int ?? -1, "removed": rows["removed_rows"] as? Int ?? -1]
         }
+        func restart() throws {
+            device.stop()
+            device = try DeviceProcess(workspace, sources: [url])
+        }
+        func breakStoredHashes(_ version: Int) throws {
+            try Database(path: device.dataDirectory + "/versions/\(version)/index.sqlite", mode: .readWrite)
+                .exec("UPDATE chunks SET content_hash = 'not a hash'")
+        }
         try await device.waitForVersion(1)
         #expect(rows() == ["rows_files": 1, "overlay": 0, "removed": 0])
         // Version 2 by its delta: "boil" rewritten and "sandbag" added (the overlay), "boil" and
@@ -90,30 +98,40 @@ struct DeviceFlowTests {
         try await device.waitForVersion(2)
         #expect(rows() == ["rows_files": 1, "overlay": 2, "removed": 2])
 
-        // Every row's stored hash broken in the installed file: a pass over its rows would refuse
-        // it. A restart opens it from the rows files, so it still serves.
-        device.stop()
-        let version2 = device.dataDirectory + "/versions/2/index.sqlite"
-        try Database(path: version2, mode: .readWrite).exec("UPDATE chunks SET content_hash = 'not a hash'")
-        device = try DeviceProcess(workspace, sources: [url])
+        // After a restart, the next delta is checked against the rows files and joins the overlay.
+        try restart()
         try await device.waitForVersion(2)
         #expect(rows() == ["rows_files": 1, "overlay": 2, "removed": 2])
-        #expect(try device.query("sandbags pyramid").ids.first == "sandbag")
-
-        // The next delta is checked against the rows files and joins the overlay.
         try workspace.publish(Self.version2 + [("kettle", "A kettle on a camp stove boils water without power.")])
         #expect(try device.cairn(["sync"]).status == 0)
         try await device.waitForVersion(3)
         #expect(rows() == ["rows_files": 1, "overlay": 3, "removed": 2])
         #expect(try device.query("kettle camp stove").ids.first == "kettle")
 
-        // Without its rows files, version 3's file is read whole (as a data directory of an
+        // Every row's stored hash broken in the installed file: a pass over its rows would refuse
+        // it. A restart opens it from the rows files, so it still serves; the background check
+        // finds the file altered, so the next delta, checked over the file's own hashes, is
+        // refused and the full snapshot installs.
+        device.stop()
+        try breakStoredHashes(3)
+        try restart()
+        try await device.waitForVersion(3)
+        #expect(rows() == ["rows_files": 1, "overlay": 3, "removed": 2])
+        #expect(try device.query("kettle camp stove").ids.first == "kettle")
+        try workspace.publish(Self.version2 + [("kettle", "A kettle on a camp stove boils water; keep the lid on.")])
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(4)
+        #expect(rows() == ["rows_files": 1, "overlay": 0, "removed": 0])
+        #expect(device.log.contains("no longer holds the rows it was installed with"))
+        #expect(device.log.contains("falling back to the full snapshot"))
+
+        // Without its rows files, version 4's file is read whole (as a data directory of an
         // older cairnd would be) and its broken hashes refuse it: cairnd serves the previous one.
         device.stop()
-        for file in ["index.rows", "index.overlay"] { unlink(device.dataDirectory + "/versions/3/" + file) }
-        try Database(path: device.dataDirectory + "/versions/3/index.sqlite", mode: .readWrite).exec("UPDATE chunks SET content_hash = 'not a hash'")
-        device = try DeviceProcess(workspace, sources: [url])
-        try await device.waitForVersion(2)
+        for file in ["index.rows", "index.overlay"] { unlink(device.dataDirectory + "/versions/4/" + file) }
+        try breakStoredHashes(4)
+        try restart()
+        try await device.waitForVersion(3)
         #expect(device.log.contains("the current version is unusable"))
     }
 }
