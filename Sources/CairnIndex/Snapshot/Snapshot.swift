@@ -107,24 +107,30 @@ public enum Snapshot {
         }
     }
 
-    /// Whether the snapshot at `path` still holds `contents`' rows as stored hashes: its state
-    /// root over every row's stored hashes (id order) and its row count equal the meta's. One
-    /// read of every row, holding only the running root: a device runs it in the background after
-    /// start-up, when the rows files, not the file, gave it the installed version's leaves.
+    /// Whether the snapshot at `path` still holds the rows `expected` names: its meta equals it,
+    /// and the state root over every row's stored hashes equals its state root. A device runs it
+    /// in the background after start-up, when the rows files, not the file, gave it the installed
+    /// version's leaves.
     public static func storedRowsMatch(at path: String, meta expected: SnapshotMeta) -> Bool {
-        guard let db = try? Database(path: path, mode: .readOnly(immutable: false)), (try? meta(in: db)) == expected,
-              let statement = try? db.prepare("SELECT id, content_hash, metadata_hash, embedding_hash FROM chunks ORDER BY id") else {
+        guard let db = try? Database(path: path, mode: .readOnly(immutable: false)), (try? meta(in: db)) == expected else {
             return false
         }
-        var root = StateRoot.Accumulator(count: expected.chunkCount)
+        return (try? storedStateRoot(in: db, count: expected.chunkCount)) == expected.stateRoot
+    }
+
+    /// The state root over the stored hash columns of every row (id order), trusted as they
+    /// are; nil when the file holds other than `count` rows. One read of every row, holding only
+    /// the running root.
+    static func storedStateRoot(in db: Database, count: Int) throws(IndexError) -> ContentID? {
+        let statement = try db.prepare("SELECT id, content_hash, metadata_hash, embedding_hash FROM chunks ORDER BY id")
+        var root = StateRoot.Accumulator(count: count)
         var rows = 0
-        while (try? statement.step()) == true {
+        while try statement.step() {
             rows += 1
-            guard rows <= expected.chunkCount,
-                  let record = try? storedRecord(id: statement.string(at: 0) ?? "", from: statement, first: 1) else { return false }
-            record.leaf.bytes.withUnsafeBytes { root.add(leaf: $0) }
+            guard rows <= count else { return nil }
+            try storedRecord(id: statement.string(at: 0) ?? "", from: statement, first: 1).leaf.bytes.withUnsafeBytes { root.add(leaf: $0) }
         }
-        return rows == expected.chunkCount && root.finalize() == expected.stateRoot
+        return rows == count ? root.finalize() : nil
     }
 
     /// The leaf a row check found, or the refusal it stands for.
@@ -150,16 +156,6 @@ public enum Snapshot {
             if let key = statement.string(at: 0), let value = statement.string(at: 1) { rows[key] = value }
         }
         return try SnapshotMeta(rows: rows)
-    }
-
-    /// Records from the stored hash columns, trusted as they are (for a file this process just wrote).
-    static func storedRecords(in db: Database) throws(IndexError) -> [StateRoot.Record] {
-        let statement = try db.prepare("SELECT id, content_hash, metadata_hash, embedding_hash FROM chunks")
-        var records: [StateRoot.Record] = []
-        while try statement.step() {
-            records.append(try storedRecord(id: statement.string(at: 0) ?? "", from: statement, first: 1))
-        }
-        return records
     }
 
     /// The record of `id` from the stored content, metadata and embedding hashes in columns

@@ -174,8 +174,7 @@ public enum SnapshotWriter {
 
             switch check {
             case .storedHashes:
-                let records = try Snapshot.storedRecords(in: db)
-                guard records.count == newMeta.chunkCount, StateRoot.compute(records) == newMeta.stateRoot else {
+                guard try Snapshot.storedStateRoot(in: db, count: newMeta.chunkCount) == newMeta.stateRoot else {
                     throw IndexError(.stateRootMismatch, "the delta does not produce the new version's state root; nothing was changed")
                 }
             case .checkedByCaller:
