@@ -109,8 +109,8 @@ extension SearchIndex {
     /// exactly the full search's. Otherwise the rarest of the others become essential too (one
     /// word, then groups that double), and only their rows that hold no earlier essential word
     /// are scored and added (`N NOT (E)`), so each matching row is scored at most once; when
-    /// every word has become essential, every matching row has been. The moments of the rows not scored are estimated
-    /// (`estimatedMoments`), those of the rows scored are exact.
+    /// every word has become essential, every matching row has been. The moments of the rows not
+    /// scored are estimated (`estimatedMoments`), those of the rows scored are exact.
     private func prunedLexical(_ tokens: [String], counts: [Int64], limit: Int,
                                db: Database) throws(IndexError) -> LexicalCandidates {
         let n = Double(count)
