@@ -1,5 +1,5 @@
 import CairnCore
-import CairnIndex
+@testable import CairnIndex
 import CairnTestSupport
 import Foundation
 import Testing
@@ -37,6 +37,14 @@ struct PrunedLexicalTests {
         }
     }
 
+    /// `entries` written to an index in `directory`, opened with pruning forced and without.
+    static func indexes(_ entries: [ChunkRecord], in directory: String) throws -> (pruned: SearchIndex, whole: SearchIndex) {
+        let path = (directory as NSString).appendingPathComponent("index.sqlite")
+        try SnapshotWriter.create(at: path, meta: SnapshotMeta(channel: "test", version: 1, dimension: 32, modelID: "synthetic",
+                                                               entries: entries), entries: entries)
+        return (try SearchIndex(path: path, configuration: pruning), try SearchIndex(path: path, configuration: whole))
+    }
+
     static let queries = [
         "w0 w1 w150", "w2 w3 w4 w300", "w0 w5 w60 w61 w62", "w1 w2", "w7 w8 w9 w10 w11 w12 w200 w399",
         "w3 w40", "w0 w1 w2 w3 w4 w5", "w100 w101 w0", "w20 w30 w250 w251", "w6 w350",
@@ -45,12 +53,7 @@ struct PrunedLexicalTests {
     @Test("Given rows of Zipf-distributed words, when lexical queries of frequent and rare words are searched pruned and whole, then the lists are the same rows in the same order with the same scores, and the spread of the lexical score is within 5%")
     func prunedEqualsWhole() throws {
         try withTemporaryDirectory { directory in
-            let path = (directory as NSString).appendingPathComponent("index.sqlite")
-            let entries = Self.entries()
-            try SnapshotWriter.create(at: path, meta: SnapshotMeta(channel: "test", version: 1, dimension: 32, modelID: "synthetic",
-                                                                   entries: entries), entries: entries)
-            let pruned = try SearchIndex(path: path, configuration: Self.pruning)
-            let whole = try SearchIndex(path: path, configuration: Self.whole)
+            let (pruned, whole) = try Self.indexes(Self.entries(), in: directory)
             var prunedAny = false
             for query in Self.queries {
                 for (mode, k) in [(SearchRequest.Mode.lexical, 10), (.lexical, 100), (.hybrid, 10)] {
@@ -74,6 +77,95 @@ struct PrunedLexicalTests {
             }
             // Some queries were answered without scoring every matching row.
             #expect(prunedAny)
+        }
+    }
+
+    /// Queries of common words of similar weight, none able to reach a full list alone.
+    static let commonQueries = [
+        "w2 w3 w4 w5 w6", "w3 w4 w5 w6 w7 w8", "w1 w4 w9 w12", "w5 w6 w7 w8 w9 w10 w11", "w2 w6 w10 w14 w18 w22",
+        "w8 w9 w10 w11", "w12 w13 w14 w15 w16", "w0 w20 w21 w22 w23 w24",
+    ]
+
+    @Test("Given common words of similar weight, when no word alone can reach the list, then only the rows holding a set of them that can are scored, and the lists equal the whole search's")
+    func coversEqualWhole() throws {
+        try withTemporaryDirectory { directory in
+            let (pruned, whole) = try Self.indexes(Self.entries(), in: directory)
+            var covered = 0
+            for query in Self.commonQueries {
+                for limit in [5, 10, 40] {
+                    let a = try pruned.lexical(query, limit: limit, mask: nil), b = try whole.lexical(query, limit: limit, mask: nil)
+                    #expect(a.list.map(\.id) == b.list.map(\.id), "\(query) limit \(limit)")
+                    for (x, y) in zip(a.list, b.list) { #expect(abs(x.score - y.score) < 1e-9) }
+                    if a.covered { covered += 1 }
+                }
+            }
+            // The mechanism ran, not only the word-by-word one.
+            #expect(covered > 0)
+        }
+    }
+
+    @Test("Given word bounds and a threshold, the covers are every smallest set of words reaching it, each once, and none beyond the limit")
+    func coversAreTheMinimalSets() {
+        var random = SplitMix64(seed: 11)
+        for _ in 0..<200 {
+            let words = Array(0..<(2 + Int(random.next() % 7)))
+            // Fine-grained values, so that no sum of bounds ties the threshold to rounding.
+            let bound = words.map { _ in 0.5 + Double(random.next() % 1_000_000) / 100_003.7 }
+            let threshold = bound.max()! + 0.01 + Double(random.next() % 1_000_000) / 100_003.7
+            guard let covers = SearchIndex.covers(words, bound: bound, threshold: threshold, atMost: 1_000) else {
+                Issue.record("no covers under a limit of 1,000 for \(words.count) words")
+                continue
+            }
+            let sum = { (set: [Int]) in set.reduce(0) { $0 + bound[$1] } }
+            // Every subset of the words that reaches the threshold is minimal exactly when it is listed.
+            var expected: Set<Set<Int>> = []
+            for mask in 1..<(1 << words.count) {
+                let set = words.filter { mask & (1 << $0) != 0 }
+                if sum(set) >= threshold, set.allSatisfy({ sum(set) - bound[$0] < threshold }) { expected.insert(Set(set)) }
+            }
+            #expect(Set(covers.map(Set.init)) == expected)
+            #expect(covers.count == expected.count)
+            if expected.count > 1 {
+                #expect(SearchIndex.covers(words, bound: bound, threshold: threshold, atMost: expected.count - 1) == nil)
+            }
+        }
+    }
+
+    /// 3,000 rows of about ten words: 40 rows of 26 holding the rare word "r" once; for each
+    /// pair of the common words ka, kb, kc, kd, three rows of six holding that pair three times each
+    /// and no other word; 900 rows for each common word holding it alone; fillers. A query
+    /// "r ka kb kc kd" fills its list of 30 from r's rows, with a last score (about 2.6) that no common
+    /// word reaches alone (its bound is about 1.8) but each pair does (3.7): the best rows are
+    /// the pairs' (2.9), and a cover that missed a pair would miss its rows.
+    static func pairEntries() -> [ChunkRecord] {
+        var random = SplitMix64(seed: 5)
+        let common = ["ka", "kb", "kc", "kd"]
+        func fillers(_ count: Int, _ seed: Int) -> [String] { (0..<count).map { "f\(($0 * 7 + seed) % 500)" } }
+        var contents: [String] = (0..<40).map { index in (["r"] + fillers(25, index)).joined(separator: " ") }
+        for (first, x) in common.enumerated() {
+            for y in common[(first + 1)...] {
+                contents += (0..<3).map { _ in "\(x) \(x) \(x) \(y) \(y) \(y)" }
+            }
+        }
+        for word in common { contents += (0..<900).map { index in ([word] + fillers(9, index)).joined(separator: " ") } }
+        while contents.count < 3_000 { contents.append(fillers(10, contents.count).joined(separator: " ")) }
+        return contents.enumerated().map { index, content in
+            ChunkRecord(chunk: Chunk(id: String(format: "p%05d", index), title: "", content: content),
+                        vector: unit((0..<32).map { _ in random.normal() }))
+        }
+    }
+
+    @Test("Given rows whose best hold exactly one pair of common words, when a query's list is full from a rare word's rows, then the cover finds every pair's rows and the list equals the whole search's")
+    func coverFindsEveryPair() throws {
+        try withTemporaryDirectory { directory in
+            let entries = Self.pairEntries()
+            let (pruned, whole) = try Self.indexes(entries, in: directory)
+            let a = try pruned.lexical("r ka kb kc kd", limit: 30, mask: nil), b = try whole.lexical("r ka kb kc kd", limit: 30, mask: nil)
+            #expect(a.covered)
+            #expect(a.list.map(\.id) == b.list.map(\.id))
+            // Every pair's rows are in the list.
+            let pairRows = Set(entries[40..<58].map(\.chunk.id))
+            #expect(pairRows.isSubset(of: a.list.map(\.id)))
         }
     }
 }

@@ -7,8 +7,10 @@ extension SearchIndex {
     struct LexicalCandidates: Sendable {
         var list: [ScoredRow] = []
         var moments = ScoreMoments()
-        /// Whether the list came from a pruned search (`prunedLexical`).
+        /// Whether the list came from a pruned search (`prunedLexical`), and whether its last
+        /// batch was the rows of a cover (`covers`).
         var pruned = false
+        var covered = false
     }
 
     func lexical(_ query: String, limit: Int, mask: [Bool]?) throws(IndexError) -> LexicalCandidates {
@@ -96,21 +98,27 @@ extension SearchIndex {
         return batch
     }
 
-    /// A batch's rows beyond which its two halves of the rowids are scored at once, on this
-    /// thread and another (a hybrid query's other core is free again once its dense part is done).
+    /// A batch's rows beyond which its two halves of the rowids are scored at once (`scoreBatches`).
     static let splitLexicalRows: Int64 = 20_000
 
     /// The same list without scoring every matching row, by MaxScore over FTS5: the tokens are
     /// cut into essential ones (the rarest) and the others, whose BM25 contribution to any row is
     /// below IDF × (k1 + 1). Only the rows holding an essential token are scored, each with every
     /// token (the others are sought in those rows alone: the expression `E OR (E AND F)`, whose
-    /// repeated phrases count once). When the list is full and its last score is at least the
-    /// sum of the others' bounds, no row without an essential token can enter it, and the list is
-    /// exactly the full search's. Otherwise the rarest of the others become essential too (one
-    /// word, then groups that double), and only their rows that hold no earlier essential word
-    /// are scored and added (`N NOT (E)`), so each matching row is scored at most once; when
-    /// every word has become essential, every matching row has been. The moments of the rows not
-    /// scored are estimated (`estimatedMoments`), those of the rows scored are exact.
+    /// repeated phrases count once). The rarest of the others become essential in turn (one
+    /// word, or a group of rare words whose rows together are no more than those scored so far),
+    /// and only their rows that hold no earlier essential word are scored and added
+    /// (`N NOT (E)`), so each matching row is scored at most once.
+    ///
+    /// Once the list is full, its last score θ bounds what the rest must reach. When the others'
+    /// bounds add up to less than θ, no row without an essential token can enter the list. When
+    /// no other token can reach θ alone but some sets of them can (common words of similar
+    /// weight: "cholesterol", "drugs", "breast", "cancer"), only the rows holding such a set can
+    /// enter (`covers`); they are found by FTS5's AND, which seeks through the lists instead of
+    /// scoring their union, and scored in one last batch. Either way the list is exactly the full
+    /// search's; when every word has become essential, every matching row has been scored. The
+    /// moments of the rows not scored are estimated (`estimatedMoments`), those of the rows
+    /// scored are exact.
     private func prunedLexical(_ tokens: [String], counts: [Int64], limit: Int,
                                db: Database) throws(IndexError) -> LexicalCandidates {
         let n = Double(count)
@@ -122,53 +130,18 @@ extension SearchIndex {
         // The others, most frequent first: the rarest becomes essential first.
         var others = tokens.indices.sorted { counts[$0] != counts[$1] ? counts[$0] > counts[$1] : $0 < $1 }
         var essential: [Int] = []
+        // The pairs of others a cover's rows held (none of them is left in the rows not scored).
+        var coveredPairs: Set<[Int]> = []
         var best = TopSelection(capacity: limit)
         var moments = ScoreMoments()
         // Per token: the scored rows holding it, and the sums of its tf part over them.
         var seen = [Int](repeating: 0, count: tokens.count)
         var sums = [Double](repeating: 0, count: tokens.count), squares = sums
-        // Words become essential in groups that double (1, 1, 2, 4, …): a query of a few words
-        // moves them one at a time, a query of thirty runs at most six batches.
-        var group = 1
-        while !others.isEmpty {
-            let next = Array(others.suffix(min(group, others.count)).reversed())
-            others.removeLast(next.count)
-            if !essential.isEmpty { group *= 2 }
-            // The rows of `next` that hold no earlier essential word, each scored with `next` and
-            // the others (the earlier essential words are absent from them).
-            let earlier = essential.map { tokens[$0] }
-            let rows = "(" + LexicalQuery.expression(next.map { tokens[$0] }) + ")"
-                + (earlier.isEmpty ? "" : " NOT (" + LexicalQuery.expression(earlier) + ")")
-            let expression = others.isEmpty ? rows
-                : "(\(rows)) OR ((\(rows)) AND (" + LexicalQuery.expression(others.map { tokens[$0] }) + "))"
-            let ignored = [Int64](repeating: BM25Function.ignoredPhrase, count: earlier.count)
-            let repeated = [Int64](repeating: BM25Function.ignoredPhrase, count: next.count)
-            let phraseCounts = next.map { counts[$0] } + ignored
-                + (others.isEmpty ? [] : repeated + ignored + others.map { counts[$0] })
-            let first = 2 * (next.count + earlier.count)
-            let batchRows = next.reduce(Int64(0)) { $0 + counts[$1] }
-            var batches: [ScoredBatch] = []
-            if batchRows >= Self.splitLexicalRows, let range = contents.rowidRange, range.count > 1 {
-                let middle = range.lowerBound + (range.upperBound - range.lowerBound) / 2
-                let (phrases, others) = (phraseCounts, others.count)
-                let upper = SideWork { [self] in
-                    Result { () throws(IndexError) in
-                        try pool.withConnection { (db) throws(IndexError) in
-                            try scoreBatch(expression, counts: phrases, firstNonEssential: first, nonEssential: others, limit: limit,
-                                           rowids: (middle + 1)...range.upperBound, db: db)
-                        }
-                    }
-                }
-                let lower = Result { () throws(IndexError) in
-                    try scoreBatch(expression, counts: phraseCounts, firstNonEssential: first, nonEssential: others, limit: limit,
-                                   rowids: range.lowerBound...middle, db: db)
-                }
-                let higher = upper.wait()
-                batches = [try lower.get(), try higher.get()]
-            } else {
-                batches = [try scoreBatch(expression, counts: phraseCounts, firstNonEssential: first, nonEssential: others.count,
-                                          limit: limit, rowids: nil, db: db)]
-            }
+        // The rows matching `expression` that hold no essential word (their phrases come last).
+        func withoutEssential(_ expression: String) -> String {
+            "(" + expression + ")" + (essential.isEmpty ? "" : " NOT (" + LexicalQuery.expression(essential.map { tokens[$0] }) + ")")
+        }
+        func add(_ batches: [ScoredBatch]) {
             for batch in batches {
                 moments.add(batch.moments)
                 for row in batch.best where best.admits(row.score) { best.offer(row) }
@@ -178,27 +151,127 @@ extension SearchIndex {
                     squares[token] += batch.squares[index]
                 }
             }
+        }
+        while !others.isEmpty {
+            // Below the last score by a margin far above rounding: a bound reaching it keeps its rows.
+            let threshold = best.rows.count == limit ? best.rows[0].score * (1 - 1e-9) : 0
+            if threshold > 0 {
+                // Full, with no room left for a row holding only others: exact.
+                if others.reduce(0, { $0 + bound[$1] }) < threshold { break }
+                if bound[others.last!] < threshold,
+                   let covers = Self.covers(others, bound: bound, threshold: threshold, atMost: Self.maximumCovers) {
+                    // The rows holding a set of others that could reach the list and no essential
+                    // word, each scored with every other (its phrases in the sets are not scored).
+                    let sets = covers.map { "(" + $0.map { LexicalQuery.quoted(tokens[$0]) }.joined(separator: " AND ") + ")" }
+                    let expression = "(\(withoutEssential(sets.joined(separator: " OR ")))) AND ("
+                        + LexicalQuery.expression(others.map { tokens[$0] }) + ")"
+                    let ignored = [Int64](repeating: BM25Function.ignoredPhrase,
+                                          count: covers.reduce(0) { $0 + $1.count } + essential.count)
+                    let estimate = covers.reduce(0.0) { total, set in total + set.reduce(n) { $0 * Double(counts[$1]) / n } }
+                    add(try scoreBatches(expression, counts: ignored + others.map { counts[$0] }, firstNonEssential: ignored.count,
+                                         nonEssential: others.count, limit: limit, rows: Int64(estimate), db: db))
+                    coveredPairs = Set(covers.filter { $0.count == 2 }.map { $0.sorted() })
+                    break
+                }
+            }
+            // The rarest other, and after it the next rarest while their rows together stay
+            // within those scored so far: a query of a few words moves them one at a time, a
+            // long one in batches whose rows about double.
+            let budget = Int64(max(4 * limit, moments.count))
+            var next = [others.removeLast()]
+            var batchRows = counts[next[0]]
+            while let rarest = others.last, batchRows + counts[rarest] <= budget {
+                next.append(others.removeLast())
+                batchRows += counts[rarest]
+            }
+            // The rows of `next` that hold no earlier essential word, each scored with `next` and
+            // the others (the earlier essential words are absent from them).
+            let rows = withoutEssential(LexicalQuery.expression(next.map { tokens[$0] }))
+            let expression = others.isEmpty ? rows
+                : "(\(rows)) OR ((\(rows)) AND (" + LexicalQuery.expression(others.map { tokens[$0] }) + "))"
+            let ignored = [Int64](repeating: BM25Function.ignoredPhrase, count: essential.count)
+            let repeated = [Int64](repeating: BM25Function.ignoredPhrase, count: next.count)
+            let phraseCounts = next.map { counts[$0] } + ignored
+                + (others.isEmpty ? [] : repeated + ignored + others.map { counts[$0] })
+            add(try scoreBatches(expression, counts: phraseCounts, firstNonEssential: 2 * (next.count + essential.count),
+                                 nonEssential: others.count, limit: limit, rows: batchRows, db: db))
             essential += next
-            let last = best.rows.count == limit ? best.sorted.last!.score : 0
-            // Full, with no room left for a row holding only others: exact.
-            if last > 0, last >= others.reduce(0, { $0 + bound[$1] }) { break }
         }
         let scored = moments.count
         moments.add(estimatedMoments(others: others, idf: idf, counts: counts, seen: seen, sums: sums, squares: squares,
-                                     scored: scored))
+                                     scored: scored, apart: coveredPairs))
         moments.addZeros(count - scored)
-        return LexicalCandidates(list: best.sorted, moments: moments, pruned: !others.isEmpty)
+        return LexicalCandidates(list: best.sorted, moments: moments, pruned: !others.isEmpty, covered: !coveredPairs.isEmpty)
+    }
+
+    /// At most this many sets of words in a cover (`covers`); beyond it the rarest word becomes
+    /// essential and the cover is sought again with fewer words.
+    static let maximumCovers = 24
+
+    /// The smallest sets of `words` whose bounds add up to `threshold` or more (none of them
+    /// reaches it alone, the caller checks): a row holding none of these sets scores below it.
+    /// Nil when there are more than `atMost`. Each set is found once, its words in decreasing
+    /// bound, and is minimal: without its last (smallest) word it falls below the threshold, and
+    /// without any other word further still.
+    static func covers(_ words: [Int], bound: [Double], threshold: Double, atMost: Int) -> [[Int]]? {
+        let order = words.sorted { bound[$0] != bound[$1] ? bound[$0] > bound[$1] : $0 < $1 }
+        // What the words from each position on can still add.
+        var rest = [Double](repeating: 0, count: order.count + 1)
+        for index in order.indices.reversed() { rest[index] = rest[index + 1] + bound[order[index]] }
+        var found: [[Int]] = [], current: [Int] = []
+        func extend(from start: Int, sum: Double) -> Bool {
+            for index in start..<order.count {
+                guard sum + rest[index] >= threshold else { return true }
+                current.append(order[index])
+                defer { current.removeLast() }
+                if sum + bound[order[index]] >= threshold {
+                    found.append(current)
+                    if found.count > atMost { return false }
+                } else if !extend(from: index + 1, sum: sum + bound[order[index]]) {
+                    return false
+                }
+            }
+            return true
+        }
+        return extend(from: 0, sum: 0) ? found : nil
+    }
+
+    /// Scores the rows matching `expression` (about `rows` of them): past `splitLexicalRows`,
+    /// the two halves of the rowids at once, on this thread and another (a hybrid query's other
+    /// core is free again once its dense part is done).
+    private func scoreBatches(_ expression: String, counts: [Int64], firstNonEssential: Int, nonEssential: Int, limit: Int,
+                              rows: Int64, db: Database) throws(IndexError) -> [ScoredBatch] {
+        guard rows >= Self.splitLexicalRows, let range = contents.rowidRange, range.count > 1 else {
+            return [try scoreBatch(expression, counts: counts, firstNonEssential: firstNonEssential, nonEssential: nonEssential,
+                                   limit: limit, rowids: nil, db: db)]
+        }
+        let middle = range.lowerBound + (range.upperBound - range.lowerBound) / 2
+        let upper = SideWork { [self] in
+            Result { () throws(IndexError) in
+                try pool.withConnection { (db) throws(IndexError) in
+                    try scoreBatch(expression, counts: counts, firstNonEssential: firstNonEssential, nonEssential: nonEssential,
+                                   limit: limit, rowids: (middle + 1)...range.upperBound, db: db)
+                }
+            }
+        }
+        let lower = Result { () throws(IndexError) in
+            try scoreBatch(expression, counts: counts, firstNonEssential: firstNonEssential, nonEssential: nonEssential,
+                           limit: limit, rowids: range.lowerBound...middle, db: db)
+        }
+        let higher = upper.wait()
+        return [try lower.get(), try higher.get()]
     }
 
     /// The lexical score's sum and sum of squares over the rows that hold some of the `others`
     /// tokens but no essential one (not scored): each such token's rows less those scored that
     /// hold it, times its IDF and the mean (and mean square) of its tf part over the scored rows
     /// that hold it (over none: one occurrence in the content at the average length); tokens
-    /// taken as independent in those rows. Only the spread of the lexical score enters a hybrid
+    /// taken as independent in those rows, except the pairs in `apart` (a cover's: no row left
+    /// holds both). Only the spread of the lexical score enters a hybrid
     /// ranking (as the weight of its standardised score, docs/quality.md), and a few percent of
     /// error in it moves no answer by more than that weight's own tolerance.
     private func estimatedMoments(others: [Int], idf: [Double], counts: [Int64], seen: [Int], sums: [Double],
-                                  squares: [Double], scored: Int) -> ScoreMoments {
+                                  squares: [Double], scored: Int, apart: Set<[Int]> = []) -> ScoreMoments {
         let k1 = configuration.bm25K1, weight = configuration.contentWeight
         let single = weight * (k1 + 1) / (weight + k1)
         var rows: [Double] = [], means: [Double] = [], sum = 0.0, square = 0.0
@@ -214,7 +287,9 @@ extension SearchIndex {
         }
         let rest = Double(max(1, count - scored))
         for a in others.indices {
-            for b in others.indices where a != b { square += means[a] * means[b] * rows[a] * rows[b] / rest }
+            for b in others.indices where a != b && !apart.contains([min(others[a], others[b]), max(others[a], others[b])]) {
+                square += means[a] * means[b] * rows[a] * rows[b] / rest
+            }
         }
         // No rows counted: the caller counts every row it did not score as a zero.
         var moments = ScoreMoments()
