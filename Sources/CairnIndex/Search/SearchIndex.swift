@@ -2,6 +2,7 @@ public import CairnCore
 import CairnThreads
 import CEncoderKernels
 import Dispatch
+import Synchronization
 
 /// Hybrid retrieval over one installed snapshot (read-only, safe to query from many tasks).
 ///
@@ -380,25 +381,41 @@ public final class SearchIndex: Sendable {
         return (codes, scales)
     }
 
-    /// The estimates of `rows` (ascending) from their int8 codes, in that order.
+    /// The estimates of `rows` (ascending) from their int8 codes, in that order, over the
+    /// caller and the worker team's threads for a long list (30,000 rows at a million).
     private func similarities(_ query: [Float], rows: [Int32]) -> [Float] {
         var scores = [Float](repeating: 0, count: rows.count)
         guard !rows.isEmpty else { return scores }
-        // The rows of each file are a run of the list: the base's first.
-        let split = rows.firstIndex { Int($0) >= contents.base.count } ?? rows.count
+        let d = meta.dimension, base = contents.base
+        // The rows of each file are a run of the list: the base's first, then the overlay's
+        // (given to its file as its own row numbers).
+        let split = rows.firstIndex { Int($0) >= base.count } ?? rows.count
+        let local = rows[split...].map { $0 - Int32(base.count) }
         rows.withUnsafeBufferPointer { rows in
-            scores.withUnsafeMutableBufferPointer { scores in
-                let base = contents.base
-                cairn_similarities_i8_rows(base.codes.baseAddress, base.scales.baseAddress, rows.baseAddress, split,
-                                           Int32(meta.dimension), query, scores.baseAddress)
-                guard split < rows.count, let overlay = contents.overlay else { return }
-                let local = rows[split...].map { $0 - Int32(base.count) }
-                cairn_similarities_i8_rows(overlay.codes.baseAddress, overlay.scales.baseAddress, local, local.count,
-                                           Int32(meta.dimension), query, scores.baseAddress! + split)
+            local.withUnsafeBufferPointer { local in
+                query.withUnsafeBufferPointer { x in
+                    scores.withUnsafeMutableBufferPointer { y in
+                        var runs = [(file: base, rows: rows.baseAddress!, start: 0, count: split)]
+                        if let overlay = contents.overlay, let first = local.baseAddress {
+                            runs.append((overlay, first, split, local.count))
+                        }
+                        for run in runs where run.count > 0 {
+                            let operands = ListOperands(codes: run.file.codes.baseAddress!, scales: run.file.scales.baseAddress!,
+                                                        rows: run.rows, query: x.baseAddress!, scores: y.baseAddress! + run.start)
+                            Self.splitRows(run.count, rowsPerThread: Self.listRowsPerThread) { first, count in
+                                cairn_similarities_i8_rows(operands.codes, operands.scales, operands.rows + first, count, Int32(d),
+                                                           operands.query, operands.scores + first)
+                            }
+                        }
+                    }
+                }
             }
         }
         return scores
     }
+
+    /// Rows of a list below which one thread scores it: a listed row's codes are a random read.
+    static let listRowsPerThread = 5_000
 
     private static func indexOfMinimum(_ values: [Float]) -> Int {
         values.indices.min { values[$0] < values[$1] } ?? 0
@@ -438,25 +455,50 @@ public final class SearchIndex: Sendable {
     }
 
     /// Replaces the scores of `rows` with their exact cosines, from the float32 vectors stored
-    /// in the file.
+    /// in the file: a lookup by rowid each, on the caller and the worker team's threads (one
+    /// connection each) for the 400 or more rows of a fused query.
     private func rescore(_ rows: [Int], query: [Float], into scores: inout [Float]) throws(IndexError) {
         guard !rows.isEmpty else { return }
+        let parts = rows.count >= 2 * Self.rescoredPerThread ? min(WorkerTeam.shared.width, rows.count / Self.rescoredPerThread) : 1
+        let results = Mutex([Result<[Float], IndexError>](repeating: .success([]), count: parts))
+        WorkerTeam.shared.run(chunks: parts) { [self] part in
+            let slice = rows[rows.count * part / parts ..< rows.count * (part + 1) / parts]
+            let result = Result { () throws(IndexError) in try exactCosines(slice, query: query) }
+            results.withLock { $0[part] = result }
+        }
+        var index = 0
+        for result in results.withLock({ $0 }) {
+            for cosine in try result.get() {
+                scores[rows[index]] = cosine
+                index += 1
+            }
+        }
+    }
+
+    /// Rows below which one thread rescores them (each a B-tree lookup of a few microseconds).
+    static let rescoredPerThread = 128
+
+    /// The exact cosines of `rows` with the query, in their order.
+    private func exactCosines(_ rows: ArraySlice<Int>, query: [Float]) throws(IndexError) -> [Float] {
         let d = meta.dimension
-        try pool.withConnection { (db) throws(IndexError) in
+        return try pool.withConnection { (db) throws(IndexError) -> [Float] in
             let statement = try db.prepare("SELECT embedding FROM chunks WHERE rowid = ?1")
+            var cosines: [Float] = []
+            cosines.reserveCapacity(rows.count)
             for row in rows {
                 statement.reset()
                 try statement.bind(contents.rowid(row), at: 1)
                 guard try statement.step() else {
                     throw IndexError(.snapshotMalformed, "a chunk disappeared from the snapshot while it was open")
                 }
-                scores[row] = try statement.withBlob(at: 0) { (bytes) throws(IndexError) in
+                cosines.append(try statement.withBlob(at: 0) { (bytes) throws(IndexError) in
                     guard bytes.count == d * 4 else {
                         throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
                     }
                     return query.withUnsafeBufferPointer { cairn_dot_f32(bytes.baseAddress, $0.baseAddress, Int32(d)) }
-                }
+                })
             }
+            return cosines
         }
     }
 
@@ -512,6 +554,15 @@ private struct ScanOperands: @unchecked Sendable {
 }
 
 /// The pointers one pass over the sign bits shares with the worker team's threads.
+private struct ListOperands: @unchecked Sendable {
+    // @unchecked: as `ScanOperands` (disjoint ranges of the list's scores written).
+    let codes: UnsafePointer<Int8>
+    let scales: UnsafePointer<Float>
+    let rows: UnsafePointer<Int32>
+    let query: UnsafePointer<Float>
+    let scores: UnsafeMutablePointer<Float>
+}
+
 private struct SignOperands: @unchecked Sendable {
     // @unchecked: as `ScanOperands` (disjoint ranges of distances written).
     let signs: UnsafePointer<UInt64>
