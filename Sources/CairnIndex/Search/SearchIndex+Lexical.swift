@@ -105,8 +105,8 @@ extension SearchIndex {
     /// cut into essential ones (the rarest) and the others, whose BM25 contribution to any row is
     /// below IDF × (k1 + 1). Only the rows holding an essential token are scored, each with every
     /// token (the others are sought in those rows alone: the expression `E OR (E AND F)`, whose
-    /// repeated phrases count once). The rarest of the others become essential in turn (one
-    /// word, or a group of rare words whose rows together are no more than those scored so far),
+    /// repeated phrases count once). The rarest of the others become essential in turn, in
+    /// groups of words that double as long as a word's rows are not many times the group's,
     /// and only their rows that hold no earlier essential word are scored and added
     /// (`N NOT (E)`), so each matching row is scored at most once.
     ///
@@ -132,6 +132,7 @@ extension SearchIndex {
         var essential: [Int] = []
         // The pairs of others a cover's rows held (none of them is left in the rows not scored).
         var coveredPairs: Set<[Int]> = []
+        var group = 1
         var best = TopSelection(capacity: limit)
         var moments = ScoreMoments()
         // Per token: the scored rows holding it, and the sums of its tf part over them.
@@ -175,15 +176,18 @@ extension SearchIndex {
                 }
             }
             // The rarest other, and after it the next rarest while their rows together stay
-            // within those scored so far: a query of a few words moves them one at a time, a
-            // long one in batches whose rows about double.
+            // within those scored so far, or while the group is under its size (1, 1, 2, 4, …
+            // words: a query of thirty words runs about six batches) and the word's rows are
+            // not many times the group's (a rare word does not drag a common one in).
             let budget = Int64(max(4 * limit, moments.count))
             var next = [others.removeLast()]
             var batchRows = counts[next[0]]
-            while let rarest = others.last, batchRows + counts[rarest] <= budget {
+            while let rarest = others.last,
+                  batchRows + counts[rarest] <= budget || (next.count < group && counts[rarest] <= max(budget, 4 * batchRows)) {
                 next.append(others.removeLast())
                 batchRows += counts[rarest]
             }
+            if !essential.isEmpty { group *= 2 }
             // The rows of `next` that hold no earlier essential word, each scored with `next` and
             // the others (the earlier essential words are absent from them).
             let rows = withoutEssential(LexicalQuery.expression(next.map { tokens[$0] }))
