@@ -130,8 +130,10 @@ extension SearchIndex {
         // The others, most frequent first: the rarest becomes essential first.
         var others = tokens.indices.sorted { counts[$0] != counts[$1] ? counts[$0] > counts[$1] : $0 < $1 }
         var essential: [Int] = []
-        // The pairs of others a cover's rows held (none of them is left in the rows not scored).
-        var coveredPairs: Set<[Int]> = []
+        // Whether a cover's rows were scored, and the pairs of others among its sets (no row
+        // left unscored holds both words of one), as `pairKey`s.
+        var covered = false
+        var coveredPairs: Set<Int> = []
         var group = 1
         var best = TopSelection(capacity: limit)
         var moments = ScoreMoments()
@@ -171,7 +173,8 @@ extension SearchIndex {
                     let estimate = covers.reduce(0.0) { total, set in total + set.reduce(n) { $0 * Double(counts[$1]) / n } }
                     add(try scoreBatches(expression, counts: ignored + others.map { counts[$0] }, firstNonEssential: ignored.count,
                                          nonEssential: others.count, limit: limit, rows: Int64(estimate), db: db))
-                    coveredPairs = Set(covers.filter { $0.count == 2 }.map { $0.sorted() })
+                    coveredPairs = Set(covers.filter { $0.count == 2 }.map { Self.pairKey($0[0], $0[1], of: tokens.count) })
+                    covered = true
                     break
                 }
             }
@@ -205,7 +208,12 @@ extension SearchIndex {
         moments.add(estimatedMoments(others: others, idf: idf, counts: counts, seen: seen, sums: sums, squares: squares,
                                      scored: scored, apart: coveredPairs))
         moments.addZeros(count - scored)
-        return LexicalCandidates(list: best.sorted, moments: moments, pruned: !others.isEmpty, covered: !coveredPairs.isEmpty)
+        return LexicalCandidates(list: best.sorted, moments: moments, pruned: !others.isEmpty, covered: covered)
+    }
+
+    /// One number for the unordered pair of tokens `a` and `b` of a query of `count` tokens.
+    static func pairKey(_ a: Int, _ b: Int, of count: Int) -> Int {
+        min(a, b) * count + max(a, b)
     }
 
     /// At most this many sets of words in a cover (`covers`); beyond it the rarest word becomes
@@ -270,12 +278,12 @@ extension SearchIndex {
     /// tokens but no essential one (not scored): each such token's rows less those scored that
     /// hold it, times its IDF and the mean (and mean square) of its tf part over the scored rows
     /// that hold it (over none: one occurrence in the content at the average length); tokens
-    /// taken as independent in those rows, except the pairs in `apart` (a cover's: no row left
-    /// holds both). Only the spread of the lexical score enters a hybrid
+    /// taken as independent in those rows, except the pairs in `apart` (`pairKey`s of a cover's
+    /// pairs: no row left holds both). Only the spread of the lexical score enters a hybrid
     /// ranking (as the weight of its standardised score, docs/quality.md), and a few percent of
     /// error in it moves no answer by more than that weight's own tolerance.
     private func estimatedMoments(others: [Int], idf: [Double], counts: [Int64], seen: [Int], sums: [Double],
-                                  squares: [Double], scored: Int, apart: Set<[Int]> = []) -> ScoreMoments {
+                                  squares: [Double], scored: Int, apart: Set<Int> = []) -> ScoreMoments {
         let k1 = configuration.bm25K1, weight = configuration.contentWeight
         let single = weight * (k1 + 1) / (weight + k1)
         var rows: [Double] = [], means: [Double] = [], sum = 0.0, square = 0.0
@@ -291,7 +299,7 @@ extension SearchIndex {
         }
         let rest = Double(max(1, count - scored))
         for a in others.indices {
-            for b in others.indices where a != b && !apart.contains([min(others[a], others[b]), max(others[a], others[b])]) {
+            for b in others.indices where a != b && !apart.contains(Self.pairKey(others[a], others[b], of: idf.count)) {
                 square += means[a] * means[b] * rows[a] * rows[b] / rest
             }
         }

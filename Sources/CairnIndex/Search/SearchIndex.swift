@@ -459,19 +459,14 @@ public final class SearchIndex: Sendable {
     /// connection each) for the 400 or more rows of a fused query.
     private func rescore(_ rows: [Int], query: [Float], into scores: inout [Float]) throws(IndexError) {
         guard !rows.isEmpty else { return }
-        let parts = rows.count >= 2 * Self.rescoredPerThread ? min(WorkerTeam.shared.width, rows.count / Self.rescoredPerThread) : 1
-        let results = Mutex([Result<[Float], IndexError>](repeating: .success([]), count: parts))
-        WorkerTeam.shared.run(chunks: parts) { [self] part in
-            let slice = rows[rows.count * part / parts ..< rows.count * (part + 1) / parts]
-            let result = Result { () throws(IndexError) in try exactCosines(slice, query: query) }
-            results.withLock { $0[part] = result }
+        // Each range's cosines, by the range's first position in `rows`.
+        let parts = Mutex([(first: Int, cosines: Result<[Float], IndexError>)]())
+        Self.splitRows(rows.count, rowsPerThread: Self.rescoredPerThread) { [self] first, count in
+            let cosines = Result { () throws(IndexError) in try exactCosines(rows[first ..< first + count], query: query) }
+            parts.withLock { $0.append((first, cosines)) }
         }
-        var index = 0
-        for result in results.withLock({ $0 }) {
-            for cosine in try result.get() {
-                scores[rows[index]] = cosine
-                index += 1
-            }
+        for part in parts.withLock({ $0 }) {
+            for (offset, cosine) in try part.cosines.get().enumerated() { scores[rows[part.first + offset]] = cosine }
         }
     }
 
