@@ -2,6 +2,9 @@
 #include "cpu_features.h"
 
 #include <math.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,6 +87,53 @@ static void hamming_popcnt(const uint64_t *bits, size_t first, size_t count, int
                            uint16_t *distances) {
     HAMMING_BODY
 }
+
+// A row's words (up to eight at a time) in one register: masked loads, one population count of
+// eight words, one sum across the lanes. About twice the scalar kernel's speed at 384 bits.
+__attribute__((target("avx512f,avx512vpopcntdq")))
+static void hamming_avx512(const uint64_t *bits, size_t first, size_t count, int words, const uint64_t *query,
+                           uint16_t *distances) {
+    for (size_t r = first; r < first + count; r++) {
+        const uint64_t *row = bits + r * (size_t)words;
+        __m512i sum = _mm512_setzero_si512();
+        for (int w = 0; w < words; w += 8) {
+            __mmask8 lanes = (__mmask8)(words - w >= 8 ? 0xFF : (1u << (words - w)) - 1);
+            __m512i x = _mm512_xor_si512(_mm512_maskz_loadu_epi64(lanes, row + w), _mm512_maskz_loadu_epi64(lanes, query + w));
+            sum = _mm512_add_epi64(sum, _mm512_popcnt_epi64(x));
+        }
+        distances[r] = (uint16_t)_mm512_reduce_add_epi64(sum);
+    }
+}
+
+// The rows at or below `threshold` in row order, 32 distances compared at once (most rows are
+// farther: a shortlist keeps a few percent).
+__attribute__((target("avx512f,avx512bw")))
+static size_t select_within_avx512(const uint16_t *distances, size_t n, int threshold, size_t at_threshold, size_t keep,
+                                   int32_t *rows) {
+    size_t kept = 0, r = 0;
+    __m512i limit = _mm512_set1_epi16((short)threshold);
+    for (; r + 32 <= n && kept < keep; r += 32) {
+        __mmask32 near = _mm512_cmple_epu16_mask(_mm512_loadu_si512(distances + r), limit);
+        while (near != 0 && kept < keep) {
+            size_t row = r + (size_t)__builtin_ctz(near);
+            near &= near - 1;
+            if (distances[row] == threshold) {
+                if (at_threshold == 0) continue;
+                at_threshold--;
+            }
+            rows[kept++] = (int32_t)row;
+        }
+    }
+    for (; r < n && kept < keep; r++) {
+        if (distances[r] > threshold) continue;
+        if (distances[r] == threshold) {
+            if (at_threshold == 0) continue;
+            at_threshold--;
+        }
+        rows[kept++] = (int32_t)r;
+    }
+    return kept;
+}
 #endif
 SCORING_KERNELS(baseline, )
 
@@ -116,11 +166,21 @@ static const scoring_kernels *scoring(void) {
     return chosen;
 }
 
-static hamming_fn chosen_hamming(void) {
+// The Hamming kernels, widest first; a CPU without one of them is given NULL.
+static hamming_fn hamming_kernel(int level) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("popcnt")) return hamming_popcnt;
+    if (level == 2) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vpopcntdq") ? hamming_avx512 : NULL;
+    if (level == 1) return __builtin_cpu_supports("popcnt") ? hamming_popcnt : NULL;
 #endif
+    return level == 0 ? hamming_baseline : NULL;
+}
+
+static hamming_fn chosen_hamming(void) {
+    for (int level = 2; level > 0; level--) {
+        hamming_fn kernel = hamming_kernel(level);
+        if (kernel != NULL) return kernel;
+    }
     return hamming_baseline;
 }
 
@@ -137,6 +197,14 @@ void cairn_similarities_i8_rows(const signed char *codes, const float *scales, c
 void cairn_hamming(const uint64_t *bits, size_t first, size_t count, int words, const uint64_t *query, uint16_t *distances) {
     CHOOSE(hamming_fn, kernel, chosen_hamming())
     chosen(bits, first, count, words, query, distances);
+}
+
+int cairn_hamming_level(int level, const uint64_t *bits, size_t first, size_t count, int words, const uint64_t *query,
+                        uint16_t *distances) {
+    hamming_fn kernel = hamming_kernel(level);
+    if (kernel == NULL) return 0;
+    kernel(bits, first, count, words, query, distances);
+    return 1;
 }
 
 // Packs the signs of d values, `positive(j)` for value j, into (d + 63) / 64 words.
@@ -196,21 +264,10 @@ float cairn_dot_f32(const void *values, const float *query, int d) {
     return sum;
 }
 
-size_t cairn_select_nearest(const uint16_t *distances, size_t n, size_t keep, int maximum, int32_t *rows) {
-    // A count of each distance (0 ... maximum; larger ones are never kept), then the distance of
-    // the last row kept, then one pass in row order.
-    size_t histogram[4097];
-    if (maximum < 0) return 0;
-    if (maximum > 4096) maximum = 4096;
-    memset(histogram, 0, sizeof(size_t) * (size_t)(maximum + 1));
-    for (size_t r = 0; r < n; r++) {
-        if (distances[r] <= maximum) histogram[distances[r]]++;
-    }
-    size_t below = 0;
-    int threshold = 0;
-    while (threshold <= maximum && below + histogram[threshold] < keep) below += histogram[threshold++];
-    if (threshold > maximum) threshold = maximum;
-    size_t at_threshold = keep > below ? keep - below : 0, kept = 0;
+// The rows at or below `threshold` in row order, `at_threshold` of those at it (the first).
+static size_t select_within_baseline(const uint16_t *distances, size_t n, int threshold, size_t at_threshold, size_t keep,
+                                     int32_t *rows) {
+    size_t kept = 0;
     for (size_t r = 0; r < n && kept < keep; r++) {
         int distance = distances[r];
         if (distance > threshold) continue;
@@ -221,6 +278,62 @@ size_t cairn_select_nearest(const uint16_t *distances, size_t n, size_t keep, in
         rows[kept++] = (int32_t)r;
     }
     return kept;
+}
+
+typedef size_t (*select_fn)(const uint16_t *, size_t, int, size_t, size_t, int32_t *);
+
+static select_fn select_kernel(int level) {
+#if defined(__x86_64__)
+    if (level == 2) return cairn_cpu_avx512() ? select_within_avx512 : NULL;
+    if (level == 1) return NULL;
+#endif
+    return level == 0 ? select_within_baseline : NULL;
+}
+
+static select_fn chosen_select(void) {
+    select_fn kernel = select_kernel(2);
+    return kernel != NULL ? kernel : select_within_baseline;
+}
+
+static size_t select_nearest(select_fn within, const uint16_t *distances, size_t n, size_t keep, int maximum, int32_t *rows) {
+    // A count of each distance (0 ... maximum; larger ones are never kept), then the distance of
+    // the last row kept, then one pass in row order. Four counts, one for each of four
+    // neighbouring rows, so that rows at one distance do not wait on each other's increment.
+    if (maximum < 0) return 0;
+    if (maximum > 4096) maximum = 4096;
+    uint32_t counts[4][4097];
+    for (int part = 0; part < 4; part++) memset(counts[part], 0, sizeof(uint32_t) * (size_t)(maximum + 1));
+    size_t r = 0;
+    for (; r + 4 <= n; r += 4) {
+        for (int part = 0; part < 4; part++) {
+            if (distances[r + part] <= maximum) counts[part][distances[r + part]]++;
+        }
+    }
+    for (; r < n; r++) {
+        if (distances[r] <= maximum) counts[0][distances[r]]++;
+    }
+    size_t below = 0;
+    int threshold = 0;
+    for (; threshold <= maximum; threshold++) {
+        size_t at = (size_t)counts[0][threshold] + counts[1][threshold] + counts[2][threshold] + counts[3][threshold];
+        if (below + at >= keep) break;
+        below += at;
+    }
+    if (threshold > maximum) threshold = maximum;
+    return within(distances, n, threshold, keep > below ? keep - below : 0, keep, rows);
+}
+
+size_t cairn_select_nearest(const uint16_t *distances, size_t n, size_t keep, int maximum, int32_t *rows) {
+    CHOOSE(select_fn, kernel, chosen_select())
+    return select_nearest(chosen, distances, n, keep, maximum, rows);
+}
+
+int cairn_select_nearest_level(int level, const uint16_t *distances, size_t n, size_t keep, int maximum, int32_t *rows,
+                               size_t *kept) {
+    select_fn kernel = select_kernel(level);
+    if (kernel == NULL) return 0;
+    *kept = select_nearest(kernel, distances, n, keep, maximum, rows);
+    return 1;
 }
 
 typedef struct {

@@ -43,6 +43,14 @@ void cairn_hamming(const uint64_t *bits, size_t first, size_t count, int words, 
 /// (fewer than `keep` only when fewer rows are within `maximum`).
 size_t cairn_select_nearest(const uint16_t *distances, size_t n, size_t keep, int maximum, int32_t *rows);
 
+/// `cairn_hamming` and `cairn_select_nearest` (its count in `*kept`) with the kernels of one
+/// instruction-set level (0 baseline, 1 POPCNT, 2 AVX-512), so that tests can compare every
+/// level this CPU runs; returns 0, doing nothing, when it runs no kernel of that level.
+int cairn_hamming_level(int level, const uint64_t *bits, size_t first, size_t count, int words, const uint64_t *query,
+                        uint16_t *distances);
+int cairn_select_nearest_level(int level, const uint16_t *distances, size_t n, size_t keep, int maximum, int32_t *rows,
+                               size_t *kept);
+
 /// The rows (from `rows`) of the `k` highest of `scores[0 ..< n]`, ties to the lower row, into
 /// `out` in no particular order; returns min(k, n) (0 if memory runs out).
 size_t cairn_top_scores(const float *scores, const int32_t *rows, size_t n, size_t k, int32_t *out);
