@@ -356,9 +356,19 @@ public final class SearchIndex: Sendable {
     /// The dense score's moments over every row, from the estimates of `momentSample` of them.
     private func sampledMoments(_ query: [Float]) -> ScoreMoments {
         var estimates = [Float](repeating: 0, count: sampleScales.count)
-        cairn_similarities_i8(sampleCodes, sampleScales, 0, sampleScales.count, Int32(meta.dimension), query, &estimates)
+        sampleCodes.withUnsafeBufferPointer { codes in
+            sampleScales.withUnsafeBufferPointer { scales in
+                estimates.withUnsafeMutableBufferPointer { y in
+                    Self.scan(codes: codes, scales: scales, query: query, into: y.baseAddress, rowsPerThread: Self.momentRowsPerThread)
+                }
+            }
+        }
         return ScoreMoments(sample: ScoreMoments(scores: estimates, mask: nil), of: count)
     }
+
+    /// Sampled rows below which one thread estimates the moments (the sample's 16,384 rows,
+    /// 6 MB of codes, take about 0.5 ms on one).
+    static let momentRowsPerThread = 4_096
 
     /// The codes and scales of `momentSample` live rows spread evenly over the row numbers (every
     /// live row of a smaller index): for each of the evenly spaced row numbers, the first live
@@ -425,29 +435,42 @@ public final class SearchIndex: Sendable {
     /// length; rows an overlay removed are scored too, and skipped by the caller), over the
     /// caller and the worker team's threads for a large index.
     private func similarities(_ query: [Float]) -> [Float] {
-        let d = meta.dimension
         var scores = [Float](repeating: 0, count: contents.slots)
-        query.withUnsafeBufferPointer { x in
-            scores.withUnsafeMutableBufferPointer { y in
-                for (file, first) in files where file.count > 0 {
-                    let operands = ScanOperands(codes: file.codes.baseAddress!, scales: file.scales.baseAddress!,
-                                                query: x.baseAddress!, scores: y.baseAddress! + first)
-                    Self.splitRows(file.count, rowsPerThread: Self.rowsPerThread) { first, count in
-                        cairn_similarities_i8(operands.codes, operands.scales, first, count, Int32(d), operands.query, operands.scores)
-                    }
-                }
+        scores.withUnsafeMutableBufferPointer { y in
+            for (file, first) in files where file.count > 0 {
+                Self.scan(codes: file.codes, scales: file.scales, query: query, into: y.baseAddress! + first,
+                          rowsPerThread: Self.rowsPerThread)
             }
         }
         return scores
     }
 
+    /// y[r] = the estimate of row r of `codes` (`query.count` a row) and `scales`, for every
+    /// row, over the caller and the worker team's threads from 2 × `rowsPerThread` rows.
+    private static func scan(codes: UnsafeBufferPointer<Int8>, scales: UnsafeBufferPointer<Float>, query: [Float],
+                             into y: UnsafeMutablePointer<Float>?, rowsPerThread: Int) {
+        guard let y, let codesStart = codes.baseAddress, let scalesStart = scales.baseAddress else { return }
+        let d = query.count
+        query.withUnsafeBufferPointer { x in
+            let operands = ScanOperands(codes: codesStart, scales: scalesStart, query: x.baseAddress!, scores: y)
+            splitRows(scales.count, rowsPerThread: rowsPerThread) { first, count in
+                cairn_similarities_i8(operands.codes, operands.scales, first, count, Int32(d), operands.query, operands.scores)
+            }
+        }
+    }
+
     /// Rows below which one thread scores a whole index (waking a helper costs more).
     static let rowsPerThread = 20_000
 
-    /// Runs `body(first, count)` over `n` rows cut into equal ranges, one per thread of the
-    /// worker team (one range below 2 × `rowsPerThread` rows), and returns when all are done.
-    private static func splitRows(_ n: Int, rowsPerThread: Int, _ body: @escaping @Sendable (Int, Int) -> Void) {
-        let parts = n >= rowsPerThread * 2 ? min(WorkerTeam.shared.width, n / rowsPerThread) : 1
+    /// Runs `body(first, count)` over `n` rows cut into equal ranges, `rangesPerThread` for each
+    /// thread of the worker team (one range below 2 × `rowsPerThread` rows), and returns when
+    /// all are done. The threads claim ranges as they go, so when the lexical half of a hybrid
+    /// query shares a core with one of them, the other takes more of the pass instead of
+    /// waiting for it.
+    private static func splitRows(_ n: Int, rowsPerThread: Int, rangesPerThread: Int = 4,
+                                  _ body: @escaping @Sendable (Int, Int) -> Void) {
+        let threads = n >= rowsPerThread * 2 ? min(WorkerTeam.shared.width, n / rowsPerThread) : 1
+        let parts = threads > 1 ? threads * max(1, rangesPerThread) : 1
         WorkerTeam.shared.run(chunks: parts) { part in
             let first = n * part / parts, end = n * (part + 1) / parts
             body(first, end - first)
@@ -461,7 +484,8 @@ public final class SearchIndex: Sendable {
         guard !rows.isEmpty else { return }
         // Each range's cosines, by the range's first position in `rows`.
         let parts = Mutex([(first: Int, cosines: Result<[Float], IndexError>)]())
-        Self.splitRows(rows.count, rowsPerThread: Self.rescoredPerThread) { [self] first, count in
+        // One range a thread: each range takes a connection and prepares its statement.
+        Self.splitRows(rows.count, rowsPerThread: Self.rescoredPerThread, rangesPerThread: 1) { [self] first, count in
             let cosines = Result { () throws(IndexError) in try exactCosines(rows[first ..< first + count], query: query) }
             parts.withLock { $0.append((first, cosines)) }
         }
