@@ -158,7 +158,7 @@ public final class SearchIndex: Sendable {
             // The lexical candidates' cosines are exact too, not the codes' estimates.
             try rescore(lexical.list.map(\.row).filter { !dense.exact.contains($0) }, query: queryVector!, into: &dense.scores)
             let cosines = dense.scores
-            let denseMoments = dense.moments ?? ScoreMoments(scores: cosines, mask: liveMask(mask))
+            let denseMoments = dense.moments ?? ScoreMoments(scores: cosines.all, mask: liveMask(mask))
             var moments = HybridMoments(lexicalWeight: configuration.lexicalWeight, denseWeight: configuration.denseWeight)
             (moments.lexicalCount, moments.lexicalSum, moments.lexicalSquares) = lexical.moments.sums
             (moments.denseCount, moments.denseSum, moments.denseSquares) = denseMoments.sums
@@ -235,16 +235,35 @@ public final class SearchIndex: Sendable {
 
     /// The best dense matches at or above the floor, whether the scores are degenerate, and
     /// the cosines of the rows scored: exact (from the file's float32 vectors) for the rows in
-    /// `exact`, estimated from the int8 codes for the others, 0 for rows not scored (those the
-    /// sign bits left out). `moments` is the dense score's over every row when the rows were
-    /// narrowed for a hybrid query (from a sample); else nil, and a hybrid caller takes them
-    /// from `scores`.
+    /// `exact`, estimated from the int8 codes for the others (every row in a flat pass; in a
+    /// narrowed one only the rows rescored). `moments` is the dense score's over every row when
+    /// the rows were narrowed for a hybrid query (from a sample); else nil, and a hybrid caller
+    /// takes them from `scores.all`.
     struct DenseCandidates: Sendable {
         var list: [ScoredRow] = []
         var isDegenerate = false
-        var scores: [Float] = []
+        var scores = RowScores()
         var exact: Set<Int> = []
         var moments: ScoreMoments?
+    }
+
+    /// Cosines by row number: every row's after a flat pass; after a narrowed one only those of
+    /// the few hundred rows set (a million-row array would cost a 4 MB allocation a query).
+    struct RowScores: Sendable {
+        /// Every row's cosine (a flat pass), else empty.
+        private(set) var all: [Float] = []
+        private var some: [Int: Float] = [:]
+
+        init() {}
+        init(all: [Float]) { self.all = all }
+
+        /// A row's cosine; 0 for a row a narrowed pass did not set.
+        subscript(row: Int) -> Float {
+            get { all.isEmpty ? some[row] ?? 0 : all[row] }
+            set {
+                if all.isEmpty { some[row] = newValue } else { all[row] = newValue }
+            }
+        }
     }
 
     /// Rows rescored exactly per dense query: `rescoreFactor` × the list's depth (or the
@@ -267,29 +286,34 @@ public final class SearchIndex: Sendable {
         let window = max(1, configuration.degenerateWindow)
         // The rows the codes rank best, rescored from the file.
         var shortlist = TopSelection(capacity: max(Self.minimumRescored, Self.rescoreFactor * max(limit, window)))
-        var scores: [Float]
+        var scores: RowScores
         var moments: ScoreMoments?
         func offer(_ row: Int, _ estimate: Float) {
             let score = Double(estimate)
             if shortlist.admits(score) { shortlist.offer(ScoredRow(row: row, id: contents.id(row), score: score)) }
         }
         if narrowed {
-            scores = [Float](repeating: 0, count: contents.slots)
+            scores = RowScores()
             let rows = signShortlist(query)
             let estimates = similarities(query, rows: rows)
-            for (row, estimate) in zip(rows, estimates) { scores[Int(row)] = estimate }
-            // The best estimates (ties to the lower row), chosen in one pass.
+            // The best estimates (ties to the lower row: the rows are ascending, so to the lower
+            // position), chosen in one pass, as positions in `rows`.
             var chosen = [Int32](repeating: 0, count: min(shortlist.capacity, rows.count))
-            chosen.removeLast(chosen.count - cairn_top_scores(estimates, rows, rows.count, chosen.count, &chosen))
-            for row in chosen { offer(Int(row), scores[Int(row)]) }
+            let positions = (0..<Int32(rows.count)).map { $0 }
+            chosen.removeLast(chosen.count - cairn_top_scores(estimates, positions, rows.count, chosen.count, &chosen))
+            for position in chosen.map(Int.init) {
+                scores[Int(rows[position])] = estimates[position]
+                offer(Int(rows[position]), estimates[position])
+            }
             if wanted { moments = sampledMoments(query) }
         } else {
-            scores = similarities(query)
+            let all = similarities(query)
             if contents.hasRemoved || mask != nil {
-                for row in 0..<contents.slots where contents.isLive(row) && mask?[row] ?? true { offer(row, scores[row]) }
+                for row in 0..<contents.slots where contents.isLive(row) && mask?[row] ?? true { offer(row, all[row]) }
             } else {
-                for row in 0..<contents.slots { offer(row, scores[row]) }
+                for row in 0..<contents.slots { offer(row, all[row]) }
             }
+            scores = RowScores(all: all)
         }
         let rescored = shortlist.sorted.map(\.row)
         try rescore(rescored, query: query, into: &scores)
@@ -480,7 +504,7 @@ public final class SearchIndex: Sendable {
     /// Replaces the scores of `rows` with their exact cosines, from the float32 vectors stored
     /// in the file: a lookup by rowid each, on the caller and the worker team's threads (one
     /// connection each) for the 400 or more rows of a fused query.
-    private func rescore(_ rows: [Int], query: [Float], into scores: inout [Float]) throws(IndexError) {
+    private func rescore(_ rows: [Int], query: [Float], into scores: inout RowScores) throws(IndexError) {
         guard !rows.isEmpty else { return }
         // Each range's cosines, by the range's first position in `rows`.
         let parts = Mutex([(first: Int, cosines: Result<[Float], IndexError>)]())
@@ -494,8 +518,9 @@ public final class SearchIndex: Sendable {
         }
     }
 
-    /// Rows below which one thread rescores them (each a B-tree lookup of a few microseconds).
-    static let rescoredPerThread = 128
+    /// Rows below which one thread rescores them (each a B-tree lookup of about 3 µs): a hybrid
+    /// query's 400, and the 60 to 100 of its lexical list that dense did not rescore, are split.
+    static let rescoredPerThread = 40
 
     /// The exact cosines of `rows` with the query, in their order.
     private func exactCosines(_ rows: ArraySlice<Int>, query: [Float]) throws(IndexError) -> [Float] {
