@@ -31,6 +31,8 @@ public enum BackgroundWork {
         private let done = DispatchSemaphore(value: 0)
         // Written once by the worker before `done` is signalled; read after waiting for it.
         private var result: T?
+        // Touched only by the one thread that waits.
+        private var waited = false
 
         public init(_ body: @escaping @Sendable () -> T) {
             BackgroundWork.start { [self] in
@@ -39,9 +41,14 @@ public enum BackgroundWork {
             }
         }
 
-        /// Blocks until the work is done; call once.
+        /// Blocks until the work is done and returns its result; later calls return it at once.
+        /// Call from one thread only.
+        @discardableResult
         public func wait() -> T {
-            done.wait()
+            if !waited {
+                done.wait()
+                waited = true
+            }
             return result!
         }
     }

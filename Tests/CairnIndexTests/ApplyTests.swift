@@ -1,5 +1,6 @@
 import CairnCore
 import CairnIndex
+import CairnTestSupport
 import Foundation
 import Testing
 
@@ -126,6 +127,47 @@ import Testing
                 try SnapshotWriter.apply(upserts: [ChunkRecord(chunk: changed, vector: unit(0, 0, 0.6, 0.8))], deletes: ["lighting"],
                                          newMeta: Corpus.meta(version: 2), to: next)
             } throws: { error in (error as? IndexError)?.code == .deltaMismatch }
+        }
+    }
+}
+
+/// `SnapshotWriter.prefetch`: the rows a delta names are read into the page cache before the
+/// transaction looks them up one after another. Observed with mincore(2) on the real file.
+@Suite struct PrefetchTests {
+    @Test("Given a snapshot dropped from the page cache, when the rows of an edit are prefetched, then their pages are cached and the file is unchanged")
+    func prefetchedRowsAreCached() throws {
+        try withTemporaryDirectory { directory in
+            // 2,000 rows of about 3 kB: a file of a few thousand pages, each row on its own.
+            let entries = (0..<2_000).map { index in
+                let words = (0..<400).map { "w\(($0 * 7 + index) % 997)" }.joined(separator: " ")
+                return ChunkRecord(chunk: Chunk(id: String(format: "row-%05d", index), title: "Row \(index)", content: words),
+                                   vector: unit(Float(index % 7) + 1, 1, Float(index % 3), 0.5))
+            }
+            let path = try Corpus.snapshot(in: directory, entries: entries)
+            let before = try Data(contentsOf: URL(fileURLWithPath: path))
+            try #require(PageCache.drop(path))
+            let cold = try #require(PageCache.residentPages(path))
+            let edit = SnapshotWriter.Edit(upserts: [], deletes: stride(from: 0, to: 2_000, by: 10).map { entries[$0].chunk.id })
+
+            SnapshotWriter.prefetch([edit], in: path)
+
+            let warm = try #require(PageCache.residentPages(path))
+            // Each of the 200 rows holds a page of its own (and the id index's leaves), and
+            // nothing but the prefetch read the file since it left the cache.
+            #expect(warm.count - cold.count >= 200, "\(cold.count) pages cached before, \(warm.count) after")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+        }
+    }
+
+    @Test("Given a file dropped from the page cache and then read whole, when its cached share is probed, then it is near 0 before the read and near 1 after")
+    func cachedShareFollowsThePageCache() throws {
+        try withTemporaryDirectory { directory in
+            let path = (directory as NSString).appendingPathComponent("pages")
+            try Data(repeating: 7, count: 8 << 20).write(to: URL(fileURLWithPath: path))
+            try #require(PageCache.drop(path))
+            #expect(SnapshotWriter.cachedShare(of: path) < 0.1)
+            _ = try Data(contentsOf: URL(fileURLWithPath: path))
+            #expect(SnapshotWriter.cachedShare(of: path) > 0.9)
         }
     }
 }

@@ -75,6 +75,20 @@ struct InPlaceDeltaTests {
         #expect(try await device.syncer.rollback().version.version == 2)
     }
 
+    @Test("Given the previous version's file out of the page cache, when version 3 arrives, then its rows are read ahead and version 3 is built on that file in place and verifies whole")
+    func builtInPlaceOnAColdFile() async throws {
+        let (_, device, v3) = try await Self.deviceOnVersion2(withModel: false)
+        let previous = device.path + "/versions/1/index.sqlite"
+        let previousFile = try #require(Self.inode(previous))
+        try #require(PageCache.drop(previous))
+        // Cold enough that the delta reads the rows it touches ahead (SnapshotWriter.prefetch).
+        #expect(SnapshotWriter.cachedShare(of: previous) < 0.9)
+
+        #expect(await device.syncer.syncOnce().installedVersion == 3)
+        try Self.expectVersion3(device, v3)
+        #expect(Self.inode(device.path + "/versions/3/index.sqlite") == previousFile)
+    }
+
     @Test("Given a device restarted without its installed rows in memory, when two deltas arrive, then the first goes on a copy and keeps the rows it loads, so the second goes in place")
     func restartedWithoutRows() async throws {
         let repo = try RepoFixture(withModel: false)

@@ -1,4 +1,6 @@
 public import CairnCore
+import CairnThreads
+import Dispatch
 import Foundation
 
 #if canImport(Glibc)
@@ -184,6 +186,69 @@ public enum SnapshotWriter {
                     throw IndexError(.stateRootMismatch, "the delta does not produce the new version's chunk count; nothing was changed")
                 }
             }
+        }
+    }
+
+    /// Reads the rows `edits` name (each by id: the id index's leaf, the row, its text and
+    /// vector) on `threads` threads at once, so that `apply`, which looks them up one after
+    /// another, finds their pages in the page cache. On a large file that is not cached, each
+    /// lookup is a few random reads, and a disk serves several at once faster than one after
+    /// another (on the 2-core VM here, 2,000 random 4 kB reads of a 4.6 GB file: 335 ms one at a
+    /// time, 147 ms eight at a time). A read that fails is left alone: `apply` reads the same
+    /// rows and says what is wrong. Every connection is closed when this returns.
+    ///
+    /// A file that is nearly all in the page cache (`cachedShare`) is left alone: there the
+    /// threads would only compete with `apply` for the cores (at a million rows, cached, the
+    /// reads took 70-130 ms of a delta's 400).
+    public static func prefetch(_ edits: [Edit], in path: String, threads: Int = 8) {
+        guard cachedShare(of: path) < 0.9 else { return }
+        let ids = edits.flatMap { $0.deletes + $0.upserts.map(\.chunk.id) }
+        // A thread for every 16 rows at least: a small delta's rows are read on a few.
+        let parts = min(max(1, threads), max(1, ids.count / 16))
+        guard !ids.isEmpty else { return }
+        let finished = DispatchSemaphore(value: 0)
+        for part in 0..<parts {
+            BackgroundWork.start {
+                readRows(ids, part: part, of: parts, in: path)
+                finished.signal()
+            }
+        }
+        for _ in 0..<parts { finished.wait() }
+    }
+
+    /// The share of `probes` pages spread evenly over the file that are in the page cache
+    /// (mincore(2) on each, not the whole file's map: that takes 50-65 ms for 3.7 GB); 0 when it
+    /// cannot be told.
+    public static func cachedShare(of path: String, probes: Int = 256) -> Double {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return 0 }
+        defer { close(fd) }
+        let size = Int(lseek(fd, 0, SEEK_END)), page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        guard size > 0, page > 0, let map = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { return 0 }
+        defer { munmap(map, size) }
+        let pages = (size + page - 1) / page, taken = min(max(1, probes), pages)
+        var cached = 0
+        for probe in 0..<taken {
+            var resident: UInt8 = 0
+            if mincore(map + (pages * probe / taken) * page, 1, &resident) == 0, resident & 1 == 1 { cached += 1 }
+        }
+        return Double(cached) / Double(taken)
+    }
+
+    /// Reads every `parts`-th of `ids` from `part` on, through a connection of its own that is
+    /// closed when it returns.
+    private static func readRows(_ ids: [String], part: Int, of parts: Int, in path: String) {
+        guard let db = try? Database(path: path, mode: .readOnly(immutable: false)),
+              let find = try? db.prepare("SELECT rowid, title, content, embedding FROM chunks WHERE id = ?1"),
+              let size = try? db.prepare("SELECT sz FROM chunks_fts_docsize WHERE id = ?1") else { return }
+        for index in stride(from: part, to: ids.count, by: parts) {
+            find.reset()
+            // Stepping reads the result's columns, the text's and vector's overflow pages too;
+            // FTS5 rewrites the row's entry in its table of document sizes.
+            guard (try? find.bind(ids[index], at: 1)) != nil, (try? find.step()) == true else { continue }
+            size.reset()
+            guard (try? size.bind(find.int64(at: 0), at: 1)) != nil else { continue }
+            _ = try? size.step()
         }
     }
 

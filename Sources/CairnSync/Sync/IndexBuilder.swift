@@ -61,9 +61,23 @@ enum IndexBuilder {
             throw SyncError(.installFailed, "the delta's versions or state roots differ from its manifest entry")
         }
         let edit = SnapshotWriter.Edit(delta)
+        // In place only when the delta can be checked beforehand (against the installed rows):
+        // a refusal then never costs the previous version. The previous file's kept delta is
+        // decoded first, so that the rows both deltas touch are read, eight at a time, while
+        // the delta is checked: the file may be gigabytes that the page cache no longer holds.
+        // (Reading them while the transaction runs instead was slower: the readers then take
+        // the cores from it.)
+        let checkable = installedRows.map { $0.meta.version == installed.version && $0.meta.stateRoot == installed.stateRoot } ?? false
+        let catchUp = checkable ? reusable.flatMap { catchUpDelta($0, installed: installed) } : nil
+        let edits = (catchUp.map { [SnapshotWriter.Edit($0)] } ?? []) + [edit]
+        let prefetched = catchUp == nil ? nil : reusable.map { reusable in
+            BackgroundWork.Pending { SnapshotWriter.prefetch(edits, in: reusable.version.indexPath) }
+        }
+        // Its connections are closed before the file moves and is written, also on a refusal.
+        defer { prefetched?.wait() }
         // Checked against the installed rows when they are at hand: nil otherwise.
         var checked: IndexContents.CheckedDelta?
-        if let base = installedRows, base.meta.version == installed.version, base.meta.stateRoot == installed.stateRoot {
+        if let base = installedRows, checkable {
             do { checked = try base.changed(deleting: edit.deletes, upserting: edit.upserts) } catch {
                 throw SyncError(.installFailed, "the delta does not apply: \(error.message)", cause: error)
             }
@@ -72,9 +86,7 @@ enum IndexBuilder {
             }
         }
 
-        // In place only when the delta was checked beforehand: a refusal then never costs the
-        // previous version.
-        let catchUp = checked == nil ? nil : reusable.flatMap { catchUpDelta($0, installed: installed) }
+        prefetched?.wait()
         if let reusable, catchUp != nil {
             try reusable.release()
             guard rename(reusable.version.indexPath, output) == 0 else {
@@ -89,7 +101,6 @@ enum IndexBuilder {
                 throw SyncError(.io, "cannot copy the installed index beside it: \(error.message)")
             }
         }
-        let edits = (catchUp.map { [SnapshotWriter.Edit($0)] } ?? []) + [edit]
         let reused = catchUp != nil
         let meta = SnapshotMeta(channel: manifest.channel, version: manifest.version, stateRoot: manifest.stateRoot,
                                 dimension: manifest.dimension, modelID: manifest.model.id, chunkCount: manifest.chunkCount)

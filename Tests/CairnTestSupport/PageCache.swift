@@ -1,0 +1,30 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The page cache as tests see it: a file written by the test is dropped from it, so that what
+/// reads it next reads the disk, as on a device whose previous version was not read for weeks.
+public enum PageCache {
+    /// fsync, then POSIX_FADV_DONTNEED: the file's pages (clean after the fsync) leave the cache.
+    /// False when the file cannot be opened or either call fails.
+    public static func drop(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return fsync(fd) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0
+    }
+
+    /// The page numbers of `path` that are in the page cache (mincore(2) over a map of it).
+    public static func residentPages(_ path: String) -> Set<Int>? {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        let size = Int(lseek(fd, 0, SEEK_END)), page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        guard size > 0, let map = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { return nil }
+        defer { munmap(map, size) }
+        var vector = [UInt8](repeating: 0, count: (size + page - 1) / page)
+        guard mincore(map, size, &vector) == 0 else { return nil }
+        return Set(vector.indices.filter { vector[$0] & 1 == 1 })
+    }
+}
