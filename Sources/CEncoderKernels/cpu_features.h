@@ -12,6 +12,12 @@ static inline int cairn_cpu_avx512(void) {
         && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
 }
 
+/// AVX-512 F with the population count of 64-bit lanes (VPOPCNTDQ): the sign bits' Hamming pass.
+static inline int cairn_cpu_avx512_popcount(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vpopcntdq");
+}
+
 /// AVX2 with FMA.
 static inline int cairn_cpu_avx2(void) {
     __builtin_cpu_init();

@@ -170,7 +170,7 @@ static const scoring_kernels *scoring(void) {
 static hamming_fn hamming_kernel(int level) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    if (level == 2) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vpopcntdq") ? hamming_avx512 : NULL;
+    if (level == 2) return cairn_cpu_avx512_popcount() ? hamming_avx512 : NULL;
     if (level == 1) return __builtin_cpu_supports("popcnt") ? hamming_popcnt : NULL;
 #endif
     return level == 0 ? hamming_baseline : NULL;
@@ -282,17 +282,20 @@ static size_t select_within_baseline(const uint16_t *distances, size_t n, int th
 
 typedef size_t (*select_fn)(const uint16_t *, size_t, int, size_t, size_t, int32_t *);
 
+// The selection kernels by level, as `hamming_kernel` (none at level 1).
 static select_fn select_kernel(int level) {
 #if defined(__x86_64__)
     if (level == 2) return cairn_cpu_avx512() ? select_within_avx512 : NULL;
-    if (level == 1) return NULL;
 #endif
     return level == 0 ? select_within_baseline : NULL;
 }
 
 static select_fn chosen_select(void) {
-    select_fn kernel = select_kernel(2);
-    return kernel != NULL ? kernel : select_within_baseline;
+    for (int level = 2; level > 0; level--) {
+        select_fn kernel = select_kernel(level);
+        if (kernel != NULL) return kernel;
+    }
+    return select_within_baseline;
 }
 
 static size_t select_nearest(select_fn within, const uint16_t *distances, size_t n, size_t keep, int maximum, int32_t *rows) {

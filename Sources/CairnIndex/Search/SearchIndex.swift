@@ -299,11 +299,12 @@ public final class SearchIndex: Sendable {
             // The best estimates (ties to the lower row: the rows are ascending, so to the lower
             // position), chosen in one pass, as positions in `rows`.
             var chosen = [Int32](repeating: 0, count: min(shortlist.capacity, rows.count))
-            let positions = (0..<Int32(rows.count)).map { $0 }
+            let positions = Array(0..<Int32(rows.count))
             chosen.removeLast(chosen.count - cairn_top_scores(estimates, positions, rows.count, chosen.count, &chosen))
             for position in chosen.map(Int.init) {
-                scores[Int(rows[position])] = estimates[position]
-                offer(Int(rows[position]), estimates[position])
+                let row = Int(rows[position])
+                scores[row] = estimates[position]
+                offer(row, estimates[position])
             }
             if wanted { moments = sampledMoments(query) }
         } else {

@@ -1,6 +1,5 @@
 public import CairnCore
 import CairnThreads
-import Dispatch
 import Foundation
 
 #if canImport(Glibc)
@@ -201,19 +200,12 @@ public enum SnapshotWriter {
     /// threads would only compete with `apply` for the cores (at a million rows, cached, the
     /// reads took 70-130 ms of a delta's 400).
     public static func prefetch(_ edits: [Edit], in path: String, threads: Int = 8) {
-        guard cachedShare(of: path) < 0.9 else { return }
         let ids = edits.flatMap { $0.deletes + $0.upserts.map(\.chunk.id) }
+        guard !ids.isEmpty, cachedShare(of: path) < 0.9 else { return }
         // A thread for every 16 rows at least: a small delta's rows are read on a few.
         let parts = min(max(1, threads), max(1, ids.count / 16))
-        guard !ids.isEmpty else { return }
-        let finished = DispatchSemaphore(value: 0)
-        for part in 0..<parts {
-            BackgroundWork.start {
-                readRows(ids, part: part, of: parts, in: path)
-                finished.signal()
-            }
-        }
-        for _ in 0..<parts { finished.wait() }
+        let readers = (0..<parts).map { part in BackgroundWork.Pending { readRows(ids, part: part, of: parts, in: path) } }
+        for reader in readers { reader.wait() }
     }
 
     /// The share of `probes` pages spread evenly over the file that are in the page cache
