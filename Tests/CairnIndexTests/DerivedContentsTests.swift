@@ -67,8 +67,10 @@ import Testing
             let meta = Corpus.meta(version: 2, entries: Self.version2)
             let (next, derived) = try Self.apply(Self.upserts, deleting: Self.deletes, to: old, at: path, meta: meta, name: "2", in: directory)
             let rows = try #require(derived)
-            // The base is the old version's file, linked; the changes are an overlay beside it.
+            // The base is the old version's file, linked, and served through the old rows' own
+            // mapping of it; the changes are an overlay beside it.
             #expect(rows.overlayCount == 3 && rows.removedCount == 3 && rows.base.isFile(at: IndexContents.basePath(beside: path)))
+            #expect(rows.base.isFile(at: IndexContents.basePath(beside: next)) && rows.base === old.base)
             let read = try Self.scanCopy(next, in: directory, check: .recomputedHashes)
             #expect(rows.meta == read.meta && rows.count == read.count && rows.stateRoot() == meta.stateRoot)
             Self.expectSameRows(rows, read)

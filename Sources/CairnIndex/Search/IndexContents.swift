@@ -39,9 +39,6 @@ public final class IndexContents: Sendable {
     public var removedCount: Int { overlay?.removed.count ?? 0 }
     /// Whether any base row is removed (then loops over rows check `isLive`).
     var hasRemoved: Bool { !removedBits.isEmpty }
-    /// The files, for a delta to carry the base forward.
-    public var basePath: String { base.path }
-    public var overlayPath: String? { overlay?.path }
 
     /// The rows files beside a snapshot file `NAME.sqlite` (or any other extension): `NAME.rows`
     /// and, after deltas, `NAME.overlay`.
