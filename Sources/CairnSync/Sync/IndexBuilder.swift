@@ -46,6 +46,19 @@ enum IndexBuilder {
         let contents: IndexContents?
         /// Whether the file is the previous version's, brought up to date in place.
         let reused: Bool
+        /// Where the time went (`InstallTimings`).
+        var phases = DeltaPhases()
+    }
+
+    /// A delta install's phases, for the `install timings` line.
+    struct DeltaPhases: Sendable {
+        /// Decoding the delta (and the kept one) and checking it against the installed rows.
+        var check = Duration.zero
+        /// Waiting for the rows read ahead, moving or copying the file, and the SQLite
+        /// transaction that applies the edits.
+        var apply = Duration.zero
+        /// Writing the new rows files from the installed ones.
+        var rows = Duration.zero
     }
 
     /// Builds `output` from the verified delta blob: checks the delta against the installed
@@ -55,6 +68,9 @@ enum IndexBuilder {
     /// a copy of the installed index.
     static func applyDelta(blob: String, ref: Manifest.DeltaRef, manifest: Manifest, installed: InstalledVersion,
                            installedRows: IndexContents?, reusable: ReusableFile?, to output: String) throws(SyncError) -> DeltaResult {
+        let clock = ContinuousClock()
+        let start = clock.now
+        var phases = DeltaPhases()
         let delta = try decodeDelta(blob, ref: ref, checkHash: false)
         guard delta.fromVersion == installed.version, delta.toVersion == manifest.version,
               delta.fromStateRoot == installed.stateRoot, delta.toStateRoot == manifest.stateRoot else {
@@ -86,6 +102,8 @@ enum IndexBuilder {
             }
         }
 
+        let applying = clock.now
+        phases.check = applying - start
         prefetched?.wait()
         if let reusable, catchUp != nil {
             try reusable.release()
@@ -109,8 +127,11 @@ enum IndexBuilder {
             // The changed pages go to disk while the rows files are written, so `finish`'s fsync
             // finds them written (on a thread of its own: submitting them blocks for milliseconds).
             BackgroundWork.start { FileSystem.startWriteback(path: output) }
+            let deriving = clock.now
+            phases.apply = deriving - applying
             let contents = try checked?.contents(ofFile: output, meta: meta, basePath: IndexContents.basePath(beside: installed.indexPath))
-            return DeltaResult(contents: contents, reused: reused)
+            phases.rows = clock.now - deriving
+            return DeltaResult(contents: contents, reused: reused, phases: phases)
         } catch {
             throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : error.code == .diskFull ? .diskFull : .installFailed,
                             "the delta does not apply: \(error.message)", cause: error)

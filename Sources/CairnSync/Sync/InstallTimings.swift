@@ -21,15 +21,24 @@ struct InstallTimings {
     var state = Duration.zero
     /// The query path opening the new version (`onInstalled`).
     var open = Duration.zero
+    /// A delta's part of `build`: its check, the SQLite apply, the rows files (logged as
+    /// `delta_check_ms`, `delta_apply_ms`, `delta_rows_ms`).
+    var delta: IndexBuilder.DeltaPhases?
 
     var metadata: Logger.Metadata {
         let total = manifest + fetch + build + verify + canaries + swap + state + open
-        return [
+        var metadata: Logger.Metadata = [
             "cairn.sync.path": "\(path)", "cairn.sync.manifest_ms": "\(manifest.milliseconds)",
             "cairn.sync.fetch_ms": "\(fetch.milliseconds)", "cairn.sync.build_ms": "\(build.milliseconds)",
             "cairn.sync.verify_ms": "\(verify.milliseconds)", "cairn.sync.canaries_ms": "\(canaries.milliseconds)",
             "cairn.sync.swap_ms": "\(swap.milliseconds)", "cairn.sync.state_ms": "\(state.milliseconds)",
             "cairn.sync.open_ms": "\(open.milliseconds)", "cairn.sync.total_ms": "\(total.milliseconds)",
         ]
+        if let delta {
+            metadata["cairn.sync.delta_check_ms"] = "\(delta.check.milliseconds)"
+            metadata["cairn.sync.delta_apply_ms"] = "\(delta.apply.milliseconds)"
+            metadata["cairn.sync.delta_rows_ms"] = "\(delta.rows.milliseconds)"
+        }
+        return metadata
     }
 }

@@ -49,6 +49,7 @@ extension Syncer {
             timings.path = !made.byDelta ? "full" : made.inPlace ? "delta-in-place" : "delta-on-copy"
             timings.fetch = made.fetch
             timings.build = built - start - made.fetch
+            timings.delta = made.delta
             timings.verify = verified - built
             timings.canaries = checked - verified
             timings.swap = clock.now - checked
@@ -94,7 +95,7 @@ extension Syncer {
                 // Kept for the next delta, which brings this file up to date in place (a rename).
                 let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectoryLayout.deltaBlobFile
                 guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the delta blob in \(kept)") }
-                return BuiltIndex(byDelta: true, inPlace: result.reused, fetch: fetch, rows: result.contents)
+                return BuiltIndex(byDelta: true, inPlace: result.reused, fetch: fetch, rows: result.contents, delta: result.phases)
             } catch {
                 // A full disk will not take the larger snapshot either.
                 if error.code == .cancelled || error.code == .diskFull { throw error }
@@ -111,7 +112,7 @@ extension Syncer {
         // Kept for `cairn export`: the verified, signed bytes (a rename, not a copy).
         let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectoryLayout.snapshotBlobFile
         guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the snapshot blob in \(kept)") }
-        return BuiltIndex(byDelta: false, inPlace: false, fetch: fetch, rows: nil)
+        return BuiltIndex(byDelta: false, inPlace: false, fetch: fetch, rows: nil, delta: nil)
     }
 
     /// Waits for the start-up check of the installed file against its rows files (once); if the
@@ -137,6 +138,8 @@ extension Syncer {
         let fetch: Duration
         /// The new rows when the delta path derived them from the installed version's.
         let rows: IndexContents?
+        /// The delta's phases, when a delta made it.
+        let delta: IndexBuilder.DeltaPhases?
     }
 
     /// The `previous` version's index, when the installed version's folder keeps the delta that
