@@ -43,6 +43,11 @@ public struct SyncConfiguration: Sendable {
     /// next install), and is refused (`disk_budget`) if the new version still does not fit
     /// beside the live one. Default none.
     public var maxDiskBytes: Int64?
+    /// After a full install, an index of at least this many bytes is copied, in the background,
+    /// to a spare that the next delta applies to in place (otherwise that delta copies the live
+    /// index first: seconds at a million chunks); only when the copy fits `maxDiskBytes` and the
+    /// free space. Nil never keeps one. Default 256 MiB.
+    public var spareIndexMinimumBytes: Int64? = 256 << 20
     /// How the device ranks (the daemon's): canaries run as the installed version will answer.
     /// Default `RankingConfiguration()`.
     public var ranking = RankingConfiguration()

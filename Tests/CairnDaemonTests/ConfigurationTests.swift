@@ -41,6 +41,7 @@ struct ConfigurationTests {
             bandwidth_cap = 250000
             approximate_dense_above = 0
             dense_shortlist = 0.05
+            spare_index_min_bytes = 1G
             """
         var c = DaemonConfiguration()
         #expect(c.ranking.approximateDenseAbove == 50_000 && c.ranking.shortlistFraction == 0.03)
@@ -52,15 +53,18 @@ struct ConfigurationTests {
         #expect(c.maxConnections == 9 && c.idleTimeout == 4)
         #expect(c.backoffMinimum == 5 && c.backoffMaximum == 60 && c.bandwidthCap == 250_000)
         #expect(c.ranking.approximateDenseAbove == 0 && c.ranking.shortlistFraction == 0.05)
-        try c.apply(DaemonConfiguration.parse("approximate_dense_above = never"))
-        #expect(c.ranking.approximateDenseAbove == .max)
+        #expect(c.spareIndexMinimumBytes == 1 << 30)
+        try c.apply(DaemonConfiguration.parse("approximate_dense_above = never\nspare_index_min_bytes = never"))
+        #expect(c.ranking.approximateDenseAbove == .max && c.spareIndexMinimumBytes == nil)
+        try c.apply(DaemonConfiguration.parse("spare_index_min_bytes = 0"))
+        #expect(c.spareIndexMinimumBytes == 0)
     }
 
     @Test("Given bad lines, when parsed, then a bad_configuration error names the line", arguments: [
         "nonsense", "colour = blue", "socket_mode = 999", "poll_interval = -1", "log_level = loud", "max_body_bytes = 0",
         "backoff_min = 0", "bandwidth_cap = -5", "[channel x]\nsocket = /a", "[source]", "[source https://a]\nchannel = y",
         "netrc_file = relative/netrc", "expired_updates = maybe", "approximate_dense_above = -1", "dense_shortlist = 0",
-        "dense_shortlist = 1.5",
+        "dense_shortlist = 1.5", "spare_index_min_bytes = -1", "spare_index_min_bytes = lots",
     ])
     func badLines(_ line: String) {
         #expect {
@@ -128,5 +132,6 @@ struct ConfigurationTests {
         #expect(c.socketMode == 0o660 && c.maxBodyBytes == 65_536 && c.pollInterval == 300 && c.idleTimeout == 30)
         #expect(c.maxConcurrentQueries == 2 * ProcessInfo.processInfo.activeProcessorCount)
         #expect(c.maxQueuedQueries == 4 * c.maxConcurrentQueries)
+        #expect(c.spareIndexMinimumBytes == 256 << 20)
     }
 }

@@ -82,3 +82,22 @@ struct BlobStoreTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: root) == ["file"])
     }
 }
+
+@Suite("copying a file")
+struct CopyFileTests {
+    @Test("Given a copy asked to stop, when it is, then it fails and leaves no destination; unasked, it copies every byte")
+    func stopping() throws {
+        let folder = NSTemporaryDirectory() + "cairn-copy-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let bytes = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        try FileSystem.writeNew(bytes, to: folder + "/source")
+        var asked = 0
+        #expect(throws: StoreError.self) {
+            try FileSystem.copyFile(from: folder + "/source", to: folder + "/stopped", stopping: { asked += 1; return true })
+        }
+        #expect(asked == 1 && !FileSystem.exists(folder + "/stopped"))
+        try FileSystem.copyFile(from: folder + "/source", to: folder + "/copy", stopping: { false })
+        #expect(try FileSystem.read(folder + "/copy") == bytes)
+    }
+}

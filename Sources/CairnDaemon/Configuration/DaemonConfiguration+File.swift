@@ -59,6 +59,10 @@ extension DaemonConfiguration {
             case "max_disk_bytes":
                 guard let bytes = Self.byteCount(v) else { throw bad("a positive number of bytes (suffix K, M, G or T allowed)") }
                 maxDiskBytes = bytes
+            case "spare_index_min_bytes":
+                if v == "never" { spareIndexMinimumBytes = nil; break }
+                guard let bytes = v == "0" ? 0 : Self.byteCount(v) else { throw bad("a number of bytes (suffix K, M, G or T allowed) or never") }
+                spareIndexMinimumBytes = bytes
             case "approximate_dense_above":
                 guard let rows = v == "never" ? Int.max : Int(v), rows >= 0 else { throw bad("a number of rows (0 for always) or never") }
                 ranking.approximateDenseAbove = rows

@@ -26,6 +26,11 @@ public struct DaemonConfiguration: Sendable, Hashable {
     /// version is kept for rollback only while an install fits. [`max_disk_bytes`, bytes or
     /// with a K, M, G or T suffix (powers of 1024)] Default none.
     public var maxDiskBytes: Int64?
+    /// After a full install, an index at least this large is copied in the background to a spare
+    /// that the next delta applies to in place instead of copying the live index then; only
+    /// within `max_disk_bytes` and the free space (sync). [`spare_index_min_bytes`, bytes with
+    /// an optional K, M, G or T suffix, or `never`] Default 256M.
+    public var spareIndexMinimumBytes: Int64? = 256 << 20
     /// Files for private sources (sync): netrc, bearer token, CA bundle, client certificate and
     /// key, for every source [`netrc_file`, `token_file`, `ca_bundle`, `client_cert`,
     /// `client_key`] and per source (the same keys in a `[source URL]` section, which win).

@@ -181,6 +181,7 @@ public struct Device: Sendable {
         sync.access = configuration.sourceAccess
         sync.expiredUpdates = ExpiredUpdatePolicy(rawValue: configuration.expiredUpdates) ?? .install
         sync.maxDiskBytes = configuration.maxDiskBytes
+        sync.spareIndexMinimumBytes = configuration.spareIndexMinimumBytes
         sync.ranking = configuration.ranking
         return sync
     }

@@ -47,6 +47,10 @@ extension DataDirectory {
         for name in entries(versionsPath) where !keep.contains(name) {
             remove(versionsPath + "/" + name)
         }
+        // A spare copy serves only the next delta from the current version.
+        if let previous = linkTarget(previousLink), previous != linkTarget(currentLink) {
+            unlink(path + "/" + previous + "/" + DataDirectoryLayout.spareIndexFile)
+        }
         removeUnusedModels()
         for name in entries(stagingPath) where !(keepingResumableDownloads && Self.isResumable(name)) {
             remove(stagingPath + "/" + name)

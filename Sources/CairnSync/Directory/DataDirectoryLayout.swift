@@ -35,6 +35,9 @@ public enum DataDirectoryLayout {
     public static let snapshotBlobFile = "snapshot.blob"
     /// The verified compressed delta a version was installed by (from the version then current).
     public static let deltaBlobFile = "delta.blob"
+    /// A copy of the version's index kept after a full install, which the next delta moves and
+    /// applies to in place instead of copying the live file then (data-directory.md, "Spare").
+    public static let spareIndexFile = "spare.sqlite"
 
     /// `<n>.root.json`: a root's file name, in `DIR/roots/` and in a repository's `root/`.
     public static func rootFile(_ version: Int) -> String { "\(version).root.json" }

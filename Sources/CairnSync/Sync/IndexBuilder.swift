@@ -24,17 +24,24 @@ enum IndexBuilder {
         return SyncError(code, "the snapshot cannot be installed: \(error.message)", cause: error)
     }
 
-    /// An older installed version's index file that a delta can bring up to date in place
-    /// instead of copying the live one: the `previous` version, with the delta blob that took it
-    /// to the installed version (kept in the installed version's folder).
+    /// An index file that a delta can bring up to date in place instead of copying the live
+    /// one: the installed version's spare copy, or the `previous` version's file with the delta
+    /// blob that took it to the installed version (kept in the installed version's folder).
     struct ReusableFile: Sendable {
-        let version: InstalledVersion
-        /// `versions/<installed>/delta.blob`: the delta from `version` to the installed version,
-        /// and its entry in the installed version's manifest.
-        let deltaBlob: String
-        let deltaRef: Manifest.DeltaRef
+        let path: String
+        /// How the file comes up to the installed version first; nil for a spare, already there.
+        let catchUp: CatchUp?
         /// Makes the file the installer's own (drops the `previous` link) before it moves it.
         let release: @Sendable () throws(SyncError) -> Void
+
+        struct CatchUp: Sendable {
+            /// The version the file holds.
+            let version: InstalledVersion
+            /// `versions/<installed>/delta.blob`: the delta from `version` to the installed
+            /// version, and its entry in the installed version's manifest.
+            let blob: String
+            let ref: Manifest.DeltaRef
+        }
     }
 
     /// What `applyDelta` built.
@@ -63,9 +70,9 @@ enum IndexBuilder {
 
     /// Builds `output` from the verified delta blob: checks the delta against the installed
     /// version's rows when `installedRows` are given (the state root the result will have,
-    /// before any file is touched), then applies it to the previous version's file brought up to
-    /// the installed version by its kept delta (`reusable`, written only where changed), else to
-    /// a copy of the installed index.
+    /// before any file is touched), then applies it in place to `reusable`: the installed
+    /// version's spare copy, or the previous version's file brought up to the installed version
+    /// by its kept delta (written only where changed); else to a copy of the installed index.
     static func applyDelta(blob: String, ref: Manifest.DeltaRef, manifest: Manifest, installed: InstalledVersion,
                            installedRows: IndexContents?, reusable: ReusableFile?, to output: String) throws(SyncError) -> DeltaResult {
         let clock = ContinuousClock()
@@ -84,11 +91,20 @@ enum IndexBuilder {
         // (Reading them while the transaction runs instead was slower: the readers then take
         // the cores from it.)
         let checkable = installedRows.map { $0.meta.version == installed.version && $0.meta.stateRoot == installed.stateRoot } ?? false
-        let catchUp = checkable ? reusable.flatMap { catchUpDelta($0, installed: installed) } : nil
-        let edits = (catchUp.map { [SnapshotWriter.Edit($0)] } ?? []) + [edit]
-        let prefetched = catchUp == nil ? nil : reusable.map { reusable in
-            BackgroundWork.Pending { SnapshotWriter.prefetch(edits, in: reusable.version.indexPath) }
+        // The file to bring up in place (none: a copy of the live one) and the kept delta that
+        // brings it to the installed version (none for a spare, which is a copy of it already).
+        var reuse: ReusableFile?
+        var catchUp: Delta?
+        if checkable, let reusable, !Database.isOpenImmutable(reusable.path) {
+            if let kept = reusable.catchUp {
+                catchUp = catchUpDelta(kept, installed: installed)
+                reuse = catchUp == nil ? nil : reusable
+            } else {
+                reuse = reusable
+            }
         }
+        let edits = (catchUp.map { [SnapshotWriter.Edit($0)] } ?? []) + [edit]
+        let prefetched = reuse.map { reusable in BackgroundWork.Pending { SnapshotWriter.prefetch(edits, in: reusable.path) } }
         // Its connections are closed before the file moves and is written, also on a refusal.
         defer { prefetched?.wait() }
         // Checked against the installed rows when they are at hand: nil otherwise.
@@ -105,10 +121,10 @@ enum IndexBuilder {
         let applying = clock.now
         phases.check = applying - start
         prefetched?.wait()
-        if let reusable, catchUp != nil {
-            try reusable.release()
-            guard rename(reusable.version.indexPath, output) == 0 else {
-                throw SyncError(.io, "cannot move the previous version's index beside the new one: \(String(cString: strerror(errno)))")
+        if let reuse {
+            try reuse.release()
+            guard rename(reuse.path, output) == 0 else {
+                throw SyncError(.io, "cannot move \(reuse.path) beside the new index: \(String(cString: strerror(errno)))")
             }
         } else {
             do {
@@ -119,7 +135,7 @@ enum IndexBuilder {
                 throw SyncError(.io, "cannot copy the installed index beside it: \(error.message)")
             }
         }
-        let reused = catchUp != nil
+        let reused = reuse != nil
         let meta = SnapshotMeta(channel: manifest.channel, version: manifest.version, stateRoot: manifest.stateRoot,
                                 dimension: manifest.dimension, modelID: manifest.model.id, chunkCount: manifest.chunkCount)
         do {
@@ -138,13 +154,12 @@ enum IndexBuilder {
         }
     }
 
-    /// The kept delta that brings `reusable`'s file up to the installed version, when it is
-    /// whole, chains exactly, and no connection still reads that file; else nil (copy instead).
-    private static func catchUpDelta(_ reusable: ReusableFile, installed: InstalledVersion) -> Delta? {
-        guard let delta = try? decodeDelta(reusable.deltaBlob, ref: reusable.deltaRef, checkHash: true),
-              delta.fromVersion == reusable.version.version, delta.fromStateRoot == reusable.version.stateRoot,
-              delta.toVersion == installed.version, delta.toStateRoot == installed.stateRoot,
-              !Database.isOpenImmutable(reusable.version.indexPath) else { return nil }
+    /// The kept delta that brings a reusable file up to the installed version, when it is whole
+    /// and chains exactly; else nil (copy instead).
+    private static func catchUpDelta(_ kept: ReusableFile.CatchUp, installed: InstalledVersion) -> Delta? {
+        guard let delta = try? decodeDelta(kept.blob, ref: kept.ref, checkHash: true),
+              delta.fromVersion == kept.version.version, delta.fromStateRoot == kept.version.stateRoot,
+              delta.toVersion == installed.version, delta.toStateRoot == installed.stateRoot else { return nil }
         return delta
     }
 

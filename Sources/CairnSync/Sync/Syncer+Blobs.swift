@@ -121,26 +121,39 @@ extension Syncer {
         missingModelBytes(manifest) + Int64(path.blob.size) - stagedBytes(path)
     }
 
-    /// The bytes an install along `path` adds beside the live version, plus `margin`.
+    /// The bytes an install along `path` adds beside the live version, plus `margin`. A delta
+    /// counts a copy of the live index, unless the installed version has a spare it will move.
     func installBytes(manifest: Manifest, path: SyncPlanner.Path, installed: InstalledVersion?, margin: Int64) -> Int64 {
-        SyncPlanner.requiredBytes(path: path, alreadyStaged: stagedBytes(path),
-                                  currentIndexSize: installed.map { Downloader.fileSize($0.indexPath) } ?? 0,
+        let copied: Int64 = if case .delta = path, let installed, FileSystem.exists(spare(of: installed)) { 0 } else {
+            installed.map { Downloader.fileSize($0.indexPath) } ?? 0
+        }
+        return SyncPlanner.requiredBytes(path: path, alreadyStaged: stagedBytes(path), currentIndexSize: copied,
                                   rowsBytes: SyncPlanner.rowsBytes(path: path, chunks: manifest.chunkCount, dimension: manifest.dimension),
                                   missingModelBytes: missingModelBytes(manifest), margin: margin)
     }
 
     /// Makes room for an install beside the live version (protocol/data-directory.md, "Disk"):
     /// when the new version would pass `max_disk_bytes`, or the free space, with the previous
-    /// version kept, the previous version is removed first (recorded as `previous_dropped`).
+    /// version kept, the installed version's spare copy (if any, for a full snapshot, which does
+    /// not use it) is removed first, then the previous version (recorded as `previous_dropped`).
     /// Throws `disk_budget` when it still does not fit within `max_disk_bytes`; the free space
     /// is `checkDiskSpace`'s.
     func makeRoom(manifest: Manifest, path: SyncPlanner.Path, installed: InstalledVersion?,
                   state: inout SyncState) throws(SyncError) {
-        let needed = installBytes(manifest: manifest, path: path, installed: installed, margin: 0)
-        // Walked only under a budget: a large data directory holds many files.
-        var used = configuration.maxDiskBytes == nil ? 0 : directory.contentBytes()
-        let overBudget = configuration.maxDiskBytes.map { used + needed > $0 } ?? false
-        let diskShort = (try? FileSystem.availableBytes(at: directory.path)).map { $0 < needed + configuration.freeSpaceMargin } ?? false
+        var needed: Int64 = 0, used: Int64 = 0, overBudget = false, diskShort = false
+        func measure() {
+            needed = installBytes(manifest: manifest, path: path, installed: installed, margin: 0)
+            // Walked only under a budget: a large data directory holds many files.
+            used = configuration.maxDiskBytes == nil ? 0 : directory.contentBytes()
+            overBudget = configuration.maxDiskBytes.map { used + needed > $0 } ?? false
+            diskShort = (try? FileSystem.availableBytes(at: directory.path)).map { $0 < needed + configuration.freeSpaceMargin } ?? false
+        }
+        measure()
+        // A delta would move the spare rather than copy the live index: removing it frees no room.
+        if overBudget || diskShort, case .full = path, let installed, unlink(spare(of: installed)) == 0 {
+            logger.notice("removed the spare copy of version \(installed.version)'s index to make room for version \(manifest.version)")
+            measure()
+        }
         if overBudget || diskShort, let previous = directory.previousVersion(), previous != installed?.version {
             try directory.dropPrevious()
             state.previousDropped = previous
@@ -164,6 +177,11 @@ extension Syncer {
         guard available >= needed else {
             throw SyncError(.diskFull, "version \(manifest.version) needs \(needed) free bytes, \(available) are available; nothing was downloaded")
         }
+    }
+
+    /// `versions/<n>/spare.sqlite` (`keepSpare`).
+    nonisolated func spare(of version: InstalledVersion) -> String {
+        version.directory + "/" + DataDirectoryLayout.spareIndexFile
     }
 
     static func fsyncFile(_ path: String) throws(SyncError) {

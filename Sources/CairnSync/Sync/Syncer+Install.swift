@@ -142,16 +142,18 @@ extension Syncer {
         let delta: IndexBuilder.DeltaPhases?
     }
 
-    /// The `previous` version's index, when the installed version's folder keeps the delta that
-    /// took `previous` to it: a delta can then bring that file up to date in place.
+    /// A file a delta can bring up to date in place instead of copying the live index: the
+    /// installed version's spare copy (`keepSpare`), else the `previous` version's index when
+    /// the installed version's folder keeps the delta that took `previous` to it.
     private func reusableFile(installed: InstalledVersion) -> IndexBuilder.ReusableFile? {
+        if FileSystem.exists(spare(of: installed)) { return IndexBuilder.ReusableFile(path: spare(of: installed), catchUp: nil) {} }
         let blob = installed.directory + "/" + DataDirectoryLayout.deltaBlobFile
         guard let previous = directory.previous(), previous.version < installed.version, FileSystem.exists(blob),
               let ref = installed.manifest.deltas.first(where: {
                   $0.fromVersion == previous.version && $0.fromStateRoot == previous.stateRoot
               }) else { return nil }
         let directory = self.directory
-        return IndexBuilder.ReusableFile(version: previous, deltaBlob: blob, deltaRef: ref) { () throws(SyncError) in
+        return IndexBuilder.ReusableFile(path: previous.indexPath, catchUp: .init(version: previous, blob: blob, ref: ref)) { () throws(SyncError) in
             // Unreferenced first: a crash from here on leaves a folder that start-up removes.
             guard unlink(directory.previousLink) == 0 || errno == ENOENT else {
                 throw SyncError(.io, "cannot drop the previous link: \(String(cString: strerror(errno)))")

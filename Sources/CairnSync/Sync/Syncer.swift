@@ -55,6 +55,9 @@ public actor Syncer {
     /// the file's stored hashes instead, which refuses it, and the full snapshot is installed
     /// (protocol/threat-model.md, "Out of scope").
     var installedFileCheck: BackgroundWork.Pending<Bool>?
+    /// The copy of the installed index to its spare, while it runs (`keepSpare`); every
+    /// attempt, rollback or export stops it first.
+    var spareCopy: SpareCopy?
     private var waiting: [CheckedContinuation<Void, Never>] = []
 
     /// - Parameters:
@@ -131,6 +134,7 @@ public actor Syncer {
                     (timings.state, timings.open) = (opening - persisting, clock.now - opening)
                     logger.info("install timings", metadata: timings.metadata.merging(["cairn.sync.version": "\(version.version)"]) { $1 })
                     await removeUnreferenced()
+                    if timings.path == "full" { keepSpare(of: version) }
                 }
                 return outcome
             } catch {
@@ -166,6 +170,7 @@ public actor Syncer {
             busy = false
             if !waiting.isEmpty { waiting.removeFirst().resume() }
         }
+        await stopSpare()
         return try await body()
     }
 

@@ -12,10 +12,13 @@ struct Device {
     let syncer: Syncer
     let configuration: SyncConfiguration
 
-    /// `trustedRoot` pins a root instead of `keys`; `expiredUpdates` is the device's policy.
+    /// `trustedRoot` pins a root instead of `keys`; `expiredUpdates` is the device's policy;
+    /// `spareIndexMinimumBytes` as cairnd's `spare_index_min_bytes` (its default keeps no spare
+    /// of a test-sized index).
     init(repo: RepoFixture, sources: [String], keys: [PublicKey]? = nil, transfer: TransferLimits = TransferLimits(),
          path: String? = nil, trustedRoot: [UInt8]? = nil, expiredUpdates: ExpiredUpdatePolicy = .install,
-         now: @escaping @Sendable () -> Date = { Date() }, openRowsFiles: Bool = false) throws {
+         now: @escaping @Sendable () -> Date = { Date() }, openRowsFiles: Bool = false,
+         spareIndexMinimumBytes: Int64? = 256 << 20, maxDiskBytes: Int64? = nil) throws {
         self.path = try path ?? TemporaryDirectory.make()
         var configuration = SyncConfiguration(sources: sources, channel: repo.channel,
                                               trustedKeys: trustedRoot == nil ? keys ?? [repo.key.publicKey] : [],
@@ -23,6 +26,8 @@ struct Device {
                                               freeSpaceMargin: 1 << 20)
         configuration.trustedRoot = trustedRoot
         configuration.expiredUpdates = expiredUpdates
+        configuration.spareIndexMinimumBytes = spareIndexMinimumBytes
+        configuration.maxDiskBytes = maxDiskBytes
         self.configuration = configuration
         let logger = Logger(label: "cairn.sync.test")
         directory = try Self.open(self.path, restarting: path != nil, logger: logger)

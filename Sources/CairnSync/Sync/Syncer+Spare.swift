@@ -1,0 +1,87 @@
+import CairnStore
+import CairnThreads
+import Foundation
+import Synchronization
+
+/// A running copy of the installed index to its spare (`Syncer.keepSpare`).
+final class SpareCopy: Sendable {
+    let work: BackgroundWork.Pending<Void>
+
+    init(_ body: @escaping @Sendable (SpareCopy.Flag) -> Void) {
+        let flag = Flag()
+        self.flag = flag
+        work = BackgroundWork.Pending { body(flag) }
+    }
+
+    /// Whether the copy was asked to stop, shared with the copying thread.
+    final class Flag: Sendable {
+        let stopped = Atomic<Bool>(false)
+        var isStopped: Bool { stopped.load(ordering: .relaxed) }
+    }
+
+    let flag: Flag
+}
+
+extension Syncer {
+    /// After a full install: copies the installed index to `spare.sqlite` in its folder, on a
+    /// background thread at low priority, so that the next delta moves the spare and applies
+    /// to it in place instead of copying the live index first (at a million chunks, a 3.7 GB
+    /// copy that made that delta take seconds). Later deltas reuse the previous version's file.
+    /// The copy goes to staging, is fsynced, then renamed into the version's folder: a spare is
+    /// whole or absent. Kept only when the index is at least `spareIndexMinimumBytes` and the
+    /// copy fits `max_disk_bytes` and the free space (with the margin).
+    func keepSpare(of version: InstalledVersion) {
+        guard spareCopy == nil, let minimum = configuration.spareIndexMinimumBytes else { return }
+        let size = Downloader.fileSize(version.indexPath)
+        guard size > 0, size >= minimum else { return }
+        if let budget = configuration.maxDiskBytes, directory.contentBytes() + size > budget {
+            logger.info("no spare copy of the index: it would pass max_disk_bytes; the next delta copies the live index")
+            return
+        }
+        guard let available = try? FileSystem.availableBytes(at: directory.path), available >= size + configuration.freeSpaceMargin else {
+            logger.info("no spare copy of the index: the disk lacks room; the next delta copies the live index")
+            return
+        }
+        let partial = "\(directory.stagingPath)/spare-\(version.version).partial"
+        let spare = spare(of: version)
+        let logger = self.logger
+        spareCopy = SpareCopy { flag in
+            let clock = ContinuousClock()
+            let start = clock.now
+            unlink(partial)
+            do throws(SyncError) {
+                do throws(StoreError) {
+                    try FileSystem.copyFile(from: version.indexPath, to: partial, stopping: { flag.isStopped })
+                } catch {
+                    throw SyncError(error.code == .diskFull ? .diskFull : .io, error.message, cause: error)
+                }
+                try Self.fsyncFile(partial)
+                guard !flag.isStopped else { throw SyncError(.cancelled, "stopped") }
+                guard rename(partial, spare) == 0 else { throw SyncError(.io, "cannot rename it into \(spare)") }
+                try? FileSystem.syncDirectory(version.directory)
+                logger.info("kept a spare copy of the index for the next delta", metadata: [
+                    "cairn.sync.version": "\(version.version)", "cairn.sync.spare_bytes": "\(size)",
+                    "cairn.sync.spare_ms": "\((clock.now - start).milliseconds)",
+                ])
+            } catch {
+                unlink(partial)
+                if !flag.isStopped { logger.notice("no spare copy of the index: \(error.message)") }
+            }
+        }
+    }
+
+    /// Stops the spare copy, if one runs, and waits for its thread (the partial file is gone
+    /// when this returns; a finished spare stays).
+    func stopSpare() async {
+        guard let copy = spareCopy else { return }
+        spareCopy = nil
+        copy.flag.stopped.store(true, ordering: .relaxed)
+        await BackgroundWork.run { copy.work.wait() }
+    }
+
+    /// Waits for the spare copy to end without stopping it (tests, the bench).
+    public func spareFinished() async {
+        guard let copy = spareCopy else { return }
+        await BackgroundWork.run { copy.work.wait() }
+    }
+}

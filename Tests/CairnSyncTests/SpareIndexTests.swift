@@ -1,0 +1,127 @@
+import CairnTestSupport
+import CairnCore
+import CairnIndex
+import CairnStore
+import CairnSync
+import Foundation
+import Testing
+
+/// The spare copy a full install leaves for the next delta (protocol/data-directory.md,
+/// "Spare"): that delta moves it and applies in place instead of copying the live index.
+@Suite("A spare copy of the index after a full install", .offCooperativePool)
+struct SpareIndexTests {
+    static func spare(_ device: Device, _ version: Int) -> String {
+        device.path + "/versions/\(version)/" + DataDirectoryLayout.spareIndexFile
+    }
+
+    @Test("Given a full install that kept a spare, when a delta arrives, then it is built on the spare in place, the live file is never written, and rollback finds the old version whole")
+    func deltaOnTheSpare() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1, chunks: InPlaceDeltaTests.chunks(version: 1))
+        let device = try Device(repo: repo, sources: [repo.url], spareIndexMinimumBytes: 0)
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        await device.syncer.spareFinished()
+        let live = device.path + "/versions/1/index.sqlite"
+        let spare = Self.spare(device, 1)
+        #expect(FileManager.default.contentsEqual(atPath: spare, andPath: live))
+        #expect(device.entries("staging").isEmpty)
+        let (spareFile, liveFile) = (try #require(InPlaceDeltaTests.inode(spare)), try #require(InPlaceDeltaTests.inode(live)))
+
+        let v2 = try repo.publish(version: 2, chunks: InPlaceDeltaTests.chunks(version: 2), deltasFrom: [1])
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        #expect(await device.syncer.lastInstallPath == "delta")
+        // The spare became version 2's file; version 1's was never written.
+        #expect(InPlaceDeltaTests.inode(device.path + "/versions/2/index.sqlite") == spareFile)
+        #expect(!FileSystem.exists(spare))
+        #expect(InPlaceDeltaTests.inode(live) == liveFile)
+        #expect(try Snapshot.verify(at: live).version == 1)
+        let installed = try #require(device.directory.installed())
+        #expect(try Snapshot.verify(at: installed.indexPath, expectedStateRoot: v2.stateRoot).version == 2)
+        let index = try SearchIndex(path: installed.indexPath)
+        #expect(index.count == InPlaceDeltaTests.chunks(version: 2).count)
+        for chunk in InPlaceDeltaTests.chunks(version: 2) { #expect(try index.chunk(id: chunk.id) == chunk) }
+        // A delta keeps no spare: the next one reuses version 1's file.
+        await device.syncer.spareFinished()
+        #expect(!FileSystem.exists(Self.spare(device, 2)))
+        #expect(try await device.syncer.rollback().version.version == 1)
+    }
+
+    @Test("Given a spare of version 1, when version 2 installs in full, then version 1's spare is removed and version 2 keeps its own")
+    func spareFollowsTheCurrentVersion() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1, chunks: InPlaceDeltaTests.chunks(version: 1))
+        let device = try Device(repo: repo, sources: [repo.url], spareIndexMinimumBytes: 0)
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        await device.syncer.spareFinished()
+        #expect(FileSystem.exists(Self.spare(device, 1)))
+
+        try repo.publish(version: 2, chunks: InPlaceDeltaTests.chunks(version: 2))
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        await device.syncer.spareFinished()
+        #expect(device.previousTarget == "versions/1")
+        #expect(!FileSystem.exists(Self.spare(device, 1)))
+        #expect(FileSystem.exists(Self.spare(device, 2)))
+    }
+
+    @Test("Given a spare, when a full snapshot fits max_disk_bytes only without it, then the spare is removed and the previous version kept")
+    func spareMakesRoomFirst() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1, chunks: InPlaceDeltaTests.chunks(version: 1))
+        let path = try TemporaryDirectory.make()
+        do {
+            let device = try Device(repo: repo, sources: [repo.url], path: path, spareIndexMinimumBytes: 0)
+            #expect(await device.syncer.syncOnce().installedVersion == 1)
+            await device.syncer.spareFinished()
+            #expect(FileSystem.exists(Self.spare(device, 1)))
+        }
+        let v2 = try repo.publish(version: 2, chunks: InPlaceDeltaTests.chunks(version: 2))
+        let (used, spareBytes) = try { () throws -> (Int64, Int64) in
+            let probe = try Device(repo: repo, sources: [repo.url], path: path)
+            let size = try #require(FileManager.default.attributesOfItem(atPath: Self.spare(probe, 1))[.size] as? Int)
+            return (probe.directory.contentBytes(), Int64(size))
+        }()
+        let needed = SyncPlanner.requiredBytes(path: .full(v2.snapshot), alreadyStaged: 0, currentIndexSize: 0,
+                                               rowsBytes: SyncPlanner.rowsBytes(path: .full(v2.snapshot), chunks: v2.chunkCount,
+                                                                                dimension: v2.dimension),
+                                               missingModelBytes: 0, margin: 0)
+        // Room for version 2 beside version 1 once the spare is gone, not with it.
+        let device = try Device(repo: repo, sources: [repo.url], path: path, spareIndexMinimumBytes: 0,
+                                maxDiskBytes: used + needed - spareBytes / 2)
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        #expect(device.previousTarget == "versions/1" && device.state.previousDropped == nil)
+        #expect(!FileSystem.exists(Self.spare(device, 1)))
+    }
+
+    @Test("Given an index below spare_index_min_bytes, when it installs in full, then no spare is kept and the next delta copies the live index")
+    func noSpareBelowTheMinimum() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1, chunks: InPlaceDeltaTests.chunks(version: 1))
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        await device.syncer.spareFinished()
+        #expect(!FileSystem.exists(Self.spare(device, 1)))
+        let live = try #require(InPlaceDeltaTests.inode(device.path + "/versions/1/index.sqlite"))
+        try repo.publish(version: 2, chunks: InPlaceDeltaTests.chunks(version: 2), deltasFrom: [1])
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        let built = try #require(InPlaceDeltaTests.inode(device.path + "/versions/2/index.sqlite"))
+        #expect(built != live)
+        #expect(try Snapshot.verify(at: device.path + "/versions/1/index.sqlite").version == 1)
+    }
+
+    @Test("Given a spare copy's partial file left by a crash, when the device starts, then it is removed")
+    func partialRemovedAtStartUp() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1, chunks: InPlaceDeltaTests.chunks(version: 1))
+        let path: String
+        do {
+            let device = try Device(repo: repo, sources: [repo.url])
+            #expect(await device.syncer.syncOnce().installedVersion == 1)
+            path = device.path
+        }
+        let partial = path + "/staging/spare-1.partial"
+        try FileSystem.writeNew(Array(repeating: 7, count: 4096), to: partial)
+        let restarted = try Device(repo: repo, sources: [repo.url], path: path)
+        #expect(!FileSystem.exists(partial))
+        #expect(restarted.directory.installed()?.version == 1)
+    }
+}
