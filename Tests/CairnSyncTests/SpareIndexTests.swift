@@ -63,7 +63,7 @@ struct SpareIndexTests {
         #expect(FileSystem.exists(Self.spare(device, 2)))
     }
 
-    @Test("Given a spare, when a full snapshot fits max_disk_bytes only without it, then the spare is removed and the previous version kept")
+    @Test("Given a spare, when a full snapshot fits max_disk_bytes only without it, then the spare is removed and the version installs")
     func spareMakesRoomFirst() async throws {
         let repo = try RepoFixture(withModel: false)
         try repo.publish(version: 1, chunks: InPlaceDeltaTests.chunks(version: 1))
@@ -88,8 +88,38 @@ struct SpareIndexTests {
         let device = try Device(repo: repo, sources: [repo.url], path: path, spareIndexMinimumBytes: 0,
                                 maxDiskBytes: used + needed - spareBytes / 2)
         #expect(await device.syncer.syncOnce().installedVersion == 2)
-        #expect(device.previousTarget == "versions/1" && device.state.previousDropped == nil)
+        #expect(device.previousTarget == "versions/1")
         #expect(!FileSystem.exists(Self.spare(device, 1)))
+    }
+
+    @Test("Given a full-installed version whose spare is missing (a copy cut short), when the next attempt finds nothing new, then the spare is made")
+    func spareMadeAfterALaterAttempt() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1, chunks: InPlaceDeltaTests.chunks(version: 1))
+        let device = try Device(repo: repo, sources: [repo.url], spareIndexMinimumBytes: 0)
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        await device.syncer.spareFinished()
+        #expect(unlink(Self.spare(device, 1)) == 0)
+        #expect(await device.syncer.syncOnce().isUpToDate)
+        await device.syncer.spareFinished()
+        #expect(FileManager.default.contentsEqual(atPath: Self.spare(device, 1), andPath: device.path + "/versions/1/index.sqlite"))
+    }
+
+    @Test("Given max_disk_bytes with no room for a copy of the index, when a version installs in full, then no spare is kept")
+    func noSpareBeyondTheBudget() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1, chunks: InPlaceDeltaTests.chunks(version: 1))
+        // Measured on a device that keeps no spare, so that no copy runs while it is measured.
+        let v1 = try Device(repo: repo, sources: [repo.url], spareIndexMinimumBytes: nil)
+        #expect(await v1.syncer.syncOnce().installedVersion == 1)
+        let used = v1.directory.contentBytes()
+        let index = Int64(try #require(FileManager.default.attributesOfItem(atPath: v1.path + "/versions/1/index.sqlite")[.size] as? Int))
+        // Room for version 1 as installed, not for a second copy of its index.
+        let device = try Device(repo: repo, sources: [repo.url], spareIndexMinimumBytes: 0, maxDiskBytes: used + index / 2)
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        await device.syncer.spareFinished()
+        #expect(!FileSystem.exists(Self.spare(device, 1)))
+        #expect(device.directory.contentBytes() <= used + index / 2)
     }
 
     @Test("Given an index below spare_index_min_bytes, when it installs in full, then no spare is kept and the next delta copies the live index")
@@ -104,7 +134,7 @@ struct SpareIndexTests {
         try repo.publish(version: 2, chunks: InPlaceDeltaTests.chunks(version: 2), deltasFrom: [1])
         #expect(await device.syncer.syncOnce().installedVersion == 2)
         let built = try #require(InPlaceDeltaTests.inode(device.path + "/versions/2/index.sqlite"))
-        #expect(built != live)
+        #expect(await device.syncer.lastInstallPath == "delta" && built != live)
         #expect(try Snapshot.verify(at: device.path + "/versions/1/index.sqlite").version == 1)
     }
 

@@ -95,9 +95,11 @@ enum IndexBuilder {
         // brings it to the installed version (none for a spare, which is a copy of it already).
         var reuse: ReusableFile?
         var catchUp: Delta?
-        if checkable, let reusable, !Database.isOpenImmutable(reusable.path) {
+        // A spare (a copy of the installed index) is used even for a delta checked only inside
+        // its transaction: a refusal then costs the spare, as it would a copy.
+        if let reusable, !Database.isOpenImmutable(reusable.path) {
             if let kept = reusable.catchUp {
-                catchUp = catchUpDelta(kept, installed: installed)
+                catchUp = checkable ? catchUpDelta(kept, installed: installed) : nil
                 reuse = catchUp == nil ? nil : reusable
             } else {
                 reuse = reusable

@@ -101,6 +101,9 @@ extension Syncer {
                 if error.code == .cancelled || error.code == .diskFull { throw error }
                 logger.info("delta path failed; falling back to the full snapshot", metadata: ["cairn.sync.error": "\(error.code)"])
                 unlink(index)
+                // The delta's disk estimate counted no copy when a spare was there to move; the
+                // full snapshot has no use for the spare.
+                unlink(spare(of: installed))
                 try checkDiskSpace(manifest: manifest, path: .full(manifest.snapshot), installed: installed)
                 progress.expect(Int64(manifest.snapshot.size) - stagedBytes(.full(manifest.snapshot)))
             }

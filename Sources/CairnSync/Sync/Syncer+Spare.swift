@@ -5,13 +5,21 @@ import Synchronization
 
 /// A running copy of the installed index to its spare (`Syncer.keepSpare`).
 final class SpareCopy: Sendable {
-    let work: BackgroundWork.Pending<Void>
+    /// Left when the copying thread ends; any number of callers may wait for it.
+    private let running = DispatchGroup()
 
     init(_ body: @escaping @Sendable (SpareCopy.Flag) -> Void) {
-        let flag = Flag()
+        let (flag, running) = (Flag(), running)
         self.flag = flag
-        work = BackgroundWork.Pending { body(flag) }
+        running.enter()
+        BackgroundWork.start {
+            body(flag)
+            running.leave()
+        }
     }
+
+    /// Blocks until the copying thread has ended.
+    func wait() { running.wait() }
 
     /// Whether the copy was asked to stop, shared with the copying thread.
     final class Flag: Sendable {
@@ -23,22 +31,29 @@ final class SpareCopy: Sendable {
 }
 
 extension Syncer {
-    /// After a full install: copies the installed index to `spare.sqlite` in its folder, on a
-    /// background thread at low priority, so that the next delta moves the spare and applies
-    /// to it in place instead of copying the live index first (at a million chunks, a 3.7 GB
-    /// copy that made that delta take seconds). Later deltas reuse the previous version's file.
+    /// When the installed version came from a full snapshot (it keeps `snapshot.blob`) and has
+    /// no spare: copies its index to `spare.sqlite` in its folder, on a background thread at
+    /// low priority, so that the next delta moves the spare and applies to it in place instead
+    /// of copying the live index first (at a million chunks, a 3.7 GB copy that made that delta
+    /// take seconds). Later deltas reuse the previous version's file. Called after every sync
+    /// attempt, so a copy that an attempt stopped, or that a restart cut short, starts again.
     /// The copy goes to staging, is fsynced, then renamed into the version's folder: a spare is
     /// whole or absent. Kept only when the index is at least `spareIndexMinimumBytes` and the
-    /// copy fits `max_disk_bytes` and the free space (with the margin).
-    func keepSpare(of version: InstalledVersion) {
-        guard spareCopy == nil, let minimum = configuration.spareIndexMinimumBytes else { return }
+    /// copy fits `max_disk_bytes` and the free space (with the margin); declined once per version.
+    func keepSpare() {
+        guard spareCopy == nil, let minimum = configuration.spareIndexMinimumBytes, let version = directory.installed(),
+              spareDeclined != version.version,
+              FileSystem.exists(version.directory + "/" + DataDirectoryLayout.snapshotBlobFile),
+              !FileSystem.exists(spare(of: version)) else { return }
         let size = Downloader.fileSize(version.indexPath)
         guard size > 0, size >= minimum else { return }
         if let budget = configuration.maxDiskBytes, directory.contentBytes() + size > budget {
+            spareDeclined = version.version
             logger.info("no spare copy of the index: it would pass max_disk_bytes; the next delta copies the live index")
             return
         }
         guard let available = try? FileSystem.availableBytes(at: directory.path), available >= size + configuration.freeSpaceMargin else {
+            spareDeclined = version.version
             logger.info("no spare copy of the index: the disk lacks room; the next delta copies the live index")
             return
         }
@@ -76,12 +91,12 @@ extension Syncer {
         guard let copy = spareCopy else { return }
         spareCopy = nil
         copy.flag.stopped.store(true, ordering: .relaxed)
-        await BackgroundWork.run { copy.work.wait() }
+        await BackgroundWork.run { copy.wait() }
     }
 
     /// Waits for the spare copy to end without stopping it (tests, the bench).
     public func spareFinished() async {
         guard let copy = spareCopy else { return }
-        await BackgroundWork.run { copy.work.wait() }
+        await BackgroundWork.run { copy.wait() }
     }
 }

@@ -58,6 +58,8 @@ public actor Syncer {
     /// The copy of the installed index to its spare, while it runs (`keepSpare`); every
     /// attempt, rollback or export stops it first.
     var spareCopy: SpareCopy?
+    /// The installed version whose spare did not fit (`keepSpare` does not try it again).
+    var spareDeclined: Int?
     private var waiting: [CheckedContinuation<Void, Never>] = []
 
     /// - Parameters:
@@ -97,6 +99,7 @@ public actor Syncer {
             progress.begin(at: now())
             let outcome = await self.attemptAll()
             progress.finish(outcome: outcome.label)
+            keepSpare()
             return outcome
         }
     }
@@ -134,7 +137,6 @@ public actor Syncer {
                     (timings.state, timings.open) = (opening - persisting, clock.now - opening)
                     logger.info("install timings", metadata: timings.metadata.merging(["cairn.sync.version": "\(version.version)"]) { $1 })
                     await removeUnreferenced()
-                    if timings.path == "full" { keepSpare(of: version) }
                 }
                 return outcome
             } catch {
