@@ -28,27 +28,24 @@ public enum BackgroundWork {
     /// Work started on an install thread of its own, whose result a blocking caller (itself an
     /// install thread) takes when it needs it: two parts of one install at once.
     public final class Pending<T: Sendable>: @unchecked Sendable {
-        private let done = DispatchSemaphore(value: 0)
-        // Written once by the worker before `done` is signalled; read after waiting for it.
+        // Left by the worker once `result` is written; any number of threads may wait for it.
+        private let done = DispatchGroup()
+        // Written once by the worker before `done` is left; read after waiting for it.
         private var result: T?
-        // Touched only by the one thread that waits.
-        private var waited = false
 
         public init(_ body: @escaping @Sendable () -> T) {
+            done.enter()
             BackgroundWork.start { [self] in
                 result = body()
-                done.signal()
+                done.leave()
             }
         }
 
-        /// Blocks until the work is done and returns its result; later calls return it at once.
-        /// Call from one thread only.
+        /// Blocks until the work is done and returns its result; later calls, from any thread,
+        /// return it at once.
         @discardableResult
         public func wait() -> T {
-            if !waited {
-                done.wait()
-                waited = true
-            }
+            done.wait()
             return result!
         }
     }

@@ -14,13 +14,20 @@ struct SpareIndexTests {
         device.path + "/versions/\(version)/" + DataDirectoryLayout.spareIndexFile
     }
 
-    @Test("Given a full install that kept a spare, when a delta arrives, then it is built on the spare in place, the live file is never written, and rollback finds the old version whole")
-    func deltaOnTheSpare() async throws {
+    /// A repository at version 1 and a device that installed it in full and keeps a spare of
+    /// any size, its copy finished.
+    static func installedWithSpare() async throws -> (RepoFixture, Device) {
         let repo = try RepoFixture(withModel: false)
         try repo.publish(version: 1, chunks: InPlaceDeltaTests.chunks(version: 1))
         let device = try Device(repo: repo, sources: [repo.url], spareIndexMinimumBytes: 0)
         #expect(await device.syncer.syncOnce().installedVersion == 1)
         await device.syncer.spareFinished()
+        return (repo, device)
+    }
+
+    @Test("Given a full install that kept a spare, when a delta arrives, then it is built on the spare in place, the live file is never written, and rollback finds the old version whole")
+    func deltaOnTheSpare() async throws {
+        let (repo, device) = try await Self.installedWithSpare()
         let live = device.path + "/versions/1/index.sqlite"
         let spare = Self.spare(device, 1)
         #expect(FileManager.default.contentsEqual(atPath: spare, andPath: live))
@@ -48,11 +55,7 @@ struct SpareIndexTests {
 
     @Test("Given a spare of version 1, when version 2 installs in full, then version 1's spare is removed and version 2 keeps its own")
     func spareFollowsTheCurrentVersion() async throws {
-        let repo = try RepoFixture(withModel: false)
-        try repo.publish(version: 1, chunks: InPlaceDeltaTests.chunks(version: 1))
-        let device = try Device(repo: repo, sources: [repo.url], spareIndexMinimumBytes: 0)
-        #expect(await device.syncer.syncOnce().installedVersion == 1)
-        await device.syncer.spareFinished()
+        let (repo, device) = try await Self.installedWithSpare()
         #expect(FileSystem.exists(Self.spare(device, 1)))
 
         try repo.publish(version: 2, chunks: InPlaceDeltaTests.chunks(version: 2))
@@ -94,11 +97,7 @@ struct SpareIndexTests {
 
     @Test("Given a full-installed version whose spare is missing (a copy cut short), when the next attempt finds nothing new, then the spare is made")
     func spareMadeAfterALaterAttempt() async throws {
-        let repo = try RepoFixture(withModel: false)
-        try repo.publish(version: 1, chunks: InPlaceDeltaTests.chunks(version: 1))
-        let device = try Device(repo: repo, sources: [repo.url], spareIndexMinimumBytes: 0)
-        #expect(await device.syncer.syncOnce().installedVersion == 1)
-        await device.syncer.spareFinished()
+        let (_, device) = try await Self.installedWithSpare()
         #expect(unlink(Self.spare(device, 1)) == 0)
         #expect(await device.syncer.syncOnce().isUpToDate)
         await device.syncer.spareFinished()

@@ -84,8 +84,8 @@ enum IndexBuilder {
             throw SyncError(.installFailed, "the delta's versions or state roots differ from its manifest entry")
         }
         let edit = SnapshotWriter.Edit(delta)
-        // In place only when the delta can be checked beforehand (against the installed rows):
-        // a refusal then never costs the previous version. The previous file's kept delta is
+        // The previous version's file is reused only when the delta can be checked beforehand
+        // (against the installed rows): a refusal then never costs it. Its kept delta is
         // decoded first, so that the rows both deltas touch are read, eight at a time, while
         // the delta is checked: the file may be gigabytes that the page cache no longer holds.
         // (Reading them while the transaction runs instead was slower: the readers then take

@@ -3,31 +3,21 @@ import CairnThreads
 import Foundation
 import Synchronization
 
-/// A running copy of the installed index to its spare (`Syncer.keepSpare`).
-final class SpareCopy: Sendable {
-    /// Left when the copying thread ends; any number of callers may wait for it.
-    private let running = DispatchGroup()
-
-    init(_ body: @escaping @Sendable (SpareCopy.Flag) -> Void) {
-        let (flag, running) = (Flag(), running)
-        self.flag = flag
-        running.enter()
-        BackgroundWork.start {
-            body(flag)
-            running.leave()
-        }
-    }
-
-    /// Blocks until the copying thread has ended.
-    func wait() { running.wait() }
-
-    /// Whether the copy was asked to stop, shared with the copying thread.
+/// A running copy of the installed index to its spare (`Syncer.keepSpare`): its thread, and
+/// whether it was asked to stop, which the thread reads between pieces.
+struct SpareCopy: Sendable {
     final class Flag: Sendable {
         let stopped = Atomic<Bool>(false)
         var isStopped: Bool { stopped.load(ordering: .relaxed) }
     }
 
-    let flag: Flag
+    let flag = Flag()
+    let work: BackgroundWork.Pending<Void>
+
+    init(_ body: @escaping @Sendable (Flag) -> Void) {
+        let flag = flag
+        work = BackgroundWork.Pending { body(flag) }
+    }
 }
 
 extension Syncer {
@@ -91,12 +81,12 @@ extension Syncer {
         guard let copy = spareCopy else { return }
         spareCopy = nil
         copy.flag.stopped.store(true, ordering: .relaxed)
-        await BackgroundWork.run { copy.wait() }
+        await BackgroundWork.run { copy.work.wait() }
     }
 
     /// Waits for the spare copy to end without stopping it (tests, the bench).
     public func spareFinished() async {
         guard let copy = spareCopy else { return }
-        await BackgroundWork.run { copy.wait() }
+        await BackgroundWork.run { copy.work.wait() }
     }
 }
