@@ -61,6 +61,12 @@ struct StatusCommand: AsyncParsableCommand {
         } else if let dropped = sync.previousDropped {
             lines.append("rollback    none: version \(dropped) was removed to make room for an install" + budget)
         }
+        switch sync.spare {
+        case "ready": lines.append("spare       ready: the next delta applies in place to a spare copy of the index")
+        case "copying": lines.append("spare       copying the index in the background, for the next delta to apply in place")
+        case "declined": lines.append("spare       none: a copy of the index would not fit" + budget + "; the next delta copies the live index")
+        default: break
+        }
         if let held = sync.heldBackVersion {
             lines.append("held back   version \(held) (rolled back from; sync installs only newer versions)")
         }

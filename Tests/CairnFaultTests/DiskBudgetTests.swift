@@ -83,4 +83,19 @@ struct DiskBudgetTests {
         #expect(rollback.status == 5)
         small.stop()
     }
+
+    @Test("Given a full install with spare_index_min_bytes 0, when status is read over the socket, then spare is ready and cairn status says the next delta applies in place; after that delta, spare is null")
+    func spareInStatus() async throws {
+        let rig = try await Rig(config: ["spare_index_min_bytes": "0"])
+        defer { rig.stop() }
+        // The copy runs after the start-up attempt, in the background.
+        try await waitUntil("the spare is kept") { rig.device.syncStatus["spare"] as? String == "ready" }
+        #expect(try rig.device.cairn(["status"]).output.contains("spare       ready: the next delta applies in place"))
+        let version = try rig.publishNext()
+        #expect(try await ProgressTests.syncWait(rig).status == 0)
+        #expect(rig.wrongAnswer(expecting: version) == nil)
+        #expect(rig.device.log.contains("cairn.sync.path=delta-in-place"))
+        #expect(rig.device.syncStatus["spare"] is NSNull)
+        #expect(try !rig.device.cairn(["status"]).output.contains("spare "))
+    }
 }

@@ -32,6 +32,7 @@ struct SpareIndexTests {
         let spare = Self.spare(device, 1)
         #expect(FileManager.default.contentsEqual(atPath: spare, andPath: live))
         #expect(device.entries("staging").isEmpty)
+        #expect(device.syncer.spareState() == .ready)
         let (spareFile, liveFile) = (try #require(InPlaceDeltaTests.inode(spare)), try #require(InPlaceDeltaTests.inode(live)))
 
         let v2 = try repo.publish(version: 2, chunks: InPlaceDeltaTests.chunks(version: 2), deltasFrom: [1])
@@ -50,6 +51,7 @@ struct SpareIndexTests {
         // A delta keeps no spare: the next one reuses version 1's file.
         await device.syncer.spareFinished()
         #expect(!FileSystem.exists(Self.spare(device, 2)))
+        #expect(device.syncer.spareState() == nil)
         #expect(try await device.syncer.rollback().version.version == 1)
     }
 
@@ -118,6 +120,7 @@ struct SpareIndexTests {
         #expect(await device.syncer.syncOnce().installedVersion == 1)
         await device.syncer.spareFinished()
         #expect(!FileSystem.exists(Self.spare(device, 1)))
+        #expect(device.syncer.spareState() == .declined)
         #expect(device.directory.contentBytes() <= used + index / 2)
     }
 
@@ -129,12 +132,25 @@ struct SpareIndexTests {
         #expect(await device.syncer.syncOnce().installedVersion == 1)
         await device.syncer.spareFinished()
         #expect(!FileSystem.exists(Self.spare(device, 1)))
+        #expect(device.syncer.spareState() == nil)
         let live = try #require(InPlaceDeltaTests.inode(device.path + "/versions/1/index.sqlite"))
         try repo.publish(version: 2, chunks: InPlaceDeltaTests.chunks(version: 2), deltasFrom: [1])
         #expect(await device.syncer.syncOnce().installedVersion == 2)
         let built = try #require(InPlaceDeltaTests.inode(device.path + "/versions/2/index.sqlite"))
         #expect(await device.syncer.lastInstallPath == "delta" && built != live)
         #expect(try Snapshot.verify(at: device.path + "/versions/1/index.sqlite").version == 1)
+    }
+
+    @Test("Given a spare being written, when status is read, then it says copying, and ready once the copy is renamed")
+    func statusWhileCopying() async throws {
+        let (_, device) = try await Self.installedWithSpare()
+        // The copy's own partial file, as its thread leaves it mid-copy (a real copy of a test
+        // index ends before status could be read): status goes by the files, not by the actor.
+        let partial = device.path + "/staging/spare-1.partial"
+        #expect(rename(Self.spare(device, 1), partial) == 0)
+        #expect(device.syncer.spareState() == .copying)
+        #expect(rename(partial, Self.spare(device, 1)) == 0)
+        #expect(device.syncer.spareState() == .ready)
     }
 
     @Test("Given a spare copy's partial file left by a crash, when the device starts, then it is removed")

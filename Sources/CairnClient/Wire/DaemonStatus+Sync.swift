@@ -73,6 +73,9 @@ extension DaemonStatus {
         public var previousDropped: Int?
         /// The channel's disk budget (`max_disk_bytes`), nil for none.
         public var maxDiskBytes: Int64?
+        /// The installed version's spare copy of its index: `ready`, `copying` or `declined`;
+        /// nil when there is none to keep.
+        public var spare: String?
 
         public init(lastAttempt: String? = nil, lastSuccess: String? = nil, lastError: String? = nil,
                     online: Bool? = nil, stale: Bool? = nil, highestVersionSeen: Int? = nil, heldBackVersion: Int? = nil,
@@ -94,7 +97,7 @@ extension DaemonStatus {
             case sources
             case lastErrorCode = "last_error_code", expiredInstalls = "expired_installs", lastCheck = "last_check"
             case progress, attemptsStarted = "attempts_started", attemptsFinished = "attempts_finished", lastOutcome = "last_outcome"
-            case previousVersion = "previous_version", previousDropped = "previous_dropped", maxDiskBytes = "max_disk_bytes"
+            case previousVersion = "previous_version", previousDropped = "previous_dropped", maxDiskBytes = "max_disk_bytes", spare
         }
 
         /// Lenient: absent keys are unknown, unknown keys are ignored.
@@ -118,6 +121,7 @@ extension DaemonStatus {
             previousVersion = try? c.decodeIfPresent(Int.self, forKey: .previousVersion)
             previousDropped = try? c.decodeIfPresent(Int.self, forKey: .previousDropped)
             maxDiskBytes = try? c.decodeIfPresent(Int64.self, forKey: .maxDiskBytes)
+            spare = try? c.decodeIfPresent(String.self, forKey: .spare)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -140,6 +144,7 @@ extension DaemonStatus {
             try c.encode(previousVersion, forKey: .previousVersion)
             try c.encode(previousDropped, forKey: .previousDropped)
             try c.encode(maxDiskBytes, forKey: .maxDiskBytes)
+            try c.encode(spare, forKey: .spare)
         }
     }
 

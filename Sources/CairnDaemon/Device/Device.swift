@@ -116,7 +116,8 @@ public struct Device: Sendable {
                              metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(error)"])
             }
         })
-        let status = SyncStateStatusProvider(directory: directory, configuration: sync, trust: syncer.trust, progress: syncer.progress)
+        let status = SyncStateStatusProvider(directory: directory, configuration: sync, trust: syncer.trust, progress: syncer.progress,
+                                             spare: { syncer.spareState() })
         let metrics = DaemonMetrics(channel: configuration.channel, registry: registry)
         let service = sync.sources.isEmpty ? nil : SyncService(
             syncer: syncer, configuration: sync, logger: logger, onStatus: { notifier.status(statusPrefix + $0) },

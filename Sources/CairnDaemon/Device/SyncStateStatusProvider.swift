@@ -9,6 +9,8 @@ struct SyncStateStatusProvider: SyncStatusProvider {
     let configuration: SyncConfiguration
     let trust: TrustHolder
     let progress: SyncProgress
+    /// The installed version's spare (`Syncer.spareState`).
+    let spare: @Sendable () -> SpareState?
 
     func syncStatus() async -> DaemonStatus.Sync {
         let state = directory.readState()
@@ -16,6 +18,7 @@ struct SyncStateStatusProvider: SyncStatusProvider {
                                      pollInterval: configuration.pollInterval, staleAfterPolls: configuration.staleAfterPolls)
         (sync.previousVersion, sync.previousDropped, sync.maxDiskBytes) =
             (directory.previousVersion(), state.previousDropped, configuration.maxDiskBytes)
+        sync.spare = spare()?.rawValue
         let reading = progress.reading()
         (sync.attemptsStarted, sync.attemptsFinished, sync.lastOutcome) = (reading.started, reading.finished, reading.lastOutcome)
         sync.progress = reading.current.map {

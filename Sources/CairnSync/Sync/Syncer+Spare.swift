@@ -20,6 +20,11 @@ struct SpareCopy: Sendable {
     }
 }
 
+/// What status says of the installed version's spare copy (`Syncer.spareState`).
+public enum SpareState: String, Sendable {
+    case ready, copying, declined
+}
+
 extension Syncer {
     /// When the installed version came from a full snapshot (it keeps `snapshot.blob`) and has
     /// no spare: copies its index to `spare.sqlite` in its folder, on a background thread at
@@ -32,22 +37,22 @@ extension Syncer {
     /// copy fits `max_disk_bytes` and the free space (with the margin); declined once per version.
     func keepSpare() {
         guard spareCopy == nil, let minimum = configuration.spareIndexMinimumBytes, let version = directory.installed(),
-              spareDeclined != version.version,
+              spareDeclined.withLock({ $0 }) != version.version,
               FileSystem.exists(version.directory + "/" + DataDirectoryLayout.snapshotBlobFile),
               !FileSystem.exists(spare(of: version)) else { return }
         let size = Downloader.fileSize(version.indexPath)
         guard size > 0, size >= minimum else { return }
         if let budget = configuration.maxDiskBytes, directory.contentBytes() + size > budget {
-            spareDeclined = version.version
+            spareDeclined.withLock { $0 = version.version }
             logger.info("no spare copy of the index: it would pass max_disk_bytes; the next delta copies the live index")
             return
         }
         guard let available = try? FileSystem.availableBytes(at: directory.path), available >= size + configuration.freeSpaceMargin else {
-            spareDeclined = version.version
+            spareDeclined.withLock { $0 = version.version }
             logger.info("no spare copy of the index: the disk lacks room; the next delta copies the live index")
             return
         }
-        let partial = "\(directory.stagingPath)/spare-\(version.version).partial"
+        let partial = partialSpare(of: version)
         let spare = spare(of: version)
         let logger = self.logger
         spareCopy = SpareCopy { flag in
@@ -73,6 +78,22 @@ extension Syncer {
                 if !flag.isStopped { logger.notice("no spare copy of the index: \(error.message)") }
             }
         }
+    }
+
+    /// The installed version's spare, for status (protocol/socket-api.md, `spare`): `ready` when
+    /// its file is there, `copying` while its partial file is (the copy's thread removes the
+    /// partial file when it stops or fails), `declined` when it did not fit; nil otherwise.
+    /// Reads the data directory, never waits for an attempt.
+    public nonisolated func spareState() -> SpareState? {
+        guard let version = directory.installed() else { return nil }
+        if FileSystem.exists(spare(of: version)) { return .ready }
+        if FileSystem.exists(partialSpare(of: version)) { return .copying }
+        return spareDeclined.withLock { $0 } == version.version ? .declined : nil
+    }
+
+    /// `staging/spare-<n>.partial`, where the copy is written before its rename.
+    nonisolated func partialSpare(of version: InstalledVersion) -> String {
+        "\(directory.stagingPath)/spare-\(version.version).partial"
     }
 
     /// Stops the spare copy, if one runs, and waits for its thread (the partial file is gone

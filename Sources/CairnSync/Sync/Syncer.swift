@@ -3,6 +3,7 @@ public import CairnIndex
 import CairnThreads
 public import Foundation
 public import Logging
+import Synchronization
 
 /// The result of one sync attempt.
 public enum SyncOutcome: Sendable {
@@ -58,8 +59,9 @@ public actor Syncer {
     /// The copy of the installed index to its spare, while it runs (`keepSpare`); every
     /// attempt, rollback or export stops it first.
     var spareCopy: SpareCopy?
-    /// The installed version whose spare did not fit (`keepSpare` does not try it again).
-    var spareDeclined: Int?
+    /// The installed version whose spare did not fit (`keepSpare` does not try it again); read
+    /// by status without waiting for the actor (`spareState`).
+    nonisolated let spareDeclined = Mutex<Int?>(nil)
     private var waiting: [CheckedContinuation<Void, Never>] = []
 
     /// - Parameters:
