@@ -114,7 +114,7 @@ let package = Package(
                 exclude: ["Fixtures/fault_server.py"]),
         .testTarget(name: "CairnCoreTests", dependencies: ["CairnCore"]),
         .testTarget(name: "CairnEmbeddingTests", dependencies: ["CairnEmbedding", "CairnTestSupport", "CairnThreads"]),
-        .testTarget(name: "CairnStoreTests", dependencies: ["CairnStore"]),
+        .testTarget(name: "CairnStoreTests", dependencies: ["CairnStore", "CairnTestSupport"]),
         .testTarget(name: "CairnIndexTests", dependencies: ["CairnIndex", "CairnTestSupport"]),
         .testTarget(name: "CairnPublishTests", dependencies: ["CairnPublish", "CairnIndex", "CairnStore", "CairnTestSupport"]),
         .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish", "CairnTestSupport", "CairnThreads"]),

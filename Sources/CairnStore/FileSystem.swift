@@ -88,13 +88,52 @@ public enum FileSystem {
         close(fd)
     }
 
+    /// A file written once from front to back whose bytes nothing reads again soon (a snapshot
+    /// blob inflated as it downloads, kept only for export): its pages leave the page cache
+    /// behind the writer instead of filling it. Every `window` bytes, the writeback of the newest
+    /// window starts, and the window before it, whose writeback was started one window earlier,
+    /// is waited for and dropped from the cache (`sync_file_range`, `POSIX_FADV_DONTNEED`). On a
+    /// device with less memory than the file, those pages would otherwise push out the pages of
+    /// the index that answers queries meanwhile. At most two windows of the file stay dirty or
+    /// cached; the wait is for a write started one window earlier, and durability still takes
+    /// the fsync the caller makes.
+    public struct WriteBehind {
+        public static let window: Int64 = 32 << 20
+        private let window: Int64
+        /// The bytes before this offset have had their writeback started.
+        private var submitted: Int64
+        /// The bytes before this offset were dropped from the cache.
+        private var dropped: Int64
+
+        /// For a file whose bytes before `offset` are already written (a resumed download).
+        public init(from offset: Int64, window: Int64 = WriteBehind.window) {
+            self.window = window
+            (submitted, dropped) = (offset, offset)
+        }
+
+        /// After the bytes of `fd` up to `end` were written.
+        public mutating func wrote(upTo end: Int64, fd: Int32) {
+            guard end - submitted >= window, let syncFileRange else { return }
+            if submitted > dropped {
+                _ = syncFileRange(fd, dropped, submitted - dropped, syncFileRangeWaitBefore | syncFileRangeWrite | syncFileRangeWaitAfter)
+                _ = posix_fadvise(fd, off_t(dropped), off_t(submitted - dropped), POSIX_FADV_DONTNEED)
+                dropped = submitted
+            }
+            _ = syncFileRange(fd, submitted, end - submitted, syncFileRangeWrite)
+            submitted = end
+        }
+    }
+
     private typealias SyncFileRange = @convention(c) (Int32, Int64, Int64, UInt32) -> Int32
 
     /// `sync_file_range` is behind `_GNU_SOURCE` in glibc's headers, which the Glibc module does
-    /// not export (as `copy_file_range`): looked up once by name. `SYNC_FILE_RANGE_WRITE` is 2.
+    /// not export (as `copy_file_range`): looked up once by name. `SYNC_FILE_RANGE_WAIT_BEFORE`,
+    /// `_WRITE` and `_WAIT_AFTER` are 1, 2 and 4.
     nonisolated(unsafe) private static let syncFileRange: SyncFileRange? = dlsym(nil, "sync_file_range")
         .map { unsafeBitCast($0, to: SyncFileRange.self) }
     private static let syncFileRangeWrite: UInt32 = 2
+    private static let syncFileRangeWaitBefore: UInt32 = 1
+    private static let syncFileRangeWaitAfter: UInt32 = 4
 
     /// Creates `path` and its parents (mode 0755) if missing. The error names the part of the
     /// path that failed: a file where a folder should be, or the folder that could not be made

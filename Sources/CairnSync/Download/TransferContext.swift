@@ -1,3 +1,4 @@
+import CairnStore
 import CCurl
 import Foundation
 import Synchronization
@@ -39,6 +40,9 @@ final class TransferContext: @unchecked Sendable {
     var tap: (any DownloadTap)?
     /// Counts the body bytes written to `fd` (status's sync progress).
     var progress: SyncProgress?
+    /// Drops the file's pages from the page cache behind the writes (set when the tap consumes
+    /// the bytes as they arrive and nothing reads the file again during the install).
+    var behind: FileSystem.WriteBehind?
 
     init(limit: Int64, held: Int64, rangeStart: Int64) {
         self.limit = limit
@@ -68,6 +72,7 @@ final class TransferContext: @unchecked Sendable {
             }
             tap?.receive(UnsafeRawBufferPointer(start: data, count: count))
             progress?.received(Int64(count))
+            behind?.wrote(upTo: held + Int64(count), fd: fd)
         } else {
             body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: count))
         }
@@ -91,6 +96,7 @@ final class TransferContext: @unchecked Sendable {
                 _ = lseek(fd, 0, SEEK_SET)
                 progress?.expect(held)
                 held = 0
+                behind = behind.map { _ in FileSystem.WriteBehind(from: 0) }
                 restartedFromZero = true
             }
         default:
