@@ -89,38 +89,54 @@ public enum FileSystem {
     }
 
     /// A file written once from front to back whose bytes nothing reads again soon (a snapshot
-    /// blob inflated as it downloads, kept only for export): its pages leave the page cache
-    /// behind the writer instead of filling it. Every `window` bytes, the writeback of the newest
-    /// window starts, and the window before it, whose writeback was started one window earlier,
-    /// is waited for and dropped from the cache (`sync_file_range`, `POSIX_FADV_DONTNEED`). On a
+    /// blob inflated as it downloads, kept for export): its pages leave the page cache behind
+    /// the writer instead of filling it. Every `window` bytes, the writeback of the newest window
+    /// starts, and the window before it, whose writeback was started one window earlier, is
+    /// waited for and dropped from the cache (`sync_file_range`, `POSIX_FADV_DONTNEED`). On a
     /// device with less memory than the file, those pages would otherwise push out the pages of
     /// the index that answers queries meanwhile. At most two windows of the file stay dirty or
-    /// cached; the wait is for a write started one window earlier, and durability still takes
-    /// the fsync the caller makes.
+    /// cached; the wait is for a write started one window earlier. Durability still takes the
+    /// caller's fsync, but a write error found by the wait is returned here: the wait consumes
+    /// it, and that fsync would no longer see it.
     public struct WriteBehind {
         public static let window: Int64 = 32 << 20
         private let window: Int64
         /// The bytes before this offset have had their writeback started.
-        private var submitted: Int64
+        private var submitted: Int64 = 0
         /// The bytes before this offset were dropped from the cache.
-        private var dropped: Int64
+        private var dropped: Int64 = 0
 
-        /// For a file whose bytes before `offset` are already written (a resumed download).
-        public init(from offset: Int64, window: Int64 = WriteBehind.window) {
+        /// For a file written from its first byte.
+        public init(window: Int64 = WriteBehind.window) {
             self.window = window
-            (submitted, dropped) = (offset, offset)
         }
 
-        /// After the bytes of `fd` up to `end` were written.
-        public mutating func wrote(upTo end: Int64, fd: Int32) {
-            guard end - submitted >= window, let syncFileRange else { return }
+        /// Set when the file system (or a sandbox) does not offer `sync_file_range`: the file is
+        /// then written as any other.
+        private var unsupported = false
+
+        /// After the bytes of `fd` up to `end` were written: 0, or the errno of a write that
+        /// failed on its way to disk (EIO, ENOSPC…).
+        public mutating func wrote(upTo end: Int64, fd: Int32) -> Int32 {
+            guard !unsupported, end - submitted >= window, let syncFileRange else { return 0 }
             if submitted > dropped {
-                _ = syncFileRange(fd, dropped, submitted - dropped, syncFileRangeWaitBefore | syncFileRangeWrite | syncFileRangeWaitAfter)
+                guard syncFileRange(fd, dropped, submitted - dropped, syncFileRangeWaitBefore | syncFileRangeWrite | syncFileRangeWaitAfter) == 0
+                else { return failure(errno) }
+                #if os(Linux)
                 _ = posix_fadvise(fd, off_t(dropped), off_t(submitted - dropped), POSIX_FADV_DONTNEED)
+                #endif
                 dropped = submitted
             }
-            _ = syncFileRange(fd, submitted, end - submitted, syncFileRangeWrite)
+            guard syncFileRange(fd, submitted, end - submitted, syncFileRangeWrite) == 0 else { return failure(errno) }
             submitted = end
+            return 0
+        }
+
+        /// `code` when a write failed; 0 (and nothing more attempted) when the call is not offered.
+        private mutating func failure(_ code: Int32) -> Int32 {
+            guard [ENOSYS, EINVAL, ESPIPE, EOPNOTSUPP].contains(code) else { return code }
+            unsupported = true
+            return 0
         }
     }
 

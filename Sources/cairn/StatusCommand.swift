@@ -64,7 +64,9 @@ struct StatusCommand: AsyncParsableCommand {
         switch sync.spare {
         case "ready": lines.append("spare       ready: the next delta applies in place to a spare copy of the index")
         case "copying": lines.append("spare       copying the index in the background, for the next delta to apply in place")
-        case "declined": lines.append("spare       none: a copy of the index would not fit" + budget + "; the next delta copies the live index")
+        case "declined":
+            lines.append("spare       none: a copy of the index would pass max_disk_bytes or the free disk space" + budget
+                         + "; the next delta copies the live index")
         default: break
         }
         if let held = sync.heldBackVersion {

@@ -6,10 +6,10 @@ import Testing
 @testable import CairnSync
 
 /// A full snapshot is hashed and inflated as it downloads (`SnapshotStream`, the download's
-/// tap), and its blob is kept only for export: its pages leave the page cache behind the
+/// tap), and its blob is then kept for export: its pages leave the page cache behind the
 /// download (`FileSystem.WriteBehind`), so that on a small device they do not push out the
 /// pages of the index answering queries meanwhile. A blob read after its download (a delta, a
-/// resumed snapshot) keeps its pages.
+/// snapshot whose download resumed) keeps its pages.
 @Suite("A streamed snapshot blob leaves the page cache behind its download", .offCooperativePool)
 struct StreamedBlobCacheTests {
     final class Counting: DownloadTap, @unchecked Sendable {

@@ -15,13 +15,14 @@ public enum PageCache {
         return fsync(fd) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0
     }
 
-    /// Whether files in the temporary folder can leave the page cache (not on tmpfs, whose pages
-    /// are the files): one page written, fsynced and dropped, then looked for.
+    /// Whether files in the temporary folder are cached and can leave the cache (not on tmpfs,
+    /// whose pages are the files): one page written, seen in the cache, fsynced and dropped,
+    /// then looked for again.
     public static let dropsPages: Bool = {
         let path = NSTemporaryDirectory() + "cairn-page-probe-" + UUID().uuidString
         guard FileManager.default.createFile(atPath: path, contents: Data(repeating: 7, count: 4096)) else { return false }
         defer { unlink(path) }
-        return drop(path) && residentPages(path)?.isEmpty == true
+        return residentPages(path)?.isEmpty == false && drop(path) && residentPages(path)?.isEmpty == true
     }()
 
     /// The page numbers of `path` that are in the page cache (mincore(2) over a map of it).

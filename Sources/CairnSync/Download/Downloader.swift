@@ -77,9 +77,10 @@ public struct Downloader: Sendable {
             let context = TransferContext(limit: size, held: held, rangeStart: held)
             context.fd = fd
             context.tap = held == 0 ? tap : nil
-            // The tap consumes a streamed blob as it arrives; nothing reads the file again in this
-            // install (it is kept for export), so its pages need not stay in the page cache.
-            context.behind = context.tap == nil ? nil : FileSystem.WriteBehind(from: 0)
+            // The tap consumes a streamed blob as it arrives and the file is kept for export: its
+            // pages need not stay in the page cache (a later attempt that resumes a cut download
+            // reads the whole file again, from disk then).
+            context.behind = context.tap == nil ? nil : FileSystem.WriteBehind()
             context.progress = progress
             let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, access: access,
                                                  headers: headers, range: held, onInstallThread: context.tap != nil)

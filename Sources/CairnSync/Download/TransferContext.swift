@@ -40,8 +40,8 @@ final class TransferContext: @unchecked Sendable {
     var tap: (any DownloadTap)?
     /// Counts the body bytes written to `fd` (status's sync progress).
     var progress: SyncProgress?
-    /// Drops the file's pages from the page cache behind the writes (set when the tap consumes
-    /// the bytes as they arrive and nothing reads the file again during the install).
+    /// Drops the file's pages from the page cache behind the writes (`FileSystem.WriteBehind`;
+    /// set for a file written from its first byte whose bytes the tap consumes as they arrive).
     var behind: FileSystem.WriteBehind?
 
     init(limit: Int64, held: Int64, rangeStart: Int64) {
@@ -72,7 +72,11 @@ final class TransferContext: @unchecked Sendable {
             }
             tap?.receive(UnsafeRawBufferPointer(start: data, count: count))
             progress?.received(Int64(count))
-            behind?.wrote(upTo: held + Int64(count), fd: fd)
+            if let failure = behind?.wrote(upTo: held + Int64(count), fd: fd), failure != 0 {
+                writeFailed = true
+                writeErrno = failure
+                return 0
+            }
         } else {
             body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: count))
         }
@@ -96,7 +100,6 @@ final class TransferContext: @unchecked Sendable {
                 _ = lseek(fd, 0, SEEK_SET)
                 progress?.expect(held)
                 held = 0
-                behind = behind.map { _ in FileSystem.WriteBehind(from: 0) }
                 restartedFromZero = true
             }
         default:
