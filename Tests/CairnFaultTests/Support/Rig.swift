@@ -95,16 +95,15 @@ final class Rig: @unchecked Sendable {
     /// Asks for a sync and waits until that attempt ends; returns its error code (from the log
     /// line) and the status's one-line last_error, or nil when the attempt succeeded.
     func syncAttempt(during: (() -> Void)? = nil) async throws -> (code: String, message: String)? {
-        let before = outcomeLines, attempts = device.state["attempts"] as? Int ?? 0
+        let before = outcomeLines, finished = device.syncStatus["attempts_finished"] as? Int ?? 0
         let sync = try device.cairn(["sync"])
         guard sync.status == 0 else { throw StepFailed("cairn sync: \(sync.error)") }
         during?()
+        // An attempt counts as finished in status once it has ended whole: after its refusal's
+        // log line, or after the new version serves ("now serving"). state.json, written before
+        // the new version is opened, would end the wait while the old version still answers.
         try await waitUntil("a sync attempt ends", seconds: 90) {
-            let now = outcomeLines
-            // state.json is written before the refusal's log line: an attempt counted there
-            // without an error is an up-to-date answer.
-            return now.refused.count > before.refused.count || now.installed > before.installed
-                || ((device.state["attempts"] as? Int ?? 0) > attempts && device.lastErrorCode == nil)
+            (device.syncStatus["attempts_finished"] as? Int ?? 0) > finished
         }
         let after = outcomeLines
         guard after.refused.count > before.refused.count, let line = after.refused.last,
