@@ -4,6 +4,7 @@ import CairnIndex
 import CairnStore
 import CairnSync
 import Foundation
+import Synchronization
 import Testing
 
 @Suite("Installing versions over real HTTP (nginx) and file://", .offCooperativePool)
@@ -40,6 +41,26 @@ struct InstallTests {
         let installed = try #require(device.directory.installed())
         #expect(installed.modelDirectory == nil)
         #expect(try SearchIndex(path: installed.indexPath).count == 40)
+    }
+
+    @Test("Given a version with a model, when it installs, then onModel names the model's folder before the version is in place, so the daemon can load the model meanwhile")
+    func modelNamedBeforeTheSwap() async throws {
+        let repo = try RepoFixture()
+        try repo.publish(version: 1)
+        let seen = Mutex<[(folder: String, versionInPlace: Bool)]>([])
+        let path = try TemporaryDirectory.make()
+        let device = try Device(repo: repo, sources: [repo.url], path: path, onModel: { folder in
+            seen.withLock { $0.append((folder, FileSystem.exists(path + "/versions/1"))) }
+        })
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let installed = try #require(device.directory.installed())
+        let calls = seen.withLock { $0 }
+        #expect(calls.count == 1)
+        // The version's model link leads to the folder named.
+        let model = try #require(installed.modelDirectory)
+        #expect(calls.first.map { URL(fileURLWithPath: $0.folder).resolvingSymlinksInPath().path }
+                == URL(fileURLWithPath: model).resolvingSymlinksInPath().path)
+        #expect(calls.first?.versionInPlace == false)
     }
 
     @Test("Given version 1 installed and a small delta 1→2, when syncing, then the delta is fetched, not the snapshot, and the state root verifies")

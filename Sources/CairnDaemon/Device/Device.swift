@@ -1,9 +1,11 @@
 import CairnCore
+import CairnEmbedding
 import CairnIndex
 import CairnSearch
 import CairnSync
 import CairnThreads
 import Foundation
+import Synchronization
 public import Logging
 public import ServiceLifecycle
 
@@ -100,21 +102,38 @@ public struct Device: Sendable {
             holder.install(version)
         }
         let (dataDirectory, ranking) = (configuration.dataDirectory, configuration.ranking)
+        let preload = ModelPreload()
         let syncer = Syncer(configuration: sync, directory: directory, logger: logger, installedRows: installedRows,
                             onInstalled: { installed, contents in
             do {
                 // Opening (reading every vector when the install did not hand its rows over) runs
                 // off the threads that answer queries.
+                let serving = holder.current
+                let taken = Mutex<SentenceEmbedder?>(nil)
                 let version = try await BackgroundWork.run { () throws(DaemonError) in
-                    try VersionLoader.load(dataDirectory: dataDirectory, reusing: holder.current, contents: contents,
-                                       configuration: ranking, logger: logger)
+                    try VersionLoader.load(dataDirectory: dataDirectory, reusing: serving, contents: contents,
+                                           configuration: ranking, preloaded: { folder in
+                        let embedder = preload.take(folder: folder)
+                        taken.withLock { $0 = embedder }
+                        return embedder
+                    }, logger: logger)
                 }
                 holder.install(version)
-                logger.info("now serving", metadata: ["cairn.channel": "\(sync.channel)", "cairn.version": "\(installed.version)"])
+                // Where the new version's model came from: the serving version's, loaded while the
+                // version installed, loaded after it, or none (lexical only).
+                let model = version.embedder.map { embedder in
+                    embedder === serving?.embedder ? "reused" : embedder === taken.withLock({ $0 }) ? "preloaded" : "loaded"
+                } ?? "none"
+                logger.info("now serving", metadata: ["cairn.channel": "\(sync.channel)", "cairn.version": "\(installed.version)",
+                                                      "cairn.model": "\(model)"])
             } catch {
                 logger.error("installed version cannot be served; keeping the previous one",
                              metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(error)"])
             }
+        }, onModel: { folder in
+            // The serving version's model is reused; another one loads while the index is built.
+            guard let resolved = VersionLoader.resolve(folder), holder.current?.modelDirectory != resolved else { return }
+            preload.start(folder: resolved)
         })
         let status = SyncStateStatusProvider(directory: directory, configuration: sync, trust: syncer.trust, progress: syncer.progress,
                                              spare: { syncer.spareState() })

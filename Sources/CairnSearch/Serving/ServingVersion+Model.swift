@@ -6,10 +6,12 @@ extension ServingVersion {
     /// The embedder for `index` from the model folder `modelFolder` (resolved), or nil (lexical
     /// only, logged at warning) when there is none, it cannot be loaded, or its dimension
     /// differs from the index's.
-    /// - Parameter reusing: a version whose embedder is reused when it came from the same
-    ///   folder (a model is shared across versions; loading it again costs seconds).
+    /// - Parameters:
+    ///   - reusing: a version whose embedder is reused when it came from the same folder (a
+    ///     model is shared across versions; loading it again costs seconds).
+    ///   - preloaded: the embedder already loaded from `modelFolder` while the version installed.
     public static func embedder(for index: SearchIndex, modelFolder: String?, reusing: ServingVersion?,
-                                logger: Logger) -> SentenceEmbedder? {
+                                preloaded: SentenceEmbedder? = nil, logger: Logger) -> SentenceEmbedder? {
         let version: Logger.Metadata = ["cairn.snapshot.version": "\(index.meta.version)"]
         guard let modelFolder else {
             logger.warning("the version has no model: answers are lexical only", metadata: version)
@@ -19,6 +21,7 @@ extension ServingVersion {
            embedder.dimension == index.meta.dimension {
             return embedder
         }
+        if let preloaded, preloaded.dimension == index.meta.dimension { return preloaded }
         do {
             let embedder = try SentenceEmbedder(directory: modelFolder)
             guard embedder.dimension == index.meta.dimension else {

@@ -15,6 +15,7 @@ extension Syncer {
         try checkDiskSpace(manifest: manifest, path: path, installed: installed)
         progress.downloading(version: manifest.version, expecting: bytesToDownload(manifest: manifest, path: path))
         let model = try await ensureModel(manifest, base: base)
+        if let model { onModel(model) }
         let partial = "\(directory.versionsPath)/\(manifest.version).partial"
         try? FileManager.default.removeItem(atPath: partial)
         do {

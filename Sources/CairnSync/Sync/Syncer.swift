@@ -34,6 +34,7 @@ public actor Syncer {
     let logger: Logger
     let now: @Sendable () -> Date
     let onInstalled: @Sendable (InstalledVersion, IndexContents?) async -> Void
+    let onModel: @Sendable (String) -> Void
     /// The trust chain when a root is pinned (loaded from `DIR/roots/` at start), shared with status.
     public nonisolated let trust: TrustHolder
     /// The attempt in progress and the attempts started and ended, for status and `sync --wait`.
@@ -71,15 +72,19 @@ public actor Syncer {
     ///   - onInstalled: called after each swap, so the daemon can open the new index; with the
     ///     rows the install's verifying pass loaded from it (nil after a rollback), which
     ///     `SearchIndex(path:configuration:contents:)` takes instead of reading them again.
+    ///   - onModel: called with the folder of the model an install's version uses, once it is
+    ///     in place and before the index is built, so that the daemon may load it meanwhile.
     public init(configuration: SyncConfiguration, directory: DataDirectory, logger: Logger,
                 now: @escaping @Sendable () -> Date = { Date() }, installedRows: IndexContents? = nil,
-                onInstalled: @escaping @Sendable (InstalledVersion, IndexContents?) async -> Void = { _, _ in }) {
+                onInstalled: @escaping @Sendable (InstalledVersion, IndexContents?) async -> Void = { _, _ in },
+                onModel: @escaping @Sendable (String) -> Void = { _ in }) {
         self.configuration = configuration
         self.directory = directory
         self.downloader = Downloader(limits: configuration.transfer, logger: logger)
         self.logger = logger
         self.now = now
         self.onInstalled = onInstalled
+        self.onModel = onModel
         self.installedRows = installedRows
         if let installedRows, let path = directory.installed()?.indexPath {
             let meta = installedRows.meta
