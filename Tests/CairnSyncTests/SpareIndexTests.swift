@@ -25,6 +25,31 @@ struct SpareIndexTests {
         return (repo, device)
     }
 
+    /// A data directory at `path` that installed `versions` in full, one after the other,
+    /// keeping a spare copy of the last one's index (its copy finished).
+    static func installedInFull(_ versions: [Int], repo: RepoFixture, path: String) async throws {
+        let device = try Device(repo: repo, sources: [repo.url], path: path, spareIndexMinimumBytes: 0)
+        for version in versions {
+            try repo.publish(version: version, chunks: InPlaceDeltaTests.chunks(version: version))
+            #expect(await device.syncer.syncOnce().installedVersion == version)
+        }
+        await device.syncer.spareFinished()
+        #expect(FileSystem.exists(Self.spare(device, versions.last!)))
+    }
+
+    /// A `max_disk_bytes` for the data directory at `path` with room to install `manifest` in
+    /// full once the spare of `installed` is gone, not with it; and the spare's size.
+    static func budgetWithoutSpare(of installed: Int, for manifest: Manifest, repo: RepoFixture,
+                                   path: String) throws -> (budget: Int64, spare: Int64) {
+        let probe = try Device(repo: repo, sources: [repo.url], path: path)
+        let spare = Int64(try #require(FileManager.default.attributesOfItem(atPath: Self.spare(probe, installed))[.size] as? Int))
+        let needed = SyncPlanner.requiredBytes(path: .full(manifest.snapshot), alreadyStaged: 0, currentIndexSize: 0,
+                                               rowsBytes: SyncPlanner.rowsBytes(path: .full(manifest.snapshot), chunks: manifest.chunkCount,
+                                                                                dimension: manifest.dimension),
+                                               missingModelBytes: 0, margin: 0)
+        return (probe.directory.contentBytes() + needed - spare / 2, spare)
+    }
+
     @Test("Given a full install that kept a spare, when a delta arrives, then it is built on the spare in place, the live file is never written, and rollback finds the old version whole")
     func deltaOnTheSpare() async throws {
         let (repo, device) = try await Self.installedWithSpare()
@@ -71,30 +96,31 @@ struct SpareIndexTests {
     @Test("Given a spare, when a full snapshot fits max_disk_bytes only without it, then the spare is removed and the version installs")
     func spareMakesRoomFirst() async throws {
         let repo = try RepoFixture(withModel: false)
-        try repo.publish(version: 1, chunks: InPlaceDeltaTests.chunks(version: 1))
         let path = try TemporaryDirectory.make()
-        do {
-            let device = try Device(repo: repo, sources: [repo.url], path: path, spareIndexMinimumBytes: 0)
-            #expect(await device.syncer.syncOnce().installedVersion == 1)
-            await device.syncer.spareFinished()
-            #expect(FileSystem.exists(Self.spare(device, 1)))
-        }
+        try await Self.installedInFull([1], repo: repo, path: path)
         let v2 = try repo.publish(version: 2, chunks: InPlaceDeltaTests.chunks(version: 2))
-        let (used, spareBytes) = try { () throws -> (Int64, Int64) in
-            let probe = try Device(repo: repo, sources: [repo.url], path: path)
-            let size = try #require(FileManager.default.attributesOfItem(atPath: Self.spare(probe, 1))[.size] as? Int)
-            return (probe.directory.contentBytes(), Int64(size))
-        }()
-        let needed = SyncPlanner.requiredBytes(path: .full(v2.snapshot), alreadyStaged: 0, currentIndexSize: 0,
-                                               rowsBytes: SyncPlanner.rowsBytes(path: .full(v2.snapshot), chunks: v2.chunkCount,
-                                                                                dimension: v2.dimension),
-                                               missingModelBytes: 0, margin: 0)
-        // Room for version 2 beside version 1 once the spare is gone, not with it.
-        let device = try Device(repo: repo, sources: [repo.url], path: path, spareIndexMinimumBytes: 0,
-                                maxDiskBytes: used + needed - spareBytes / 2)
+        let budget = try Self.budgetWithoutSpare(of: 1, for: v2, repo: repo, path: path).budget
+        let device = try Device(repo: repo, sources: [repo.url], path: path, spareIndexMinimumBytes: 0, maxDiskBytes: budget)
         #expect(await device.syncer.syncOnce().installedVersion == 2)
         #expect(device.previousTarget == "versions/1")
         #expect(!FileSystem.exists(Self.spare(device, 1)))
+    }
+
+    @Test("Given a spare and a previous version, when a full snapshot fits max_disk_bytes once either is gone, then the spare goes and the previous version is kept for rollback")
+    func spareGoesBeforeThePrevious() async throws {
+        let repo = try RepoFixture(withModel: false)
+        let path = try TemporaryDirectory.make()
+        try await Self.installedInFull([1, 2], repo: repo, path: path)
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: path + "/previous")) == "versions/1")
+        let v3 = try repo.publish(version: 3, chunks: InPlaceDeltaTests.chunks(version: 1))
+        let (budget, spare) = try Self.budgetWithoutSpare(of: 2, for: v3, repo: repo, path: path)
+        // Removing either the spare or version 1 makes room; the spare must be the one to go.
+        try #require(DiskUsage.bytes(under: path + "/versions/1") > spare / 2)
+        let device = try Device(repo: repo, sources: [repo.url], path: path, spareIndexMinimumBytes: 0, maxDiskBytes: budget)
+        #expect(await device.syncer.syncOnce().installedVersion == 3)
+        #expect(device.directory.readState().previousDropped == nil, "version 1 was removed to make room before the spare")
+        #expect(!FileSystem.exists(Self.spare(device, 2)))
+        #expect(device.previousTarget == "versions/2")
     }
 
     @Test("Given a full-installed version whose spare is missing (a copy cut short), when the next attempt finds nothing new, then the spare is made")
