@@ -105,15 +105,14 @@ public enum FileSystem {
         private var submitted: Int64 = 0
         /// The bytes before this offset were dropped from the cache.
         private var dropped: Int64 = 0
+        /// Set when the file system (or a sandbox) does not offer `sync_file_range`: the file is
+        /// then written as any other.
+        private var unsupported = false
 
         /// For a file written from its first byte.
         public init(window: Int64 = WriteBehind.window) {
             self.window = window
         }
-
-        /// Set when the file system (or a sandbox) does not offer `sync_file_range`: the file is
-        /// then written as any other.
-        private var unsupported = false
 
         /// After the bytes of `fd` up to `end` were written: 0, or the errno of a write that
         /// failed on its way to disk (EIO, ENOSPC…).

@@ -57,7 +57,7 @@ struct SpareIndexTests {
         let spare = Self.spare(device, 1)
         #expect(FileManager.default.contentsEqual(atPath: spare, andPath: live))
         #expect(device.entries("staging").isEmpty)
-        #expect(device.syncer.spareState() == .ready)
+        #expect(device.syncer.spareState(of: device.directory.installed()) == .ready)
         let (spareFile, liveFile) = (try #require(InPlaceDeltaTests.inode(spare)), try #require(InPlaceDeltaTests.inode(live)))
 
         let v2 = try repo.publish(version: 2, chunks: InPlaceDeltaTests.chunks(version: 2), deltasFrom: [1])
@@ -76,7 +76,7 @@ struct SpareIndexTests {
         // A delta keeps no spare: the next one reuses version 1's file.
         await device.syncer.spareFinished()
         #expect(!FileSystem.exists(Self.spare(device, 2)))
-        #expect(device.syncer.spareState() == nil)
+        #expect(device.syncer.spareState(of: device.directory.installed()) == nil)
         #expect(try await device.syncer.rollback().version.version == 1)
     }
 
@@ -146,7 +146,7 @@ struct SpareIndexTests {
         #expect(await device.syncer.syncOnce().installedVersion == 1)
         await device.syncer.spareFinished()
         #expect(!FileSystem.exists(Self.spare(device, 1)))
-        #expect(device.syncer.spareState() == .declined)
+        #expect(device.syncer.spareState(of: device.directory.installed()) == .declined)
         #expect(device.directory.contentBytes() <= used + index / 2)
     }
 
@@ -158,7 +158,7 @@ struct SpareIndexTests {
         #expect(await device.syncer.syncOnce().installedVersion == 1)
         await device.syncer.spareFinished()
         #expect(!FileSystem.exists(Self.spare(device, 1)))
-        #expect(device.syncer.spareState() == nil)
+        #expect(device.syncer.spareState(of: device.directory.installed()) == nil)
         let live = try #require(InPlaceDeltaTests.inode(device.path + "/versions/1/index.sqlite"))
         try repo.publish(version: 2, chunks: InPlaceDeltaTests.chunks(version: 2), deltasFrom: [1])
         #expect(await device.syncer.syncOnce().installedVersion == 2)
@@ -174,9 +174,9 @@ struct SpareIndexTests {
         // index ends before status could be read): status goes by the files, not by the actor.
         let partial = device.path + "/staging/spare-1.partial"
         #expect(rename(Self.spare(device, 1), partial) == 0)
-        #expect(device.syncer.spareState() == .copying)
+        #expect(device.syncer.spareState(of: device.directory.installed()) == .copying)
         #expect(rename(partial, Self.spare(device, 1)) == 0)
-        #expect(device.syncer.spareState() == .ready)
+        #expect(device.syncer.spareState(of: device.directory.installed()) == .ready)
     }
 
     @Test("Given a spare copy's partial file left by a crash, when the device starts, then it is removed")

@@ -1,11 +1,9 @@
 import CairnCore
-import CairnEmbedding
 import CairnIndex
 import CairnSearch
 import CairnSync
 import CairnThreads
 import Foundation
-import Synchronization
 public import Logging
 public import ServiceLifecycle
 
@@ -109,21 +107,18 @@ public struct Device: Sendable {
                 // Opening (reading every vector when the install did not hand its rows over) runs
                 // off the threads that answer queries.
                 let serving = holder.current
-                let taken = Mutex<SentenceEmbedder?>(nil)
-                let version = try await BackgroundWork.run { () throws(DaemonError) in
-                    try VersionLoader.load(dataDirectory: dataDirectory, reusing: serving, contents: contents,
-                                           configuration: ranking, preloaded: { folder in
-                        let embedder = preload.take(folder: folder)
-                        taken.withLock { $0 = embedder }
-                        return embedder
-                    }, logger: logger)
+                let (version, model) = try await BackgroundWork.run { () throws(DaemonError) in
+                    let preloaded = preload.take(folder: installed.modelDirectory.flatMap(VersionLoader.resolve))
+                    let version = try VersionLoader.load(dataDirectory: dataDirectory, reusing: serving, contents: contents,
+                                                         configuration: ranking, preloaded: preloaded, logger: logger)
+                    // Where its model came from: the serving version's, loaded while the version
+                    // installed, loaded after it, or none (lexical only).
+                    let model = version.embedder.map { embedder in
+                        embedder === serving?.embedder ? "reused" : embedder === preloaded ? "preloaded" : "loaded"
+                    } ?? "none"
+                    return (version, model)
                 }
                 holder.install(version)
-                // Where the new version's model came from: the serving version's, loaded while the
-                // version installed, loaded after it, or none (lexical only).
-                let model = version.embedder.map { embedder in
-                    embedder === serving?.embedder ? "reused" : embedder === taken.withLock({ $0 }) ? "preloaded" : "loaded"
-                } ?? "none"
                 logger.info("now serving", metadata: ["cairn.channel": "\(sync.channel)", "cairn.version": "\(installed.version)",
                                                       "cairn.model": "\(model)"])
             } catch {
@@ -136,7 +131,7 @@ public struct Device: Sendable {
             preload.start(folder: resolved)
         })
         let status = SyncStateStatusProvider(directory: directory, configuration: sync, trust: syncer.trust, progress: syncer.progress,
-                                             spare: { syncer.spareState() })
+                                             spare: { syncer.spareState(of: $0) })
         let metrics = DaemonMetrics(channel: configuration.channel, registry: registry)
         let service = sync.sources.isEmpty ? nil : SyncService(
             syncer: syncer, configuration: sync, logger: logger, onStatus: { notifier.status(statusPrefix + $0) },

@@ -10,15 +10,15 @@ struct SyncStateStatusProvider: SyncStatusProvider {
     let trust: TrustHolder
     let progress: SyncProgress
     /// The installed version's spare (`Syncer.spareState`).
-    let spare: @Sendable () -> SpareState?
+    let spare: @Sendable (InstalledVersion?) -> SpareState?
 
     func syncStatus() async -> DaemonStatus.Sync {
-        let state = directory.readState()
-        var sync = DaemonStatus.Sync(state: state, installed: directory.installed(),
+        let (state, installed) = (directory.readState(), directory.installed())
+        var sync = DaemonStatus.Sync(state: state, installed: installed,
                                      pollInterval: configuration.pollInterval, staleAfterPolls: configuration.staleAfterPolls)
         (sync.previousVersion, sync.previousDropped, sync.maxDiskBytes) =
             (directory.previousVersion(), state.previousDropped, configuration.maxDiskBytes)
-        sync.spare = spare()?.rawValue
+        sync.spare = spare(installed)?.rawValue
         let reading = progress.reading()
         (sync.attemptsStarted, sync.attemptsFinished, sync.lastOutcome) = (reading.started, reading.finished, reading.lastOutcome)
         sync.progress = reading.current.map {

@@ -20,7 +20,7 @@ public enum VersionLoader {
     ///     of reading them again when they belong to the file `link` names (else read).
     public static func load(dataDirectory: String, link: String = DataDirectoryLayout.currentLink, reusing: ServingVersion? = nil,
                             contents: IndexContents? = nil, configuration: RankingConfiguration = RankingConfiguration(),
-                            preloaded: (String?) -> SentenceEmbedder? = { _ in nil }, logger: Logger) throws(DaemonError) -> ServingVersion {
+                            preloaded: SentenceEmbedder? = nil, logger: Logger) throws(DaemonError) -> ServingVersion {
         let linkPath = (dataDirectory as NSString).appendingPathComponent(link)
         guard let folder = resolve(linkPath) else {
             throw DaemonError(.noIndex, "no version is installed (\(link) is absent in the data directory)")
@@ -47,7 +47,7 @@ public enum VersionLoader {
         let manifest = FileManager.default.contents(atPath: (folder as NSString).appendingPathComponent(DataDirectoryLayout.manifestFile))
         let modelDirectory = resolve((folder as NSString).appendingPathComponent(DataDirectoryLayout.modelLink))
         let embedder = ServingVersion.embedder(for: index, modelFolder: modelDirectory, reusing: reusing,
-                                               preloaded: preloaded(modelDirectory), logger: logger)
+                                               preloaded: preloaded, logger: logger)
         return ServingVersion(index: index, embedder: embedder, manifest: manifest.map(Array.init) ?? [],
                               directory: folder, modelDirectory: embedder == nil ? nil : modelDirectory)
     }

@@ -80,12 +80,12 @@ extension Syncer {
         }
     }
 
-    /// The installed version's spare, for status (protocol/socket-api.md, `spare`): `ready` when
-    /// its file is there, `copying` while its partial file is (the copy's thread removes the
-    /// partial file when it stops or fails), `declined` when it did not fit; nil otherwise.
-    /// Reads the data directory, never waits for an attempt.
-    public nonisolated func spareState() -> SpareState? {
-        guard let version = directory.installed() else { return nil }
+    /// The spare of the installed version `version`, for status (protocol/socket-api.md,
+    /// `spare`): `ready` when its file is there, `copying` while its partial file is (the copy's
+    /// thread removes the partial file when it stops or fails), `declined` when it did not fit;
+    /// nil otherwise. Reads the data directory, never waits for an attempt.
+    public nonisolated func spareState(of version: InstalledVersion?) -> SpareState? {
+        guard let version else { return nil }
         if FileSystem.exists(spare(of: version)) { return .ready }
         if FileSystem.exists(partialSpare(of: version)) { return .copying }
         return spareDeclined.withLock { $0 } == version.version ? .declined : nil
