@@ -19,7 +19,8 @@ extension Zlib {
     /// Inflates one zlib stream, given in pieces as it arrives (a download), into a new file
     /// (created exclusively): it refuses to write past `size` bytes (a decompression bomb stops
     /// there), and `finish` refuses a stream that is truncated, has trailing bytes or inflates to
-    /// fewer bytes. Writes in large pieces. Not thread-safe: one caller feeds it.
+    /// fewer bytes. Writes in large pieces; with `behind`, the written pages leave the page cache
+    /// behind the writer (`FileSystem.WriteBehind`). Not thread-safe: one caller feeds it.
     public final class FileInflater {
         private let stream: UnsafeMutablePointer<z_stream>
         private let fd: Int32
@@ -29,11 +30,12 @@ extension Zlib {
         private var pending = 0
         private var written = 0
         private var ended = false
+        private var behind: FileSystem.WriteBehind?
 
         /// Bytes written out (and held in the buffer) so far.
         public var produced: Int { written + pending }
 
-        public init(creating path: String, size: Int) throws(StoreError) {
+        public init(creating path: String, size: Int, behind: FileSystem.WriteBehind? = nil) throws(StoreError) {
             let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
             stream.initialize(to: z_stream())
             guard cairn_inflateInit(stream) == Z_OK else {
@@ -51,6 +53,7 @@ extension Zlib {
             self.fd = fd
             self.path = path
             self.size = size
+            self.behind = behind
             buffer = [UInt8](repeating: 0, count: 1 << 20)
         }
 
@@ -120,6 +123,10 @@ extension Zlib {
             }
             written += pending
             pending = 0
+            if let code = behind?.wrote(upTo: Int64(written), fd: fd), code != 0 {
+                throw StoreError([ENOSPC, EDQUOT].contains(code) ? .diskFull : .io,
+                                 "cannot write \(path): \(String(cString: strerror(code)))", errno: code)
+            }
         }
     }
 }

@@ -1,3 +1,4 @@
+import CairnTestSupport
 import Foundation
 import Testing
 @testable import CairnStore
@@ -72,6 +73,31 @@ struct FileInflaterTests {
             try FileSystem.writeAtomically([1, 2, 3], to: path)
             #expect(throws: StoreError.self) { try Zlib.FileInflater(creating: path, size: 10) }
             #expect(try FileSystem.read(path) == [1, 2, 3])
+        }
+    }
+
+    @Test("Given an inflater writing behind, when a stream is inflated, then its pages before the last two writes leave the page cache and the file holds exactly the inflated bytes", .enabled(if: PageCache.dropsPages, "the temporary folder keeps every page cached (tmpfs)"))
+    func writesBehind() throws {
+        let compressed = try Zlib.compress(data)
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        try withTemporaryPath { path in
+            let inflater = try Zlib.FileInflater(creating: path, size: data.count, behind: FileSystem.WriteBehind(window: Int64(16 * page)))
+            try feed(inflater, compressed, piece: 65_536)
+            try inflater.finish(durable: false)
+            let resident = try #require(PageCache.residentPages(path))
+            // The inflater writes a megabyte at a time; the windows before the last two writes
+            // were dropped, the last ones (written last) are still cached.
+            let dropped = 0..<(data.count - 2 * (1 << 20)) / page
+            #expect(!dropped.isEmpty && dropped.filter(resident.contains).isEmpty, "\(resident.count) of \(data.count / page) pages cached")
+            #expect(resident.contains((data.count - 1) / page))
+            #expect(try FileSystem.read(path) == data)
+        }
+        // Without it, the same inflation leaves its pages cached.
+        try withTemporaryPath { path in
+            let inflater = try Zlib.FileInflater(creating: path, size: data.count)
+            try feed(inflater, compressed, piece: 65_536)
+            try inflater.finish(durable: false)
+            #expect(try #require(PageCache.residentPages(path)).contains(0))
         }
     }
 }

@@ -33,7 +33,8 @@ final class SnapshotStream: DownloadTap, @unchecked Sendable {
     private var failure: StoreError?
 
     init(index: String, uncompressedSize: Int) throws(SyncError) {
-        do { inflater = try Zlib.FileInflater(creating: index, size: uncompressedSize) } catch {
+        // The index's pages leave the page cache behind the inflation, as `IndexBuilder.decompress`'s.
+        do { inflater = try Zlib.FileInflater(creating: index, size: uncompressedSize, behind: FileSystem.WriteBehind()) } catch {
             throw IndexBuilder.snapshotFailure(error)
         }
         BackgroundWork.start { [self] in inflateQueue() }
