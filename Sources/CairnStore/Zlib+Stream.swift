@@ -72,14 +72,17 @@ extension Zlib {
         return Compressed(sha256: hasher.finalize(), size: written, inputSize: read)
     }
 
-    /// Inflates the blob file at `input`, whose SHA-256 must be `sha256`, into a new file at
-    /// `output` of exactly `size` bytes (not fsynced), a megabyte at a time. A blob that does not
-    /// match its hash, or does not inflate to `size`, is refused and `output` removed.
-    public static func decompressFile(_ input: String, sha256: ContentID, to output: String, size: Int) throws(StoreError) {
+    /// Inflates the blob file at `input`, whose SHA-256 must be `sha256` (nil: the caller has
+    /// checked it), into a new file at `output` of exactly `size` bytes (not fsynced), a megabyte
+    /// at a time, so that memory does not grow with the blob; `behind` drops the output's pages
+    /// behind the writer (`FileSystem.WriteBehind`). A blob that does not match its hash, or does
+    /// not inflate to `size`, is refused and `output` removed.
+    public static func decompressFile(_ input: String, sha256: ContentID?, to output: String, size: Int,
+                                      behind: FileSystem.WriteBehind? = nil) throws(StoreError) {
         let source = open(input, O_RDONLY | O_CLOEXEC)
         guard source >= 0 else { throw FileSystem.failure("cannot open", input) }
         defer { close(source) }
-        let inflater = try FileInflater(creating: output, size: size)
+        let inflater = try FileInflater(creating: output, size: size, behind: behind)
         var hasher = ContentID.Hasher()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
@@ -95,12 +98,12 @@ extension Zlib {
                 }
                 if count == 0 { break }
                 let piece = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
-                hasher.update(piece)
+                if sha256 != nil { hasher.update(piece) }
                 if inflateFailure == nil {
                     do { try inflater.feed(piece) } catch { inflateFailure = error }
                 }
             }
-            guard hasher.finalize() == sha256 else {
+            if let sha256, hasher.finalize() != sha256 {
                 throw StoreError(.hashMismatch, "blob \(sha256.hex.prefix(12))… does not match its SHA-256")
             }
             if let inflateFailure { throw inflateFailure }

@@ -1,3 +1,4 @@
+import CairnCore
 import CairnTestSupport
 import Foundation
 import Testing
@@ -98,6 +99,29 @@ struct FileInflaterTests {
             try feed(inflater, compressed, piece: 65_536)
             try inflater.finish(durable: false)
             #expect(try #require(PageCache.residentPages(path)).contains(0))
+        }
+    }
+
+    @Test("Given a blob file checked beforehand, when inflated into a file without its hash, then the file holds exactly the inflated bytes; a corrupt one is refused and its output removed")
+    func blobFileWithoutHash() throws {
+        let compressed = try Zlib.compress(data)
+        try withTemporaryPath { path in
+            let blob = path + ".blob"
+            defer { unlink(blob) }
+            try FileSystem.writeAtomically(compressed, to: blob)
+            try Zlib.decompressFile(blob, sha256: nil, to: path, size: data.count, behind: FileSystem.WriteBehind())
+            #expect(try FileSystem.read(path) == data)
+            unlink(path)
+            // With its hash given, a blob that does not match it is refused for the hash.
+            #expect { try Zlib.decompressFile(blob, sha256: ContentID(hashing: [1]), to: path, size: data.count) } throws: {
+                ($0 as? StoreError)?.code == .hashMismatch
+            }
+            #expect(!FileSystem.exists(path))
+            try FileSystem.writeAtomically(Array(compressed.prefix(compressed.count / 2)), to: blob)
+            #expect { try Zlib.decompressFile(blob, sha256: nil, to: path, size: data.count) } throws: {
+                ($0 as? StoreError)?.code == .corruptStream
+            }
+            #expect(!FileSystem.exists(path))
         }
     }
 }

@@ -69,7 +69,8 @@ extension Syncer {
     }
 
     static func hashFile(_ path: String) throws(SyncError) -> ContentID {
-        do { return ContentID(hashing: try FileSystem.read(path)) } catch {
+        // A megabyte at a time: a resumed snapshot blob is as large as the index compressed.
+        do { return try FileSystem.sha256(of: path).id } catch {
             throw SyncError(.io, "cannot read staged blob \(path)", cause: error)
         }
     }
