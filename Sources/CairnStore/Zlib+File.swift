@@ -116,17 +116,13 @@ extension Zlib {
                 let result = buffer.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, pending - done) }
                 if result < 0 {
                     if errno == EINTR { continue }
-                    throw StoreError([ENOSPC, EFBIG, EDQUOT].contains(errno) ? .diskFull : .io,
-                                     "cannot write \(path): \(String(cString: strerror(errno)))", errno: errno)
+                    throw FileSystem.failure("cannot write", path)
                 }
                 done += result
             }
             written += pending
             pending = 0
-            if let code = behind?.wrote(upTo: Int64(written), fd: fd), code != 0 {
-                throw StoreError([ENOSPC, EDQUOT].contains(code) ? .diskFull : .io,
-                                 "cannot write \(path): \(String(cString: strerror(code)))", errno: code)
-            }
+            if let code = behind?.wrote(upTo: Int64(written), fd: fd), code != 0 { throw FileSystem.failure("cannot write", path, code) }
         }
     }
 }

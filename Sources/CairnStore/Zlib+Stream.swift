@@ -102,6 +102,8 @@ extension Zlib {
                 if inflateFailure == nil {
                     do { try inflater.feed(piece) } catch { inflateFailure = error }
                 }
+                // Without a hash to check, the rest of the blob has nothing more to say.
+                if inflateFailure != nil, sha256 == nil { break }
             }
             if let sha256, hasher.finalize() != sha256 {
                 throw StoreError(.hashMismatch, "blob \(sha256.hex.prefix(12))… does not match its SHA-256")

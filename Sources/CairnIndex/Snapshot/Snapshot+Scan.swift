@@ -116,8 +116,6 @@ extension Snapshot {
             var written = low
             var sizeRowid: Int64 = .min, sizeTokens: Int32 = -1, sizesLeft = true
             var rowCheck = StoredRowCheck()
-            var ahead = ReadAhead(path: path, part: part, of: parts)
-            ahead?.advance(done: 0, of: high - low)
             let empty = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
             while try statement.step() {
                 guard written + batch.count < high else {
@@ -178,7 +176,6 @@ extension Snapshot {
                     try writer.write(first: written, batch: batch)
                     written += batch.count
                     batch.removeAll()
-                    ahead?.advance(done: written - low, of: high - low)
                 }
             }
             if batch.count > 0 {
