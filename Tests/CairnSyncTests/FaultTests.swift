@@ -44,6 +44,28 @@ struct FaultTests {
         #expect(Double(sent) <= 1.1 * Double(size), "sent \(sent) bytes for a \(size)-byte blob")
     }
 
+    @Test("Given a staged partial blob whose bytes are wrong, when syncing, then the resumed blob fails its hash, is downloaded again whole, and installs")
+    func resumedBlobWithWrongBytes() async throws {
+        let repo = try RepoFixture(withModel: false)
+        let manifest = try repo.publish(version: 1)
+        let size = manifest.snapshot.size
+        let server = try FaultServer(root: repo.root)
+        defer { server.stop() }
+        let device = try Device(repo: repo, sources: [server.url])
+        // Half a blob that another source (or a torn write) got wrong: its first byte differs.
+        let path = "/" + BlobStore.relativePath(of: manifest.snapshot.sha256)
+        var half = Array(try FileSystem.read(repo.root + path).prefix(size / 2))
+        half[0] ^= 0xFF
+        try FileManager.default.createDirectory(atPath: device.path + "/staging", withIntermediateDirectories: true)
+        try FileSystem.writeAtomically(half, to: device.path + "/staging/\(manifest.snapshot.sha256.hex).partial")
+
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let blob = server.requests.filter { $0.path == path }
+        #expect(blob.map(\.status) == [206, 200], "\(blob.map { "\($0.range) \($0.status)" })")
+        #expect(blob.first?.range == "bytes=\(size / 2)-")
+        #expect(device.entries("staging").isEmpty)
+    }
+
     @Test("Given a source that stalls mid-blob, when syncing, then the low-speed limit fires and the next source serves")
     func stallThenNextSource() async throws {
         let repo = try RepoFixture(withModel: false)

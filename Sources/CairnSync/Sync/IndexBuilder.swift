@@ -7,20 +7,6 @@ import Foundation
 
 /// Builds and checks a new version's index in its `.partial` folder: synchronous, file-bound work.
 enum IndexBuilder {
-    /// Inflates a verified snapshot blob into `output`, refusing to write past the manifest's
-    /// `uncompressed_size` (a decompression bomb stops there) or to produce less: a megabyte at a
-    /// time (memory does not grow with the snapshot), the index's pages leaving the page cache
-    /// behind the writer (`FileSystem.WriteBehind`: on a device with less memory than the index,
-    /// they would push out the pages of the version serving meanwhile). Not fsynced: `finish`
-    /// does that once, before the swap (the writeback is under way by then).
-    static func decompress(blob: String, to output: String, uncompressedSize: Int) throws(SyncError) {
-        do {
-            try Zlib.decompressFile(blob, sha256: nil, to: output, size: uncompressedSize, behind: FileSystem.WriteBehind())
-        } catch {
-            throw snapshotFailure(error)
-        }
-    }
-
     /// What a snapshot that cannot be inflated into the index file is refused as.
     static func snapshotFailure(_ error: StoreError) -> SyncError {
         let code: SyncError.Code = error.code == .diskFull ? .diskFull : .installFailed

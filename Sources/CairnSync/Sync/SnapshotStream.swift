@@ -8,7 +8,7 @@ import Foundation
 /// thread hashes each piece as it arrives and queues a copy; a second install thread inflates
 /// the queue into the file. Nothing reads the index until the whole blob's SHA-256 has matched
 /// the signed one (`finish`); the inflation refuses to write past the manifest's uncompressed
-/// size, as `IndexBuilder.decompress` does, so a bomb stops there. At most `queueLimit` bytes wait
+/// size, as `Zlib.decompressFile` does, so a bomb stops there. At most `queueLimit` bytes wait
 /// in the queue: a faster network waits for the inflation (TCP holds the rest back).
 ///
 /// `@unchecked Sendable`: `hasher` and `received` are touched only by the transfer's thread
@@ -33,7 +33,7 @@ final class SnapshotStream: DownloadTap, @unchecked Sendable {
     private var failure: StoreError?
 
     init(index: String, uncompressedSize: Int) throws(SyncError) {
-        // The index's pages leave the page cache behind the inflation, as `IndexBuilder.decompress`'s.
+        // The index's pages leave the page cache behind the inflation.
         do { inflater = try Zlib.FileInflater(creating: index, size: uncompressedSize, behind: FileSystem.WriteBehind()) } catch {
             throw IndexBuilder.snapshotFailure(error)
         }

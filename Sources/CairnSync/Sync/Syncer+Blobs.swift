@@ -32,12 +32,16 @@ extension Syncer {
 
     /// Downloads the full snapshot's blob (as `fetchBlob`) and inflates it into `index`. A
     /// download from the blob's first byte inflates the bytes as they arrive (`SnapshotStream`);
-    /// a resumed one inflates the verified file afterwards. Returns the verified blob's path.
-    func fetchSnapshot(base: String, snapshot: Manifest.Snapshot, index: String) async throws(SyncError) -> String {
+    /// a resumed one is hashed and inflated afterwards, in one pass over the file
+    /// (`Zlib.decompressFile`). A resumed blob that fails its hash (its earlier bytes may come
+    /// from another source) is downloaded again whole, once, as `fetchBlob` does. Returns the
+    /// verified blob's path.
+    func fetchSnapshot(base: String, snapshot: Manifest.Snapshot, index: String,
+                       retry: Bool = true) async throws(SyncError) -> String {
         let partial = "\(directory.stagingPath)/\(snapshot.sha256.hex).partial"
+        let url = "\(base)/\(BlobStore.relativePath(of: snapshot.sha256))"
         if Downloader.fileSize(partial) == 0 {
             let stream = try SnapshotStream(index: index, uncompressedSize: snapshot.uncompressedSize)
-            let url = "\(base)/\(BlobStore.relativePath(of: snapshot.sha256))"
             let stats: TransferStats
             do {
                 stats = try await downloader.download(url: url, to: partial, size: Int64(snapshot.size),
@@ -61,11 +65,25 @@ extension Syncer {
             // The stream did not see the whole blob from its start: inflate the file below.
             unlink(index)
         }
-        let blob = try await fetchBlob(base: base, id: snapshot.sha256, size: snapshot.size)
-        try await BackgroundWork.run { () throws(SyncError) in
-            try IndexBuilder.decompress(blob: blob, to: index, uncompressedSize: snapshot.uncompressedSize)
+        lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(snapshot.size),
+                                                           access: configuration.access(for: base), tap: nil, progress: progress))
+        do {
+            try await BackgroundWork.run { () throws(StoreError) in
+                // The index's pages leave the page cache behind the inflation, as the stream's do.
+                try Zlib.decompressFile(partial, sha256: snapshot.sha256, to: index, size: snapshot.uncompressedSize,
+                                        behind: FileSystem.WriteBehind())
+            }
+        } catch where error.code == .hashMismatch {
+            unlink(partial)
+            guard retry else { throw Self.hashMismatch(snapshot.sha256, from: base) }
+            progress.expect(Int64(snapshot.size))
+            logger.info("resumed blob failed its hash; downloading it again whole",
+                        metadata: ["cairn.sync.blob": "\(snapshot.sha256.hex.prefix(12))"])
+            return try await fetchSnapshot(base: base, snapshot: snapshot, index: index, retry: false)
+        } catch {
+            throw IndexBuilder.snapshotFailure(error)
         }
-        return blob
+        return partial
     }
 
     static func hashFile(_ path: String) throws(SyncError) -> ContentID {
