@@ -88,9 +88,10 @@ public enum FileSystem {
         close(fd)
     }
 
-    /// A file written once from front to back whose bytes nothing reads again soon (a snapshot
-    /// blob inflated as it downloads, kept for export): its pages leave the page cache behind
-    /// the writer instead of filling it. Every `window` bytes, the writeback of the newest window
+    /// A file written once from front to back that the page cache need not keep (a snapshot blob
+    /// inflated as it downloads and kept for export; the index inflated from it, which on a small
+    /// device cannot stay cached until the pass that checks it): its pages leave the page cache
+    /// behind the writer instead of filling it. Every `window` bytes, the writeback of the newest window
     /// starts, and the window before it, whose writeback was started one window earlier, is
     /// waited for and dropped from the cache (`sync_file_range`, `POSIX_FADV_DONTNEED`). On a
     /// device with less memory than the file, those pages would otherwise push out the pages of

@@ -72,12 +72,12 @@ extension Zlib {
         return Compressed(sha256: hasher.finalize(), size: written, inputSize: read)
     }
 
-    /// Inflates the blob file at `input`, whose SHA-256 must be `sha256` (nil: the caller has
-    /// checked it), into a new file at `output` of exactly `size` bytes (not fsynced), a megabyte
-    /// at a time, so that memory does not grow with the blob; `behind` drops the output's pages
-    /// behind the writer (`FileSystem.WriteBehind`). A blob that does not match its hash, or does
-    /// not inflate to `size`, is refused and `output` removed.
-    public static func decompressFile(_ input: String, sha256: ContentID?, to output: String, size: Int,
+    /// Inflates the blob file at `input`, whose SHA-256 must be `sha256`, into a new file at
+    /// `output` of exactly `size` bytes (not fsynced), a megabyte at a time, so that memory does
+    /// not grow with the blob; `behind` drops the output's pages behind the writer
+    /// (`FileSystem.WriteBehind`). A blob that does not match its hash, or does not inflate to
+    /// `size`, is refused and `output` removed.
+    public static func decompressFile(_ input: String, sha256: ContentID, to output: String, size: Int,
                                       behind: FileSystem.WriteBehind? = nil) throws(StoreError) {
         let source = open(input, O_RDONLY | O_CLOEXEC)
         guard source >= 0 else { throw FileSystem.failure("cannot open", input) }
@@ -98,14 +98,12 @@ extension Zlib {
                 }
                 if count == 0 { break }
                 let piece = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
-                if sha256 != nil { hasher.update(piece) }
+                hasher.update(piece)
                 if inflateFailure == nil {
                     do { try inflater.feed(piece) } catch { inflateFailure = error }
                 }
-                // Without a hash to check, the rest of the blob has nothing more to say.
-                if inflateFailure != nil, sha256 == nil { break }
             }
-            if let sha256, hasher.finalize() != sha256 {
+            guard hasher.finalize() == sha256 else {
                 throw StoreError(.hashMismatch, "blob \(sha256.hex.prefix(12))… does not match its SHA-256")
             }
             if let inflateFailure { throw inflateFailure }

@@ -102,23 +102,24 @@ struct FileInflaterTests {
         }
     }
 
-    @Test("Given a blob file checked beforehand, when inflated into a file without its hash, then the file holds exactly the inflated bytes; a corrupt one is refused and its output removed")
-    func blobFileWithoutHash() throws {
+    @Test("Given a blob file and its hash, when inflated into a file writing behind, then the file holds exactly the inflated bytes; a blob whose hash differs, or that is corrupt, is refused and its output removed")
+    func blobFile() throws {
         let compressed = try Zlib.compress(data)
         try withTemporaryPath { path in
             let blob = path + ".blob"
             defer { unlink(blob) }
             try FileSystem.writeAtomically(compressed, to: blob)
-            try Zlib.decompressFile(blob, sha256: nil, to: path, size: data.count, behind: FileSystem.WriteBehind(window: 64 << 10))
+            try Zlib.decompressFile(blob, sha256: ContentID(hashing: compressed), to: path, size: data.count,
+                                    behind: FileSystem.WriteBehind(window: 64 << 10))
             #expect(try FileSystem.read(path) == data)
             unlink(path)
-            // With its hash given, a blob that does not match it is refused for the hash.
             #expect { try Zlib.decompressFile(blob, sha256: ContentID(hashing: [1]), to: path, size: data.count) } throws: {
                 ($0 as? StoreError)?.code == .hashMismatch
             }
             #expect(!FileSystem.exists(path))
-            try FileSystem.writeAtomically(Array(compressed.prefix(compressed.count / 2)), to: blob)
-            #expect { try Zlib.decompressFile(blob, sha256: nil, to: path, size: data.count) } throws: {
+            let truncated = Array(compressed.prefix(compressed.count / 2))
+            try FileSystem.writeAtomically(truncated, to: blob)
+            #expect { try Zlib.decompressFile(blob, sha256: ContentID(hashing: truncated), to: path, size: data.count) } throws: {
                 ($0 as? StoreError)?.code == .corruptStream
             }
             #expect(!FileSystem.exists(path))

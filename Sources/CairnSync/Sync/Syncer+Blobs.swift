@@ -87,7 +87,8 @@ extension Syncer {
     }
 
     static func hashFile(_ path: String) throws(SyncError) -> ContentID {
-        // A megabyte at a time: a resumed snapshot blob is as large as the index compressed.
+        // A megabyte at a time: a delta blob grows with the change, and a model's weights are
+        // tens of megabytes. (A snapshot blob is hashed as it is inflated: `fetchSnapshot`.)
         do { return try FileSystem.sha256(of: path).id } catch {
             throw SyncError(.io, "cannot read staged blob \(path)", cause: error)
         }
