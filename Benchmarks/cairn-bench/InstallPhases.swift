@@ -56,9 +56,9 @@ func installPhases(_ arguments: [String]) throws {
     }
     result["fsync_after_copy_ms"] = fsyncMS
     if let base = option("--delta-base", in: arguments) {
-        let edit = SnapshotWriter.Edit(try Delta.decode(try Zlib.decompress(
-            try FileSystem.read(try requiredOption("--delta", in: arguments)),
-            expectedSize: try intOption("--delta-size", in: arguments, default: 1))))
+        let delta = try Delta.decode(try Zlib.decompress(try FileSystem.read(try requiredOption("--delta", in: arguments)),
+                                                         expectedSize: try intOption("--delta-size", in: arguments, default: 1)))
+        let edit = SnapshotWriter.Edit(upserts: delta.upserts, deletes: delta.deletes)
         var meta = try Snapshot.meta(at: base)
         meta.chunkCount = try intOption("--chunk-count", in: arguments, default: 1)
         meta.version += 1

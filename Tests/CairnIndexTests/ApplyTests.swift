@@ -22,15 +22,18 @@ import Testing
         return copy
     }
 
-    @Test func givenUpsertsAndDeletes_whenApplied_thenSearchSeesNewTextOnlyAndTheStateRootMatches() throws {
+    /// With a rollback journal, or none (`.discarded`, as a device's install applies a delta).
+    @Test(arguments: [SnapshotWriter.Refused.rolledBack, .discarded])
+    func givenUpsertsAndDeletes_whenApplied_thenSearchSeesNewTextOnlyAndTheStateRootMatches(ifRefused: SnapshotWriter.Refused) throws {
         try withTemporaryDirectory { directory in
             let original = try Corpus.snapshot(in: directory)
             let next = try copy(of: original, in: directory)
             let newMeta = Corpus.meta(version: 2, entries: expected)
 
-            try SnapshotWriter.apply(upserts: [ChunkRecord(chunk: changed, vector: unit(0, 0, 0.6, 0.8)),
-                                               ChunkRecord(chunk: added, vector: unit(0.6, 0.8, 0, 0))],
-                                     deletes: ["quake-after"], newMeta: newMeta, to: next)
+            let edit = SnapshotWriter.Edit(upserts: [ChunkRecord(chunk: changed, vector: unit(0, 0, 0.6, 0.8)),
+                                                     ChunkRecord(chunk: added, vector: unit(0.6, 0.8, 0, 0))],
+                                           deletes: ["quake-after"])
+            try SnapshotWriter.apply([edit], newMeta: newMeta, to: next, check: .storedHashes, ifRefused: ifRefused)
 
             #expect(try Snapshot.verify(at: next, expectedStateRoot: newMeta.stateRoot) == newMeta)
             #expect(StateRoot.compute(try Snapshot.records(at: next))
@@ -116,6 +119,17 @@ import Testing
             #expect(try Snapshot.verify(at: next) == Corpus.meta())
             let index = try SearchIndex(path: next)
             #expect(try index.search(SearchRequest(query: "zeppelin", mode: .lexical), queryVector: nil).results.isEmpty)
+        }
+    }
+
+    @Test func givenNoJournal_whenTheResultIsRefused_thenTheRefusalIsStillSaid() throws {
+        try withTemporaryDirectory { directory in
+            let next = try copy(of: Corpus.snapshot(in: directory), in: directory)
+            let edit = SnapshotWriter.Edit(upserts: [ChunkRecord(chunk: added, vector: unit(0.6, 0.8, 0, 0))], deletes: [])
+
+            #expect {
+                try SnapshotWriter.apply([edit], newMeta: Corpus.meta(version: 2), to: next, check: .storedHashes, ifRefused: .discarded)
+            } throws: { error in (error as? IndexError)?.code == .stateRootMismatch }
         }
     }
 

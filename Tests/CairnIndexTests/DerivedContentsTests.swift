@@ -51,7 +51,7 @@ import Testing
     /// Applies one delta to a copy of `contents`' file in folder `name` and derives the new rows.
     static func apply(_ upserts: [ChunkRecord], deleting deletes: [String], to contents: IndexContents, at path: String,
                       meta: SnapshotMeta, name: String, in directory: String) throws -> (String, IndexContents?) {
-        let checked = try contents.changed(deleting: deletes, upserting: upserts)
+        let checked = try contents.changed(deleting: deletes, upserting: ChunkRecords(upserts))
         #expect(checked.stateRoot == meta.stateRoot && checked.count == meta.chunkCount)
         let next = try copy(path, to: name, in: directory)
         try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: upserts, deletes: deletes)], newMeta: meta, to: next,
@@ -88,7 +88,7 @@ import Testing
             }
             // The derived leaves are the file's: the next delta checks against them.
             let more = [ChunkRecord(chunk: Chunk(id: "lighting", title: "Lighting", content: "Use torches.", scenario: nil, tags: []), vector: unit(0, 0, 1, 1))]
-            #expect(try rows.changed(deleting: [], upserting: more).stateRoot == read.changed(deleting: [], upserting: more).stateRoot)
+            #expect(try rows.changed(deleting: [], upserting: ChunkRecords(more)).stateRoot == read.changed(deleting: [], upserting: ChunkRecords(more)).stateRoot)
             // Reopened from the files alone, as after a restart: the same rows.
             let reopened = try #require(IndexContents.open(beside: next, meta: meta))
             Self.expectSameRows(reopened, read)
@@ -111,7 +111,7 @@ import Testing
             // A changed upsert gives another root than the version's: the caller refuses it.
             var tampered = Self.upserts
             tampered[0].chunk.content = "Drink the flood water."
-            #expect(try old.changed(deleting: Self.deletes, upserting: tampered).stateRoot
+            #expect(try old.changed(deleting: Self.deletes, upserting: ChunkRecords(tampered)).stateRoot
                     != Corpus.meta(version: 2, entries: Self.version2).stateRoot)
         }
     }
@@ -125,7 +125,7 @@ import Testing
             let next = try Self.copy(path, to: "2", in: directory)
             try Database(path: next, mode: .readWrite).exec(
                 "UPDATE meta SET value = '2' WHERE key = 'version'; UPDATE meta SET value = '\(meta.stateRoot.hex)' WHERE key = 'state_root'")
-            let checked = try old.changed(deleting: Self.deletes, upserting: Self.upserts)
+            let checked = try old.changed(deleting: Self.deletes, upserting: ChunkRecords(Self.upserts))
             #expect { try checked.contents(ofFile: next, meta: meta, basePath: IndexContents.basePath(beside: path)) } throws: {
                 ($0 as? IndexError)?.code == .snapshotMalformed
             }
@@ -215,7 +215,7 @@ import Testing
             let other = try Corpus.snapshot(in: folder, name: "index.sqlite", entries: v2)
             try Database(path: other, mode: .readWrite).exec("UPDATE meta SET value = '2' WHERE key = 'version'")
             let meta = Corpus.meta(version: 3, entries: v2.filter { !Self.deletes.contains($0.chunk.id) && !Self.upserts.map(\.chunk.id).contains($0.chunk.id) } + Self.upserts)
-            let checked = try base.changed(deleting: Self.deletes, upserting: Self.upserts)
+            let checked = try base.changed(deleting: Self.deletes, upserting: ChunkRecords(Self.upserts))
             #expect(checked.stateRoot == meta.stateRoot)
             try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: Self.upserts, deletes: Self.deletes)], newMeta: meta,
                                      to: other, check: .checkedByCaller)
@@ -224,6 +224,33 @@ import Testing
             #expect(try checked.contents(ofFile: other, meta: meta, basePath: IndexContents.basePath(beside: path)) == nil)
             let read = try Snapshot.scan(at: other, check: .storedHashes)
             #expect(read.id(0) == "aaa-first" && read.stateRoot() == meta.stateRoot)
+        }
+    }
+
+    @Test func givenAnOverlayOfSeveralBatches_whenRowsAreDerived_thenTheyEqualTheRowsReadFromTheFile() throws {
+        // 2,500 upserts (1,500 revised, 1,000 new): the overlay's codes are written in batches of
+        // 1,024 rows, the last one partial.
+        let entries = (0..<8_000).map { (index: Int) -> ChunkRecord in
+            let chunk = Chunk(id: String(format: "row-%05d", index), title: "Row \(index)", content: "text \(index % 97)",
+                              tags: index % 2 == 0 ? ["even"] : [])
+            return ChunkRecord(chunk: chunk, vector: unit(1, Float(index % 7), Float(index % 3), 0))
+        }
+        let upserts = (0..<2_500).map { (index: Int) -> ChunkRecord in
+            let id = String(format: index < 1_500 ? "row-%05d" : "row-%05d-new", index * 5)
+            let chunk = Chunk(id: id, title: "Revised \(index)", content: "revised text \(index % 89)",
+                              scenario: index % 3 == 0 ? "flood" : nil, tags: ["v2"])
+            return ChunkRecord(chunk: chunk, vector: unit(Float(index % 5), 1, 0, Float(index % 11)))
+        }
+        #expect(upserts.count > 2 * IndexContents.CheckedDelta.batchRows && upserts.count % IndexContents.CheckedDelta.batchRows != 0)
+        try withTemporaryDirectory { directory in
+            let path = try Corpus.snapshot(in: directory, entries: entries)
+            let old = try Snapshot.scan(at: path, check: .storedHashes)
+            let replaced = Set(upserts.map(\.chunk.id))
+            let meta = Corpus.meta(version: 2, entries: entries.filter { !replaced.contains($0.chunk.id) } + upserts)
+            let (next, derived) = try Self.apply(upserts, deleting: [], to: old, at: path, meta: meta, name: "2", in: directory)
+            let rows = try #require(derived)
+            #expect(rows.overlayCount == 2_500)
+            Self.expectSameRows(rows, try Self.scanCopy(next, in: directory))
         }
     }
 

@@ -100,7 +100,7 @@ struct PlannerTests {
         #expect(SyncPlanner.requiredBytes(path: path, alreadyStaged: 0, currentIndexSize: 0, missingModelBytes: .max, margin: 10) == .max)
         let small = SyncPlanner.Path.delta(Self.delta(from: 1, size: 100))
         #expect(SyncPlanner.requiredBytes(path: small, alreadyStaged: 40, currentIndexSize: 1_000, missingModelBytes: 5, margin: 10)
-                == 60 + 1_300 + 5 + 10)
+                == 60 + 1_300 + 300 + 5 + 10)
     }
 
     @Test("Given failures, then waits double from the minimum up to the maximum, reset after a success, each within ±10 %")

@@ -1,10 +1,13 @@
-/// Reads little-endian values from a byte array, checking every length against what is left
-/// before touching or allocating anything; failures are `.deltaMalformed`.
+/// Reads little-endian values from bytes that the caller keeps alive, checking every length
+/// against what is left before touching or allocating anything; failures are `.deltaMalformed`.
 struct ByteReader {
-    let bytes: [UInt8]
-    private(set) var offset = 0
+    let bytes: UnsafeRawBufferPointer
+    private(set) var offset: Int
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    init(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) {
+        self.bytes = bytes
+        self.offset = offset
+    }
 
     var remaining: Int { bytes.count - offset }
 
@@ -12,10 +15,10 @@ struct ByteReader {
         CoreError(.deltaMalformed, "delta: \(what) at byte offset \(offset)")
     }
 
-    mutating func take(_ count: Int, _ what: String) throws(CoreError) -> ArraySlice<UInt8> {
+    mutating func take(_ count: Int, _ what: String) throws(CoreError) -> UnsafeRawBufferPointer {
         guard count >= 0, count <= remaining else { throw failure("\(what) runs past the end") }
         defer { offset += count }
-        return bytes[offset..<offset + count]
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
     }
 
     mutating func u8(_ what: String) throws(CoreError) -> UInt8 { try take(1, what).first! }

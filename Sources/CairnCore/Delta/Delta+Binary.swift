@@ -57,30 +57,70 @@ extension Delta {
     /// checked against the bytes left before anything is reserved.
     /// - Throws: `CoreError` with code `.deltaMalformed`, naming the byte offset.
     public static func decode(_ bytes: [UInt8]) throws(CoreError) -> Delta {
-        var r = ByteReader(bytes)
-        guard try r.take(8, "magic").elementsEqual(magic) else { throw CoreError(.deltaMalformed, "not a Cairn delta (bad magic)") }
-        let fromVersion = try r.u64("from_version"), toVersion = try r.u64("to_version")
-        let fromRoot = ContentID(bytes: Array(try r.take(32, "from_state_root")))!
-        let toRoot = ContentID(bytes: Array(try r.take(32, "to_state_root")))!
-        let dimension = Int(try r.u32("dimension"))
-        let upsertCount = Int(try r.u32("upsert_count")), deleteCount = Int(try r.u32("delete_count"))
-        guard fromVersion <= UInt64(maxVersion), toVersion <= UInt64(maxVersion) else { throw r.failure("version above 2^53") }
-        guard (1...maxDimension).contains(dimension) else { throw r.failure("dimension outside 1...\(maxDimension)") }
-        // The smallest upsert: three empty strings, two flags, a tag count, the vector.
-        let minUpsert = 4 * 3 + 2 + 4 + 4 * dimension
-        guard upsertCount * minUpsert + deleteCount * 4 <= r.remaining else {
-            throw r.failure("declared counts need more bytes than remain")
-        }
         var upserts: [ChunkRecord] = []
-        upserts.reserveCapacity(upsertCount)
-        for _ in 0..<upsertCount { upserts.append(try readUpsert(&r, dimension: dimension)) }
-        var deletes: [String] = []
-        deletes.reserveCapacity(deleteCount)
-        for _ in 0..<deleteCount { deletes.append(try r.string("delete id")) }
-        guard r.remaining == 0 else { throw r.failure("\(r.remaining) trailing byte(s)") }
-        return try Delta(validating: .deltaMalformed, fromVersion: Int(fromVersion), toVersion: Int(toVersion),
-                         fromStateRoot: fromRoot, toStateRoot: toRoot, dimension: dimension,
-                         upserts: upserts, deletes: deletes)
+        let layout = try bytes.withUnsafeBytes { raw in
+            Result { () throws(CoreError) in try Layout(of: raw) { upserts.append($0) } }
+        }.get()
+        return Delta(fromVersion: layout.fromVersion, toVersion: layout.toVersion, fromStateRoot: layout.fromStateRoot,
+                     toStateRoot: layout.toStateRoot, dimension: layout.dimension, checkedUpserts: upserts, deletes: layout.deletes)
+    }
+
+    /// A delta's encoding read through and checked against every rule of `decode`: its header,
+    /// where each upsert starts and its id, and the deletes.
+    struct Layout {
+        let fromVersion: Int
+        let toVersion: Int
+        let fromStateRoot: ContentID
+        let toStateRoot: ContentID
+        let dimension: Int
+        let upsertOffsets: [Int]
+        let upsertIDs: [String]
+        let deletes: [String]
+
+        /// Reads `bytes` through; each upsert is decoded once, checked and handed to `upsert`.
+        init(of bytes: UnsafeRawBufferPointer, upsert: (ChunkRecord) -> Void = { _ in }) throws(CoreError) {
+            var r = ByteReader(bytes)
+            guard try r.take(8, "magic").elementsEqual(magic) else { throw CoreError(.deltaMalformed, "not a Cairn delta (bad magic)") }
+            let fromVersion = try r.u64("from_version"), toVersion = try r.u64("to_version")
+            fromStateRoot = ContentID(bytes: Array(try r.take(32, "from_state_root")))!
+            toStateRoot = ContentID(bytes: Array(try r.take(32, "to_state_root")))!
+            let dimension = Int(try r.u32("dimension"))
+            let upsertCount = Int(try r.u32("upsert_count")), deleteCount = Int(try r.u32("delete_count"))
+            guard fromVersion <= UInt64(maxVersion), toVersion <= UInt64(maxVersion) else { throw r.failure("version above 2^53") }
+            guard (1...maxDimension).contains(dimension) else { throw r.failure("dimension outside 1...\(maxDimension)") }
+            // The smallest upsert: three empty strings, two flags, a tag count, the vector.
+            let minUpsert = 4 * 3 + 2 + 4 + 4 * dimension
+            guard upsertCount * minUpsert + deleteCount * 4 <= r.remaining else {
+                throw r.failure("declared counts need more bytes than remain")
+            }
+            var offsets: [Int] = [], ids: [String] = []
+            offsets.reserveCapacity(upsertCount)
+            ids.reserveCapacity(upsertCount)
+            for index in 0..<upsertCount {
+                offsets.append(r.offset)
+                let record = try readUpsert(&r, dimension: dimension)
+                try check(vector: record.vector, of: index, dimension: dimension, code: .deltaMalformed)
+                ids.append(record.chunk.id)
+                upsert(record)
+            }
+            var deletes: [String] = []
+            deletes.reserveCapacity(deleteCount)
+            for _ in 0..<deleteCount { deletes.append(try r.string("delete id")) }
+            guard r.remaining == 0 else { throw r.failure("\(r.remaining) trailing byte(s)") }
+            try check(.deltaMalformed, fromVersion: Int(fromVersion), toVersion: Int(toVersion), dimension: dimension,
+                      upsertIDs: ids, deletes: deletes)
+            (self.fromVersion, self.toVersion, self.dimension) = (Int(fromVersion), Int(toVersion), dimension)
+            (upsertOffsets, upsertIDs, self.deletes) = (offsets, ids, deletes)
+        }
+    }
+
+    /// The upsert at `offset` of an encoding that `Layout` read through: it decodes as it did then.
+    static func upsert(in bytes: UnsafeRawBufferPointer, at offset: Int, dimension: Int) -> ChunkRecord {
+        var r = ByteReader(bytes, at: offset)
+        guard let record = try? readUpsert(&r, dimension: dimension) else {
+            preconditionFailure("an upsert of a checked delta no longer decodes at byte offset \(offset)")
+        }
+        return record
     }
 
     private static func readUpsert(_ r: inout ByteReader, dimension: Int) throws(CoreError) -> ChunkRecord {
@@ -93,14 +133,7 @@ extension Delta {
         for _ in 0..<tagCount { tags.append(try r.string("tag")) }
         let source = try r.optionalString("source")
         let raw = try r.take(4 * dimension, "vector")
-        var vector: [Float] = []
-        vector.reserveCapacity(dimension)
-        var index = raw.startIndex
-        while index < raw.endIndex {
-            let bits = UInt32(raw[index]) | UInt32(raw[index + 1]) << 8 | UInt32(raw[index + 2]) << 16 | UInt32(raw[index + 3]) << 24
-            vector.append(Float(bitPattern: bits))
-            index += 4
-        }
+        let vector = (0..<dimension).map { Float(bitPattern: UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 4 * $0, as: UInt32.self))) }
         return ChunkRecord(chunk: Chunk(id: id, title: title, content: content, scenario: scenario, tags: tags, source: source),
                            vector: vector)
     }

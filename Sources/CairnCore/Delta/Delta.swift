@@ -32,22 +32,18 @@ public struct Delta: Sendable, Equatable {
     /// Checks every invariant of the type, reporting failures with `code`. Lists must be sorted.
     init(validating code: CoreError.Code, fromVersion: Int, toVersion: Int, fromStateRoot: ContentID,
          toStateRoot: ContentID, dimension: Int, upserts: [ChunkRecord], deletes: [String]) throws(CoreError) {
-        guard 1 <= fromVersion, fromVersion < toVersion, toVersion <= Self.maxVersion else {
-            throw CoreError(code, "delta versions must satisfy 1 ≤ from (\(fromVersion)) < to (\(toVersion)) ≤ 2^53")
-        }
-        guard (1...Self.maxDimension).contains(dimension) else {
-            throw CoreError(code, "delta dimension \(dimension) is outside 1...\(Self.maxDimension)")
-        }
         for (index, record) in upserts.enumerated() {
-            guard record.vector.count == dimension, record.vector.allSatisfy(\.isFinite) else {
-                throw CoreError(code, "delta upsert #\(index) needs \(dimension) finite vector values")
-            }
+            try Self.check(vector: record.vector, of: index, dimension: dimension, code: code)
         }
-        try Self.checkAscending(upserts.map(\.chunk.id), what: "upsert", code: code)
-        try Self.checkAscending(deletes, what: "delete", code: code)
-        if !deletes.isEmpty, !Set(deletes.map { Array($0.utf8) }).isDisjoint(with: upserts.map { Array($0.chunk.id.utf8) }) {
-            throw CoreError(code, "a delta may not both upsert and delete the same id")
-        }
+        try Self.check(code, fromVersion: fromVersion, toVersion: toVersion, dimension: dimension,
+                       upsertIDs: upserts.map(\.chunk.id), deletes: deletes)
+        self.init(fromVersion: fromVersion, toVersion: toVersion, fromStateRoot: fromStateRoot, toStateRoot: toStateRoot,
+                  dimension: dimension, checkedUpserts: upserts, deletes: deletes)
+    }
+
+    /// A delta whose invariants were checked (`check`).
+    init(fromVersion: Int, toVersion: Int, fromStateRoot: ContentID, toStateRoot: ContentID, dimension: Int,
+         checkedUpserts upserts: [ChunkRecord], deletes: [String]) {
         self.fromVersion = fromVersion
         self.toVersion = toVersion
         self.fromStateRoot = fromStateRoot
@@ -55,6 +51,30 @@ public struct Delta: Sendable, Equatable {
         self.dimension = dimension
         self.upserts = upserts
         self.deletes = deletes
+    }
+
+    /// The invariants of a delta but its vectors' (`check(vector:)`): versions, dimension, ids
+    /// non-empty and ascending, none both upserted and deleted.
+    static func check(_ code: CoreError.Code, fromVersion: Int, toVersion: Int, dimension: Int,
+                      upsertIDs: [String], deletes: [String]) throws(CoreError) {
+        guard 1 <= fromVersion, fromVersion < toVersion, toVersion <= Self.maxVersion else {
+            throw CoreError(code, "delta versions must satisfy 1 ≤ from (\(fromVersion)) < to (\(toVersion)) ≤ 2^53")
+        }
+        guard (1...Self.maxDimension).contains(dimension) else {
+            throw CoreError(code, "delta dimension \(dimension) is outside 1...\(Self.maxDimension)")
+        }
+        try Self.checkAscending(upsertIDs, what: "upsert", code: code)
+        try Self.checkAscending(deletes, what: "delete", code: code)
+        if !deletes.isEmpty, !Set(deletes.map { Array($0.utf8) }).isDisjoint(with: upsertIDs.map { Array($0.utf8) }) {
+            throw CoreError(code, "a delta may not both upsert and delete the same id")
+        }
+    }
+
+    /// Upsert number `index`'s vector must have `dimension` finite values.
+    static func check(vector: [Float], of index: Int, dimension: Int, code: CoreError.Code) throws(CoreError) {
+        guard vector.count == dimension, vector.allSatisfy(\.isFinite) else {
+            throw CoreError(code, "delta upsert #\(index) needs \(dimension) finite vector values")
+        }
     }
 
     private static func checkAscending(_ ids: [String], what: String, code: CoreError.Code) throws(CoreError) {

@@ -9,7 +9,7 @@ extension IndexContents {
     /// computed from their data, merged in id order. Reads no snapshot file, so a delta is
     /// checked before any file is touched; costs a lookup per changed id and one pass over the
     /// leaves (32 bytes a row) for the root.
-    public func changed(deleting deletes: [String], upserting upserts: [ChunkRecord]) throws(IndexError) -> CheckedDelta {
+    public func changed(deleting deletes: [String], upserting upserts: ChunkRecords) throws(IndexError) -> CheckedDelta {
         var removedBase: Set<UInt32> = []
         var droppedOverlay: Set<Int> = []
         func remove(_ id: String) throws(IndexError) -> Bool {
@@ -26,14 +26,20 @@ extension IndexContents {
                 throw IndexError(.deltaMismatch, "a delta deletes a chunk this version does not hold, or one id twice")
             }
         }
-        let upsertOrder = upserts.indices.sorted { upserts[$0].chunk.id.utf8.lexicographicallyPrecedes(upserts[$1].chunk.id.utf8) }
+        let ids = upserts.ids
+        let upsertOrder = ids.indices.sorted { ids[$0].utf8.lexicographicallyPrecedes(ids[$1].utf8) }
         for (index, position) in upsertOrder.enumerated() {
-            let record = upserts[position]
-            guard index == 0 || !upserts[upsertOrder[index - 1]].chunk.id.utf8.elementsEqual(record.chunk.id.utf8) else { throw Self.twice }
+            guard index == 0 || !ids[upsertOrder[index - 1]].utf8.elementsEqual(ids[position].utf8) else { throw Self.twice }
+            _ = try remove(ids[position])
+        }
+        // Each upsert decoded once (a delta's are read from its encoding): its length, its leaf.
+        var leaves: [ContentID] = []
+        leaves.reserveCapacity(upserts.count)
+        for record in upserts {
             guard record.vector.count == meta.dimension else {
                 throw IndexError(.dimensionMismatch, "a vector has \(record.vector.count) values; the snapshot's dimension is \(meta.dimension)")
             }
-            _ = try remove(record.chunk.id)
+            leaves.append(record.stateRecord.leaf)
         }
 
         // The new overlay in id order: the kept overlay rows (already in id order) merged with
@@ -44,7 +50,7 @@ extension IndexContents {
         var next = 0
         for row in kept {
             let id = overlay!.id(row)
-            while next < upsertOrder.count, upserts[upsertOrder[next]].chunk.id.utf8.lexicographicallyPrecedes(id) {
+            while next < upsertOrder.count, ids[upsertOrder[next]].utf8.lexicographicallyPrecedes(id) {
                 order.append(.upsert(upsertOrder[next]))
                 next += 1
             }
@@ -53,7 +59,6 @@ extension IndexContents {
         order += upsertOrder[next...].map { .upsert($0) }
 
         let removed = (Array(overlay?.removed ?? UnsafeBufferPointer(start: nil, count: 0)) + removedBase).sorted()
-        let leaves = upserts.map(\.stateRecord.leaf)
         let count = base.count - removed.count + order.count
         // The root: the base rows still live, in their id order, merged with the new overlay.
         let removedBits = Self.bits(removed, count: base.count)
@@ -92,7 +97,7 @@ extension IndexContents {
         // base rows before it.
         var position = 0
         for row in order {
-            let at = insertionPoint(of: row, upserts)
+            let at = insertionPoint(of: row, ids)
             addBase(position..<max(position, at))
             position = max(position, at)
             add(row)
@@ -107,7 +112,7 @@ extension IndexContents {
     }
 
     /// How many of the base's rows (live or not) have ids before the new overlay's `row`'s.
-    private func insertionPoint(of row: OverlayRow, _ upserts: [ChunkRecord]) -> Int {
+    private func insertionPoint(of row: OverlayRow, _ upsertIDs: [String]) -> Int {
         let order = base.idOrder
         var low = 0, high = order.count
         while low < high {
@@ -115,7 +120,7 @@ extension IndexContents {
             // The base id at `middle` precedes the row's: the row goes after it.
             let before: Bool = switch row {
             case .kept(let local): base.id(Int(order[middle])).lexicographicallyPrecedes(overlay!.id(local))
-            case .upsert(let position): base.id(Int(order[middle])).lexicographicallyPrecedes(upserts[position].chunk.id.utf8)
+            case .upsert(let position): base.id(Int(order[middle])).lexicographicallyPrecedes(upsertIDs[position].utf8)
             }
             if before { low = middle + 1 } else { high = middle }
         }
@@ -138,7 +143,7 @@ extension IndexContents {
         let removed: [UInt32]
         /// The new overlay's rows, in id order.
         fileprivate let order: [OverlayRow]
-        let upserts: [ChunkRecord]
+        let upserts: ChunkRecords
         let upsertLeaves: [ContentID]
         /// The state root and chunk count of the rows after the delta.
         public let stateRoot: ContentID
@@ -154,6 +159,9 @@ extension IndexContents {
         /// The overlay rows allowed whatever the base's size (a base of a few thousand rows is
         /// cheap to rewrite, but an overlay of that many is cheap to keep).
         public static let minimumOverlay = 4_096
+
+        /// The overlay rows whose codes are held before they are written.
+        static let batchRows = 1_024
 
         /// Live base rows whose rowid and id the changed file is checked for, spread over the base:
         /// the file must have kept the base's rows where they were (`SnapshotWriter.apply`
@@ -178,8 +186,13 @@ extension IndexContents {
             let old = rows.overlay
             let dimension = meta.dimension
 
-            // The overlay's rows in id order (its id order is then 0, 1, …).
-            var batch = RowFileWriter.Batch()
+            // The overlay's rows in id order (its id order is then 0, 1, …), their codes written
+            // a batch at a time: a quarter of a million rows' would be a hundred megabytes. A
+            // writer dropped before `finish` removes its file.
+            let writer = try RowFileWriter(path: IndexContents.overlayPath(beside: path), count: order.count, dimension: dimension)
+            var batch = RowFileWriter.Batch(), written = 0
+            var rowids: [Int64] = []
+            rowids.reserveCapacity(order.count)
             var rest = RowFileWriter.Rest()
             var scenarioCode: [String: Int32] = [:], tagCode: [String: UInt32] = [:]
             func code(scenario: String?) -> Int32 {
@@ -211,7 +224,7 @@ extension IndexContents {
                     rest.idBytes += old.id(local)
                     rest.leaves += old.leaf(local)
                 case .upsert(let position):
-                    let chunk = upserts[position].chunk
+                    let record = upserts[position], chunk = record.chunk
                     find.reset()
                     try find.bind(chunk.id, at: 1)
                     guard try find.step() else {
@@ -219,7 +232,7 @@ extension IndexContents {
                     }
                     let rowid = find.int64(at: 0)
                     let length = try DocumentLengths.read(rowid: rowid, from: sizes) ?? -1
-                    upserts[position].vector.withUnsafeBytes { batch.append(vector: $0, rowid: rowid, length: length) }
+                    record.vector.withUnsafeBytes { batch.append(vector: $0, rowid: rowid, length: length) }
                     rest.scenarios.append(code(scenario: chunk.scenario))
                     rest.tagCodes += Set(chunk.tags).sorted().map { code(tag: $0) }
                     rest.idBytes += chunk.id.utf8
@@ -227,10 +240,17 @@ extension IndexContents {
                 }
                 rest.tagOffsets.append(UInt32(rest.tagCodes.count))
                 rest.idOffsets.append(UInt64(rest.idBytes.count))
+                rowids.append(batch.rowids[batch.count - 1])
+                if batch.count == Self.batchRows {
+                    try writer.write(first: written, batch: batch)
+                    written += batch.count
+                    batch.removeAll()
+                }
             }
+            try writer.write(first: written, batch: batch)
             rest.idOrder = (0..<UInt32(order.count)).map { $0 }
             rest.removed = removed
-            guard try keepsBaseRows(db, newRowids: batch.rowids) else { return nil }
+            guard try keepsBaseRows(db, newRowids: rowids) else { return nil }
 
             let linked = IndexContents.basePath(beside: path)
             // (The same file when the delta was applied in the base's own folder.)
@@ -240,8 +260,6 @@ extension IndexContents {
                     throw IndexError(errno == ENOSPC ? .diskFull : .io, "cannot link the base rows file beside the changed snapshot: \(String(cString: strerror(errno)))")
                 }
             }
-            let writer = try RowFileWriter(path: IndexContents.overlayPath(beside: path), count: order.count, dimension: dimension)
-            try writer.write(first: 0, batch: batch)
             try writer.finish(rest, identity: .init(kind: .overlay, version: meta.version, stateRoot: meta.stateRoot,
                                                     baseCount: rows.base.count, baseStateRoot: rows.base.stateRoot), durable: false)
             // The base is the installed version's file (a hard link): its mapping is shared, so

@@ -39,18 +39,33 @@ public enum SnapshotWriter {
     /// One delta's edit of a snapshot's rows, as `apply` writes it: chunks to insert or replace
     /// by id, ids to delete.
     public struct Edit: Sendable {
-        public var upserts: [ChunkRecord]
+        public var upserts: ChunkRecords
         public var deletes: [String]
 
-        public init(upserts: [ChunkRecord], deletes: [String]) {
+        public init(upserts: ChunkRecords, deletes: [String]) {
             self.upserts = upserts
             self.deletes = deletes
         }
 
-        /// A decoded delta's upserts and deletes.
-        public init(_ delta: Delta) {
+        public init(upserts: [ChunkRecord], deletes: [String]) {
+            self.init(upserts: ChunkRecords(upserts), deletes: deletes)
+        }
+
+        /// A delta's upserts (decoded as they are read) and deletes.
+        public init(_ delta: EncodedDelta) {
             self.init(upserts: delta.upserts, deletes: delta.deletes)
         }
+    }
+
+    /// What a refusal of `apply` leaves of the file.
+    public enum Refused: Sendable {
+        /// The file as it was: the transaction keeps a rollback journal in memory
+        /// (`journal_mode=MEMORY`), the original of every page it changes. That grows with the
+        /// rows changed, not the delta's size: 200,000 rows spread over a million took 800 MB.
+        case rolledBack
+        /// A file for the caller to remove: no journal is kept (`journal_mode=OFF`), so memory
+        /// stays flat whatever the edits change, and a refusal leaves the file half changed.
+        case discarded
     }
 
     /// How `apply` checks the rows it is about to commit.
@@ -75,26 +90,27 @@ public enum SnapshotWriter {
     /// remove) to the snapshot at `path` in one transaction, keeping the FTS index in step, and
     /// sets `newMeta`. Several edits bring an older version's file up to the delta's base first.
     ///
-    /// Refuses (and leaves the file unchanged) when: a deleted id is absent, an id appears twice
-    /// in one edit, a vector's dimension differs from the snapshot's, or the resulting chunk
-    /// count (and, with `.storedHashes`, the state root) differ from `newMeta`'s.
+    /// Refuses when: a deleted id is absent, an id appears twice in one edit, a vector's
+    /// dimension differs from the snapshot's, or the resulting chunk count (and, with
+    /// `.storedHashes`, the state root) differ from `newMeta`'s. A refusal leaves the file
+    /// unchanged `ifRefused: .rolledBack`; `.discarded` is for a caller that removes the file on
+    /// any refusal.
     ///
-    /// The file is scratch until the caller fsyncs it: the transaction keeps its rollback
-    /// journal in memory and SQLite does not fsync (`journal_mode=MEMORY`, `synchronous=OFF`,
-    /// neither stored in the file), so a crash part-way leaves a file to discard, as a device
-    /// discards its `.partial` folders at start-up; a refusal still rolls back in full.
+    /// The file is scratch until the caller fsyncs it: SQLite does not fsync (`synchronous=OFF`,
+    /// not stored in the file), so a crash part-way leaves a file to discard, as a device
+    /// discards its `.partial` folders at start-up.
     public static func apply(_ edits: [Edit], newMeta: SnapshotMeta, to path: String,
-                             check: ResultCheck) throws(IndexError) {
+                             check: ResultCheck, ifRefused: Refused = .rolledBack) throws(IndexError) {
         try validate(meta: newMeta)
         let db = try Database(path: path, mode: .readWrite)
-        try db.exec("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF")
+        try db.exec("PRAGMA journal_mode=\(ifRefused == .rolledBack ? "MEMORY" : "OFF"); PRAGMA synchronous=OFF")
         let current = try Snapshot.meta(in: db)
         guard newMeta.dimension == current.dimension else {
             throw IndexError(.dimensionMismatch, "a delta cannot change the embedding dimension; install a full snapshot")
         }
         for edit in edits {
-            try validate(vectors: edit.upserts.map(\.vector), dimension: current.dimension)
-            let upsertIDs = edit.upserts.map(\.chunk.id)
+            try validate(vectors: edit.upserts.lazy.map(\.vector), dimension: current.dimension)
+            let upsertIDs = edit.upserts.ids
             guard Set(upsertIDs).count == upsertIDs.count, Set(edit.deletes).count == edit.deletes.count,
                   Set(upsertIDs).isDisjoint(with: edit.deletes) else {
                 throw IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
@@ -200,7 +216,7 @@ public enum SnapshotWriter {
     /// threads would only compete with `apply` for the cores (at a million rows, cached, the
     /// reads took 70-130 ms of a delta's 400).
     public static func prefetch(_ edits: [Edit], in path: String, threads: Int = 8) {
-        let ids = edits.flatMap { $0.deletes + $0.upserts.map(\.chunk.id) }
+        let ids = edits.flatMap { $0.deletes + $0.upserts.ids }
         guard !ids.isEmpty, cachedShare(of: path) < 0.9 else { return }
         // A thread for every 16 rows at least: a small delta's rows are read on a few.
         let parts = min(max(1, threads), max(1, ids.count / 16))
@@ -296,7 +312,7 @@ public enum SnapshotWriter {
         }
     }
 
-    static func validate(vectors: [[Float]], dimension: Int) throws(IndexError) {
+    static func validate(vectors: some Sequence<[Float]>, dimension: Int) throws(IndexError) {
         if let bad = vectors.first(where: { $0.count != dimension }) {
             throw IndexError(.dimensionMismatch, "a vector has \(bad.count) values; the snapshot's dimension is \(dimension)")
         }

@@ -67,7 +67,7 @@ enum IndexBuilder {
         let clock = ContinuousClock()
         let start = clock.now
         var phases = DeltaPhases()
-        let delta = try decodeDelta(blob, ref: ref, checkHash: false)
+        let delta = try decodeDelta(blob, ref: ref, scratch: output + ".delta")
         guard delta.fromVersion == installed.version, delta.toVersion == manifest.version,
               delta.fromStateRoot == installed.stateRoot, delta.toStateRoot == manifest.stateRoot else {
             throw SyncError(.installFailed, "the delta's versions or state roots differ from its manifest entry")
@@ -83,12 +83,12 @@ enum IndexBuilder {
         // The file to bring up in place (none: a copy of the live one) and the kept delta that
         // brings it to the installed version (none for a spare, which is a copy of it already).
         var reuse: ReusableFile?
-        var catchUp: Delta?
+        var catchUp: EncodedDelta?
         // A spare (a copy of the installed index) is used even for a delta checked only inside
         // its transaction: a refusal then costs the spare, as it would a copy.
         if let reusable, !Database.isOpenImmutable(reusable.path) {
             if let kept = reusable.catchUp {
-                catchUp = checkable ? catchUpDelta(kept, installed: installed) : nil
+                catchUp = checkable ? catchUpDelta(kept, installed: installed, scratch: output + ".kept-delta") : nil
                 reuse = catchUp == nil ? nil : reusable
             } else {
                 reuse = reusable
@@ -130,7 +130,9 @@ enum IndexBuilder {
         let meta = SnapshotMeta(channel: manifest.channel, version: manifest.version, stateRoot: manifest.stateRoot,
                                 dimension: manifest.dimension, modelID: manifest.model.id, chunkCount: manifest.chunkCount)
         do {
-            try SnapshotWriter.apply(edits, newMeta: meta, to: output, check: checked == nil ? .storedHashes : .checkedByCaller)
+            // A refused install removes its `.partial` folder, and the file with it.
+            try SnapshotWriter.apply(edits, newMeta: meta, to: output, check: checked == nil ? .storedHashes : .checkedByCaller,
+                                     ifRefused: .discarded)
             // The changed pages go to disk while the rows files are written, so `finish`'s fsync
             // finds them written (on a thread of its own: submitting them blocks for milliseconds).
             BackgroundWork.start { FileSystem.startWriteback(path: output) }
@@ -147,25 +149,29 @@ enum IndexBuilder {
 
     /// The kept delta that brings a reusable file up to the installed version, when it is whole
     /// and chains exactly; else nil (copy instead).
-    private static func catchUpDelta(_ kept: ReusableFile.CatchUp, installed: InstalledVersion) -> Delta? {
-        guard let delta = try? decodeDelta(kept.blob, ref: kept.ref, checkHash: true),
+    private static func catchUpDelta(_ kept: ReusableFile.CatchUp, installed: InstalledVersion, scratch: String) -> EncodedDelta? {
+        guard let delta = try? decodeDelta(kept.blob, ref: kept.ref, scratch: scratch),
               delta.fromVersion == kept.version.version, delta.fromStateRoot == kept.version.stateRoot,
               delta.toVersion == installed.version, delta.toStateRoot == installed.stateRoot else { return nil }
         return delta
     }
 
-    /// The delta blob of manifest entry `ref`, inflated to exactly its uncompressed size and
-    /// decoded; `checkHash` checks its SHA-256 first (a kept blob: written without an fsync, a
-    /// crash may have torn it).
-    private static func decodeDelta(_ blob: String, ref: Manifest.DeltaRef, checkHash: Bool) throws(SyncError) -> Delta {
+    /// The delta blob of manifest entry `ref`, checked against its SHA-256 (a kept blob was
+    /// written without an fsync: a crash may have torn it), inflated to exactly its uncompressed
+    /// size into the scratch file `scratch` and read in place from its mapping (`EncodedDelta`):
+    /// only its ids are held in memory, however many rows it rewrites. The file is unlinked as
+    /// soon as it is mapped; its blocks are freed with the mapping.
+    static func decodeDelta(_ blob: String, ref: Manifest.DeltaRef, scratch: String) throws(SyncError) -> EncodedDelta {
+        let mapping: FileSystem.Mapping
         do {
-            let bytes = try FileSystem.read(blob)
-            guard !checkHash || ContentID(hashing: bytes) == ref.sha256 else {
-                throw SyncError(.hashMismatch, "the kept delta blob \(blob) does not match its SHA-256")
-            }
-            return try Delta.decode(try Zlib.decompress(bytes, expectedSize: ref.uncompressedSize))
+            try Zlib.decompressFile(blob, sha256: ref.sha256, to: scratch, size: ref.uncompressedSize)
+            mapping = try FileSystem.Mapping(unlinking: scratch)
         } catch {
-            throw SyncError(.installFailed, "the delta cannot be decoded: \(error)")
+            throw SyncError(error.code == .diskFull ? .diskFull : error.code == .hashMismatch ? .hashMismatch : .installFailed,
+                            "the delta cannot be decoded: \(error.message)", cause: error)
+        }
+        do { return try EncodedDelta(mapping) } catch {
+            throw SyncError(.installFailed, "the delta cannot be decoded: \(error.message)", cause: error)
         }
     }
 

@@ -111,9 +111,6 @@ public struct SyncPlanner: Sendable {
         return .delta(cheapest)
     }
 
-    /// Free bytes an install by `path` needs: the rest of the blob, the new index (uncompressed
-    /// snapshot, or a copy of the current index plus the delta's growth), missing model files,
-    /// and `margin`. Saturates instead of overflowing.
     /// About what the rows files of `chunks` rows of `dimension` values take on disk
     /// (protocol/data-directory.md, "Rows files"): the fixed sections, and 48 bytes a row for ids
     /// and tags. A full install writes a base of every row; a delta an overlay of at most a
@@ -124,6 +121,10 @@ public struct SyncPlanner: Sendable {
         return 4096 + rows * perRow
     }
 
+    /// Free bytes an install by `path` needs: the rest of the blob, the new index (uncompressed
+    /// snapshot, or a copy of the current index plus the delta's growth), a delta's encoding
+    /// inflated beside it while it is applied, the rows files, missing model files, and
+    /// `margin`. Saturates instead of overflowing.
     public static func requiredBytes(path: Path, alreadyStaged: Int64, currentIndexSize: Int64, rowsBytes: Int64 = 0,
                                      missingModelBytes: Int64, margin: Int64) -> Int64 {
         let blob = path.blob
@@ -131,7 +132,8 @@ public struct SyncPlanner: Sendable {
         case .full: Int64(blob.uncompressedSize)
         case .delta: currentIndexSize.addingReportingOverflow(Int64(blob.uncompressedSize)).partialValue
         }
-        let parts = [max(0, Int64(blob.size) - alreadyStaged), index, rowsBytes, missingModelBytes, margin]
+        let scratch = path.isDelta ? Int64(blob.uncompressedSize) : 0
+        let parts = [max(0, Int64(blob.size) - alreadyStaged), index, scratch, rowsBytes, missingModelBytes, margin]
         return parts.reduce(Int64(0)) { sum, part in
             let (value, overflow) = sum.addingReportingOverflow(part)
             return overflow ? .max : value
