@@ -113,6 +113,19 @@ public final class Database: @unchecked Sendable {
         guard rc == SQLITE_OK else { throw error("cannot execute a statement", rc) }
     }
 
+    /// Turns off the rollback journal of database `schema` (`PRAGMA journal_mode = OFF`) and
+    /// checks that SQLite did: a defensive connection (every one of Cairn's) silently keeps its
+    /// journal instead, so defensive mode is lifted for this pragma alone. For scratch files only:
+    /// without a journal a transaction that fails leaves the file half changed.
+    public func turnOffJournal(schema: String = "main") throws(IndexError) {
+        _ = cairn_sqlite3_db_config_defensive(handle, 0)
+        defer { _ = cairn_sqlite3_db_config_defensive(handle, 1) }
+        let pragma = try prepare("PRAGMA \(schema).journal_mode = OFF")
+        guard try pragma.step(), let mode = pragma.string(at: 0), mode.lowercased() == "off" else {
+            throw IndexError(.sqlite, "SQLite kept the rollback journal of \(schema) on")
+        }
+    }
+
     /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, rolling back if it throws.
     public func transaction<T>(_ body: () throws(IndexError) -> T) throws(IndexError) -> T {
         try exec("BEGIN IMMEDIATE")
@@ -136,7 +149,8 @@ public final class Database: @unchecked Sendable {
     func error(_ what: String, _ rc: Int32) -> IndexError {
         let code = sqlite3_extended_errcode(handle)
         let effective = (code & 0xFF) == (rc & 0xFF) ? code : rc
-        return IndexError(.sqlite, "\(what): \(Database.describe(effective))", sqliteCode: effective)
+        return IndexError((effective & 0xFF) == SQLITE_FULL ? .diskFull : .sqlite, "\(what): \(Database.describe(effective))",
+                          sqliteCode: effective)
     }
 
     static func describe(_ code: Int32) -> String {

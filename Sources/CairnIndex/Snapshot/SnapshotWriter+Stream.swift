@@ -43,8 +43,9 @@ extension SnapshotWriter {
                 let attach = try db.prepare("ATTACH DATABASE ?1 AS staging")
                 try attach.bind(staging, at: 1)
                 try attach.run()
+                try db.turnOffJournal(schema: "staging")
                 try db.exec("""
-                    PRAGMA staging.journal_mode = OFF; PRAGMA staging.synchronous = OFF;
+                    PRAGMA staging.synchronous = OFF;
                     CREATE TABLE staging.rows(id, title, content, scenario, tags, source, content_hash, metadata_hash,
                                               embedding, embedding_hash, origin);
                     CREATE UNIQUE INDEX staging.rows_by_id ON rows(id);

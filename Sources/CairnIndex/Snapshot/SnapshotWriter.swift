@@ -61,10 +61,11 @@ public enum SnapshotWriter {
     public enum Refused: Sendable {
         /// The file as it was: the transaction keeps a rollback journal in memory
         /// (`journal_mode=MEMORY`), the original of every page it changes. That grows with the
-        /// rows changed, not the delta's size: 200,000 rows spread over a million took 800 MB.
+        /// rows changed: 200,000 rows spread over a million took about 600 MB.
         case rolledBack
-        /// A file for the caller to remove: no journal is kept (`journal_mode=OFF`), so memory
-        /// stays flat whatever the edits change, and a refusal leaves the file half changed.
+        /// A file for the caller to remove: no journal is kept (`Database.turnOffJournal`), so
+        /// memory and disk stay flat whatever the edits change, and a refusal leaves the file
+        /// half changed.
         case discarded
     }
 
@@ -103,13 +104,23 @@ public enum SnapshotWriter {
                              check: ResultCheck, ifRefused: Refused = .rolledBack) throws(IndexError) {
         try validate(meta: newMeta)
         let db = try Database(path: path, mode: .readWrite)
-        try db.exec("PRAGMA journal_mode=\(ifRefused == .rolledBack ? "MEMORY" : "OFF"); PRAGMA synchronous=OFF")
+        switch ifRefused {
+        case .rolledBack: try db.exec("PRAGMA journal_mode=MEMORY")
+        case .discarded: try db.turnOffJournal()
+        }
+        try db.exec("PRAGMA synchronous=OFF")
         let current = try Snapshot.meta(in: db)
         guard newMeta.dimension == current.dimension else {
             throw IndexError(.dimensionMismatch, "a delta cannot change the embedding dimension; install a full snapshot")
         }
         for edit in edits {
-            try validate(vectors: edit.upserts.lazy.map(\.vector), dimension: current.dimension)
+            if let dimension = edit.upserts.dimension {
+                guard dimension == current.dimension else {
+                    throw IndexError(.dimensionMismatch, "a delta's vectors have \(dimension) values; the snapshot's dimension is \(current.dimension)")
+                }
+            } else {
+                try validate(vectors: edit.upserts.lazy.map(\.vector), dimension: current.dimension)
+            }
             let upsertIDs = edit.upserts.ids
             guard Set(upsertIDs).count == upsertIDs.count, Set(edit.deletes).count == edit.deletes.count,
                   Set(upsertIDs).isDisjoint(with: edit.deletes) else {

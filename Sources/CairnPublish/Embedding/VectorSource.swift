@@ -111,7 +111,8 @@ final class EarlierVectors {
         do {
             snapshot = try Database(path: path, mode: .readOnly(immutable: true))
             index = try Database(path: indexPath, mode: .readWriteCreate)
-            try index.exec("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; CREATE TABLE texts(hash BLOB PRIMARY KEY, row INTEGER) WITHOUT ROWID")
+            try index.turnOffJournal()
+            try index.exec("PRAGMA synchronous = OFF; CREATE TABLE texts(hash BLOB PRIMARY KEY, row INTEGER) WITHOUT ROWID")
             let rows = try snapshot.prepare("SELECT rowid, title, content FROM chunks")
             let insert = try index.prepare("INSERT OR IGNORE INTO texts VALUES(?1, ?2)")
             try index.transaction { () throws(IndexError) in
