@@ -222,6 +222,8 @@ import Testing
 
             // The base's rowids are not the file's: nothing is derived, and a scan writes the rows.
             #expect(try checked.contents(ofFile: other, meta: meta, basePath: IndexContents.basePath(beside: path)) == nil)
+            // The overlay it began to write is gone with its writer.
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder).allSatisfy { !$0.contains("overlay") })
             let read = try Snapshot.scan(at: other, check: .storedHashes)
             #expect(read.id(0) == "aaa-first" && read.stateRoot() == meta.stateRoot)
         }

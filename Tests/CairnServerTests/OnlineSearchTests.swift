@@ -160,6 +160,33 @@ struct OnlineSearchTests {
         #expect(try await Self.post(search, #"{"query": "sandbags pyramid"}"#).body["version"] as? Int == 2)
     }
 
+    @Test("Given a new version whose snapshot blob is damaged in the repository, when searched, then version 1 keeps answering and the log names the blob as corrupt")
+    func damagedSnapshotKeepsLastGood() async throws {
+        let (workspace, server, url) = try await Self.publishAndServe()
+        defer { stopProcess(server) }
+        let search = url + "/v1/channels/field/search"
+        #expect(try await Self.post(search, #"{"query": "crank radio"}"#).body["version"] as? Int == 1)
+
+        // Version 2 is published, then one byte of its snapshot blob changes (same size), before
+        // the server next looks at the channel.
+        try await workspace.publishOnThread(Self.version2)
+        let manifest = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: workspace.repo + "/channels/field/manifest.json")))
+        let snapshot = try #require(((manifest as? [String: Any])?["manifest"] as? [String: Any])?["snapshot"] as? [String: Any])
+        let hex = try #require(snapshot["sha256"] as? String)
+        let blob = workspace.repo + "/blobs/sha256/\(hex.prefix(2))/\(hex)"
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: blob)))
+        bytes[bytes.count / 2] ^= 0xFF
+        chmod(blob, 0o644)
+        try Data(bytes).write(to: URL(fileURLWithPath: blob))
+
+        let answer = try await Self.post(search, #"{"query": "crank radio"}"#)
+        #expect(answer.status == 200)
+        #expect(answer.body["version"] as? Int == 1)
+        let log = (try? String(contentsOfFile: workspace.folder + "/server/daemon.log", encoding: .utf8)) ?? ""
+        #expect(log.contains("cannot load the channel's newest version"))
+        #expect(log.contains("\(hex.prefix(12))… is missing or corrupt"))
+    }
+
     @Test("Given online search pinned to root 1 (search_trusted_root), when the signing key rotates, then the publisher refuses the revoked key and the version signed by the new key (unknown to root 1) answers")
     func followsRootRotations() async throws {
         let workspace = try await Workspace.make()

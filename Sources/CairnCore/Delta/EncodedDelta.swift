@@ -20,7 +20,7 @@ public struct EncodedDelta: Sendable {
     /// Ids of chunks removed, ascending.
     public let deletes: [String]
 
-    /// - Throws: `.deltaMalformed`, naming the byte offset, for anything `Delta.decode` refuses.
+    /// - Throws: `.deltaMalformed` for anything `Delta.decode` refuses, as it refuses it.
     public init(_ encoding: any StableBytes) throws(CoreError) {
         let layout = try Delta.Layout(of: encoding.bytes)
         fromVersion = layout.fromVersion
@@ -48,6 +48,12 @@ public struct ChunkRecords: RandomAccessCollection, Sendable {
     public init(_ records: [ChunkRecord]) {
         storage = .values(records)
         ids = records.map(\.chunk.id)
+    }
+
+    /// The number of values every record's vector has, when known without reading them (a
+    /// checked delta's dimension); nil for records held as values.
+    public var dimension: Int? {
+        if case .encoded(_, _, let dimension) = storage { dimension } else { nil }
     }
 
     fileprivate init(_ encoding: any StableBytes, offsets: [Int], ids: [String], dimension: Int) {

@@ -130,7 +130,8 @@ enum IndexBuilder {
         let meta = SnapshotMeta(channel: manifest.channel, version: manifest.version, stateRoot: manifest.stateRoot,
                                 dimension: manifest.dimension, modelID: manifest.model.id, chunkCount: manifest.chunkCount)
         do {
-            // A refused install removes its `.partial` folder, and the file with it.
+            // No journal: on any refusal the caller removes the file (and falls back to the full
+            // snapshot, or removes the `.partial` folder).
             try SnapshotWriter.apply(edits, newMeta: meta, to: output, check: checked == nil ? .storedHashes : .checkedByCaller,
                                      ifRefused: .discarded)
             // The changed pages go to disk while the rows files are written, so `finish`'s fsync
@@ -161,7 +162,7 @@ enum IndexBuilder {
     /// size into the scratch file `scratch` and read in place from its mapping (`EncodedDelta`):
     /// only its ids are held in memory, however many rows it rewrites. The file is unlinked as
     /// soon as it is mapped; its blocks are freed with the mapping.
-    static func decodeDelta(_ blob: String, ref: Manifest.DeltaRef, scratch: String) throws(SyncError) -> EncodedDelta {
+    private static func decodeDelta(_ blob: String, ref: Manifest.DeltaRef, scratch: String) throws(SyncError) -> EncodedDelta {
         let mapping: FileSystem.Mapping
         do {
             try Zlib.decompressFile(blob, sha256: ref.sha256, to: scratch, size: ref.uncompressedSize)
