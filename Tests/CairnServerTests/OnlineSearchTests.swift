@@ -10,6 +10,25 @@ struct OnlineSearchTests {
     static let version1 = Workspace.version1
     static let version2 = Workspace.version2
 
+    /// `publishAndServe`, and the field channel's search URL once it answers from version 1.
+    static func answeringVersion1() async throws -> (Workspace, Process, search: String) {
+        let (workspace, server, url) = try await publishAndServe()
+        let search = url + "/v1/channels/field/search"
+        #expect(try await post(search, #"{"query": "crank radio"}"#).body["version"] as? Int == 1)
+        return (workspace, server, search)
+    }
+
+    /// After a newer version was refused: a search still answers from version 1, and the server's
+    /// log says the newest version could not be loaded. Returns the log.
+    static func expectVersion1StillAnswers(_ workspace: Workspace, _ search: String) async throws -> String {
+        let answer = try await post(search, #"{"query": "crank radio"}"#)
+        #expect(answer.status == 200)
+        #expect(answer.body["version"] as? Int == 1)
+        let log = (try? String(contentsOfFile: workspace.folder + "/server/daemon.log", encoding: .utf8)) ?? ""
+        #expect(log.contains("cannot load the channel's newest version"))
+        return log
+    }
+
     /// Version 1 published, and a server with online search on (cache and key in the workspace).
     static func publishAndServe() async throws -> (Workspace, Process, url: String) {
         let workspace = try await Workspace.make()
@@ -138,10 +157,8 @@ struct OnlineSearchTests {
 
     @Test("Given a channel answering from version 1, when its manifest is replaced by one that fails verification, then version 1 keeps answering and the refusal is logged; a good publish then takes over")
     func refusedManifestKeepsLastGood() async throws {
-        let (workspace, server, url) = try await Self.publishAndServe()
+        let (workspace, server, search) = try await Self.answeringVersion1()
         defer { stopProcess(server) }
-        let search = url + "/v1/channels/field/search"
-        #expect(try await Self.post(search, #"{"query": "crank radio"}"#).body["version"] as? Int == 1)
 
         // When the manifest's signature no longer matches (one byte of the signed part changed).
         let manifestPath = workspace.repo + "/channels/field/manifest.json"
@@ -149,11 +166,7 @@ struct OnlineSearchTests {
         try good.replacingOccurrences(of: "\"chunk_count\":4", with: "\"chunk_count\":5")
             .write(toFile: manifestPath, atomically: true, encoding: .utf8)
         #expect(try String(contentsOfFile: manifestPath, encoding: .utf8) != good)
-        let refused = try await Self.post(search, #"{"query": "crank radio"}"#)
-        #expect(refused.status == 200)
-        #expect(refused.body["version"] as? Int == 1)
-        let log = workspace.folder + "/server/daemon.log"
-        #expect(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("cannot load the channel's newest version"))
+        _ = try await Self.expectVersion1StillAnswers(workspace, search)
 
         // Then a proper publish is picked up.
         try await workspace.publishOnThread(Self.version2)
@@ -162,10 +175,8 @@ struct OnlineSearchTests {
 
     @Test("Given a new version whose snapshot blob is damaged in the repository, when searched, then version 1 keeps answering and the log names the blob as corrupt")
     func damagedSnapshotKeepsLastGood() async throws {
-        let (workspace, server, url) = try await Self.publishAndServe()
+        let (workspace, server, search) = try await Self.answeringVersion1()
         defer { stopProcess(server) }
-        let search = url + "/v1/channels/field/search"
-        #expect(try await Self.post(search, #"{"query": "crank radio"}"#).body["version"] as? Int == 1)
 
         // Version 2 is published, then one byte of its snapshot blob changes (same size), before
         // the server next looks at the channel.
@@ -179,11 +190,7 @@ struct OnlineSearchTests {
         chmod(blob, 0o644)
         try Data(bytes).write(to: URL(fileURLWithPath: blob))
 
-        let answer = try await Self.post(search, #"{"query": "crank radio"}"#)
-        #expect(answer.status == 200)
-        #expect(answer.body["version"] as? Int == 1)
-        let log = (try? String(contentsOfFile: workspace.folder + "/server/daemon.log", encoding: .utf8)) ?? ""
-        #expect(log.contains("cannot load the channel's newest version"))
+        let log = try await Self.expectVersion1StillAnswers(workspace, search)
         #expect(log.contains("\(hex.prefix(12))… is missing or corrupt"))
     }
 

@@ -42,6 +42,9 @@ struct EncodedDeltaTests {
             #expect(encoded.deletes == delta.deletes)
             #expect(encoded.upserts.ids == delta.upserts.map(\.chunk.id))
             #expect(Array(encoded.upserts) == delta.upserts)
+            // The vectors' length, told from the header without reading a record, as from values.
+            #expect(encoded.upserts.vectorLength(otherThan: 8) == nil && encoded.upserts.vectorLength(otherThan: 4) == 8)
+            #expect(ChunkRecords(delta.upserts).vectorLength(otherThan: 8) == nil && ChunkRecords(delta.upserts).vectorLength(otherThan: 4) == 8)
             // Read again, in another order: each read decodes the same bytes.
             #expect(encoded.upserts.reversed() == delta.upserts.reversed())
             // Unlinked at once, its pages a file's (the kernel can drop them), not anonymous memory.

@@ -50,10 +50,13 @@ public struct ChunkRecords: RandomAccessCollection, Sendable {
         ids = records.map(\.chunk.id)
     }
 
-    /// The number of values every record's vector has, when known without reading them (a
-    /// checked delta's dimension); nil for records held as values.
-    public var dimension: Int? {
-        if case .encoded(_, _, let dimension) = storage { dimension } else { nil }
+    /// The length of a vector among the records that does not have `dimension` values, if any.
+    /// A checked delta's vectors all have its dimension, so its records are not read.
+    public func vectorLength(otherThan dimension: Int) -> Int? {
+        switch storage {
+        case .values(let records): records.lazy.map(\.vector.count).first { $0 != dimension }
+        case .encoded(_, _, let encoded): encoded == dimension ? nil : encoded
+        }
     }
 
     fileprivate init(_ encoding: any StableBytes, offsets: [Int], ids: [String], dimension: Int) {

@@ -32,15 +32,9 @@ extension IndexContents {
             guard index == 0 || !ids[upsertOrder[index - 1]].utf8.elementsEqual(ids[position].utf8) else { throw Self.twice }
             _ = try remove(ids[position])
         }
-        // Each upsert decoded once (a delta's are read from its encoding): its length, its leaf.
-        var leaves: [ContentID] = []
-        leaves.reserveCapacity(upserts.count)
-        for record in upserts {
-            guard record.vector.count == meta.dimension else {
-                throw IndexError(.dimensionMismatch, "a vector has \(record.vector.count) values; the snapshot's dimension is \(meta.dimension)")
-            }
-            leaves.append(record.stateRecord.leaf)
-        }
+        if let bad = upserts.vectorLength(otherThan: meta.dimension) { throw SnapshotWriter.dimensionMismatch(bad, meta.dimension) }
+        // Each upsert decoded once (a delta's are read from its encoding).
+        let leaves = upserts.map(\.stateRecord.leaf)
 
         // The new overlay in id order: the kept overlay rows (already in id order) merged with
         // the upserts.

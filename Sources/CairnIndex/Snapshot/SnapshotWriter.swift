@@ -114,13 +114,7 @@ public enum SnapshotWriter {
             throw IndexError(.dimensionMismatch, "a delta cannot change the embedding dimension; install a full snapshot")
         }
         for edit in edits {
-            if let dimension = edit.upserts.dimension {
-                guard dimension == current.dimension else {
-                    throw IndexError(.dimensionMismatch, "a delta's vectors have \(dimension) values; the snapshot's dimension is \(current.dimension)")
-                }
-            } else {
-                try validate(vectors: edit.upserts.lazy.map(\.vector), dimension: current.dimension)
-            }
+            if let bad = edit.upserts.vectorLength(otherThan: current.dimension) { throw dimensionMismatch(bad, current.dimension) }
             let upsertIDs = edit.upserts.ids
             guard Set(upsertIDs).count == upsertIDs.count, Set(edit.deletes).count == edit.deletes.count,
                   Set(upsertIDs).isDisjoint(with: edit.deletes) else {
@@ -323,9 +317,12 @@ public enum SnapshotWriter {
         }
     }
 
-    static func validate(vectors: some Sequence<[Float]>, dimension: Int) throws(IndexError) {
-        if let bad = vectors.first(where: { $0.count != dimension }) {
-            throw IndexError(.dimensionMismatch, "a vector has \(bad.count) values; the snapshot's dimension is \(dimension)")
-        }
+    static func validate(vectors: [[Float]], dimension: Int) throws(IndexError) {
+        if let bad = vectors.first(where: { $0.count != dimension }) { throw dimensionMismatch(bad.count, dimension) }
+    }
+
+    /// The refusal of a vector of `count` values for a snapshot of `dimension`.
+    static func dimensionMismatch(_ count: Int, _ dimension: Int) -> IndexError {
+        IndexError(.dimensionMismatch, "a vector has \(count) values; the snapshot's dimension is \(dimension)")
     }
 }

@@ -119,8 +119,7 @@ struct VersionCache: Sendable {
             do throws(StoreError) {
                 try Zlib.decompressFile(blob, sha256: snapshot.sha256, to: partial + "/index.sqlite", size: snapshot.uncompressedSize)
             } catch {
-                throw error.code == .hashMismatch
-                    ? ServerError(.versionUnusable, "blob \(snapshot.sha256.hex.prefix(12))… is missing or corrupt: \(error.message)", cause: error)
+                throw error.code == .hashMismatch ? Self.corrupt(snapshot.sha256, error.message, cause: error)
                     : ServerError(.versionUnusable, "the snapshot of version \(manifest.version) fails verification: \(error)")
             }
             do {
@@ -153,13 +152,11 @@ struct VersionCache: Sendable {
     }
 
     /// The path of repository blob `id`, which must exist and hold `size` bytes (its SHA-256 is
-    /// the reader's to check).
+    /// the reader's to check: `blob`, or `Zlib.decompressFile` as it inflates).
     private func blobPath(_ id: ContentID, size: Int) throws(ServerError) -> String {
         let path = BlobStore(root: repository).path(of: id)
         var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw ServerError(.versionUnusable, "blob \(id.hex.prefix(12))… is missing or corrupt: \(String(cString: strerror(errno)))")
-        }
+        guard stat(path, &info) == 0 else { throw Self.corrupt(id, String(cString: strerror(errno))) }
         guard Int(info.st_size) == size else {
             throw ServerError(.versionUnusable, "blob \(id.hex.prefix(12))… is \(info.st_size) bytes, not the stated \(size)")
         }
@@ -168,14 +165,12 @@ struct VersionCache: Sendable {
 
     /// The repository blob `id`, checked against its SHA-256 and `size`.
     private func blob(_ id: ContentID, size: Int) throws(ServerError) -> [UInt8] {
-        let bytes: [UInt8]
-        do { bytes = try BlobStore(root: repository).get(id) } catch {
-            throw ServerError(.versionUnusable, "blob \(id.hex.prefix(12))… is missing or corrupt: \(error.message)", cause: error)
-        }
-        guard bytes.count == size else {
-            throw ServerError(.versionUnusable, "blob \(id.hex.prefix(12))… is \(bytes.count) bytes, not the stated \(size)")
-        }
-        return bytes
+        _ = try blobPath(id, size: size)
+        do { return try BlobStore(root: repository).get(id) } catch { throw Self.corrupt(id, error.message, cause: error) }
+    }
+
+    private static func corrupt(_ id: ContentID, _ why: String, cause: (any Error)? = nil) -> ServerError {
+        ServerError(.versionUnusable, "blob \(id.hex.prefix(12))… is missing or corrupt: \(why)", cause: cause)
     }
 
     /// Fills a fresh `.partial-*` folder beside `final` with `fill`, then renames it into place
