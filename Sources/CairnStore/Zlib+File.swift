@@ -19,23 +19,36 @@ extension Zlib {
     /// Inflates one zlib stream, given in pieces as it arrives (a download), into a new file
     /// (created exclusively): it refuses to write past `size` bytes (a decompression bomb stops
     /// there), and `finish` refuses a stream that is truncated, has trailing bytes or inflates to
-    /// fewer bytes. Writes in large pieces; with `behind`, the written pages leave the page cache
-    /// behind the writer (`FileSystem.WriteBehind`). Not thread-safe: one caller feeds it.
+    /// fewer bytes. Writes in large pieces. `bypassingCache` keeps the file out of the page cache:
+    /// direct I/O on a thread of its own (`FileSystem.DirectWriter`), or where the file system
+    /// does not offer it, pages dropped behind the writer (`FileSystem.WriteBehind`). Not
+    /// thread-safe: one caller feeds it.
     public final class FileInflater {
         private let stream: UnsafeMutablePointer<z_stream>
         private let fd: Int32
         private let path: String
         private let size: Int
-        private var buffer: [UInt8]
+        /// The piece being filled: the direct writer's, or a buffer of this inflater's own.
+        private var buffer: UnsafeMutableRawPointer
+        private let capacity: Int
+        private var direct: FileSystem.DirectWriter?
+        private var behind: FileSystem.WriteBehind?
         private var pending = 0
         private var written = 0
         private var ended = false
-        private var behind: FileSystem.WriteBehind?
 
         /// Bytes written out (and held in the buffer) so far.
         public var produced: Int { written + pending }
 
-        public init(creating path: String, size: Int, behind: FileSystem.WriteBehind? = nil) throws(StoreError) {
+        /// Whether the file is written with direct I/O.
+        public var isDirect: Bool { direct != nil }
+
+        public convenience init(creating path: String, size: Int, bypassingCache: Bool = false) throws(StoreError) {
+            try self.init(creating: path, size: size, directIO: bypassingCache, behind: bypassingCache ? FileSystem.WriteBehind() : nil)
+        }
+
+        /// `directIO`: direct I/O where the file system offers it; `behind` where it does not.
+        init(creating path: String, size: Int, directIO: Bool, behind: FileSystem.WriteBehind?) throws(StoreError) {
             let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
             stream.initialize(to: z_stream())
             guard cairn_inflateInit(stream) == Z_OK else {
@@ -53,13 +66,24 @@ extension Zlib {
             self.fd = fd
             self.path = path
             self.size = size
-            self.behind = behind
-            buffer = [UInt8](repeating: 0, count: 1 << 20)
+            if directIO, let writer = FileSystem.DirectWriter(fd: fd, path: path) {
+                direct = writer
+                // The first piece is free: taking it neither waits nor fails.
+                buffer = try! writer.piece()
+                capacity = FileSystem.DirectWriter.pieceSize
+            } else {
+                self.behind = behind
+                capacity = 1 << 20
+                buffer = .allocate(byteCount: capacity, alignment: 16)
+            }
         }
 
         deinit {
             inflateEnd(stream)
             stream.deallocate()
+            if direct == nil { buffer.deallocate() }
+            // The writer's pieces are its own; its queued writes end before the file is closed.
+            direct = nil
             close(fd)
         }
 
@@ -70,14 +94,12 @@ extension Zlib {
             stream.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress!.assumingMemoryBound(to: UInt8.self))
             stream.pointee.avail_in = uInt(input.count)
             while stream.pointee.avail_in > 0, !ended {
-                let capacity = buffer.count - pending
+                let room = capacity - pending
                 let before = stream.pointee.avail_in
-                let status = buffer.withUnsafeMutableBufferPointer { destination in
-                    stream.pointee.next_out = destination.baseAddress! + pending
-                    stream.pointee.avail_out = uInt(capacity)
-                    return inflate(stream, Z_NO_FLUSH)
-                }
-                let count = capacity - Int(stream.pointee.avail_out)
+                stream.pointee.next_out = (buffer + pending).assumingMemoryBound(to: UInt8.self)
+                stream.pointee.avail_out = uInt(room)
+                let status = inflate(stream, Z_NO_FLUSH)
+                let count = room - Int(stream.pointee.avail_out)
                 switch status {
                 case Z_OK: break
                 case Z_BUF_ERROR where count > 0 || stream.pointee.avail_in < before: break
@@ -88,7 +110,7 @@ extension Zlib {
                     throw StoreError(.sizeLimitExceeded, "zlib stream inflates past its stated size of \(size) bytes")
                 }
                 pending += count
-                if pending == buffer.count { try flush() }
+                if pending == capacity { try flush(last: false) }
             }
             if ended, stream.pointee.avail_in > 0 {
                 throw StoreError(.corruptStream, "zlib stream has \(stream.pointee.avail_in) trailing bytes")
@@ -98,7 +120,7 @@ extension Zlib {
         /// Writes what is buffered and checks that the stream ended at exactly `size` bytes;
         /// `durable` fsyncs the file, else its writeback is only started (`FileSystem.startWriteback`).
         public func finish(durable: Bool) throws(StoreError) {
-            try flush()
+            try flush(last: true)
             guard ended else { throw StoreError(.corruptStream, "zlib stream is truncated") }
             guard written == size else {
                 throw StoreError(.corruptStream, "zlib stream inflates to \(written) bytes, not the stated \(size)")
@@ -110,16 +132,17 @@ extension Zlib {
             }
         }
 
-        private func flush() throws(StoreError) {
-            var done = 0
-            while done < pending {
-                let result = buffer.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, pending - done) }
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    throw FileSystem.failure("cannot write", path)
+        private func flush(last: Bool) throws(StoreError) {
+            if let direct {
+                if pending > 0 || last {
+                    direct.write(buffer, count: pending)
+                    written += pending
+                    pending = 0
                 }
-                done += result
+                if last { try direct.finish(size: Int64(written)) } else { buffer = try direct.piece() }
+                return
             }
+            try FileSystem.writeAll(fd, UnsafeRawBufferPointer(start: buffer, count: pending), path: path)
             written += pending
             pending = 0
             if let code = behind?.wrote(upTo: Int64(written), fd: fd), code != 0 { throw FileSystem.failure("cannot write", path, code) }

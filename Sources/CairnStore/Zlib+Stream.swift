@@ -74,15 +74,15 @@ extension Zlib {
 
     /// Inflates the blob file at `input`, whose SHA-256 must be `sha256`, into a new file at
     /// `output` of exactly `size` bytes (not fsynced), a megabyte at a time, so that memory does
-    /// not grow with the blob; `behind` drops the output's pages behind the writer
-    /// (`FileSystem.WriteBehind`). A blob that does not match its hash, or does not inflate to
+    /// not grow with the blob; `bypassingCache` keeps the output out of the page cache
+    /// (`FileInflater`). A blob that does not match its hash, or does not inflate to
     /// `size`, is refused and `output` removed.
     public static func decompressFile(_ input: String, sha256: ContentID, to output: String, size: Int,
-                                      behind: FileSystem.WriteBehind? = nil) throws(StoreError) {
+                                      bypassingCache: Bool = false) throws(StoreError) {
         let source = open(input, O_RDONLY | O_CLOEXEC)
         guard source >= 0 else { throw FileSystem.failure("cannot open", input) }
         defer { close(source) }
-        let inflater = try FileInflater(creating: output, size: size, behind: behind)
+        let inflater = try FileInflater(creating: output, size: size, bypassingCache: bypassingCache)
         var hasher = ContentID.Hasher()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }

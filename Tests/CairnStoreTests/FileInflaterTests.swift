@@ -31,36 +31,38 @@ struct FileInflaterTests {
         }
     }
 
-    @Test("Given a stream fed in pieces of any size, when finished, then the file holds exactly the inflated bytes",
-          arguments: [1, 4_096, 65_536, 10_000_000])
-    func piecesRoundTrip(piece: Int) throws {
+    @Test("Given a stream fed in pieces of any size, through the page cache or around it, when finished, then the file holds exactly the inflated bytes",
+          arguments: [1, 4_096, 65_536, 10_000_000], [false, true])
+    func piecesRoundTrip(piece: Int, bypassingCache: Bool) throws {
         let compressed = try Zlib.compress(data)
         try withTemporaryPath { path in
-            let inflater = try Zlib.FileInflater(creating: path, size: data.count)
+            let inflater = try Zlib.FileInflater(creating: path, size: data.count, bypassingCache: bypassingCache)
             try feed(inflater, compressed, piece: piece)
             try inflater.finish(durable: false)
             #expect(try FileSystem.read(path) == data)
         }
     }
 
-    @Test("Given a bomb fed in pieces, when it passes the stated size, then it is refused and the file stays within it")
-    func bombStopsAtTheCap() throws {
+    @Test("Given a bomb fed in pieces, when it passes the stated size, then it is refused and the file stays within it",
+          arguments: [false, true])
+    func bombStopsAtTheCap(bypassingCache: Bool) throws {
         let bomb = try Zlib.compress([UInt8](repeating: 0, count: 50_000_000))
         try withTemporaryPath { path in
-            let inflater = try Zlib.FileInflater(creating: path, size: 1_000_000)
+            let inflater = try Zlib.FileInflater(creating: path, size: 1_000_000, bypassingCache: bypassingCache)
             #expect { try feed(inflater, bomb, piece: 1_000) } throws: { ($0 as? StoreError)?.code == .sizeLimitExceeded }
             #expect(inflater.produced <= 1_000_000)
             #expect(try FileSystem.read(path).count <= 1_000_000)
         }
     }
 
-    @Test("Given a truncated, padded or short stream, when fed and finished, then it is refused as corrupt")
-    func corruptStreamsAreRefused() throws {
+    @Test("Given a truncated, padded or short stream, when fed and finished, then it is refused as corrupt",
+          arguments: [false, true])
+    func corruptStreamsAreRefused(bypassingCache: Bool) throws {
         let compressed = try Zlib.compress(data)
         for (input, size) in [(Array(compressed.prefix(compressed.count / 2)), data.count), (compressed + [0], data.count),
                               (compressed, data.count + 1)] {
             try withTemporaryPath { path in
-                let inflater = try Zlib.FileInflater(creating: path, size: size)
+                let inflater = try Zlib.FileInflater(creating: path, size: size, bypassingCache: bypassingCache)
                 #expect { try feed(inflater, input, piece: 65_536); try inflater.finish(durable: false) } throws: {
                     ($0 as? StoreError)?.code == .corruptStream
                 }
@@ -82,7 +84,9 @@ struct FileInflaterTests {
         let compressed = try Zlib.compress(data)
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
         try withTemporaryPath { path in
-            let inflater = try Zlib.FileInflater(creating: path, size: data.count, behind: FileSystem.WriteBehind(window: Int64(16 * page)))
+            // Where the file system offers no direct I/O.
+            let inflater = try Zlib.FileInflater(creating: path, size: data.count, directIO: false,
+                                                 behind: FileSystem.WriteBehind(window: Int64(16 * page)))
             try feed(inflater, compressed, piece: 65_536)
             try inflater.finish(durable: false)
             let resident = try #require(PageCache.residentPages(path))
@@ -102,7 +106,34 @@ struct FileInflaterTests {
         }
     }
 
-    @Test("Given a blob file and its hash, when inflated into a file writing behind, then the file holds exactly the inflated bytes; a blob whose hash differs, or that is corrupt, is refused and its output removed")
+    /// Whether the temporary folder's file system offers direct I/O (not tmpfs on older kernels).
+    static let takesDirectIO: Bool = {
+        let path = NSTemporaryDirectory() + "cairn-direct-probe-" + UUID().uuidString
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        guard fd >= 0 else { return false }
+        defer { close(fd); unlink(path) }
+        return FileSystem.DirectWriter(fd: fd, path: path) != nil
+    }()
+
+    @Test("Given an inflater bypassing the cache on a file system with direct I/O, when a stream of several pieces and a short one is inflated, then no page of the file is cached and it holds exactly the inflated bytes",
+          .enabled(if: Self.takesDirectIO, "the temporary folder's file system offers no direct I/O"))
+    func writesDirect() throws {
+        // More pieces than the writer has, so each is written and taken again; the last is short.
+        let count = FileSystem.DirectWriter.pieceSize * 4 + 12_345
+        let large = (0..<count).map { UInt8(truncatingIfNeeded: $0 % 251 + $0 / 65_536) }
+        let compressed = try Zlib.compress(large)
+        try withTemporaryPath { path in
+            let inflater = try Zlib.FileInflater(creating: path, size: count, bypassingCache: true)
+            #expect(inflater.isDirect)
+            try feed(inflater, compressed, piece: 65_536)
+            try inflater.finish(durable: true)
+            let resident = try #require(PageCache.residentPages(path))
+            #expect(resident.count == 0, "pages of the file cached")
+            #expect(try FileSystem.read(path) == large)
+        }
+    }
+
+    @Test("Given a blob file and its hash, when inflated into a file around the page cache, then the file holds exactly the inflated bytes; a blob whose hash differs, or that is corrupt, is refused and its output removed")
     func blobFile() throws {
         let compressed = try Zlib.compress(data)
         try withTemporaryPath { path in
@@ -110,7 +141,7 @@ struct FileInflaterTests {
             defer { unlink(blob) }
             try FileSystem.writeAtomically(compressed, to: blob)
             try Zlib.decompressFile(blob, sha256: ContentID(hashing: compressed), to: path, size: data.count,
-                                    behind: FileSystem.WriteBehind(window: 64 << 10))
+                                    bypassingCache: true)
             #expect(try FileSystem.read(path) == data)
             unlink(path)
             #expect { try Zlib.decompressFile(blob, sha256: ContentID(hashing: [1]), to: path, size: data.count) } throws: {

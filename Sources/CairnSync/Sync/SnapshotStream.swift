@@ -33,8 +33,9 @@ final class SnapshotStream: DownloadTap, @unchecked Sendable {
     private var failure: StoreError?
 
     init(index: String, uncompressedSize: Int) throws(SyncError) {
-        // The index's pages leave the page cache behind the inflation.
-        do { inflater = try Zlib.FileInflater(creating: index, size: uncompressedSize, behind: FileSystem.WriteBehind()) } catch {
+        // The index is written around the page cache: its check reads it back once, and its
+        // pages would push out the serving index's.
+        do { inflater = try Zlib.FileInflater(creating: index, size: uncompressedSize, bypassingCache: true) } catch {
             throw IndexBuilder.snapshotFailure(error)
         }
         BackgroundWork.start { [self] in inflateQueue() }

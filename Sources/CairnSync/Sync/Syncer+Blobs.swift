@@ -69,9 +69,9 @@ extension Syncer {
                                                            access: configuration.access(for: base), tap: nil, progress: progress))
         do {
             try await BackgroundWork.run { () throws(StoreError) in
-                // The index's pages leave the page cache behind the inflation, as the stream's do.
+                // The index is written around the page cache, as the stream's is.
                 try Zlib.decompressFile(partial, sha256: snapshot.sha256, to: index, size: snapshot.uncompressedSize,
-                                        behind: FileSystem.WriteBehind())
+                                        bypassingCache: true)
             }
         } catch where error.code == .hashMismatch {
             unlink(partial)
