@@ -14,8 +14,11 @@ extension FileSystem {
     /// with zeros to the alignment and the file cut back to its size (`finish`). Durability
     /// still takes the caller's fsync.
     ///
-    /// `@unchecked Sendable`: `pieces` and `failure` are touched only under `lock`; `written`
-    /// and the file's offset only on `queue`.
+    /// The caller must `finish` or `cancel` before it closes the file: a write still queued
+    /// would otherwise go to a closed (or reused) descriptor.
+    ///
+    /// `@unchecked Sendable`: `pieces`, `failure` and `cancelled` are touched only under `lock`;
+    /// `written` only on `queue`; `shortPiece` only by the caller's thread.
     public final class DirectWriter: @unchecked Sendable {
         public static let pieceSize = 4 << 20
         /// Direct I/O's alignment of memory, offsets and lengths: the largest logical block
@@ -25,7 +28,8 @@ extension FileSystem {
         static let pieceCount = 3
         #if os(Linux)
         /// `O_DIRECT` is behind `_GNU_SOURCE` in glibc's headers, which the Glibc module does not
-        /// export; `__O_DIRECT` is its value on every architecture.
+        /// export; `__O_DIRECT`, which glibc defines for each architecture (0o40000 on x86-64,
+        /// 0o200000 on AArch64), is its value.
         private static let direct = __O_DIRECT
         #endif
 
@@ -37,7 +41,9 @@ extension FileSystem {
         private let all: [UnsafeMutableRawPointer]
         private var pieces: [UnsafeMutableRawPointer]
         private var failure: StoreError?
+        private var cancelled = false
         private var written: Int64 = 0
+        private var shortPiece = false
 
         /// Turns on direct I/O for `fd`, an empty file open for writing; nil when its file
         /// system does not offer it (tmpfs on older kernels), and the caller writes through
@@ -61,8 +67,9 @@ extension FileSystem {
             for _ in all { free.signal() }
         }
 
+        // Every queued write holds the writer, so this runs once none is left (perhaps on
+        // `queue`'s thread, as the last one ends).
         deinit {
-            queue.sync {}
             for piece in all { piece.deallocate() }
         }
 
@@ -81,16 +88,30 @@ extension FileSystem {
         /// Queues `count` bytes of `piece` to be written after those queued before. Only the
         /// last piece may be shorter than `pieceSize`.
         public func write(_ piece: UnsafeMutableRawPointer, count: Int) {
+            precondition(!shortPiece, "a piece shorter than pieceSize must be the last")
+            shortPiece = count < Self.pieceSize
             // The caller no longer touches the piece until `piece()` hands it out again.
             nonisolated(unsafe) let piece = piece
             queue.async { [self] in
-                let error = failure == nil ? store(piece, count: count) : nil
+                lock.lock()
+                let skip = failure != nil || cancelled
+                lock.unlock()
+                let error = skip ? nil : store(piece, count: count)
                 lock.lock()
                 if failure == nil { failure = error }
                 pieces.append(piece)
                 lock.unlock()
                 free.signal()
             }
+        }
+
+        /// Drops the writes still queued and waits for the one under way, if any: after it the
+        /// file's descriptor may be closed. For a file given up part-way (a refused stream).
+        public func cancel() {
+            lock.lock()
+            cancelled = true
+            lock.unlock()
+            queue.sync {}
         }
 
         /// Waits for every queued write, cuts the file to `size` (the last piece was padded)
@@ -123,7 +144,8 @@ extension FileSystem {
         }
 
         /// A file system that took `O_DIRECT` but refuses this alignment: write through the page
-        /// cache from here on. False when that is not what failed.
+        /// cache from here on (with no write-behind: a rare case, which costs cached pages, not
+        /// correctness). False when that is not what failed.
         private func fallBack() -> Bool {
             #if os(Linux)
             let flags = fcntl(fd, F_GETFL)

@@ -31,7 +31,7 @@ extension Zlib {
         /// The piece being filled: the direct writer's, or a buffer of this inflater's own.
         private var buffer: UnsafeMutableRawPointer
         private let capacity: Int
-        private var direct: FileSystem.DirectWriter?
+        private let direct: FileSystem.DirectWriter?
         private var behind: FileSystem.WriteBehind?
         private var pending = 0
         private var written = 0
@@ -72,6 +72,7 @@ extension Zlib {
                 buffer = try! writer.piece()
                 capacity = FileSystem.DirectWriter.pieceSize
             } else {
+                direct = nil
                 self.behind = behind
                 capacity = 1 << 20
                 buffer = .allocate(byteCount: capacity, alignment: 16)
@@ -82,8 +83,9 @@ extension Zlib {
             inflateEnd(stream)
             stream.deallocate()
             if direct == nil { buffer.deallocate() }
-            // The writer's pieces are its own; its queued writes end before the file is closed.
-            direct = nil
+            // The writer's pieces are its own. Writes still queued (a stream refused part-way)
+            // are dropped before the file is closed.
+            direct?.cancel()
             close(fd)
         }
 

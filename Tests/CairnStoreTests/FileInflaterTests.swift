@@ -15,6 +15,12 @@ struct FileInflaterTests {
         }
     }()
 
+    // More than the direct writer's three pieces of 4 MiB, and a short one: every piece is
+    // written and taken again.
+    let large: [UInt8] = (0..<FileSystem.DirectWriter.pieceSize * 4 + 12_345).map {
+        UInt8(truncatingIfNeeded: $0 % 251 + $0 / 65_536)
+    }
+
     /// Runs `body` with a path in a new temporary folder, removed afterwards.
     func withTemporaryPath(_ body: (String) throws -> Void) throws {
         let folder = NSTemporaryDirectory() + "cairn-inflate-" + UUID().uuidString
@@ -47,11 +53,34 @@ struct FileInflaterTests {
           arguments: [false, true])
     func bombStopsAtTheCap(bypassingCache: Bool) throws {
         let bomb = try Zlib.compress([UInt8](repeating: 0, count: 50_000_000))
+        // Direct: past the writer's three pieces, so that writes are queued when it is refused.
+        let size = bypassingCache ? 3 * FileSystem.DirectWriter.pieceSize + 1 : 1_000_000
         try withTemporaryPath { path in
-            let inflater = try Zlib.FileInflater(creating: path, size: 1_000_000, bypassingCache: bypassingCache)
+            let inflater = try Zlib.FileInflater(creating: path, size: size, bypassingCache: bypassingCache)
             #expect { try feed(inflater, bomb, piece: 1_000) } throws: { ($0 as? StoreError)?.code == .sizeLimitExceeded }
-            #expect(inflater.produced <= 1_000_000)
-            #expect(try FileSystem.read(path).count <= 1_000_000)
+            #expect(inflater.produced <= size)
+            #expect(try FileSystem.read(path).count <= size)
+        }
+    }
+
+    @Test("Given a direct stream refused part-way with writes still queued, when the inflater is dropped, then its queued writes are dropped before its file is closed and a file opened next is left alone")
+    func droppedWithQueuedWrites() throws {
+        let compressed = try Zlib.compress(large)
+        try withTemporaryPath { path in
+            do {
+                // Stated one byte short: refused at the very end, with every piece queued.
+                let inflater = try Zlib.FileInflater(creating: path, size: large.count - 1, bypassingCache: true)
+                #expect { try feed(inflater, compressed, piece: 1 << 20) } throws: { ($0 as? StoreError)?.code == .sizeLimitExceeded }
+            }
+            // The dropped inflater's descriptor number is free again: a write queued past its
+            // close would land here.
+            let other = path + ".other"
+            try FileSystem.writeAtomically([7, 7, 7], to: other)
+            let fd = open(other, O_RDWR)
+            defer { close(fd) }
+            let written = try FileSystem.read(path).count
+            #expect(written <= large.count - 1 && written % 4096 == 0)
+            #expect(try FileSystem.read(other) == [7, 7, 7])
         }
     }
 
@@ -118,12 +147,9 @@ struct FileInflaterTests {
     @Test("Given an inflater bypassing the cache on a file system with direct I/O, when a stream of several pieces and a short one is inflated, then no page of the file is cached and it holds exactly the inflated bytes",
           .enabled(if: Self.takesDirectIO, "the temporary folder's file system offers no direct I/O"))
     func writesDirect() throws {
-        // More pieces than the writer has, so each is written and taken again; the last is short.
-        let count = FileSystem.DirectWriter.pieceSize * 4 + 12_345
-        let large = (0..<count).map { UInt8(truncatingIfNeeded: $0 % 251 + $0 / 65_536) }
         let compressed = try Zlib.compress(large)
         try withTemporaryPath { path in
-            let inflater = try Zlib.FileInflater(creating: path, size: count, bypassingCache: true)
+            let inflater = try Zlib.FileInflater(creating: path, size: large.count, bypassingCache: true)
             #expect(inflater.isDirect)
             try feed(inflater, compressed, piece: 65_536)
             try inflater.finish(durable: true)
@@ -135,22 +161,25 @@ struct FileInflaterTests {
 
     @Test("Given a blob file and its hash, when inflated into a file around the page cache, then the file holds exactly the inflated bytes; a blob whose hash differs, or that is corrupt, is refused and its output removed")
     func blobFile() throws {
-        let compressed = try Zlib.compress(data)
+        let compressed = try Zlib.compress(large)
         try withTemporaryPath { path in
             let blob = path + ".blob"
             defer { unlink(blob) }
             try FileSystem.writeAtomically(compressed, to: blob)
-            try Zlib.decompressFile(blob, sha256: ContentID(hashing: compressed), to: path, size: data.count,
+            try Zlib.decompressFile(blob, sha256: ContentID(hashing: compressed), to: path, size: large.count,
                                     bypassingCache: true)
-            #expect(try FileSystem.read(path) == data)
+            #expect(try FileSystem.read(path) == large)
             unlink(path)
-            #expect { try Zlib.decompressFile(blob, sha256: ContentID(hashing: [1]), to: path, size: data.count) } throws: {
+            // The whole blob is inflated before its hash is known: its pieces are written, then refused.
+            #expect { try Zlib.decompressFile(blob, sha256: ContentID(hashing: [1]), to: path, size: large.count,
+                                              bypassingCache: true) } throws: {
                 ($0 as? StoreError)?.code == .hashMismatch
             }
             #expect(!FileSystem.exists(path))
             let truncated = Array(compressed.prefix(compressed.count / 2))
             try FileSystem.writeAtomically(truncated, to: blob)
-            #expect { try Zlib.decompressFile(blob, sha256: ContentID(hashing: truncated), to: path, size: data.count) } throws: {
+            #expect { try Zlib.decompressFile(blob, sha256: ContentID(hashing: truncated), to: path, size: large.count,
+                                              bypassingCache: true) } throws: {
                 ($0 as? StoreError)?.code == .corruptStream
             }
             #expect(!FileSystem.exists(path))
