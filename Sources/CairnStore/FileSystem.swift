@@ -209,4 +209,16 @@ public enum FileSystem {
     public static func exists(_ path: String) -> Bool {
         access(path, F_OK) == 0
     }
+
+    /// Makes `path` (its parent must exist) as a folder only this user can enter (0700), unless
+    /// it exists, and refuses it unless it is a folder (not a symlink) that this user owns: in a
+    /// shared folder such as `/tmp`, another user could have made it first.
+    public static func makePrivateDirectory(_ path: String) throws(StoreError) {
+        if mkdir(path, 0o700) != 0, errno != EEXIST { throw failure("cannot create", path) }
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw failure("cannot stat", path) }
+        guard info.st_mode & S_IFMT == S_IFDIR, info.st_uid == geteuid() else {
+            throw StoreError(.io, "\(path) is not a folder this user owns")
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import CairnCore
 import CairnIndex
+import CairnTestSupport
 import Foundation
 
 /// Runs `body` with a fresh temporary directory that is removed afterwards.
@@ -12,9 +13,8 @@ func withTemporaryDirectory<T>(_ body: (String) throws -> T) throws -> T {
 
 /// A fresh temporary directory (for async tests, which cannot use `withTemporaryDirectory`).
 func makeTemporaryDirectory() -> String {
-    let path = (NSTemporaryDirectory() as NSString).appendingPathComponent("cairn-index-tests-\(UUID().uuidString)")
-    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
+    // Inside the test process's own folder, removed when it ends (also when a test stops early).
+    try! TemporaryDirectory.make()
 }
 
 func removeDirectory(_ path: String) {

@@ -8,24 +8,36 @@ import Testing
 /// `cairn-server` run as a real process: kills at each stage, the lock, keygen, verify, history.
 @Suite("cairn-server processes", .offCooperativePool, .serialized)
 struct ProcessTests {
-    @Test("Given a publish killed at a stage, when the repository is checked and published again, then v1 stayed current and the next publish succeeds",
+    @Test("Given a publish killed at a stage, when the repository is checked and published again, then v1 stayed current, the next publish succeeds and removes the killed one's scratch folder",
           arguments: PublishStage.allCases)
     func killedPublish(stage: PublishStage) throws {
         let workspace = try Workspace()
+        // The publishes' own temporary folder, so that their scratch folders can be counted.
+        let temporary = workspace.folder + "/tmp"
+        try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
+        func scratchFolders() throws -> [String] {
+            let parent = ScratchFolder.parent(in: temporary)
+            return FileManager.default.fileExists(atPath: parent) ? try FileManager.default.contentsOfDirectory(atPath: parent) : []
+        }
         var chunks = SampleKB.chunks(count: 8)
-        #expect(try CLI.run(CLI.publishArguments(workspace, source: try workspace.writeSource(chunks))).status == 0)
+        #expect(try CLI.run(CLI.publishArguments(workspace, source: try workspace.writeSource(chunks)),
+                            environment: ["TMPDIR": temporary]).status == 0)
+        #expect(try scratchFolders() == [])
         chunks[1].content += " bandage"
         let source = try workspace.writeSource(chunks, name: "kb2.json")
 
         let running = try CLI.start(CLI.publishArguments(workspace, source: source),
-                                    environment: ["CAIRN_PUBLISH_PAUSE_AT": stage.rawValue])
+                                    environment: ["CAIRN_PUBLISH_PAUSE_AT": stage.rawValue, "TMPDIR": temporary])
         #expect(running.waitForError(containing: "paused at \(stage.rawValue)"), "\(running.error)")
         running.kill()
+        // The lock is taken before the scratch folder is made; every later stage leaves one.
+        #expect(try scratchFolders().count == (stage == .locked ? 0 : 1))
 
         #expect(try workspace.manifest().version == 1)
         #expect(workspace.verify().problems == [])
-        let again = try CLI.run(CLI.publishArguments(workspace, source: source))
+        let again = try CLI.run(CLI.publishArguments(workspace, source: source), environment: ["TMPDIR": temporary])
         #expect(again.status == 0, "\(again.error)")
+        #expect(try scratchFolders() == [])
         let current = try workspace.manifest()
         #expect(current.version == (stage == .versionWritten ? 3 : 2))
         #expect(current.stateRoot != (try workspace.manifest(1)).stateRoot)

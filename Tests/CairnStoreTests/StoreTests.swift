@@ -1,4 +1,5 @@
 import CairnCore
+import CairnTestSupport
 import Foundation
 import Testing
 @testable import CairnStore
@@ -49,9 +50,7 @@ struct ZlibTests {
 @Suite("content-addressed blob store")
 struct BlobStoreTests {
     func temporaryRoot() throws -> String {
-        let path = NSTemporaryDirectory() + "cairn-store-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
+        try TemporaryDirectory.make()
     }
 
     @Test("Given bytes, when put, then they live under blobs/sha256/<ab>/<hash> and read back verified")

@@ -172,9 +172,26 @@ public struct SplitMix64: RandomNumberGenerator, Sendable {
     }
 }
 
+/// Test folders, each made inside one folder per test process (`mkdtemp`: unique), which
+/// is removed when the process exits, so that runs of the suite do not fill the temporary folder
+/// (some tests copy the 87 MB model; each run of the suite before 2026-11-27 left hundreds of
+/// folders). Set `CAIRN_KEEP_TEST_FILES=1` to keep it for a look after a failure.
 public enum TemporaryDirectory {
+    // Short: Unix socket paths (at most 107 bytes) are made inside its folders.
+    private static let root: String = {
+        var template = Array((NSTemporaryDirectory() + "cairn-t-XXXXXX").utf8CString)
+        guard mkdtemp(&template) != nil else { fatalError("cannot make a test folder in \(NSTemporaryDirectory())") }
+        let path = String(cString: template)
+        // Open to others, as the test folders were before: nginx's workers serve from them.
+        chmod(path, 0o755)
+        if ProcessInfo.processInfo.environment["CAIRN_KEEP_TEST_FILES"] != "1" {
+            atexit { try? FileManager.default.removeItem(atPath: TemporaryDirectory.root) }
+        }
+        return path
+    }()
+
     public static func make() throws -> String {
-        let path = NSTemporaryDirectory() + "cairn-test-" + UUID().uuidString
+        let path = root + "/" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
     }

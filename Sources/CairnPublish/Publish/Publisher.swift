@@ -87,8 +87,9 @@ public struct Publisher: Sendable {
         let trust = try repository.trust(keys: keys.map(\.publicKey) + repository.storedKeys())
         try checkKeys(against: trust.current)
 
-        let scratch = try TemporaryFiles.makeFolder()
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let folder = try ScratchFolder()
+        defer { folder.remove() }
+        let scratch = folder.path
         var history = PublishedHistory(repository: repository, channel: config.channel,
                                        trustedKeys: trust.keys + trust.roots.flatMap(\.signingKeys), logger: logger)
         let version = history.nextVersion

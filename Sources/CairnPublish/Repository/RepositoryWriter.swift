@@ -66,16 +66,8 @@ struct RepositoryWriter {
     }
 }
 
-/// Scratch space outside the repository, and the leftovers a killed publish may leave inside it.
+/// The leftovers a killed publish may leave inside the repository.
 enum TemporaryFiles {
-    static func makeFolder() throws(PublishError) -> String {
-        let path = NSTemporaryDirectory() + "cairn-publish-" + UUID().uuidString
-        do { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) } catch {
-            throw PublishError(.io, "cannot create a temporary folder under \(NSTemporaryDirectory())")
-        }
-        return path
-    }
-
     /// Removes `.tmp-*` files (half-written blobs and manifests of a killed publish). Called
     /// with the publish lock held, so no live writer owns them.
     static func removeLeftovers(in repository: Repository) {

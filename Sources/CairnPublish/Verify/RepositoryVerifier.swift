@@ -44,11 +44,13 @@ public struct RepositoryVerifier: Sendable {
 
     public func verify() -> VerifyReport {
         var report = VerifyReport()
-        guard let scratch = try? TemporaryFiles.makeFolder() else {
-            report.problems.append("cannot create a temporary folder")
+        let folder: ScratchFolder
+        do { folder = try ScratchFolder() } catch {
+            report.problems.append(error.message)
             return report
         }
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        defer { folder.remove() }
+        let scratch = folder.path
         let trust: RepositoryTrust
         do { trust = try repository.trust(keys: trustedKeys) } catch {
             report.problems.append(error.message)

@@ -58,8 +58,7 @@ enum CLI {
     }
 
     static func start(_ arguments: [String], environment: [String: String] = [:]) throws -> Running {
-        let folder = NSTemporaryDirectory() + "cairn-cli-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let folder = try TemporaryDirectory.make()
         let out = folder + "/out", err = folder + "/err"
         FileManager.default.createFile(atPath: out, contents: nil)
         FileManager.default.createFile(atPath: err, contents: nil)
