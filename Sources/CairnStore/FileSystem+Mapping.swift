@@ -11,6 +11,8 @@ extension FileSystem {
     /// file's blocks are freed when the mapping is.
     public final class Mapping: StableBytes, @unchecked Sendable {
         public let bytes: UnsafeRawBufferPointer
+        /// Its entry in the table that names the file when a read of the mapping fails.
+        private let named: Int?
 
         /// Maps the file at `path` and unlinks it, whether or not the mapping succeeds.
         public init(unlinking path: String) throws(StoreError) {
@@ -26,8 +28,12 @@ extension FileSystem {
                 throw FileSystem.failure("cannot map", path)
             }
             bytes = UnsafeRawBufferPointer(start: mapped, count: size)
+            named = MappedFiles.remember(mapped, count: size, path: path)
         }
 
-        deinit { munmap(UnsafeMutableRawPointer(mutating: bytes.baseAddress), bytes.count) }
+        deinit {
+            MappedFiles.forget(named)
+            munmap(UnsafeMutableRawPointer(mutating: bytes.baseAddress), bytes.count)
+        }
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CairnCore
 import CairnServer
 import CairnStore
 import Foundation
@@ -32,6 +33,8 @@ struct ServeCommand: AsyncParsableCommand {
     var config: String?
 
     func run() async throws {
+        // Online search maps rows files: a failed read of one names the file before the process stops.
+        MappedFiles.nameFailedReads(program: "cairn-server")
         let configuration: ServerConfiguration
         do {
             configuration = try settings()

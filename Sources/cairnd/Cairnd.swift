@@ -1,4 +1,5 @@
 import ArgumentParser
+import CairnCore
 import CairnDaemon
 import Foundation
 import Logging
@@ -31,6 +32,8 @@ struct Cairnd: AsyncParsableCommand {
     /// argument-parser's entry point, except that usage errors exit 2 (not 64), as the
     /// documented exit codes promise, and a start-up failure is one line of its own.
     static func main() async {
+        // A failed read of a mapped rows file names the file before the process stops.
+        MappedFiles.nameFailedReads(program: "cairnd")
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

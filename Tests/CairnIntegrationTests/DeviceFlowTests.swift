@@ -54,6 +54,35 @@ struct DeviceFlowTests {
         #expect(offline.version == 2 && offline.ids.first == "radio" && !offline.online)
     }
 
+    @Test("Given a device serving version 1, when its mapped rows file is cut short under it, then the next query stops cairnd by SIGBUS with one line naming the file, and a restart serves version 1 again")
+    func failedReadOfMappedFileNamesIt() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Self.version1)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let device = try DeviceProcess(workspace, sources: [url])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        #expect(try device.query("boil water").ids.first == "boil")
+
+        // Another process cuts the mapped file short. A disk's read error, which cannot be made
+        // on demand, raises the same signal on the same read.
+        let rows = device.dataDirectory + "/versions/1/index.rows"
+        #expect(truncate(rows, 0) == 0)
+        #expect(throws: (any Error).self) { try device.query("boil water") }
+        device.process.waitUntilExit()
+        #expect(device.process.terminationReason == .uncaughtSignal && device.process.terminationStatus == SIGBUS)
+        let lines = device.log.split(separator: "\n").filter { $0.contains("a read of this mapped file failed") }
+        #expect(lines.count == 1, "\(device.log)")
+        #expect(lines.first?.hasPrefix("cairnd: ") == true && lines.first?.contains("versions/1/index.rows") == true, "\(lines)")
+
+        // The index itself is whole: started again, cairnd writes the rows file anew and serves.
+        let again = try DeviceProcess(workspace, sources: [url], name: "restarted", dataDirectory: device.dataDirectory)
+        defer { again.stop() }
+        try await again.waitForVersion(1)
+        #expect(try again.query("boil water").ids.first == "boil")
+    }
+
     @Test("Given the same repository on nginx, when a device syncs from it, then it installs and answers")
     func syncFromNginx() async throws {
         let workspace = try Workspace()

@@ -47,6 +47,8 @@ final class RowFile: @unchecked Sendable {
     private let inode: UInt64
     private let mapping: UnsafeMutableRawPointer
     private let length: Int
+    /// Its entry in the table that names the file when a read of the mapping fails.
+    private let named: Int?
     private let sections: [Range<Int>]
 
     /// Maps the file at `path` and checks its header and sections; `.snapshotMalformed` when it
@@ -64,6 +66,7 @@ final class RowFile: @unchecked Sendable {
         }
         mapping = mapped
         self.path = path
+        named = MappedFiles.remember(mapped, count: length, path: path)
         let header = UnsafeRawBufferPointer(start: mapped, count: Self.headerSize)
         do throws(IndexError) {
             guard Array(header[0..<8]) == Self.magic,
@@ -107,12 +110,16 @@ final class RowFile: @unchecked Sendable {
             }
             try checkOffsets()
         } catch {
+            MappedFiles.forget(named)
             munmap(mapped, length)
             throw error
         }
     }
 
-    deinit { munmap(mapping, length) }
+    deinit {
+        MappedFiles.forget(named)
+        munmap(mapping, length)
+    }
 
     /// Whether `path` names this same file (not a copy, not another at that path).
     func isFile(at path: String) -> Bool {
