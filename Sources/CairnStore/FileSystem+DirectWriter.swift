@@ -19,8 +19,8 @@ extension FileSystem {
     ///
     /// `@unchecked Sendable`: `pieces`, `failure` and `cancelled` are touched only under `lock`;
     /// `written` only on `queue`; `shortPiece` only by the caller's thread.
-    public final class DirectWriter: @unchecked Sendable {
-        public static let pieceSize = 4 << 20
+    final class DirectWriter: @unchecked Sendable {
+        static let pieceSize = 4 << 20
         /// Direct I/O's alignment of memory, offsets and lengths: the largest logical block
         /// size of the disks a device has.
         static let alignment = 4096
@@ -48,7 +48,7 @@ extension FileSystem {
         /// Turns on direct I/O for `fd`, an empty file open for writing; nil when its file
         /// system does not offer it (tmpfs on older kernels), and the caller writes through
         /// the page cache instead. The caller keeps `fd` open until this writer is gone.
-        public init?(fd: Int32, path: String) {
+        init?(fd: Int32, path: String) {
             #if os(Linux)
             let flags = fcntl(fd, F_GETFL)
             guard flags >= 0, fcntl(fd, F_SETFL, flags | Self.direct) == 0 else { return nil }
@@ -74,7 +74,7 @@ extension FileSystem {
         }
 
         /// A piece to fill, once one is free; the first write that failed, if one did.
-        public func piece() throws(StoreError) -> UnsafeMutableRawPointer {
+        func piece() throws(StoreError) -> UnsafeMutableRawPointer {
             free.wait()
             lock.lock()
             defer { lock.unlock() }
@@ -87,7 +87,7 @@ extension FileSystem {
 
         /// Queues `count` bytes of `piece` to be written after those queued before. Only the
         /// last piece may be shorter than `pieceSize`.
-        public func write(_ piece: UnsafeMutableRawPointer, count: Int) {
+        func write(_ piece: UnsafeMutableRawPointer, count: Int) {
             precondition(!shortPiece, "a piece shorter than pieceSize must be the last")
             shortPiece = count < Self.pieceSize
             // The caller no longer touches the piece until `piece()` hands it out again.
@@ -107,7 +107,7 @@ extension FileSystem {
 
         /// Drops the writes still queued and waits for the one under way, if any: after it the
         /// file's descriptor may be closed. For a file given up part-way (a refused stream).
-        public func cancel() {
+        func cancel() {
             lock.lock()
             cancelled = true
             lock.unlock()
@@ -116,7 +116,7 @@ extension FileSystem {
 
         /// Waits for every queued write, cuts the file to `size` (the last piece was padded)
         /// and returns the first failure, if any.
-        public func finish(size: Int64) throws(StoreError) {
+        func finish(size: Int64) throws(StoreError) {
             queue.sync {}
             lock.lock()
             let failure = failure
