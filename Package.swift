@@ -53,7 +53,9 @@ let package = Package(
                 swiftSettings: fuzzing ? [] : [.unsafeFlags(["-Ounchecked"])]),
         // Files: zlib streams with size caps, atomic writes, the content-addressed blob store.
         .target(name: "CairnStore", dependencies: ["CairnCore", "CZlib"]),
-        .target(name: "CairnIndex", dependencies: ["CairnCore", "CairnThreads", "CSQLite", "CEncoderKernels"],
+        // An SQLite VFS whose sequential reads are direct: an install's verifying pass.
+        .target(name: "CSQLiteStream", dependencies: ["CSQLite"]),
+        .target(name: "CairnIndex", dependencies: ["CairnCore", "CairnThreads", "CSQLite", "CSQLiteStream", "CEncoderKernels"],
                 exclude: ["SNAPSHOT-SCHEMA.md"]),
         .target(name: "CairnPublish", dependencies: [
             "CairnCore", "CairnEmbedding", "CairnIndex", "CairnStore",

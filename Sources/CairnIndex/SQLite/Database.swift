@@ -1,4 +1,5 @@
 import CSQLite
+import CSQLiteStream
 import Glibc
 import Synchronization
 
@@ -15,6 +16,10 @@ public final class Database: @unchecked Sendable {
         /// Read only. `immutable` promises SQLite that nobody changes the file while it is open
         /// (true of an installed snapshot, which is replaced by rename, never written): no locks.
         case readOnly(immutable: Bool)
+        /// Read only, for one pass over a file that no one writes while it is open and that
+        /// need not stay in the page cache: its pages read in sequence are read direct, in runs
+        /// of megabytes (the `cairn-stream` VFS, Sources/CSQLiteStream), the rest as usual.
+        case streaming
         /// Read and write an existing file.
         case readWrite
         /// Read and write, creating the file if it does not exist.
@@ -31,6 +36,7 @@ public final class Database: @unchecked Sendable {
     public init(path: String, mode: OpenMode, busyTimeout: Int32 = Database.defaultBusyTimeout) throws(IndexError) {
         var flags = SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_EXRESCODE
         var name = path
+        var vfs: UnsafePointer<CChar>?
         switch mode {
         case .readOnly(let immutable):
             flags |= SQLITE_OPEN_READONLY
@@ -38,13 +44,17 @@ public final class Database: @unchecked Sendable {
                 flags |= SQLITE_OPEN_URI
                 name = "file:" + Database.uriEscaped(path) + "?immutable=1"
             }
+        case .streaming:
+            flags |= SQLITE_OPEN_READONLY
+            // Where the VFS cannot be registered, the default one reads the file.
+            if cairn_stream_vfs_register() == SQLITE_OK { vfs = cairn_stream_vfs_name }
         case .readWrite:
             flags |= SQLITE_OPEN_READWRITE
         case .readWriteCreate:
             flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
         }
         var db: OpaquePointer?
-        let rc = sqlite3_open_v2(name, &db, flags, nil)
+        let rc = sqlite3_open_v2(name, &db, flags, vfs)
         guard rc == SQLITE_OK, let db else {
             let code = db.map { sqlite3_extended_errcode($0) } ?? rc
             sqlite3_close_v2(db)

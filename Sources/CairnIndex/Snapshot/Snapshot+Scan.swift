@@ -91,9 +91,13 @@ extension Snapshot {
         public func part(_ part: Int) throws(IndexError) -> Part {
             let n = meta.chunkCount
             let (low, high) = (n * part / parts, n * (part + 1) / parts)
-            let db = try Database(path: path, mode: .readOnly(immutable: false))
-            // Reading the pages through a mapping instead of copying each into SQLite's cache.
-            try db.exec("PRAGMA mmap_size = \(Snapshot.scanMapSize)")
+            // A full snapshot's file was just written past the page cache (direct I/O), and on
+            // a small device it cannot stay cached: its rows are read direct, megabytes at a
+            // time. Otherwise (a delta's result, or an installed file), the pages are read
+            // through a mapping instead of copied into SQLite's cache.
+            let streaming = check == .recomputedHashes
+            let db = try Database(path: path, mode: streaming ? .streaming : .readOnly(immutable: false))
+            if !streaming { try db.exec("PRAGMA mmap_size = \(Snapshot.scanMapSize)") }
             // One column layout for every check; what a check does not need is selected as NULL.
             let text = check == .recomputedHashes ? "title, content, scenario, tags, source" : "NULL, NULL, scenario, tags, NULL"
             let where_ = parts > 1 ? "WHERE rowid BETWEEN ?1 AND ?2 " : ""
