@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const char *const cairn_stream_vfs_name = "cairn-stream";
@@ -115,9 +116,17 @@ static int fill(StreamFile *file, Stream *stream, sqlite3_int64 offset, int amou
     } while (count < 0 && errno == EINTR);
     if (count < 0 && errno == EINVAL) {
         // The file system takes O_DIRECT but not this read: no streams for this file.
-        for (int i = 0; i < STREAMS; i++) finish_ahead(&file->streams[i]);
+        for (int i = 0; i < STREAMS; i++) {
+            Stream *each = &file->streams[i];
+            finish_ahead(each);
+            free(each->data);
+            free(each->ahead);
+            each->data = each->ahead = NULL;
+            each->length = 0;
+        }
         close(file->direct);
         file->direct = -1;
+        return 0;
     }
     if (count < offset + amount - start) {
         stream->length = 0;
@@ -215,15 +224,22 @@ static int stream_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *handle,
     StreamFile *file = (StreamFile *)handle;
     memset(file, 0, sizeof *file);
     file->real = (sqlite3_file *)&file[1];
-    file->direct = -1;
     file->missEnd = -1;
+    // Opened first, and kept only if the name still leads to the same file once the default VFS
+    // has opened it: both then read one file.
+    file->direct = name && (flags & SQLITE_OPEN_MAIN_DB) && (flags & SQLITE_OPEN_READONLY)
+        ? open(name, O_RDONLY | O_DIRECT | O_CLOEXEC) : -1;
     int rc = base_vfs(vfs)->xOpen(base_vfs(vfs), name, file->real, flags, outFlags);
     if (rc != SQLITE_OK) {
         if (file->real->pMethods) file->real->pMethods->xClose(file->real);
+        if (file->direct >= 0) close(file->direct);
         return rc;
     }
-    if (name && (flags & SQLITE_OPEN_MAIN_DB) && (flags & SQLITE_OPEN_READONLY)) {
-        file->direct = open(name, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    struct stat named, opened;
+    if (file->direct >= 0 && (stat(name, &named) != 0 || fstat(file->direct, &opened) != 0
+                              || named.st_dev != opened.st_dev || named.st_ino != opened.st_ino)) {
+        close(file->direct);
+        file->direct = -1;
     }
     file->base.pMethods = &stream_methods;
     return SQLITE_OK;

@@ -16,8 +16,8 @@ public final class Database: @unchecked Sendable {
         /// Read only. `immutable` promises SQLite that nobody changes the file while it is open
         /// (true of an installed snapshot, which is replaced by rename, never written): no locks.
         case readOnly(immutable: Bool)
-        /// Read only, for one pass over a file that no one writes while it is open and that
-        /// need not stay in the page cache: its pages read in sequence are read direct, in runs
+        /// Read only and immutable (no one writes the file while it is open), for one pass over
+        /// a file that need not stay in the page cache: its pages read in sequence are read direct, in runs
         /// of megabytes (the `cairn-stream` VFS, Sources/CSQLiteStream), the rest as usual.
         case streaming
         /// Read and write an existing file.
@@ -45,8 +45,11 @@ public final class Database: @unchecked Sendable {
                 name = "file:" + Database.uriEscaped(path) + "?immutable=1"
             }
         case .streaming:
-            flags |= SQLITE_OPEN_READONLY
-            // Where the VFS cannot be registered, the default one reads the file.
+            // Immutable: the VFS's buffers are never checked against changes, and it closes a
+            // descriptor of its own on the file, which would drop any POSIX lock of this
+            // process's on it. Where the VFS cannot be registered, the default one reads the file.
+            flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI
+            name = "file:" + Database.uriEscaped(path) + "?immutable=1"
             if cairn_stream_vfs_register() == SQLITE_OK { vfs = cairn_stream_vfs_name }
         case .readWrite:
             flags |= SQLITE_OPEN_READWRITE
@@ -100,8 +103,10 @@ public final class Database: @unchecked Sendable {
     }
 
     private static func immutableFlag(_ mode: OpenMode) -> Bool {
-        if case .readOnly(immutable: true) = mode { return true }
-        return false
+        switch mode {
+        case .readOnly(immutable: true), .streaming: true
+        default: false
+        }
     }
 
     /// Compiles one SQL statement (Cairn's own SQL: values are always bound, never spliced).
