@@ -61,6 +61,12 @@ typedef struct StreamFile {
 static sqlite3_vfs *base_vfs(sqlite3_vfs *vfs) { return (sqlite3_vfs *)vfs->pAppData; }
 static sqlite3_file *real(sqlite3_file *file) { return ((StreamFile *)file)->real; }
 
+// Whether `*buffer` holds a run's room, allocated now if it did not.
+static int allocated(unsigned char **buffer) {
+    if (!*buffer && posix_memalign((void **)buffer, ALIGNMENT, STREAM_BYTES) != 0) *buffer = NULL;
+    return *buffer != NULL;
+}
+
 // Waits for the stream's read ahead, if any: the bytes it read, or -1.
 static ssize_t finish_ahead(Stream *stream) {
     if (!stream->reading) return -1;
@@ -74,10 +80,7 @@ static ssize_t finish_ahead(Stream *stream) {
 // second buffer, unless the stream already holds the file's end.
 static void start_ahead(StreamFile *file, Stream *stream) {
     if (stream->reading || stream->length < STREAM_BYTES) return;
-    if (!stream->ahead && posix_memalign((void **)&stream->ahead, ALIGNMENT, STREAM_BYTES) != 0) {
-        stream->ahead = NULL;
-        return;
-    }
+    if (!allocated(&stream->ahead)) return;
     memset(&stream->request, 0, sizeof stream->request);
     stream->request.aio_fildes = file->direct;
     stream->request.aio_buf = stream->ahead;
@@ -102,12 +105,24 @@ static int take_ahead(Stream *stream, sqlite3_int64 offset, int amount) {
     return 1;
 }
 
+// Waits for every read ahead, frees the buffers and closes the direct descriptor: no streams
+// from now on.
+static void release(StreamFile *file) {
+    for (int i = 0; i < STREAMS; i++) {
+        Stream *stream = &file->streams[i];
+        finish_ahead(stream);
+        free(stream->data);
+        free(stream->ahead);
+        stream->data = stream->ahead = NULL;
+        stream->length = 0;
+    }
+    if (file->direct >= 0) close(file->direct);
+    file->direct = -1;
+}
+
 // Fills `stream` with the run of the file that holds [offset, offset + amount); whether it does.
 static int fill(StreamFile *file, Stream *stream, sqlite3_int64 offset, int amount) {
-    if (!stream->data && posix_memalign((void **)&stream->data, ALIGNMENT, STREAM_BYTES) != 0) {
-        stream->data = NULL;
-        return 0;
-    }
+    if (!allocated(&stream->data)) return 0;
     sqlite3_int64 start = offset & ~(sqlite3_int64)(ALIGNMENT - 1);
     start = start > BEHIND ? start - BEHIND : 0;
     ssize_t count;
@@ -116,16 +131,7 @@ static int fill(StreamFile *file, Stream *stream, sqlite3_int64 offset, int amou
     } while (count < 0 && errno == EINTR);
     if (count < 0 && errno == EINVAL) {
         // The file system takes O_DIRECT but not this read: no streams for this file.
-        for (int i = 0; i < STREAMS; i++) {
-            Stream *each = &file->streams[i];
-            finish_ahead(each);
-            free(each->data);
-            free(each->ahead);
-            each->data = each->ahead = NULL;
-            each->length = 0;
-        }
-        close(file->direct);
-        file->direct = -1;
+        release(file);
         return 0;
     }
     if (count < offset + amount - start) {
@@ -155,15 +161,14 @@ static int stream_read(sqlite3_file *handle, void *buffer, int amount, sqlite3_i
         }
         // A second read in sequence outside every stream starts one, in place of the oldest.
         if (!next && offset == file->missEnd) next = oldest;
-        if (next && take_ahead(next, offset, amount)) {
-            start_ahead(file, next);
-            memcpy(buffer, next->data + (offset - next->start), amount);
-            next->used = ++file->clock;
-            return SQLITE_OK;
+        // Its read ahead when that holds the read, else a fill (once the read ahead is done
+        // with the second buffer); then the next run is read ahead.
+        int ready = 0;
+        if (next && !(ready = take_ahead(next, offset, amount))) {
+            finish_ahead(next);
+            ready = fill(file, next, offset, amount);
         }
-        // (Its second buffer is free again before it is read into.)
-        if (next) finish_ahead(next);
-        if (next && fill(file, next, offset, amount)) {
+        if (ready) {
             start_ahead(file, next);
             memcpy(buffer, next->data + (offset - next->start), amount);
             next->used = ++file->clock;
@@ -176,14 +181,8 @@ static int stream_read(sqlite3_file *handle, void *buffer, int amount, sqlite3_i
 
 static int stream_close(sqlite3_file *handle) {
     StreamFile *file = (StreamFile *)handle;
-    for (int i = 0; i < STREAMS; i++) {
-        finish_ahead(&file->streams[i]);
-        free(file->streams[i].data);
-        free(file->streams[i].ahead);
-    }
-    if (file->direct >= 0) close(file->direct);
-    int rc = file->real->pMethods ? file->real->pMethods->xClose(file->real) : SQLITE_OK;
-    return rc;
+    release(file);
+    return file->real->pMethods ? file->real->pMethods->xClose(file->real) : SQLITE_OK;
 }
 
 // Everything else is the default VFS's file's own. No mapping (xFetch gives none): every read

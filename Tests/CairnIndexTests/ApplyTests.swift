@@ -152,11 +152,7 @@ import Testing
     func prefetchedRowsAreCached() throws {
         try withTemporaryDirectory { directory in
             // 2,000 rows of about 3 kB: a file of a few thousand pages, each row on its own.
-            let entries = (0..<2_000).map { index in
-                let words = (0..<400).map { "w\(($0 * 7 + index) % 997)" }.joined(separator: " ")
-                return ChunkRecord(chunk: Chunk(id: String(format: "row-%05d", index), title: "Row \(index)", content: words),
-                                   vector: unit(Float(index % 7) + 1, 1, Float(index % 3), 0.5))
-            }
+            let entries = Corpus.pageRows(2_000)
             let path = try Corpus.snapshot(in: directory, entries: entries)
             let before = try Data(contentsOf: URL(fileURLWithPath: path))
             try #require(PageCache.drop(path))

@@ -75,6 +75,16 @@ enum Corpus {
         SnapshotMeta(channel: "test", version: version, dimension: dimension, modelID: "hand-made", entries: entries)
     }
 
+    /// `count` rows of about 3 kB (400 words of a vocabulary of 997), each on a page of its own:
+    /// a file of a few thousand pages, for tests of how it is read from disk. Ids `row-00000`….
+    static func pageRows(_ count: Int) -> [ChunkRecord] {
+        (0..<count).map { index in
+            let words = (0..<400).map { "w\(($0 * 7 + index) % 997)" }.joined(separator: " ")
+            return ChunkRecord(chunk: Chunk(id: String(format: "row-%05d", index), title: "Row \(index)", content: words),
+                               vector: unit(Float(index % 7) + 1, 1, Float(index % 3), 0.5))
+        }
+    }
+
     /// Writes the corpus as a snapshot in `directory` and returns its path.
     static func snapshot(in directory: String, name: String = "snapshot.sqlite",
                          entries: [ChunkRecord] = Corpus.entries) throws -> String {

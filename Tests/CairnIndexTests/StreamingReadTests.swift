@@ -8,14 +8,9 @@ import Testing
 /// install's verifying pass reads the new index in direct runs of megabytes. Observed on the real
 /// file: what it reads, and the page cache after it (mincore(2)).
 @Suite struct StreamingReadTests {
-    /// 4,000 rows of about 3 kB, each on a page of its own: a file of several streams' runs.
+    /// 4,000 rows of a page each: a file of several streams' runs.
     static func snapshot(in directory: String) throws -> String {
-        let entries = (0..<4_000).map { index in
-            let words = (0..<400).map { "w\(($0 * 7 + index) % 997)" }.joined(separator: " ")
-            return ChunkRecord(chunk: Chunk(id: String(format: "row-%05d", index), title: "Row \(index)", content: words),
-                               vector: unit(Float(index % 7) + 1, 1, Float(index % 3), 0.5))
-        }
-        return try Corpus.snapshot(in: directory, entries: entries)
+        try Corpus.snapshot(in: directory, entries: Corpus.pageRows(4_000))
     }
 
     /// Every row's rowid, id, content and vector, and each row's document length beside it (a

@@ -38,23 +38,22 @@ public final class Database: @unchecked Sendable {
         var name = path
         var vfs: UnsafePointer<CChar>?
         switch mode {
-        case .readOnly(let immutable):
+        case .readOnly:
             flags |= SQLITE_OPEN_READONLY
-            if immutable {
-                flags |= SQLITE_OPEN_URI
-                name = "file:" + Database.uriEscaped(path) + "?immutable=1"
-            }
         case .streaming:
-            // Immutable: the VFS's buffers are never checked against changes, and it closes a
-            // descriptor of its own on the file, which would drop any POSIX lock of this
+            // Immutable (below): the VFS's buffers are never checked against changes, and it
+            // closes a descriptor of its own on the file, which would drop any POSIX lock of this
             // process's on it. Where the VFS cannot be registered, the default one reads the file.
-            flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI
-            name = "file:" + Database.uriEscaped(path) + "?immutable=1"
+            flags |= SQLITE_OPEN_READONLY
             if cairn_stream_vfs_register() == SQLITE_OK { vfs = cairn_stream_vfs_name }
         case .readWrite:
             flags |= SQLITE_OPEN_READWRITE
         case .readWriteCreate:
             flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        }
+        if Self.immutableFlag(mode) {
+            flags |= SQLITE_OPEN_URI
+            name = "file:" + Database.uriEscaped(path) + "?immutable=1"
         }
         var db: OpaquePointer?
         let rc = sqlite3_open_v2(name, &db, flags, vfs)
