@@ -49,7 +49,7 @@ let package = Package(
         // Every thread that runs off Swift's cooperative pool (Threads.swift says which work
         // runs where): search threads, side work, the encoder's team, install threads.
         .target(name: "CairnThreads"),
-        .target(name: "CairnEmbedding", dependencies: ["CairnBLAS", "CairnThreads", "CEncoderKernels"],
+        .target(name: "CairnEmbedding", dependencies: ["CairnBLAS", "CairnCore", "CairnThreads", "CEncoderKernels"],
                 swiftSettings: fuzzing ? [] : [.unsafeFlags(["-Ounchecked"])]),
         // Files: zlib streams with size caps, atomic writes, the content-addressed blob store.
         .target(name: "CairnStore", dependencies: ["CairnCore", "CZlib"]),

@@ -11,8 +11,9 @@ import Glibc
 /// (`nameFailedReads(program:)`), one line naming the file goes to standard error first; the
 /// signal then ends the process as it would have (a supervisor restarts it; the data directory's
 /// versions are untouched). The file is named by its path now (`/proc/self/map_files`: a version
-/// folder is renamed after its rows file is mapped), else by the path it was mapped from. Not
-/// covered: the model's weights and SQLite's own maps, mapped by code that does not use this.
+/// folder is renamed after its rows file is mapped), else by the path it was mapped from. The
+/// model's weights are covered too (`SafeTensors`: the encoder reads them from the mapping); not
+/// SQLite's own maps, mapped by code that does not use this.
 ///
 /// The handler runs inside a signal: it only reads a fixed table of mappings and buffers made
 /// beforehand, and calls `readlink` and `write`. A mapping forgotten while the handler reads the

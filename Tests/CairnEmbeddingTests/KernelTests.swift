@@ -72,7 +72,7 @@ struct KernelTests {
                 let gamma = (0..<width).map { _ in generator.nextFloat() + 0.5 }
                 let beta = (0..<width).map { _ in generator.nextFloat() - 0.5 }
                 var values = input
-                values.withUnsafeMutableBufferPointer { kernels.layerNorm($0.baseAddress!, rows: rows, gamma: gamma, beta: beta, epsilon: 1e-12) }
+                values.withUnsafeMutableBufferPointer { kernels.layerNorm($0.baseAddress!, rows: rows, gamma: TensorFloats(copying: gamma), beta: TensorFloats(copying: beta), epsilon: 1e-12) }
                 for row in 0..<rows {
                     let x: [Double] = input[(row * width)..<((row + 1) * width)].map(Double.init)
                     let mean: Double = x.reduce(0, +) / Double(width)
@@ -98,7 +98,7 @@ struct KernelTests {
         let bias = (0..<outputs).map { _ in generator.nextFloat() }
         let x = (0..<(tokens * inputs)).map { _ in generator.nextFloat() - 0.5 }
         let start = (0..<(tokens * outputs)).map { _ in generator.nextFloat() }
-        let layer = EncoderKernels.PackedLinear(weight: weight, bias: bias, outputs: outputs, inputs: inputs)
+        let layer = EncoderKernels.PackedLinear(weight: TensorFloats(copying: weight), bias: TensorFloats(copying: bias), outputs: outputs, inputs: inputs)
         for kernels in Self.sets {
             for accumulate in [false, true] {
                 var y = start

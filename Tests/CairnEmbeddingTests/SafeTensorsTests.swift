@@ -29,7 +29,36 @@ struct SafeTensorsTests {
         let name = "encoder.layer.1.intermediate.dense.weight"
         #expect(file.tensors[name]?.shape == [16, 8])
         #expect(try file.floats(name, shape: [16, 8]) == model.tensor(name))
-        try file.withFloats(name, shape: [16, 8]) { #expect(Array($0) == model.tensor(name)) }
+    }
+
+    @Test("Given an aligned tensor, when the encoder takes it, then it reads the file's mapping in place, open while the view lives")
+    func alignedTensorsAreReadInPlace() throws {
+        let model = TinyModel(seed: 5)
+        let name = "encoder.layer.1.intermediate.dense.weight"
+        // The file object is gone after the closure: only the views hold the mapping.
+        let (first, second) = try { () throws -> (TensorFloats, TensorFloats) in
+            let file = try SafeTensors(path: try write(model.safetensorsBytes))
+            return (try file.tensor(name, shape: [16, 8]), try file.tensor(name, shape: [16, 8]))
+        }()
+        #expect(first.base == second.base, "two views of one tensor are the same bytes, not two copies")
+        #expect(first.withUnsafeBufferPointer { Array($0) } == model.tensor(name))
+    }
+
+    @Test("Given a tensor at an offset unaligned for Float, when the encoder takes it, then it gets a copy of the right values")
+    func unalignedTensorsAreCopied() throws {
+        let values: [Float] = [1.5, -2.25, 3, 1e-3, 7]
+        // "a" starts one byte into the data: its floats straddle the stored ones.
+        let header: [String: Any] = ["a": ["dtype": "F32", "shape": [4], "data_offsets": [1, 17]]]
+        let bytes = TinyModel.safetensors(header: header, data: values)
+        let dataStart = bytes.count - values.count * 4
+        let expected = (0..<4).map { index in
+            bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: dataStart + 1 + 4 * index, as: Float.self) }
+        }
+        let file = try SafeTensors(path: try write(bytes))
+        let (first, second) = (try file.tensor("a", shape: [4]), try file.tensor("a", shape: [4]))
+        #expect(first.base != second.base)
+        #expect(first.withUnsafeBufferPointer { Array($0) } == expected)
+        #expect(try file.floats("a", shape: [4]) == expected)
     }
 
     @Test("Given a file cut short anywhere after its header, when opening, then it is reported truncated")

@@ -15,28 +15,30 @@ import Synchronization
 /// encoder packs the weights once (on first use) into 32-output panels and runs its own kernel
 /// (EncoderKernels) over them; batches stay on OpenBLAS, whose blocking wins on large products.
 public final class BertEncoder: Sendable {
+    /// One layer's weights: read in place from the model file's mapping (`TensorFloats`), except
+    /// the query, key and value weights, stacked into one copy for one product.
     struct Layer: Sendable {
         /// Query, key and value weights stacked: (3·hidden) × hidden, row-major (out × in).
-        var qkvWeight: [Float]
-        var qkvBias: [Float]
-        var attentionOutputWeight: [Float]
-        var attentionOutputBias: [Float]
-        var attentionNormGamma: [Float]
-        var attentionNormBeta: [Float]
-        var intermediateWeight: [Float]
-        var intermediateBias: [Float]
-        var outputWeight: [Float]
-        var outputBias: [Float]
-        var outputNormGamma: [Float]
-        var outputNormBeta: [Float]
+        var qkvWeight: TensorFloats
+        var qkvBias: TensorFloats
+        var attentionOutputWeight: TensorFloats
+        var attentionOutputBias: TensorFloats
+        var attentionNormGamma: TensorFloats
+        var attentionNormBeta: TensorFloats
+        var intermediateWeight: TensorFloats
+        var intermediateBias: TensorFloats
+        var outputWeight: TensorFloats
+        var outputBias: TensorFloats
+        var outputNormGamma: TensorFloats
+        var outputNormBeta: TensorFloats
     }
 
     public let configuration: BertConfiguration
-    let wordEmbeddings: [Float]
-    let positionEmbeddings: [Float]
-    let tokenTypeEmbeddings: [Float]
-    let embeddingNormGamma: [Float]
-    let embeddingNormBeta: [Float]
+    let wordEmbeddings: TensorFloats
+    let positionEmbeddings: TensorFloats
+    let tokenTypeEmbeddings: TensorFloats
+    let embeddingNormGamma: TensorFloats
+    let embeddingNormBeta: TensorFloats
     /// One layer's linear weights in the packed layout of the short-sequence kernel.
     struct PackedLayer: Sendable {
         let qkv: EncoderKernels.PackedLinear
@@ -70,8 +72,13 @@ public final class BertEncoder: Sendable {
         // Checkpoints saved from BertModel have no prefix; from BertForX they have "bert.".
         let prefix = weights.tensors["embeddings.word_embeddings.weight"] == nil
             && weights.tensors["bert.embeddings.word_embeddings.weight"] != nil ? "bert." : ""
-        func tensor(_ name: String, _ shape: [Int]) throws(EmbeddingError) -> [Float] {
-            try weights.floats(prefix + name, shape: shape)
+        func tensor(_ name: String, _ shape: [Int]) throws(EmbeddingError) -> TensorFloats {
+            try weights.tensor(prefix + name, shape: shape)
+        }
+        func stacked(_ names: [String], _ shape: [Int]) throws(EmbeddingError) -> TensorFloats {
+            var parts: [TensorFloats] = []
+            for name in names { parts.append(try tensor(name, shape)) }
+            return TensorFloats(stacking: parts)
         }
         wordEmbeddings = try tensor("embeddings.word_embeddings.weight", [configuration.vocabularySize, h])
         positionEmbeddings = try tensor("embeddings.position_embeddings.weight", [configuration.maximumPositions, h])
@@ -82,12 +89,8 @@ public final class BertEncoder: Sendable {
         for index in 0..<configuration.layerCount {
             let p = "encoder.layer.\(index)."
             layers.append(Layer(
-                qkvWeight: try tensor(p + "attention.self.query.weight", [h, h])
-                    + tensor(p + "attention.self.key.weight", [h, h])
-                    + tensor(p + "attention.self.value.weight", [h, h]),
-                qkvBias: try tensor(p + "attention.self.query.bias", [h])
-                    + tensor(p + "attention.self.key.bias", [h])
-                    + tensor(p + "attention.self.value.bias", [h]),
+                qkvWeight: try stacked(["query", "key", "value"].map { p + "attention.self.\($0).weight" }, [h, h]),
+                qkvBias: try stacked(["query", "key", "value"].map { p + "attention.self.\($0).bias" }, [h]),
                 attentionOutputWeight: try tensor(p + "attention.output.dense.weight", [h, h]),
                 attentionOutputBias: try tensor(p + "attention.output.dense.bias", [h]),
                 attentionNormGamma: try tensor(p + "attention.output.LayerNorm.weight", [h]),
@@ -192,9 +195,9 @@ public final class BertEncoder: Sendable {
     /// y = x · Wᵀ + bias (+ y if `accumulate`), with x tokens × inputs and W outputs × inputs;
     /// with `parallelism` > 1 the output columns are split between that many threads. With
     /// `packed` weights the packed kernel runs instead of sgemm.
-    private func linear(_ x: UnsafePointer<Float>, tokens: Int, inputs: Int, weight: [Float],
+    private func linear(_ x: UnsafePointer<Float>, tokens: Int, inputs: Int, weight: TensorFloats,
                         packed: EncoderKernels.PackedLinear?, parallelism: Int = 1,
-                        bias: [Float], into y: UnsafeMutablePointer<Float>, outputs: Int, accumulate: Bool) {
+                        bias: TensorFloats, into y: UnsafeMutablePointer<Float>, outputs: Int, accumulate: Bool) {
         if let packed {
             // Each chunk computes whole panels, so its own columns of y; with one thread, one
             // chunk. Two panels a chunk: small enough that a busy helper holds the caller up
@@ -218,17 +221,13 @@ public final class BertEncoder: Sendable {
         let work: @Sendable (Int) -> Void = { part in
             let first = part * slice, count = min(slice, outputs - first)
             guard count > 0 else { return }
-            weight.withUnsafeBufferPointer { weights in
-                bias.withUnsafeBufferPointer { biases in
-                    for t in 0..<tokens {
-                        let row = operands.output + t * outputs + first
-                        for o in 0..<count { row[o] = (accumulate ? row[o] : 0) + biases[first + o] }
-                    }
-                    blas.sgemm(transB: true, m: tokens, n: count, k: inputs, a: operands.x, lda: inputs,
-                               b: weights.baseAddress! + first * inputs, ldb: inputs, beta: 1,
-                               c: operands.output + first, ldc: outputs)
-                }
+            for t in 0..<tokens {
+                let row = operands.output + t * outputs + first
+                for o in 0..<count { row[o] = (accumulate ? row[o] : 0) + bias[first + o] }
             }
+            blas.sgemm(transB: true, m: tokens, n: count, k: inputs, a: operands.x, lda: inputs,
+                       b: weight.base + first * inputs, ldb: inputs, beta: 1,
+                       c: operands.output + first, ldc: outputs)
         }
         WorkerTeam.shared.run(chunks: parts, work)
     }

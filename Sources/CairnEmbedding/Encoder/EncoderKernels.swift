@@ -43,13 +43,13 @@ public struct EncoderKernels: Sendable, CustomStringConvertible {
         let inputs: Int
         var panels: Int { (outputs + EncoderKernels.panelWidth - 1) / EncoderKernels.panelWidth }
 
-        init(weight: [Float], bias: [Float], outputs: Int, inputs: Int) {
+        init(weight: TensorFloats, bias: TensorFloats, outputs: Int, inputs: Int) {
             precondition(weight.count == outputs * inputs && bias.count == outputs)
             var packedWeight = [Float](repeating: 0, count: cairn_packed_weight_count(Int32(outputs), Int32(inputs)))
             var packedBias = [Float](repeating: 0, count: cairn_packed_bias_count(Int32(outputs)))
             packedWeight.withUnsafeMutableBufferPointer { w in
                 packedBias.withUnsafeMutableBufferPointer { b in
-                    cairn_pack_linear(weight, bias, Int32(outputs), Int32(inputs), w.baseAddress, b.baseAddress)
+                    cairn_pack_linear(weight.base, bias.base, Int32(outputs), Int32(inputs), w.baseAddress, b.baseAddress)
                 }
             }
             self.weight = packedWeight
@@ -84,8 +84,8 @@ public struct EncoderKernels: Sendable, CustomStringConvertible {
     }
 
     /// LayerNorm of each of `rows` rows of `gamma.count` floats, in place.
-    func layerNorm(_ x: UnsafeMutablePointer<Float>, rows: Int, gamma: [Float], beta: [Float], epsilon: Float) {
+    func layerNorm(_ x: UnsafeMutablePointer<Float>, rows: Int, gamma: TensorFloats, beta: TensorFloats, epsilon: Float) {
         precondition(gamma.count == beta.count)
-        table.pointee.layer_norm(x, Int32(rows), Int32(gamma.count), gamma, beta, epsilon)
+        table.pointee.layer_norm(x, Int32(rows), Int32(gamma.count), gamma.base, beta.base, epsilon)
     }
 }

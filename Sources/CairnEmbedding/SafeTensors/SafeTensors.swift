@@ -1,3 +1,4 @@
+import CairnCore
 import Foundation
 
 #if canImport(Glibc)
@@ -42,6 +43,8 @@ public final class SafeTensors: @unchecked Sendable {
     public let tensors: [String: TensorInfo]
     private let base: UnsafeRawPointer
     private let mappedSize: Int
+    /// The mapping's entry in `MappedFiles`: the encoder reads its weights from it while it serves.
+    private let named: Int?
 
     /// Maps `path` and validates its header. Throws `EmbeddingError` with code
     /// `modelNotFound`, `safetensorsTruncated` or `safetensorsMalformed`.
@@ -71,9 +74,11 @@ public final class SafeTensors: @unchecked Sendable {
         }
         self.base = base
         self.mappedSize = size
+        named = MappedFiles.remember(base, count: size, path: path)
     }
 
     deinit {
+        MappedFiles.forget(named)
         munmap(UnsafeMutableRawPointer(mutating: base), mappedSize)
     }
 
@@ -142,24 +147,14 @@ public final class SafeTensors: @unchecked Sendable {
         return tensors
     }
 
-    /// The F32 tensor `name`, checked to have `shape`, as floats (a copy if the bytes are unaligned).
+    /// The F32 tensor `name`, checked to have `shape`, as floats (a copy).
     public func floats(_ name: String, shape: [Int]) throws(EmbeddingError) -> [Float] {
-        guard let info = tensors[name] else {
-            throw EmbeddingError(.tensorMissing, "\((path as NSString).lastPathComponent) has no tensor \(name)")
-        }
-        guard info.dtype == .f32, info.shape == shape else {
-            throw EmbeddingError(.tensorMismatch, "tensor \(name) is \(info.dtype.rawValue) \(info.shape), expected F32 \(shape)")
-        }
-        let raw = UnsafeRawBufferPointer(start: base + info.byteRange.lowerBound, count: info.byteRange.count)
-        return [Float](unsafeUninitializedCapacity: info.elementCount) { buffer, count in
-            UnsafeMutableRawBufferPointer(buffer).copyMemory(from: raw)
-            count = info.elementCount
-        }
+        try tensor(name, shape: shape).withUnsafeBufferPointer { Array($0) }
     }
 
-    /// Calls `body` with the F32 tensor `name` read in place from the mapping (no copy) when its
-    /// bytes are aligned for Float, else with a copy.
-    public func withFloats<R>(_ name: String, shape: [Int], _ body: (UnsafeBufferPointer<Float>) throws -> R) throws -> R {
+    /// The F32 tensor `name`, checked to have `shape`: read in place from the mapping (no copy)
+    /// when its bytes are aligned for Float, else a copy. The view keeps the mapping open.
+    public func tensor(_ name: String, shape: [Int]) throws(EmbeddingError) -> TensorFloats {
         guard let info = tensors[name] else {
             throw EmbeddingError(.tensorMissing, "\((path as NSString).lastPathComponent) has no tensor \(name)")
         }
@@ -168,8 +163,12 @@ public final class SafeTensors: @unchecked Sendable {
         }
         let start = base + info.byteRange.lowerBound
         if Int(bitPattern: start) % MemoryLayout<Float>.alignment == 0 {
-            return try body(UnsafeBufferPointer(start: start.assumingMemoryBound(to: Float.self), count: info.elementCount))
+            return TensorFloats(base: start.assumingMemoryBound(to: Float.self), count: info.elementCount, owner: self)
         }
-        return try floats(name, shape: shape).withUnsafeBufferPointer(body)
+        let raw = UnsafeRawBufferPointer(start: start, count: info.byteRange.count)
+        return TensorFloats(copying: [Float](unsafeUninitializedCapacity: info.elementCount) { buffer, count in
+            UnsafeMutableRawBufferPointer(buffer).copyMemory(from: raw)
+            count = info.elementCount
+        })
     }
 }
