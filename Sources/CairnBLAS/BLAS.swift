@@ -50,6 +50,12 @@ public final class BLAS: Sendable {
             chosen = coreType
         }
         chosenCoreType = chosen
+        // One thread per call: Cairn runs whole batches and queries in parallel instead (see
+        // SentenceEmbedder.embed); CAIRN_BLAS_THREADS overrides. Said before loading too: the
+        // constructor otherwise starts a thread per core, which spins on sched_yield for about
+        // 0.1 s before it sleeps, taking a core from a start-up or an install beside it.
+        let threads = environment["CAIRN_BLAS_THREADS"].flatMap(Int32.init).map { max(1, $0) } ?? 1
+        setenv("OPENBLAS_NUM_THREADS", "\(threads)", 1)
         let names = ["libopenblas.so.0", "libopenblas.so", "/usr/lib/x86_64-linux-gnu/libopenblas.so.0",
                      "/usr/lib/aarch64-linux-gnu/libopenblas.so.0", "libopenblas.dylib"]
         guard let handle = names.lazy.compactMap({ dlopen($0, RTLD_NOW | RTLD_LOCAL) }).first else {
@@ -67,9 +73,7 @@ public final class BLAS: Sendable {
         sgemvFn = sgemv
         setThreadsFn = symbol("openblas_set_num_threads", as: cairn_set_num_threads_fn.self)
         getThreadsFn = symbol("openblas_get_num_threads", as: cairn_get_num_threads_fn.self)
-        // One thread per call: Cairn runs whole batches and queries in parallel instead (see
-        // SentenceEmbedder.embed); CAIRN_BLAS_THREADS overrides.
-        setThreadsFn?(Int32(environment["CAIRN_BLAS_THREADS"].flatMap(Int32.init) ?? 1))
+        setThreadsFn?(threads)
         if let corename = symbol("openblas_get_corename", as: cairn_get_corename_fn.self),
            let name = corename() {
             coreName = String(cString: name)
