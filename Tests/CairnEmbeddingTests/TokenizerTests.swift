@@ -1,3 +1,5 @@
+import CairnTestSupport
+import Foundation
 import Testing
 @testable import CairnEmbedding
 
@@ -38,5 +40,25 @@ struct TokenizerTests {
         #expect(ids.count == 256)
         #expect(ids.first == tokenizer.classifyID && ids.last == tokenizer.separatorID)
         #expect(tokenizer.encode("", maximumLength: 256) == [tokenizer.classifyID, tokenizer.separatorID])
+    }
+
+    @Test("Given a vocab.txt with CRLF line ends, an empty line and non-ASCII tokens, when read, then each line's token has its line's id")
+    func vocabularyFileLines() throws {
+        let path = try TemporaryDirectory.make() + "/vocab.txt"
+        try Data("[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n\r\ncafé\r\n##é\r\n水".utf8).write(to: URL(fileURLWithPath: path))
+        let read = try WordPieceTokenizer(vocabularyPath: path)
+        #expect(read.vocabulary == ["[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "": 4, "café": 5, "##é": 6, "水": 7])
+        #expect(read.classifyID == 2 && read.separatorID == 3 && read.unknownID == 1)
+    }
+
+    @Test("Given a vocab.txt with a line that is not UTF-8, when read, then it is refused as malformed, naming the line")
+    func vocabularyFileNotUTF8() throws {
+        let path = try TemporaryDirectory.make() + "/vocab.txt"
+        try (Data("[UNK]\n[CLS]\n[SEP]\n".utf8) + Data([0x61, 0xFF, 0xFE, 0x0A])).write(to: URL(fileURLWithPath: path))
+        #expect {
+            _ = try WordPieceTokenizer(vocabularyPath: path)
+        } throws: { error in
+            (error as? EmbeddingError)?.code == .vocabularyMalformed && (error as? EmbeddingError)?.message.contains("line 4") == true
+        }
     }
 }
