@@ -82,9 +82,12 @@ public struct TimedOut: Error, CustomStringConvertible {
 /// for another process, never with a fixed sleep.
 public func waitUntil(_ what: String, seconds: Double = 20, _ condition: () async -> Bool) async throws {
     let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-    while ContinuousClock.now < deadline {
+    // The condition is asked once more after a sleep that crossed the deadline: when the
+    // parallel suite starves this task for longer than `seconds`, the wait would otherwise end
+    // having asked only before the starvation.
+    while true {
         if await condition() { return }
+        guard ContinuousClock.now < deadline else { throw TimedOut(description: "timed out waiting until \(what)") }
         try await Task.sleep(for: .milliseconds(20))
     }
-    throw TimedOut(description: "timed out waiting until \(what)")
 }
