@@ -28,7 +28,7 @@ struct SafeTensorsTests {
         let file = try SafeTensors(path: try write(model.safetensorsBytes))
         let name = "encoder.layer.1.intermediate.dense.weight"
         #expect(file.tensors[name]?.shape == [16, 8])
-        #expect(try file.floats(name, shape: [16, 8]) == model.tensor(name))
+        #expect(try file.tensor(name, shape: [16, 8]).floats == model.tensor(name))
     }
 
     @Test("Given an aligned tensor, when the encoder takes it, then it reads the file's mapping in place, open while the view lives")
@@ -41,7 +41,7 @@ struct SafeTensorsTests {
             return (try file.tensor(name, shape: [16, 8]), try file.tensor(name, shape: [16, 8]))
         }()
         #expect(first.base == second.base, "two views of one tensor are the same bytes, not two copies")
-        #expect(first.withUnsafeBufferPointer { Array($0) } == model.tensor(name))
+        #expect(first.floats == model.tensor(name))
     }
 
     @Test("Given a tensor at an offset unaligned for Float, when the encoder takes it, then it gets a copy of the right values")
@@ -57,8 +57,7 @@ struct SafeTensorsTests {
         let file = try SafeTensors(path: try write(bytes))
         let (first, second) = (try file.tensor("a", shape: [4]), try file.tensor("a", shape: [4]))
         #expect(first.base != second.base)
-        #expect(first.withUnsafeBufferPointer { Array($0) } == expected)
-        #expect(try file.floats("a", shape: [4]) == expected)
+        #expect(first.floats == expected)
     }
 
     @Test("Given a file cut short anywhere after its header, when opening, then it is reported truncated")
@@ -119,13 +118,18 @@ struct SafeTensorsTests {
         let header: [String: Any] = ["half": ["dtype": "F16", "shape": [8], "data_offsets": [0, 16]],
                                      "flat": ["dtype": "F32", "shape": [4], "data_offsets": [16, 32]]]
         let file = try SafeTensors(path: try write(TinyModel.safetensors(header: header, data: [Float](repeating: 0, count: 8))))
-        #expect(code { _ = try file.floats("half", shape: [8]) } == .tensorMismatch)
-        #expect(code { _ = try file.floats("flat", shape: [2, 2]) } == .tensorMismatch)
-        #expect(code { _ = try file.floats("absent", shape: [4]) } == .tensorMissing)
+        #expect(code { _ = try file.tensor("half", shape: [8]) } == .tensorMismatch)
+        #expect(code { _ = try file.tensor("flat", shape: [2, 2]) } == .tensorMismatch)
+        #expect(code { _ = try file.tensor("absent", shape: [4]) } == .tensorMissing)
     }
 
     @Test("Given no file, when opening, then the error says the model was not found")
     func missingFile() {
         #expect(code { _ = try SafeTensors(path: "/nonexistent/model.safetensors") } == .modelNotFound)
     }
+}
+
+extension TensorFloats {
+    /// The floats, copied out.
+    var floats: [Float] { withUnsafeBufferPointer { Array($0) } }
 }

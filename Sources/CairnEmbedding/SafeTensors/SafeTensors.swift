@@ -147,11 +147,6 @@ public final class SafeTensors: @unchecked Sendable {
         return tensors
     }
 
-    /// The F32 tensor `name`, checked to have `shape`, as floats (a copy).
-    public func floats(_ name: String, shape: [Int]) throws(EmbeddingError) -> [Float] {
-        try tensor(name, shape: shape).withUnsafeBufferPointer { Array($0) }
-    }
-
     /// The F32 tensor `name`, checked to have `shape`: read in place from the mapping (no copy)
     /// when its bytes are aligned for Float, else a copy. The view keeps the mapping open.
     public func tensor(_ name: String, shape: [Int]) throws(EmbeddingError) -> TensorFloats {
@@ -165,10 +160,6 @@ public final class SafeTensors: @unchecked Sendable {
         if Int(bitPattern: start) % MemoryLayout<Float>.alignment == 0 {
             return TensorFloats(base: start.assumingMemoryBound(to: Float.self), count: info.elementCount, owner: self)
         }
-        let raw = UnsafeRawBufferPointer(start: start, count: info.byteRange.count)
-        return TensorFloats(copying: [Float](unsafeUninitializedCapacity: info.elementCount) { buffer, count in
-            UnsafeMutableRawBufferPointer(buffer).copyMemory(from: raw)
-            count = info.elementCount
-        })
+        return TensorFloats(copyingBytes: UnsafeRawBufferPointer(start: start, count: info.byteRange.count))
     }
 }

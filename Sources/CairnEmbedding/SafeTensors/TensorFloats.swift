@@ -18,9 +18,17 @@ public struct TensorFloats: @unchecked Sendable {
 
     /// A copy of `floats`, held by the view.
     public init(copying floats: [Float]) {
-        let storage = Storage(count: floats.count)
-        storage.floats.update(from: floats, count: floats.count)
-        self.init(base: storage.floats, count: floats.count, owner: storage)
+        self = floats.withUnsafeBytes { TensorFloats(copyingBytes: $0) }
+    }
+
+    /// A copy of the floats in `bytes` (any alignment), held by the view.
+    init(copyingBytes bytes: UnsafeRawBufferPointer) {
+        let count = bytes.count / MemoryLayout<Float>.size
+        let storage = Storage(count: count)
+        if let source = bytes.baseAddress {
+            UnsafeMutableRawPointer(storage.floats).copyMemory(from: source, byteCount: count * MemoryLayout<Float>.size)
+        }
+        self.init(base: storage.floats, count: count, owner: storage)
     }
 
     /// A copy of `parts`, one after another, held by the view.

@@ -22,7 +22,7 @@ public struct WordPieceTokenizer: Sendable {
         data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
             let bytes = raw.bindMemory(to: UInt8.self)
             var start = 0
-            while start < bytes.count, malformedLine == nil {
+            while start < bytes.count {
                 var end = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
                 let next = end + 1
                 if end > start, bytes[end - 1] == UInt8(ascii: "\r") { end -= 1 }

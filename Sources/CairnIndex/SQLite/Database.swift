@@ -17,8 +17,9 @@ public final class Database: @unchecked Sendable {
         /// (true of an installed snapshot, which is replaced by rename, never written): no locks.
         case readOnly(immutable: Bool)
         /// Read only and immutable (no one writes the file while it is open), for one pass over
-        /// a file that need not stay in the page cache: its pages read in sequence are read direct, in runs
-        /// of megabytes (the `cairn-stream` VFS, Sources/CSQLiteStream), the rest as usual.
+        /// a file that need not stay in the page cache: its pages read in sequence are read
+        /// direct, in runs of megabytes (the `cairn-stream` VFS, Sources/CSQLiteStream), the rest
+        /// as usual.
         case streaming
         /// Read and write an existing file.
         case readWrite
