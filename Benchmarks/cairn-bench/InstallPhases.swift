@@ -76,35 +76,47 @@ func installPhases(_ arguments: [String]) throws {
 }
 
 /// The FTS5 work of replacing the terms of every row `edit` touches, alone, in one transaction
-/// on `path`: each deleted or upserted row's old terms removed and each upserted row's added, as
-/// `SnapshotWriter.apply` does for a row whose text changed (it skips an upsert whose title and
-/// content are unchanged; this does not, so a metadata-only delta shows what that skip saves).
+/// on `path`: each deleted or upserted row's old terms removed and each upserted row's added, in
+/// rowid order as `SnapshotWriter.apply` does for rows whose text changed (it skips an upsert
+/// whose title and content are unchanged; this does not, so a metadata-only delta shows what that
+/// skip saves).
 private func ftsStatements(of edit: SnapshotWriter.Edit, in path: String) throws {
     let db = try Database(path: path, mode: .readWrite)
     try db.exec("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF")
-    let find = try db.prepare(SnapshotWriter.FullTextSQL.find)
+    let locate = try db.prepare(SnapshotWriter.FullTextSQL.locate)
+    let indexed = try db.prepare(SnapshotWriter.FullTextSQL.indexed)
     let remove = try db.prepare(SnapshotWriter.FullTextSQL.remove)
     let add = try db.prepare(SnapshotWriter.FullTextSQL.add)
     let last = try db.prepare("SELECT max(rowid) FROM chunks")
     var unused = try last.step() ? last.int64(at: 0) + 1 : 1
     try db.transaction { () throws(IndexError) in
+        // (rowid, whether it is a row's, the chunk to add): existing rows first, by rowid.
+        var rows: [(rowid: Int64, existing: Bool, chunk: Chunk?)] = []
         for (id, chunk) in edit.deletes.map({ ($0, Chunk?.none) }) + edit.upserts.map({ ($0.chunk.id, Optional($0.chunk)) }) {
-            find.reset()
-            try find.bind(id, at: 1)
-            var rowid = unused
-            if try find.step() {
-                rowid = find.int64(at: 0)
-                remove.reset()
-                try remove.bind(rowid, at: 1)
-                try remove.bind(find.string(at: 1) ?? "", at: 2)
-                try remove.bind(find.string(at: 2) ?? "", at: 3)
-                try remove.run()
+            locate.reset()
+            try locate.bind(id, at: 1)
+            if try locate.step() {
+                rows.append((locate.int64(at: 0), true, chunk))
             } else {
-                unused += 1  // a new id: only its terms are added, under a rowid no row has
+                rows.append((unused, false, chunk))  // a new id: only its terms are added, under a rowid no row has
+                unused += 1
             }
-            guard let chunk else { continue }
+        }
+        rows.sort { $0.rowid < $1.rowid }
+        for row in rows {
+            if row.existing {
+                indexed.reset()
+                try indexed.bind(row.rowid, at: 1)
+                guard try indexed.step() else { continue }
+                remove.reset()
+                try remove.bind(row.rowid, at: 1)
+                try remove.bind(indexed.string(at: 0) ?? "", at: 2)
+                try remove.bind(indexed.string(at: 1) ?? "", at: 3)
+                try remove.run()
+            }
+            guard let chunk = row.chunk else { continue }
             add.reset()
-            try add.bind(rowid, at: 1)
+            try add.bind(row.rowid, at: 1)
             try add.bind(chunk.title, at: 2)
             try add.bind(chunk.content, at: 3)
             try add.run()

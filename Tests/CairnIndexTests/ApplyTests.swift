@@ -96,6 +96,57 @@ import Testing
         }
     }
 
+    /// FTS5 writes its pending terms out as a segment of their own whenever a row's rowid is
+    /// below the last one it was given. The segments are counted by their ids in the rowids of
+    /// `chunks_fts_data` (a segment's pages are keyed segment id << 37 + page), with FTS5's
+    /// merging turned off in the file so that none is merged away.
+    @Test func givenNewIDsBetweenChangedOnes_whenApplied_thenEachEditAddsOneFullTextSegmentAndSearchIsRight() throws {
+        try withTemporaryDirectory { directory in
+            func row(_ number: Int, _ text: String) -> ChunkRecord {
+                ChunkRecord(chunk: Chunk(id: String(format: "row-%02d", number), title: "Row \(number)", content: "\(text) w\(number)"),
+                            vector: unit(Float(number % 5) + 1, 1, 0, 0.5))
+            }
+            let even = stride(from: 0, to: 40, by: 2).map { row($0, "before") }
+            let next = try copy(of: Corpus.snapshot(in: directory, entries: even), in: directory)
+            func segments() throws -> Int {
+                let db = try Database(path: next, mode: .readOnly(immutable: false))
+                let count = try db.prepare("SELECT count(DISTINCT id >> 37) FROM chunks_fts_data WHERE id >= 1 << 37")
+                _ = try count.step()
+                return Int(count.int64(at: 0))
+            }
+            do {
+                let db = try Database(path: next, mode: .readWrite)
+                try db.exec("""
+                    INSERT INTO chunks_fts(chunks_fts, rank) VALUES('automerge', 0);
+                    INSERT INTO chunks_fts(chunks_fts, rank) VALUES('crisismerge', 1999)
+                    """)
+            }
+            let before = try segments()
+            // In id order, as a publisher writes a delta: every new odd row comes between two
+            // changed even ones, and the first edit deletes two rows, the second re-adds one.
+            let first = SnapshotWriter.Edit(upserts: (1..<38).map { row($0, $0 % 2 == 0 ? "changed" : "added") },
+                                            deletes: ["row-38", "row-00"].sorted())
+            let second = SnapshotWriter.Edit(upserts: [row(0, "back")] + (1..<10).map { row($0, "again") }, deletes: [])
+            var result = (1..<38).map { row($0, $0 % 2 == 0 ? "changed" : "added") }
+            result.replaceSubrange(0..<9, with: (1..<10).map { row($0, "again") })
+            result.insert(row(0, "back"), at: 0)
+
+            try SnapshotWriter.apply([first, second], newMeta: Corpus.meta(version: 3, entries: result), to: next,
+                                     check: .storedHashes, ifRefused: .discarded)
+
+            #expect(try segments() - before == 2)
+            let index = try SearchIndex(path: next)
+            func found(_ query: String) throws -> Set<String> {
+                Set(try index.search(SearchRequest(query: query, k: 50, mode: .lexical), queryVector: nil).results.map(\.chunk.id))
+            }
+            #expect(try found("before").isEmpty)
+            #expect(try found("changed") == Set(stride(from: 10, to: 38, by: 2).map { String(format: "row-%02d", $0) }))
+            #expect(try found("added") == Set(stride(from: 11, to: 38, by: 2).map { String(format: "row-%02d", $0) }))
+            #expect(try found("again") == Set((1..<10).map { String(format: "row-%02d", $0) }))
+            #expect(try found("back") == ["row-00"])
+        }
+    }
+
     @Test func givenADeleteOfAnUnknownChunk_whenApplied_thenItIsRefusedAndTheFileIsUnchanged() throws {
         try withTemporaryDirectory { directory in
             let next = try copy(of: Corpus.snapshot(in: directory), in: directory)

@@ -123,7 +123,8 @@ public enum SnapshotWriter {
         }
 
         try db.transaction { () throws(IndexError) in
-            let find = try db.prepare(FullTextSQL.find)
+            let locate = try db.prepare(FullTextSQL.locate)
+            let indexed = try db.prepare(FullTextSQL.indexed)
             let ftsDelete = try db.prepare(FullTextSQL.remove)
             let ftsInsert = try db.prepare(FullTextSQL.add)
             let deleteRow = try db.prepare("DELETE FROM chunks WHERE rowid = ?1")
@@ -134,17 +135,23 @@ public enum SnapshotWriter {
                 WHERE rowid = ?11
                 """)
 
-            /// The row holding `id`, with the title and content it was indexed with.
-            func existing(id: String) throws(IndexError) -> (rowid: Int64, title: String, content: String)? {
-                find.reset()
-                try find.bind(id, at: 1)
-                guard try find.step() else { return nil }
-                return (find.int64(at: 0), find.string(at: 1) ?? "", find.string(at: 2) ?? "")
+            /// The rowid of the row holding `id` (read from the id index alone).
+            func rowid(of id: String) throws(IndexError) -> Int64? {
+                locate.reset()
+                try locate.bind(id, at: 1)
+                return try locate.step() ? locate.int64(at: 0) : nil
+            }
+            /// The title and content row `rowid` was indexed with.
+            func text(of rowid: Int64) throws(IndexError) -> (title: String, content: String) {
+                indexed.reset()
+                try indexed.bind(rowid, at: 1)
+                guard try indexed.step() else { throw IndexError(.snapshotMalformed, "row \(rowid) vanished while a delta was applied") }
+                return (indexed.string(at: 0) ?? "", indexed.string(at: 1) ?? "")
             }
             /// Removes the row's terms from the FTS index using the values it was indexed with.
-            func unindex(_ row: (rowid: Int64, title: String, content: String)) throws(IndexError) {
+            func unindex(_ rowid: Int64, _ row: (title: String, content: String)) throws(IndexError) {
                 ftsDelete.reset()
-                try ftsDelete.bind(row.rowid, at: 1)
+                try ftsDelete.bind(rowid, at: 1)
                 try ftsDelete.bind(row.title, at: 2)
                 try ftsDelete.bind(row.content, at: 3)
                 try ftsDelete.run()
@@ -160,36 +167,53 @@ public enum SnapshotWriter {
             var rows = current.chunkCount
             for edit in edits {
                 rows += edit.upserts.count - edit.deletes.count
+                // The rows the edit changes, in rowid order: FTS5 writes its pending terms out as
+                // a new segment whenever it is given a rowid below the last one
+                // (sqlite3Fts5IndexBeginWrite), so in the delta's (id) order nearly every other
+                // row cost a segment and its merges. `upsert` is nil for a delete.
+                var changed: [(rowid: Int64, upsert: Int?)] = []
+                changed.reserveCapacity(edit.deletes.count + edit.upserts.count)
                 for id in edit.deletes {
-                    guard let row = try existing(id: id) else {
+                    guard let rowid = try rowid(of: id) else {
                         throw IndexError(.deltaMismatch, "a delta deletes a chunk this snapshot does not hold; it was built for another version")
                     }
-                    try unindex(row)
-                    deleteRow.reset()
-                    try deleteRow.bind(row.rowid, at: 1)
-                    try deleteRow.run()
+                    changed.append((rowid, nil))
                 }
-                for upsert in edit.upserts {
-                    let chunk = upsert.chunk, vector = upsert.vector
-                    if let row = try existing(id: chunk.id) {
-                        rows -= 1
-                        // Same title and content bytes (not Swift's canonical equivalence: the
-                        // tokenizer sees bytes): the row's terms stay as indexed, so a change of
-                        // metadata or embedding alone costs no tokenizing.
-                        let sameText = row.title.utf8.elementsEqual(chunk.title.utf8)
-                            && row.content.utf8.elementsEqual(chunk.content.utf8)
-                        if !sameText { try unindex(row) }
-                        update.reset()
-                        try bindChunk(chunk, vector: vector, to: update)
-                        try update.bind(row.rowid, at: 11)
-                        try update.run()
-                        if !sameText { try index(rowid: row.rowid, chunk) }
-                    } else {
-                        insert.reset()
-                        try bindChunk(chunk, vector: vector, to: insert)
-                        try insert.run()
-                        try index(rowid: db.lastInsertRowID, chunk)
+                var inserted: [Int] = []
+                for (position, id) in edit.upserts.ids.enumerated() {
+                    if let rowid = try rowid(of: id) { changed.append((rowid, position)) } else { inserted.append(position) }
+                }
+                changed.sort { $0.rowid < $1.rowid }
+                for (rowid, position) in changed {
+                    let row = try text(of: rowid)
+                    guard let position else {
+                        try unindex(rowid, row)
+                        deleteRow.reset()
+                        try deleteRow.bind(rowid, at: 1)
+                        try deleteRow.run()
+                        continue
                     }
+                    let upsert = edit.upserts[position], chunk = upsert.chunk
+                    rows -= 1
+                    // Same title and content bytes (not Swift's canonical equivalence: the
+                    // tokenizer sees bytes): the row's terms stay as indexed, so a change of
+                    // metadata or embedding alone costs no tokenizing.
+                    let sameText = row.title.utf8.elementsEqual(chunk.title.utf8) && row.content.utf8.elementsEqual(chunk.content.utf8)
+                    if !sameText { try unindex(rowid, row) }
+                    update.reset()
+                    try bindChunk(chunk, vector: upsert.vector, to: update)
+                    try update.bind(rowid, at: 11)
+                    try update.run()
+                    if !sameText { try index(rowid: rowid, chunk) }
+                }
+                // New rows last, in the delta's order, after every delete: each takes the rowid
+                // above the largest left, as it did when rows were changed in the delta's order.
+                for position in inserted {
+                    let upsert = edit.upserts[position]
+                    insert.reset()
+                    try bindChunk(upsert.chunk, vector: upsert.vector, to: insert)
+                    try insert.run()
+                    try index(rowid: db.lastInsertRowID, upsert.chunk)
                 }
             }
             try writeMeta(newMeta, to: db)
@@ -268,8 +292,10 @@ public enum SnapshotWriter {
     /// The statements `apply` keeps `chunks_fts` in step with (public for `cairn-bench`, which
     /// times them alone).
     public enum FullTextSQL {
-        /// A row by id (?1): its rowid, and the title and content it was indexed with.
-        public static let find = "SELECT rowid, title, content FROM chunks WHERE id = ?1"
+        /// A row's rowid by its id (?1), from the id index alone.
+        public static let locate = "SELECT rowid FROM chunks WHERE id = ?1"
+        /// The title and content row ?1 was indexed with.
+        public static let indexed = "SELECT title, content FROM chunks WHERE rowid = ?1"
         /// Removes row ?1's terms, given the title (?2) and content (?3) it was indexed with.
         public static let remove = "INSERT INTO chunks_fts(chunks_fts, rowid, title, content) VALUES('delete', ?1, ?2, ?3)"
         /// Indexes row ?1's title (?2) and content (?3).
