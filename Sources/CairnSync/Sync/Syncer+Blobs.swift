@@ -189,7 +189,7 @@ extension Syncer {
     /// but FTS5 may merge segments during the apply, writing the merged one before it frees
     /// the inputs: in `DiskBudgetTests` a 99,560-byte delta grew the file by 434,176 bytes, where
     /// a full snapshot's index held 303,104.
-    func checkBudget(afterDelta manifest: Manifest) throws(SyncError) {
+    func checkBudgetAfterDelta() throws(SyncError) {
         guard let budget = configuration.maxDiskBytes else { return }
         let used = directory.contentBytes()
         guard used <= budget else {
@@ -197,10 +197,15 @@ extension Syncer {
         }
     }
 
-    /// Throws `disk_budget` when `needed` more bytes beside `used` would pass `max_disk_bytes`.
-    func ensureFits(_ needed: Int64, beside used: Int64, version: Int) throws(SyncError) {
-        guard let budget = configuration.maxDiskBytes, used + needed > budget else { return }
-        throw SyncError(.diskBudget, "version \(version) needs \(needed) bytes beside the \(used) in use and max_disk_bytes is \(budget); nothing was downloaded")
+    /// Throws `disk_budget` when `needed` more bytes beside `used` (measured only under a
+    /// budget: it walks the data directory) would pass `max_disk_bytes`; `unfetched` says what
+    /// the refusal leaves undownloaded.
+    func ensureFits(_ needed: Int64, beside used: @autoclosure () -> Int64, version: Int,
+                    unfetched: String = "nothing was downloaded") throws(SyncError) {
+        guard let budget = configuration.maxDiskBytes else { return }
+        let used = used()
+        guard used + needed > budget else { return }
+        throw SyncError(.diskBudget, "version \(version) needs \(needed) bytes beside the \(used) in use and max_disk_bytes is \(budget); \(unfetched)")
     }
 
     /// Refuses before downloading when the file system holding the data directory lacks room.

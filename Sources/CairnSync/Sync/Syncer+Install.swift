@@ -93,7 +93,7 @@ extension Syncer {
                     try IndexBuilder.applyDelta(blob: blob, ref: ref, manifest: manifest, installed: installed,
                                                 installedRows: rows, reusable: reusable, to: index)
                 }
-                try checkBudget(afterDelta: manifest)
+                try checkBudgetAfterDelta()
                 // Kept for the next delta, which brings this file up to date in place (a rename).
                 let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectoryLayout.deltaBlobFile
                 guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the delta blob in \(kept)") }
@@ -104,19 +104,14 @@ extension Syncer {
                 logger.info("delta path failed; falling back to the full snapshot",
                             metadata: ["cairn.sync.error": "\(error.code)", "cairn.sync.reason": "\(error.message)"])
                 // The delta's rows files too: a full install writes its own base and no overlay.
-                let folder = (index as NSString).deletingLastPathComponent
-                for file in [DataDirectoryLayout.indexFile, DataDirectoryLayout.rowsFile, DataDirectoryLayout.overlayRowsFile] {
-                    unlink(folder + "/" + file)
-                }
+                for file in [index, IndexContents.basePath(beside: index), IndexContents.overlayPath(beside: index)] { unlink(file) }
                 // The delta's disk estimate counted no copy when a spare was there to move; the
                 // full snapshot has no use for the spare.
                 unlink(spare(of: installed))
                 try checkDiskSpace(manifest: manifest, path: .full(manifest.snapshot), installed: installed)
                 // `makeRoom` measured the delta's path; the snapshot must fit the budget as well.
-                if configuration.maxDiskBytes != nil {
-                    try ensureFits(installBytes(manifest: manifest, path: .full(manifest.snapshot), installed: installed, margin: 0),
-                                   beside: directory.contentBytes(), version: manifest.version)
-                }
+                try ensureFits(installBytes(manifest: manifest, path: .full(manifest.snapshot), installed: installed, margin: 0),
+                               beside: directory.contentBytes(), version: manifest.version, unfetched: "the snapshot was not downloaded")
                 progress.expect(Int64(manifest.snapshot.size) - stagedBytes(.full(manifest.snapshot)))
             }
         }
