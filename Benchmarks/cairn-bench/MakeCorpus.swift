@@ -1,4 +1,5 @@
-// cairn-bench make-corpus --data DIR --size N --out DIR [--changed 1000] [--model-dir M] [--cache FILE]
+// cairn-bench make-corpus --data DIR --size N --out DIR [--changed 1000] [--copies apart|adjacent]
+//                         [--model-dir M] [--cache FILE]
 //
 // A knowledge base of N chunks for `Benchmarks/bench-scale`, built from every collection in
 // DIR (../shared/data: each `*/corpus.jsonl`, and NuraSafe's KnowledgeBase.json), with its
@@ -8,13 +9,25 @@
 //                                          a quarter removed, a quarter added)
 //   OUT/kb-v3.jsonl, OUT/vectors-v3.npy    version 3: `changed` more, the same way
 //   OUT/queries.jsonl                      every collection's queries ({"text": …})
-// Chunk i is copy c = i / D of document d = i % D (D documents), id `<collection>/<doc id>#<c>`,
-// and takes one of three texts of its document by c % 3: the text as it is, the text without
+// Chunk i is copy c = i / D of document d = i % D (D documents) and takes one of three texts of
+// its document by c % 3: the text as it is, the text without
 // every seventh word, or the text with twelve words of the next document appended — so copies
 // differ in their words, not only in their ids. Each of these texts is embedded once with the
 // real model (the vectors are kept in `--cache` between runs), and each copy's vector is its
 // text's plus uniform noise of ±0.0025 per value (cosine ≥ 0.9995: publish --vectors accepts it;
-// no two copies tie). Prints one JSON object: counts, bytes, seconds.
+// no two copies tie).
+//
+// A snapshot holds its rows in id order. With `--copies apart` (the default) chunk i's id is
+// `c<copy, 3 digits>/<collection>/<doc id>`: the file is the real collections in their own
+// order, then again for each further copy, so neighbouring rows are distinct documents, as in a
+// real knowledge base, and a document's copies lie D rows apart. `--copies adjacent` gives the
+// ids `<collection>/<doc id>#<copy>` of the runs before 2026-11-27 (evening), where a document's
+// copies are neighbours: anything that gains from row locality (block bounds, the pages a short
+// list of near-duplicates reads) looks better on it than on a real corpus.
+//
+// Versions 2 and 3 each change `changed` chunks, spread over the file in either layout: a half
+// rewritten, a quarter removed, a quarter added as new copies. Prints one JSON object: counts,
+// bytes, seconds.
 import CairnCore
 import CairnEmbedding
 import CairnIndex
@@ -25,6 +38,8 @@ func makeCorpus(_ arguments: [String]) throws {
     let size = try intOption("--size", in: arguments, default: 10_000)
     let changed = try intOption("--changed", in: arguments, default: 1_000)
     let out = try requiredOption("--out", in: arguments)
+    let copies = option("--copies", in: arguments) ?? "apart"
+    guard copies == "apart" || copies == "adjacent" else { throw Failure(description: "--copies is apart or adjacent") }
     let modelDirectory = option("--model-dir", in: arguments) ?? SentenceEmbedder.defaultDirectory()
     let cachePath = option("--cache", in: arguments) ?? join(out, "texts.sqlite")
     try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
@@ -50,7 +65,8 @@ func makeCorpus(_ arguments: [String]) throws {
         let (d, copy) = (i % documents.count, i / documents.count)
         var text = variant(d, (copy + (rewritten ? 1 : 0)) % 3, of: documents)
         let base = try cache.vector(text.embeddingText)!
-        text.id = "\(documents[d].collection)/\(documents[d].id)#\(copy)"
+        let document = "\(documents[d].collection)/\(documents[d].id)"
+        text.id = copies == "adjacent" ? "\(document)#\(copy)" : "c\(String(format: "%03d", copy))/\(document)"
         var state = UInt64(truncatingIfNeeded: i) &* 0x9E37_79B9_7F4A_7C15 &+ (rewritten ? 7 : 1)
         let vector = base.map { value -> Float in
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
@@ -59,15 +75,16 @@ func makeCorpus(_ arguments: [String]) throws {
         return (text, vector)
     }
     // Versions 2 and 3, each `changed` chunks from the one before: half rewritten (chunk i in
-    // version v when i mod every is below v - 1: every rewritten once), a quarter removed (the
-    // last ones of version 1 before those already removed), a quarter added (new copies).
-    let every = max(2, size / max(1, changed / 2))
+    // version v when i mod every is below v - 1: every rewritten once), a quarter removed
+    // (chunk i from version v on when i mod every is every - 1 and i / every mod 2 below v - 1:
+    // spread over the file as the rewritten ones are), a quarter added (new copies).
+    let every = max(4, size / max(1, changed / 2))
+    func removed(_ i: Int, in version: Int) -> Bool { i % every == every - 1 && (i / every) % 2 < version - 1 }
     var textBytes = 0
     for version in 1...3 {
         let name = version == 1 ? "" : "-v\(version)"
         let kb = try JSONLinesWriter(path: join(out, "kb\(name).jsonl"))
-        let removed = (size - (version - 1) * changed / 4)..<size
-        let rows = Array(0..<removed.lowerBound) + Array(size..<(size + (version - 1) * changed / 4))
+        let rows = (0..<size).filter { !removed($0, in: version) } + Array(size..<(size + (version - 1) * changed / 4))
         let vectors = try NPYWriter(path: join(out, "vectors\(name).npy"), rows: rows.count, columns: embedder.dimension)
         for i in rows {
             let (text, vector) = try chunk(i, rewritten: i < size && i % every < version - 1)
