@@ -18,9 +18,9 @@
 // no two copies tie).
 //
 // A snapshot holds its rows in id order. With `--copies apart` (the default) chunk i's id is
-// `c<copy, 3 digits>/<collection>/<doc id>`: the file is the real collections in their own
-// order, then again for each further copy, so neighbouring rows are distinct documents, as in a
-// real knowledge base, and a document's copies lie D rows apart. `--copies adjacent` gives the
+// `c<copy, 3 digits>/<collection>/<doc id>`: the file is the real collections (their documents
+// in id order), then again for each further copy, so neighbouring rows are distinct documents,
+// as in a real knowledge base, and a document's copies lie D rows apart. `--copies adjacent` gives the
 // ids `<collection>/<doc id>#<copy>` of the runs before 2026-11-27 (evening), where a document's
 // copies are neighbours: anything that gains from row locality (block bounds, the pages a short
 // list of near-duplicates reads) looks better on it than on a real corpus.
