@@ -77,7 +77,8 @@ func makeCorpus(_ arguments: [String]) throws {
     // Versions 2 and 3, each `changed` chunks from the one before: half rewritten (chunk i in
     // version v when i mod every is below v - 1: every rewritten once), a quarter removed
     // (chunk i from version v on when i mod every is every - 1 and i / every mod 2 below v - 1:
-    // spread over the file as the rewritten ones are), a quarter added (new copies).
+    // spread over the file as the rewritten ones are), a quarter added (new copies). At least
+    // 4, so that the removed residue (every - 1) is neither rewritten one (0 and 1).
     let every = max(4, size / max(1, changed / 2))
     func removed(_ i: Int, in version: Int) -> Bool { i % every == every - 1 && (i / every) % 2 < version - 1 }
     var textBytes = 0
