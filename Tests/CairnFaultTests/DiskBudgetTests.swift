@@ -1,3 +1,4 @@
+import CairnCore
 import CairnSync
 import CairnTestSupport
 import Foundation
@@ -89,6 +90,68 @@ struct DiskBudgetTests {
         let rollback = try small.cairn(["rollback"])
         #expect(rollback.status == 5)
         small.stop()
+    }
+
+    @Test("Given a budget that holds a delta beside the live and previous versions but holds the full snapshot only without the previous, when every delta blob is corrupt, then the install falls back to the snapshot, the previous version is removed to make room for it, and the new version answers")
+    func fallbackMakesRoom() async throws {
+        let data = try TemporaryDirectory.make() + "/device"
+        let rig = try await Rig(dataDirectory: data)
+        defer { rig.stop() }
+        // A chunk every version keeps: each snapshot carries its 100,000 bytes, no delta does.
+        let manual: Workspace.KB = [("manual", Rig.randomWords(bytes: 100_000))]
+        for _ in 0..<2 {
+            let version = try rig.publishNext(adding: manual)
+            #expect(try await ProgressTests.syncWait(rig).status == 0)
+            #expect(rig.wrongAnswer(expecting: version) == nil)
+        }
+        rig.device.stop()
+        #expect(Self.versions(data) == ["2", "3"])
+        try rig.publishNext(adding: manual)
+
+        // What the install estimates for each path (no spare: the delta counts a copy of the live
+        // index), and a budget between the two beside what the device holds.
+        let manifest = try rig.currentManifest()
+        let ref = try #require(manifest.deltas.first { $0.fromVersion == 3 })
+        let liveIndex = try #require(try FileManager.default.attributesOfItem(
+            atPath: data + "/versions/3/" + DataDirectoryLayout.indexFile)[.size] as? Int)
+        func estimate(_ path: SyncPlanner.Path, copying: Int) -> Int64 {
+            SyncPlanner.requiredBytes(path: path, alreadyStaged: 0, currentIndexSize: Int64(copying),
+                                      rowsBytes: SyncPlanner.rowsBytes(path: path, chunks: manifest.chunkCount, dimension: manifest.dimension),
+                                      missingModelBytes: 0, margin: 0)
+        }
+        let (byDelta, byFull) = (estimate(.delta(ref), copying: liveIndex), estimate(.full(manifest.snapshot), copying: 0))
+        let (used, previous) = (Self.content(data), DiskUsage.bytes(under: data + "/versions/2"))
+        try #require(byFull - byDelta > 40_000 && previous > byFull - byDelta,
+                     "no budget tells the paths apart: delta \(byDelta), snapshot \(byFull), previous version \(previous) bytes")
+        let budget = used + (byDelta + byFull) / 2
+
+        // A mirror whose delta blobs are corrupt (bytes inverted): each fails its hash once
+        // downloaded, after the budget let the delta in with the previous version kept.
+        for delta in manifest.deltas {
+            let hex = delta.sha256.hex
+            let file = rig.workspace.repo + "/blobs/sha256/\(hex.prefix(2))/\(hex)"
+            let inverted = Data(try Data(contentsOf: URL(fileURLWithPath: file)).map { ~$0 })
+            try FileManager.default.removeItem(atPath: file)
+            try inverted.write(to: URL(fileURLWithPath: file))
+        }
+        let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "fallback",
+                                       config: ["max_disk_bytes": String(budget)], dataDirectory: data)
+        defer { device.stop() }
+        try await waitUntil("cairnd answers", seconds: 60) { (device.status()["version"] as? Int ?? 0) >= 3 }
+        let waited = try device.cairn(["sync", "--wait"])
+        #expect(waited.status == 0, "\(waited.error)")
+        let answer = try device.query("release notes edition", mode: "lexical")
+        #expect(answer.version == 4 && answer.ids == ["release-4"])
+        let log = device.log
+        let fallback = try #require(log.range(of: "falling back to the full snapshot"), "\(log)")
+        let removed = try #require(log.range(of: "removed previous version 2 to make room for version 4 (max_disk_bytes)"), "\(log)")
+        #expect(fallback.lowerBound < removed.lowerBound, "the delta path kept the previous version; the fallback removed it")
+        #expect(log.contains("hash_mismatch") || log.contains("hashMismatch"), "\(log)")
+        #expect(log.contains("cairn.sync.path=full"), "\(log)")
+        #expect(Self.versions(data) == ["3", "4"])
+        #expect(Self.content(data) <= budget)
+        let status = device.syncStatus
+        #expect(status["previous_version"] as? Int == 3 && status["previous_dropped"] as? Int == 2)
     }
 
     @Test("Given a full install with spare_index_min_bytes 0, when status is read over the socket, then spare is ready and cairn status says the next delta applies in place; after that delta, spare is null")

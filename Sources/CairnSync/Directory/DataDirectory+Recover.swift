@@ -43,10 +43,7 @@ extension DataDirectory {
     /// "Complete means referenced"): other version folders (and `.partial` ones), model folders
     /// neither uses, and staging, except resumable downloads when `keepingResumableDownloads`.
     func removeUnreferenced(keepingResumableDownloads: Bool) {
-        let keep = Set([currentLink, previousLink].compactMap(linkTarget).map { ($0 as NSString).lastPathComponent })
-        for name in entries(versionsPath) where !keep.contains(name) {
-            remove(versionsPath + "/" + name)
-        }
+        removeUnreferencedVersions()
         // A spare copy serves only the next delta from the current version.
         if let previous = linkTarget(previousLink), previous != linkTarget(currentLink) {
             unlink(path + "/" + previous + "/" + DataDirectoryLayout.spareIndexFile)
@@ -54,6 +51,16 @@ extension DataDirectory {
         removeUnusedModels()
         for name in entries(stagingPath) where !(keepingResumableDownloads && Self.isResumable(name)) {
             remove(stagingPath + "/" + name)
+        }
+    }
+
+    /// Removes the version folders (and `.partial` ones) that neither `current` nor `previous`
+    /// references, except the folder `keeping` (a path) names: an install's own `.partial`.
+    func removeUnreferencedVersions(keeping: String? = nil) {
+        let keep = Set(([currentLink, previousLink].compactMap(linkTarget) + [keeping].compactMap { $0 })
+            .map { ($0 as NSString).lastPathComponent })
+        for name in entries(versionsPath) where !keep.contains(name) {
+            remove(versionsPath + "/" + name)
         }
     }
 

@@ -156,10 +156,10 @@ extension Syncer {
     /// when the new version would pass `max_disk_bytes`, or the free space, with the previous
     /// version kept, the installed version's spare copy (if any, for a full snapshot, which does
     /// not use it) is removed first, then the previous version (recorded as `previous_dropped`).
-    /// Throws `disk_budget` when it still does not fit within `max_disk_bytes`; the free space
-    /// is `checkDiskSpace`'s.
+    /// Throws `disk_budget` when it still does not fit within `max_disk_bytes` (`unfetched` says
+    /// what the refusal leaves undownloaded); the free space is `checkDiskSpace`'s.
     func makeRoom(manifest: Manifest, path: SyncPlanner.Path, installed: InstalledVersion?,
-                  state: inout SyncState) throws(SyncError) {
+                  state: inout SyncState, unfetched: String = "nothing was downloaded") throws(SyncError) {
         var needed: Int64 = 0, used: Int64 = 0, overBudget = false, diskShort = false
         func measure() {
             needed = installBytes(manifest: manifest, path: path, installed: installed, margin: 0)
@@ -180,7 +180,7 @@ extension Syncer {
             logger.notice("removed previous version \(previous) to make room for version \(manifest.version) (\(overBudget ? "max_disk_bytes" : "free disk space")); no rollback until the next install")
             if configuration.maxDiskBytes != nil { used = directory.contentBytes() }
         }
-        try ensureFits(needed, beside: used, version: manifest.version)
+        try ensureFits(needed, beside: used, version: manifest.version, unfetched: unfetched)
     }
 
     /// Refuses a delta's result that leaves the data directory past `max_disk_bytes` (its

@@ -9,9 +9,10 @@ extension Syncer {
     /// Downloads what `path` needs, builds `versions/<n>.partial/` beside the live version,
     /// checks it (state root, canaries) in the pass that loads its rows for the query path,
     /// renames it into place and swaps `current`. Returns the installed version and those rows.
-    /// On any failure the partial folder is removed and the live version is untouched.
-    func install(manifest: Manifest, bytes: [UInt8], path: SyncPlanner.Path, base: String,
-                 installed: InstalledVersion?, timings: inout InstallTimings) async throws(SyncError) -> (InstalledVersion, IndexContents) {
+    /// On any failure the partial folder is removed and the live version is untouched. `state`
+    /// records a previous version removed to make room for a fallback to the full snapshot.
+    func install(manifest: Manifest, bytes: [UInt8], path: SyncPlanner.Path, base: String, installed: InstalledVersion?,
+                 state: inout SyncState, timings: inout InstallTimings) async throws(SyncError) -> (InstalledVersion, IndexContents) {
         try checkDiskSpace(manifest: manifest, path: path, installed: installed)
         progress.downloading(version: manifest.version, expecting: bytesToDownload(manifest: manifest, path: path))
         let model = try await ensureModel(manifest, base: base)
@@ -30,7 +31,8 @@ extension Syncer {
         let clock = ContinuousClock()
         do {
             let start = clock.now
-            let made = try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index)
+            let made = try await buildIndex(manifest: manifest, path: path, base: base, installed: installed, index: index,
+                                            state: &state)
             let built = clock.now
             let contents: IndexContents
             if let derived = made.rows { contents = derived } else {
@@ -78,7 +80,7 @@ extension Syncer {
     /// delta cannot be fetched or does not apply. Says whether the delta made it, how long
     /// downloading and hashing blobs took, and the new rows when the delta path derived them.
     private func buildIndex(manifest: Manifest, path: SyncPlanner.Path, base: String, installed: InstalledVersion?,
-                            index: String) async throws(SyncError) -> BuiltIndex {
+                            index: String, state: inout SyncState) async throws(SyncError) -> BuiltIndex {
         let clock = ContinuousClock()
         var fetch = Duration.zero
         if case .delta(let ref) = path, let installed {
@@ -108,10 +110,15 @@ extension Syncer {
                 // The delta's disk estimate counted no copy when a spare was there to move; the
                 // full snapshot has no use for the spare.
                 unlink(spare(of: installed))
-                try checkDiskSpace(manifest: manifest, path: .full(manifest.snapshot), installed: installed)
-                // `makeRoom` measured the delta's path; the snapshot must fit the budget as well.
-                try ensureFits(installBytes(manifest: manifest, path: .full(manifest.snapshot), installed: installed, margin: 0),
-                               beside: directory.contentBytes(), version: manifest.version, unfetched: "the snapshot was not downloaded")
+                // A delta applied in place took the previous version's index and dropped its
+                // link: what is left of its folder is no one's.
+                directory.removeUnreferencedVersions(keeping: (index as NSString).deletingLastPathComponent)
+                // `makeRoom` measured the delta's path, which may have kept the previous version:
+                // the snapshot is measured again, and may need it gone.
+                let full = SyncPlanner.Path.full(manifest.snapshot)
+                try makeRoom(manifest: manifest, path: full, installed: installed, state: &state,
+                             unfetched: "the snapshot was not downloaded")
+                try checkDiskSpace(manifest: manifest, path: full, installed: installed)
                 progress.expect(Int64(manifest.snapshot.size) - stagedBytes(.full(manifest.snapshot)))
             }
         }

@@ -241,7 +241,7 @@ public actor Syncer {
             timings.manifest = clock.now - start
             try makeRoom(manifest: manifest, path: path, installed: installed, state: &state)
             let (version, contents) = try await install(manifest: manifest, bytes: bytes, path: path, base: base,
-                                                        installed: installed, timings: &timings)
+                                                        installed: installed, state: &state, timings: &timings)
             (installedRows, installedFileCheck) = (contents, nil)
             state.installedVersion = version.version
             state.installedStateRoot = version.stateRoot.hex

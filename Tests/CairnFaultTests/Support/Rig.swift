@@ -57,17 +57,20 @@ final class Rig: @unchecked Sendable {
     }
 
     /// Publishes the next version (not yet synced) and returns its number. `bulk` adds a chunk
-    /// of that many bytes of random words (incompressible, so its blobs span many pages).
+    /// of that many bytes of random words (incompressible, so its blobs span many pages), new
+    /// in each version; `adding`, chunks as they are.
     @discardableResult
-    func publishNext(key: String? = nil, extra: [String] = [], bulk: Int = 0) throws -> Int {
-        var chunks = Self.knowledgeBase(version + 1)
-        if bulk > 0 {
-            let words = (0..<bulk / 9).map { _ in String(UInt32.random(in: .min ... .max), radix: 16) }
-            chunks.append(("bulk", words.joined(separator: " ")))
-        }
+    func publishNext(key: String? = nil, extra: [String] = [], bulk: Int = 0, adding: Workspace.KB = []) throws -> Int {
+        var chunks = Self.knowledgeBase(version + 1) + adding
+        if bulk > 0 { chunks.append(("bulk", Self.randomWords(bytes: bulk))) }
         try workspace.publish(chunks, key: key, extra: extra)
         version += 1
         return version
+    }
+
+    /// About `bytes` bytes of random hexadecimal words.
+    static func randomWords(bytes: Int) -> String {
+        (0..<bytes / 9).map { _ in String(UInt32.random(in: .min ... .max), radix: 16) }.joined(separator: " ")
     }
 
     /// nil when the device answers from `version` with exactly that version's release chunk;
@@ -150,11 +153,17 @@ extension Rig {
     /// Re-signs the current manifest with the workspace's own key after `adjust` (a publisher
     /// that signs something wrong: the device must still check what it gets).
     func tamperManifest(_ adjust: (inout Manifest) -> Void) throws {
-        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: workspace.manifestPath)))
         let key = try PublisherKey(fileText: String(contentsOfFile: workspace.key, encoding: .utf8))
-        var manifest = try SignedManifest.decodeAndVerify(bytes, trustedKeys: [key.publicKey])
+        var manifest = try currentManifest()
         adjust(&manifest)
         try Data(SignedManifest.encode(manifest, signingKey: key)).write(to: URL(fileURLWithPath: workspace.manifestPath))
+    }
+
+    /// The channel's current manifest, checked against the workspace's key.
+    func currentManifest() throws -> Manifest {
+        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: workspace.manifestPath)))
+        let key = try PublisherKey(fileText: String(contentsOfFile: workspace.key, encoding: .utf8))
+        return try SignedManifest.decodeAndVerify(bytes, trustedKeys: [key.publicKey])
     }
 
     /// Puts back the manifest the publisher wrote for `version` (after a tamper or a replay).
