@@ -48,6 +48,12 @@ public struct SyncConfiguration: Sendable {
     /// index first: seconds at a million chunks); only when the copy fits `maxDiskBytes` and the
     /// free space. Nil never keeps one. Default 256 MiB.
     public var spareIndexMinimumBytes: Int64? = 256 << 20
+    /// A full snapshot whose index is at least this many bytes is inflated and checked around
+    /// the page cache (direct I/O): its pages would push out the serving version's, and on a
+    /// small device they cannot stay cached anyway. A smaller index is written through the
+    /// cache, and its check reads it back from memory. 0 always bypasses the cache, nil never.
+    /// Default 64 MiB.
+    public var directInstallMinimumBytes: Int64? = 64 << 20
     /// How the device ranks (the daemon's): canaries run as the installed version will answer.
     /// Default `RankingConfiguration()`.
     public var ranking = RankingConfiguration()

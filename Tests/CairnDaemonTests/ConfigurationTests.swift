@@ -42,6 +42,7 @@ struct ConfigurationTests {
             approximate_dense_above = 0
             dense_shortlist = 0.05
             spare_index_min_bytes = 1G
+            direct_install_min_bytes = 16M
             """
         var c = DaemonConfiguration()
         #expect(c.ranking.approximateDenseAbove == 50_000 && c.ranking.shortlistFraction == 0.03)
@@ -53,11 +54,11 @@ struct ConfigurationTests {
         #expect(c.maxConnections == 9 && c.idleTimeout == 4)
         #expect(c.backoffMinimum == 5 && c.backoffMaximum == 60 && c.bandwidthCap == 250_000)
         #expect(c.ranking.approximateDenseAbove == 0 && c.ranking.shortlistFraction == 0.05)
-        #expect(c.spareIndexMinimumBytes == 1 << 30)
-        try c.apply(DaemonConfiguration.parse("approximate_dense_above = never\nspare_index_min_bytes = never"))
-        #expect(c.ranking.approximateDenseAbove == .max && c.spareIndexMinimumBytes == nil)
-        try c.apply(DaemonConfiguration.parse("spare_index_min_bytes = 0"))
-        #expect(c.spareIndexMinimumBytes == 0)
+        #expect(c.spareIndexMinimumBytes == 1 << 30 && c.directInstallMinimumBytes == 16 << 20)
+        try c.apply(DaemonConfiguration.parse("approximate_dense_above = never\nspare_index_min_bytes = never\ndirect_install_min_bytes = never"))
+        #expect(c.ranking.approximateDenseAbove == .max && c.spareIndexMinimumBytes == nil && c.directInstallMinimumBytes == nil)
+        try c.apply(DaemonConfiguration.parse("spare_index_min_bytes = 0\ndirect_install_min_bytes = 0"))
+        #expect(c.spareIndexMinimumBytes == 0 && c.directInstallMinimumBytes == 0)
     }
 
     @Test("Given bad lines, when parsed, then a bad_configuration error names the line", arguments: [
@@ -65,6 +66,7 @@ struct ConfigurationTests {
         "backoff_min = 0", "bandwidth_cap = -5", "[channel x]\nsocket = /a", "[source]", "[source https://a]\nchannel = y",
         "netrc_file = relative/netrc", "expired_updates = maybe", "approximate_dense_above = -1", "dense_shortlist = 0",
         "dense_shortlist = 1.5", "spare_index_min_bytes = -1", "spare_index_min_bytes = lots",
+        "direct_install_min_bytes = -1", "direct_install_min_bytes = big",
     ])
     func badLines(_ line: String) {
         #expect {
@@ -132,6 +134,6 @@ struct ConfigurationTests {
         #expect(c.socketMode == 0o660 && c.maxBodyBytes == 65_536 && c.pollInterval == 300 && c.idleTimeout == 30)
         #expect(c.maxConcurrentQueries == 2 * ProcessInfo.processInfo.activeProcessorCount)
         #expect(c.maxQueuedQueries == 4 * c.maxConcurrentQueries)
-        #expect(c.spareIndexMinimumBytes == 256 << 20)
+        #expect(c.spareIndexMinimumBytes == 256 << 20 && c.directInstallMinimumBytes == 64 << 20)
     }
 }

@@ -90,11 +90,12 @@ import Testing
         }
     }
 
-    @Test(arguments: [2, 3])
-    func givenASnapshotWrittenWhole_whenScannedInParts_thenEveryAnswerEqualsAOnePartScan(parts: Int) throws {
+    /// Read through the page cache (a small snapshot's install) and around it (a large one's).
+    @Test(arguments: [2, 3], [false, true])
+    func givenASnapshotWrittenWhole_whenScannedInParts_thenEveryAnswerEqualsAOnePartScan(parts: Int, readingDirect: Bool) throws {
         try withTemporaryDirectory { directory in
             let path = try Corpus.snapshot(in: directory)
-            let scan = try Snapshot.RowScan(at: path, check: .recomputedHashes, parts: parts)
+            let scan = try Snapshot.RowScan(at: path, check: .recomputedHashes, parts: parts, readingDirect: readingDirect)
             #expect(scan.parts == parts)
             let split = try (0..<parts).map { try scan.part($0) }
             let combined = try scan.finish(split, expectedStateRoot: Corpus.meta().stateRoot, durable: false)

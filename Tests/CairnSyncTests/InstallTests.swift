@@ -43,6 +43,30 @@ struct InstallTests {
         #expect(try SearchIndex(path: installed.indexPath).count == 40)
     }
 
+    @Test("Given a snapshot below direct_install_min_bytes, when it installs in full, then its index is left in the page cache; given direct_install_min_bytes 0, then the index is written and checked around the cache; both serve every row",
+          .enabled(if: PageCache.dropsPages, "the temporary folder keeps every page cached (tmpfs)"))
+    func pageCacheFollowsTheIndexSize() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1, chunks: RepoFixture.chunks(count: 20_000))
+        var cachedShare: [Double] = []
+        for minimum: Int64 in [64 << 20, 0] {
+            let device = try Device(repo: repo, sources: [repo.url], directInstallMinimumBytes: minimum)
+            #expect(await device.syncer.syncOnce().installedVersion == 1)
+            let index = try #require(device.directory.installed()).indexPath
+            let size = try #require(try FileManager.default.attributesOfItem(atPath: index)[.size] as? Int)
+            let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+            let pages = (size + page - 1) / page
+            let resident = try #require(PageCache.residentPages(index))
+            cachedShare.append(Double(resident.count) / Double(max(1, pages)))
+            #expect(try SearchIndex(path: index).count == 20_000)
+        }
+        #expect(cachedShare[0] > 0.9, "\(cachedShare[0]) of the small index cached after its install")
+        // The reads outside the check's direct runs (each statement's way down its B-trees) go
+        // through the cache, and the kernel reads ahead around them: at 20,000 rows a quarter
+        // of this 8 MB file, a fixed few megabytes that a gigabyte index does not notice.
+        #expect(cachedShare[1] < 0.5, "\(cachedShare[1]) of the index cached after an install around the cache")
+    }
+
     @Test("Given a version with a model, when it installs, then onModel names the model's folder before the version is in place, so the daemon can load the model meanwhile")
     func modelNamedBeforeTheSwap() async throws {
         let repo = try RepoFixture()

@@ -59,10 +59,13 @@ extension DaemonConfiguration {
             case "max_disk_bytes":
                 guard let bytes = Self.byteCount(v) else { throw bad("a positive number of bytes (suffix K, M, G or T allowed)") }
                 maxDiskBytes = bytes
-            case "spare_index_min_bytes":
-                if v == "never" { spareIndexMinimumBytes = nil; break }
-                guard let bytes = v == "0" ? 0 : Self.byteCount(v) else { throw bad("a number of bytes (suffix K, M, G or T allowed) or never") }
-                spareIndexMinimumBytes = bytes
+            case "spare_index_min_bytes", "direct_install_min_bytes":
+                var bytes: Int64?
+                if v != "never" {
+                    guard let count = v == "0" ? 0 : Self.byteCount(v) else { throw bad("a number of bytes (suffix K, M, G or T allowed) or never") }
+                    bytes = count
+                }
+                if entry.key == "spare_index_min_bytes" { spareIndexMinimumBytes = bytes } else { directInstallMinimumBytes = bytes }
             case "approximate_dense_above":
                 guard let rows = v == "never" ? Int.max : Int(v), rows >= 0 else { throw bad("a number of rows (0 for always) or never") }
                 ranking.approximateDenseAbove = rows

@@ -31,6 +31,12 @@ public struct DaemonConfiguration: Sendable, Hashable {
     /// within `max_disk_bytes` and the free space (sync). [`spare_index_min_bytes`, bytes with
     /// an optional K, M, G or T suffix, or `never`] Default 256M.
     public var spareIndexMinimumBytes: Int64? = 256 << 20
+    /// A full snapshot's index at least this large is written and checked around the page cache
+    /// (direct I/O), so that it does not push the serving version's pages out; a smaller one
+    /// goes through the cache, and its check reads it from memory (sync).
+    /// [`direct_install_min_bytes`, bytes with an optional K, M, G or T suffix, or `never`]
+    /// Default 64M.
+    public var directInstallMinimumBytes: Int64? = 64 << 20
     /// Files for private sources (sync): netrc, bearer token, CA bundle, client certificate and
     /// key, for every source [`netrc_file`, `token_file`, `ca_bundle`, `client_cert`,
     /// `client_key`] and per source (the same keys in a `[source URL]` section, which win).

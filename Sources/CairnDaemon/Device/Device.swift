@@ -197,6 +197,7 @@ public struct Device: Sendable {
         sync.expiredUpdates = ExpiredUpdatePolicy(rawValue: configuration.expiredUpdates) ?? .install
         sync.maxDiskBytes = configuration.maxDiskBytes
         sync.spareIndexMinimumBytes = configuration.spareIndexMinimumBytes
+        sync.directInstallMinimumBytes = configuration.directInstallMinimumBytes
         sync.ranking = configuration.ranking
         return sync
     }

@@ -49,6 +49,7 @@ extension Snapshot {
         let path: String
         let meta: SnapshotMeta
         let check: RowCheck
+        let readingDirect: Bool
         /// Parts the rows are cut into: one unless the rowids run without gaps (a full
         /// snapshot's run 1…n), so that each part knows its rows' numbers.
         public let parts: Int
@@ -56,7 +57,9 @@ extension Snapshot {
         private let writer: RowFileWriter
 
         /// Opens the file, reads its meta, and starts the rows file beside it.
-        public init(at path: String, check: RowCheck, parts wanted: Int, rowsPath: String? = nil) throws(IndexError) {
+        /// `readingDirect`: the rows are read around the page cache (a file just written so).
+        public init(at path: String, check: RowCheck, parts wanted: Int, rowsPath: String? = nil,
+                    readingDirect: Bool = false) throws(IndexError) {
             let db = try Database(path: path, mode: .readOnly(immutable: false))
             let meta = try Snapshot.meta(in: db)
             let bounds = try db.prepare("SELECT min(rowid), max(rowid) FROM chunks")
@@ -68,6 +71,7 @@ extension Snapshot {
             self.path = path
             self.meta = meta
             self.check = check
+            self.readingDirect = readingDirect
             firstRowid = first
             parts = contiguous && meta.chunkCount >= 2 * wanted ? max(1, wanted) : 1
             writer = try RowFileWriter(path: rowsPath ?? IndexContents.basePath(beside: path), count: meta.chunkCount,
@@ -91,11 +95,11 @@ extension Snapshot {
         public func part(_ part: Int) throws(IndexError) -> Part {
             let n = meta.chunkCount
             let (low, high) = (n * part / parts, n * (part + 1) / parts)
-            // A full snapshot's file was just written past the page cache (direct I/O), and on
-            // a small device it cannot stay cached: its rows are read direct, megabytes at a
-            // time. Otherwise (a delta's result, or an installed file), the pages are read
-            // through a mapping instead of copied into SQLite's cache.
-            let streaming = check == .recomputedHashes
+            // A large full snapshot's file was just written past the page cache (direct I/O),
+            // and on a small device it cannot stay cached: its rows are read direct, megabytes
+            // at a time. Otherwise (a smaller snapshot, a delta's result, or an installed file),
+            // the pages are read through a mapping instead of copied into SQLite's cache.
+            let streaming = readingDirect
             let db = try Database(path: path, mode: streaming ? .streaming : .readOnly(immutable: false))
             if !streaming { try db.exec("PRAGMA mmap_size = \(Snapshot.scanMapSize)") }
             // One column layout for every check; what a check does not need is selected as NULL.

@@ -186,11 +186,12 @@ enum IndexBuilder {
     ///
     /// A full snapshot's pass runs as two halves on two install threads. The files are not
     /// fsynced yet (`finish` does that, once, before the swap).
-    static func check(index: String, manifest: Manifest, byDelta: Bool) async throws(SyncError) -> IndexContents {
+    static func check(index: String, manifest: Manifest, byDelta: Bool, readingDirect: Bool) async throws(SyncError) -> IndexContents {
         let scan: Snapshot.RowScan
         do {
             // Loading alone is light: one thread, leaving the other core to queries.
-            scan = try Snapshot.RowScan(at: index, check: byDelta ? .storedHashes : .recomputedHashes, parts: byDelta ? 1 : 2)
+            scan = try Snapshot.RowScan(at: index, check: byDelta ? .storedHashes : .recomputedHashes, parts: byDelta ? 1 : 2,
+                                        readingDirect: readingDirect)
         } catch {
             throw failure(error)
         }

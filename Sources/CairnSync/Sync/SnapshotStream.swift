@@ -32,10 +32,10 @@ final class SnapshotStream: DownloadTap, @unchecked Sendable {
     /// for its hash, not for its inflation).
     private var failure: StoreError?
 
-    init(index: String, uncompressedSize: Int) throws(SyncError) {
-        // The index is written around the page cache: its check reads it back once, and its
-        // pages would push out the serving index's.
-        do { inflater = try Zlib.FileInflater(creating: index, size: uncompressedSize, bypassingCache: true) } catch {
+    /// `bypassingCache`: the index is written around the page cache (a large one: its check
+    /// reads it back once, and its pages would push out the serving index's).
+    init(index: String, uncompressedSize: Int, bypassingCache: Bool) throws(SyncError) {
+        do { inflater = try Zlib.FileInflater(creating: index, size: uncompressedSize, bypassingCache: bypassingCache) } catch {
             throw IndexBuilder.snapshotFailure(error)
         }
         BackgroundWork.start { [self] in inflateQueue() }

@@ -30,6 +30,12 @@ extension Syncer {
         SyncError(.hashMismatch, "blob \(id.hex.prefix(12))… from \(base) does not match its SHA-256; trying the next source")
     }
 
+    /// Whether `snapshot`'s index is written and checked around the page cache
+    /// (`SyncConfiguration.directInstallMinimumBytes`).
+    func bypassesCache(_ snapshot: Manifest.Snapshot) -> Bool {
+        configuration.directInstallMinimumBytes.map { Int64(snapshot.uncompressedSize) >= $0 } ?? false
+    }
+
     /// Downloads the full snapshot's blob (as `fetchBlob`) and inflates it into `index`. A
     /// download from the blob's first byte inflates the bytes as they arrive (`SnapshotStream`);
     /// a resumed one is hashed and inflated afterwards, in one pass over the file
@@ -41,7 +47,8 @@ extension Syncer {
         let partial = "\(directory.stagingPath)/\(snapshot.sha256.hex).partial"
         let url = "\(base)/\(BlobStore.relativePath(of: snapshot.sha256))"
         if Downloader.fileSize(partial) == 0 {
-            let stream = try SnapshotStream(index: index, uncompressedSize: snapshot.uncompressedSize)
+            let stream = try SnapshotStream(index: index, uncompressedSize: snapshot.uncompressedSize,
+                                            bypassingCache: bypassesCache(snapshot))
             let stats: TransferStats
             do {
                 stats = try await downloader.download(url: url, to: partial, size: Int64(snapshot.size),
@@ -67,11 +74,12 @@ extension Syncer {
         }
         lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(snapshot.size),
                                                            access: configuration.access(for: base), tap: nil, progress: progress))
+        let bypasses = bypassesCache(snapshot)
         do {
             try await BackgroundWork.run { () throws(StoreError) in
-                // The index is written around the page cache, as the stream's is.
+                // The index is written as the stream's would be.
                 try Zlib.decompressFile(partial, sha256: snapshot.sha256, to: index, size: snapshot.uncompressedSize,
-                                        bypassingCache: true)
+                                        bypassingCache: bypasses)
             }
         } catch where error.code == .hashMismatch {
             unlink(partial)

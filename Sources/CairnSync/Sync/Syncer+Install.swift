@@ -36,7 +36,8 @@ extension Syncer {
             let built = clock.now
             let contents: IndexContents
             if let derived = made.rows { contents = derived } else {
-                contents = try await IndexBuilder.check(index: index, manifest: manifest, byDelta: made.byDelta)
+                contents = try await IndexBuilder.check(index: index, manifest: manifest, byDelta: made.byDelta,
+                                                        readingDirect: !made.byDelta && bypassesCache(manifest.snapshot))
             }
             let verified = clock.now
             let ranking = configuration.ranking

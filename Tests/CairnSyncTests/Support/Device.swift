@@ -14,11 +14,12 @@ struct Device {
 
     /// `trustedRoot` pins a root instead of `keys`; `expiredUpdates` is the device's policy;
     /// `spareIndexMinimumBytes` as cairnd's `spare_index_min_bytes` (its default keeps no spare
-    /// of a test-sized index); `onModel` as the syncer's.
+    /// of a test-sized index); `directInstallMinimumBytes` as `direct_install_min_bytes`;
+    /// `onModel` as the syncer's.
     init(repo: RepoFixture, sources: [String], keys: [PublicKey]? = nil, transfer: TransferLimits = TransferLimits(),
          path: String? = nil, trustedRoot: [UInt8]? = nil, expiredUpdates: ExpiredUpdatePolicy = .install,
          now: @escaping @Sendable () -> Date = { Date() }, openRowsFiles: Bool = false,
-         spareIndexMinimumBytes: Int64? = 256 << 20, maxDiskBytes: Int64? = nil,
+         spareIndexMinimumBytes: Int64? = 256 << 20, directInstallMinimumBytes: Int64? = 64 << 20, maxDiskBytes: Int64? = nil,
          onModel: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.path = try path ?? TemporaryDirectory.make()
         var configuration = SyncConfiguration(sources: sources, channel: repo.channel,
@@ -28,6 +29,7 @@ struct Device {
         configuration.trustedRoot = trustedRoot
         configuration.expiredUpdates = expiredUpdates
         configuration.spareIndexMinimumBytes = spareIndexMinimumBytes
+        configuration.directInstallMinimumBytes = directInstallMinimumBytes
         configuration.maxDiskBytes = maxDiskBytes
         self.configuration = configuration
         let logger = Logger(label: "cairn.sync.test")
