@@ -72,6 +72,26 @@ struct DenseRescoreTests {
             for result in answer.results { #expect(abs(result.denseScore! - exact[result.chunk.id]!) < 1e-5, "\(result.chunk.id)") }
         }
     }
+
+    @Test("Given an index whose file is damaged after its rows files were written (its vectors four bytes short), when it is opened from them and searched densely or hybrid, then each search fails with dimension_mismatch")
+    func damagedVectorIsRefused() throws {
+        let entries = Self.entries(count: 300)
+        try withTemporaryDirectory { directory in
+            let path = (directory as NSString).appendingPathComponent("index.sqlite")
+            let query = entries[0].vector
+            // Opening it the first time writes its rows files beside it.
+            #expect(try Self.index(entries, in: directory).search(SearchRequest(query: "water", k: 10, mode: .dense),
+                                                                 queryVector: query).results.count == 10)
+            try Database(path: path, mode: .readWrite).exec("UPDATE chunks SET embedding = substr(embedding, 1, \(Self.dimension * 4 - 4))")
+            // Opened again from its rows files, no row is read until a search rescores some.
+            let index = try SearchIndex(path: path)
+            for mode in [SearchRequest.Mode.dense, .hybrid] {
+                #expect { try index.search(SearchRequest(query: "water", k: 10, mode: mode), queryVector: query) } throws: {
+                    ($0 as? IndexError)?.code == .dimensionMismatch
+                }
+            }
+        }
+    }
 }
 
 extension SplitMix64 {

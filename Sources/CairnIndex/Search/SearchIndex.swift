@@ -1,6 +1,7 @@
 public import CairnCore
 import CairnThreads
 import CEncoderKernels
+import CSQLite
 import Dispatch
 import Synchronization
 
@@ -519,28 +520,38 @@ public final class SearchIndex: Sendable {
         }
     }
 
-    /// Rows below which one thread rescores them (each a B-tree lookup of about 3 µs): a hybrid
+    /// Rows below which one thread rescores them (each a seek in the B-tree): a hybrid
     /// query's 400, and the 60 to 100 of its lexical list that dense did not rescore, are split.
     static let rescoredPerThread = 40
 
-    /// The exact cosines of `rows` with the query, in their order.
+    /// The exact cosines of `rows` with the query, in their order. Each vector is read through
+    /// one incremental-blob handle moved from row to row (`sqlite3_blob_reopen`): no statement
+    /// is stepped, and SQLite keeps the row's overflow chain at hand, so the vector, stored after
+    /// the chunk's text, is read without walking the pages before it.
     private func exactCosines(_ rows: ArraySlice<Int>, query: [Float]) throws(IndexError) -> [Float] {
         let d = meta.dimension
         return try pool.withConnection { (db) throws(IndexError) -> [Float] in
-            let statement = try db.prepare("SELECT embedding FROM chunks WHERE rowid = ?1")
             var cosines: [Float] = []
             cosines.reserveCapacity(rows.count)
+            var vector = [Float](repeating: 0, count: d)
+            var blob: OpaquePointer?
+            defer { sqlite3_blob_close(blob) }
             for row in rows {
-                statement.reset()
-                try statement.bind(contents.rowid(row), at: 1)
-                guard try statement.step() else {
-                    throw IndexError(.snapshotMalformed, "a chunk disappeared from the snapshot while it was open")
+                let rowid = contents.rowid(row)
+                let rc = blob == nil ? sqlite3_blob_open(db.handle, "main", "chunks", "embedding", rowid, 0, &blob)
+                    : sqlite3_blob_reopen(blob, rowid)
+                guard rc == SQLITE_OK else {
+                    // SQLITE_ERROR: no row with that rowid.
+                    throw rc == SQLITE_ERROR ? IndexError(.snapshotMalformed, "a chunk disappeared from the snapshot while it was open")
+                        : db.error("cannot read a stored vector", rc)
                 }
-                cosines.append(try statement.withBlob(at: 0) { (bytes) throws(IndexError) in
-                    guard bytes.count == d * 4 else {
-                        throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
-                    }
-                    return query.withUnsafeBufferPointer { cairn_dot_f32(bytes.baseAddress, $0.baseAddress, Int32(d)) }
+                guard sqlite3_blob_bytes(blob) == Int32(d * 4) else {
+                    throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
+                }
+                let read = vector.withUnsafeMutableBytes { sqlite3_blob_read(blob, $0.baseAddress, Int32(d * 4), 0) }
+                guard read == SQLITE_OK else { throw db.error("cannot read a stored vector", read) }
+                cosines.append(vector.withUnsafeBufferPointer { v in
+                    query.withUnsafeBufferPointer { cairn_dot_f32(v.baseAddress, $0.baseAddress, Int32(d)) }
                 })
             }
             return cosines
