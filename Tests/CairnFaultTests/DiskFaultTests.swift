@@ -120,6 +120,48 @@ struct DiskFaultTests {
         }
     }
 
+    /// The direct variant writes with O_DIRECT where the tmpfs offers it (Linux 6.6 on), else
+    /// through the write-behind: either way not the cached path the default takes here.
+    @Test("Given the disk filling while a full snapshot is inflated, its index written through the page cache (the default for a small one) or around it (direct_install_min_bytes 0), then the attempt fails as disk_full while installing, leaves no half version, and installs once space returns",
+          arguments: ["64M", "0"])
+    func diskFillsDuringInflation(directMinimum: String) async throws {
+        let disk = try Tmpfs(megabytes: 80)
+        defer { disk.unmount() }
+        let rig = try await Rig(config: ["direct_install_min_bytes": directMinimum], dataDirectory: disk.path + "/data")
+        defer { rig.stop() }
+        let report = FaultReport("disk fills while a snapshot inflates (direct_install_min_bytes \(directMinimum))")
+        var reason = ""
+        for number in 1...2 {
+            await report.trial(number) {
+                defer { disk.emptyFiller() }
+                let old = rig.version
+                let new = try rig.publishNext(bulk: 200_000)
+                // A publisher that offers no delta: the device installs the snapshot.
+                try rig.tamperManifest { $0.deltas = [] }
+                let blobs = try rig.currentBlobs()
+                let snapshot = try rig.currentManifest().snapshot
+                try rig.server.set(["rate": 20_000])
+                let outcome = try await rig.syncAttempt {
+                    guard Self.downloading(rig, blobs: blobs) else { return }
+                    // Room for the rest of the blob, not for the index it inflates to.
+                    disk.fill(leaving: Int64(snapshot.size) + 8_192)
+                }
+                reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
+                if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
+                if !(outcome?.message ?? "").contains("the snapshot cannot be installed") {
+                    return "expected the disk to fill while the snapshot inflated: \(outcome?.message ?? "")"
+                }
+                let partial = (try? FileManager.default.contentsOfDirectory(atPath: rig.device.dataDirectory + "/versions"))?
+                    .filter { $0.hasSuffix(".partial") } ?? []
+                if !partial.isEmpty { return "half versions left: \(partial)" }
+                disk.emptyFiller()
+                try rig.server.clear()
+                return try await rig.recovery(to: new)
+            }
+        }
+        #expect(report.finish("\(reason.prefix(90)); no half version; installed once space returned"))
+    }
+
     @Test("Given the data directory remounted read-only, then the attempt is refused with a reason in status and succeeds once it is writable")
     func readOnly() async throws {
         let disk = try Tmpfs(megabytes: 80)
