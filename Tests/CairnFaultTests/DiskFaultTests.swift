@@ -67,6 +67,17 @@ struct DiskFaultTests {
         }
     }
 
+    /// After a disk_full refusal: nil when no half version is left and, with the space back and
+    /// the fault server's faults cleared, the next attempt installs `version`; else the problem.
+    static func recovers(_ rig: Rig, _ disk: Tmpfs, to version: Int) async throws -> String? {
+        let partial = (try? FileManager.default.contentsOfDirectory(atPath: rig.device.dataDirectory + "/versions"))?
+            .filter { $0.hasSuffix(".partial") } ?? []
+        if !partial.isEmpty { return "half versions left: \(partial)" }
+        disk.emptyFiller()
+        try rig.server.clear()
+        return try await rig.recovery(to: version)
+    }
+
     @Test("Given the disk filling during a download and during an apply, then the attempt fails as disk_full, leaves no half version, and resumes when space returns")
     func diskFills() async throws {
         // 64 MiB is cairnd's free-space margin: the disk must pass that check, then fill.
@@ -108,12 +119,7 @@ struct DiskFaultTests {
                     if leave == 0 ? !message.contains("while downloading") || duringApply : !duringApply {
                         return "expected the disk to fill \(leave == 0 ? "during the download" : "after it, during the apply"): \(message)"
                     }
-                    let partial = (try? FileManager.default.contentsOfDirectory(atPath: rig.device.dataDirectory + "/versions"))?
-                        .filter { $0.hasSuffix(".partial") } ?? []
-                    if !partial.isEmpty { return "half versions left: \(partial)" }
-                    disk.emptyFiller()
-                    try rig.server.clear()
-                    return try await rig.recovery(to: new)
+                    return try await Self.recovers(rig, disk, to: new)
                 }
             }
             #expect(report.finish("\(reason.prefix(80)); no half file; installed once space returned"))
@@ -151,12 +157,7 @@ struct DiskFaultTests {
                 if !(outcome?.message ?? "").contains("the snapshot cannot be installed") {
                     return "expected the disk to fill while the snapshot inflated: \(outcome?.message ?? "")"
                 }
-                let partial = (try? FileManager.default.contentsOfDirectory(atPath: rig.device.dataDirectory + "/versions"))?
-                    .filter { $0.hasSuffix(".partial") } ?? []
-                if !partial.isEmpty { return "half versions left: \(partial)" }
-                disk.emptyFiller()
-                try rig.server.clear()
-                return try await rig.recovery(to: new)
+                return try await Self.recovers(rig, disk, to: new)
             }
         }
         #expect(report.finish("\(reason.prefix(90)); no half version; installed once space returned"))
