@@ -130,7 +130,7 @@ let package = Package(
         .testTarget(name: "CairnIntegrationTests", dependencies: ["CairnClient", "CairnCore", "CairnIndex", "CairnTestSupport"]),
         // Faults injected into real processes (network, content, disk, process, callers,
         // publisher); one line per fault: `fault: <name> — held n/n (…)`.
-        .testTarget(name: "CairnFaultTests", dependencies: ["CairnClient", "CairnCore", "CairnDaemon", "CairnSearch", "CairnSync",
+        .testTarget(name: "CairnFaultTests", dependencies: ["CairnClient", "CairnCore", "CairnDaemon", "CairnSearch", "CairnStore", "CairnSync",
                                                             "CairnTestSupport"]),
     ]
 )

@@ -1,4 +1,5 @@
 import CairnCore
+import CairnStore
 import CairnSync
 import CairnTestSupport
 import Foundation
@@ -128,8 +129,7 @@ struct DiskBudgetTests {
         // A mirror whose delta blobs are corrupt (bytes inverted): each fails its hash once
         // downloaded, after the budget let the delta in with the previous version kept.
         for delta in manifest.deltas {
-            let hex = delta.sha256.hex
-            let file = rig.workspace.repo + "/blobs/sha256/\(hex.prefix(2))/\(hex)"
+            let file = BlobStore(root: rig.workspace.repo).path(of: delta.sha256)
             let inverted = Data(try Data(contentsOf: URL(fileURLWithPath: file)).map { ~$0 })
             try FileManager.default.removeItem(atPath: file)
             try inverted.write(to: URL(fileURLWithPath: file))

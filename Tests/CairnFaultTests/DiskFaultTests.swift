@@ -67,6 +67,18 @@ struct DiskFaultTests {
         }
     }
 
+    /// One sync attempt, its blobs served at `rate` bytes a second, during whose download the
+    /// disk is filled: to the last byte, or (`roomForBlob`) leaving room for the version's
+    /// largest blob but not for what the install writes beside it.
+    static func attemptFillingDisk(_ rig: Rig, _ disk: Tmpfs, rate: Int, roomForBlob: Bool) async throws -> (code: String, message: String)? {
+        let blobs = try rig.currentBlobs()
+        try rig.server.set(["rate": rate])
+        return try await rig.syncAttempt {
+            guard Self.downloading(rig, blobs: blobs) else { return }
+            disk.fill(leaving: roomForBlob ? Int64(blobs.map(\.size).max() ?? 0) + 8_192 : 0)
+        }
+    }
+
     /// After a disk_full refusal: nil when no half version is left and, with the space back and
     /// the fault server's faults cleared, the next attempt installs `version`; else the problem.
     static func recovers(_ rig: Rig, _ disk: Tmpfs, to version: Int) async throws -> String? {
@@ -95,15 +107,10 @@ struct DiskFaultTests {
                     // Blobs of several pages: tmpfs allocates by page, so a blob inside the one page
                     // already written would never meet the full disk.
                     let new = try rig.publishNext(bulk: 40_000)
-                    let blobs = try rig.currentBlobs()
-                    try rig.server.set(["rate": 10_000])
                     let logged = rig.device.log.utf8.count
-                    let outcome = try await rig.syncAttempt {
-                        guard Self.downloading(rig, blobs: blobs) else { return }
-                        // During download: nothing left. During apply: room for the rest of the
-                        // blob but not for the new index beside the live one.
-                        disk.fill(leaving: leave == 0 ? 0 : Int64(blobs.map(\.size).max() ?? 0) + 8_192)
-                    }
+                    // During download: nothing left. During apply: room for the rest of the blob
+                    // but not for the new index beside the live one.
+                    let outcome = try await Self.attemptFillingDisk(rig, disk, rate: 10_000, roomForBlob: leave != 0)
                     reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
                     if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
                     // When it failed, in cairnd's own words. The downloader says "while
@@ -144,14 +151,8 @@ struct DiskFaultTests {
                 let new = try rig.publishNext(bulk: 200_000)
                 // A publisher that offers no delta: the device installs the snapshot.
                 try rig.tamperManifest { $0.deltas = [] }
-                let blobs = try rig.currentBlobs()
-                let snapshot = try rig.currentManifest().snapshot
-                try rig.server.set(["rate": 20_000])
-                let outcome = try await rig.syncAttempt {
-                    guard Self.downloading(rig, blobs: blobs) else { return }
-                    // Room for the rest of the blob, not for the index it inflates to.
-                    disk.fill(leaving: Int64(snapshot.size) + 8_192)
-                }
+                // Room for the rest of the blob, not for the index it inflates to.
+                let outcome = try await Self.attemptFillingDisk(rig, disk, rate: 20_000, roomForBlob: true)
                 reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
                 if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
                 if !(outcome?.message ?? "").contains("the snapshot cannot be installed") {

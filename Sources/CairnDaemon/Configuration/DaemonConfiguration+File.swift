@@ -45,6 +45,12 @@ extension DaemonConfiguration {
             func bad(_ what: String) -> DaemonError {
                 DaemonError(.badConfiguration, "config line \(entry.line): \(entry.key) must be \(what)")
             }
+            /// A size in bytes (0 allowed), or nil for `never`.
+            func bytesOrNever() throws(DaemonError) -> Int64? {
+                if v == "never" { return nil }
+                guard let bytes = v == "0" ? 0 : Self.byteCount(v) else { throw bad("a number of bytes (suffix K, M, G or T allowed) or never") }
+                return bytes
+            }
             switch entry.key {
             case "source":
                 if !sawSource { sources = []; sawSource = true }
@@ -59,13 +65,8 @@ extension DaemonConfiguration {
             case "max_disk_bytes":
                 guard let bytes = Self.byteCount(v) else { throw bad("a positive number of bytes (suffix K, M, G or T allowed)") }
                 maxDiskBytes = bytes
-            case "spare_index_min_bytes", "direct_install_min_bytes":
-                var bytes: Int64?
-                if v != "never" {
-                    guard let count = v == "0" ? 0 : Self.byteCount(v) else { throw bad("a number of bytes (suffix K, M, G or T allowed) or never") }
-                    bytes = count
-                }
-                if entry.key == "spare_index_min_bytes" { spareIndexMinimumBytes = bytes } else { directInstallMinimumBytes = bytes }
+            case "spare_index_min_bytes": spareIndexMinimumBytes = try bytesOrNever()
+            case "direct_install_min_bytes": directInstallMinimumBytes = try bytesOrNever()
             case "approximate_dense_above":
                 guard let rows = v == "never" ? Int.max : Int(v), rows >= 0 else { throw bad("a number of rows (0 for always) or never") }
                 ranking.approximateDenseAbove = rows

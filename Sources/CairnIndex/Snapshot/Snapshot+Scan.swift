@@ -99,9 +99,8 @@ extension Snapshot {
             // and on a small device it cannot stay cached: its rows are read direct, megabytes
             // at a time. Otherwise (a smaller snapshot, a delta's result, or an installed file),
             // the pages are read through a mapping instead of copied into SQLite's cache.
-            let streaming = readingDirect
-            let db = try Database(path: path, mode: streaming ? .streaming : .readOnly(immutable: false))
-            if !streaming { try db.exec("PRAGMA mmap_size = \(Snapshot.scanMapSize)") }
+            let db = try Database(path: path, mode: readingDirect ? .streaming : .readOnly(immutable: false))
+            if !readingDirect { try db.exec("PRAGMA mmap_size = \(Snapshot.scanMapSize)") }
             // One column layout for every check; what a check does not need is selected as NULL.
             let text = check == .recomputedHashes ? "title, content, scenario, tags, source" : "NULL, NULL, scenario, tags, NULL"
             let where_ = parts > 1 ? "WHERE rowid BETWEEN ?1 AND ?2 " : ""

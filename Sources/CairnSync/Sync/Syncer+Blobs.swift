@@ -30,25 +30,20 @@ extension Syncer {
         SyncError(.hashMismatch, "blob \(id.hex.prefix(12))… from \(base) does not match its SHA-256; trying the next source")
     }
 
-    /// Whether `snapshot`'s index is written and checked around the page cache
-    /// (`SyncConfiguration.directInstallMinimumBytes`).
-    func bypassesCache(_ snapshot: Manifest.Snapshot) -> Bool {
-        configuration.directInstallMinimumBytes.map { Int64(snapshot.uncompressedSize) >= $0 } ?? false
-    }
-
     /// Downloads the full snapshot's blob (as `fetchBlob`) and inflates it into `index`. A
     /// download from the blob's first byte inflates the bytes as they arrive (`SnapshotStream`);
     /// a resumed one is hashed and inflated afterwards, in one pass over the file
     /// (`Zlib.decompressFile`). A resumed blob that fails its hash (its earlier bytes may come
     /// from another source) is downloaded again whole, once, as `fetchBlob` does. Returns the
-    /// verified blob's path.
-    func fetchSnapshot(base: String, snapshot: Manifest.Snapshot, index: String,
+    /// verified blob's path. `bypassingCache`: the index is written around the page cache
+    /// (`SyncConfiguration.directInstallMinimumBytes`).
+    func fetchSnapshot(base: String, snapshot: Manifest.Snapshot, index: String, bypassingCache: Bool,
                        retry: Bool = true) async throws(SyncError) -> String {
         let partial = "\(directory.stagingPath)/\(snapshot.sha256.hex).partial"
         let url = "\(base)/\(BlobStore.relativePath(of: snapshot.sha256))"
         if Downloader.fileSize(partial) == 0 {
             let stream = try SnapshotStream(index: index, uncompressedSize: snapshot.uncompressedSize,
-                                            bypassingCache: bypassesCache(snapshot))
+                                            bypassingCache: bypassingCache)
             let stats: TransferStats
             do {
                 stats = try await downloader.download(url: url, to: partial, size: Int64(snapshot.size),
@@ -74,12 +69,10 @@ extension Syncer {
         }
         lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(snapshot.size),
                                                            access: configuration.access(for: base), tap: nil, progress: progress))
-        let bypasses = bypassesCache(snapshot)
         do {
             try await BackgroundWork.run { () throws(StoreError) in
-                // The index is written as the stream's would be.
                 try Zlib.decompressFile(partial, sha256: snapshot.sha256, to: index, size: snapshot.uncompressedSize,
-                                        bypassingCache: bypasses)
+                                        bypassingCache: bypassingCache)
             }
         } catch where error.code == .hashMismatch {
             unlink(partial)
@@ -87,7 +80,7 @@ extension Syncer {
             progress.expect(Int64(snapshot.size))
             logger.info("resumed blob failed its hash; downloading it again whole",
                         metadata: ["cairn.sync.blob": "\(snapshot.sha256.hex.prefix(12))"])
-            return try await fetchSnapshot(base: base, snapshot: snapshot, index: index, retry: false)
+            return try await fetchSnapshot(base: base, snapshot: snapshot, index: index, bypassingCache: bypassingCache, retry: false)
         } catch {
             throw IndexBuilder.snapshotFailure(error)
         }

@@ -37,7 +37,7 @@ extension Syncer {
             let contents: IndexContents
             if let derived = made.rows { contents = derived } else {
                 contents = try await IndexBuilder.check(index: index, manifest: manifest, byDelta: made.byDelta,
-                                                        readingDirect: !made.byDelta && bypassesCache(manifest.snapshot))
+                                                        readingDirect: made.writtenDirect)
             }
             let verified = clock.now
             let ranking = configuration.ranking
@@ -100,7 +100,8 @@ extension Syncer {
                 // Kept for the next delta, which brings this file up to date in place (a rename).
                 let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectoryLayout.deltaBlobFile
                 guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the delta blob in \(kept)") }
-                return BuiltIndex(byDelta: true, inPlace: result.reused, fetch: fetch, rows: result.contents, delta: result.phases)
+                return BuiltIndex(byDelta: true, inPlace: result.reused, fetch: fetch, rows: result.contents, delta: result.phases,
+                                  writtenDirect: false)
             } catch {
                 // A full disk will not take the larger snapshot either.
                 if error.code == .cancelled || error.code == .diskFull { throw error }
@@ -124,13 +125,16 @@ extension Syncer {
             }
         }
         let started = clock.now
-        let blob = try await fetchSnapshot(base: base, snapshot: manifest.snapshot, index: index)
+        // A large index is written, and then checked, around the page cache: its pages would
+        // push out the serving version's. A small one stays cached for its check.
+        let direct = configuration.directInstallMinimumBytes.map { Int64(manifest.snapshot.uncompressedSize) >= $0 } ?? false
+        let blob = try await fetchSnapshot(base: base, snapshot: manifest.snapshot, index: index, bypassingCache: direct)
         fetch += clock.now - started
         progress.installing()
         // Kept for `cairn export`: the verified, signed bytes (a rename, not a copy).
         let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectoryLayout.snapshotBlobFile
         guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the snapshot blob in \(kept)") }
-        return BuiltIndex(byDelta: false, inPlace: false, fetch: fetch, rows: nil, delta: nil)
+        return BuiltIndex(byDelta: false, inPlace: false, fetch: fetch, rows: nil, delta: nil, writtenDirect: direct)
     }
 
     /// Waits for the start-up check of the installed file against its rows files (once); if the
@@ -158,6 +162,9 @@ extension Syncer {
         let rows: IndexContents?
         /// The delta's phases, when a delta made it.
         let delta: IndexBuilder.DeltaPhases?
+        /// Whether the index was written around the page cache (a large full snapshot's), so
+        /// that its check reads it so too.
+        let writtenDirect: Bool
     }
 
     /// A file a delta can bring up to date in place instead of copying the live index: the
