@@ -8,47 +8,87 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Sixteen lanes whatever the instruction set (see encoder_kernels.c).
-typedef float vf16 __attribute__((vector_size(64), aligned(4)));
-typedef signed char vc16 __attribute__((vector_size(16), aligned(1)));
-#pragma clang diagnostic ignored "-Wpsabi"
+// A row's estimate is an integer sum: its int8 codes times the query rounded to int16 with one
+// scale for the whole query (query ≈ scale · q16). Integer sums are exact, so every instruction
+// set gives the same estimate, bit for bit, and the codes are widened to 16 bits (one
+// instruction) where a float dot product widened them to 32 and converted them (two). Rounding
+// the query moves an estimate by about 1e-5 of its size, against the codes' own 1e-3.
 
-// One row's estimate, `row` pointing at its d codes, into `sum` (before its scale).
-#define ROW_DOT(row, sum)                                                                            \
-    do {                                                                                             \
-        vf16 acc = {0};                                                                              \
-        int j = 0;                                                                                   \
-        for (; j + 16 <= d; j += 16) {                                                               \
-            vc16 c;                                                                                  \
-            vf16 q;                                                                                  \
-            memcpy(&c, (row) + j, sizeof c);                                                         \
-            memcpy(&q, query + j, sizeof q);                                                         \
-            acc += __builtin_convertvector(c, vf16) * q;                                             \
-        }                                                                                            \
-        sum = 0;                                                                                     \
-        for (int lane = 0; lane < 16; lane++) sum += acc[lane];                                      \
-        for (; j < d; j++) sum += (float)(row)[j] * query[j];                                        \
-    } while (0)
+// The sum over one row's d codes; each level's kernels are built around its own.
+static inline int32_t row_sum_baseline(const signed char *row, int d, const int16_t *q) {
+    int32_t sum = 0;
+    for (int j = 0; j < d; j++) sum += (int32_t)row[j] * q[j];
+    return sum;
+}
 
-#define SIMILARITIES_BODY                                                                            \
-    for (size_t r = first; r < first + count; r++) {                                                \
-        float sum;                                                                                   \
-        ROW_DOT(codes + r * (size_t)d, sum);                                                         \
-        y[r] = sum * scales[r];                                                                      \
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw"))) static inline int32_t row_sum_avx512(const signed char *row, int d,
+                                                                               const int16_t *q) {
+    __m512i sum = _mm512_setzero_si512();
+    int j = 0;
+    for (; j + 32 <= d; j += 32) {
+        __m512i codes = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(row + j)));
+        sum = _mm512_add_epi32(sum, _mm512_madd_epi16(codes, _mm512_loadu_si512(q + j)));
     }
+    int32_t total = _mm512_reduce_add_epi32(sum);
+    for (; j < d; j++) total += (int32_t)row[j] * q[j];
+    return total;
+}
 
-// Rows far apart in memory: the next rows' codes are asked for ahead of their turn.
-#define SIMILARITIES_ROWS_BODY                                                                       \
-    for (size_t i = 0; i < count; i++) {                                                            \
-        if (i + 8 < count) {                                                                         \
-            const signed char *ahead = codes + (size_t)rows[i + 8] * (size_t)d;                      \
-            for (int line = 0; line < d; line += 64) __builtin_prefetch(ahead + line);               \
-        }                                                                                            \
-        size_t r = (size_t)rows[i];                                                                  \
-        float sum;                                                                                   \
-        ROW_DOT(codes + r * (size_t)d, sum);                                                         \
-        y[i] = sum * scales[r];                                                                      \
+__attribute__((target("avx2"))) static inline int32_t row_sum_avx2(const signed char *row, int d, const int16_t *q) {
+    // Two sums, so that consecutive blocks do not wait on each other's addition.
+    __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+    int j = 0;
+    for (; j + 32 <= d; j += 32) {
+        __m256i low = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(row + j)));
+        __m256i high = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(row + j + 16)));
+        even = _mm256_add_epi32(even, _mm256_madd_epi16(low, _mm256_loadu_si256((const __m256i *)(q + j))));
+        odd = _mm256_add_epi32(odd, _mm256_madd_epi16(high, _mm256_loadu_si256((const __m256i *)(q + j + 16))));
     }
+    for (; j + 16 <= d; j += 16) {
+        __m256i codes = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(row + j)));
+        even = _mm256_add_epi32(even, _mm256_madd_epi16(codes, _mm256_loadu_si256((const __m256i *)(q + j))));
+    }
+    __m256i both = _mm256_add_epi32(even, odd);
+    __m128i half = _mm_add_epi32(_mm256_castsi256_si128(both), _mm256_extracti128_si256(both, 1));
+    half = _mm_add_epi32(half, _mm_shuffle_epi32(half, 0x4E));
+    half = _mm_add_epi32(half, _mm_shuffle_epi32(half, 0xB1));
+    int32_t total = _mm_cvtsi128_si32(half);
+    for (; j < d; j++) total += (int32_t)row[j] * q[j];
+    return total;
+}
+#endif
+
+// One instruction set's scoring kernels, a table of them per set (as encoder_kernels.c does).
+typedef struct {
+    void (*similarities)(const signed char *codes, const float *scales, size_t first, size_t count, int d,
+                         const int16_t *q, float scale, float *y);
+    void (*similarities_rows)(const signed char *codes, const float *scales, const int32_t *rows, size_t count, int d,
+                              const int16_t *q, float scale, float *y);
+} scoring_kernels;
+
+// One level's kernels: a range of rows, and a list of rows far apart in memory (the next rows'
+// codes asked for ahead of their turn). The float product is written once, here, for all levels.
+#define SCORING_KERNELS(suffix, attribute)                                                           \
+    attribute static void similarities_##suffix(const signed char *codes, const float *scales, size_t first, \
+                                                size_t count, int d, const int16_t *q, float scale, float *y) { \
+        for (size_t r = first; r < first + count; r++) {                                            \
+            y[r] = (float)row_sum_##suffix(codes + r * (size_t)d, d, q) * (scale * scales[r]);      \
+        }                                                                                            \
+    }                                                                                                \
+    attribute static void similarities_rows_##suffix(const signed char *codes, const float *scales,  \
+                                                     const int32_t *rows, size_t count, int d,       \
+                                                     const int16_t *q, float scale, float *y) {      \
+        for (size_t i = 0; i < count; i++) {                                                        \
+            if (i + 8 < count) {                                                                     \
+                const signed char *ahead = codes + (size_t)rows[i + 8] * (size_t)d;                  \
+                for (int line = 0; line < d; line += 64) __builtin_prefetch(ahead + line);           \
+            }                                                                                        \
+            size_t r = (size_t)rows[i];                                                              \
+            y[i] = (float)row_sum_##suffix(codes + r * (size_t)d, d, q) * (scale * scales[r]);      \
+        }                                                                                            \
+    }                                                                                                \
+    static const scoring_kernels scoring_##suffix = {similarities_##suffix, similarities_rows_##suffix};
 
 #define HAMMING_BODY                                                                                 \
     for (size_t r = first; r < first + count; r++) {                                                \
@@ -58,29 +98,9 @@ typedef signed char vc16 __attribute__((vector_size(16), aligned(1)));
         distances[r] = (uint16_t)distance;                                                           \
     }
 
-// One instruction set's scoring kernels, a table of them per set (as encoder_kernels.c does).
-typedef struct {
-    void (*similarities)(const signed char *codes, const float *scales, size_t first, size_t count, int d,
-                         const float *query, float *y);
-    void (*similarities_rows)(const signed char *codes, const float *scales, const int32_t *rows, size_t count, int d,
-                              const float *query, float *y);
-} scoring_kernels;
-
-#define SCORING_KERNELS(suffix, attribute)                                                           \
-    attribute static void similarities_##suffix(const signed char *codes, const float *scales, size_t first, \
-                                                size_t count, int d, const float *query, float *y) { \
-        SIMILARITIES_BODY                                                                            \
-    }                                                                                                \
-    attribute static void similarities_rows_##suffix(const signed char *codes, const float *scales,  \
-                                                     const int32_t *rows, size_t count, int d,       \
-                                                     const float *query, float *y) {                 \
-        SIMILARITIES_ROWS_BODY                                                                       \
-    }                                                                                                \
-    static const scoring_kernels scoring_##suffix = {similarities_##suffix, similarities_rows_##suffix};
-
 #if defined(__x86_64__)
-SCORING_KERNELS(avx512, __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma"))))
-SCORING_KERNELS(avx2, __attribute__((target("avx2,fma"))))
+SCORING_KERNELS(avx512, __attribute__((target("avx512f,avx512bw"))))
+SCORING_KERNELS(avx2, __attribute__((target("avx2"))))
 
 __attribute__((target("popcnt")))
 static void hamming_popcnt(const uint64_t *bits, size_t first, size_t count, int words, const uint64_t *query,
@@ -153,11 +173,13 @@ typedef void (*hamming_fn)(const uint64_t *, size_t, size_t, int, const uint64_t
         __atomic_store_n(&kernel, chosen, __ATOMIC_RELAXED);                                         \
     }
 
+static const scoring_kernels *scoring_level(int level);
+
 static const scoring_kernels *widest_scoring(void) {
-#if defined(__x86_64__)
-    if (cairn_cpu_avx512()) return &scoring_avx512;
-    if (cairn_cpu_avx2()) return &scoring_avx2;
-#endif
+    for (int level = 2; level > 0; level--) {
+        const scoring_kernels *kernels = scoring_level(level);
+        if (kernels != NULL) return kernels;
+    }
     return &scoring_baseline;
 }
 
@@ -184,14 +206,65 @@ static hamming_fn chosen_hamming(void) {
     return hamming_baseline;
 }
 
+// The scoring kernels of one level (0 baseline, 1 AVX2, 2 AVX-512 BW), NULL when this CPU does
+// not run it.
+static const scoring_kernels *scoring_level(int level) {
+#if defined(__x86_64__)
+    if (level == 2) return cairn_cpu_avx512() ? &scoring_avx512 : NULL;
+    if (level == 1) return cairn_cpu_avx2() ? &scoring_avx2 : NULL;
+#endif
+    return level == 0 ? &scoring_baseline : NULL;
+}
+
+// Rounds the query to int16 (query ≈ *scale · q), its largest magnitude to the largest value
+// for which no row's sum can leave int32 (127 · limit · d < 2³¹), and scores the rows `rows`
+// lists, or the range first ..< first + count when `rows` is NULL. A query that is not finite
+// scores every row NaN, as a float product would have.
+static void similarities(const scoring_kernels *kernels, const signed char *codes, const float *scales,
+                         const int32_t *rows, size_t first, size_t count, int d, const float *query, float *y) {
+    float largest = 0;
+    for (int j = 0; j < d; j++) largest = fmaxf(largest, fabsf(query[j]));
+    int finite = 1;
+    for (int j = 0; j < d; j++) finite &= isfinite(query[j]) != 0;
+    float *out = rows == NULL ? y + first : y;
+    if (!finite) {
+        for (size_t i = 0; i < count; i++) out[i] = NAN;
+        return;
+    }
+    int16_t local[1024];
+    int16_t *q = d <= 1024 ? local : malloc(sizeof(int16_t) * (size_t)d);
+    if (q == NULL) {
+        for (size_t i = 0; i < count; i++) out[i] = NAN;
+        return;
+    }
+    long limit = 2147483647L / (127L * (d > 0 ? d : 1));
+    if (limit > 32767) limit = 32767;
+    float scale = largest > 0 ? largest / (float)limit : 0;
+    for (int j = 0; j < d; j++) q[j] = scale > 0 ? (int16_t)lrintf(query[j] / scale) : 0;
+    if (rows == NULL) {
+        kernels->similarities(codes, scales, first, count, d, q, scale, y);
+    } else {
+        kernels->similarities_rows(codes, scales, rows, count, d, q, scale, y);
+    }
+    if (q != local) free(q);
+}
+
 void cairn_similarities_i8(const signed char *codes, const float *scales, size_t first, size_t count, int d,
                            const float *query, float *y) {
-    scoring()->similarities(codes, scales, first, count, d, query, y);
+    similarities(scoring(), codes, scales, NULL, first, count, d, query, y);
 }
 
 void cairn_similarities_i8_rows(const signed char *codes, const float *scales, const int32_t *rows, size_t count, int d,
                                 const float *query, float *y) {
-    scoring()->similarities_rows(codes, scales, rows, count, d, query, y);
+    similarities(scoring(), codes, scales, rows, 0, count, d, query, y);
+}
+
+int cairn_similarities_i8_level(int level, const signed char *codes, const float *scales, const int32_t *rows, size_t first,
+                                size_t count, int d, const float *query, float *y) {
+    const scoring_kernels *kernels = scoring_level(level);
+    if (kernels == NULL) return 0;
+    similarities(kernels, codes, scales, rows, first, count, d, query, y);
+    return 1;
 }
 
 void cairn_hamming(const uint64_t *bits, size_t first, size_t count, int words, const uint64_t *query, uint16_t *distances) {
@@ -347,6 +420,46 @@ typedef struct {
 // Whether a ranks before b: the higher score, then the lower row.
 static inline int ranks_before(scored_row a, scored_row b) {
     return a.score > b.score || (a.score == b.score && a.row < b.row);
+}
+
+// Restores the min-heap `heap[0 ..< k]` below `parent`.
+static void sift_down_min(float *heap, size_t k, size_t parent) {
+    for (;;) {
+        size_t least = parent, left = 2 * parent + 1, right = left + 1;
+        if (left < k && heap[left] < heap[least]) least = left;
+        if (right < k && heap[right] < heap[least]) least = right;
+        if (least == parent) return;
+        float t = heap[parent];
+        heap[parent] = heap[least];
+        heap[least] = t;
+        parent = least;
+    }
+}
+
+float cairn_kth_highest(const float *scores, size_t n, size_t k) {
+    if (k == 0 || k > n) return -INFINITY;
+    // The k highest so far as a min-heap: one comparison with its root a score, a replacement
+    // only for a score above it (a few thousand in a million scores in random order).
+    float *heap = malloc(k * sizeof(float));
+    if (heap == NULL) return -INFINITY;
+    float found = -INFINITY;
+    for (size_t i = 0; i < k; i++) {
+        if (isnan(scores[i])) goto done;
+        heap[i] = scores[i];
+    }
+    for (size_t i = k / 2; i-- > 0;) sift_down_min(heap, k, i);
+    for (size_t i = k; i < n; i++) {
+        float x = scores[i];
+        if (isnan(x)) goto done;
+        if (x > heap[0]) {
+            heap[0] = x;
+            sift_down_min(heap, k, 0);
+        }
+    }
+    found = heap[0];
+done:
+    free(heap);
+    return found;
 }
 
 size_t cairn_top_scores(const float *scores, const int32_t *rows, size_t n, size_t k, int32_t *out) {

@@ -1,8 +1,8 @@
 #ifndef CAIRN_VECTOR_KERNELS_H
 #define CAIRN_VECTOR_KERNELS_H
 // The dense search's kernels: vectors kept in memory as int8 codes with one scale per row
-// (symmetric, per row: code = round(x / scale), scale = max |x| / 127), scored against a float
-// query, and the exact float32 dot product used to rescore the best of them. Compiled for
+// (symmetric, per row: code = round(x / scale), scale = max |x| / 127), scored against the query
+// rounded to int16, and the exact float32 dot product used to rescore the best of them. Compiled for
 // AVX-512, AVX2 + FMA and the baseline instruction set; the widest this CPU runs is used.
 
 #include <stddef.h>
@@ -16,7 +16,10 @@ extern "C" {
 /// `code` (d values in [-127, 127]) and `*scale`; a zero row gets scale 0 and zero codes.
 void cairn_quantize_row_i8(const void *values, int d, signed char *code, float *scale);
 
-/// y[r] = scales[r] · Σⱼ codes[r·d + j] · query[j], for r in [first, first + count).
+/// y[r] ≈ scales[r] · Σⱼ codes[r·d + j] · query[j], for r in [first, first + count). The query is
+/// rounded to int16 with one scale (largest magnitude min(32767, ⌊(2³¹ − 1) / (127·d)⌋)) and the
+/// sum taken in integers, so every instruction set gives the same value, bit for bit:
+/// (float)Σⱼ codes[r·d + j] · q[j] · (qscale · scales[r]). A query that is not finite gives NaN.
 void cairn_similarities_i8(const signed char *codes, const float *scales, size_t first, size_t count, int d,
                            const float *query, float *y);
 
@@ -24,6 +27,13 @@ void cairn_similarities_i8(const signed char *codes, const float *scales, size_t
 /// estimate for a list of rows.
 void cairn_similarities_i8_rows(const signed char *codes, const float *scales, const int32_t *rows, size_t count, int d,
                                 const float *query, float *y);
+
+/// `cairn_similarities_i8` (`rows` NULL) or `cairn_similarities_i8_rows` (y[0 ..< count] for the
+/// rows listed; `first` ignored) with the kernels of one instruction-set level (0 baseline, 1
+/// AVX2, 2 AVX-512 BW), so that tests can compare every level this CPU runs; returns 0, doing
+/// nothing, when it runs no kernel of that level.
+int cairn_similarities_i8_level(int level, const signed char *codes, const float *scales, const int32_t *rows, size_t first,
+                                size_t count, int d, const float *query, float *y);
 
 /// Each row's signs as bits, for r in [first, first + count): bit j % 64 of word
 /// bits[r·words + j / 64] is set when codes[r·d + j] > 0, where words = (d + 63) / 64 (the
@@ -54,6 +64,11 @@ int cairn_select_nearest_level(int level, const uint16_t *distances, size_t n, s
 /// The rows (from `rows`) of the `k` highest of `scores[0 ..< n]`, ties to the lower row, into
 /// `out` in no particular order; returns min(k, n) (0 if memory runs out).
 size_t cairn_top_scores(const float *scores, const int32_t *rows, size_t n, size_t k, int32_t *out);
+
+/// The k-th highest of `scores[0 ..< n]` (k from 1), counting equal scores apart: the score a row
+/// needs to be among the k best. -∞ when k is 0 or above n, when a score is NaN, or when memory
+/// runs out: then any row may be.
+float cairn_kth_highest(const float *scores, size_t n, size_t k);
 
 /// Σⱼ values[j] · query[j] for `d` little-endian float32 values at `values` (any alignment).
 float cairn_dot_f32(const void *values, const float *query, int d);

@@ -310,11 +310,14 @@ public final class SearchIndex: Sendable {
             if wanted { moments = sampledMoments(query) }
         } else {
             let all = similarities(query)
-            if contents.hasRemoved || mask != nil {
-                for row in 0..<contents.slots where contents.isLive(row) && mask?[row] ?? true { offer(row, all[row]) }
-            } else {
-                for row in 0..<contents.slots { offer(row, all[row]) }
-            }
+            // The shortlist's last estimate, found in one pass: a row below it cannot enter, so
+            // only rows at or above it are offered (ties among them still go by id). -∞: all.
+            let filtered = contents.hasRemoved || mask != nil
+            func allowed(_ row: Int) -> Bool { !filtered || contents.isLive(row) && mask?[row] ?? true }
+            var ranked = all  // the rows a query may not return at -∞ (a copy only then)
+            if filtered { for row in 0..<contents.slots where !allowed(row) { ranked[row] = -.infinity } }
+            let last = cairn_kth_highest(ranked, ranked.count, shortlist.capacity)
+            for row in 0..<contents.slots where (all[row] >= last || last == -.infinity) && allowed(row) { offer(row, all[row]) }
             scores = RowScores(all: all)
         }
         let rescored = shortlist.sorted.map(\.row)
