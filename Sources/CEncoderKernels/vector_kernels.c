@@ -173,7 +173,15 @@ typedef void (*hamming_fn)(const uint64_t *, size_t, size_t, int, const uint64_t
         __atomic_store_n(&kernel, chosen, __ATOMIC_RELAXED);                                         \
     }
 
-static const scoring_kernels *scoring_level(int level);
+// The scoring kernels of one level (0 baseline, 1 AVX2, 2 AVX-512 BW), NULL when this CPU does
+// not run it.
+static const scoring_kernels *scoring_level(int level) {
+#if defined(__x86_64__)
+    if (level == 2) return cairn_cpu_avx512() ? &scoring_avx512 : NULL;
+    if (level == 1) return cairn_cpu_avx2() ? &scoring_avx2 : NULL;
+#endif
+    return level == 0 ? &scoring_baseline : NULL;
+}
 
 static const scoring_kernels *widest_scoring(void) {
     for (int level = 2; level > 0; level--) {
@@ -206,15 +214,6 @@ static hamming_fn chosen_hamming(void) {
     return hamming_baseline;
 }
 
-// The scoring kernels of one level (0 baseline, 1 AVX2, 2 AVX-512 BW), NULL when this CPU does
-// not run it.
-static const scoring_kernels *scoring_level(int level) {
-#if defined(__x86_64__)
-    if (level == 2) return cairn_cpu_avx512() ? &scoring_avx512 : NULL;
-    if (level == 1) return cairn_cpu_avx2() ? &scoring_avx2 : NULL;
-#endif
-    return level == 0 ? &scoring_baseline : NULL;
-}
 
 // Rounds the query to int16 (query ≈ *scale · q), its largest magnitude to the largest value
 // for which no row's sum can leave int32 (127 · limit · d < 2³¹), and scores the rows `rows`
@@ -223,17 +222,16 @@ static const scoring_kernels *scoring_level(int level) {
 static void similarities(const scoring_kernels *kernels, const signed char *codes, const float *scales,
                          const int32_t *rows, size_t first, size_t count, int d, const float *query, float *y) {
     float largest = 0;
-    for (int j = 0; j < d; j++) largest = fmaxf(largest, fabsf(query[j]));
     int finite = 1;
-    for (int j = 0; j < d; j++) finite &= isfinite(query[j]) != 0;
-    float *out = rows == NULL ? y + first : y;
-    if (!finite) {
-        for (size_t i = 0; i < count; i++) out[i] = NAN;
-        return;
+    for (int j = 0; j < d; j++) {
+        float magnitude = fabsf(query[j]);
+        finite &= isfinite(magnitude) != 0;
+        if (magnitude > largest) largest = magnitude;
     }
     int16_t local[1024];
-    int16_t *q = d <= 1024 ? local : malloc(sizeof(int16_t) * (size_t)d);
-    if (q == NULL) {
+    int16_t *q = !finite ? NULL : d <= 1024 ? local : malloc(sizeof(int16_t) * (size_t)d);
+    if (q == NULL) {  // not finite, or out of memory
+        float *out = rows == NULL ? y + first : y;
         for (size_t i = 0; i < count; i++) out[i] = NAN;
         return;
     }

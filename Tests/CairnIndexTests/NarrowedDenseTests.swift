@@ -107,7 +107,7 @@ struct NarrowedDenseTests {
         }
     }
 
-    @Test("Given a narrowed index and a delta that changes, deletes and adds rows, when the derived contents serve, then dense answers equal exact search over the new rows")
+    @Test("Given a narrowed index and a delta that changes, deletes and adds rows, when the derived contents serve, narrowed or flat (whose shortlist leaves the removed rows out), then dense answers equal exact search over the new rows")
     func deltaKeepsNarrowedExact() throws {
         let entries = DenseRescoreTests.entries(count: 6_000)
         try withTemporaryDirectory { directory in
@@ -126,10 +126,13 @@ struct NarrowedDenseTests {
             let contents = try #require(derived)
             #expect(contents.overlayCount == upserts.count && contents.removedCount == deletes.count + 600)
             let index = try SearchIndex(path: next, configuration: Self.narrowing, contents: contents)
-            #expect(index.narrowsDense && index.count == version2.count)
+            let flat = try SearchIndex(path: next, configuration: Self.flat, contents: contents)
+            #expect(index.narrowsDense && index.count == version2.count && !flat.narrowsDense)
             for query in Self.queries(near: version2) {
-                let found = try index.search(SearchRequest(query: "water", k: 10, mode: .dense, minSimilarity: -1), queryVector: query).results
-                #expect(found.map(\.chunk.id) == Self.exact(version2, query))
+                for searched in [index, flat] {
+                    let found = try searched.search(SearchRequest(query: "water", k: 10, mode: .dense, minSimilarity: -1), queryVector: query).results
+                    #expect(found.map(\.chunk.id) == Self.exact(version2, query), "narrowed: \(searched.narrowsDense)")
+                }
             }
         }
     }

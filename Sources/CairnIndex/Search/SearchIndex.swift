@@ -311,13 +311,16 @@ public final class SearchIndex: Sendable {
         } else {
             let all = similarities(query)
             // The shortlist's last estimate, found in one pass: a row below it cannot enter, so
-            // only rows at or above it are offered (ties among them still go by id). -∞: all.
+            // only rows at or above it are offered (ties among them still go by id). The rows a
+            // query may not return are set to -∞ first (a copy only then), so a finite last
+            // estimate leaves them out; -∞ (fewer rows than the list, or a NaN) offers every row
+            // it may return.
             let filtered = contents.hasRemoved || mask != nil
             func allowed(_ row: Int) -> Bool { !filtered || contents.isLive(row) && mask?[row] ?? true }
-            var ranked = all  // the rows a query may not return at -∞ (a copy only then)
+            var ranked = all
             if filtered { for row in 0..<contents.slots where !allowed(row) { ranked[row] = -.infinity } }
             let last = cairn_kth_highest(ranked, ranked.count, shortlist.capacity)
-            for row in 0..<contents.slots where (all[row] >= last || last == -.infinity) && allowed(row) { offer(row, all[row]) }
+            for row in 0..<contents.slots where last == -.infinity ? allowed(row) : ranked[row] >= last { offer(row, all[row]) }
             scores = RowScores(all: all)
         }
         let rescored = shortlist.sorted.map(\.row)
