@@ -1,5 +1,5 @@
 import CairnCore
-import CairnIndex
+@testable import CairnIndex
 import CairnTestSupport
 import Foundation
 import Testing
@@ -107,24 +107,77 @@ struct NarrowedDenseTests {
         }
     }
 
+    /// `entries` written as version 1 and scanned, and version 2 derived from it by a delta:
+    /// every `changingEvery`-th row given the vector three rows on (another cluster's), every
+    /// `deletingEvery`-th of the others deleted, `adding` new rows.
+    static func derive(_ entries: [ChunkRecord], changingEvery: Int, deletingEvery: Int, adding: Int, in directory: String)
+        throws -> (old: IndexContents, next: String, contents: IndexContents, version2: [ChunkRecord]) {
+        let path = try write(entries, in: directory)
+        let old = try Snapshot.scan(at: path, check: .storedHashes)
+        let upserts = stride(from: 0, to: entries.count, by: changingEvery).map { index in
+            ChunkRecord(chunk: entries[index].chunk, vector: entries[(index + 3) % entries.count].vector)
+        } + DenseRescoreTests.entries(count: entries.count + adding).suffix(adding)
+        let deletes = stride(from: deletingEvery, to: entries.count, by: deletingEvery).filter { $0 % changingEvery != 0 }.map { entries[$0].chunk.id }
+        let changed = Set(upserts.map(\.chunk.id)).union(deletes)
+        let version2 = entries.filter { !changed.contains($0.chunk.id) } + upserts
+        let meta = SnapshotMeta(channel: "test", version: 2, dimension: DenseRescoreTests.dimension, modelID: "synthetic", entries: version2)
+        let (next, derived) = try DerivedContentsTests.apply(upserts, deleting: deletes, to: old, at: path, meta: meta, name: "2", in: directory)
+        return (old, next, try #require(derived), version2)
+    }
+
+    @Test("Given an index larger than the moment sample and a delta that changes, deletes and adds rows, when the derived version takes its sample, then it is the base's sampled rows still live, in the block the base file keeps, and the overlay's rows at the base's rate")
+    func derivedVersionReusesTheBaseSample() throws {
+        let entries = DenseRescoreTests.entries(count: 20_000)
+        try withTemporaryDirectory { directory in
+            // Every 50th row changed, every 30th deleted (some of them sampled rows), 500 new rows.
+            let (old, next, contents, version2) = try Self.derive(entries, changingEvery: 50, deletingEvery: 30, adding: 500, in: directory)
+            let before = SearchIndex.MomentSample(old)
+            #expect(before.rows == (0..<SearchIndex.momentSample).map { $0 * 20_000 / SearchIndex.momentSample } && before.mask == nil)
+            #expect(contents.base === old.base && contents.overlayCount == 900)
+
+            let after = SearchIndex.MomentSample(contents)
+            let baseRows = after.rows.filter { $0 < contents.base.count }
+            #expect(baseRows == before.rows.filter(contents.isLive) && baseRows.count < before.rows.count)
+            #expect(after.overlayRows.count == 900 * SearchIndex.momentSample / 20_000 && after.overlayRows.allSatisfy(contents.isLive))
+            #expect(after.rows == baseRows + after.overlayRows)
+            // The base's block was copied once, when the first version opened (it is still held,
+            // so another block could not take its address).
+            let held = before.base.codes.withUnsafeBufferPointer(\.baseAddress)
+            #expect(after.base.codes.withUnsafeBufferPointer(\.baseAddress) == held)
+            // Each row's codes and scale, as its file holds them.
+            let d = DenseRescoreTests.dimension
+            for (position, row) in after.base.rows.enumerated() {
+                #expect(after.base.codes[position * d ..< (position + 1) * d].elementsEqual(contents.base.codes[Int(row) * d ..< (Int(row) + 1) * d]))
+                #expect(after.base.scales[position] == contents.base.scales[Int(row)])
+            }
+            for (position, row) in after.overlayRows.enumerated() {
+                let local = row - contents.base.count
+                #expect(after.overlayCodes[position * d ..< (position + 1) * d].elementsEqual(contents.overlay!.codes[local * d ..< (local + 1) * d]))
+                #expect(after.overlayScales[position] == contents.overlay!.scales[local])
+            }
+            // Hybrid answers from the sample (the removed rows masked out) agree with the flat
+            // scan's moments over every row.
+            let narrowed = try SearchIndex(path: next, configuration: Self.narrowing, contents: contents)
+            let flat = try SearchIndex(path: next, configuration: Self.flat, contents: contents)
+            for (query, words) in zip(Self.queries(near: version2, count: 5), ["kettle", "water boil", "storm shelter", "rope", "radio"]) {
+                let request = SearchRequest(query: words, k: 10, mode: .hybrid)
+                let a = try narrowed.search(request, queryVector: query), b = try flat.search(request, queryVector: query)
+                let (sampled, full) = (try #require(a.hybridMoments), try #require(b.hybridMoments))
+                #expect(sampled.denseCount == full.denseCount && sampled.denseCount == version2.count)
+                #expect(a.results.map(\.chunk.id) == b.results.map(\.chunk.id), "\(words)")
+                for (x, y) in zip(a.results, b.results) { #expect(abs(x.fusedScore - y.fusedScore) < 0.02) }
+            }
+        }
+    }
+
     @Test("Given a narrowed index and a delta that changes, deletes and adds rows, when the derived contents serve, narrowed or flat (whose shortlist leaves the removed rows out), then dense answers equal exact search over the new rows")
     func deltaKeepsNarrowedExact() throws {
         let entries = DenseRescoreTests.entries(count: 6_000)
         try withTemporaryDirectory { directory in
-            let path = try Self.write(entries, in: directory)
-            let old = try Snapshot.scan(at: path, check: .storedHashes)
             // Every tenth row moved to another cluster's vector, every seventh deleted, 300 new rows.
-            let upserts = stride(from: 0, to: 6_000, by: 10).map { index in
-                ChunkRecord(chunk: entries[index].chunk, vector: entries[(index + 3) % 6_000].vector)
-            } + DenseRescoreTests.entries(count: 6_300).suffix(300)
-            let deletes = stride(from: 7, to: 6_000, by: 7).filter { $0 % 10 != 0 }.map { entries[$0].chunk.id }
-            let changed = Set(upserts.map(\.chunk.id)).union(deletes)
-            let version2 = entries.filter { !changed.contains($0.chunk.id) } + upserts
-            let meta = SnapshotMeta(channel: "test", version: 2, dimension: DenseRescoreTests.dimension, modelID: "synthetic", entries: version2)
-            let (next, derived) = try DerivedContentsTests.apply(upserts, deleting: deletes, to: old, at: path, meta: meta,
-                                                                 name: "2", in: directory)
-            let contents = try #require(derived)
-            #expect(contents.overlayCount == upserts.count && contents.removedCount == deletes.count + 600)
+            let (_, next, contents, version2) = try Self.derive(entries, changingEvery: 10, deletingEvery: 7, adding: 300, in: directory)
+            // 600 rows replaced and 300 added; 772 deleted (every seventh but the tenths) and the 600 replaced removed.
+            #expect(contents.overlayCount == 900 && contents.removedCount == 772 + 600)
             let index = try SearchIndex(path: next, configuration: Self.narrowing, contents: contents)
             let flat = try SearchIndex(path: next, configuration: Self.flat, contents: contents)
             #expect(index.narrowsDense && index.count == version2.count && !flat.narrowsDense)
