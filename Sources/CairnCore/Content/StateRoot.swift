@@ -83,11 +83,6 @@ public enum StateRoot {
 
     /// SHA-256 of the vector as little-endian IEEE-754 float32 values.
     public static func embeddingHash(_ vector: [Float]) -> ContentID {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(vector.count * 4)
-        for value in vector {
-            withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
-        }
-        return ContentID(hashing: bytes)
+        VectorBytes.withBytes(of: vector) { ContentID(hashing: $0) }
     }
 }

@@ -3,43 +3,6 @@ import Foundation
 
 /// Conversions between `Chunk` / vectors and the columns of the `chunks` table.
 enum ChunkRow {
-    /// The vector as little-endian IEEE-754 float32 bytes (the `embedding` column).
-    static func encode(_ vector: [Float]) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(vector.count * 4)
-        for value in vector {
-            withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
-        }
-        return bytes
-    }
-
-    /// Appends the little-endian float32 values of `bytes` to `vector`.
-    static func decode(_ bytes: UnsafeRawBufferPointer, into vector: inout [Float]) {
-        let count = bytes.count / 4
-        #if _endian(little)
-        // The stored bytes are the host's float32 layout: copied into an aligned scratch buffer
-        // (the blob may be unaligned), then appended as one block (both memcpy; appending zeros
-        // first went element by element).
-        withUnsafeTemporaryAllocation(of: Float.self, capacity: count) { scratch in
-            UnsafeMutableRawBufferPointer(scratch).copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[0..<count * 4]))
-            vector.append(contentsOf: scratch)
-        }
-        #else
-        for offset in stride(from: 0, to: count * 4, by: 4) {
-            let bits = UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8
-                | UInt32(bytes[offset + 2]) << 16 | UInt32(bytes[offset + 3]) << 24
-            vector.append(Float(bitPattern: bits))
-        }
-        #endif
-    }
-
-    static func decode(_ bytes: [UInt8]) -> [Float] {
-        var vector: [Float] = []
-        vector.reserveCapacity(bytes.count / 4)
-        bytes.withUnsafeBytes { decode($0, into: &vector) }
-        return vector
-    }
-
     /// The `tags` column: canonical JSON array text.
     static func encodeTags(_ tags: [String]) -> String {
         String(decoding: CanonicalJSON.array(tags.map(CanonicalJSON.string)).bytes, as: UTF8.self)

@@ -202,7 +202,7 @@ extension Snapshot {
             guard let bytes = byID.blob(at: 6), bytes.count == dimension * 4 else {
                 throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
             }
-            return ChunkRecord(chunk: try ChunkRow.chunk(from: byID), vector: ChunkRow.decode(bytes))
+            return ChunkRecord(chunk: try ChunkRow.chunk(from: byID), vector: VectorBytes.decode(bytes))
         }
     }
 }

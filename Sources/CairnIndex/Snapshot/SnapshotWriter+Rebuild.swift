@@ -19,7 +19,7 @@ extension SnapshotWriter {
             guard let bytes = statement.blob(at: 6), bytes.count == meta.dimension * 4 else {
                 throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
             }
-            try stream.add(chunk, vector: ChunkRow.decode(bytes), origin: "row \(row)")
+            try stream.add(chunk, vector: VectorBytes.decode(bytes), origin: "row \(row)")
             row += 1
         }
         guard try stream.finish(channel: meta.channel, version: meta.version, modelID: meta.modelID) == meta else {

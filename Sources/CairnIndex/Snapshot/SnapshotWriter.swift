@@ -320,7 +320,7 @@ public enum SnapshotWriter {
         try statement.bind(chunk.source, at: 6)
         try statement.bind(chunk.contentHash.hex, at: 7)
         try statement.bind(chunk.metadataHash.hex, at: 8)
-        try statement.bind(ChunkRow.encode(vector), at: 9)
+        try statement.bind(VectorBytes.encode(vector), at: 9)
         try statement.bind(StateRoot.embeddingHash(vector).hex, at: 10)
     }
 

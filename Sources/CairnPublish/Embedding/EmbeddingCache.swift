@@ -80,20 +80,3 @@ public final class EmbeddingCache: Sendable {
         }
     }
 }
-
-/// Vectors as little-endian IEEE-754 float32 bytes (the snapshot's and the delta's layout).
-enum VectorBytes {
-    static func encode(_ vector: [Float]) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(vector.count * 4)
-        for value in vector { withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.append(contentsOf: $0) } }
-        return bytes
-    }
-
-    static func decode(_ bytes: [UInt8]) -> [Float] {
-        stride(from: 0, to: bytes.count - 3, by: 4).map { offset in
-            Float(bitPattern: UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8
-                  | UInt32(bytes[offset + 2]) << 16 | UInt32(bytes[offset + 3]) << 24)
-        }
-    }
-}
