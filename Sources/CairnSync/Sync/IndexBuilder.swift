@@ -74,30 +74,32 @@ enum IndexBuilder {
         }
         let edit = SnapshotWriter.Edit(delta)
         // The previous version's file is reused only when the delta can be checked beforehand
-        // (against the installed rows): a refusal then never costs it. Its kept delta is
-        // decoded first, so that the rows both deltas touch are read, eight at a time, while
-        // the delta is checked: the file may be gigabytes that the page cache no longer holds.
-        // (Reading them while the transaction runs instead was slower: the readers then take
-        // the cores from it.)
+        // (against the installed rows): a refusal then never costs it. A spare (a copy of the
+        // installed index) is used even for a delta checked only inside its transaction: a
+        // refusal then costs the spare, as it would a copy.
         let checkable = installedRows.map { $0.meta.version == installed.version && $0.meta.stateRoot == installed.stateRoot } ?? false
-        // The file to bring up in place (none: a copy of the live one) and the kept delta that
-        // brings it to the installed version (none for a spare, which is a copy of it already).
-        var reuse: ReusableFile?
-        var catchUp: EncodedDelta?
-        // A spare (a copy of the installed index) is used even for a delta checked only inside
-        // its transaction: a refusal then costs the spare, as it would a copy.
-        if let reusable, !Database.isOpenImmutable(reusable.path) {
-            if let kept = reusable.catchUp {
-                catchUp = checkable ? catchUpDelta(kept, installed: installed, scratch: output + ".kept-delta") : nil
-                reuse = catchUp == nil ? nil : reusable
-            } else {
-                reuse = reusable
+        // What the file to bring up in place needs before the transaction, on a thread of its own
+        // while this one checks the delta (at a million rows mostly the state root's pass over
+        // 32 MB of leaves, 20-25 ms): the kept delta that brings it to the installed version,
+        // decoded (none for a spare, which is a copy of it already); then the rows both deltas
+        // touch, read eight at a time, since the file may be gigabytes that the page cache no
+        // longer holds. (Reading them while the transaction runs instead was slower: the readers
+        // then take the cores from it.) Nil: the live index is copied instead.
+        let free = reusable.flatMap { Database.isOpenImmutable($0.path) ? nil : $0 }
+        let preparing = free.map { file in
+            BackgroundWork.Pending { () -> InPlace? in
+                var catchUp: EncodedDelta?
+                if let kept = file.catchUp {
+                    guard checkable, let decoded = catchUpDelta(kept, installed: installed, scratch: output + ".kept-delta") else { return nil }
+                    catchUp = decoded
+                }
+                let edits = (catchUp.map { [SnapshotWriter.Edit($0)] } ?? []) + [edit]
+                return InPlace(file: file, edits: edits, readAhead: BackgroundWork.Pending { SnapshotWriter.prefetch(edits, in: file.path) })
             }
         }
-        let edits = (catchUp.map { [SnapshotWriter.Edit($0)] } ?? []) + [edit]
-        let prefetched = reuse.map { reusable in BackgroundWork.Pending { SnapshotWriter.prefetch(edits, in: reusable.path) } }
-        // Its connections are closed before the file moves and is written, also on a refusal.
-        defer { prefetched?.wait() }
+        // Its threads are done, and the read-ahead's connections closed, before the file moves
+        // and is written, also on a refusal.
+        defer { preparing?.wait()?.readAhead.wait() }
         // Checked against the installed rows when they are at hand: nil otherwise.
         var checked: IndexContents.CheckedDelta?
         if let base = installedRows, checkable {
@@ -108,14 +110,15 @@ enum IndexBuilder {
                 throw SyncError(.stateRootMismatch, "the delta does not produce the new version's state root; nothing was changed")
             }
         }
+        let reuse = preparing?.wait()
 
         let applying = clock.now
         phases.check = applying - start
-        prefetched?.wait()
         if let reuse {
-            try reuse.release()
-            guard rename(reuse.path, output) == 0 else {
-                throw SyncError(.io, "cannot move \(reuse.path) beside the new index: \(String(cString: strerror(errno)))")
+            reuse.readAhead.wait()
+            try reuse.file.release()
+            guard rename(reuse.file.path, output) == 0 else {
+                throw SyncError(.io, "cannot move \(reuse.file.path) beside the new index: \(String(cString: strerror(errno)))")
             }
         } else {
             do {
@@ -126,6 +129,7 @@ enum IndexBuilder {
                 throw SyncError(.io, "cannot copy the installed index beside it: \(error.message)")
             }
         }
+        let edits = reuse?.edits ?? [edit]
         let reused = reuse != nil
         let meta = SnapshotMeta(channel: manifest.channel, version: manifest.version, stateRoot: manifest.stateRoot,
                                 dimension: manifest.dimension, modelID: manifest.model.id, chunkCount: manifest.chunkCount)
@@ -146,6 +150,14 @@ enum IndexBuilder {
             throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : error.code == .diskFull ? .diskFull : .installFailed,
                             "the delta does not apply: \(error.message)", cause: error)
         }
+    }
+
+    /// A file brought up to date in place: the edits that take it to the new version (the kept
+    /// delta's first, unless it is a spare), and the reading ahead of the rows they touch.
+    private struct InPlace: Sendable {
+        let file: ReusableFile
+        let edits: [SnapshotWriter.Edit]
+        let readAhead: BackgroundWork.Pending<Void>
     }
 
     /// The kept delta that brings a reusable file up to the installed version, when it is whole
