@@ -160,34 +160,6 @@ final class RowFile: @unchecked Sendable {
 
     /// `dimension` codes a row, row r at r × dimension: the vector ≈ scale × codes.
     var codes: UnsafeBufferPointer<Int8> { buffer(.codes, as: Int8.self) }
-
-    /// Rows spread evenly over the file and their codes and scales, copied into one block.
-    struct EvenSample: Sendable {
-        /// Ascending row numbers.
-        let rows: [Int32]
-        let codes: [Int8]
-        let scales: [Float]
-    }
-
-    /// `size` rows spread evenly over the file (row s × count / size for s in 0..<size; every
-    /// row when `size` is at least the count), copied once and kept while the file is mapped.
-    /// Every version served over this file as its base draws the dense moments' sample from
-    /// them (`SearchIndex`), so a version that a delta derives reads none of these rows again:
-    /// at a million rows they are 16,384 reads spread over 384 MB of codes.
-    func evenSample(_ size: Int) -> EvenSample {
-        let size = min(max(0, size), count)
-        return sampled.withLock { kept in
-            if let kept, kept.rows.count == size { return kept }
-            let d = dimension, codes = self.codes, scales = self.scales
-            let rows = (0..<size).map { Int32($0 * count / size) }
-            var copied: [Int8] = []
-            copied.reserveCapacity(size * d)
-            for row in rows { copied.append(contentsOf: codes[Int(row) * d ..< (Int(row) + 1) * d]) }
-            let sample = EvenSample(rows: rows, codes: copied, scales: rows.map { scales[Int($0)] })
-            kept = sample
-            return sample
-        }
-    }
     var scales: UnsafeBufferPointer<Float> { buffer(.scales, as: Float.self) }
     /// `Layout.signWords(dimension)` words a row (`cairn_sign_bits_i8`).
     var signs: UnsafeBufferPointer<UInt64> { buffer(.signs, as: UInt64.self) }
@@ -227,6 +199,34 @@ final class RowFile: @unchecked Sendable {
 
     func leaf(_ row: Int) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(rebasing: leaves[row * 32..<(row + 1) * 32])
+    }
+
+    /// Rows spread evenly over the file and their codes and scales, copied into one block.
+    struct EvenSample: Sendable {
+        /// Ascending row numbers.
+        let rows: [Int32]
+        let codes: [Int8]
+        let scales: [Float]
+    }
+
+    /// `size` rows spread evenly over the file (row s × count / size for s in 0..<size; every
+    /// row when `size` is at least the count), copied once and kept while the file is mapped.
+    /// Every version served over this file as its base draws the dense moments' sample from
+    /// them (`SearchIndex`), so a version that a delta derives reads none of these rows again:
+    /// at a million rows they are 16,384 reads spread over 384 MB of codes.
+    func evenSample(_ size: Int) -> EvenSample {
+        let size = min(max(0, size), count)
+        return sampled.withLock { kept in
+            if let kept, kept.rows.count == size { return kept }
+            let d = dimension, codes = self.codes, scales = self.scales
+            let rows = (0..<size).map { Int32($0 * count / size) }
+            var copied: [Int8] = []
+            copied.reserveCapacity(size * d)
+            for row in rows { copied.append(contentsOf: codes[Int(row) * d ..< (Int(row) + 1) * d]) }
+            let sample = EvenSample(rows: rows, codes: copied, scales: rows.map { scales[Int($0)] })
+            kept = sample
+            return sample
+        }
     }
 
     /// The names the scenario and tag codes index.
