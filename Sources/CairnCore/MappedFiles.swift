@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -16,8 +17,9 @@ import Glibc
 /// SQLite's own maps, mapped by code that does not use this.
 ///
 /// The handler runs inside a signal: it only reads a fixed table of mappings and buffers made
-/// beforehand, and calls `readlink` and `write`. A mapping forgotten while the handler reads the
-/// table is at worst not named.
+/// beforehand, and calls `readlink`, `write`, `signal` and `pause`. A mapping forgotten while the handler reads the
+/// table is at worst not named. Only the first failed read is named (an atomic flag); any other
+/// thread that faults meanwhile waits in `pause` for the signal to end the process.
 public enum MappedFiles {
     static let capacity = 64
     static let pathSize = 1024
@@ -49,6 +51,8 @@ public enum MappedFiles {
     nonisolated(unsafe) static let unnamed = made("a mapped file")
     static let pageSize = UInt(sysconf(Int32(_SC_PAGESIZE)))
     private static let lock = NSLock()
+    /// Taken by the first thread whose read fails (lock-free, so signal-safe).
+    static let reporting = Atomic<Bool>(false)
 
     private static func buffer(_ count: Int) -> UnsafeMutablePointer<UInt8> {
         let bytes = UnsafeMutablePointer<UInt8>.allocate(capacity: count)
@@ -138,12 +142,20 @@ public enum MappedFiles {
         _ = (slots, paths, procFolder, currentPath, prefix, suffix, unnamed, pageSize)
         var action = sigaction()
         action.__sigaction_handler.sa_sigaction = { _, info, _ in
+            // Only the first failed read is named. Threads reading one cut file fault together
+            // (a hybrid query's lexical and dense halves), and with the handler reset on entry
+            // a second fault ended the process while the first was still writing its line,
+            // which was then cut after "cairnd: ". A later fault waits for the first to end it.
+            guard MappedFiles.reporting.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
+                while true { pause() }
+            }
             MappedFiles.report(UInt(bitPattern: info?.pointee._sifields._sigfault.si_addr))
+            // Back to the default: the read is retried when the handler returns, and the signal
+            // then ends the process at once. (Not the Swift runtime's backtracer, which this
+            // replaces for SIGBUS: with the process's threads busy it took seconds, or hung.)
+            signal(SIGBUS, SIG_DFL)
         }
-        // Reset to the default on entry: the read is retried when the handler returns, and the
-        // signal then ends the process at once. (Not the Swift runtime's backtracer, which this
-        // replaces for SIGBUS: with the process's threads busy it took seconds, or hung.)
-        action.sa_flags = SA_SIGINFO | Int32(truncatingIfNeeded: SA_RESETHAND)
+        action.sa_flags = SA_SIGINFO
         sigemptyset(&action.sa_mask)
         return sigaction(SIGBUS, &action, nil) == 0
     }()
