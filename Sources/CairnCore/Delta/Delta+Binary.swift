@@ -40,7 +40,7 @@ extension Delta {
         w.u32(UInt32(chunk.tags.count))
         for tag in chunk.tags { w.string(tag) }
         w.optionalString(chunk.source)
-        for value in record.vector { w.u32(value.bitPattern) }
+        VectorBytes.withBytes(of: record.vector) { w.bytes.append(contentsOf: $0) }
         return w.bytes
     }
 
@@ -132,8 +132,9 @@ extension Delta {
         tags.reserveCapacity(tagCount)
         for _ in 0..<tagCount { tags.append(try r.string("tag")) }
         let source = try r.optionalString("source")
-        let raw = try r.take(4 * dimension, "vector")
-        let vector = (0..<dimension).map { Float(bitPattern: UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 4 * $0, as: UInt32.self))) }
+        var vector: [Float] = []
+        vector.reserveCapacity(dimension)
+        VectorBytes.decode(try r.take(4 * dimension, "vector"), into: &vector)
         return ChunkRecord(chunk: Chunk(id: id, title: title, content: content, scenario: scenario, tags: tags, source: source),
                            vector: vector)
     }

@@ -62,7 +62,9 @@ final class SuppliedVectors: @unchecked Sendable {
         _ = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, offset) }
         return bytes.withUnsafeBytes { start in
             if width == 4 {
-                return (0..<dimension).map { Float(bitPattern: UInt32(littleEndian: start.loadUnaligned(fromByteOffset: $0 * 4, as: UInt32.self))) }
+                var vector: [Float] = []
+                VectorBytes.decode(start, into: &vector)
+                return vector
             }
             return (0..<dimension).map {
                 Float(Float16(bitPattern: UInt16(littleEndian: start.loadUnaligned(fromByteOffset: $0 * 2, as: UInt16.self))))
