@@ -214,7 +214,6 @@ static hamming_fn chosen_hamming(void) {
     return hamming_baseline;
 }
 
-
 // Rounds the query to int16 (query ≈ *scale · q), its largest magnitude to the largest value
 // for which no row's sum can leave int32 (127 · limit · d < 2³¹), and scores the rows `rows`
 // lists, or the range first ..< first + count when `rows` is NULL. A query that is not finite

@@ -17,9 +17,10 @@ import Glibc
 /// SQLite's own maps, mapped by code that does not use this.
 ///
 /// The handler runs inside a signal: it only reads a fixed table of mappings and buffers made
-/// beforehand, and calls `readlink`, `write`, `signal` and `pause`. A mapping forgotten while the handler reads the
-/// table is at worst not named. Only the first failed read is named (an atomic flag); any other
-/// thread that faults meanwhile waits in `pause` for the signal to end the process.
+/// beforehand, and calls `readlink`, `write`, `signal` and `pause`. A mapping forgotten while the
+/// handler reads the table is at worst not named. Only the first failed read is named (an atomic
+/// flag); any other thread that faults meanwhile waits in `pause` for the signal to end the
+/// process.
 public enum MappedFiles {
     static let capacity = 64
     static let pathSize = 1024

@@ -190,3 +190,10 @@ struct NarrowedDenseTests {
         }
     }
 }
+
+extension SearchIndex.MomentSample {
+    /// Every sampled row the version holds, ascending.
+    var rows: [Int] {
+        base.rows.indices.filter { mask?[$0] ?? true }.map { Int(base.rows[$0]) } + overlayRows
+    }
+}

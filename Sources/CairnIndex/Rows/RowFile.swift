@@ -218,15 +218,21 @@ final class RowFile: @unchecked Sendable {
         let size = min(max(0, size), count)
         return sampled.withLock { kept in
             if let kept, kept.rows.count == size { return kept }
-            let d = dimension, codes = self.codes, scales = self.scales
             let rows = (0..<size).map { Int32($0 * count / size) }
-            var copied: [Int8] = []
-            copied.reserveCapacity(size * d)
-            for row in rows { copied.append(contentsOf: codes[Int(row) * d ..< (Int(row) + 1) * d]) }
-            let sample = EvenSample(rows: rows, codes: copied, scales: rows.map { scales[Int($0)] })
+            let (codes, scales) = copy(rows.lazy.map(Int.init))
+            let sample = EvenSample(rows: rows, codes: codes, scales: scales)
             kept = sample
             return sample
         }
+    }
+
+    /// The codes and scales of `rows`, in that order, copied into one block each.
+    func copy(_ rows: some Collection<Int>) -> (codes: [Int8], scales: [Float]) {
+        let d = dimension, codes = self.codes, scales = self.scales
+        var copied: [Int8] = []
+        copied.reserveCapacity(rows.count * d)
+        for row in rows { copied += codes[row * d ..< (row + 1) * d] }
+        return (copied, rows.map { scales[$0] })
     }
 
     /// The names the scenario and tag codes index.

@@ -430,29 +430,15 @@ public final class SearchIndex: Sendable {
         }
 
         init(_ contents: IndexContents) {
-            let baseFile = contents.base, d = contents.meta.dimension
+            let baseFile = contents.base
             base = baseFile.evenSample(SearchIndex.momentSample)
             let overlayCount = contents.overlay?.count ?? 0
             // The base's rate: every overlay row while the base is sampled whole.
             let taken = base.rows.count < baseFile.count ? overlayCount * base.rows.count / baseFile.count : overlayCount
             overlayRows = (0..<taken).map { baseFile.count + $0 * overlayCount / taken }.filter(contents.isLive)
-            var codes: [Int8] = [], scales: [Float] = []
-            if let overlay = contents.overlay {
-                codes.reserveCapacity(overlayRows.count * d)
-                for row in overlayRows {
-                    let local = row - baseFile.count
-                    codes += overlay.codes[local * d ..< (local + 1) * d]
-                    scales.append(overlay.scales[local])
-                }
-            }
-            (overlayCodes, overlayScales) = (codes, scales)
+            (overlayCodes, overlayScales) = contents.overlay?.copy(overlayRows.lazy.map { $0 - baseFile.count }) ?? ([], [])
             let live = base.rows.map { contents.isLive(Int($0)) }
             mask = live.allSatisfy { $0 } ? nil : live + repeatElement(true, count: overlayRows.count)
-        }
-
-        /// Every sampled row this version holds, ascending.
-        var rows: [Int] {
-            base.rows.indices.filter { mask?[$0] ?? true }.map { Int(base.rows[$0]) } + overlayRows
         }
     }
 

@@ -85,8 +85,8 @@ enum IndexBuilder {
         // touch, read eight at a time, since the file may be gigabytes that the page cache no
         // longer holds. (Reading them while the transaction runs instead was slower: the readers
         // then take the cores from it.) Nil: the live index is copied instead.
-        let free = reusable.flatMap { Database.isOpenImmutable($0.path) ? nil : $0 }
-        let preparing = free.map { file in
+        let unopened = reusable.flatMap { Database.isOpenImmutable($0.path) ? nil : $0 }
+        let preparing = unopened.map { file in
             BackgroundWork.Pending { () -> InPlace? in
                 var catchUp: EncodedDelta?
                 if let kept = file.catchUp {
