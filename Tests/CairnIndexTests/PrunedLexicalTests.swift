@@ -9,7 +9,7 @@ import Testing
 /// same index searched whole.
 @Suite("Lexical search pruned to the rarest tokens' rows")
 struct PrunedLexicalTests {
-    static let pruning = RankingConfiguration(approximateLexicalAbove: 0)
+    static let pruning = RankingConfiguration(approximateLexicalAbove: 0, lexicalPostingsAbove: .max)
     static let whole = RankingConfiguration(approximateLexicalAbove: .max)
 
     /// 4,000 rows of words drawn with Zipf frequencies (the first words in most rows, the last

@@ -76,6 +76,9 @@ extension DaemonConfiguration {
             case "approximate_lexical_above":
                 guard let rows = v == "never" ? Int.max : Int(v), rows >= 0 else { throw bad("a number of rows (0 for always) or never") }
                 ranking.approximateLexicalAbove = rows
+            case "lexical_postings_above":
+                guard let rows = v == "never" ? Int.max : Int(v), rows >= 0 else { throw bad("a number of rows (0 for always) or never") }
+                ranking.lexicalPostingsAbove = rows
             case "dense_shortlist":
                 guard let share = Double(v), share > 0, share <= 1 else { throw bad("a fraction of the rows above 0, at most 1") }
                 ranking.shortlistFraction = share

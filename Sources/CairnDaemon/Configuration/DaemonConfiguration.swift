@@ -47,9 +47,11 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var extraChannels: [ChannelSettings] = []
     /// How searches rank; of its fields, the config file sets when dense search narrows the rows
     /// by their signs [`approximate_dense_above`, rows; 0 always, `never` never], the share it
-    /// keeps [`dense_shortlist`, a fraction in (0, 1]] and when lexical search scores only the
-    /// rows of its rarest tokens [`approximate_lexical_above`, rows; 0 always, `never` never].
-    /// Defaults 50000, 0.03 and 50000.
+    /// keeps [`dense_shortlist`, a fraction in (0, 1]], when lexical search scores only the
+    /// rows of its rarest tokens [`approximate_lexical_above`, rows; 0 always, `never` never] and
+    /// when, above that, it scores every row from FTS5's postings instead, by the rows its words
+    /// are in together [`lexical_postings_above`, rows; 0 always, `never` never]. Defaults 50000,
+    /// 0.03, 50000 and 0.
     public var ranking = RankingConfiguration()
     /// Installed versions and state. [`data_dir`] Default "/var/lib/cairn".
     public var dataDirectory: String

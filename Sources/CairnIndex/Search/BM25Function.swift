@@ -50,6 +50,17 @@ enum BM25Function {
 
     /// Registers `cairn_bm25` on one connection; the connection keeps `lengths` alive.
     static func register(on db: Database, lengths: DocumentLengths) throws(IndexError) {
+        let api = try fts5API(of: db)
+        let context = Unmanaged.passRetained(lengths).toOpaque()
+        let rc = api.pointee.xCreateFunction(api, name, context, score, release)
+        guard rc == SQLITE_OK else {
+            Unmanaged<DocumentLengths>.fromOpaque(context).release()
+            throw IndexError(.sqlite, "cannot register \(name)", sqliteCode: rc)
+        }
+    }
+
+    /// FTS5's interface on `db` (version 2 or later), valid while the connection is open.
+    static func fts5API(of db: Database) throws(IndexError) -> UnsafeMutablePointer<fts5_api> {
         let statement = try db.prepare("SELECT fts5(?1)")
         var api: UnsafeMutablePointer<fts5_api>?
         let bound = withUnsafeMutablePointer(to: &api) { pointer in
@@ -60,12 +71,7 @@ enum BM25Function {
         guard let api, api.pointee.iVersion >= 2 else {
             throw IndexError(.sqlite, "this SQLite has no FTS5 interface of version 2 or later")
         }
-        let context = Unmanaged.passRetained(lengths).toOpaque()
-        let rc = api.pointee.xCreateFunction(api, name, context, score, release)
-        guard rc == SQLITE_OK else {
-            Unmanaged<DocumentLengths>.fromOpaque(context).release()
-            throw IndexError(.sqlite, "cannot register \(name)", sqliteCode: rc)
-        }
+        return api
     }
 }
 

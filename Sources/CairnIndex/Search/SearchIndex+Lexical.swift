@@ -11,6 +11,8 @@ extension SearchIndex {
         /// batch was the rows of a cover (`covers`).
         var pruned = false
         var covered = false
+        /// Whether every matching row was scored from FTS5's postings (`postingsLexical`).
+        var fromPostings = false
     }
 
     func lexical(_ query: String, limit: Int, mask: [Bool]?) throws(IndexError) -> LexicalCandidates {
@@ -20,8 +22,12 @@ extension SearchIndex {
         return try pool.withConnection { (db) throws(IndexError) -> LexicalCandidates in
             let (tokens, counts) = Self.informative(searched, counts: try documentCounts.counts(of: searched, db: db), rows: count,
                                                     keep: configuration.lexicalWords)
-            if mask == nil, count > configuration.approximateLexicalAbove, tokens.count > 1 {
-                return try prunedLexical(tokens, counts: counts, limit: limit, db: db)
+            if mask == nil, count > configuration.approximateLexicalAbove {
+                if counts.reduce(0, +) > Int64(clamping: configuration.lexicalPostingsAbove),
+                   let whole = try postingsLexical(tokens, counts: counts, limit: limit, db: db) {
+                    return whole
+                }
+                if tokens.count > 1 { return try prunedLexical(tokens, counts: counts, limit: limit, db: db) }
             }
             return try fullLexical(tokens, counts: counts, limit: limit, mask: mask, db: db)
         }
@@ -47,6 +53,51 @@ extension SearchIndex {
         }
         moments.addZeros(rows - moments.count)
         return LexicalCandidates(list: best.sorted, moments: moments)
+    }
+
+    /// Every row matching any token scored as `fullLexical` scores it (`cairn_bm25`'s formula,
+    /// operations and order, phrase by phrase), but from FTS5's postings read one word at a
+    /// time into a score per row (`FullTextPostings`) rather than through an FTS5 query: the
+    /// list and the moments exact. Nil when the postings cannot be read so (a word of several
+    /// tokens, a structure this reader does not know, a row without a length), and FTS5 is asked.
+    func postingsLexical(_ tokens: [String], counts: [Int64], limit: Int, db: Database) throws(IndexError) -> LexicalCandidates? {
+        guard let postings = try FullTextPostings.read(db), postings.rows > 0,
+              let terms = try FullTextPostings.terms(for: tokens, db: db) else { return nil }
+        let (k1, b) = (configuration.bm25K1, configuration.bm25B)
+        let (titleWeight, contentWeight) = (configuration.titleWeight, configuration.contentWeight)
+        let rows = Double(postings.rows), averageLength = Double(postings.tokens) / Double(postings.rows)
+        var scores = [Double](repeating: 0, count: contents.slots)
+        var complete = true
+        for (phrase, term) in terms.enumerated() {
+            guard let term else { return nil }
+            let hits = Double(counts[phrase])
+            let computed = log((rows - hits + 0.5) / (hits + 0.5))
+            let idf = computed <= 0 ? 1e-6 : computed
+            let read = try scores.withUnsafeMutableBufferPointer { (scores) throws(IndexError) -> Bool in
+                try postings.forEachRow(holding: term, db: db) { rowid, found in
+                    guard let row = contents.row(rowid: rowid) else { return }
+                    let length = contents.length(row)
+                    guard length >= 0 else { complete = false; return }
+                    // Each hit's weight added in turn, as cairn_bm25 adds them in position order.
+                    var frequency = 0.0
+                    for _ in 0..<found.title { frequency += titleWeight }
+                    for _ in 0..<found.content { frequency += contentWeight }
+                    for _ in 0..<found.other { frequency += 1.0 }
+                    let d = Double(length)
+                    scores[row] += idf * ((frequency * (k1 + 1.0)) / (frequency + k1 * (1 - b + b * d / averageLength)))
+                }
+            }
+            guard read, complete else { return nil }
+        }
+        var best = TopSelection(capacity: limit)
+        var moments = ScoreMoments()
+        for (row, score) in scores.enumerated() where score > 0 {
+            moments.add(score)
+            guard best.admits(score) else { continue }
+            best.offer(ScoredRow(row: row, id: contents.id(row), score: score))
+        }
+        moments.addZeros(count - moments.count)
+        return LexicalCandidates(list: best.sorted, moments: moments, fromPostings: true)
     }
 
     /// The statement that scores the rows matching `expression` with `cairn_bm25`, `counts`

@@ -1,0 +1,136 @@
+import CairnCore
+@testable import CairnIndex
+import CairnTestSupport
+import Foundation
+import Testing
+
+/// A long query of common words at scale is scored whole from FTS5's own postings, read word by
+/// word (`FullTextPostings`, `RankingConfiguration.lexicalPostingsAbove`); forced on here at test
+/// size, against the same index searched whole through FTS5 queries.
+@Suite("Lexical search scored from FTS5's postings")
+struct LexicalPostingsTests {
+    static let postings = RankingConfiguration(approximateLexicalAbove: 0, lexicalPostingsAbove: 0)
+    static let whole = RankingConfiguration(approximateLexicalAbove: .max)
+
+    /// `PrunedLexicalTests.entries` (4,000 rows of Zipf-distributed words: the commonest word's
+    /// doclist runs over many leaves) and three rows whose poslists are longer than a leaf (one
+    /// word thousands of times, in the content, in the title, in both).
+    static func entries() -> [ChunkRecord] {
+        let long = [("long-content", "", String(repeating: "w1 ", count: 6_000)),
+                    ("long-title", String(repeating: "w2 ", count: 5_000), "w3 w4"),
+                    ("long-both", String(repeating: "w0 w5 ", count: 1_500), String(repeating: "w5 w0 w6 ", count: 2_000))]
+        return PrunedLexicalTests.entries() + long.map { id, title, content in
+            ChunkRecord(chunk: Chunk(id: id, title: title, content: content), vector: unit((0..<32).map { Float($0 % 7) - 3 }))
+        }
+    }
+
+    static let queries = PrunedLexicalTests.queries + PrunedLexicalTests.commonQueries + ["w1 w2 w3", "w0 w5 w6 w399"]
+
+    static func open(_ path: String) throws -> (postings: SearchIndex, whole: SearchIndex) {
+        (try SearchIndex(path: path, configuration: postings), try SearchIndex(path: path, configuration: whole))
+    }
+
+    /// Every query's lists (10 and 100 deep) from both indexes: the same rows, scores and moments.
+    static func expectSameAnswers(_ postings: SearchIndex, _ whole: SearchIndex, exactMoments: Bool) throws {
+        for query in queries {
+            for limit in [10, 100] {
+                let a = try postings.lexical(query, limit: limit, mask: nil), b = try whole.lexical(query, limit: limit, mask: nil)
+                #expect(a.fromPostings, "\(query): not scored from the postings")
+                #expect(!a.list.isEmpty)
+                #expect(a.list.map(\.id) == b.list.map(\.id), "\(query) limit \(limit)")
+                // cairn_bm25's operations in its order: the same doubles.
+                #expect(a.list.map(\.score) == b.list.map(\.score), "\(query) limit \(limit)")
+                #expect(a.moments.count == b.moments.count)
+                if exactMoments {
+                    #expect(a.moments == b.moments, "\(query)")
+                } else {
+                    // Rows a delta rewrote are summed in another order than FTS5's rowids.
+                    #expect(abs(a.moments.sum / b.moments.sum - 1) < 1e-12 && abs(a.moments.sumOfSquares / b.moments.sumOfSquares - 1) < 1e-12, "\(query)")
+                }
+            }
+        }
+    }
+
+    @Test("Given rows of Zipf-distributed words and poslists longer than a leaf, when queries are scored from the postings and through FTS5, then the lists are the same rows with the same scores and the moments are equal")
+    func postingsEqualWhole() throws {
+        try withTemporaryDirectory { directory in
+            let path = try Self.written(Self.entries(), in: directory)
+            let (postings, whole) = try Self.open(path)
+            try Self.expectSameAnswers(postings, whole, exactMoments: true)
+        }
+    }
+
+    @Test("Given an index changed by two deltas (rows rewritten, deleted and added, each delta a new FTS5 segment with delete entries), when queries are scored from the postings, then they equal the search through FTS5")
+    func postingsAfterDeltasEqualWhole() throws {
+        try withTemporaryDirectory { directory in
+            var entries = Self.entries()
+            let path = try Self.written(entries, in: directory)
+            var random = SplitMix64(seed: 23)
+            for version in 2...3 {
+                // Every 13th row rewritten (common words dropped, others added), every 29th deleted, 200 added.
+                var upserts: [ChunkRecord] = [], deletes: [String] = []
+                for (index, entry) in entries.enumerated() where index % 13 == version || index % 29 == version {
+                    if index % 29 == version { deletes.append(entry.chunk.id); continue }
+                    let content = "w\(random.next() % 50) w\(300 + random.next() % 100) w0 w1 w\(version)"
+                    upserts.append(ChunkRecord(chunk: Chunk(id: entry.chunk.id, title: "w\(version + 7)", content: content), vector: entry.vector))
+                }
+                for index in 0..<200 {
+                    let content = (0..<8).map { _ in "w\(random.next() % 400)" }.joined(separator: " ")
+                    upserts.append(ChunkRecord(chunk: Chunk(id: "v\(version)-\(index)", title: "", content: content),
+                                               vector: unit((0..<32).map { _ in random.normal() })))
+                }
+                let changed = Dictionary(uniqueKeysWithValues: upserts.map { ($0.chunk.id, $0) })
+                entries = entries.filter { !deletes.contains($0.chunk.id) }.map { changed[$0.chunk.id] ?? $0 }
+                    + upserts.filter { id in !entries.contains { $0.chunk.id == id.chunk.id } }
+                try SnapshotWriter.apply(upserts: upserts, deletes: deletes, newMeta: Self.meta(version: version, entries), to: path)
+            }
+            let structure = try #require(try FullTextPostings.read(try Database(path: path, mode: .readOnly(immutable: true))))
+            #expect(structure.segments.count > 1, "the deltas should have left segments of their own")
+            let (postings, whole) = try Self.open(path)
+            try Self.expectSameAnswers(postings, whole, exactMoments: false)
+        }
+    }
+
+    @Test("Given every word of the index, the rows its postings give are the rows FTS5 matches for it")
+    func everyWordsRows() throws {
+        try withTemporaryDirectory { directory in
+            let path = try Self.written(Self.entries(), in: directory)
+            let db = try Database(path: path, mode: .readOnly(immutable: true))
+            let structure = try #require(try FullTextPostings.read(db))
+            let words = (0..<400).map { "w\($0)" }
+            let terms = try #require(try FullTextPostings.terms(for: words, db: db))
+            let match = try db.prepare("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rowid")
+            for (word, term) in zip(words, terms) {
+                var rows: [Int64] = []
+                let read = try structure.forEachRow(holding: try #require(term), db: db) { rowid, _ in rows.append(rowid) }
+                #expect(read, "\(word): a leaf was not as expected")
+                match.reset()
+                try match.bind("\"\(word)\"", at: 1)
+                var expected: [Int64] = []
+                while try match.step() { expected.append(match.int64(at: 0)) }
+                #expect(rows.sorted() == expected, "\(word): \(rows.count) rows against \(expected.count)")
+            }
+        }
+    }
+
+    @Test("Given the table's tokenizer, a query word is searched as the term FTS5 indexed it (stemmed, folded), and a word that is not one token has none")
+    func termsAreTheTokenizers() throws {
+        try withTemporaryDirectory { directory in
+            let path = try Self.written(Self.entries(), in: directory)
+            let db = try Database(path: path, mode: .readOnly(immutable: true))
+            let terms = try #require(try FullTextPostings.terms(for: ["running", "Café", "w12", "x y"], db: db))
+            #expect(terms.map { $0.map { String(decoding: $0, as: UTF8.self) } } == ["run", "cafe", "w12", nil])
+        }
+    }
+
+    /// `entries` as version 1 of an index in `directory`; its path.
+    static func written(_ entries: [ChunkRecord], in directory: String) throws -> String {
+        let path = (directory as NSString).appendingPathComponent("index.sqlite")
+        try SnapshotWriter.create(at: path, meta: meta(version: 1, entries), entries: entries)
+        return path
+    }
+
+    static func meta(version: Int, _ entries: [ChunkRecord]) -> SnapshotMeta {
+        SnapshotMeta(channel: "test", version: version, dimension: 32, modelID: "synthetic", entries: entries)
+    }
+}
