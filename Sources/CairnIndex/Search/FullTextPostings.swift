@@ -133,7 +133,7 @@ private struct SegmentReader {
         try find.bind(key, at: 2)
         var page = try find.step() ? find.int64(at: 0) >> 1 : segment.first
         page = max(page, segment.first)
-        let leaves = try db.prepare("SELECT block FROM chunks_fts_data WHERE id BETWEEN ?1 AND ?2")
+        let leaves = try db.prepare("SELECT block FROM chunks_fts_data WHERE id BETWEEN ?1 AND ?2 ORDER BY id")
         try leaves.bind(Self.recordID(segment: segment.id, page: page), at: 1)
         try leaves.bind(Self.recordID(segment: segment.id, page: segment.last), at: 2)
         var decoder = DoclistDecoder()
