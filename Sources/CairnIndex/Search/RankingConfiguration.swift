@@ -64,9 +64,10 @@ public struct RankingConfiguration: Sendable, Hashable {
     public var lexicalWords: Int
     /// An unfiltered query over more than `approximateLexicalAbove` rows whose words' rows add up
     /// to more than this is scored whole, from FTS5's postings read word by word
-    /// (`FullTextPostings`), instead of pruned: the list and the moments exact. `Int.max` never.
-    /// Default 0, every such query: at a million rows it was as fast as pruning or faster for
-    /// NFCorpus's queries and eight times faster for the worst 1% (docs/scale.md).
+    /// (`FullTextPostings`), instead of pruned: the list and the moments exact. 0 for every such
+    /// query, `Int.max` never. Default 200,000: at a million rows the worst 1% of queries went
+    /// from 302 / 447 ms to 39 / 53; below it pruning reads fewer leaves, and NFCorpus's queries
+    /// took as long either way (docs/scale.md).
     public var lexicalPostingsAbove: Int
 
     public init(titleWeight: Double = 3.0, contentWeight: Double = 1.0, bm25K1: Double = 1.5, bm25B: Double = 0.4,
@@ -77,7 +78,7 @@ public struct RankingConfiguration: Sendable, Hashable {
                 rrfConstant: Double = 60, maximumQueryTokens: Int = 32,
                 stopWords: Set<String> = RankingConfiguration.englishStopWords, connectionPoolSize: Int = 4,
                 approximateDenseAbove: Int = 50_000, shortlistFraction: Double = 0.03,
-                approximateLexicalAbove: Int = 50_000, lexicalWords: Int = 32, lexicalPostingsAbove: Int = 0) {
+                approximateLexicalAbove: Int = 50_000, lexicalWords: Int = 32, lexicalPostingsAbove: Int = 200_000) {
         self.titleWeight = titleWeight
         self.contentWeight = contentWeight
         self.bm25K1 = bm25K1
