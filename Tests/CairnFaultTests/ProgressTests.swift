@@ -17,9 +17,11 @@ struct ProgressTests {
         let rig = try await Rig()
         defer { rig.stop() }
         let new = try rig.publishNext(bulk: 200_000)
-        // About 110 kB at 10 kB/s: the rate shows after the first second, leaving ten or so for
-        // a loaded machine's status polls (each a `cairn status` process, JSON then text) to see it.
-        try rig.server.set(["rate": 10_000])
+        // About 110 kB at 5 kB/s: the rate shows after the first second, leaving twenty or so
+        // for a loaded machine's status polls (each a `cairn status` process, JSON then text) to
+        // see it. At 10 kB/s a cold clone's full run (2026-11-28, 428 tests on 2 cores) once saw
+        // no poll land inside the download's ten seconds.
+        try rig.server.set(["rate": 5_000])
         async let waited = Self.syncWait(rig)
         var seen: [String: Any] = [:]
         var text = ""
@@ -38,7 +40,7 @@ struct ProgressTests {
         // The bulk chunk is 200,000 bytes of random hex words: compressed, about half of that.
         #expect(total >= 80_000 && done > 0 && done <= total, "bytes \(done) of \(total)")
         let rate = (seen["bytes_per_second"] as? NSNumber)?.doubleValue ?? 0
-        #expect(rate > 0 && rate < 4 * 10_000, "rate \(rate) for a source sending 10,000 bytes a second")
+        #expect(rate > 0 && rate < 4 * 5_000, "rate \(rate) for a source sending 5,000 bytes a second")
         #expect((seen["eta_seconds"] as? NSNumber).map { $0.doubleValue >= 0 } == true)
         #expect(seen["attempt"] as? Int == rig.device.syncStatus["attempts_started"] as? Int)
         #expect(text.contains("syncing     attempt \(seen["attempt"] as? Int ?? 0) since ") && text.contains(" MB of "), "\(text)")
