@@ -380,13 +380,15 @@ extension SearchIndex {
 /// `postingsLexical`'s score per row, zeroed, in an anonymous mapping of its own that goes back
 /// to the system when the query ends. From the heap, glibc kept each thread's 8 MB block (at a
 /// million rows) once its mmap threshold had risen to that size: cairnd's RssAnon after the
-/// bench's worst queries was 82-90 MiB against 33 without the postings (ab1m device).
+/// bench's worst queries was 82-90 MiB against 33 without the postings (ab1m device). The
+/// mapping is populated when it is made (`MAP_POPULATE`): faulted in page by page by the scores'
+/// scattered writes, it made those queries 56-60 ms against the heap's 31-39.
 final class ScoreBuffer {
     let scores: UnsafeMutableBufferPointer<Double>
 
     init?(count: Int) {
         let bytes = max(1, count) * MemoryLayout<Double>.stride
-        guard let memory = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+        guard let memory = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0),
               memory != MAP_FAILED else { return nil }
         scores = UnsafeMutableBufferPointer(start: memory.assumingMemoryBound(to: Double.self), count: count)
     }
