@@ -48,6 +48,22 @@ enum BM25Function {
         }
     }
 
+    /// A phrase's IDF as FTS5's `bm25()` computes it: log((N - n + 0.5) / (n + 0.5)) for `hits`
+    /// of `rows`, clamped to 1e-6 when not positive. Every scorer of Cairn's calls this, so that
+    /// their scores stay the same doubles.
+    @inline(__always)
+    static func idf(rows: Double, hits: Double) -> Double {
+        let value = log((rows - hits + 0.5) / (hits + 0.5))
+        return value <= 0 ? 1e-6 : value
+    }
+
+    /// A phrase's part of a row's score before its IDF: f(k1 + 1) / (f + k1(1 - b + b d / avgdl))
+    /// for the weighted `frequency` f in a row of `length` d tokens, in `bm25()`'s operations.
+    @inline(__always)
+    static func tfPart(frequency: Double, length: Double, averageLength: Double, k1: Double, b: Double) -> Double {
+        (frequency * (k1 + 1.0)) / (frequency + k1 * (1 - b + b * length / averageLength))
+    }
+
     /// Registers `cairn_bm25` on one connection; the connection keeps `lengths` alive.
     static func register(on db: Database, lengths: DocumentLengths) throws(IndexError) {
         let api = try fts5API(of: db)
@@ -134,8 +150,7 @@ private func queryStatistics(_ api: Fts5ExtensionApi, _ fts: OpaquePointer, phra
             rc = api.xQueryPhrase(fts, Int32(phrase), &hits, countRow)
             guard rc == SQLITE_OK else { buffer.deallocate(); return (nil, rc) }
         }
-        let idf = log((Double(rows) - Double(hits) + 0.5) / (Double(hits) + 0.5))
-        buffer[1 + phrase] = idf <= 0 ? 1e-6 : idf
+        buffer[1 + phrase] = BM25Function.idf(rows: Double(rows), hits: Double(hits))
     }
     rc = api.xSetAuxdata(fts, buffer, freeStatistics)
     return rc == SQLITE_OK ? (buffer, rc) : (nil, rc)
@@ -190,13 +205,13 @@ private let score: fts5_extension_function = { api, fts, context, count, values 
     let averageLength = statistics[0]
     var total = 0.0
     for phrase in 0..<phrases {
-        total += statistics[1 + phrase] * ((frequency[phrase] * (k1 + 1.0)) / (frequency[phrase] + k1 * (1 - b + b * d / averageLength)))
+        total += statistics[1 + phrase] * BM25Function.tfPart(frequency: frequency[phrase], length: d, averageLength: averageLength, k1: k1, b: b)
     }
     if count > 5, let pointer = sqlite3_value_pointer(values![5], collectorPointerType) {
         let collector = Unmanaged<LexicalCollector>.fromOpaque(pointer).takeUnretainedValue()
         let end = min(phrases, collector.firstNonEssential + collector.rows.count)
         for phrase in min(collector.firstNonEssential, end)..<end where frequency[phrase] > 0 {
-            let part = (frequency[phrase] * (k1 + 1.0)) / (frequency[phrase] + k1 * (1 - b + b * d / averageLength))
+            let part = BM25Function.tfPart(frequency: frequency[phrase], length: d, averageLength: averageLength, k1: k1, b: b)
             let index = phrase - collector.firstNonEssential
             collector.rows[index] += 1
             collector.sums[index] += part

@@ -72,9 +72,7 @@ extension SearchIndex {
         var complete = true
         for (phrase, term) in terms.enumerated() {
             guard let term else { return nil }
-            let hits = Double(counts[phrase])
-            let computed = log((rows - hits + 0.5) / (hits + 0.5))
-            let idf = computed <= 0 ? 1e-6 : computed
+            let idf = BM25Function.idf(rows: rows, hits: Double(counts[phrase]))
             let read = try postings.forEachRow(holding: term, db: db) { rowid, found in
                 guard let row = contents.row(rowid: rowid) else { return }
                 let length = contents.length(row)
@@ -84,8 +82,7 @@ extension SearchIndex {
                 for _ in 0..<found.title { frequency += titleWeight }
                 for _ in 0..<found.content { frequency += contentWeight }
                 for _ in 0..<found.other { frequency += 1.0 }
-                let d = Double(length)
-                scores[row] += idf * ((frequency * (k1 + 1.0)) / (frequency + k1 * (1 - b + b * d / averageLength)))
+                scores[row] += idf * BM25Function.tfPart(frequency: frequency, length: Double(length), averageLength: averageLength, k1: k1, b: b)
             }
             guard read, complete else { return nil }
         }
@@ -173,10 +170,7 @@ extension SearchIndex {
     private func prunedLexical(_ tokens: [String], counts: [Int64], limit: Int,
                                db: Database) throws(IndexError) -> LexicalCandidates {
         let n = Double(count)
-        let idf = counts.map { count in
-            let value = log((n - Double(count) + 0.5) / (Double(count) + 0.5))
-            return value <= 0 ? 1e-6 : value
-        }
+        let idf = counts.map { BM25Function.idf(rows: n, hits: Double($0)) }
         let bound = idf.map { $0 * (configuration.bm25K1 + 1) }
         // The others, most frequent first: the rarest becomes essential first.
         var others = tokens.indices.sorted { counts[$0] != counts[$1] ? counts[$0] > counts[$1] : $0 < $1 }
