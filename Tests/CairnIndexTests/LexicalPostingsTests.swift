@@ -102,7 +102,7 @@ struct LexicalPostingsTests {
             let match = try db.prepare("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rowid")
             for (word, term) in zip(words, terms) {
                 var rows: [Int64] = []
-                let read = try structure.forEachRow(holding: try #require(term), db: db) { rowid, _ in rows.append(rowid) }
+                let read = try structure.forEachRow(holding: try #require(term)) { rowid, _ in rows.append(rowid) }
                 #expect(read, "\(word): a leaf was not as expected")
                 match.reset()
                 try match.bind("\"\(word)\"", at: 1)

@@ -17,7 +17,7 @@ import Foundation
 /// a malformed leaf) makes `read` return nil, and the caller asks FTS5 instead.
 struct FullTextPostings {
     /// One segment's id and its leaves.
-    struct Segment: Equatable {
+    struct Segment {
         let id: Int64
         let first: Int64
         let last: Int64
@@ -29,6 +29,10 @@ struct FullTextPostings {
     /// The averages record: the rows FTS5 counts and their tokens in all columns.
     let rows: Int64
     let tokens: Int64
+    /// A term's first leaf in a segment (`%_idx`), and a segment's leaves from one on: prepared
+    /// once for all the words of a query.
+    private let firstLeaf: Statement
+    private let leaves: Statement
 
     /// The index's structure, or nil when it is not one this reader knows.
     static func read(_ db: Database) throws(IndexError) -> FullTextPostings? {
@@ -61,7 +65,10 @@ struct FullTextPostings {
             guard let column = totals.varint() else { return nil }
             tokens += column
         }
-        return FullTextPostings(segments: byLevel.flatMap { $0.reversed() }, rows: rows, tokens: tokens)
+        return FullTextPostings(
+            segments: byLevel.flatMap { $0.reversed() }, rows: rows, tokens: tokens,
+            firstLeaf: try db.prepare("SELECT pgno FROM chunks_fts_idx WHERE segid = ?1 AND term <= ?2 ORDER BY term DESC LIMIT 1"),
+            leaves: try db.prepare("SELECT block FROM chunks_fts_data WHERE id BETWEEN ?1 AND ?2 ORDER BY id"))
     }
 
     /// A row's hits of one term: in the title, in the content, in any other column.
@@ -74,8 +81,7 @@ struct FullTextPostings {
 
     /// Calls `body` with every row holding `term` (the tokenizer's bytes) and its hits, in no
     /// particular order across segments. Returns false when a leaf is not as expected.
-    func forEachRow(holding term: [UInt8], db: Database,
-                    _ body: (Int64, Hits) -> Void) throws(IndexError) -> Bool {
+    func forEachRow(holding term: [UInt8], _ body: (Int64, Hits) -> Void) throws(IndexError) -> Bool {
         let key = [UInt8(ascii: "0")] + term
         guard let oldest = segments.last else { return true }
         // The newer segments' entries decide their rows (a row rewritten or deleted since the
@@ -84,13 +90,13 @@ struct FullTextPostings {
         var newer: [Int64: Hits] = [:]
         for segment in segments.dropLast() {
             var entries: [(Int64, Hits)] = []
-            guard try SegmentReader(segment, db: db).forEachEntry(of: key, { rowid, hits in entries.append((rowid, hits)) }) else { return false }
+            guard try forEachEntry(of: key, in: segment, { rowid, hits in entries.append((rowid, hits)) }) else { return false }
             for (rowid, hits) in entries where newer[rowid] == nil { newer[rowid] = hits }
         }
         // The oldest segment's rowids ascend: a walk along the decided ones skips theirs.
         let decided = newer.sorted { $0.key < $1.key }
         var next = 0
-        let complete = try SegmentReader(oldest, db: db).forEachEntry(of: key) { rowid, hits in
+        let complete = try forEachEntry(of: key, in: oldest) { rowid, hits in
             while next < decided.count, decided[next].key < rowid { next += 1 }
             if next < decided.count, decided[next].key == rowid { return }
             if !hits.isEmpty { body(rowid, hits) }
@@ -114,26 +120,19 @@ private struct Bytes {
     }
 }
 
-/// One segment's leaves, read in order from the leaf on which a term starts.
-private struct SegmentReader {
-    let segment: FullTextPostings.Segment
-    let db: Database
-
-    init(_ segment: FullTextPostings.Segment, db: Database) {
-        (self.segment, self.db) = (segment, db)
-    }
-
+extension FullTextPostings {
     static func recordID(segment: Int64, page: Int64) -> Int64 { segment << 37 | page }
 
-    /// Calls `body` with each entry of `key`'s doclist (its rowid and hits; a deleted row's
-    /// hits are empty). False when a leaf is malformed; true when the term is absent.
-    func forEachEntry(of key: [UInt8], _ body: (Int64, FullTextPostings.Hits) -> Void) throws(IndexError) -> Bool {
-        let find = try db.prepare("SELECT pgno FROM chunks_fts_idx WHERE segid = ?1 AND term <= ?2 ORDER BY term DESC LIMIT 1")
-        try find.bind(segment.id, at: 1)
-        try find.bind(key, at: 2)
-        var page = try find.step() ? find.int64(at: 0) >> 1 : segment.first
-        page = max(page, segment.first)
-        let leaves = try db.prepare("SELECT block FROM chunks_fts_data WHERE id BETWEEN ?1 AND ?2 ORDER BY id")
+    /// Calls `body` with each entry of `key`'s doclist in `segment`, reading its leaves in order
+    /// from the one on which the term starts (its rowid and hits; a deleted row's hits are
+    /// empty). False when a leaf is malformed; true when the term is absent.
+    private func forEachEntry(of key: [UInt8], in segment: Segment,
+                              _ body: (Int64, Hits) -> Void) throws(IndexError) -> Bool {
+        firstLeaf.reset()
+        try firstLeaf.bind(segment.id, at: 1)
+        try firstLeaf.bind(key, at: 2)
+        let page = max(try firstLeaf.step() ? firstLeaf.int64(at: 0) >> 1 : segment.first, segment.first)
+        leaves.reset()
         try leaves.bind(Self.recordID(segment: segment.id, page: page), at: 1)
         try leaves.bind(Self.recordID(segment: segment.id, page: segment.last), at: 2)
         var decoder = DoclistDecoder()
@@ -222,14 +221,18 @@ private struct DoclistDecoder {
             let take = min(pending, continued - 4)
             partial += leaf[4..<(4 + take)]
             pending -= take
-            if pending == 0 { finishPartial(body) }
+            if pending == 0 {
+                guard let hits = partial.withUnsafeBytes({ Self.hits($0, from: 0, to: $0.count) }) else { return nil }
+                partial = []
+                body(rowid, hits)
+            }
         }
         if rowidOffset > 0 {
             guard pending == 0, let (literal, after) = DocumentLengths.varint(leaf, at: rowidOffset) else { return nil }
             rowid = literal
             guard entries(leaf, from: after, to: end, body) != nil else { return nil }
         }
-        return hasTerms ? false : true
+        return !hasTerms
     }
 
     /// The entries from `start` (a poslist's size, the current rowid's) to `end`. Nil when
@@ -255,12 +258,6 @@ private struct DoclistDecoder {
             rowid += delta
             at = after
         }
-    }
-
-    private mutating func finishPartial(_ body: (Int64, FullTextPostings.Hits) -> Void) {
-        let hits = partial.withUnsafeBytes { Self.hits($0, from: 0, to: $0.count) } ?? FullTextPostings.Hits()
-        partial = []
-        body(rowid, hits)
     }
 
     /// The hits of a poslist's bytes: each varint is a position (2 or more), or 1 announcing

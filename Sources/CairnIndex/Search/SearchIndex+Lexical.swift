@@ -62,7 +62,9 @@ extension SearchIndex {
     /// tokens, a structure this reader does not know, a row without a length), and FTS5 is asked.
     func postingsLexical(_ tokens: [String], counts: [Int64], limit: Int, db: Database) throws(IndexError) -> LexicalCandidates? {
         guard let postings = try FullTextPostings.read(db), postings.rows > 0,
-              let terms = try FullTextPostings.terms(for: tokens, db: db) else { return nil }
+              let found = try FullTextPostings.terms(for: tokens, db: db) else { return nil }
+        let terms = found.compactMap { $0 }
+        guard terms.count == found.count else { return nil }
         let (k1, b) = (configuration.bm25K1, configuration.bm25B)
         let (titleWeight, contentWeight) = (configuration.titleWeight, configuration.contentWeight)
         let rows = Double(postings.rows), averageLength = Double(postings.tokens) / Double(postings.rows)
@@ -71,9 +73,8 @@ extension SearchIndex {
         let scores = buffer.scores
         var complete = true
         for (phrase, term) in terms.enumerated() {
-            guard let term else { return nil }
             let idf = BM25Function.idf(rows: rows, hits: Double(counts[phrase]))
-            let read = try postings.forEachRow(holding: term, db: db) { rowid, found in
+            let read = try postings.forEachRow(holding: term) { rowid, found in
                 guard let row = contents.row(rowid: rowid) else { return }
                 let length = contents.length(row)
                 guard length >= 0 else { complete = false; return }
@@ -379,15 +380,16 @@ extension SearchIndex {
 /// scattered writes, it made those queries 56-60 ms against the heap's 31-39.
 final class ScoreBuffer {
     let scores: UnsafeMutableBufferPointer<Double>
+    private let bytes: Int
 
     init?(count: Int) {
-        let bytes = max(1, count) * MemoryLayout<Double>.stride
+        bytes = max(1, count) * MemoryLayout<Double>.stride
         guard let memory = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0),
               memory != MAP_FAILED else { return nil }
         scores = UnsafeMutableBufferPointer(start: memory.assumingMemoryBound(to: Double.self), count: count)
     }
 
     deinit {
-        munmap(scores.baseAddress, max(1, scores.count) * MemoryLayout<Double>.stride)
+        munmap(scores.baseAddress, bytes)
     }
 }
