@@ -175,6 +175,23 @@ import Testing
         }
     }
 
+    @Test func givenRowsPerCall_whenADeltaIsApplied_thenOnRowsIsCalledOnceForEachThatManyRowsChanged() throws {
+        try withTemporaryDirectory { directory in
+            let original = try Corpus.snapshot(in: directory)
+            let edit = SnapshotWriter.Edit(upserts: [ChunkRecord(chunk: changed, vector: unit(0, 0, 0.6, 0.8)),
+                                                     ChunkRecord(chunk: added, vector: unit(0.6, 0.8, 0, 0))],
+                                           deletes: ["quake-after"])
+            for (rowsPerCall, calls) in [(1, 3), (2, 1), (4, 0)] {
+                let next = (directory as NSString).appendingPathComponent("next-\(rowsPerCall).sqlite")
+                try FileManager.default.copyItem(atPath: original, toPath: next)
+                let counter = Counter()
+                try SnapshotWriter.apply([edit], newMeta: Corpus.meta(version: 2, entries: expected), to: next, check: .storedHashes,
+                                         ifRefused: .discarded, rowsPerCall: rowsPerCall, onRows: counter.add)
+                #expect(counter.value == calls, "every \(rowsPerCall) of 3 rows changed")
+            }
+        }
+    }
+
     @Test func givenADeleteOfAnUnknownChunk_whenApplied_thenItIsRefusedAndTheFileIsUnchanged() throws {
         try withTemporaryDirectory { directory in
             let next = try copy(of: Corpus.snapshot(in: directory), in: directory)
@@ -259,4 +276,10 @@ import Testing
             #expect(SnapshotWriter.cachedShare(of: path) > 0.9)
         }
     }
+}
+
+/// Counts calls (from the applying thread only).
+private final class Counter {
+    private(set) var value = 0
+    func add() { value += 1 }
 }

@@ -97,11 +97,15 @@ public enum SnapshotWriter {
     /// unchanged `ifRefused: .rolledBack`; `.discarded` is for a caller that removes the file on
     /// any refusal.
     ///
+    /// `onRows` is called once every `rowsPerCall` rows changed: a caller starts the file's
+    /// writeback there, so that the pages SQLite has written out go to disk while it goes on.
+    ///
     /// The file is scratch until the caller fsyncs it: SQLite does not fsync (`synchronous=OFF`,
     /// not stored in the file), so a crash part-way leaves a file to discard, as a device
     /// discards its `.partial` folders at start-up.
     public static func apply(_ edits: [Edit], newMeta: SnapshotMeta, to path: String,
-                             check: ResultCheck, ifRefused: Refused = .rolledBack) throws(IndexError) {
+                             check: ResultCheck, ifRefused: Refused = .rolledBack,
+                             rowsPerCall: Int = 512, onRows: (() -> Void)? = nil) throws(IndexError) {
         try validate(meta: newMeta)
         let db = try Database(path: path, mode: .readWrite)
         switch ifRefused {
@@ -165,6 +169,13 @@ public enum SnapshotWriter {
             }
 
             var rows = current.chunkCount
+            var sinceCall = 0
+            func rowChanged() {
+                sinceCall += 1
+                guard sinceCall >= rowsPerCall, let onRows else { return }
+                sinceCall = 0
+                onRows()
+            }
             for edit in edits {
                 rows += edit.upserts.count - edit.deletes.count
                 // The rows the edit changes, in rowid order: FTS5 writes its pending terms out as
@@ -185,6 +196,7 @@ public enum SnapshotWriter {
                 }
                 changed.sort { $0.rowid < $1.rowid }
                 for (rowid, position) in changed {
+                    defer { rowChanged() }
                     let row = try text(of: rowid)
                     guard let position else {
                         try unindex(rowid, row)
@@ -212,6 +224,7 @@ public enum SnapshotWriter {
                 // New rows last, in the delta's order, after every delete: each takes the rowid
                 // above the largest left, as it did when rows were changed in the delta's order.
                 for position in inserted {
+                    defer { rowChanged() }
                     let upsert = edit.upserts[position]
                     insert.reset()
                     try bindChunk(upsert.chunk, vector: upsert.vector, to: insert)

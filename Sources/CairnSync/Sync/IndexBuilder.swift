@@ -4,6 +4,7 @@ import CairnIndex
 import CairnStore
 import CairnThreads
 import Foundation
+import Synchronization
 
 /// Builds and checks a new version's index in its `.partial` folder: synchronous, file-bound work.
 enum IndexBuilder {
@@ -135,9 +136,12 @@ enum IndexBuilder {
                                 dimension: manifest.dimension, modelID: manifest.model.id, chunkCount: manifest.chunkCount)
         do {
             // No journal: on any refusal the caller removes the file (and falls back to the full
-            // snapshot, or removes the `.partial` folder).
+            // snapshot, or removes the `.partial` folder). The pages SQLite writes out part-way
+            // (its page cache holds 2 MB) start for the disk every 512 rows, rather than waiting
+            // for `finish`'s fsync.
+            let writeback = WritebackStarter(path: output)
             try SnapshotWriter.apply(edits, newMeta: meta, to: output, check: checked == nil ? .storedHashes : .checkedByCaller,
-                                     ifRefused: .discarded)
+                                     ifRefused: .discarded, onRows: writeback.start)
             // The changed pages go to disk while the rows files are written, so `finish`'s fsync
             // finds them written (on a thread of its own: submitting them blocks for milliseconds).
             BackgroundWork.start { FileSystem.startWriteback(path: output) }
@@ -280,6 +284,24 @@ enum IndexBuilder {
             guard Set(canary.expect).isSubset(of: found) else {
                 throw SyncError(.canaryFailed, "canary \(position + 1) of \(canaries.count) did not find its expected chunks in the top \(request.k); version refused")
             }
+        }
+    }
+}
+
+/// Starts a file's writeback (`FileSystem.startWriteback`) on an install thread, at most one at a
+/// time: submitting the pages blocks for milliseconds, which the writer need not wait for, and a
+/// call while one runs is dropped (the next finds those pages).
+final class WritebackStarter: Sendable {
+    private let path: String
+    private let running = Atomic<Bool>(false)
+
+    init(path: String) { self.path = path }
+
+    func start() {
+        guard running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        BackgroundWork.start { [self] in
+            FileSystem.startWriteback(path: path)
+            running.store(false, ordering: .releasing)
         }
     }
 }
