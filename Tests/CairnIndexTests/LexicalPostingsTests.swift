@@ -91,6 +91,32 @@ struct LexicalPostingsTests {
         }
     }
 
+    @Test("Given the default threshold, when queries are searched, then those whose words are in more than a fifth of the index's rows together are scored from the postings and the others are not")
+    func defaultThresholdIsAFifthOfTheRows() throws {
+        try withTemporaryDirectory { directory in
+            let path = try Self.written(Self.entries(), in: directory)
+            let index = try SearchIndex(path: path, configuration: RankingConfiguration(approximateLexicalAbove: 0))
+            let db = try Database(path: path, mode: .readOnly(immutable: false))
+            let matches = try db.prepare("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1")
+            var sides: Set<Bool> = []
+            for query in Self.queries + ["w350 w399", "w250 w300 w399", "w40 w41 w42"] {
+                let words = query.split(separator: " ").map(String.init)
+                let counts = try words.map { word in
+                    matches.reset()
+                    try matches.bind("\"\(word)\"", at: 1)
+                    _ = try matches.step()
+                    return matches.int64(at: 0)
+                }
+                // The words searched: those in under half of the rows (`informative`).
+                let together = SearchIndex.informative(words, counts: counts, rows: 4_003).1.reduce(0, +)
+                let heavy = together > 4_003 / 5
+                sides.insert(heavy)
+                #expect(try index.lexical(query, limit: 10, mask: nil).fromPostings == heavy, "\(query): in \(together) rows together")
+            }
+            #expect(sides == [true, false], "the queries fall on both sides of the threshold")
+        }
+    }
+
     @Test("Given every word of the index, the rows its postings give are the rows FTS5 matches for it")
     func everyWordsRows() throws {
         try withTemporaryDirectory { directory in

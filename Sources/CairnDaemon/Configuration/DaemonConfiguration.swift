@@ -51,7 +51,7 @@ public struct DaemonConfiguration: Sendable, Hashable {
     /// rows of its rarest tokens [`approximate_lexical_above`, rows; 0 always, `never` never] and
     /// when, above that, it scores every row from FTS5's postings instead, by the rows its words
     /// are in together [`lexical_postings_above`, rows; 0 always, `never` never]. Defaults 50000,
-    /// 0.03, 50000 and 200000.
+    /// 0.03, 50000 and a fifth of the index's rows.
     public var ranking = RankingConfiguration()
     /// Installed versions and state. [`data_dir`] Default "/var/lib/cairn".
     public var dataDirectory: String

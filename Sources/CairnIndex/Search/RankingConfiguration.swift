@@ -65,10 +65,12 @@ public struct RankingConfiguration: Sendable, Hashable {
     /// An unfiltered query over more than `approximateLexicalAbove` rows whose words' rows add up
     /// to more than this is scored whole, from FTS5's postings read word by word
     /// (`FullTextPostings`), instead of pruned: the list and the moments exact. 0 for every such
-    /// query, `Int.max` never. Default 200,000: at a million rows the worst 1% of queries went
-    /// from 302 / 447 ms to 39 / 53; below it pruning reads fewer leaves, and NFCorpus's queries
-    /// took as long either way (docs/scale.md).
-    public var lexicalPostingsAbove: Int
+    /// query, `Int.max` never. Default nil: a fifth of the index's rows, since the postings'
+    /// score array, one double per row, is the path's fixed cost. At a million rows (200,000) the
+    /// worst 1% of queries went from 302 / 447 ms to 39 / 53, and NFCorpus's queries took as long
+    /// either way; a fixed 200,000 left them pruned at 100,000 rows, 44 / 60 ms against 7 / 12
+    /// from the postings (docs/scale.md).
+    public var lexicalPostingsAbove: Int?
 
     public init(titleWeight: Double = 3.0, contentWeight: Double = 1.0, bm25K1: Double = 1.5, bm25B: Double = 0.4,
                 similarityFloor: Float = 0.2,
@@ -78,7 +80,7 @@ public struct RankingConfiguration: Sendable, Hashable {
                 rrfConstant: Double = 60, maximumQueryTokens: Int = 32,
                 stopWords: Set<String> = RankingConfiguration.englishStopWords, connectionPoolSize: Int = 4,
                 approximateDenseAbove: Int = 50_000, shortlistFraction: Double = 0.03,
-                approximateLexicalAbove: Int = 50_000, lexicalWords: Int = 32, lexicalPostingsAbove: Int = 200_000) {
+                approximateLexicalAbove: Int = 50_000, lexicalWords: Int = 32, lexicalPostingsAbove: Int? = nil) {
         self.titleWeight = titleWeight
         self.contentWeight = contentWeight
         self.bm25K1 = bm25K1

@@ -23,7 +23,7 @@ extension SearchIndex {
             let (tokens, counts) = Self.informative(searched, counts: try documentCounts.counts(of: searched, db: db), rows: count,
                                                     keep: configuration.lexicalWords)
             if mask == nil, count > configuration.approximateLexicalAbove {
-                if counts.reduce(0, +) > Int64(clamping: configuration.lexicalPostingsAbove),
+                if counts.reduce(0, +) > Int64(clamping: configuration.lexicalPostingsAbove ?? count / 5),
                    let whole = try postingsLexical(tokens, counts: counts, limit: limit, db: db) {
                     return whole
                 }
