@@ -265,6 +265,63 @@ import Testing
         }
     }
 
+    @Test("Given a snapshot dropped from the page cache, when an edit that removes rows and rewrites others is prefetched, then the leaves beside each removed row are cached and those beside a rewritten row are not")
+    func prefetchReadsTheLeavesBesideARemovedRow() throws {
+        try withTemporaryDirectory { directory in
+            // Rows of about 3 kB, a leaf of `chunks` each: removing one empties its leaf, and
+            // SQLite balances it with the leaves on either side, which the apply then reads.
+            let entries = Corpus.pageRows(600)
+            let path = try Corpus.snapshot(in: directory, entries: entries)
+            let leaf = try Self.leafPages(of: path)
+            let removed = stride(from: 10, to: 600, by: 40).map { entries[$0].chunk.id }
+            let rewritten = stride(from: 30, to: 600, by: 40).map { entries[$0] }
+            let besides = { (ids: [String]) throws -> Set<Int> in
+                let rowids = try Self.rowids(of: ids, in: path)
+                return Set(rowids.flatMap { [leaf[$0 - 1], leaf[$0 + 1]] }.compactMap { $0 })
+                    .subtracting(rowids.compactMap { leaf[$0] })
+            }
+            let besideRemoved = try besides(removed), besideRewritten = try besides(rewritten.map(\.chunk.id))
+            try #require(besideRemoved.count >= 2 * removed.count - 2 && besideRewritten.count >= 2 * rewritten.count - 2)
+            try #require(PageCache.drop(path))
+            let edit = SnapshotWriter.Edit(upserts: rewritten, deletes: removed)
+
+            SnapshotWriter.prefetch([edit], in: path)
+
+            let warm = try #require(PageCache.residentPages(path))
+            #expect(besideRemoved.subtracting(warm).isEmpty, "\(besideRemoved.subtracting(warm).count) of \(besideRemoved.count) leaves beside removed rows not cached")
+            // Read ahead only where the apply needs them: a rewritten row keeps its leaf.
+            #expect(besideRewritten.intersection(warm).isEmpty, "\(besideRewritten.intersection(warm).count) leaves beside rewritten rows cached")
+        }
+    }
+
+    /// The page (0-based, as mincore counts) of the leaf of `chunks` that holds each rowid:
+    /// the table's leaves in key order (dbstat's paths) and their cells counted off against the
+    /// rowids in order.
+    private static func leafPages(of path: String) throws -> [Int64: Int] {
+        let db = try Database(path: path, mode: .readOnly(immutable: true))
+        let leaves = try db.prepare("SELECT pageno, ncell FROM dbstat WHERE name = 'chunks' AND pagetype = 'leaf' ORDER BY path")
+        let rows = try db.prepare("SELECT rowid FROM chunks ORDER BY rowid")
+        var map: [Int64: Int] = [:]
+        while try leaves.step() {
+            for _ in 0..<leaves.int(at: 1) {
+                guard try rows.step() else { break }
+                map[rows.int64(at: 0)] = leaves.int(at: 0) - 1
+            }
+        }
+        return map
+    }
+
+    private static func rowids(of ids: [String], in path: String) throws -> [Int64] {
+        let db = try Database(path: path, mode: .readOnly(immutable: true))
+        let find = try db.prepare(SnapshotWriter.FullTextSQL.locate)
+        return try ids.map { id in
+            find.reset()
+            try find.bind(id, at: 1)
+            try #require(try find.step())
+            return find.int64(at: 0)
+        }
+    }
+
     @Test("Given a file dropped from the page cache and then read whole, when its cached share is probed, then it is near 0 before the read and near 1 after")
     func cachedShareFollowsThePageCache() throws {
         try withTemporaryDirectory { directory in

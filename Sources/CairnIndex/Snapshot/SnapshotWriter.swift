@@ -250,8 +250,9 @@ public enum SnapshotWriter {
     }
 
     /// Reads the rows `edits` name (each by id: the id index's leaf, the row, its text and
-    /// vector) on `threads` threads at once, so that `apply`, which looks them up one after
-    /// another, finds their pages in the page cache. On a large file that is not cached, each
+    /// vector; for a row the edit removes, also the leaves of the rows before and after it) on
+    /// `threads` threads at once, so that `apply`, which looks them up one after another, finds
+    /// their pages in the page cache. On a large file that is not cached, each
     /// lookup is a few random reads, and a disk serves several at once faster than one after
     /// another (on the 2-core VM here, 2,000 random 4 kB reads of a 4.6 GB file: 335 ms one at a
     /// time, 147 ms eight at a time). A read that fails is left alone: `apply` reads the same
@@ -261,11 +262,11 @@ public enum SnapshotWriter {
     /// threads would only compete with `apply` for the cores (at a million rows, cached, the
     /// reads took 70-130 ms of a delta's 400).
     public static func prefetch(_ edits: [Edit], in path: String, threads: Int = 8) {
-        let ids = edits.flatMap { $0.deletes + $0.upserts.ids }
-        guard !ids.isEmpty, cachedShare(of: path) < 0.9 else { return }
+        let rows = edits.flatMap { edit in edit.deletes.map { Prefetched(id: $0, removed: true) } + edit.upserts.ids.map { Prefetched(id: $0, removed: false) } }
+        guard !rows.isEmpty, cachedShare(of: path) < 0.9 else { return }
         // A thread for every 16 rows at least: a small delta's rows are read on a few.
-        let parts = min(max(1, threads), max(1, ids.count / 16))
-        let readers = (0..<parts).map { part in BackgroundWork.Pending { readRows(ids, part: part, of: parts, in: path) } }
+        let parts = min(max(1, threads), max(1, rows.count / 16))
+        let readers = (0..<parts).map { part in BackgroundWork.Pending { readRows(rows, part: part, of: parts, in: path) } }
         for reader in readers { reader.wait() }
     }
 
@@ -288,20 +289,41 @@ public enum SnapshotWriter {
         return Double(cached) / Double(taken)
     }
 
-    /// Reads every `parts`-th of `ids` from `part` on, through a connection of its own that is
+    /// A row `prefetch` reads: its id, and whether the edit removes it.
+    private struct Prefetched {
+        var id: String
+        var removed: Bool
+    }
+
+    /// Reads every `parts`-th of `rows` from `part` on, through a connection of its own that is
     /// closed when it returns.
-    private static func readRows(_ ids: [String], part: Int, of parts: Int, in path: String) {
+    private static func readRows(_ rows: [Prefetched], part: Int, of parts: Int, in path: String) {
         guard let db = try? Database(path: path, mode: .readOnly(immutable: false)),
               let find = try? db.prepare("SELECT rowid, title, content, embedding FROM chunks WHERE id = ?1"),
-              let size = try? db.prepare("SELECT sz FROM chunks_fts_docsize WHERE id = ?1") else { return }
-        for index in stride(from: part, to: ids.count, by: parts) {
+              let size = try? db.prepare("SELECT sz FROM chunks_fts_docsize WHERE id = ?1"),
+              let before = try? db.prepare("SELECT rowid FROM chunks WHERE rowid < ?1 ORDER BY rowid DESC LIMIT 1"),
+              let after = try? db.prepare("SELECT rowid FROM chunks WHERE rowid > ?1 ORDER BY rowid LIMIT 1") else { return }
+        for index in stride(from: part, to: rows.count, by: parts) {
             find.reset()
             // Stepping reads the result's columns, the text's and vector's overflow pages too;
             // FTS5 rewrites the row's entry in its table of document sizes.
-            guard (try? find.bind(ids[index], at: 1)) != nil, (try? find.step()) == true else { continue }
+            guard (try? find.bind(rows[index].id, at: 1)) != nil, (try? find.step()) == true else { continue }
+            let rowid = find.int64(at: 0)
             size.reset()
-            guard (try? size.bind(find.int64(at: 0), at: 1)) != nil else { continue }
+            guard (try? size.bind(rowid, at: 1)) != nil else { continue }
             _ = try? size.step()
+            // A row of text and a float32 vector fills most of a leaf of `chunks`, so removing one
+            // leaves its leaf nearly empty, and SQLite balances it with the leaves on either side
+            // (balance_nonroot), which it reads then, one after another: most of the pages the
+            // apply read from disk that had not been read ahead (docs/scale.md, "The leaves
+            // beside a removed row"). A row rewritten in place is balanced only when it no
+            // longer fits its leaf, which is rarer.
+            guard rows[index].removed else { continue }
+            for neighbour in [before, after] {
+                neighbour.reset()
+                guard (try? neighbour.bind(rowid, at: 1)) != nil else { continue }
+                _ = try? neighbour.step()
+            }
         }
     }
 
