@@ -262,7 +262,9 @@ public enum SnapshotWriter {
     /// threads would only compete with `apply` for the cores (at a million rows, cached, the
     /// reads took 70-130 ms of a delta's 400).
     public static func prefetch(_ edits: [Edit], in path: String, threads: Int = 8) {
-        let rows = edits.flatMap { edit in edit.deletes.map { Prefetched(id: $0, removed: true) } + edit.upserts.ids.map { Prefetched(id: $0, removed: false) } }
+        let rows = edits.flatMap { edit in
+            edit.deletes.map { Prefetched(id: $0, removed: true) } + edit.upserts.ids.map { Prefetched(id: $0, removed: false) }
+        }
         guard !rows.isEmpty, cachedShare(of: path) < 0.9 else { return }
         // A thread for every 16 rows at least: a small delta's rows are read on a few.
         let parts = min(max(1, threads), max(1, rows.count / 16))
