@@ -54,6 +54,8 @@ struct EvalCommand: AsyncParsableCommand {
     var approximateDenseAbove: Int?
     @Option(name: .customLong("approximate-lexical-above"), help: "cairnd's approximate_lexical_above: prune lexical search to the rarest words' rows above this many chunks (0 always, default cairnd's).")
     var approximateLexicalAbove: Int?
+    @Option(name: .customLong("lexical-postings-above"), help: "cairnd's lexical_postings_above: above --approximate-lexical-above, score a query whose words are in more than this many rows from FTS5's postings (0 always, never for pruning alone; default cairnd's).")
+    var lexicalPostingsAbove: String?
     @Option(name: .customLong("lexical-words"), help: "cairnd's lexical_words: score at most this many of a query's words, the rarest (default cairnd's).")
     var lexicalWords: Int?
     @Option(name: .customLong("sync-timeout"), help: "Seconds to wait for cairnd to serve the version.")
@@ -69,6 +71,9 @@ struct EvalCommand: AsyncParsableCommand {
         if repo != nil && channels > 1 { throw ValidationError("--channels publishes its own repository; it does not go with --repo") }
         if let approximateDenseAbove, approximateDenseAbove < 0 { throw ValidationError("--approximate-dense-above must be 0 or more") }
         if let approximateLexicalAbove, approximateLexicalAbove < 0 { throw ValidationError("--approximate-lexical-above must be 0 or more") }
+        if let lexicalPostingsAbove, lexicalPostingsAbove != "never", (Int(lexicalPostingsAbove) ?? -1) < 0 {
+            throw ValidationError("--lexical-postings-above must be 0 or more, or never")
+        }
         if let lexicalWords, lexicalWords < 1 { throw ValidationError("--lexical-words must be at least 1") }
     }
 
@@ -104,13 +109,18 @@ struct EvalCommand: AsyncParsableCommand {
         let root = URL(fileURLWithPath: repository.root).standardizedFileURL.path
         var arguments = ["--channel", repository.channel, "--source", "file://" + root,
                          "--trusted-key", repository.trustedKeyPath, "--poll-interval", "1"]
-        if !others.isEmpty || approximateDenseAbove != nil || approximateLexicalAbove != nil || lexicalWords != nil {
-            // The further channels, as a device would follow them: [channel NAME] sections.
+        // cairnd's search settings given on the command line, then the further channels, as a
+        // device would follow them: [channel NAME] sections.
+        let settings: [(key: String, value: String?)] = [
+            ("approximate_dense_above", approximateDenseAbove.map(String.init)),
+            ("approximate_lexical_above", approximateLexicalAbove.map(String.init)),
+            ("lexical_postings_above", lexicalPostingsAbove),
+            ("lexical_words", lexicalWords.map(String.init)),
+        ]
+        let given = settings.compactMap { setting in setting.value.map { "\(setting.key) = \($0)\n" } }
+        if !others.isEmpty || !given.isEmpty {
             let config = scratch + "/cairnd.conf"
-            let text = (approximateDenseAbove.map { ["approximate_dense_above = \($0)\n"] } ?? [])
-                + (approximateLexicalAbove.map { ["approximate_lexical_above = \($0)\n"] } ?? [])
-                + (lexicalWords.map { ["lexical_words = \($0)\n"] } ?? [])
-                + others.map { "[channel \($0.channel)]\nsource = file://\(root)\ntrusted_key = \($0.trustedKeyPath)\npoll_interval = 1\n" }
+            let text = given + others.map { "[channel \($0.channel)]\nsource = file://\(root)\ntrusted_key = \($0.trustedKeyPath)\npoll_interval = 1\n" }
             guard FileManager.default.createFile(atPath: config, contents: Data(text.joined().utf8)) else { throw EvalFailure.io("cannot write \(config)") }
             arguments += ["--config", config]
         }

@@ -44,18 +44,39 @@ import Testing
         var modes: [Row]
     }
 
+    /// The tiny collection and a tiny model in `workspace`: the collection's and the model's folders.
+    private static func tinyCollection(in workspace: String) throws -> (collection: String, model: String) {
+        let collection = workspace + "/tiny"
+        try FileManager.default.createDirectory(atPath: collection + "/qrels", withIntermediateDirectories: true)
+        try (corpus.joined(separator: "\n") + "\n").write(toFile: collection + "/corpus.jsonl", atomically: true, encoding: .utf8)
+        try (queries.joined(separator: "\n") + "\n").write(toFile: collection + "/queries.jsonl", atomically: true, encoding: .utf8)
+        try qrels.write(toFile: collection + "/qrels/test.tsv", atomically: true, encoding: .utf8)
+        let model = workspace + "/model"
+        try FileManager.default.createDirectory(atPath: model, withIntermediateDirectories: true)
+        try TinyModel.write(to: model)
+        return (collection, model)
+    }
+
+    /// Lexical rankings: q1 → [d3], q2 → [d4], q3 → [d6].
+    /// q1 (d3: 2, d4: 1): DCG = 2/log2(2) = 2; IDCG = 2 + 1/log2(3) = 2.6309298 → nDCG 0.7601875;
+    ///    recall 1/2 at 10 and 100; RR 1.
+    /// q2 (d4: 1): nDCG 1, recall 1, RR 1.
+    /// q3 (d5: 1; d6 unjudged): all 0.
+    /// Means over 3: nDCG (0.7601875 + 1) / 3 = 0.5867292; recall (0.5 + 1) / 3 = 0.5; MRR 2/3.
+    private static func expectHandComputedLexical(_ report: Report) throws -> Report.Row {
+        let lexical = try #require(report.modes.first { $0.mode == "lexical" })
+        #expect(abs(lexical.ndcg - 0.5867292) < 1e-6)
+        #expect(abs(lexical.recall10 - 0.5) < 1e-9)
+        #expect(abs(lexical.recall100 - 0.5) < 1e-9)
+        #expect(abs(lexical.mrr - 2.0 / 3) < 1e-9)
+        return lexical
+    }
+
     @Test("Given a tiny BEIR collection, when cairn eval runs it through a real cairnd, then the lexical metrics equal the hand-computed values and every mode has a row")
     func tinyCollection() throws {
         let workspace = try TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: workspace) }
-        let collection = workspace + "/tiny"
-        try FileManager.default.createDirectory(atPath: collection + "/qrels", withIntermediateDirectories: true)
-        try (Self.corpus.joined(separator: "\n") + "\n").write(toFile: collection + "/corpus.jsonl", atomically: true, encoding: .utf8)
-        try (Self.queries.joined(separator: "\n") + "\n").write(toFile: collection + "/queries.jsonl", atomically: true, encoding: .utf8)
-        try Self.qrels.write(toFile: collection + "/qrels/test.tsv", atomically: true, encoding: .utf8)
-        let model = workspace + "/model"
-        try FileManager.default.createDirectory(atPath: model, withIntermediateDirectories: true)
-        try TinyModel.write(to: model)
+        let (collection, model) = try Self.tinyCollection(in: workspace)
 
         let perQuery = workspace + "/per-query.jsonl"
         let run = try Binaries.run("cairn", ["eval", collection, "--json", "--model-dir", model,
@@ -71,17 +92,7 @@ import Testing
         // larger index in SearchIndexTests; here the count must be present and 0).
         #expect(report.modes.allSatisfy { $0.differAtK10 == 0 })
 
-        // Lexical rankings: q1 → [d3], q2 → [d4], q3 → [d6].
-        // q1 (d3: 2, d4: 1): DCG = 2/log2(2) = 2; IDCG = 2 + 1/log2(3) = 2.6309298 → nDCG 0.7601875;
-        //    recall 1/2 at 10 and 100; RR 1.
-        // q2 (d4: 1): nDCG 1, recall 1, RR 1.
-        // q3 (d5: 1; d6 unjudged): all 0.
-        // Means over 3: nDCG (0.7601875 + 1) / 3 = 0.5867292; recall (0.5 + 1) / 3 = 0.5; MRR 2/3.
-        let lexical = try #require(report.modes.first { $0.mode == "lexical" })
-        #expect(abs(lexical.ndcg - 0.5867292) < 1e-6)
-        #expect(abs(lexical.recall10 - 0.5) < 1e-9)
-        #expect(abs(lexical.recall100 - 0.5) < 1e-9)
-        #expect(abs(lexical.mrr - 2.0 / 3) < 1e-9)
+        let lexical = try Self.expectHandComputedLexical(report)
         // Fusion ranks the union of both lists, and 6 documents fit in k = 100: whatever the
         // random model says, nothing lexical finds can be missing from the top 100.
         for fused in report.modes where fused.mode == "hybrid" || fused.mode == "rrf" {
@@ -94,5 +105,34 @@ import Testing
         let q1 = try #require(entries.first { $0["query_id"] as? String == "q1" && $0["mode"] as? String == "lexical" })
         #expect(q1["top10"] as? [String] == ["d3"])
         #expect(run.error.contains("1 documents with empty text left out"))
+    }
+
+    @Test("Given a tiny BEIR collection, when cairn eval forces lexical search onto pruning alone or onto FTS5's postings, then cairnd runs with that setting and the lexical metrics are still the hand-computed values",
+          arguments: ["never", "0"])
+    func lexicalPaths(postingsAbove: String) throws {
+        let workspace = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: workspace) }
+        let (collection, model) = try Self.tinyCollection(in: workspace)
+
+        let run = try Binaries.run("cairn", ["eval", collection, "--json", "--model-dir", model, "--no-cache", "--keep",
+                                             "--approximate-lexical-above", "0", "--lexical-postings-above", postingsAbove,
+                                             "--per-query", workspace + "/per-query.jsonl", "--sync-timeout", "120"], in: workspace)
+        let kept = run.error.split(separator: "\n").compactMap { line in line.range(of: "kept ").map { String(line[$0.upperBound...]) } }.last
+        defer { if let kept { try? FileManager.default.removeItem(atPath: kept) } }
+        #expect(run.status == 0, "cairn eval failed: \(run.error)")
+        let config = try String(contentsOfFile: try #require(kept, "no kept folder in: \(run.error)") + "/cairnd.conf", encoding: .utf8)
+        #expect(config.contains("approximate_lexical_above = 0\n") && config.contains("lexical_postings_above = \(postingsAbove)\n"), "\(config)")
+        _ = try Self.expectHandComputedLexical(JSONDecoder().decode(Report.self, from: Data(run.output.utf8)))
+    }
+
+    @Test("Given a --lexical-postings-above that is neither a number of rows nor never, when cairn eval starts, then it refuses in one line before publishing anything")
+    func badPostingsSetting() throws {
+        let workspace = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: workspace) }
+        let (collection, model) = try Self.tinyCollection(in: workspace)
+        let run = try Binaries.run("cairn", ["eval", collection, "--model-dir", model, "--no-cache", "--lexical-postings-above", "sometimes"], in: workspace)
+        #expect(run.status != 0)
+        #expect(run.error.contains("--lexical-postings-above must be 0 or more, or never"), "\(run.error)")
+        #expect(!run.error.contains("kept") && !run.error.contains("sending"), "\(run.error)")
     }
 }
