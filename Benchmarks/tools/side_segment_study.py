@@ -3,26 +3,31 @@
 today) against a small file of their own beside it (a side segment, not built): the part of a
 delta install that grows with the index at a million chunks (docs/scale.md, "A side segment").
 
-    Benchmarks/bench-scale --sizes "10000 1000000"   # with its clean-up line replaced by `: kept`
-    python3 Benchmarks/tools/side_segment_study.py KEPT/SIZE/device/current/index.sqlite \\
+    python3 Benchmarks/tools/side_segment_study.py INDEX \\
         [--layout in-place|side-file] [--cache warm|cold] [--seed 1] [--rows 1000] [--work DIR]
 
-Any index cairnd installed will do (docs/scale.md used version 1's of the bench's corpora). The
-given index is only read: each run copies it into --work (default: a temporary folder in the
-current one, on the disk to be measured, removed after), flushes the copy to disk, and with --cache cold drops it from the page cache
-(POSIX_FADV_DONTNEED). It then reads 2 x --rows live rows picked at random (the seed; what a
-delta's read-ahead reads eight at a time, here one after another) and applies, in one transaction without
-a journal, with secure_delete off, as cairnd's delta connection does:
+INDEX is any index cairnd installed (DATA_DIR/current/index.sqlite). docs/scale.md used version
+1's of the bench's corpora, from a run of `Benchmarks/bench-scale` kept by setting
+CAIRN_BENCH_WORK and replacing its per-size clean-up line (`rm -rf "$data" ...`) with `: kept`.
+The given index is only read: each run copies it into --work (default: a temporary folder in the
+current one, on the disk to be measured, removed after), flushes the copy to disk, and with
+--cache cold drops it from the page cache (POSIX_FADV_DONTNEED). It then reads 2 x --rows live
+rows drawn at random (the seed), one after another, and applies, in one transaction without a
+journal, with secure_delete off, as cairnd's delta connection does:
 
-- in-place: the first half deleted and the second rewritten (text changed, a new vector), each
+- in-place: one half of them deleted and the other rewritten (text changed, a new vector), each
   with FTS5's 'delete' of the indexed text and, for a rewrite, the new text indexed at the same
-  rowid, in rowid order (as SnapshotWriter orders a delta, so that FTS5 does not flush a segment
-  at each rowid that goes down); then an fsync of the file;
+  rowid, each half in rowid order (as SnapshotWriter orders a delta, so that FTS5 does not flush
+  a segment at each rowid that goes down); then an fsync of the file. Two differences from
+  cairnd: its read-ahead also reads, before the transaction, each row's id-index leaf, its FTS5
+  document size and a removed row's neighbouring leaves (here the transaction reads them, which
+  weighs in the cold figures); and it starts the file's writeback every 512 rows, so that there
+  the transaction and the fsync overlap in part;
 - side-file: nothing written to the copy. The rewritten rows go into a new file with the same
   `chunks` and `chunks_fts` tables at rowids above the index's; the removed and rewritten rows
   would be masked by the rows files, as the overlay already masks them for dense search. Then an
-  fsync of that file. What the lexical side would need to stay exact (each query word's row
-  count over the live rows) is in docs/scale.md, not here.
+  fsync of that file. What the lexical side would need to stay exact is in docs/scale.md, not
+  here.
 
 Prints one line: the rows' read, the transaction, the fsync and the total, in milliseconds.
 Python's sqlite3 is Debian's libsqlite3, the same library cairnd links.
@@ -63,16 +68,17 @@ def scratch_connection(path):
 
 
 def pick_rows(connection, count, seed):
-    """`count` live rows at random, in rowid order."""
+    """`count` live rows at random, in the order drawn."""
     highest = connection.execute("select max(rowid) from chunks").fetchone()[0]
     rows = []
-    for rowid in random.Random(seed).sample(range(1, highest + 1), min(highest, 4 * count)):
+    drawn = min(highest, 4 * count)
+    for rowid in random.Random(seed).sample(range(1, highest + 1), drawn):
         row = connection.execute(f"select {COLUMNS} from chunks where rowid = ?", (rowid,)).fetchone()
         if row:
             rows.append(row)
             if len(rows) == count:
-                return sorted(rows), highest
-    raise SystemExit(f"the index holds fewer than {count} rows: a smaller --rows")
+                return rows, highest
+    raise SystemExit(f"fewer than {count} of the {drawn} rowids drawn hold a row: a smaller --rows")
 
 
 def rewritten(row):
@@ -116,8 +122,11 @@ def main():
     arguments = parser.parse_args()
 
     work = arguments.work or tempfile.mkdtemp(prefix="side-segment-", dir=".")
+    copy, side_path = os.path.join(work, "index.sqlite"), os.path.join(work, "side.sqlite")
     try:
-        copy, side_path = os.path.join(work, "index.sqlite"), os.path.join(work, "side.sqlite")
+        for path in (copy, side_path):
+            if os.path.exists(path):
+                os.unlink(path)
         subprocess.run(["cp", arguments.index, copy], check=True)
         fsync(copy)
         if arguments.cache == "cold":
@@ -126,7 +135,8 @@ def main():
 
         start = time.perf_counter()
         rows, highest = pick_rows(connection, 2 * arguments.rows, arguments.seed)
-        removed, changed = rows[:arguments.rows], rows[arguments.rows:]
+        # Each half spread over the file, then in rowid order.
+        removed, changed = sorted(rows[:arguments.rows]), sorted(rows[arguments.rows:])
         read = time.perf_counter()
         if arguments.layout == "in-place":
             connection.execute("begin")
@@ -144,7 +154,11 @@ def main():
         print(f"{arguments.layout} {arguments.cache} ({size} MiB index): read {1000 * (read - start):.0f} "
               f"apply {1000 * (applied - read):.0f} fsync {1000 * (done - applied):.0f} total {1000 * (done - start):.0f} ms")
     finally:
-        if not arguments.work:
+        if arguments.work:
+            for path in (copy, side_path):
+                if os.path.exists(path):
+                    os.unlink(path)
+        else:
             shutil.rmtree(work, ignore_errors=True)
 
 
