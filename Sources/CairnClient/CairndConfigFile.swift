@@ -42,6 +42,15 @@ public enum CairndConfigFile {
         "stall_timeout", "trusted_root", "expired_updates", "max_disk_bytes", "spare_index_min_bytes", "direct_install_min_bytes", "approximate_dense_above", "dense_shortlist", "approximate_lexical_above", "lexical_words", "lexical_postings_above",
     ]).union(sectionKeys)
 
+    /// The value of a setting in rows (`approximate_dense_above`, `approximate_lexical_above`,
+    /// `lexical_postings_above`): a number of rows, 0 or more (0: always), or `never` (`Int.max`);
+    /// nil for anything else.
+    public static func rows(_ value: String) -> Int? {
+        if value == "never" { return .max }
+        guard let rows = Int(value), rows >= 0 else { return nil }
+        return rows
+    }
+
     /// Parses config file text: `key = value` lines; blank lines and lines starting with `#`
     /// are ignored; a value may be wrapped in double quotes (kept verbatim inside). A `#` after
     /// a value starts a comment only when preceded by whitespace.

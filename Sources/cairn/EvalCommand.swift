@@ -1,4 +1,5 @@
 import ArgumentParser
+import CairnClient
 import CairnCore
 import CairnEmbedding
 import CairnIndex
@@ -71,7 +72,7 @@ struct EvalCommand: AsyncParsableCommand {
         if repo != nil && channels > 1 { throw ValidationError("--channels publishes its own repository; it does not go with --repo") }
         if let approximateDenseAbove, approximateDenseAbove < 0 { throw ValidationError("--approximate-dense-above must be 0 or more") }
         if let approximateLexicalAbove, approximateLexicalAbove < 0 { throw ValidationError("--approximate-lexical-above must be 0 or more") }
-        if let lexicalPostingsAbove, lexicalPostingsAbove != "never", (Int(lexicalPostingsAbove) ?? -1) < 0 {
+        if let lexicalPostingsAbove, CairndConfigFile.rows(lexicalPostingsAbove) == nil {
             throw ValidationError("--lexical-postings-above must be 0 or more, or never")
         }
         if let lexicalWords, lexicalWords < 1 { throw ValidationError("--lexical-words must be at least 1") }

@@ -45,6 +45,11 @@ extension DaemonConfiguration {
             func bad(_ what: String) -> DaemonError {
                 DaemonError(.badConfiguration, "config line \(entry.line): \(entry.key) must be \(what)")
             }
+            /// A number of rows (0 allowed), or `Int.max` for `never`.
+            func rowsOrNever() throws(DaemonError) -> Int {
+                guard let rows = CairndConfigFile.rows(v) else { throw bad("a number of rows (0 for always) or never") }
+                return rows
+            }
             /// A size in bytes (0 allowed), or nil for `never`.
             func bytesOrNever() throws(DaemonError) -> Int64? {
                 if v == "never" { return nil }
@@ -67,18 +72,12 @@ extension DaemonConfiguration {
                 maxDiskBytes = bytes
             case "spare_index_min_bytes": spareIndexMinimumBytes = try bytesOrNever()
             case "direct_install_min_bytes": directInstallMinimumBytes = try bytesOrNever()
-            case "approximate_dense_above":
-                guard let rows = v == "never" ? Int.max : Int(v), rows >= 0 else { throw bad("a number of rows (0 for always) or never") }
-                ranking.approximateDenseAbove = rows
+            case "approximate_dense_above": ranking.approximateDenseAbove = try rowsOrNever()
             case "lexical_words":
                 guard let words = Int(v), words >= 1 else { throw bad("a number of words, at least 1") }
                 ranking.lexicalWords = words
-            case "approximate_lexical_above":
-                guard let rows = v == "never" ? Int.max : Int(v), rows >= 0 else { throw bad("a number of rows (0 for always) or never") }
-                ranking.approximateLexicalAbove = rows
-            case "lexical_postings_above":
-                guard let rows = v == "never" ? Int.max : Int(v), rows >= 0 else { throw bad("a number of rows (0 for always) or never") }
-                ranking.lexicalPostingsAbove = rows
+            case "approximate_lexical_above": ranking.approximateLexicalAbove = try rowsOrNever()
+            case "lexical_postings_above": ranking.lexicalPostingsAbove = try rowsOrNever()
             case "dense_shortlist":
                 guard let share = Double(v), share > 0, share <= 1 else { throw bad("a fraction of the rows above 0, at most 1") }
                 ranking.shortlistFraction = share
