@@ -8,6 +8,8 @@
 //   OUT/kb-v2.jsonl, OUT/vectors-v2.npy    version 2: `changed` chunks differ (half rewritten,
 //                                          a quarter removed, a quarter added)
 //   OUT/kb-v3.jsonl, OUT/vectors-v3.npy    version 3: `changed` more, the same way
+//   OUT/kb-v4.jsonl … OUT/vectors-v5.npy   versions 4 and 5: `changed` more each, the same way
+//                                          (the bench's steady-state delta, timed three times)
 //   OUT/queries.jsonl                      every collection's queries ({"text": …})
 // Chunk i is copy c = i / D of document d = i % D (D documents) and takes one of three texts of
 // its document by c % 3: the text as it is, the text without
@@ -25,8 +27,9 @@
 // copies are neighbours: anything that gains from row locality (block bounds, the pages a short
 // list of near-duplicates reads) looks better on it than on a real corpus.
 //
-// Versions 2 and 3 each change `changed` chunks, spread over the file in either layout: a half
-// rewritten, a quarter removed, a quarter added as new copies. Prints one JSON object: counts,
+// Versions 2 to 5 each change `changed` chunks, spread over the file in either layout: a half
+// rewritten, a quarter removed, a quarter added as new copies. Versions 1 to 3 are the same as
+// before versions 4 and 5 were added (2026-11-28), so earlier runs' figures compare. Prints one JSON object: counts,
 // bytes, seconds.
 import CairnCore
 import CairnEmbedding
@@ -74,15 +77,18 @@ func makeCorpus(_ arguments: [String]) throws {
         }
         return (text, vector)
     }
-    // Versions 2 and 3, each `changed` chunks from the one before: half rewritten (chunk i in
-    // version v when i mod every is below v - 1: every rewritten once), a quarter removed
-    // (chunk i from version v on when i mod every is every - 1 and i / every mod 2 below v - 1:
-    // spread over the file as the rewritten ones are), a quarter added (new copies). At least
-    // 4, so that the removed residue (every - 1) is neither rewritten one (0 and 1).
-    let every = max(4, size / max(1, changed / 2))
-    func removed(_ i: Int, in version: Int) -> Bool { i % every == every - 1 && (i / every) % 2 < version - 1 }
+    // Versions 2 to 5, each `changed` chunks from the one before: half rewritten (chunk i in
+    // version v when i mod every is below v - 1: every rewritten once), a quarter removed, a
+    // quarter added (new copies). Versions 2 and 3 remove the chunks whose i mod every is
+    // every - 1, those with i / every even and then odd; versions 4 and 5 those at every - 2
+    // the same way: spread over the file as the rewritten ones are. At least 6, so that the
+    // removed residues (every - 1, every - 2) are no rewritten one (0 to 3).
+    let every = max(6, size / max(1, changed / 2))
+    func removed(_ i: Int, in version: Int) -> Bool {
+        stride(from: 2, through: version, by: 1).contains { v in i % every == every - 1 - (v - 2) / 2 && (i / every) % 2 == (v - 2) % 2 }
+    }
     var textBytes = 0
-    for version in 1...3 {
+    for version in 1...5 {
         let name = version == 1 ? "" : "-v\(version)"
         let kb = try JSONLinesWriter(path: join(out, "kb\(name).jsonl"))
         let rows = (0..<size).filter { !removed($0, in: version) } + Array(size..<(size + (version - 1) * changed / 4))
