@@ -51,8 +51,10 @@ enum IndexBuilder {
     struct DeltaPhases: Sendable {
         /// Decoding the delta (and the kept one) and checking it against the installed rows.
         var check = Duration.zero
-        /// Waiting for the rows read ahead, moving or copying the file, and the SQLite
-        /// transaction that applies the edits.
+        /// Waiting, once the check is done, for the rows read ahead (zero when the file was
+        /// cached and nothing was read, or when the live index is copied instead).
+        var readAhead = Duration.zero
+        /// Moving or copying the file, and the SQLite transaction that applies the edits.
         var apply = Duration.zero
         /// Writing the new rows files from the installed ones.
         var rows = Duration.zero
@@ -113,10 +115,12 @@ enum IndexBuilder {
         }
         let reuse = preparing?.wait()
 
+        let waiting = clock.now
+        phases.check = waiting - start
+        reuse?.readAhead.wait()
         let applying = clock.now
-        phases.check = applying - start
+        phases.readAhead = applying - waiting
         if let reuse {
-            reuse.readAhead.wait()
             try reuse.file.release()
             guard rename(reuse.file.path, output) == 0 else {
                 throw SyncError(.io, "cannot move \(reuse.file.path) beside the new index: \(String(cString: strerror(errno)))")

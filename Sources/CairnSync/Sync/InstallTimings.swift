@@ -21,8 +21,9 @@ struct InstallTimings {
     var state = Duration.zero
     /// The query path opening the new version (`onInstalled`).
     var open = Duration.zero
-    /// A delta's part of `build`: its check, the SQLite apply, the rows files (logged as
-    /// `delta_check_ms`, `delta_apply_ms`, `delta_rows_ms`).
+    /// A delta's part of `build`: its check, the wait for the rows read ahead, the SQLite
+    /// apply, the rows files (logged as `delta_check_ms`, `delta_readahead_ms`,
+    /// `delta_apply_ms`, `delta_rows_ms`).
     var delta: IndexBuilder.DeltaPhases?
 
     var metadata: Logger.Metadata {
@@ -36,6 +37,7 @@ struct InstallTimings {
         ]
         if let delta {
             metadata["cairn.sync.delta_check_ms"] = "\(delta.check.milliseconds)"
+            metadata["cairn.sync.delta_readahead_ms"] = "\(delta.readAhead.milliseconds)"
             metadata["cairn.sync.delta_apply_ms"] = "\(delta.apply.milliseconds)"
             metadata["cairn.sync.delta_rows_ms"] = "\(delta.rows.milliseconds)"
         }
