@@ -108,18 +108,43 @@ def rewritten(row):
     return row[2], row[3] + " revised", os.urandom(len(row[9]))
 
 
-def in_place(connection, removed, changed):
+def unindex(connection, row):
+    """FTS5's 'delete' of `row`'s indexed text from the index's `chunks_fts`."""
+    connection.execute("insert into chunks_fts(chunks_fts, rowid, title, content) values('delete', ?, ?, ?)",
+                       (row[0], row[2], row[3]))
+
+
+def index(connection, table, rowid, title, content):
+    connection.execute(f"insert into {table}(rowid, title, content) values(?, ?, ?)", (rowid, title, content))
+
+
+def insert_rewritten(connection, table, rowid, row):
+    """`row` rewritten, as a row of `table` (the `chunks` columns) at `rowid`."""
+    title, content, vector = rewritten(row)
+    connection.execute(f"insert into {table}({COLUMNS}) values(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (rowid, row[1], title, content, *row[4:9], vector, row[10]))
+
+
+def change_rows(connection, removed, changed):
+    """The rows removed and rewritten in the index's `chunks`, in place."""
     for row in removed:
-        connection.execute("insert into chunks_fts(chunks_fts, rowid, title, content) values('delete', ?, ?, ?)",
-                           (row[0], row[2], row[3]))
         connection.execute("delete from chunks where rowid = ?", (row[0],))
     for row in changed:
         title, content, vector = rewritten(row)
-        connection.execute("insert into chunks_fts(chunks_fts, rowid, title, content) values('delete', ?, ?, ?)",
-                           (row[0], row[2], row[3]))
         connection.execute("update chunks set title = ?, content = ?, embedding = ? where rowid = ?",
                            (title, content, vector, row[0]))
-        connection.execute("insert into chunks_fts(rowid, title, content) values(?, ?, ?)", (row[0], title, content))
+
+
+def in_place(connection, removed, changed):
+    """Each row's text unindexed and the row changed, then a rewritten row's text indexed, row
+    by row (the order the figures in docs/scale.md were measured in)."""
+    for row in removed:
+        unindex(connection, row)
+        change_rows(connection, [row], [])
+    for row in changed:
+        unindex(connection, row)
+        change_rows(connection, [], [row])
+        index(connection, "chunks_fts", row[0], *rewritten(row)[:2])
 
 
 TOKENIZE = "tokenize = 'porter unicode61 remove_diacritics 2'"
@@ -134,16 +159,14 @@ def side_tables(connection, side, names):
 def side_rows(side, changed, highest):
     """The rewritten rows into the side file's `chunks`, at rowids above the index's."""
     for offset, row in enumerate(changed, start=1):
-        title, content, vector = rewritten(row)
-        side.execute(f"insert into chunks({COLUMNS}) values(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     (highest + offset, row[1], title, content, *row[4:9], vector, row[10]))
+        insert_rewritten(side, "chunks", highest + offset, row)
 
 
 def tomb(side, masked):
     """The masked rows' text, indexed but not stored, in the side file's `tomb_fts`."""
     side.execute(f"create virtual table tomb_fts using fts5(title, content, content = '', {TOKENIZE})")
     for row in masked:
-        side.execute("insert into tomb_fts(rowid, title, content) values(?, ?, ?)", (row[0], row[2], row[3]))
+        index(side, "tomb_fts", row[0], row[2], row[3])
 
 
 def side_file(connection, side, removed, changed, highest, with_tomb):
@@ -151,8 +174,7 @@ def side_file(connection, side, removed, changed, highest, with_tomb):
     side.execute("begin")
     side_rows(side, changed, highest)
     for offset, row in enumerate(changed, start=1):
-        title, content, _ = rewritten(row)
-        side.execute("insert into chunks_fts(rowid, title, content) values(?, ?, ?)", (highest + offset, title, content))
+        index(side, "chunks_fts", highest + offset, *rewritten(row)[:2])
     if with_tomb:
         tomb(side, sorted(removed + changed))
     side.execute("commit")
@@ -166,11 +188,9 @@ def rows_aside(connection, side, removed, changed, highest):
     side.execute("commit")
     connection.execute("begin")
     for row in sorted(removed + changed):
-        connection.execute("insert into chunks_fts(chunks_fts, rowid, title, content) values('delete', ?, ?, ?)",
-                           (row[0], row[2], row[3]))
+        unindex(connection, row)
     for offset, row in enumerate(changed, start=1):
-        title, content, _ = rewritten(row)
-        connection.execute("insert into chunks_fts(rowid, title, content) values(?, ?, ?)", (highest + offset, title, content))
+        index(connection, "chunks_fts", highest + offset, *rewritten(row)[:2])
     connection.execute("commit")
 
 
@@ -182,13 +202,10 @@ def table_aside(connection, removed, changed):
                        "embedding_hash TEXT)")
     changed_rowids = {row[0] for row in changed}
     for row in sorted(removed + changed):
-        connection.execute("insert into chunks_fts(chunks_fts, rowid, title, content) values('delete', ?, ?, ?)",
-                           (row[0], row[2], row[3]))
+        unindex(connection, row)
         if row[0] in changed_rowids:
-            title, content, vector = rewritten(row)
-            connection.execute(f"insert into chunks_side({COLUMNS}) values(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                               (row[0], row[1], title, content, *row[4:9], vector, row[10]))
-            connection.execute("insert into chunks_fts(rowid, title, content) values(?, ?, ?)", (row[0], title, content))
+            insert_rewritten(connection, "chunks_side", row[0], row)
+            index(connection, "chunks_fts", row[0], *rewritten(row)[:2])
         else:
             connection.execute("insert into chunks_side(rowid) values(?)", (row[0],))
     connection.execute("commit")
@@ -197,18 +214,12 @@ def table_aside(connection, removed, changed):
 def text_aside(connection, side, removed, changed):
     """side-fts: the rows changed in place, the full-text index's change to the side file."""
     connection.execute("begin")
-    for row in removed:
-        connection.execute("delete from chunks where rowid = ?", (row[0],))
-    for row in changed:
-        title, content, vector = rewritten(row)
-        connection.execute("update chunks set title = ?, content = ?, embedding = ? where rowid = ?",
-                           (title, content, vector, row[0]))
+    change_rows(connection, removed, changed)
     connection.execute("commit")
     side.execute(f"create virtual table chunks_fts using fts5(title, content, content = '', {TOKENIZE})")
     side.execute("begin")
     for row in changed:
-        title, content, _ = rewritten(row)
-        side.execute("insert into chunks_fts(rowid, title, content) values(?, ?, ?)", (row[0], title, content))
+        index(side, "chunks_fts", row[0], *rewritten(row)[:2])
     tomb(side, sorted(removed + changed))
     side.execute("commit")
 
@@ -227,8 +238,8 @@ def matching(connection, table, phrase):
 def check_counts(index, side_path, truth_path, removed, changed, seed, rows_changed_in_place):
     """Base less tomb plus side against the truth, for every word and for two-word phrases."""
     connection = sqlite3.connect(index)
-    connection.execute(f"attach ? as side", (side_path,))
-    connection.execute(f"attach ? as truth", (truth_path,))
+    connection.execute("attach ? as side", (side_path,))
+    connection.execute("attach ? as truth", (truth_path,))
     base, dead = vocabulary(connection, "main", "chunks_fts"), vocabulary(connection, "side", "tomb_fts")
     added, truth = vocabulary(connection, "side", "chunks_fts"), vocabulary(connection, "truth", "chunks_fts")
     differ = 0
@@ -295,12 +306,12 @@ def main():
             connection.execute("begin")
             in_place(connection, removed, changed)
             connection.execute("commit")
+        elif layout == "side-table":
+            table_aside(connection, removed, changed)
         else:
             side = scratch_connection(side_path)
             if layout == "side-rows":
                 rows_aside(connection, side, removed, changed, highest)
-            elif layout == "side-table":
-                table_aside(connection, removed, changed)
             elif layout == "side-fts":
                 text_aside(connection, side, removed, changed)
             else:
