@@ -115,13 +115,13 @@ struct DiskFaultTests {
                     if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
                     // When it failed, in cairnd's own words. The downloader says "while
                     // downloading". An apply that fails says the disk filled copying the index
-                    // "to apply the delta", that the snapshot "cannot be installed" or it
-                    // "cannot create" the version folder; or, when the delta was applied in
-                    // place and SQLite hit the full disk, this attempt's log says the "delta path
+                    // "to apply the delta" or "while applying the delta" (SQLite hit the full
+                    // disk in place), that the snapshot "cannot be installed" or it "cannot
+                    // create" the version folder; or this attempt's log says the "delta path
                     // failed" (the refusal is then the full snapshot's space check).
                     let message = outcome?.message ?? ""
                     let attemptLog = String(decoding: rig.device.log.utf8.dropFirst(logged), as: UTF8.self)
-                    let duringApply = ["cannot be installed", "to apply the delta", "cannot create"].contains(where: message.contains)
+                    let duringApply = ["cannot be installed", "to apply the delta", "while applying the delta", "cannot create"].contains(where: message.contains)
                         || attemptLog.contains("delta path failed")
                     if leave == 0 ? !message.contains("while downloading") || duringApply : !duringApply {
                         return "expected the disk to fill \(leave == 0 ? "during the download" : "after it, during the apply"): \(message)"

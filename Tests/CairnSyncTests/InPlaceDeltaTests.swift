@@ -39,6 +39,16 @@ struct InPlaceDeltaTests {
         return (repo, device, v3)
     }
 
+    /// Drops version 1's index (the previous version's) from the page cache, cold enough that a
+    /// delta reads the rows it touches ahead (`SnapshotWriter.prefetch`); returns its inode.
+    static func dropPrevious(_ device: Device) throws -> UInt64 {
+        let previous = device.path + "/versions/1/index.sqlite"
+        let file = try #require(inode(previous))
+        try #require(PageCache.drop(previous))
+        #expect(SnapshotWriter.cachedShare(of: previous) < 0.9)
+        return file
+    }
+
     static func inode(_ path: String) -> UInt64? {
         var info = stat()
         return stat(path, &info) == 0 ? UInt64(info.st_ino) : nil
@@ -78,15 +88,27 @@ struct InPlaceDeltaTests {
     @Test("Given the previous version's file out of the page cache, when version 3 arrives, then its rows are read ahead and version 3 is built on that file in place and verifies whole")
     func builtInPlaceOnAColdFile() async throws {
         let (_, device, v3) = try await Self.deviceOnVersion2(withModel: false)
-        let previous = device.path + "/versions/1/index.sqlite"
-        let previousFile = try #require(Self.inode(previous))
-        try #require(PageCache.drop(previous))
-        // Cold enough that the delta reads the rows it touches ahead (SnapshotWriter.prefetch).
-        #expect(SnapshotWriter.cachedShare(of: previous) < 0.9)
+        let previousFile = try Self.dropPrevious(device)
 
         #expect(await device.syncer.syncOnce().installedVersion == 3)
         try Self.expectVersion3(device, v3)
         #expect(Self.inode(device.path + "/versions/3/index.sqlite") == previousFile)
+    }
+
+    @Test("Given the new delta gone from the source while the kept delta's rows are read ahead, when version 3 arrives, then the full snapshot installs beside it, not on the previous version's file, and nothing of the delta path is left")
+    func deltaDownloadFailsDuringReadAhead() async throws {
+        let (repo, device, v3) = try await Self.deviceOnVersion2(withModel: false)
+        // Cold, so that the kept delta's rows are read ahead from the start of the attempt.
+        let previousFile = try Self.dropPrevious(device)
+        let delta = try #require(v3.deltas.first { $0.fromVersion == 2 })
+        try #require(unlink(repo.blobs.path(of: delta.sha256)) == 0)
+
+        #expect(await device.syncer.syncOnce().installedVersion == 3)
+        try Self.expectVersion3(device, v3)
+        #expect(Self.inode(device.path + "/versions/3/index.sqlite") != previousFile)
+        #expect(FileSystem.exists(device.path + "/versions/3/" + DataDirectoryLayout.snapshotBlobFile))
+        // Nothing of the attempt's delta path is left beside the new index.
+        #expect(device.entries("versions/3").allSatisfy { !$0.contains("delta") })
     }
 
     @Test("Given a device restarted without its installed rows in memory, when two deltas arrive, then the first goes on a copy and keeps the rows it loads, so the second goes in place")

@@ -60,49 +60,71 @@ enum IndexBuilder {
         var rows = Duration.zero
     }
 
+    /// Starts what bringing `reusable` up in place needs before the new delta is at hand, on
+    /// threads of their own: the kept delta that brings a previous version's file to the
+    /// installed version (none for a spare, which is a copy of it already), decoded, and the
+    /// rows it touches read eight at a time, since the file may be gigabytes that the page cache
+    /// no longer holds. Its ids are on disk before the new delta is downloaded, so on a real link
+    /// its reads are done behind the download. Nil when there is no file to reuse (or it is
+    /// open: the live index is copied instead). Whoever starts it waits for it (`wait`) before
+    /// the file moves or the `.partial` folder is removed; `applyDelta` does.
+    static func prepare(_ reusable: ReusableFile?, installed: InstalledVersion, scratch: String) -> Preparation? {
+        guard let file = reusable, !Database.isOpenImmutable(file.path) else { return nil }
+        return Preparation(file: file, catchingUp: BackgroundWork.Pending { () -> Preparation.CatchUp? in
+            guard let kept = file.catchUp else { return Preparation.CatchUp(edit: nil, readAhead: nil) }
+            guard let decoded = catchUpDelta(kept, installed: installed, scratch: scratch) else { return nil }
+            let edit = SnapshotWriter.Edit(decoded)
+            return Preparation.CatchUp(edit: edit, readAhead: BackgroundWork.Pending { SnapshotWriter.prefetch([edit], in: file.path) })
+        })
+    }
+
+    /// A reusable file on its way to the installed version (`prepare`).
+    struct Preparation: Sendable {
+        let file: ReusableFile
+        /// The kept delta's edit and the reading ahead of its rows (neither for a spare); nil
+        /// when the kept delta is torn or does not chain exactly (then the live index is copied).
+        let catchingUp: BackgroundWork.Pending<CatchUp?>
+
+        struct CatchUp: Sendable {
+            let edit: SnapshotWriter.Edit?
+            let readAhead: BackgroundWork.Pending<Void>?
+        }
+
+        /// Blocks until its threads are done and the read-ahead's connections closed.
+        func wait() { catchingUp.wait()?.readAhead?.wait() }
+    }
+
     /// Builds `output` from the verified delta blob: checks the delta against the installed
     /// version's rows when `installedRows` are given (the state root the result will have,
-    /// before any file is touched), then applies it in place to `reusable`: the installed
-    /// version's spare copy, or the previous version's file brought up to the installed version
-    /// by its kept delta (written only where changed); else to a copy of the installed index.
+    /// before any file is touched), then applies it in place to the file `prepared`: the
+    /// installed version's spare copy, or the previous version's file brought up to the
+    /// installed version by its kept delta (written only where changed); else to a copy of the
+    /// installed index. Waits for `prepared`'s threads before it returns or throws.
     static func applyDelta(blob: String, ref: Manifest.DeltaRef, manifest: Manifest, installed: InstalledVersion,
-                           installedRows: IndexContents?, reusable: ReusableFile?, to output: String) throws(SyncError) -> DeltaResult {
+                           installedRows: IndexContents?, prepared: Preparation?, to output: String) throws(SyncError) -> DeltaResult {
+        // The threads are done, and the read-ahead's connections closed, before the file moves
+        // and is written, also on a refusal.
+        defer { prepared?.wait() }
         let clock = ContinuousClock()
         let start = clock.now
         var phases = DeltaPhases()
+        // The previous version's file is reused only when the delta can be checked beforehand
+        // (against the installed rows): a refusal then never costs it. A spare (a copy of the
+        // installed index) is used even for a delta checked only inside its transaction: a
+        // refusal then costs the spare, as it would a copy.
+        let checkable = installedRows.map { $0.meta.version == installed.version && $0.meta.stateRoot == installed.stateRoot } ?? false
         let delta = try decodeDelta(blob, ref: ref, scratch: output + ".delta")
         guard delta.fromVersion == installed.version, delta.toVersion == manifest.version,
               delta.fromStateRoot == installed.stateRoot, delta.toStateRoot == manifest.stateRoot else {
             throw SyncError(.installFailed, "the delta's versions or state roots differ from its manifest entry")
         }
         let edit = SnapshotWriter.Edit(delta)
-        // The previous version's file is reused only when the delta can be checked beforehand
-        // (against the installed rows): a refusal then never costs it. A spare (a copy of the
-        // installed index) is used even for a delta checked only inside its transaction: a
-        // refusal then costs the spare, as it would a copy.
-        let checkable = installedRows.map { $0.meta.version == installed.version && $0.meta.stateRoot == installed.stateRoot } ?? false
-        // What the file to bring up in place needs before the transaction, on a thread of its own
-        // while this one checks the delta (at a million rows mostly the state root's pass over
-        // 32 MB of leaves, 20-25 ms): the kept delta that brings it to the installed version,
-        // decoded (none for a spare, which is a copy of it already); then the rows both deltas
-        // touch, read eight at a time, since the file may be gigabytes that the page cache no
-        // longer holds. (Reading them while the transaction runs instead was slower: the readers
-        // then take the cores from it.) Nil: the live index is copied instead.
-        let unopened = reusable.flatMap { Database.isOpenImmutable($0.path) ? nil : $0 }
-        let preparing = unopened.map { file in
-            BackgroundWork.Pending { () -> InPlace? in
-                var catchUp: EncodedDelta?
-                if let kept = file.catchUp {
-                    guard checkable, let decoded = catchUpDelta(kept, installed: installed, scratch: output + ".kept-delta") else { return nil }
-                    catchUp = decoded
-                }
-                let edits = (catchUp.map { [SnapshotWriter.Edit($0)] } ?? []) + [edit]
-                return InPlace(file: file, edits: edits, readAhead: BackgroundWork.Pending { SnapshotWriter.prefetch(edits, in: file.path) })
-            }
-        }
-        // Its threads are done, and the read-ahead's connections closed, before the file moves
-        // and is written, also on a refusal.
-        defer { preparing?.wait()?.readAhead.wait() }
+        // The new delta's rows are read ahead too, on threads of their own, while this one checks
+        // it (at a million rows mostly the state root's pass over 32 MB of leaves, 20-25 ms).
+        // (Reading them while the transaction runs instead was slower: the readers then take
+        // the cores from it.)
+        let readingAhead = prepared.map { prepared in BackgroundWork.Pending { SnapshotWriter.prefetch([edit], in: prepared.file.path) } }
+        defer { readingAhead?.wait() }
         // Checked against the installed rows when they are at hand: nil otherwise.
         var checked: IndexContents.CheckedDelta?
         if let base = installedRows, checkable {
@@ -113,11 +135,17 @@ enum IndexBuilder {
                 throw SyncError(.stateRootMismatch, "the delta does not produce the new version's state root; nothing was changed")
             }
         }
-        let reuse = preparing?.wait()
+        let reuse = prepared.flatMap { prepared in
+            prepared.catchingUp.wait().flatMap { catchUp in
+                catchUp.edit == nil || checkable
+                    ? InPlace(file: prepared.file, edits: (catchUp.edit.map { [$0] } ?? []) + [edit], readAhead: catchUp.readAhead) : nil
+            }
+        }
 
         let waiting = clock.now
         phases.check = waiting - start
-        reuse?.readAhead.wait()
+        reuse?.readAhead?.wait()
+        readingAhead?.wait()
         let applying = clock.now
         phases.readAhead = applying - waiting
         if let reuse {
@@ -155,17 +183,20 @@ enum IndexBuilder {
             phases.rows = clock.now - deriving
             return DeltaResult(contents: contents, reused: reused, phases: phases)
         } catch {
-            throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : error.code == .diskFull ? .diskFull : .installFailed,
+            if error.code == .diskFull {
+                throw SyncError(.diskFull, "the disk filled while applying the delta: \(error.message)", cause: error)
+            }
+            throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : .installFailed,
                             "the delta does not apply: \(error.message)", cause: error)
         }
     }
 
     /// A file brought up to date in place: the edits that take it to the new version (the kept
-    /// delta's first, unless it is a spare), and the reading ahead of the rows they touch.
+    /// delta's first, unless it is a spare), and the reading ahead of the kept delta's rows.
     private struct InPlace: Sendable {
         let file: ReusableFile
         let edits: [SnapshotWriter.Edit]
-        let readAhead: BackgroundWork.Pending<Void>
+        let readAhead: BackgroundWork.Pending<Void>?
     }
 
     /// The kept delta that brings a reusable file up to the installed version, when it is whole

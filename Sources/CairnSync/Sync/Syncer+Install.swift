@@ -85,16 +85,23 @@ extension Syncer {
         let clock = ContinuousClock()
         var fetch = Duration.zero
         if case .delta(let ref) = path, let installed {
+            // The kept delta's rows are read ahead while the new delta downloads.
+            let prepared = IndexBuilder.prepare(reusableFile(installed: installed), installed: installed, scratch: index + ".kept-delta")
             do throws(SyncError) {
                 let started = clock.now
-                let blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size)
+                let blob: String
+                do throws(SyncError) { blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size) } catch {
+                    // Its threads are done before the fallback removes or moves any file.
+                    if let prepared { await BackgroundWork.run { prepared.wait() } }
+                    throw error
+                }
                 fetch += clock.now - started
                 progress.installing()
                 await checkInstalledFile()
-                let (rows, reusable) = (installedRows, reusableFile(installed: installed))
+                let rows = installedRows
                 let result = try await BackgroundWork.run { () throws(SyncError) -> IndexBuilder.DeltaResult in
                     try IndexBuilder.applyDelta(blob: blob, ref: ref, manifest: manifest, installed: installed,
-                                                installedRows: rows, reusable: reusable, to: index)
+                                                installedRows: rows, prepared: prepared, to: index)
                 }
                 try checkBudgetAfterDelta()
                 // Kept for the next delta, which brings this file up to date in place (a rename).
