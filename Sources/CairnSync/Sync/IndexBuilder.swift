@@ -135,16 +135,15 @@ enum IndexBuilder {
                 throw SyncError(.stateRootMismatch, "the delta does not produce the new version's state root; nothing was changed")
             }
         }
-        let reuse = prepared.flatMap { prepared in
-            prepared.catchingUp.wait().flatMap { catchUp in
-                catchUp.edit == nil || checkable
-                    ? InPlace(file: prepared.file, edits: (catchUp.edit.map { [$0] } ?? []) + [edit], readAhead: catchUp.readAhead) : nil
-            }
+        // In place when the kept delta (if any) decoded and this one was checked beforehand.
+        var reuse: InPlace?
+        if let prepared, let catchUp = prepared.catchingUp.wait(), catchUp.edit == nil || checkable {
+            reuse = InPlace(file: prepared.file, edits: (catchUp.edit.map { [$0] } ?? []) + [edit])
         }
 
         let waiting = clock.now
         phases.check = waiting - start
-        reuse?.readAhead?.wait()
+        prepared?.wait()
         readingAhead?.wait()
         let applying = clock.now
         phases.readAhead = applying - waiting
@@ -191,12 +190,11 @@ enum IndexBuilder {
         }
     }
 
-    /// A file brought up to date in place: the edits that take it to the new version (the kept
-    /// delta's first, unless it is a spare), and the reading ahead of the kept delta's rows.
-    private struct InPlace: Sendable {
+    /// A file brought up to date in place, and the edits that take it to the new version (the
+    /// kept delta's first, unless it is a spare).
+    private struct InPlace {
         let file: ReusableFile
         let edits: [SnapshotWriter.Edit]
-        let readAhead: BackgroundWork.Pending<Void>?
     }
 
     /// The kept delta that brings a reusable file up to the installed version, when it is whole

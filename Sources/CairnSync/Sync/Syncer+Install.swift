@@ -89,12 +89,7 @@ extension Syncer {
             let prepared = IndexBuilder.prepare(reusableFile(installed: installed), installed: installed, scratch: index + ".kept-delta")
             do throws(SyncError) {
                 let started = clock.now
-                let blob: String
-                do throws(SyncError) { blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size) } catch {
-                    // Its threads are done before the fallback removes or moves any file.
-                    if let prepared { await BackgroundWork.run { prepared.wait() } }
-                    throw error
-                }
+                let blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size)
                 fetch += clock.now - started
                 progress.installing()
                 await checkInstalledFile()
@@ -110,6 +105,9 @@ extension Syncer {
                 return BuiltIndex(byDelta: true, inPlace: result.reused, fetch: fetch, rows: result.contents, delta: result.phases,
                                   writtenDirect: false)
             } catch {
+                // The read-ahead's threads are done (`applyDelta` waited, unless the download
+                // failed) before anything below removes or moves a file.
+                if let prepared { await BackgroundWork.run { prepared.wait() } }
                 // A full disk will not take the larger snapshot either.
                 if error.code == .cancelled || error.code == .diskFull { throw error }
                 logger.info("delta path failed; falling back to the full snapshot",
