@@ -36,6 +36,8 @@ let package = Package(
         // Types and rules, no I/O.
         .target(name: "CairnCore", dependencies: [
             .product(name: "Crypto", package: "swift-crypto"),
+            // AES-CTR, the set hash's expansion (SetHash.swift).
+            .product(name: "_CryptoExtras", package: "swift-crypto"),
         ]),
         // The encoder's element-wise loops are optimised even in debug builds, so that the test
         // suite can run the real model on hundreds of passages in seconds. The fuzz build keeps

@@ -72,6 +72,8 @@ struct PublishCommand: ParsableCommand {
     var vectors: String?
     @Option(name: .customLong("verify-sample"), help: "With --vectors: rows re-embedded with the shipped model before anything is written.")
     var verifySample = 64
+    @Option(name: .customLong("delta-format"), help: "Deltas of format 2 (with the set hash a device checks without a pass over its rows) or 1 (for devices with a cairnd from before 2026-11-29).")
+    var deltaFormat = 2
     @Flag(name: .customLong("no-cache"), help: "Use no embedding cache (earlier snapshots are still reused).")
     var noCache = false
     @Option(name: .customLong("chunk-words"), help: "Target words per chunk of Markdown/text.")
@@ -94,6 +96,7 @@ struct PublishCommand: ParsableCommand {
             configuration.stage = stage
             configuration.vectors = vectors
             configuration.verifySample = verifySample
+            configuration.deltaFormat = deltaFormat
             if let expiresAt {
                 guard let time = Timestamp(rfc3339: expiresAt) else {
                     throw PublishError(.invalidArgument, "--expires-at must be an RFC 3339 UTC time like 2026-12-31T00:00:00Z")

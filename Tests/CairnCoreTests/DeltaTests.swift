@@ -8,6 +8,7 @@ import Testing
         var new_chunks: [VectorChunk]
         var upsert_ids: [String], delete_ids: [String]
         var size: Int, sha256: String, hex: String
+        var to_set_hash: String, format2_size: Int, format2_sha256: String, format2_hex: String
     }
     struct StateRootVectors: Decodable { var chunks: [VectorChunk] }
 
@@ -19,13 +20,35 @@ import Testing
 
     @Test func givenTwoVersions_whenDiffed_thenTheEncodingIsTheVector() throws {
         let (v, old, new) = try fixture()
-        let delta = try Delta.between(old: old, new: new, fromVersion: v.from_version, toVersion: v.to_version, dimension: v.dimension)
+        let delta = try Delta.between(old: old, new: new, fromVersion: v.from_version, toVersion: v.to_version, dimension: v.dimension,
+                                      withSetHash: false)
         #expect(delta.upserts.map(\.chunk.id) == v.upsert_ids)
         #expect(delta.deletes == v.delete_ids)
         #expect(delta.fromStateRoot.hex == v.from_state_root && delta.toStateRoot.hex == v.to_state_root)
+        #expect(delta.toSetHash == nil)
         #expect(hexString(delta.encoded) == v.hex)
         #expect(delta.encoded.count == v.size)
         #expect(ContentID(hashing: delta.encoded).hex == v.sha256)
+    }
+
+    @Test func givenTwoVersions_whenDiffedWithTheSetHash_thenTheEncodingIsTheFormat2Vector() throws {
+        let (v, old, new) = try fixture()
+        let delta = try Delta.between(old: old, new: new, fromVersion: v.from_version, toVersion: v.to_version, dimension: v.dimension)
+        #expect(delta.toSetHash?.hex == v.to_set_hash)
+        #expect(hexString(delta.encoded) == v.format2_hex)
+        #expect(delta.encoded.count == v.format2_size && v.format2_size == v.size + 32)
+        #expect(ContentID(hashing: delta.encoded).hex == v.format2_sha256)
+        let decoded = try Delta.decode(hexBytes(v.format2_hex))
+        #expect(decoded == delta)
+        #expect(try decoded.apply(to: old).map(\.chunk.id) == new.map(\.chunk.id).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+    }
+
+    @Test func givenAFormat2DeltaWithAnotherSetHash_whenApplied_thenStateRootMismatch() throws {
+        let (v, old, _) = try fixture()
+        var bytes = hexBytes(v.format2_hex)
+        bytes[8 + 16 + 64] ^= 1  // the first byte of to_set_hash
+        let delta = try Delta.decode(bytes)
+        #expect(coreError { _ = try delta.apply(to: old) }?.code == .stateRootMismatch)
     }
 
     @Test func givenTheVectorBytes_whenDecodedAndApplied_thenTheNewVersionResults() throws {
@@ -45,11 +68,16 @@ import Testing
     }
 
     @Test func givenEveryTruncation_whenDecoded_thenDeltaMalformedAndNoCrash() throws {
-        let bytes = hexBytes(try fixture().vectors.hex)
-        for length in 0..<bytes.count {
-            #expect(coreError { _ = try Delta.decode(Array(bytes[..<length])) }?.code == .deltaMalformed, "prefix \(length)")
+        let vectors = try fixture().vectors
+        for bytes in [hexBytes(vectors.hex), hexBytes(vectors.format2_hex)] {
+            for length in 0..<bytes.count {
+                #expect(coreError { _ = try Delta.decode(Array(bytes[..<length])) }?.code == .deltaMalformed, "prefix \(length)")
+            }
+            #expect(coreError { _ = try Delta.decode(bytes + [0]) }?.code == .deltaMalformed, "trailing byte")
         }
-        #expect(coreError { _ = try Delta.decode(bytes + [0]) }?.code == .deltaMalformed, "trailing byte")
+        var unknown = hexBytes(vectors.format2_hex)
+        unknown[7] = UInt8(ascii: "3")
+        #expect(coreError { _ = try Delta.decode(unknown) }?.code == .deltaMalformed, "format 3")
     }
 
     @Test func givenRandomMutations_whenDecoded_thenNeverCrashes() throws {
@@ -117,7 +145,7 @@ import Testing
         badFlag[100 + 12 + chunk.id.utf8.count + chunk.title.utf8.count + chunk.content.utf8.count] = 2
         #expect(coreError { _ = try Delta.decode(badFlag) }?.message.contains("flag") == true)
         var badMagic = hexBytes(v.hex)
-        badMagic[7] = UInt8(ascii: "2")
+        badMagic[7] = UInt8(ascii: "9")
         #expect(coreError { _ = try Delta.decode(badMagic) }?.message.contains("magic") == true)
     }
 

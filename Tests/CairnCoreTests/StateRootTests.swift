@@ -15,6 +15,7 @@ import Testing
         }
         var chunks: [Entry]
         var state_root: String
+        var set_hash_empty: String, set_hash: String
     }
 
     @Test func givenTheVectorChunks_whenHashed_thenEveryHashAndTheRootMatch() throws {
@@ -30,6 +31,32 @@ import Testing
         let records = vectors.chunks.map(\.chunk.record)
         #expect(StateRoot.compute(chunks: records).hex == vectors.state_root)
         #expect(StateRoot.compute(chunks: records.reversed()).hex == vectors.state_root, "order of input does not matter")
+    }
+
+    @Test func givenTheVectorChunks_whenTheirSetHashIsTaken_thenItIsTheVectorsInAnyOrder() throws {
+        let vectors = try vector(Vectors.self, "state-root.json")
+        let leaves = vectors.chunks.map(\.chunk.record.stateRecord.leaf)
+        #expect(SetHash().digest(count: 0).hex == vectors.set_hash_empty)
+        #expect(SetHash(leaves: leaves).digest(count: 3).hex == vectors.set_hash)
+        #expect(SetHash(leaves: leaves.reversed()).digest(count: 3).hex == vectors.set_hash)
+        #expect(SetHash(leaves: leaves).digest(count: 2).hex != vectors.set_hash, "the count is hashed")
+    }
+
+    @Test func givenASetHash_whenLeavesAreRemovedAndAdded_thenItEqualsTheHashOfTheResultingSet() {
+        let leaves = (0..<200).map { ContentID(hashing: [UInt8(truncatingIfNeeded: $0), UInt8($0 >> 8)]) }
+        var changed = SetHash(leaves: leaves)
+        // Remove 50, add 30 new ones: the hash of what is left, built from nothing, is the same.
+        for leaf in leaves[..<50] { leaf.bytes.withUnsafeBytes { changed.remove(leaf: $0) } }
+        let added = (1_000..<1_030).map { ContentID(hashing: [UInt8(truncatingIfNeeded: $0), UInt8($0 >> 8), 7]) }
+        for leaf in added { leaf.bytes.withUnsafeBytes { changed.add(leaf: $0) } }
+        let expected = SetHash(leaves: Array(leaves[50...]) + added)
+        #expect(changed == expected)
+        #expect(changed.digest(count: 180) == expected.digest(count: 180))
+        // Two halves added together are the whole; a set missing one leaf is another hash.
+        var halves = SetHash(leaves: leaves[..<100])
+        halves.add(SetHash(leaves: leaves[100...]))
+        #expect(halves == SetHash(leaves: leaves))
+        #expect(SetHash(leaves: leaves.dropLast()).digest(count: 199) != SetHash(leaves: leaves).digest(count: 199))
     }
 
     @Test func givenMinusZero_whenHashed_thenItDiffersFromPlusZero() {

@@ -48,11 +48,18 @@ import Testing
         try Snapshot.scan(at: try copy(path, to: "scan-\(UUID().uuidString)", in: directory), check: check)
     }
 
-    /// Applies one delta to a copy of `contents`' file in folder `name` and derives the new rows.
+    /// Applies one delta to a copy of `contents`' file in folder `name` and derives the new rows;
+    /// checked by the set hash when `setHash` (the new version's) is given, else by the state root.
     static func apply(_ upserts: [ChunkRecord], deleting deletes: [String], to contents: IndexContents, at path: String,
-                      meta: SnapshotMeta, name: String, in directory: String) throws -> (String, IndexContents?) {
-        let checked = try contents.changed(deleting: deletes, upserting: ChunkRecords(upserts))
-        #expect(checked.stateRoot == meta.stateRoot && checked.count == meta.chunkCount)
+                      meta: SnapshotMeta, setHash: ContentID? = nil, name: String, in directory: String) throws -> (String, IndexContents?) {
+        let checked = try contents.changed(deleting: deletes, upserting: ChunkRecords(upserts), bySetHash: setHash != nil)
+        if setHash != nil {
+            // No state root: the set hash derived from the old rows' own.
+            #expect(checked.stateRoot == nil && checked.setHash != nil)
+        } else {
+            #expect(checked.stateRoot == meta.stateRoot && checked.setHash == nil)
+        }
+        #expect(checked.gives(stateRoot: meta.stateRoot, setHash: setHash, count: meta.chunkCount))
         let next = try copy(path, to: name, in: directory)
         try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: upserts, deletes: deletes)], newMeta: meta, to: next,
                                  check: .checkedByCaller)
@@ -161,7 +168,8 @@ import Testing
         }
     }
 
-    @Test func givenThreeDeltasInARow_whenEachVersionsRowsAreDerivedFromTheLast_thenTheyEqualTheRowsReadFromTheFile() throws {
+    @Test(arguments: [false, true])
+    func givenThreeDeltasInARow_whenEachVersionsRowsAreDerivedFromTheLast_thenTheyEqualTheRowsReadFromTheFile(bySetHash: Bool) throws {
         try withTemporaryDirectory { directory in
             var path = try Corpus.snapshot(in: directory)
             var contents = try Snapshot.scan(at: path, check: .recomputedHashes, expectedStateRoot: Corpus.meta().stateRoot)
@@ -188,12 +196,24 @@ import Testing
                 entries.removeAll { $0.chunk.id == deleted || replaced.contains($0.chunk.id) }
                 entries += upserts
                 let meta = Corpus.meta(version: version, entries: entries)
+                let setHash = SetHash(leaves: entries.map(\.stateRecord.leaf))
 
                 let (next, derived) = try Self.apply(upserts, deleting: [deleted], to: contents, at: path, meta: meta,
+                                                     setHash: bySetHash ? setHash.digest(count: entries.count) : nil,
                                                      name: "\(version)", in: directory)
                 let rows = try #require(derived)
                 let read = try Self.scanCopy(next, in: directory)
                 Self.expectSameRows(rows, read)
+                // The scan's set hash is the records'; the one derived by the check is handed to
+                // the new rows (and, checked by the state root, none is: computed when asked).
+                #expect(read.setHash == setHash)
+                #expect(rows.setHash == (bySetHash ? setHash : nil))
+                #expect(rows.computeSetHash() == setHash)
+                // A changed upsert gives another set hash.
+                var tampered = upserts
+                tampered[0].chunk.content += " Tampered."
+                #expect(!(try contents.changed(deleting: [deleted], upserting: ChunkRecords(tampered), bySetHash: true)
+                    .gives(stateRoot: meta.stateRoot, setHash: setHash.digest(count: entries.count), count: meta.chunkCount)))
                 (path, contents) = (next, rows)
             }
             #expect(contents.overlayCount == 7)

@@ -68,8 +68,8 @@ struct PublishRoundTripTests {
         #expect(try second.records(1).map(\.vector) == (try first.records(1)).map(\.vector))
     }
 
-    @Test("Given four versions, when the fifth is published, then a delta from every kept version reproduces its state root")
-    func deltasFromEveryKeptVersion() throws {
+    @Test("Given four versions, when the fifth is published, then a delta from every kept version reproduces its state root (and, in format 2, carries its set hash)", arguments: [2, 1])
+    func deltasFromEveryKeptVersion(deltaFormat: Int) throws {
         let workspace = try Workspace()
         var chunks = SampleKB.chunks(count: 15)
         for round in 0..<5 {
@@ -78,7 +78,7 @@ struct PublishRoundTripTests {
                 chunks.append(Chunk(id: "added-\(round)", title: "Added", content: "map flood water \(round)"))
                 chunks.removeFirst()
             }
-            _ = try workspace.publish(try workspace.writeSource(chunks), keepDeltas: 3)
+            _ = try workspace.publish(try workspace.writeSource(chunks), keepDeltas: 3, deltaFormat: deltaFormat)
         }
         let manifest = try workspace.manifest()
         #expect(manifest.version == 5)
@@ -89,6 +89,8 @@ struct PublishRoundTripTests {
             let delta = try Delta.decode(try CairnStore.Zlib.decompress(compressed, expectedSize: ref.uncompressedSize))
             let applied = try delta.apply(to: try workspace.records(ref.fromVersion))
             #expect(StateRoot.compute(chunks: applied) == manifest.stateRoot)
+            let setHash = SetHash(leaves: target.map(\.stateRecord.leaf)).digest(count: target.count)
+            #expect(delta.toSetHash == (deltaFormat == 2 ? setHash : nil))
             #expect(applied.map(\.chunk.id) == target.map(\.chunk.id).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
         }
         #expect(workspace.verify().problems == [])

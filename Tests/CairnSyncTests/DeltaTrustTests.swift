@@ -11,17 +11,18 @@ import Testing
 @Suite("What a delta install still refuses", .offCooperativePool)
 struct DeltaTrustTests {
     /// A lexical-only repository at version 1 and a device that installed it in full.
-    static func deviceOnVersion1() async throws -> (RepoFixture, Device) {
+    static func deviceOnVersion1(deltasWithSetHash: Bool = true) async throws -> (RepoFixture, Device) {
         let repo = try RepoFixture(withModel: false)
+        repo.deltasWithSetHash = deltasWithSetHash
         try repo.publish(version: 1)
         let device = try Device(repo: repo, sources: [repo.url])
         #expect(await device.syncer.syncOnce().installedVersion == 1)
         return (repo, device)
     }
 
-    @Test("Given a signed delta whose upserted row was changed after the state root was signed, then it is refused and version 1 keeps serving")
-    func tamperedUpsert() async throws {
-        let (repo, device) = try await Self.deviceOnVersion1()
+    @Test("Given a signed delta whose upserted row was changed after the state root (and, in format 2, the set hash) was signed, then it is refused and version 1 keeps serving", arguments: [true, false])
+    func tamperedUpsert(withSetHash: Bool) async throws {
+        let (repo, device) = try await Self.deviceOnVersion1(deltasWithSetHash: withSetHash)
 
         // The genuine version 2, then a delta to it whose upsert says something else; the
         // publisher's key signs a manifest naming that delta's blob (its SHA-256 is right).

@@ -26,8 +26,9 @@ struct InPlaceDeltaTests {
 
     /// A device that installed version 1 in full and version 2 by a delta (which it keeps),
     /// with version 3 published with a delta from 2.
-    static func deviceOnVersion2(withModel: Bool) async throws -> (RepoFixture, Device, Manifest) {
+    static func deviceOnVersion2(withModel: Bool, deltasWithSetHash: Bool = true) async throws -> (RepoFixture, Device, Manifest) {
         let repo = try RepoFixture(withModel: withModel)
+        repo.deltasWithSetHash = deltasWithSetHash
         try repo.publish(version: 1, chunks: chunks(version: 1))
         let device = try Device(repo: repo, sources: [repo.url])
         #expect(await device.syncer.syncOnce().installedVersion == 1)
@@ -83,6 +84,25 @@ struct InPlaceDeltaTests {
         #expect(!FileSystem.exists(device.path + "/versions/3/" + DataDirectoryLayout.snapshotBlobFile))
         // A rollback still finds version 2 whole.
         #expect(try await device.syncer.rollback().version.version == 2)
+    }
+
+    @Test("Given deltas with the target's set hash (format 2), when versions 2 and 3 arrive, then each is checked by the set hash derived from the installed rows', with no pass over them, and version 3 verifies whole")
+    func checkedBySetHash() async throws {
+        let (_, device, v3) = try await Self.deviceOnVersion2(withModel: false)
+        // Version 2's delta was checked from version 1's set hash, which its full install's
+        // verifying pass computed; version 3's from the set hash that check derived.
+        #expect(await device.syncer.lastDeltaCheck == "set_hash")
+        #expect(await device.syncer.syncOnce().installedVersion == 3)
+        #expect(await device.syncer.lastDeltaCheck == "set_hash")
+        try Self.expectVersion3(device, v3)
+    }
+
+    @Test("Given deltas without a set hash (format 1, as older publishers write them), when version 3 arrives, then it is checked by the state root over the installed rows and verifies whole")
+    func checkedByStateRoot() async throws {
+        let (_, device, v3) = try await Self.deviceOnVersion2(withModel: false, deltasWithSetHash: false)
+        #expect(await device.syncer.syncOnce().installedVersion == 3)
+        #expect(await device.syncer.lastDeltaCheck == "state_root")
+        try Self.expectVersion3(device, v3)
     }
 
     @Test("Given the previous version's file out of the page cache, when version 3 arrives, then its rows are read ahead and version 3 is built on that file in place and verifies whole")

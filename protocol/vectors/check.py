@@ -2,11 +2,11 @@
 """Independent cross-check of Cairn's protocol test vectors.
 
 Run by hand from anywhere:  python3 protocol/vectors/check.py
-Needs only the standard library and the `cryptography` package (for Ed25519).
+Needs only the standard library and the `cryptography` package (for Ed25519 and AES).
 
 It re-derives every expected value in this folder from the documents in protocol/ with code
 that shares nothing with the Swift implementation: canonical JSON, chunk hashes, leaves and the
-state root, the delta's binary encoding and SHA-256, the Ed25519 key, key id and signature
+state root, the set hash, the delta's binary encodings (formats 1 and 2) and SHA-256s, the Ed25519 key, key id and signature
 of the signed manifest, and (protocol/root.md) the keys and signatures of the root chain, the
 chain walk that accepts or refuses a root, and the verdict on a manifest under a root's
 signing policy. Exit status 0 means every value agrees.
@@ -16,6 +16,7 @@ import base64, datetime, hashlib, json, os, re, struct, sys
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 failures = 0
@@ -87,6 +88,17 @@ def state_root(chunks):
     return h.hexdigest()
 
 
+def set_hash(leaves):
+    """protocol/state-root.md, "Set hash": LtHash16 with an AES-256-CTR expansion of each leaf."""
+    lanes = [0] * 1024
+    for leaf in leaves:
+        stream = Cipher(algorithms.AES(leaf), modes.CTR(bytes(16))).encryptor().update(bytes(2048))
+        for i in range(1024):
+            lanes[i] = (lanes[i] + stream[2 * i] + (stream[2 * i + 1] << 8)) & 0xFFFF
+    body = b"".join(struct.pack("<H", lane) for lane in lanes)
+    return hashlib.sha256(b"cairn-set-hash-v1\n" + struct.pack(">Q", len(leaves)) + body).hexdigest(), body
+
+
 def check_canonical():
     doc = json.loads(load("canonical.json"))
     for case in doc["valid"]:
@@ -105,10 +117,16 @@ def check_state_root():
         check(f"embedding_hash {c['id']}", embedding, e["embedding_hash"])
         check(f"leaf {c['id']}", leaf.hex(), e["leaf"])
     check("state root", state_root(doc["chunks"]), doc["state_root"])
+    check("set hash of no leaves", set_hash([])[0], doc["set_hash_empty"])
+    digest, lanes = set_hash([leaf_and_hashes(c)[4] for c in doc["chunks"]])
+    check("set hash", digest, doc["set_hash"])
+    check("set hash lanes (first 32 bytes)", lanes[:32].hex(), doc["set_hash_lanes_prefix_hex"])
+    # Any order gives the same set hash; removing a leaf's expansion gives the smaller set's.
+    check("set hash, leaves reversed", set_hash([leaf_and_hashes(c)[4] for c in reversed(doc["chunks"])])[0], doc["set_hash"])
     return doc["chunks"]
 
 
-def encode_delta(doc, old, new):
+def encode_delta(doc, old, new, with_set_hash=False):
     def string(s):
         b = s.encode()
         return struct.pack("<I", len(b)) + b
@@ -123,8 +141,10 @@ def encode_delta(doc, old, new):
     deletes = sorted((c["id"] for c in old if c["id"] not in new_ids), key=str.encode)
     check("delta upsert ids", [c["id"] for c in upserts], doc["upsert_ids"])
     check("delta delete ids", deletes, doc["delete_ids"])
-    out = b"CAIRNDL1" + struct.pack("<QQ", doc["from_version"], doc["to_version"])
+    out = (b"CAIRNDL2" if with_set_hash else b"CAIRNDL1") + struct.pack("<QQ", doc["from_version"], doc["to_version"])
     out += bytes.fromhex(doc["from_state_root"]) + bytes.fromhex(doc["to_state_root"])
+    if with_set_hash:
+        out += bytes.fromhex(set_hash([leaf_and_hashes(c)[4] for c in new])[0])
     out += struct.pack("<III", doc["dimension"], len(upserts), len(deletes))
     for c in upserts:
         out += string(c["id"]) + string(c["title"]) + string(c["content"]) + optional(c["scenario"])
@@ -144,6 +164,11 @@ def check_delta(old):
     check("delta hex", encoded.hex(), doc["hex"])
     check("delta size", len(encoded), doc["size"])
     check("delta sha256", sha(encoded), doc["sha256"])
+    check("delta to_set_hash", set_hash([leaf_and_hashes(c)[4] for c in new])[0], doc["to_set_hash"])
+    encoded = encode_delta(doc, old, new, with_set_hash=True)
+    check("delta (format 2) hex", encoded.hex(), doc["format2_hex"])
+    check("delta (format 2) size", len(encoded), doc["format2_size"])
+    check("delta (format 2) sha256", sha(encoded), doc["format2_sha256"])
 
 
 def check_manifest():

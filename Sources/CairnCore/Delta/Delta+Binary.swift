@@ -1,12 +1,15 @@
 extension Delta {
-    /// The 8-byte magic that starts every delta.
+    /// The 8-byte magic that starts a delta of format 1 (no set hash).
     public static let magic = Array("CAIRNDL1".utf8)
+    /// The magic of format 2, whose header also holds the target's set hash.
+    public static let magicWithSetHash = Array("CAIRNDL2".utf8)
 
-    /// The canonical binary encoding (uncompressed; protocol/delta.md).
+    /// The canonical binary encoding (uncompressed; protocol/delta.md): format 2 when the delta
+    /// has a set hash, else format 1.
     public var encoded: [UInt8] {
         var bytes = Self.encodedHeader(fromVersion: fromVersion, toVersion: toVersion, fromStateRoot: fromStateRoot,
-                                       toStateRoot: toStateRoot, dimension: dimension, upserts: upserts.count,
-                                       deletes: deletes.count)
+                                       toStateRoot: toStateRoot, toSetHash: toSetHash, dimension: dimension,
+                                       upserts: upserts.count, deletes: deletes.count)
         for record in upserts { bytes += Self.encodedUpsert(record) }
         for id in deletes { bytes += Self.encodedDelete(id) }
         return bytes
@@ -16,13 +19,14 @@ extension Delta {
     /// upsert in ascending id order, then each delete in ascending id order. The caller keeps
     /// the invariants `init` checks (versions, ids ascending, finite vectors of `dimension`).
     public static func encodedHeader(fromVersion: Int, toVersion: Int, fromStateRoot: ContentID, toStateRoot: ContentID,
-                                     dimension: Int, upserts: Int, deletes: Int) -> [UInt8] {
+                                     toSetHash: ContentID?, dimension: Int, upserts: Int, deletes: Int) -> [UInt8] {
         var w = ByteWriter()
-        w.bytes.append(contentsOf: Self.magic)
+        w.bytes.append(contentsOf: toSetHash == nil ? Self.magic : Self.magicWithSetHash)
         w.u64(UInt64(fromVersion))
         w.u64(UInt64(toVersion))
         w.bytes.append(contentsOf: fromStateRoot.bytes)
         w.bytes.append(contentsOf: toStateRoot.bytes)
+        if let toSetHash { w.bytes.append(contentsOf: toSetHash.bytes) }
         w.u32(UInt32(dimension))
         w.u32(UInt32(upserts))
         w.u32(UInt32(deletes))
@@ -62,7 +66,8 @@ extension Delta {
             Result { () throws(CoreError) in try Layout(of: raw) { upserts.append($0) } }
         }.get()
         return Delta(fromVersion: layout.fromVersion, toVersion: layout.toVersion, fromStateRoot: layout.fromStateRoot,
-                     toStateRoot: layout.toStateRoot, dimension: layout.dimension, checkedUpserts: upserts, deletes: layout.deletes)
+                     toStateRoot: layout.toStateRoot, toSetHash: layout.toSetHash, dimension: layout.dimension,
+                     checkedUpserts: upserts, deletes: layout.deletes)
     }
 
     /// A delta's encoding read through and checked against every rule of `decode`: its header,
@@ -72,6 +77,7 @@ extension Delta {
         let toVersion: Int
         let fromStateRoot: ContentID
         let toStateRoot: ContentID
+        let toSetHash: ContentID?
         let dimension: Int
         let upsertOffsets: [Int]
         let upsertIDs: [String]
@@ -80,10 +86,15 @@ extension Delta {
         /// Reads `bytes` through; each upsert is decoded once, checked and handed to `upsert`.
         init(of bytes: UnsafeRawBufferPointer, upsert: (ChunkRecord) -> Void = { _ in }) throws(CoreError) {
             var r = ByteReader(bytes)
-            guard try r.take(8, "magic").elementsEqual(magic) else { throw CoreError(.deltaMalformed, "not a Cairn delta (bad magic)") }
+            let magic = try r.take(8, "magic")
+            let withSetHash = magic.elementsEqual(magicWithSetHash)
+            guard withSetHash || magic.elementsEqual(Delta.magic) else {
+                throw CoreError(.deltaMalformed, "not a Cairn delta of format 1 or 2 (bad magic)")
+            }
             let fromVersion = try r.u64("from_version"), toVersion = try r.u64("to_version")
             fromStateRoot = ContentID(bytes: Array(try r.take(32, "from_state_root")))!
             toStateRoot = ContentID(bytes: Array(try r.take(32, "to_state_root")))!
+            toSetHash = withSetHash ? ContentID(bytes: Array(try r.take(32, "to_set_hash")))! : nil
             let dimension = Int(try r.u32("dimension"))
             let upsertCount = Int(try r.u32("upsert_count")), deleteCount = Int(try r.u32("delete_count"))
             guard fromVersion <= UInt64(maxVersion), toVersion <= UInt64(maxVersion) else { throw r.failure("version above 2^53") }

@@ -1,22 +1,24 @@
 extension Delta {
     /// The smallest delta from `old` to `new`: a chunk is upserted when it is new or its
     /// content, metadata or vector changed (byte for byte), and deleted when it is gone.
+    /// Of format 2 (with `new`'s set hash) unless `withSetHash` is false.
     /// - Throws: `.invalidArgument` if ids repeat within `old` or `new`, or on any `Delta.init`
     ///   precondition.
     public static func between(old: [ChunkRecord], new: [ChunkRecord], fromVersion: Int, toVersion: Int,
-                               dimension: Int) throws(CoreError) -> Delta {
+                               dimension: Int, withSetHash: Bool = true) throws(CoreError) -> Delta {
         let oldByID = try index(old, "old"), newByID = try index(new, "new")
         let upserts = new.filter { record in
             oldByID[Array(record.chunk.id.utf8)].map { $0.stateRecord != record.stateRecord } ?? true
         }
         let deletes = old.map(\.chunk.id).filter { newByID[Array($0.utf8)] == nil }
         return try Delta(fromVersion: fromVersion, toVersion: toVersion, fromStateRoot: StateRoot.compute(chunks: old),
-                         toStateRoot: StateRoot.compute(chunks: new), dimension: dimension,
-                         upserts: upserts, deletes: deletes)
+                         toStateRoot: StateRoot.compute(chunks: new),
+                         toSetHash: withSetHash ? SetHash(leaves: new.map(\.stateRecord.leaf)).digest(count: new.count) : nil,
+                         dimension: dimension, upserts: upserts, deletes: deletes)
     }
 
     /// Applies the delta to the records of version `fromVersion`, returning those of
-    /// `toVersion` sorted by id. Checks both state roots.
+    /// `toVersion` sorted by id. Checks both state roots, and the set hash when it has one.
     /// - Throws: `.stateRootMismatch` if `records` are not the delta's base or the result is
     ///   not its target; `.deltaMalformed` if it deletes an id that is absent; `.invalidArgument`
     ///   if ids repeat in `records`.
@@ -34,6 +36,9 @@ extension Delta {
         let result = byID.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.value)
         guard StateRoot.compute(chunks: result) == toStateRoot else {
             throw CoreError(.stateRootMismatch, "applying the delta did not produce version \(toVersion)'s state root")
+        }
+        if let toSetHash, SetHash(leaves: result.map(\.stateRecord.leaf)).digest(count: result.count) != toSetHash {
+            throw CoreError(.stateRootMismatch, "applying the delta did not produce version \(toVersion)'s set hash")
         }
         return result
     }

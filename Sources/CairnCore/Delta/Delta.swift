@@ -11,6 +11,9 @@ public struct Delta: Sendable, Equatable {
     public let toVersion: Int
     public let fromStateRoot: ContentID
     public let toStateRoot: ContentID
+    /// The target version's set hash (`SetHash.digest`), which a device checks in time
+    /// proportional to the delta; nil in a delta of format 1 (protocol/delta.md).
+    public let toSetHash: ContentID?
     public let dimension: Int
     /// Chunks added or changed, ascending by id.
     public let upserts: [ChunkRecord]
@@ -22,32 +25,33 @@ public struct Delta: Sendable, Equatable {
     ///   65536, every vector has `dimension` finite values, ids are non-empty and unique, and no
     ///   id is both upserted and deleted.
     public init(fromVersion: Int, toVersion: Int, fromStateRoot: ContentID, toStateRoot: ContentID,
-                dimension: Int, upserts: [ChunkRecord], deletes: [String]) throws(CoreError) {
+                toSetHash: ContentID? = nil, dimension: Int, upserts: [ChunkRecord], deletes: [String]) throws(CoreError) {
         try self.init(validating: .invalidArgument, fromVersion: fromVersion, toVersion: toVersion,
-                      fromStateRoot: fromStateRoot, toStateRoot: toStateRoot, dimension: dimension,
+                      fromStateRoot: fromStateRoot, toStateRoot: toStateRoot, toSetHash: toSetHash, dimension: dimension,
                       upserts: upserts.sorted { String.utf8Precedes($0.chunk.id, $1.chunk.id) },
                       deletes: deletes.sorted(by: String.utf8Precedes))
     }
 
     /// Checks every invariant of the type, reporting failures with `code`. Lists must be sorted.
     init(validating code: CoreError.Code, fromVersion: Int, toVersion: Int, fromStateRoot: ContentID,
-         toStateRoot: ContentID, dimension: Int, upserts: [ChunkRecord], deletes: [String]) throws(CoreError) {
+         toStateRoot: ContentID, toSetHash: ContentID?, dimension: Int, upserts: [ChunkRecord], deletes: [String]) throws(CoreError) {
         for (index, record) in upserts.enumerated() {
             try Self.check(vector: record.vector, of: index, dimension: dimension, code: code)
         }
         try Self.check(code, fromVersion: fromVersion, toVersion: toVersion, dimension: dimension,
                        upsertIDs: upserts.map(\.chunk.id), deletes: deletes)
         self.init(fromVersion: fromVersion, toVersion: toVersion, fromStateRoot: fromStateRoot, toStateRoot: toStateRoot,
-                  dimension: dimension, checkedUpserts: upserts, deletes: deletes)
+                  toSetHash: toSetHash, dimension: dimension, checkedUpserts: upserts, deletes: deletes)
     }
 
     /// A delta whose invariants were checked (`check`).
-    init(fromVersion: Int, toVersion: Int, fromStateRoot: ContentID, toStateRoot: ContentID, dimension: Int,
-         checkedUpserts upserts: [ChunkRecord], deletes: [String]) {
+    init(fromVersion: Int, toVersion: Int, fromStateRoot: ContentID, toStateRoot: ContentID, toSetHash: ContentID?,
+         dimension: Int, checkedUpserts upserts: [ChunkRecord], deletes: [String]) {
         self.fromVersion = fromVersion
         self.toVersion = toVersion
         self.fromStateRoot = fromStateRoot
         self.toStateRoot = toStateRoot
+        self.toSetHash = toSetHash
         self.dimension = dimension
         self.upserts = upserts
         self.deletes = deletes

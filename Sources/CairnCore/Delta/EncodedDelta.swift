@@ -14,6 +14,8 @@ public struct EncodedDelta: Sendable {
     public let toVersion: Int
     public let fromStateRoot: ContentID
     public let toStateRoot: ContentID
+    /// The target's set hash (format 2), nil in format 1.
+    public let toSetHash: ContentID?
     public let dimension: Int
     /// Chunks added or changed, ascending by id, decoded from `bytes` as they are read.
     public let upserts: ChunkRecords
@@ -27,6 +29,7 @@ public struct EncodedDelta: Sendable {
         toVersion = layout.toVersion
         fromStateRoot = layout.fromStateRoot
         toStateRoot = layout.toStateRoot
+        toSetHash = layout.toSetHash
         dimension = layout.dimension
         upserts = ChunkRecords(encoding, offsets: layout.upsertOffsets, ids: layout.upsertIDs, dimension: layout.dimension)
         deletes = layout.deletes

@@ -8,8 +8,11 @@ extension IndexContents {
     /// (protocol/state-root.md): the kept rows' leaves as stored in the rows files, the upserts'
     /// computed from their data, merged in id order. Reads no snapshot file, so a delta is
     /// checked before any file is touched; costs a lookup per changed id and one pass over the
-    /// leaves (32 bytes a row) for the root.
-    public func changed(deleting deletes: [String], upserting upserts: ChunkRecords) throws(IndexError) -> CheckedDelta {
+    /// leaves (32 bytes a row) for the root. When `bySetHash` and these rows' set hash is known
+    /// (`setHash`), the result's set hash is derived from it instead, by removing the leaves of
+    /// the rows the delta removes or replaces and adding the upserts': no pass over the rows,
+    /// and no state root (`CheckedDelta.stateRoot` nil; the caller checks `setHash`).
+    public func changed(deleting deletes: [String], upserting upserts: ChunkRecords, bySetHash: Bool = false) throws(IndexError) -> CheckedDelta {
         var removedBase: Set<UInt32> = []
         var droppedOverlay: Set<Int> = []
         func remove(_ id: String) throws(IndexError) -> Bool {
@@ -54,6 +57,13 @@ extension IndexContents {
 
         let removed = (Array(overlay?.removed ?? UnsafeBufferPointer(start: nil, count: 0)) + removedBase).sorted()
         let count = base.count - removed.count + order.count
+        if bySetHash, var set = setHash {
+            for row in removedBase { set.remove(leaf: base.leaf(Int(row))) }
+            for row in droppedOverlay { set.remove(leaf: overlay!.leaf(row)) }
+            for leaf in leaves { leaf.bytes.withUnsafeBytes { set.add(leaf: $0) } }
+            return CheckedDelta(rows: self, removed: removed, order: order, upserts: upserts, upsertLeaves: leaves,
+                                stateRoot: nil, setHash: set, count: count)
+        }
         // The root: the base rows still live, in their id order, merged with the new overlay.
         let removedBits = Self.bits(removed, count: base.count)
         var root = StateRoot.Accumulator(count: count)
@@ -98,7 +108,7 @@ extension IndexContents {
         }
         addBase(position..<base.count)
         return CheckedDelta(rows: self, removed: removed, order: order, upserts: upserts, upsertLeaves: leaves,
-                            stateRoot: root.finalize(), count: count)
+                            stateRoot: root.finalize(), setHash: nil, count: count)
     }
 
     private static var twice: IndexError {
@@ -139,9 +149,21 @@ extension IndexContents {
         fileprivate let order: [OverlayRow]
         let upserts: ChunkRecords
         let upsertLeaves: [ContentID]
-        /// The state root and chunk count of the rows after the delta.
-        public let stateRoot: ContentID
+        /// The state root of the rows after the delta; nil when the check derived their set
+        /// hash instead.
+        public let stateRoot: ContentID?
+        /// The set hash of the rows after the delta, when the check derived it.
+        public let setHash: SetHash?
+        /// The chunk count after the delta.
         public let count: Int
+
+        /// Whether the rows after the delta are the version that `stateRoot` (the signed one)
+        /// and `setHash` (a delta's, if it has one) name, by whichever the check computed.
+        public func gives(stateRoot expected: ContentID, setHash expectedSet: ContentID?, count expectedCount: Int) -> Bool {
+            guard count == expectedCount else { return false }
+            if let setHash { return expectedSet.map { setHash.digest(count: count) == $0 } ?? false }
+            return stateRoot == expected
+        }
 
         /// Whether the rows after the delta still fit an overlay beside the base (else a scan of
         /// the changed file writes a new base): the overlay's rows and the base's removed ones at
@@ -170,7 +192,8 @@ extension IndexContents {
         /// read from the file by id. Nil when the rows no longer fit an overlay (`fitsOverlay`)
         /// or the base file is not at hand: the caller then scans the file.
         public func contents(ofFile path: String, meta: SnapshotMeta, basePath: String) throws(IndexError) -> IndexContents? {
-            guard fitsOverlay, meta.chunkCount == count, meta.stateRoot == stateRoot, rows.base.isFile(at: basePath) else { return nil }
+            guard fitsOverlay, meta.chunkCount == count, stateRoot.map({ $0 == meta.stateRoot }) ?? true,
+                  rows.base.isFile(at: basePath) else { return nil }
             let db = try Database(path: path, mode: .readOnly(immutable: false))
             guard try Snapshot.meta(in: db) == meta else {
                 throw IndexError(.snapshotMalformed, "the changed snapshot's meta is not the new version's")
@@ -259,7 +282,9 @@ extension IndexContents {
             // The base is the installed version's file (a hard link): its mapping is shared, so
             // the pages that version's queries and moment sample mapped need no fault again (a
             // new mapping's sample alone took 20-40 ms at a million rows).
-            return try IndexContents(meta: meta, base: rows.base, overlay: RowFile(path: writer.path, dimension: dimension))
+            let contents = try IndexContents(meta: meta, base: rows.base, overlay: RowFile(path: writer.path, dimension: dimension))
+            if let setHash { contents.setHashCache.withLock { $0 = setHash } }
+            return contents
         }
 
         /// Whether the changed file holds the base's live rows at the base's rowids: none of the

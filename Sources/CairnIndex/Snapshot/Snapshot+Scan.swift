@@ -89,6 +89,8 @@ extension Snapshot {
             var tagCodes: [UInt32] = []
             var tagEnds: [UInt32] = []
             var leaves: [UInt8] = []
+            /// The set hash of its rows' leaves (protocol/state-root.md, "Set hash").
+            var setHash = SetHash()
         }
 
         /// The rows of part `part` (from 0): hashed as the check says and written to the rows file.
@@ -123,6 +125,7 @@ extension Snapshot {
             var written = low
             var sizeRowid: Int64 = .min, sizeTokens: Int32 = -1, sizesLeft = true
             var rowCheck = StoredRowCheck()
+            var setHash = SetHash()
             let empty = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
             while try statement.step() {
                 guard written + batch.count < high else {
@@ -179,6 +182,9 @@ extension Snapshot {
                     result.tagCodes.append(code)
                 }
                 result.tagEnds.append(UInt32(result.tagCodes.count))
+                // The set hash as the rows pass (a delta of format 2 is checked from it), so its
+                // expansion runs on this part's thread while the next rows are read.
+                result.leaves.withUnsafeBytes { setHash.add(leaf: UnsafeRawBufferPointer(rebasing: $0[($0.count - 32)...])) }
                 if batch.count == Self.batchRows {
                     try writer.write(first: written, batch: batch)
                     written += batch.count
@@ -193,6 +199,7 @@ extension Snapshot {
                 throw IndexError(.stateRootMismatch, "the snapshot holds a different number of chunks than its meta says")
             }
             result.rows = high - low
+            result.setHash = setHash
             return result
         }
 
@@ -249,7 +256,11 @@ extension Snapshot {
                 throw IndexError(.stateRootMismatch, "the snapshot's state root differs from the expected one")
             }
             try writer.finish(rest, identity: .init(kind: .base, version: meta.version, stateRoot: meta.stateRoot), durable: durable)
-            return try IndexContents(meta: meta, base: RowFile(path: writer.path, dimension: meta.dimension), overlay: nil)
+            let contents = try IndexContents(meta: meta, base: RowFile(path: writer.path, dimension: meta.dimension), overlay: nil)
+            var setHash = SetHash()
+            for part in parts { setHash.add(part.setHash) }
+            contents.setHashCache.withLock { $0 = setHash }
+            return contents
         }
 
         /// The rows in UTF-8 byte order of their ids: as they are when the ids already ascend (a

@@ -31,6 +31,10 @@ public struct PublishConfiguration: Sendable {
     public var vectors: String?
     /// Rows of `vectors` re-embedded before anything is written (at least 1). Default 64.
     public var verifySample = 64
+    /// The deltas' format (protocol/delta.md): 2 carries the target's set hash, which a device
+    /// checks in time proportional to the delta; 1 is what a cairnd from before 2026-11-29
+    /// reads (it installs the full snapshot instead of a delta of format 2). Default 2.
+    public var deltaFormat = 2
 
     public init(repository: String, channel: String, source: String, keepDeltas: Int = 5, expiresDays: Int = 30,
                 canaries: [Canary] = [], chunking: ChunkingOptions = ChunkingOptions(), lockWait: Double = 5,

@@ -58,6 +58,9 @@ public struct Publisher: Sendable {
         guard config.keepDeltas >= 0, config.expiresDays >= 1, config.batchSize >= 1 else {
             throw PublishError(.invalidArgument, "keep-deltas must be ≥ 0, expires-days and batch size ≥ 1")
         }
+        guard (1...2).contains(config.deltaFormat) else {
+            throw PublishError(.invalidArgument, "delta-format must be 1 or 2 (protocol/delta.md)")
+        }
         guard model.dimension == embedder.dimension else {
             throw PublishError(.model, "the model files say dimension \(model.dimension), the embedder \(embedder.dimension)")
         }
@@ -116,7 +119,7 @@ public struct Publisher: Sendable {
 
         let built = try SnapshotBuilder.finish(stream, channel: config.channel, version: version, model: model, scratch: scratch)
         try CanaryCheck.run(config.canaries, snapshotPath: built.path, embedder: embedder, version: version)
-        let deltas = try DeltaBuilder.build(bases: bases, new: built, scratch: scratch)
+        let deltas = try DeltaBuilder.build(bases: bases, new: built, withSetHash: config.deltaFormat == 2, scratch: scratch)
 
         let writer = RepositoryWriter(repository: repository, channel: config.channel)
         try writer.putBlob(file: built.blobPath, id: built.blob.sha256)

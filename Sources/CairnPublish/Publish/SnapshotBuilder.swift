@@ -45,7 +45,7 @@ enum DeltaBuilder {
         var blobPath: String
     }
 
-    static func build(bases: [PublishedVersion], new: SnapshotBuilder.Built, scratch: String) throws(PublishError)
+    static func build(bases: [PublishedVersion], new: SnapshotBuilder.Built, withSetHash: Bool, scratch: String) throws(PublishError)
         -> (built: [Built], skipped: [String]) {
         var built: [Built] = [], skipped: [String] = []
         for base in bases {
@@ -57,7 +57,7 @@ enum DeltaBuilder {
             let raw = scratch + "/delta-\(from).raw", blobPath = scratch + "/delta-\(from).blob"
             defer { unlink(raw) }
             do {
-                try writeDelta(from: base, to: new, at: raw, scratch: scratch)
+                try writeDelta(from: base, to: new, withSetHash: withSetHash, at: raw, scratch: scratch)
             } catch {
                 throw PublishError(.io, "cannot build the delta from version \(from): \(error)")
             }
@@ -88,7 +88,7 @@ enum DeltaBuilder {
     /// The uncompressed delta from `base` to `new` (protocol/delta.md) at `path`: the rows of
     /// both in id order, merged; a row of `new` whose id is new or whose content, metadata or
     /// vector hash differs is an upsert, an id only `base` holds a delete.
-    private static func writeDelta(from base: PublishedVersion, to new: SnapshotBuilder.Built, at path: String,
+    private static func writeDelta(from base: PublishedVersion, to new: SnapshotBuilder.Built, withSetHash: Bool, at path: String,
                                    scratch: String) throws -> Void {
         let (old, current) = (try Snapshot.RowReader(path: base.path), try Snapshot.RowReader(path: new.path))
         let upsertsPath = path + ".upserts"
@@ -109,25 +109,40 @@ enum DeltaBuilder {
                 pending.removeAll(keepingCapacity: true)
             }
         }
-        var (a, b) = (try old.next(), try current.next())
+        // The new version's set hash (protocol/state-root.md), over every row of it as the
+        // merge passes: what lets a device check the delta without a pass over its rows.
+        var setHash = SetHash(), count = 0
+        func nextNew() throws -> (id: String, hashes: [String])? {
+            guard let row = try current.next() else { return nil }
+            count += 1
+            guard withSetHash else { return row }
+            let hashes = row.hashes.compactMap(ContentID.init(hex:))
+            guard hashes.count == 3 else { throw PublishError(.io, "the new snapshot's row of \"\(row.id)\" has malformed hashes") }
+            StateRoot.Record(id: row.id, contentHash: hashes[0], metadataHash: hashes[1], embeddingHash: hashes[2])
+                .leaf.bytes.withUnsafeBytes { setHash.add(leaf: $0) }
+            return row
+        }
+        var (a, b) = (try old.next(), try nextNew())
         while a != nil || b != nil {
             if let x = a, b.map({ String.utf8Precedes(x.id, $0.id) }) ?? true {
                 deletes.append(x.id)
                 a = try old.next()
             } else if let y = b, a.map({ String.utf8Precedes(y.id, $0.id) }) ?? true {
                 try upsert(y.id)
-                b = try current.next()
+                b = try nextNew()
             } else {
                 if a!.hashes != b!.hashes { try upsert(b!.id) }
-                (a, b) = (try old.next(), try current.next())
+                (a, b) = (try old.next(), try nextNew())
             }
         }
+        guard count == new.meta.chunkCount else { throw PublishError(.io, "the new snapshot holds \(count) rows, its meta says \(new.meta.chunkCount)") }
         try upserts.write(contentsOf: pending)
         try upserts.synchronize()
         // Header, upserts, deletes.
         guard FileManager.default.createFile(atPath: path, contents: Data(Delta.encodedHeader(
             fromVersion: base.manifest.version, toVersion: new.meta.version, fromStateRoot: base.manifest.stateRoot,
-            toStateRoot: new.meta.stateRoot, dimension: new.meta.dimension, upserts: upsertCount, deletes: deletes.count))),
+            toStateRoot: new.meta.stateRoot, toSetHash: withSetHash ? setHash.digest(count: count) : nil, dimension: new.meta.dimension,
+            upserts: upsertCount, deletes: deletes.count))),
             let output = FileHandle(forWritingAtPath: path) else { throw PublishError(.io, "cannot create \(path)") }
         defer { try? output.close() }
         try output.seekToEnd()

@@ -58,6 +58,20 @@ enum IndexBuilder {
         var apply = Duration.zero
         /// Writing the new rows files from the installed ones.
         var rows = Duration.zero
+        /// What the delta was checked by.
+        var checkedBy = Check.transaction
+    }
+
+    /// How a delta was checked to give the new version (protocol/snapshot.md, "Verification
+    /// after a delta").
+    enum Check: String, Sendable {
+        /// Its set hash, derived from the installed rows' (a delta of format 2): no pass over them.
+        case setHash = "set_hash"
+        /// The state root over the installed rows' leaves, merged with the delta's.
+        case stateRoot = "state_root"
+        /// The state root over the file's stored hashes, inside the transaction (the installed
+        /// rows were not at hand).
+        case transaction
     }
 
     /// Starts what bringing `reusable` up in place needs before the new delta is at hand, on
@@ -128,12 +142,15 @@ enum IndexBuilder {
         // Checked against the installed rows when they are at hand: nil otherwise.
         var checked: IndexContents.CheckedDelta?
         if let base = installedRows, checkable {
-            do { checked = try base.changed(deleting: edit.deletes, upserting: edit.upserts) } catch {
+            let result: IndexContents.CheckedDelta
+            do { result = try base.changed(deleting: edit.deletes, upserting: edit.upserts, bySetHash: delta.toSetHash != nil) } catch {
                 throw SyncError(.installFailed, "the delta does not apply: \(error.message)", cause: error)
             }
-            guard checked?.stateRoot == manifest.stateRoot, checked?.count == manifest.chunkCount else {
-                throw SyncError(.stateRootMismatch, "the delta does not produce the new version's state root; nothing was changed")
+            guard result.gives(stateRoot: manifest.stateRoot, setHash: delta.toSetHash, count: manifest.chunkCount) else {
+                let what = result.setHash == nil ? "state root" : "set hash"
+                throw SyncError(.stateRootMismatch, "the delta does not produce the new version's \(what); nothing was changed")
             }
+            (checked, phases.checkedBy) = (result, result.setHash == nil ? .stateRoot : .setHash)
         }
         // In place when the kept delta (if any) decoded and this one was checked beforehand.
         var reuse: InPlace?

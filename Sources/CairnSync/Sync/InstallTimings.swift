@@ -23,7 +23,7 @@ struct InstallTimings {
     var open = Duration.zero
     /// A delta's part of `build`: its check, the wait for the rows read ahead, the SQLite
     /// apply, the rows files (logged as `delta_check_ms`, `delta_readahead_ms`,
-    /// `delta_apply_ms`, `delta_rows_ms`).
+    /// `delta_apply_ms`, `delta_rows_ms`), and what the check computed (`delta_checked_by`).
     var delta: IndexBuilder.DeltaPhases?
 
     var metadata: Logger.Metadata {
@@ -40,6 +40,7 @@ struct InstallTimings {
             metadata["cairn.sync.delta_readahead_ms"] = "\(delta.readAhead.milliseconds)"
             metadata["cairn.sync.delta_apply_ms"] = "\(delta.apply.milliseconds)"
             metadata["cairn.sync.delta_rows_ms"] = "\(delta.rows.milliseconds)"
+            metadata["cairn.sync.delta_checked_by"] = "\(delta.checkedBy.rawValue)"
         }
         return metadata
     }

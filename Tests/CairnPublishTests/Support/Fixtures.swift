@@ -46,9 +46,10 @@ struct Workspace {
 
     /// Publishes `source` in process with the tiny model.
     func publish(_ source: String, keepDeltas: Int = 5, canaries: [Canary] = [], cache: Bool = true,
-                 cachePath: String? = nil) throws -> PublishReport {
-        let configuration = PublishConfiguration(repository: repo, channel: "stable", source: source,
+                 cachePath: String? = nil, deltaFormat: Int = 2) throws -> PublishReport {
+        var configuration = PublishConfiguration(repository: repo, channel: "stable", source: source,
                                                  keepDeltas: keepDeltas, canaries: canaries)
+        configuration.deltaFormat = deltaFormat
         let publisher = Publisher(configuration: configuration, key: key, embedder: embedder, model: model,
                                   cache: try cache ? EmbeddingCache(path: cachePath ?? self.cachePath) : nil,
                                   logger: Logger(label: "test"))

@@ -14,6 +14,8 @@ final class RepoFixture {
     let channel = "stable"
     let dimension = TinyModel.configuration.hiddenSize
     let modelFiles: [Manifest.ModelFile]
+    /// Whether the deltas it publishes are of format 2, with the target's set hash (else 1).
+    var deltasWithSetHash = true
     private let embedder: SentenceEmbedder?
     private(set) var records: [Int: [ChunkRecord]] = [:]
     private(set) var manifestBytes: [Int: [UInt8]] = [:]
@@ -76,7 +78,8 @@ final class RepoFixture {
         var deltas: [Manifest.DeltaRef] = []
         for from in deltasFrom {
             let old = records[from]!
-            let delta = try Delta.between(old: old, new: entries, fromVersion: from, toVersion: version, dimension: dimension)
+            let delta = try Delta.between(old: old, new: entries, fromVersion: from, toVersion: version, dimension: dimension,
+                                          withSetHash: deltasWithSetHash)
             let bytes = try Zlib.compress(delta.encoded)
             deltas.append(Manifest.DeltaRef(fromVersion: from, fromStateRoot: delta.fromStateRoot, sha256: try blobs.put(bytes),
                                             size: bytes.count, uncompressedSize: delta.encoded.count))
@@ -102,11 +105,12 @@ final class RepoFixture {
     /// as the honest delta's entry would be (its SHA-256 is the tampered blob's, so it downloads
     /// and hashes fine: only the state root can catch it). Returns the entry and the honest upserts' ids.
     func tamperedDelta(from: Int, to: Int, content: String) throws -> (ref: Manifest.DeltaRef, upserted: [String]) {
-        let honest = try Delta.between(old: records[from]!, new: records[to]!, fromVersion: from, toVersion: to, dimension: dimension)
+        let honest = try Delta.between(old: records[from]!, new: records[to]!, fromVersion: from, toVersion: to, dimension: dimension,
+                                       withSetHash: deltasWithSetHash)
         var upserts = honest.upserts
         upserts[0].chunk.content = content
         let tampered = try Delta(fromVersion: from, toVersion: to, fromStateRoot: honest.fromStateRoot, toStateRoot: honest.toStateRoot,
-                                 dimension: dimension, upserts: upserts, deletes: honest.deletes)
+                                 toSetHash: honest.toSetHash, dimension: dimension, upserts: upserts, deletes: honest.deletes)
         let bytes = try Zlib.compress(tampered.encoded)
         let ref = Manifest.DeltaRef(fromVersion: from, fromStateRoot: honest.fromStateRoot, sha256: try blobs.put(bytes),
                                     size: bytes.count, uncompressedSize: tampered.encoded.count)
