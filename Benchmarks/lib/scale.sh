@@ -12,7 +12,7 @@ scale_texts_cache() {
 
 # scale_publish BIN REPO KB KEYS MODEL_DIR CACHE VERSION [WRAPPER...]: publishes version VERSION
 # (1 to 5) of the corpus in KB to channel `scale` of REPO, run under WRAPPER (e.g. `measure
-# OUT.json`), then syncs the disk. From version 3 on, two deltas are kept: each of them applies in place to
+# OUT.json`), then syncs the disk. Its deltas are of format $SCALE_DELTA_FORMAT (default 2). From version 3 on, two deltas are kept: each of them applies in place to
 # the file of the version before the installed one, which the installed version's kept delta
 # brings up to date first (the steady state).
 scale_publish() {
@@ -22,7 +22,7 @@ scale_publish() {
     [ "$version" -eq 1 ] || suffix=-v$version
     [ "$version" -le 2 ] || keep=2
     "$@" "$bin/cairn-server" publish --repo "$repo" --channel scale --source "$kb/kb$suffix.jsonl" --vectors "$kb/vectors$suffix.npy" \
-        --key "$keys/publisher.key" --model-dir "$model" --cache "$cache" --keep-deltas "$keep"
+        --key "$keys/publisher.key" --model-dir "$model" --cache "$cache" --keep-deltas "$keep" --delta-format "${SCALE_DELTA_FORMAT:-2}"
     sync
 }
 

@@ -102,22 +102,31 @@ extension SnapshotWriter {
             return try statement.step() ? statement.string(at: 0) : nil
         }
 
+        /// The set hash of the rows `finish` wrote (protocol/state-root.md, "Set hash"), which a
+        /// delta to this version carries; nil before.
+        public private(set) var setHash: ContentID?
+
         /// Writes the snapshot of the staged rows with this meta (the state root and row count
         /// computed from them), removes the staging database, and returns the meta.
         public func finish(channel: String, version: Int, modelID: String) throws(IndexError) -> SnapshotMeta {
             try commit()
-            // The state root over the stored hashes, which `bindChunk` computed from each row's data.
+            // The state root and the set hash over the stored hashes, which `bindChunk` computed
+            // from each row's data.
             var root = StateRoot.Accumulator(count: count)
+            var set = SetHash()
             let rows = try db.prepare("SELECT id, content_hash, metadata_hash, embedding_hash FROM staging.rows ORDER BY id")
             var staged = 0
             while try rows.step() {
                 staged += 1
-                try Snapshot.storedRecord(id: rows.string(at: 0) ?? "", from: rows, first: 1).leaf.bytes
-                    .withUnsafeBytes { root.add(leaf: $0) }
+                try Snapshot.storedRecord(id: rows.string(at: 0) ?? "", from: rows, first: 1).leaf.bytes.withUnsafeBytes {
+                    root.add(leaf: $0)
+                    set.add(leaf: $0)
+                }
             }
             guard staged == count else { throw IndexError(.sqlite, "the staged rows cannot be read back whole") }
             let meta = SnapshotMeta(channel: channel, version: version, stateRoot: root.finalize(), dimension: dimension,
                                     modelID: modelID, chunkCount: count)
+            setHash = set.digest(count: count)
             try validate(meta: meta)
             // `create`'s statements, the rows inserted in id order from the staging index.
             try db.transaction { () throws(IndexError) in

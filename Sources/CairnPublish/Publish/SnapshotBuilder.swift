@@ -10,6 +10,8 @@ enum SnapshotBuilder {
         /// The uncompressed snapshot in the scratch folder (for the canary check and the deltas).
         var path: String
         var meta: SnapshotMeta
+        /// Its set hash, which each delta to it carries (format 2).
+        var setHash: ContentID
         /// The compressed blob in the scratch folder, its SHA-256 and sizes.
         var blobPath: String
         var blob: Zlib.Compressed
@@ -24,7 +26,8 @@ enum SnapshotBuilder {
             try Snapshot.verify(at: stream.path, expectedStateRoot: meta.stateRoot)
             let blobPath = scratch + "/snapshot-\(version).blob"
             let blob = try Zlib.compressFile(stream.path, to: blobPath, level: 9)
-            return Built(path: stream.path, meta: meta, blobPath: blobPath, blob: blob)
+            guard let setHash = stream.setHash else { throw PublishError(.io, "the snapshot stream has no set hash") }
+            return Built(path: stream.path, meta: meta, setHash: setHash, blobPath: blobPath, blob: blob)
         } catch let error as IndexError {
             throw PublishError(.io, "cannot build the snapshot: \(error.message)", cause: error)
         } catch let error as StoreError {
@@ -109,39 +112,25 @@ enum DeltaBuilder {
                 pending.removeAll(keepingCapacity: true)
             }
         }
-        // The new version's set hash (protocol/state-root.md), over every row of it as the
-        // merge passes: what lets a device check the delta without a pass over its rows.
-        var setHash = SetHash(), count = 0
-        func nextNew() throws -> (id: String, hashes: [String])? {
-            guard let row = try current.next() else { return nil }
-            count += 1
-            guard withSetHash else { return row }
-            let hashes = row.hashes.compactMap(ContentID.init(hex:))
-            guard hashes.count == 3 else { throw PublishError(.io, "the new snapshot's row of \"\(row.id)\" has malformed hashes") }
-            StateRoot.Record(id: row.id, contentHash: hashes[0], metadataHash: hashes[1], embeddingHash: hashes[2])
-                .leaf.bytes.withUnsafeBytes { setHash.add(leaf: $0) }
-            return row
-        }
-        var (a, b) = (try old.next(), try nextNew())
+        var (a, b) = (try old.next(), try current.next())
         while a != nil || b != nil {
             if let x = a, b.map({ String.utf8Precedes(x.id, $0.id) }) ?? true {
                 deletes.append(x.id)
                 a = try old.next()
             } else if let y = b, a.map({ String.utf8Precedes(y.id, $0.id) }) ?? true {
                 try upsert(y.id)
-                b = try nextNew()
+                b = try current.next()
             } else {
                 if a!.hashes != b!.hashes { try upsert(b!.id) }
-                (a, b) = (try old.next(), try nextNew())
+                (a, b) = (try old.next(), try current.next())
             }
         }
-        guard count == new.meta.chunkCount else { throw PublishError(.io, "the new snapshot holds \(count) rows, its meta says \(new.meta.chunkCount)") }
         try upserts.write(contentsOf: pending)
         try upserts.synchronize()
         // Header, upserts, deletes.
         guard FileManager.default.createFile(atPath: path, contents: Data(Delta.encodedHeader(
             fromVersion: base.manifest.version, toVersion: new.meta.version, fromStateRoot: base.manifest.stateRoot,
-            toStateRoot: new.meta.stateRoot, toSetHash: withSetHash ? setHash.digest(count: count) : nil, dimension: new.meta.dimension,
+            toStateRoot: new.meta.stateRoot, toSetHash: withSetHash ? new.setHash : nil, dimension: new.meta.dimension,
             upserts: upsertCount, deletes: deletes.count))),
             let output = FileHandle(forWritingAtPath: path) else { throw PublishError(.io, "cannot create \(path)") }
         defer { try? output.close() }
