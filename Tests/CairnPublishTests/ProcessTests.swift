@@ -61,6 +61,27 @@ struct ProcessTests {
         #expect(third.output.hasPrefix("published version 1: 5 chunks"))
     }
 
+    @Test("Given --delta-format 1 and then 3, when publishing, then the first writes deltas a cairnd from before format 2 reads and the second is refused with exit 64, one line, and nothing written")
+    func deltaFormats() throws {
+        let workspace = try Workspace()
+        for (round, chunks) in [SampleKB.chunks(count: 6), SampleKB.chunks(count: 7)].enumerated() {
+            let source = try workspace.writeSource(chunks)
+            let published = try CLI.run(CLI.publishArguments(workspace, source: source, extra: ["--delta-format", "1"]))
+            #expect(published.status == 0, "round \(round): \(published.error)")
+        }
+        let ref = try #require(try workspace.manifest(2).deltas.first)
+        let compressed = try workspace.repository.blob(ref.sha256, size: ref.size, what: "delta")
+        let bytes = try CairnStore.Zlib.decompress(compressed, expectedSize: ref.uncompressedSize)
+        #expect(Array(bytes.prefix(8)) == Delta.magic)
+        #expect(try Delta.decode(bytes).toSetHash == nil)
+
+        let refused = try CLI.run(CLI.publishArguments(workspace, source: try workspace.writeSource(SampleKB.chunks(count: 8)),
+                                                       extra: ["--delta-format", "3"]))
+        #expect(refused.status == 64)
+        #expect(refused.error.contains("delta-format must be 1 or 2") && refused.error.split(separator: "\n").count == 1)
+        #expect(try workspace.manifest().version == 2)
+    }
+
     @Test("Given two publishes started together without pausing, when both finish, then they got distinct versions and the repository verifies")
     func racingPublishes() throws {
         let workspace = try Workspace()
