@@ -20,8 +20,11 @@ public struct SetHash: Sendable, Equatable {
 
     /// The hash of `leaves` (any order).
     public init<S: Sequence>(leaves: S) where S.Element == ContentID {
-        for leaf in leaves { leaf.bytes.withUnsafeBytes { add(leaf: $0) } }
+        for leaf in leaves { add(leaf) }
     }
+
+    /// Adds one leaf.
+    public mutating func add(_ leaf: ContentID) { leaf.bytes.withUnsafeBytes { add(leaf: $0) } }
 
     /// Adds one leaf's 32 bytes.
     public mutating func add(leaf: UnsafeRawBufferPointer) { combine(leaf, subtracting: false) }

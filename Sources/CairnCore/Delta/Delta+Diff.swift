@@ -11,9 +11,11 @@ extension Delta {
             oldByID[Array(record.chunk.id.utf8)].map { $0.stateRecord != record.stateRecord } ?? true
         }
         let deletes = old.map(\.chunk.id).filter { newByID[Array($0.utf8)] == nil }
+        // Each record's hashes once (its embedding hash reads the whole vector), for both hashes.
+        let target = new.map(\.stateRecord)
         return try Delta(fromVersion: fromVersion, toVersion: toVersion, fromStateRoot: StateRoot.compute(chunks: old),
-                         toStateRoot: StateRoot.compute(chunks: new),
-                         toSetHash: withSetHash ? SetHash(leaves: new.map(\.stateRecord.leaf)).digest(count: new.count) : nil,
+                         toStateRoot: StateRoot.compute(target),
+                         toSetHash: withSetHash ? SetHash(leaves: target.map(\.leaf)).digest(count: target.count) : nil,
                          dimension: dimension, upserts: upserts, deletes: deletes)
     }
 
@@ -34,10 +36,12 @@ extension Delta {
         }
         for record in upserts { byID[Array(record.chunk.id.utf8)] = record }
         let result = byID.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.value)
-        guard StateRoot.compute(chunks: result) == toStateRoot else {
+        // In id order already; each leaf once (its embedding hash reads the whole vector).
+        let leaves = result.map(\.stateRecord.leaf)
+        guard StateRoot.compute(orderedLeaves: leaves) == toStateRoot else {
             throw CoreError(.stateRootMismatch, "applying the delta did not produce version \(toVersion)'s state root")
         }
-        if let toSetHash, SetHash(leaves: result.map(\.stateRecord.leaf)).digest(count: result.count) != toSetHash {
+        if let toSetHash, SetHash(leaves: leaves).digest(count: leaves.count) != toSetHash {
             throw CoreError(.stateRootMismatch, "applying the delta did not produce version \(toVersion)'s set hash")
         }
         return result

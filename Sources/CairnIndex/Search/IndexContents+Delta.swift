@@ -60,7 +60,7 @@ extension IndexContents {
         if bySetHash, var set = setHash {
             for row in removedBase { set.remove(leaf: base.leaf(Int(row))) }
             for row in droppedOverlay { set.remove(leaf: overlay!.leaf(row)) }
-            for leaf in leaves { leaf.bytes.withUnsafeBytes { set.add(leaf: $0) } }
+            for leaf in leaves { set.add(leaf) }
             return CheckedDelta(rows: self, removed: removed, order: order, upserts: upserts, upsertLeaves: leaves,
                                 stateRoot: nil, setHash: set, count: count)
         }

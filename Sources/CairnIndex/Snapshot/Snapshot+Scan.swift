@@ -148,18 +148,22 @@ extension Snapshot {
                         throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")
                     }
                     batch.append(vector: bytes, rowid: rowid, length: length)
-                    switch check {
+                    let leaf = switch check {
                     case .storedHashes:
-                        result.leaves += try storedRecord(id: id, from: statement, first: 8).leaf.bytes
+                        try storedRecord(id: id, from: statement, first: 8).leaf
                     case .recomputedHashes:
                         // The text columns' bytes as stored, hashed without building a Chunk; the
                         // embedding column is the vector's little-endian float32 bytes, exactly
                         // what the embedding hash covers.
-                        result.leaves += try Snapshot.leaf(rowCheck.check(
+                        try Snapshot.leaf(rowCheck.check(
                             id: id, title: statement.unsafeUTF8(at: 2) ?? empty, content: statement.unsafeUTF8(at: 3) ?? empty,
                             scenario: statement.unsafeUTF8(at: 4), tags: tags, source: statement.unsafeUTF8(at: 6), embedding: bytes,
-                            storedHashes: (statement.unsafeUTF8(at: 8), statement.unsafeUTF8(at: 9), statement.unsafeUTF8(at: 10)))).bytes
+                            storedHashes: (statement.unsafeUTF8(at: 8), statement.unsafeUTF8(at: 9), statement.unsafeUTF8(at: 10))))
                     }
+                    result.leaves += leaf.bytes
+                    // The set hash as the rows pass (a delta of format 2 is checked from it), so
+                    // its expansion runs on this part's thread while the next rows are read.
+                    setHash.add(leaf)
                 }
                 result.idBytes += id.utf8
                 result.idEnds.append(UInt64(result.idBytes.count))
@@ -182,9 +186,6 @@ extension Snapshot {
                     result.tagCodes.append(code)
                 }
                 result.tagEnds.append(UInt32(result.tagCodes.count))
-                // The set hash as the rows pass (a delta of format 2 is checked from it), so its
-                // expansion runs on this part's thread while the next rows are read.
-                result.leaves.withUnsafeBytes { setHash.add(leaf: UnsafeRawBufferPointer(rebasing: $0[($0.count - 32)...])) }
                 if batch.count == Self.batchRows {
                     try writer.write(first: written, batch: batch)
                     written += batch.count

@@ -60,7 +60,7 @@ enum DeltaBuilder {
             let raw = scratch + "/delta-\(from).raw", blobPath = scratch + "/delta-\(from).blob"
             defer { unlink(raw) }
             do {
-                try writeDelta(from: base, to: new, withSetHash: withSetHash, at: raw, scratch: scratch)
+                try writeDelta(from: base, to: new, toSetHash: withSetHash ? new.setHash : nil, at: raw, scratch: scratch)
             } catch {
                 throw PublishError(.io, "cannot build the delta from version \(from): \(error)")
             }
@@ -91,7 +91,7 @@ enum DeltaBuilder {
     /// The uncompressed delta from `base` to `new` (protocol/delta.md) at `path`: the rows of
     /// both in id order, merged; a row of `new` whose id is new or whose content, metadata or
     /// vector hash differs is an upsert, an id only `base` holds a delete.
-    private static func writeDelta(from base: PublishedVersion, to new: SnapshotBuilder.Built, withSetHash: Bool, at path: String,
+    private static func writeDelta(from base: PublishedVersion, to new: SnapshotBuilder.Built, toSetHash: ContentID?, at path: String,
                                    scratch: String) throws -> Void {
         let (old, current) = (try Snapshot.RowReader(path: base.path), try Snapshot.RowReader(path: new.path))
         let upsertsPath = path + ".upserts"
@@ -130,7 +130,7 @@ enum DeltaBuilder {
         // Header, upserts, deletes.
         guard FileManager.default.createFile(atPath: path, contents: Data(Delta.encodedHeader(
             fromVersion: base.manifest.version, toVersion: new.meta.version, fromStateRoot: base.manifest.stateRoot,
-            toStateRoot: new.meta.stateRoot, toSetHash: withSetHash ? new.setHash : nil, dimension: new.meta.dimension,
+            toStateRoot: new.meta.stateRoot, toSetHash: toSetHash, dimension: new.meta.dimension,
             upserts: upsertCount, deletes: deletes.count))),
             let output = FileHandle(forWritingAtPath: path) else { throw PublishError(.io, "cannot create \(path)") }
         defer { try? output.close() }

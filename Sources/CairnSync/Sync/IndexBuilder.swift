@@ -146,11 +146,12 @@ enum IndexBuilder {
             do { result = try base.changed(deleting: edit.deletes, upserting: edit.upserts, bySetHash: delta.toSetHash != nil) } catch {
                 throw SyncError(.installFailed, "the delta does not apply: \(error.message)", cause: error)
             }
+            phases.checkedBy = result.setHash == nil ? .stateRoot : .setHash
             guard result.gives(stateRoot: manifest.stateRoot, setHash: delta.toSetHash, count: manifest.chunkCount) else {
-                let what = result.setHash == nil ? "state root" : "set hash"
+                let what = phases.checkedBy == .setHash ? "set hash" : "state root"
                 throw SyncError(.stateRootMismatch, "the delta does not produce the new version's \(what); nothing was changed")
             }
-            (checked, phases.checkedBy) = (result, result.setHash == nil ? .stateRoot : .setHash)
+            checked = result
         }
         // In place when the kept delta (if any) decoded and this one was checked beforehand.
         var reuse: InPlace?
