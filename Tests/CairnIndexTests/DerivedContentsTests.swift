@@ -3,7 +3,7 @@ import CairnCore
 import Foundation
 import Testing
 
-/// `IndexContents.changed(deleting:upserting:)` and `CheckedDelta.contents(ofFile:meta:basePath:)`:
+/// `IndexContents.changed(deleting:upserting:)` and `CheckedDelta.contents(ofFile:meta:setHash:basePath:)`:
 /// a delta checked against the installed version's rows files, and the new version's rows files
 /// (the base linked, an overlay of the changed rows) written without reading the file's rows.
 /// Each version lives in its own folder, as on a device: the delta is applied to a copy of the
@@ -57,13 +57,20 @@ import Testing
             // No state root: the set hash derived from the old rows' own.
             #expect(checked.stateRoot == nil && checked.setHash != nil)
         } else {
-            #expect(checked.stateRoot == meta.stateRoot && checked.setHash == nil)
+            // The state root; and the set hash too when the old rows' was known.
+            #expect(checked.stateRoot == meta.stateRoot && (checked.setHash != nil) == (contents.setHash != nil))
         }
         #expect(checked.gives(stateRoot: meta.stateRoot, setHash: setHash, count: meta.chunkCount))
         let next = try copy(path, to: name, in: directory)
         try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: upserts, deletes: deletes)], newMeta: meta, to: next,
                                  check: .checkedByCaller)
-        return (next, try checked.contents(ofFile: next, meta: meta, basePath: IndexContents.basePath(beside: path)))
+        // Rows are derived only for the version the check gave: another set hash, or another
+        // state root, and the caller scans the file instead.
+        let base = IndexContents.basePath(beside: path), other = ContentID(hashing: Array("another version".utf8))
+        var otherRoot = meta
+        otherRoot.stateRoot = other
+        #expect(try checked.contents(ofFile: next, meta: setHash == nil ? otherRoot : meta, setHash: setHash.map { _ in other }, basePath: base) == nil)
+        return (next, try checked.contents(ofFile: next, meta: meta, setHash: setHash, basePath: base))
     }
 
     @Test(arguments: [Snapshot.RowCheck.storedHashes, .recomputedHashes])
@@ -133,7 +140,7 @@ import Testing
             try Database(path: next, mode: .readWrite).exec(
                 "UPDATE meta SET value = '2' WHERE key = 'version'; UPDATE meta SET value = '\(meta.stateRoot.hex)' WHERE key = 'state_root'")
             let checked = try old.changed(deleting: Self.deletes, upserting: ChunkRecords(Self.upserts))
-            #expect { try checked.contents(ofFile: next, meta: meta, basePath: IndexContents.basePath(beside: path)) } throws: {
+            #expect { try checked.contents(ofFile: next, meta: meta, setHash: nil, basePath: IndexContents.basePath(beside: path)) } throws: {
                 ($0 as? IndexError)?.code == .snapshotMalformed
             }
         }
@@ -204,10 +211,10 @@ import Testing
                 let rows = try #require(derived)
                 let read = try Self.scanCopy(next, in: directory)
                 Self.expectSameRows(rows, read)
-                // The scan's set hash is the records'; the one derived by the check is handed to
-                // the new rows (and, checked by the state root, none is: computed when asked).
+                // The scan's set hash is the records'; the one the check derived from the old
+                // rows' is handed to the new rows, whichever hash the check compared.
                 #expect(read.setHash == setHash)
-                #expect(rows.setHash == (bySetHash ? setHash : nil))
+                #expect(rows.setHash == setHash)
                 #expect(rows.computeSetHash() == setHash)
                 // A changed upsert gives another set hash.
                 var tampered = upserts
@@ -241,7 +248,7 @@ import Testing
                                      to: other, check: .checkedByCaller)
 
             // The base's rowids are not the file's: nothing is derived, and a scan writes the rows.
-            #expect(try checked.contents(ofFile: other, meta: meta, basePath: IndexContents.basePath(beside: path)) == nil)
+            #expect(try checked.contents(ofFile: other, meta: meta, setHash: nil, basePath: IndexContents.basePath(beside: path)) == nil)
             // The overlay it began to write is gone with its writer.
             #expect(try FileManager.default.contentsOfDirectory(atPath: folder).allSatisfy { !$0.contains("overlay") })
             let read = try Snapshot.scan(at: other, check: .storedHashes)

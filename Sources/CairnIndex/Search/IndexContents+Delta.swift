@@ -8,9 +8,10 @@ extension IndexContents {
     /// (protocol/state-root.md): the kept rows' leaves as stored in the rows files, the upserts'
     /// computed from their data, merged in id order. Reads no snapshot file, so a delta is
     /// checked before any file is touched; costs a lookup per changed id and one pass over the
-    /// leaves (32 bytes a row) for the root. When `bySetHash` and these rows' set hash is known
-    /// (`setHash`), the result's set hash is derived from it instead, by removing the leaves of
-    /// the rows the delta removes or replaces and adding the upserts': no pass over the rows,
+    /// leaves (32 bytes a row) for the root. When these rows' set hash is known (`setHash`), the
+    /// result's is derived from it, by removing the leaves of the rows the delta removes or
+    /// replaces and adding the upserts' (a few microseconds a changed row), so that the rows after
+    /// the delta have it too; with `bySetHash` that is the whole check: no pass over the rows,
     /// and no state root (`CheckedDelta.stateRoot` nil; the caller checks `setHash`).
     public func changed(deleting deletes: [String], upserting upserts: ChunkRecords, bySetHash: Bool = false) throws(IndexError) -> CheckedDelta {
         var removedBase: Set<UInt32> = []
@@ -57,12 +58,16 @@ extension IndexContents {
 
         let removed = (Array(overlay?.removed ?? UnsafeBufferPointer(start: nil, count: 0)) + removedBase).sorted()
         let count = base.count - removed.count + order.count
-        if bySetHash, var set = setHash {
+        let derivedSet = setHash.map { old in
+            var set = old
             for row in removedBase { set.remove(leaf: base.leaf(Int(row))) }
             for row in droppedOverlay { set.remove(leaf: overlay!.leaf(row)) }
             for leaf in leaves { set.add(leaf) }
+            return set
+        }
+        if bySetHash, let derivedSet {
             return CheckedDelta(rows: self, removed: removed, order: order, upserts: upserts, upsertLeaves: leaves,
-                                stateRoot: nil, setHash: set, count: count)
+                                stateRoot: nil, setHash: derivedSet, count: count)
         }
         // The root: the base rows still live, in their id order, merged with the new overlay.
         let removedBits = Self.bits(removed, count: base.count)
@@ -108,7 +113,7 @@ extension IndexContents {
         }
         addBase(position..<base.count)
         return CheckedDelta(rows: self, removed: removed, order: order, upserts: upserts, upsertLeaves: leaves,
-                            stateRoot: root.finalize(), setHash: nil, count: count)
+                            stateRoot: root.finalize(), setHash: derivedSet, count: count)
     }
 
     private static var twice: IndexError {
@@ -152,17 +157,26 @@ extension IndexContents {
         /// The state root of the rows after the delta; nil when the check derived their set
         /// hash instead.
         public let stateRoot: ContentID?
-        /// The set hash of the rows after the delta, when the check derived it.
+        /// The set hash of the rows after the delta, derived when the old rows' was known.
         public let setHash: SetHash?
         /// The chunk count after the delta.
         public let count: Int
 
         /// Whether the rows after the delta are the version that `stateRoot` (the signed one)
-        /// and `setHash` (a delta's, if it has one) name, by whichever the check computed.
+        /// and `setHash` (a delta's, if it has one) name: each hash the check computed and has
+        /// an expected value for must match, and at least one must have been compared.
         public func gives(stateRoot expected: ContentID, setHash expectedSet: ContentID?, count expectedCount: Int) -> Bool {
             guard count == expectedCount else { return false }
-            if let setHash { return expectedSet.map { setHash.digest(count: count) == $0 } ?? false }
-            return stateRoot == expected
+            var compared = false
+            if let stateRoot {
+                guard stateRoot == expected else { return false }
+                compared = true
+            }
+            if let setHash, let expectedSet {
+                guard setHash.digest(count: count) == expectedSet else { return false }
+                compared = true
+            }
+            return compared
         }
 
         /// Whether the rows after the delta still fit an overlay beside the base (else a scan of
@@ -189,10 +203,12 @@ extension IndexContents {
         /// up to it): the base rows file at `basePath` (where these rows' base is now, e.g. in
         /// this version's folder) linked beside `path` and served through these rows' own
         /// mapping of it, and a new overlay holding the kept overlay rows and the upserts, whose rowids and lengths are
-        /// read from the file by id. Nil when the rows no longer fit an overlay (`fitsOverlay`)
+        /// read from the file by id. Nil when the rows no longer fit an overlay (`fitsOverlay`),
+        /// are not `meta`'s version (`gives`, with the delta's set hash `setHash` when it has one)
         /// or the base file is not at hand: the caller then scans the file.
-        public func contents(ofFile path: String, meta: SnapshotMeta, basePath: String) throws(IndexError) -> IndexContents? {
-            guard fitsOverlay, meta.chunkCount == count, stateRoot.map({ $0 == meta.stateRoot }) ?? true,
+        public func contents(ofFile path: String, meta: SnapshotMeta, setHash expectedSet: ContentID?,
+                             basePath: String) throws(IndexError) -> IndexContents? {
+            guard fitsOverlay, gives(stateRoot: meta.stateRoot, setHash: expectedSet, count: meta.chunkCount),
                   rows.base.isFile(at: basePath) else { return nil }
             let db = try Database(path: path, mode: .readOnly(immutable: false))
             guard try Snapshot.meta(in: db) == meta else {

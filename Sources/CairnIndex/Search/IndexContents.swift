@@ -10,7 +10,7 @@ import Synchronization
 /// the mappings.
 ///
 /// Written by the pass that verifies a full snapshot (`Snapshot.scan`), or by a delta from the
-/// rows of the version it applies to (`CheckedDelta.contents(ofFile:meta:)`). Immutable, but for
+/// rows of the version it applies to (`CheckedDelta.contents(ofFile:meta:setHash:basePath:)`). Immutable, but for
 /// the set hash of its rows, computed once when asked for (`computeSetHash`) or handed over by the
 /// delta check that made them.
 public final class IndexContents: Sendable {

@@ -146,7 +146,7 @@ enum IndexBuilder {
             do { result = try base.changed(deleting: edit.deletes, upserting: edit.upserts, bySetHash: delta.toSetHash != nil) } catch {
                 throw SyncError(.installFailed, "the delta does not apply: \(error.message)", cause: error)
             }
-            phases.checkedBy = result.setHash == nil ? .stateRoot : .setHash
+            phases.checkedBy = result.stateRoot == nil ? .setHash : .stateRoot
             guard result.gives(stateRoot: manifest.stateRoot, setHash: delta.toSetHash, count: manifest.chunkCount) else {
                 let what = phases.checkedBy == .setHash ? "set hash" : "state root"
                 throw SyncError(.stateRootMismatch, "the delta does not produce the new version's \(what); nothing was changed")
@@ -196,7 +196,7 @@ enum IndexBuilder {
             BackgroundWork.start { FileSystem.startWriteback(path: output) }
             let deriving = clock.now
             phases.apply = deriving - applying
-            let contents = try checked?.contents(ofFile: output, meta: meta, basePath: IndexContents.basePath(beside: installed.indexPath))
+            let contents = try checked?.contents(ofFile: output, meta: meta, setHash: delta.toSetHash, basePath: IndexContents.basePath(beside: installed.indexPath))
             phases.rows = clock.now - deriving
             return DeltaResult(contents: contents, reused: reused, phases: phases)
         } catch {
