@@ -51,10 +51,10 @@ struct EvalCommand: AsyncParsableCommand {
     var trustedKey: String?
     @Option(help: "Deal the corpus into this many channels (document i to channel i mod N), all followed by one cairnd, to measure search across channels against one channel.")
     var channels = 1
-    @Option(name: .customLong("approximate-dense-above"), help: "cairnd's approximate_dense_above: narrow dense search by sign bits above this many chunks (0 always, default cairnd's).")
-    var approximateDenseAbove: Int?
-    @Option(name: .customLong("approximate-lexical-above"), help: "cairnd's approximate_lexical_above: prune lexical search to the rarest words' rows above this many chunks (0 always, default cairnd's).")
-    var approximateLexicalAbove: Int?
+    @Option(name: .customLong("approximate-dense-above"), help: "cairnd's approximate_dense_above: narrow dense search by sign bits above this many chunks (0 always, never for exact search; default cairnd's).")
+    var approximateDenseAbove: String?
+    @Option(name: .customLong("approximate-lexical-above"), help: "cairnd's approximate_lexical_above: prune lexical search to the rarest words' rows above this many chunks (0 always, never for the full search; default cairnd's).")
+    var approximateLexicalAbove: String?
     @Option(name: .customLong("lexical-postings-above"), help: "cairnd's lexical_postings_above: above --approximate-lexical-above, score a query whose words are in more than this many rows from FTS5's postings (0 always, never for pruning alone; default cairnd's).")
     var lexicalPostingsAbove: String?
     @Option(name: .customLong("lexical-words"), help: "cairnd's lexical_words: score at most this many of a query's words, the rarest (default cairnd's).")
@@ -70,10 +70,10 @@ struct EvalCommand: AsyncParsableCommand {
         guard syncTimeout > 0 else { throw ValidationError("--sync-timeout must be positive") }
         guard (1...16).contains(channels) else { throw ValidationError("--channels must be 1 to 16") }
         if repo != nil && channels > 1 { throw ValidationError("--channels publishes its own repository; it does not go with --repo") }
-        if let approximateDenseAbove, approximateDenseAbove < 0 { throw ValidationError("--approximate-dense-above must be 0 or more") }
-        if let approximateLexicalAbove, approximateLexicalAbove < 0 { throw ValidationError("--approximate-lexical-above must be 0 or more") }
-        if let lexicalPostingsAbove, CairndConfigFile.rows(lexicalPostingsAbove) == nil {
-            throw ValidationError("--lexical-postings-above must be 0 or more, or never")
+        // The three take what cairnd's configuration takes: a number of rows, or never.
+        for (option, value) in [("--approximate-dense-above", approximateDenseAbove), ("--approximate-lexical-above", approximateLexicalAbove),
+                                ("--lexical-postings-above", lexicalPostingsAbove)] {
+            if let value, CairndConfigFile.rows(value) == nil { throw ValidationError("\(option) must be 0 or more, or never") }
         }
         if let lexicalWords, lexicalWords < 1 { throw ValidationError("--lexical-words must be at least 1") }
     }
@@ -113,8 +113,8 @@ struct EvalCommand: AsyncParsableCommand {
         // cairnd's search settings given on the command line, then the further channels, as a
         // device would follow them: [channel NAME] sections.
         let settings: [(key: String, value: String?)] = [
-            ("approximate_dense_above", approximateDenseAbove.map(String.init)),
-            ("approximate_lexical_above", approximateLexicalAbove.map(String.init)),
+            ("approximate_dense_above", approximateDenseAbove),
+            ("approximate_lexical_above", approximateLexicalAbove),
             ("lexical_postings_above", lexicalPostingsAbove),
             ("lexical_words", lexicalWords.map(String.init)),
         ]

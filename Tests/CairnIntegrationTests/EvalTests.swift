@@ -110,32 +110,35 @@ import Testing
     // Which path each query took is not in cairnd's answer; LexicalPostingsTests and
     // PrunedLexicalTests check that each path gives the full search's list. Here: the setting
     // reaches cairnd's configuration, and the answers keep their metrics under it.
-    @Test("Given a tiny BEIR collection, when cairn eval is given --lexical-postings-above never or 0, then cairnd's configuration carries it and the lexical metrics are still the hand-computed values",
+    @Test("Given a tiny BEIR collection, when cairn eval is given --lexical-postings-above and --approximate-dense-above never or 0, then cairnd's configuration carries them and the lexical metrics are still the hand-computed values",
           arguments: ["never", "0"])
-    func lexicalPaths(postingsAbove: String) throws {
+    func lexicalPaths(setting: String) throws {
         let workspace = try TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: workspace) }
         let (collection, model) = try Self.tinyCollection(in: workspace)
 
         let run = try Binaries.run("cairn", ["eval", collection, "--json", "--model-dir", model, "--no-cache", "--keep",
-                                             "--approximate-lexical-above", "0", "--lexical-postings-above", postingsAbove,
+                                             "--approximate-lexical-above", "0", "--lexical-postings-above", setting,
+                                             "--approximate-dense-above", setting,
                                              "--per-query", workspace + "/per-query.jsonl", "--sync-timeout", "120"], in: workspace)
         let kept = run.error.split(separator: "\n").compactMap { line in line.range(of: "kept ").map { String(line[$0.upperBound...]) } }.last
         defer { if let kept { try? FileManager.default.removeItem(atPath: kept) } }
         #expect(run.status == 0, "cairn eval failed: \(run.error)")
         let config = try String(contentsOfFile: try #require(kept, "no kept folder in: \(run.error)") + "/cairnd.conf", encoding: .utf8)
-        #expect(config.contains("approximate_lexical_above = 0\n") && config.contains("lexical_postings_above = \(postingsAbove)\n"), "\(config)")
+        #expect(config.contains("approximate_lexical_above = 0\n") && config.contains("lexical_postings_above = \(setting)\n")
+                && config.contains("approximate_dense_above = \(setting)\n"), "\(config)")
         _ = try Self.expectHandComputedLexical(JSONDecoder().decode(Report.self, from: Data(run.output.utf8)))
     }
 
-    @Test("Given a --lexical-postings-above that is neither a number of rows nor never, when cairn eval starts, then it refuses, naming the option, before publishing anything")
-    func badPostingsSetting() throws {
+    @Test("Given a search setting that is neither a number of rows nor never, when cairn eval starts, then it refuses, naming the option, before publishing anything",
+          arguments: ["--lexical-postings-above", "--approximate-dense-above", "--approximate-lexical-above"])
+    func badRowsSetting(option: String) throws {
         let workspace = try TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: workspace) }
         let (collection, model) = try Self.tinyCollection(in: workspace)
-        let run = try Binaries.run("cairn", ["eval", collection, "--model-dir", model, "--no-cache", "--lexical-postings-above", "sometimes"], in: workspace)
+        let run = try Binaries.run("cairn", ["eval", collection, "--model-dir", model, "--no-cache", option, "sometimes"], in: workspace)
         #expect(run.status != 0)
-        #expect(run.error.contains("--lexical-postings-above must be 0 or more, or never"), "\(run.error)")
+        #expect(run.error.contains("\(option) must be 0 or more, or never"), "\(run.error)")
         // The collection's empty document is reported while the corpus is prepared to publish.
         #expect(!run.error.contains("documents with empty text left out"), "\(run.error)")
     }
