@@ -140,14 +140,17 @@ struct DaemonAPI: Sendable {
 
     func statusAnswer() async throws -> Response {
         let sync = await status.syncStatus()
-        var answer = DaemonStatus(serving: holder.current, dataDirectory: dataDirectory,
+        // Each channel's serving version is read once: a swap between two reads would pair one
+        // version's number with another's state root.
+        let serving = holder.current
+        var answer = DaemonStatus(serving: serving, dataDirectory: dataDirectory,
                                   dataDirectoryBytes: DiskUsage.bytes(under: dataDirectory),
                                   syncAvailable: requestSync != nil, sync: sync)
-        var list = [DaemonStatus.ChannelState(channel: channel, serving: holder.current?.version,
-                                              stateRoot: holder.current?.stateRoot, sync: sync)]
+        var list = [DaemonStatus.ChannelState(channel: channel, serving: serving?.version, stateRoot: serving?.stateRoot, sync: sync)]
         for other in channels {
-            list.append(DaemonStatus.ChannelState(channel: other.name, serving: other.holder.current?.version,
-                                                  stateRoot: other.holder.current?.stateRoot, sync: await other.status.syncStatus()))
+            let serving = other.holder.current
+            list.append(DaemonStatus.ChannelState(channel: other.name, serving: serving?.version, stateRoot: serving?.stateRoot,
+                                                  sync: await other.status.syncStatus()))
         }
         answer.channels = list
         return Self.json(answer)
