@@ -97,7 +97,7 @@ struct DeviceFlowTests {
         #expect(nginx.accessLog.contains { $0.contains("/channels/field/manifest.json") })
     }
 
-    @Test("Given a device serving a version reached by a delta, when cairnd restarts, then it opens it from its rows files without reading a row and takes the next delta as an overlay; when the installed file was altered, the next delta is refused and the full snapshot installs; without the rows files, a restart reads every row")
+    @Test("Given a device serving a version reached by a delta, when cairnd restarts, then it opens it from its rows files without reading a row and takes the next delta as an overlay; when the installed file was altered, the next delta is refused and the full snapshot installs; without the rows files, a restart reads every row, and a version that does not open gives way to the previous one, links included, until a sync installs it again")
     func restartOpensRowsFiles() async throws {
         let workspace = try Workspace()
         try workspace.publish(Self.version1)
@@ -160,7 +160,16 @@ struct DeviceFlowTests {
         for file in ["index.rows", "index.overlay"] { unlink(device.dataDirectory + "/versions/4/" + file) }
         try breakStoredHashes(4)
         try restart()
-        try await device.waitForVersion(3)
+        // cairnd serves the previous version, and makes the links say so: no later install can
+        // leave version 3 unreferenced (and remove it) while it serves. Version 4's folder goes,
+        // and the first sync installs it again, its manifest fetched whole (the ETag cached with
+        // version 4 installed would answer "not modified").
+        try await device.waitForVersion(4)
         #expect(device.log.contains("the current version is unusable"))
+        #expect(device.log.contains("cairn.version=3 [CairnDaemon] current now points at the version served"), "\(device.log)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: device.dataDirectory + "/current") == "versions/4")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: device.dataDirectory + "/previous") == "versions/3")
+        #expect(rows() == ["rows_files": 1, "overlay": 0, "removed": 0])
+        #expect(try device.query("kettle camp stove").ids.first == "kettle")
     }
 }

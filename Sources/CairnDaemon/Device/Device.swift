@@ -98,12 +98,25 @@ public struct Device: Sendable {
         } else if let version = try? VersionLoader.loadNewest(dataDirectory: configuration.dataDirectory, configuration: configuration.ranking,
                                                                  logger: logger) {
             holder.install(version)
+            // `previous` served because `current` does not open: the links are made to say so
+            // (else the next install would make the served version unreferenced and remove it),
+            // and the version that does not open goes; a sync installs it again.
+            if version.index.meta.version != directory.installed()?.version {
+                do {
+                    if let back = try directory.fallBackToPrevious() {
+                        try directory.recover()
+                        logger.warning("current now points at the version served", metadata: ["cairn.version": "\(back.version)"])
+                    }
+                } catch {
+                    logger.error("the version served cannot be made current: \(error.message)")
+                }
+            }
         }
         let (dataDirectory, ranking) = (configuration.dataDirectory, configuration.ranking)
         let preload = ModelPreload()
         let syncer = Syncer(configuration: sync, directory: directory, logger: logger, installedRows: installedRows,
-                            onInstalled: { installed, contents in
-            do {
+                            onInstalled: { installed, contents throws(SyncError) in
+            do throws(DaemonError) {
                 // Opening (reading every vector when the install did not hand its rows over) runs
                 // off the threads that answer queries.
                 let serving = holder.current
@@ -124,6 +137,7 @@ public struct Device: Sendable {
             } catch {
                 logger.error("installed version cannot be served; keeping the previous one",
                              metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(error)"])
+                throw SyncError(.installFailed, "version \(installed.version) cannot be served: \(error.message)", cause: error)
             }
         }, onModel: { folder in
             // The serving version's model is reused; another one loads while the index is built.

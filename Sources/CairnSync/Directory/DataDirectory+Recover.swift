@@ -11,17 +11,16 @@ extension DataDirectory {
     @discardableResult
     public func recover() throws(SyncError) -> InstalledVersion? {
         for name in ["current.tmp", "previous.tmp"] { unlink(path + "/" + name) }
-        var current = linkTarget(currentLink).flatMap { loadVersion($0) == nil ? nil : $0 }
-        var previous = linkTarget(previousLink).flatMap { loadVersion($0) == nil ? nil : $0 }
-        if current == nil, let fallback = previous {
-            logger.info("current version incomplete; falling back to previous", metadata: ["cairn.sync.version": "\(fallback)"])
-            try replaceLink(currentLink, with: fallback)
-            current = fallback
-            previous = nil
+        let current = linkTarget(currentLink).flatMap { loadVersion($0) == nil ? nil : $0 }
+        let previous = linkTarget(previousLink).flatMap { loadVersion($0) == nil ? nil : $0 }
+        if current == nil, previous != nil {
+            logger.info("current version incomplete; falling back to previous", metadata: ["cairn.sync.version": "\(previous!)"])
+            try fallBackToPrevious()
+        } else {
+            if current == nil { unlink(currentLink) }
+            if previous == nil || previous == current { unlink(previousLink) }
+            try syncFolder(path)
         }
-        if current == nil { unlink(currentLink) }
-        if previous == nil || previous == current { unlink(previousLink) }
-        try syncFolder(path)
 
         removeUnreferenced(keepingResumableDownloads: true)
 
@@ -31,12 +30,29 @@ extension DataDirectory {
         // the swap never happened.
         let unfinishedRollback = state.heldBackVersion != nil && state.heldBackVersion == installed?.version
         if state.installedVersion != installed?.version || unfinishedRollback {
+            if state.installedVersion != installed?.version { state.forgetManifestETags() }
             state.installedVersion = installed?.version
             state.installedStateRoot = installed?.stateRoot.hex
             if unfinishedRollback { state.heldBackVersion = nil }
             try writeState(state)
         }
         return installed
+    }
+
+    /// Points `current` at the version `previous` names and drops `previous` (links only; the
+    /// version `current` named is left to the clean-up of what is unreferenced, and a sync
+    /// installs it again). For a `current` that is incomplete after a crash (`recover`), or that
+    /// cairnd cannot serve and so serves the previous version instead (an install or a rollback
+    /// whose version does not open, or one found unusable at start-up): the links then name
+    /// what is served, and nothing removes it. Returns the version now current; nil, with
+    /// nothing changed, when there is no complete previous version to fall back to.
+    @discardableResult
+    public func fallBackToPrevious() throws(SyncError) -> InstalledVersion? {
+        guard let target = linkTarget(previousLink), target != linkTarget(currentLink), loadVersion(target) != nil else { return nil }
+        try replaceLink(currentLink, with: target)
+        unlink(previousLink)
+        try syncFolder(path)
+        return installed()
     }
 
     /// Removes what neither `current` nor `previous` references (protocol/data-directory.md,

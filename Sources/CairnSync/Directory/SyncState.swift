@@ -66,6 +66,13 @@ public struct SyncState: Codable, Sendable, Equatable {
         case previousDropped = "previous_dropped"
     }
 
+    /// Drops every source's ETag: the installed version is no longer the one the manifests
+    /// they name were found installed with (a fall back to the previous version), so the next
+    /// attempt fetches each manifest whole instead of taking "not modified" for "up to date".
+    mutating func forgetManifestETags() {
+        sources = sources.map { $0.map { var health = $0; health.etag = nil; return health } }
+    }
+
     /// The health entry for `url`, created when missing.
     mutating func withSource(_ url: String, _ change: (inout SourceHealth) -> Void) {
         var list = sources ?? []

@@ -37,6 +37,7 @@ extension Syncer {
         }
         var state = directory.readState()
         let heldBefore = state.heldBackVersion
+        let from = directory.linkTarget(directory.currentLink)
         state.heldBackVersion = current.version
         try directory.writeState(state)
         do {
@@ -57,7 +58,23 @@ extension Syncer {
         await persist(state)
         logger.notice("rolled back", metadata: ["cairn.sync.version": "\(now.version)",
                                                 "cairn.sync.held_back_version": "\(current.version)"])
-        await onInstalled(now, nil)
+        do throws(SyncError) { try await onInstalled(now, nil) } catch {
+            // The daemon still serves the version rolled back from: the links and the state go
+            // back to it, and the previous version stays the rollback target.
+            do {
+                if let from { try directory.replaceLink(directory.currentLink, with: from) }
+                try directory.replaceLink(directory.previousLink, with: target)
+                try directory.syncFolder(directory.path)
+            } catch let undo {
+                logger.error("the rolled-back version cannot be served, and the links cannot be put back: \(undo.message)")
+            }
+            state.heldBackVersion = heldBefore
+            state.installedVersion = current.version
+            state.installedStateRoot = current.stateRoot.hex
+            await persist(state)
+            throw SyncError(.previousUnusable, "previous version \(previous.version) cannot be served (\(error.message)); nothing was changed",
+                            cause: error)
+        }
         return RollbackResult(version: now, rolledBackFrom: current.version)
     }
 }

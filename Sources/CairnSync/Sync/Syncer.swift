@@ -33,7 +33,7 @@ public actor Syncer {
     let downloader: Downloader
     let logger: Logger
     let now: @Sendable () -> Date
-    let onInstalled: @Sendable (InstalledVersion, IndexContents?) async -> Void
+    let onInstalled: @Sendable (InstalledVersion, IndexContents?) async throws(SyncError) -> Void
     let onModel: @Sendable (String) -> Void
     /// The trust chain when a root is pinned (loaded from `DIR/roots/` at start), shared with status.
     public nonisolated let trust: TrustHolder
@@ -85,12 +85,15 @@ public actor Syncer {
     ///     them for queries; the installed file is checked against them in the background.
     ///   - onInstalled: called after each swap, so the daemon can open the new index; with the
     ///     rows the install's verifying pass loaded from it (nil after a rollback), which
-    ///     `SearchIndex(path:configuration:contents:)` takes instead of reading them again.
+    ///     `SearchIndex(path:configuration:contents:)` takes instead of reading them again. It
+    ///     throws when the daemon cannot serve the version (and keeps serving the one before):
+    ///     the syncer then points `current` back at that one, and the attempt or the rollback
+    ///     fails with the error.
     ///   - onModel: called with the folder of the model an install's version uses, once it is
     ///     in place and before the index is built, so that the daemon may load it meanwhile.
     public init(configuration: SyncConfiguration, directory: DataDirectory, logger: Logger,
                 now: @escaping @Sendable () -> Date = { Date() }, installedRows: IndexContents? = nil,
-                onInstalled: @escaping @Sendable (InstalledVersion, IndexContents?) async -> Void = { _, _ in },
+                onInstalled: @escaping @Sendable (InstalledVersion, IndexContents?) async throws(SyncError) -> Void = { _, _ in },
                 onModel: @escaping @Sendable (String) -> Void = { _ in }) {
         self.configuration = configuration
         self.directory = directory
@@ -139,7 +142,7 @@ public actor Syncer {
         for source in configuration.sources {
             var reached = false
             var timings = InstallTimings()
-            do {
+            do throws(SyncError) {
                 let (outcome, contents) = try await attempt(source: source, state: &state, reached: &reached, timings: &timings)
                 state.lastAttemptReachedSource = true
                 state.lastCheck = SyncState.time(now())
@@ -149,6 +152,7 @@ public actor Syncer {
                     $0.consecutiveFailures = 0
                     $0.lastError = nil
                 }
+                let succeeded = state.lastSuccess
                 if case .installed = outcome { state.lastSuccess = SyncState.time(now()) }
                 let clock = ContinuousClock()
                 let persisting = clock.now
@@ -157,7 +161,11 @@ public actor Syncer {
                     lastInstallPath = timings.path.hasPrefix("delta") ? "delta" : "full"
                     lastDeltaCheck = timings.delta?.checkedBy.rawValue
                     let opening = clock.now
-                    await onInstalled(version, contents)
+                    do throws(SyncError) { try await onInstalled(version, contents) } catch {
+                        state.lastSuccess = succeeded
+                        await fallBack(from: version, state: &state)
+                        throw error
+                    }
                     (timings.state, timings.open) = (opening - persisting, clock.now - opening)
                     logger.info("install timings", metadata: timings.metadata.merging(["cairn.sync.version": "\(version.version)"]) { $1 })
                     await removeUnreferenced()
@@ -185,6 +193,28 @@ public actor Syncer {
         await persist(state)
         logger.warning("sync refused: \(error.code): \(error.message)")
         return .failed(error)
+    }
+
+    /// After `version` was installed but the daemon could not serve it (it serves the version
+    /// before): points `current` back at that version, which `previous` names, so that the
+    /// links name what is served and no clean-up removes it; the version that failed is removed
+    /// as unreferenced, and a later attempt installs it again. Without a previous version (a
+    /// first install) the links stay. Logged; a failure to change them too.
+    private func fallBack(from version: InstalledVersion, state: inout SyncState) async {
+        do {
+            guard let back = try directory.fallBackToPrevious() else { return }
+            (installedRows, installedFileCheck) = (nil, nil)
+            state.installedVersion = back.version
+            state.installedStateRoot = back.stateRoot.hex
+            state.forgetManifestETags()
+            await persist(state)
+            logger.error("installed version cannot be served; current points at the served one again",
+                         metadata: ["cairn.sync.version": "\(version.version)", "cairn.sync.serving": "\(back.version)"])
+            await removeUnreferenced()
+        } catch {
+            logger.error("installed version cannot be served, and current cannot be pointed back: \(error.message)",
+                         metadata: ["cairn.sync.version": "\(version.version)"])
+        }
     }
 
     /// Runs `body` when no other attempt, rollback or export runs (FIFO), so none of them sees

@@ -1,0 +1,92 @@
+import CairnTestSupport
+import CairnCore
+import CairnStore
+import CairnSync
+import Foundation
+import Synchronization
+import Testing
+
+/// A version installed (or rolled back to) that the daemon cannot open: the daemon keeps serving
+/// the one before, and the links must say so, or a later install would leave the version served
+/// unreferenced and remove its folder under the queries. The daemon's failure to open is given
+/// here through `onInstalled`, the syncer's side of that contract: an index that verifies and
+/// yet does not open cannot be made for real after a fresh install. DeviceFlowTests
+/// (`restartOpensRowsFiles`) makes one for real at start-up, by a version's rows files removed and
+/// its stored hashes broken.
+@Suite("A version the daemon cannot serve", .offCooperativePool)
+struct UnservableVersionTests {
+    /// Fails `onInstalled` for the versions in it.
+    final class Refusing: Sendable {
+        let versions = Mutex<Set<Int>>([])
+        func open(_ version: InstalledVersion) throws(SyncError) {
+            guard versions.withLock({ $0.contains(version.version) }) else { return }
+            throw SyncError(.installFailed, "version \(version.version) cannot be served: the test's daemon refuses it")
+        }
+    }
+
+    /// A device that installed versions 1 and 2 (by a delta), whose daemon refuses the versions
+    /// in `refusing`.
+    static func deviceOnVersion2() async throws -> (RepoFixture, Refusing, Device) {
+        let repo = try RepoFixture(withModel: false)
+        let refusing = Refusing()
+        let device = try Device(repo: repo, sources: [repo.url], onInstalled: { version, _ throws(SyncError) in try refusing.open(version) })
+        try repo.publish(version: 1)
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        return (repo, refusing, device)
+    }
+
+    @Test("Given versions 1 then 2 installed, when version 3 installs but cannot be served, then the attempt fails saying so, current points at version 2 again, version 3's folder is gone, and a later attempt installs it")
+    func installNotServed() async throws {
+        let (repo, refusing, device) = try await Self.deviceOnVersion2()
+        #expect(device.currentTarget == "versions/2" && device.previousTarget == "versions/1")
+
+        refusing.versions.withLock { $0 = [3] }
+        try repo.publish(version: 3, chunks: RepoFixture.chunks(revision: 3), deltasFrom: [2])
+        let outcome = await device.syncer.syncOnce()
+        #expect(outcome.errorCode == "install_failed")
+        #expect(device.state.lastError?.message.contains("version 3 cannot be served") == true)
+        // The links name the version the daemon still serves; the one it could not open is
+        // gone, and nothing else is kept as a rollback target.
+        #expect(device.currentTarget == "versions/2" && device.previousTarget == nil)
+        #expect(device.entries("versions") == ["2"])
+        #expect(device.state.installedVersion == 2)
+        #expect(device.directory.installed()?.version == 2)
+
+        refusing.versions.withLock { $0 = [] }
+        #expect(await device.syncer.syncOnce().installedVersion == 3)
+        #expect(device.currentTarget == "versions/3" && device.previousTarget == "versions/2")
+        #expect(device.state.lastError == nil && device.state.installedVersion == 3)
+    }
+
+    @Test("Given version 1 installed and its install not served, when the first attempt fails, then the links stay (there is nothing to fall back to) and the error says why")
+    func firstInstallNotServed() async throws {
+        let repo = try RepoFixture(withModel: false)
+        let refusing = Refusing()
+        refusing.versions.withLock { $0 = [1] }
+        let device = try Device(repo: repo, sources: [repo.url], onInstalled: { version, _ throws(SyncError) in try refusing.open(version) })
+        try repo.publish(version: 1)
+        #expect(await device.syncer.syncOnce().errorCode == "install_failed")
+        #expect(device.currentTarget == "versions/1" && device.previousTarget == nil)
+        #expect(device.state.lastError?.message.contains("version 1 cannot be served") == true)
+    }
+
+    @Test("Given versions 1 and 2 installed, when a rollback to version 1 cannot be served, then it fails with previous_unusable, and the links, the held-back version and the rollback target are as before")
+    func rollbackNotServed() async throws {
+        let (_, refusing, device) = try await Self.deviceOnVersion2()
+
+        refusing.versions.withLock { $0 = [1] }
+        await #expect { try await device.syncer.rollback() } throws: { error in
+            (error as? SyncError)?.code == .previousUnusable && (error as? SyncError)?.message.contains("cannot be served") == true
+        }
+        #expect(device.currentTarget == "versions/2" && device.previousTarget == "versions/1")
+        #expect(device.state.heldBackVersion == nil && device.state.installedVersion == 2)
+        #expect(device.entries("versions") == ["1", "2"])
+
+        // Served, the same rollback goes through.
+        refusing.versions.withLock { $0 = [] }
+        #expect(try await device.syncer.rollback().version.version == 1)
+        #expect(device.currentTarget == "versions/1" && device.state.heldBackVersion == 2)
+    }
+}
