@@ -11,14 +11,7 @@ import Testing
 struct VectorsFileTests {
     /// Writes `rows` as a version-1 `.npy` file of little-endian float32 (or float16).
     static func writeNPY(_ rows: [[Float]], to path: String, half: Bool = false) throws {
-        let descr = half ? "<f2" : "<f4"
-        var header = "{'descr': '\(descr)', 'fortran_order': False, 'shape': (\(rows.count), \(rows.first?.count ?? 0)), }"
-        // numpy pads the header with spaces so that the data starts at a multiple of 64.
-        while (10 + header.utf8.count + 1) % 64 != 0 { header += " " }
-        header += "\n"
-        var bytes: [UInt8] = [0x93] + Array("NUMPY".utf8) + [1, 0]
-        bytes += [UInt8(header.utf8.count & 0xff), UInt8(header.utf8.count >> 8)]
-        bytes += Array(header.utf8)
+        var bytes = npyHeader(descr: half ? "<f2" : "<f4", shape: "(\(rows.count), \(rows.first?.count ?? 0))")
         for row in rows {
             for value in row {
                 if half {
@@ -29,6 +22,17 @@ struct VectorsFileTests {
             }
         }
         try Data(bytes).write(to: URL(fileURLWithPath: path))
+    }
+
+    /// A version-1 `.npy` header (magic, version, length, the dictionary padded as numpy pads it).
+    static func npyHeader(descr: String, shape: String) -> [UInt8] {
+        var header = "{'descr': '\(descr)', 'fortran_order': False, 'shape': \(shape), }"
+        // numpy pads the header with spaces so that the data starts at a multiple of 64.
+        while (10 + header.utf8.count + 1) % 64 != 0 { header += " " }
+        header += "\n"
+        var bytes: [UInt8] = [0x93] + Array("NUMPY".utf8) + [1, 0]
+        bytes += [UInt8(header.utf8.count & 0xff), UInt8(header.utf8.count >> 8)]
+        return bytes + Array(header.utf8)
     }
 
     /// The source's chunks in reading order and `embedder`'s vector for each.
@@ -74,13 +78,17 @@ struct VectorsFileTests {
         #expect(workspace.verify().problems.isEmpty)
     }
 
-    @Test("Given another model's vectors, the right vectors in another order, or the wrong number of rows or columns, when published with --vectors, then it is refused with one line naming the problem (the worst row, for a mismatch) and nothing is written")
+    @Test("Given another model's vectors, the right vectors in another order, or the wrong number of rows or columns, when published with --vectors, then it is refused with one line naming the problem (the worst row, for a mismatch) and nothing is written, the embedding cache included")
     func refused() throws {
         let workspace = try Workspace()
         let source = try workspace.writeSource(SampleKB.chunks(count: 40))
         let (chunks, rows) = try Self.vectors(source, workspace.embedder)
         let other = try SentenceEmbedder(directory: try TinyModel(seed: 8).writeFolder())
         let (_, otherRows) = try Self.vectors(source, other)
+        // The cache holds the model's own vectors for these texts (an earlier publish, say): no
+        // refused file may replace them.
+        let cache = try EmbeddingCache(path: workspace.cachePath)
+        try cache.store(modelKey: workspace.model.cacheKey, zip(chunks, rows).map { (VectorSource.textHash($0.0), $0.1) })
         let cases: [(name: String, rows: [[Float]], expect: [String])] = [
             ("another model", otherRows, ["row ", "(chunk \"chunk-", "below 0.999", "another model or another chunk order"]),
             ("reversed order", Array(rows.reversed()), ["row ", "below 0.999"]),
@@ -109,9 +117,14 @@ struct VectorsFileTests {
         }
         #expect(!FileManager.default.fileExists(atPath: workspace.repository.manifestPath("stable")))
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: workspace.repo + "/blobs")) ?? []).isEmpty)
+        for (chunk, row) in zip(chunks, rows) {
+            let cached = try cache.vector(modelKey: workspace.model.cacheKey, textHash: VectorSource.textHash(chunk),
+                                          dimension: workspace.model.dimension)
+            #expect(cached == row, "chunk \(chunk.id): the cache holds a refused file's vector")
+        }
     }
 
-    @Test("Given a file that is not .npy, big-endian, or Fortran-ordered, when read, then one line says what it is and what to do")
+    @Test("Given a file that is not .npy, big-endian, Fortran-ordered, or of a shape no file can hold, when read, then one line says what it is and what to do")
     func badFiles() throws {
         let folder = try TemporaryDirectory.make()
         try Data("not numpy".utf8).write(to: URL(fileURLWithPath: folder + "/text.npy"))
@@ -122,10 +135,13 @@ struct VectorsFileTests {
         var fortran = try Data(contentsOf: URL(fileURLWithPath: folder + "/good.npy"))
         fortran.replaceSubrange(fortran.range(of: Data("False".utf8))!, with: Data("True ".utf8))
         try fortran.write(to: URL(fileURLWithPath: folder + "/fortran.npy"))
+        // A shape whose bytes overflow an Int (2^62 rows of 2 float32 values), over 16 bytes of data.
+        try Data(Self.npyHeader(descr: "<f4", shape: "(4611686018427387904, 2)") + [UInt8](repeating: 0, count: 16))
+            .write(to: URL(fileURLWithPath: folder + "/huge.npy"))
         let good = try SuppliedVectors(path: folder + "/good.npy")
         #expect(good.rows == 2 && good.dimension == 2 && good.row(1) == [3, 4])
         for (name, expected) in [("text", "not a NumPy .npy file"), ("big", "is not little-endian float32 or float16"),
-                                 ("fortran", "Fortran order")] {
+                                 ("fortran", "Fortran order"), ("huge", "needs more bytes than a file can hold")] {
             #expect {
                 _ = try SuppliedVectors(path: folder + "/\(name).npy")
             } throws: { error in

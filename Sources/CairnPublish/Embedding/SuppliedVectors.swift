@@ -42,10 +42,14 @@ final class SuppliedVectors: @unchecked Sendable {
             throw PublishError(.badInput, "\(path): not a NumPy .npy file")
         }
         (rows, dimension, width, dataOffset) = (header.rows, header.columns, header.width, header.dataOffset)
-        let expected = dataOffset + rows * dimension * width
-        guard expected == size else {
+        // A shape whose bytes overflow is refused as any other that the file's size does not hold.
+        let (cells, cellsOverflow) = rows.multipliedReportingOverflow(by: dimension)
+        let (bytes, bytesOverflow) = cells.multipliedReportingOverflow(by: width)
+        let (expected, expectedOverflow) = bytes.addingReportingOverflow(dataOffset)
+        guard !cellsOverflow, !bytesOverflow, !expectedOverflow, expected == size else {
             close(fd)
-            throw PublishError(.badInput, "\(path): shape (\(rows), \(dimension)) needs \(expected) bytes, the file has \(size)")
+            let needs = cellsOverflow || bytesOverflow || expectedOverflow ? "more bytes than a file can hold" : "\(expected) bytes"
+            throw PublishError(.badInput, "\(path): shape (\(rows), \(dimension)) needs \(needs), the file has \(size)")
         }
         descriptor = fd
     }
@@ -147,8 +151,8 @@ extension SuppliedVectors {
         return chosen
     }
 
-    /// The publisher's checks, made while the source streams and before anything is written to
-    /// the repository: one row per chunk (`chunks` read), the model's dimension, and each
+    /// The publisher's checks, made after a pass over the source and before anything is written
+    /// (the repository, the embedding cache): one row per chunk (`chunks` read), the model's dimension, and each
     /// `sampled` row (its chunk's id and embedding text) within cosine 0.999 of what the shipped
     /// model gives that text. The refusal names the worst row.
     func verify(sampled: [(row: Int, id: String, text: String)], chunks: Int, embedder: SentenceEmbedder,

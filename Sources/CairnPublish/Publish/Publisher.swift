@@ -67,15 +67,18 @@ public struct Publisher: Sendable {
         guard FileManager.default.fileExists(atPath: config.source) else {
             throw PublishError(.io, "the source \(config.source) does not exist")
         }
-        // Vectors from elsewhere: checked against the shipped model (a sample of rows, as the
-        // source streams) before anything is written to the repository.
+        // Vectors from elsewhere: checked against the shipped model (a sample of rows, found by a
+        // pass over the source that writes nothing) before anything is written: the repository,
+        // and the embedding cache, which the file's rows fill as the snapshot is staged.
         var supplied: SuppliedVectors?
-        var sample = Set<Int>()
         if let path = config.vectors {
             guard config.verifySample >= 1 else { throw PublishError(.invalidArgument, "--verify-sample must be at least 1") }
             let file = try SuppliedVectors(path: path)
             try file.check(dimension: model.dimension)
-            sample = file.sampleRows(config.verifySample)
+            let read = try sampleSource(rows: file.sampleRows(config.verifySample))
+            try file.verify(sampled: read.sampled, chunks: read.chunks, embedder: embedder, dimension: model.dimension)
+            logger.info("vectors file verified", metadata: ["cairn.publish.vectors": "\(file.path)",
+                                                            "cairn.publish.sample": "\(read.sampled.count)"])
             supplied = file
         }
 
@@ -107,14 +110,12 @@ public struct Publisher: Sendable {
         do { stream = try SnapshotWriter.Stream(at: scratch + "/snapshot-\(version).sqlite", dimension: model.dimension) } catch {
             throw PublishError(.io, "cannot start the snapshot: \(error.message)", cause: error)
         }
-        let read = try stage(into: stream, vectors: &vectors, sample: sample)
-        if let supplied {
-            try supplied.verify(sampled: read.sampled, chunks: read.chunks, embedder: embedder, dimension: model.dimension)
-            logger.info("vectors file verified", metadata: ["cairn.publish.vectors": "\(supplied.path)",
-                                                            "cairn.publish.sample": "\(read.sampled.count)"])
+        let chunks = try stage(into: stream, vectors: &vectors)
+        if let supplied, chunks != supplied.rows {
+            throw PublishError(.badInput, "\(config.source): \(chunks) chunks, where the check of --vectors found \(supplied.rows): the source changed while it was published; nothing was published")
         }
-        progress(PublishProgress(done: read.chunks, total: supplied?.rows, embedded: vectors.embedded, finished: true))
-        logger.info("read source", metadata: ["cairn.publish.chunks": "\(read.chunks)"])
+        progress(PublishProgress(done: chunks, total: supplied?.rows, embedded: vectors.embedded, finished: true))
+        logger.info("read source", metadata: ["cairn.publish.chunks": "\(chunks)"])
         checkpoint(.embedded)
 
         let built = try SnapshotBuilder.finish(stream, channel: config.channel, version: version, model: model, scratch: scratch)
@@ -153,10 +154,8 @@ public struct Publisher: Sendable {
     /// Reads the source a chunk at a time into `stream`, `configuration.batchSize` chunks at a
     /// time given their vectors; remembers the chunks of the `sample` rows (to check a vectors
     /// file against). A repeated id is refused naming both places.
-    private func stage(into stream: SnapshotWriter.Stream, vectors: inout VectorSource,
-                       sample: Set<Int>) throws(PublishError) -> (chunks: Int, sampled: [(row: Int, id: String, text: String)]) {
+    private func stage(into stream: SnapshotWriter.Stream, vectors: inout VectorSource) throws(PublishError) -> Int {
         var batch: [(row: Int, chunk: Chunk, file: String, position: String)] = []
-        var sampled: [(row: Int, id: String, text: String)] = []
         var row = 0
         let total = vectors.supplied?.rows
         func flush() throws(PublishError) {
@@ -172,9 +171,8 @@ public struct Publisher: Sendable {
             progress(PublishProgress(done: row, total: total, embedded: vectors.embedded, finished: false))
         }
         try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking) { (file, position, chunk) throws(PublishError) in
-            if sample.contains(row) { sampled.append((row, chunk.id, chunk.embeddingText)) }
-            // Past a vectors file's last row, chunks are only counted: the check after the
-            // source refuses the file, saying how many rows it lacks.
+            // Past a vectors file's last row (a source grown since the file was checked), chunks
+            // are only counted: the caller then refuses the source.
             if let total, row >= total {
                 row += 1
                 return
@@ -184,6 +182,19 @@ public struct Publisher: Sendable {
             if batch.count >= configuration.batchSize { try flush() }
         }
         try flush()
+        guard row > 0 else { throw PublishError(.badInput, "\(configuration.source): no chunks found") }
+        return row
+    }
+
+    /// The source's chunk count, and the id and embedding text of each chunk whose position in
+    /// reading order is in `rows`: a pass over the source that embeds and writes nothing.
+    private func sampleSource(rows: Set<Int>) throws(PublishError) -> (chunks: Int, sampled: [(row: Int, id: String, text: String)]) {
+        var sampled: [(row: Int, id: String, text: String)] = []
+        var row = 0
+        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking) { (_, _, chunk) throws(PublishError) in
+            if rows.contains(row) { sampled.append((row, chunk.id, chunk.embeddingText)) }
+            row += 1
+        }
         guard row > 0 else { throw PublishError(.badInput, "\(configuration.source): no chunks found") }
         return (row, sampled)
     }
