@@ -164,6 +164,27 @@ struct DiskFaultTests {
         #expect(report.finish("\(reason.prefix(90)); no half version; installed once space returned"))
     }
 
+    @Test("Given a USB stick (a small file system) that fills while a version is exported, then cairn export fails with disk_full in one line giving the reason, leaves nothing on the stick, and the device keeps answering; with room, the same export succeeds")
+    func exportFills() async throws {
+        let disk = try Tmpfs(megabytes: 8)
+        defer { disk.unmount() }
+        let rig = try await Rig()
+        defer { rig.stop() }
+        let target = disk.path + "/usb"
+        // Room for the folders and the small files, not for the snapshot blob and the model.
+        disk.fill(leaving: 16 << 10)
+        let full = try rig.device.cairn(["export", "--to", target])
+        #expect(full.status == 1)
+        let line = full.error.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(line.hasSuffix("(disk_full)") && line.contains("No space left on device") && !line.contains("\n"), "\(full.error)")
+        #expect(!FileManager.default.fileExists(atPath: target))
+        #expect(rig.wrongAnswer(expecting: rig.version) == nil)
+
+        disk.emptyFiller()
+        #expect(try rig.device.cairn(["export", "--to", target]).status == 0)
+        #expect(FileManager.default.fileExists(atPath: target + "/channels"))
+    }
+
     @Test("Given the data directory remounted read-only, then the attempt is refused with a reason in status and succeeds once it is writable")
     func readOnly() async throws {
         let disk = try Tmpfs(megabytes: 80)

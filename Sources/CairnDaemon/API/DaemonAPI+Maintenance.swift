@@ -76,12 +76,14 @@ extension DaemonAPI {
         return maintenance
     }
 
-    /// Refusals keep their code (409/400/503); anything else is an I/O failure named `failure`.
+    /// Refusals keep their code (409/400/503), a full disk is 507 `disk_full`; anything else is an
+    /// I/O failure named `failure`.
     static func apiError(_ error: SyncError, failure: String) -> APIError {
         switch error.code {
         case .noPreviousVersion, .previousUnusable, .exportTargetNotEmpty, .exportUnreproducible:
             APIError(409, error.code.name, error.message)
         case .badPath: APIError(400, "bad_path", error.message)
+        case .diskFull: APIError(507, "disk_full", error.message)
         case .notInstalled: APIError.noIndex
         default: APIError(500, failure, error.message)
         }
