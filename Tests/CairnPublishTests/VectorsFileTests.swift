@@ -1,5 +1,6 @@
 import CairnCore
 import CairnEmbedding
+import CairnStore
 import CairnTestSupport
 import Foundation
 import Testing
@@ -76,6 +77,45 @@ struct VectorsFileTests {
             #expect(cached == published)
         }
         #expect(workspace.verify().problems.isEmpty)
+    }
+
+    @Test("Given version 1 published from the model's vectors, when version 2's file gives every vector again computed elsewhere (scaled, its last bits changed) and two chunks new text, then each unchanged chunk keeps its own version-1 vector bit for bit (two chunks of one text included) and the delta upserts only the two")
+    func recomputedVectorsKeepTheDeltaSmall() throws {
+        let workspace = try Workspace()
+        var chunks = SampleKB.chunks(count: 40)
+        // Two chunks of one text whose given vectors differ: each keeps its own.
+        (chunks[21].title, chunks[21].content) = (chunks[20].title, chunks[20].content)
+        let first = try workspace.writeSource(chunks)
+        var given = try Self.vectors(first, workspace.embedder).rows
+        given[21][0] += 1e-3
+        try Self.writeNPY(given, to: workspace.folder + "/v1.npy")
+        _ = try publish(workspace, first, vectors: workspace.folder + "/v1.npy")
+
+        chunks[3].content += " radio battery"
+        chunks[7].content += " torch"
+        let second = try workspace.writeSource(chunks, name: "kb-2.json")
+        let rows = try Self.vectors(second, workspace.embedder).rows
+        let recomputed = rows.enumerated().map { index, row in
+            row.enumerated().map { position, value in value * 1.5 + (position == index % row.count ? 1e-3 : 0) }
+        }
+        try Self.writeNPY(recomputed, to: workspace.folder + "/v2.npy")
+        let report = try publish(workspace, second, vectors: workspace.folder + "/v2.npy")
+        #expect(report.fromVectorsFile == 2 && report.reusedFromSnapshot == 38)
+
+        let before = Dictionary(uniqueKeysWithValues: try workspace.records(1).map { ($0.chunk.id, $0.vector) })
+        let after = Dictionary(uniqueKeysWithValues: try workspace.records(2).map { ($0.chunk.id, $0.vector) })
+        for chunk in chunks where chunk.id != "chunk-003" && chunk.id != "chunk-007" {
+            #expect(after[chunk.id] == before[chunk.id], "\(chunk.id)")
+        }
+        #expect(before["chunk-020"] != before["chunk-021"])
+        // The two rewritten chunks carry the file's rows (at unit length).
+        for index in [3, 7] {
+            #expect(SentenceEmbedder.cosine(try #require(after[chunks[index].id]), recomputed[index]) > 0.99999)
+        }
+        let ref = try #require(try workspace.manifest(2).deltas.first)
+        let delta = try Delta.decode(try Zlib.decompress(try workspace.repository.blob(ref.sha256, size: ref.size, what: "delta"),
+                                                         expectedSize: ref.uncompressedSize))
+        #expect(delta.upserts.map(\.chunk.id) == ["chunk-003", "chunk-007"] && delta.deletes.isEmpty)
     }
 
     @Test("Given another model's vectors, the right vectors in another order, or the wrong number of rows or columns, when published with --vectors, then it is refused with one line naming the problem (the worst row, for a mismatch) and nothing is written, the embedding cache included")

@@ -19,6 +19,9 @@ struct VectorSource {
     private(set) var reusedFromSnapshot = 0
     private(set) var reusedFromCache = 0
     private(set) var fromFile = 0
+    /// Rows of a vectors file further than the check allows from the earlier version's vector
+    /// for the same text (taken as given).
+    private(set) var disagreeing = 0
 
     init(model: PublishedModel, embedder: SentenceEmbedder, cache: EmbeddingCache?, bases: [PublishedVersion],
          scratch: String) throws(PublishError) {
@@ -72,7 +75,12 @@ struct VectorSource {
     }
 
     /// Row `row` of `file` for each chunk, scaled to unit length (as the model's are), each
-    /// checked finite and non-zero; the embedding cache is filled from them.
+    /// checked finite and non-zero; the embedding cache is filled from them. A chunk the earlier
+    /// version holds with the same text keeps that version's vector when the file's row agrees
+    /// with it (cosine at least `SuppliedVectors.minimumCosine`): vectors computed again
+    /// elsewhere differ in their last bits (another batch, another GPU), and a changed vector is
+    /// an upsert, so without this every row would be in the delta. A row that disagrees is taken
+    /// as given and counted (`disagreeing`).
     private mutating func vectors(for batch: [(row: Int, chunk: Chunk)], from file: SuppliedVectors) throws(PublishError) -> [[Float]] {
         var vectors: [[Float]] = []
         var pending: [(textHash: ContentID, vector: [Float])] = []
@@ -86,11 +94,22 @@ struct VectorSource {
                 throw PublishError(.badInput, "\(file.path): row \(row) (chunk \"\(chunk.id)\") is zero or not finite")
             }
             for position in vector.indices { vector[position] /= norm }
+            let hash = Self.textHash(chunk)
+            if let kept = try earlier?.vector(id: chunk.id, textHash: hash) {
+                if SentenceEmbedder.cosine(vector, kept) >= SuppliedVectors.minimumCosine {
+                    vector = kept
+                    reusedFromSnapshot += 1
+                } else {
+                    disagreeing += 1
+                    fromFile += 1
+                }
+            } else {
+                fromFile += 1
+            }
             vectors.append(vector)
-            pending.append((Self.textHash(chunk), vector))
+            pending.append((hash, vector))
         }
         try cache?.store(modelKey: model.cacheKey, pending)
-        fromFile += batch.count
         return vectors
     }
 }
@@ -103,6 +122,7 @@ final class EarlierVectors {
     private let index: Database
     private let find: Statement
     private let read: Statement
+    private let byID: Statement
     private let dimension: Int
 
     init(snapshot path: String, dimension: Int, scratch: String) throws(PublishError) {
@@ -126,8 +146,25 @@ final class EarlierVectors {
             }
             find = try index.prepare("SELECT row FROM texts WHERE hash = ?1")
             read = try snapshot.prepare("SELECT embedding FROM chunks WHERE rowid = ?1")
+            byID = try snapshot.prepare("SELECT title, content, embedding FROM chunks WHERE id = ?1")
         } catch {
             throw PublishError(.io, "cannot index the earlier version's vectors: \(error.message)", cause: error)
+        }
+    }
+
+    /// The earlier vector of chunk `id` when its embedding text then hashed to `textHash` too
+    /// (the chunk unchanged), or nil. By id, not by text: vectors given by a file may differ
+    /// between chunks of the same text.
+    func vector(id: String, textHash: ContentID) throws(PublishError) -> [Float]? {
+        do {
+            byID.reset()
+            try byID.bind(id, at: 1)
+            guard try byID.step() else { return nil }
+            let earlier = Chunk(id: id, title: byID.string(at: 0) ?? "", content: byID.string(at: 1) ?? "")
+            guard VectorSource.textHash(earlier) == textHash, let bytes = byID.blob(at: 2), bytes.count == dimension * 4 else { return nil }
+            return VectorBytes.decode(bytes)
+        } catch {
+            throw PublishError(.io, "cannot read the earlier version's vectors: \(error.message)", cause: error)
         }
     }
 

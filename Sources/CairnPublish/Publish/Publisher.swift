@@ -114,6 +114,10 @@ public struct Publisher: Sendable {
         if let supplied, chunks != supplied.rows {
             throw PublishError(.badInput, "\(config.source): \(chunks) chunks, where the check of --vectors found \(supplied.rows): the source changed while it was published; nothing was published")
         }
+        if vectors.disagreeing > 0 {
+            logger.warning("rows of the vectors file differ from the earlier version's vectors for the same text; published as given",
+                           metadata: ["cairn.publish.rows": "\(vectors.disagreeing)"])
+        }
         progress(PublishProgress(done: chunks, total: supplied?.rows, embedded: vectors.embedded, finished: true))
         logger.info("read source", metadata: ["cairn.publish.chunks": "\(chunks)"])
         checkpoint(.embedded)
@@ -152,8 +156,8 @@ public struct Publisher: Sendable {
     }
 
     /// Reads the source a chunk at a time into `stream`, `configuration.batchSize` chunks at a
-    /// time given their vectors; remembers the chunks of the `sample` rows (to check a vectors
-    /// file against). A repeated id is refused naming both places.
+    /// time given their vectors, and returns the chunk count. A repeated id is refused naming
+    /// both places.
     private func stage(into stream: SnapshotWriter.Stream, vectors: inout VectorSource) throws(PublishError) -> Int {
         var batch: [(row: Int, chunk: Chunk, file: String, position: String)] = []
         var row = 0
