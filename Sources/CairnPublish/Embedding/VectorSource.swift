@@ -94,8 +94,7 @@ struct VectorSource {
                 throw PublishError(.badInput, "\(file.path): row \(row) (chunk \"\(chunk.id)\") is zero or not finite")
             }
             for position in vector.indices { vector[position] /= norm }
-            let hash = Self.textHash(chunk)
-            if let kept = try earlier?.vector(id: chunk.id, textHash: hash) {
+            if let kept = try earlier?.vector(unchanged: chunk) {
                 if SentenceEmbedder.cosine(vector, kept) >= SuppliedVectors.minimumCosine {
                     vector = kept
                     reusedFromSnapshot += 1
@@ -107,30 +106,43 @@ struct VectorSource {
                 fromFile += 1
             }
             vectors.append(vector)
-            pending.append((hash, vector))
+            pending.append((Self.textHash(chunk), vector))
         }
         try cache?.store(modelKey: model.cacheKey, pending)
         return vectors
     }
 }
 
-/// An earlier version's vectors by the SHA-256 of the text each embeds: a table of (text hash,
-/// rowid) written once in the scratch folder from the verified snapshot's rows, then each
-/// vector read from the snapshot by rowid when asked for.
+/// An earlier version's vectors: by chunk id, or by the SHA-256 of the text each embeds through
+/// a table of (text hash, rowid) written in the scratch folder from the verified snapshot's rows
+/// on the first lookup by text; each vector read from the snapshot when asked for.
 final class EarlierVectors {
     private let snapshot: Database
-    private let index: Database
-    private let find: Statement
     private let read: Statement
     private let byID: Statement
     private let dimension: Int
+    private let indexPath: String
+    /// The text hashes' table and its lookup, once written (a vectors file's rows are looked up
+    /// by id alone: a publish with `--vectors` never writes it).
+    private var texts: (index: Database, find: Statement)?
 
     init(snapshot path: String, dimension: Int, scratch: String) throws(PublishError) {
         self.dimension = dimension
-        let indexPath = scratch + "/earlier-vectors-\(UUID().uuidString).sqlite"
+        indexPath = scratch + "/earlier-vectors-\(UUID().uuidString).sqlite"
         do {
             snapshot = try Database(path: path, mode: .readOnly(immutable: true))
-            index = try Database(path: indexPath, mode: .readWriteCreate)
+            read = try snapshot.prepare("SELECT embedding FROM chunks WHERE rowid = ?1")
+            byID = try snapshot.prepare("SELECT title, content, embedding FROM chunks WHERE id = ?1")
+        } catch {
+            throw PublishError(.io, "cannot open the earlier version's vectors: \(error.message)", cause: error)
+        }
+    }
+
+    /// The table of text hashes, written on first use: one pass over the snapshot's rows.
+    private func textIndex() throws(PublishError) -> Statement {
+        if let texts { return texts.find }
+        do {
+            let index = try Database(path: indexPath, mode: .readWriteCreate)
             try index.turnOffJournal()
             try index.exec("PRAGMA synchronous = OFF; CREATE TABLE texts(hash BLOB PRIMARY KEY, row INTEGER) WITHOUT ROWID")
             let rows = try snapshot.prepare("SELECT rowid, title, content FROM chunks")
@@ -144,24 +156,24 @@ final class EarlierVectors {
                     try insert.run()
                 }
             }
-            find = try index.prepare("SELECT row FROM texts WHERE hash = ?1")
-            read = try snapshot.prepare("SELECT embedding FROM chunks WHERE rowid = ?1")
-            byID = try snapshot.prepare("SELECT title, content, embedding FROM chunks WHERE id = ?1")
+            let find = try index.prepare("SELECT row FROM texts WHERE hash = ?1")
+            texts = (index, find)
+            return find
         } catch {
             throw PublishError(.io, "cannot index the earlier version's vectors: \(error.message)", cause: error)
         }
     }
 
-    /// The earlier vector of chunk `id` when its embedding text then hashed to `textHash` too
-    /// (the chunk unchanged), or nil. By id, not by text: vectors given by a file may differ
-    /// between chunks of the same text.
-    func vector(id: String, textHash: ContentID) throws(PublishError) -> [Float]? {
+    /// The earlier vector of `chunk` when the earlier version held it with the same title and
+    /// content (so the same embedding text), or nil. By id, not by text: vectors given by a file
+    /// may differ between chunks of the same text.
+    func vector(unchanged chunk: Chunk) throws(PublishError) -> [Float]? {
         do {
             byID.reset()
-            try byID.bind(id, at: 1)
-            guard try byID.step() else { return nil }
-            let earlier = Chunk(id: id, title: byID.string(at: 0) ?? "", content: byID.string(at: 1) ?? "")
-            guard VectorSource.textHash(earlier) == textHash, let bytes = byID.blob(at: 2), bytes.count == dimension * 4 else { return nil }
+            try byID.bind(chunk.id, at: 1)
+            guard try byID.step(), (byID.string(at: 0) ?? "").utf8.elementsEqual(chunk.title.utf8),
+                  (byID.string(at: 1) ?? "").utf8.elementsEqual(chunk.content.utf8),
+                  let bytes = byID.blob(at: 2), bytes.count == dimension * 4 else { return nil }
             return VectorBytes.decode(bytes)
         } catch {
             throw PublishError(.io, "cannot read the earlier version's vectors: \(error.message)", cause: error)
@@ -170,6 +182,7 @@ final class EarlierVectors {
 
     /// The earlier vector of a chunk whose embedding text hashes to `textHash`, or nil.
     func vector(textHash: ContentID) throws(PublishError) -> [Float]? {
+        let find = try textIndex()
         do {
             find.reset()
             try find.bind(textHash.bytes, at: 1)
