@@ -1,3 +1,5 @@
+import CairnStore
+
 /// The one error type of CairnSync: an opaque, stable `code`, a one-line `message` (never
 /// document or query text), an optional `cause`, and whether trying again later may help.
 public struct SyncError: Error, Sendable, CustomStringConvertible {
@@ -74,6 +76,11 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         self.code = code
         self.message = message
         self.cause = cause
+    }
+
+    /// A file operation that failed: `disk_full` when the disk filled, else `io`.
+    static func writing(_ message: String, _ error: StoreError) -> SyncError {
+        SyncError(error.code == .diskFull ? .diskFull : .io, message, cause: error)
     }
 
     /// Network trouble, HTTP errors, full disks and I/O may pass; a refused manifest or a

@@ -49,7 +49,7 @@ struct Exporter {
             guard ContentID(hashing: content) == id else {
                 throw SyncError(.hashMismatch, "\(what) of version \(installed.version) does not match its signed SHA-256; not exported")
             }
-            do { try repository.put(content) } catch { throw Self.writeFailed(what, into: target, error) }
+            do { try repository.put(content) } catch { throw SyncError.writing("cannot write \(what) into \(target): \(error.message)", error) }
             files += 1
             bytes += Int64(content.count)
         }
@@ -57,7 +57,7 @@ struct Exporter {
         let (snapshot, origin) = try snapshotBlob(installed)
         defer { if origin == .rebuilt { unlink(snapshot) } }
         do { try repository.put(file: snapshot, id: manifest.snapshot.sha256) } catch {
-            throw Self.writeFailed("the snapshot blob", into: target, error)
+            throw SyncError.writing("cannot write the snapshot blob into \(target): \(error.message)", error)
         }
         files += 1
         bytes += Int64(manifest.snapshot.size)
@@ -89,7 +89,7 @@ struct Exporter {
             try FileSystem.writeAtomically(signed, to: "\(channel)/manifest.json")
             try FileSystem.syncDirectory(target)
         } catch {
-            throw Self.writeFailed("the manifest", into: target, error)
+            throw SyncError.writing("cannot write the manifest into \(target): \(error.message)", error)
         }
         files += 2
         bytes += Int64(signed.count) * 2
@@ -97,12 +97,6 @@ struct Exporter {
                                            "cairn.sync.snapshot": "\(origin.rawValue)"])
         return ExportResult(to: target, channel: manifest.channel, version: installed.version,
                             stateRoot: installed.stateRoot.hex, snapshot: origin, files: files, bytes: bytes)
-    }
-
-    /// A write into the export that failed: `disk_full` when the target filled (a USB stick,
-    /// say), else `io`; the reason in the message either way.
-    private static func writeFailed(_ what: String, into target: String, _ error: StoreError) -> SyncError {
-        SyncError(error.code == .diskFull ? .diskFull : .io, "cannot write \(what) into \(target): \(error.message)", cause: error)
     }
 
     /// A file holding the signed snapshot bytes (its SHA-256 checked): the blob kept at install,

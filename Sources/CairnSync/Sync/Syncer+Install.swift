@@ -25,7 +25,7 @@ extension Syncer {
             try FileSystem.writeNew(bytes, to: partial + "/" + DataDirectoryLayout.manifestFile)
         } catch {
             try? FileManager.default.removeItem(atPath: partial)
-            throw SyncError(error.code == .diskFull ? .diskFull : .io, "cannot create \(partial): \(error.message)", cause: error)
+            throw SyncError.writing("cannot create \(partial): \(error.message)", error)
         }
         let index = partial + "/" + DataDirectoryLayout.indexFile
         let clock = ContinuousClock()

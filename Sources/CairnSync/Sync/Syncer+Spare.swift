@@ -63,7 +63,7 @@ extension Syncer {
                 do throws(StoreError) {
                     try FileSystem.copyFile(from: version.indexPath, to: partial, stopping: { flag.isStopped })
                 } catch {
-                    throw SyncError(error.code == .diskFull ? .diskFull : .io, error.message, cause: error)
+                    throw SyncError.writing(error.message, error)
                 }
                 try Self.fsyncFile(partial)
                 guard !flag.isStopped else { throw SyncError(.cancelled, "stopped") }
