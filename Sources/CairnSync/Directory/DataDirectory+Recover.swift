@@ -31,8 +31,7 @@ extension DataDirectory {
         let unfinishedRollback = state.heldBackVersion != nil && state.heldBackVersion == installed?.version
         if state.installedVersion != installed?.version || unfinishedRollback {
             if state.installedVersion != installed?.version { state.forgetManifestETags() }
-            state.installedVersion = installed?.version
-            state.installedStateRoot = installed?.stateRoot.hex
+            state.setInstalled(installed)
             if unfinishedRollback { state.heldBackVersion = nil }
             try writeState(state)
         }

@@ -66,6 +66,12 @@ public struct SyncState: Codable, Sendable, Equatable {
         case previousDropped = "previous_dropped"
     }
 
+    /// Records `version` (nil: none) as the installed one.
+    mutating func setInstalled(_ version: InstalledVersion?) {
+        installedVersion = version?.version
+        installedStateRoot = version?.stateRoot.hex
+    }
+
     /// Drops every source's ETag: the installed version is no longer the one the manifests
     /// they name were found installed with (a fall back to the previous version), so the next
     /// attempt fetches each manifest whole instead of taking "not modified" for "up to date".

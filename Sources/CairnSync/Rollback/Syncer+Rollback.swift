@@ -53,8 +53,7 @@ extension Syncer {
         guard let now = directory.installed() else {
             throw SyncError(.io, "the rolled-back version \(previous.version) cannot be read back")
         }
-        state.installedVersion = now.version
-        state.installedStateRoot = now.stateRoot.hex
+        state.setInstalled(now)
         await persist(state)
         logger.notice("rolled back", metadata: ["cairn.sync.version": "\(now.version)",
                                                 "cairn.sync.held_back_version": "\(current.version)"])
@@ -69,8 +68,7 @@ extension Syncer {
                 logger.error("the rolled-back version cannot be served, and the links cannot be put back: \(undo.message)")
             }
             state.heldBackVersion = heldBefore
-            state.installedVersion = current.version
-            state.installedStateRoot = current.stateRoot.hex
+            state.setInstalled(current)
             await persist(state)
             throw SyncError(.previousUnusable, "previous version \(previous.version) cannot be served (\(error.message)); nothing was changed",
                             cause: error)

@@ -204,8 +204,7 @@ public actor Syncer {
         do {
             guard let back = try directory.fallBackToPrevious() else { return }
             (installedRows, installedFileCheck) = (nil, nil)
-            state.installedVersion = back.version
-            state.installedStateRoot = back.stateRoot.hex
+            state.setInstalled(back)
             state.forgetManifestETags()
             await persist(state)
             logger.error("installed version cannot be served; current points at the served one again",
@@ -291,8 +290,7 @@ public actor Syncer {
                                                         installed: installed, state: &state, timings: &timings)
             (installedRows, installedFileCheck) = (contents, nil)
             Self.learnSetHash(of: contents)
-            state.installedVersion = version.version
-            state.installedStateRoot = version.stateRoot.hex
+            state.setInstalled(version)
             state.heldBackVersion = nil
             if expired { state.expiredInstalls = (state.expiredInstalls ?? 0) + 1 }
             // Only what the device installs (or a root it accepts) moves the clock floor: a
