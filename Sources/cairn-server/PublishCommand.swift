@@ -25,8 +25,9 @@ struct PublishCommand: ParsableCommand {
             Vectors computed elsewhere (a GPU machine running sentence-transformers with the same \
             model): --vectors FILE.npy, a NumPy array of float32 or float16 of shape (chunks, \
             dimension), row i the i-th chunk in reading order. Before anything is written, \
-            --verify-sample random rows are embedded with the shipped model; if any cosine is below \
-            0.999 the publish is refused (65) with a line naming the worst row. The embedding cache \
+            --verify-sample rows (chosen from the file's bytes: the same file, the same rows) are \
+            embedded with the shipped model; if any cosine is below 0.999 the publish is refused \
+            (65) with a line naming the worst row. The embedding cache \
             is filled from the file.
 
             Keys: each --key signs the manifest. When the repository has a root of trust \

@@ -1,3 +1,4 @@
+import CairnCore
 import CairnTestSupport
 import CEncoderKernels
 import Testing

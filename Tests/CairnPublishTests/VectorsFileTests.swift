@@ -164,6 +164,43 @@ struct VectorsFileTests {
         }
     }
 
+    @Test("Given a file of 40 rows, half of them another model's, and a sample of 8, when published twice, then both publishes are refused with the same line, naming a wrong row that the file's own sample holds; a file that differs in one row is sampled on other rows")
+    func sampleRepeats() throws {
+        let workspace = try Workspace()
+        let source = try workspace.writeSource(SampleKB.chunks(count: 40))
+        let (_, rows) = try Self.vectors(source, workspace.embedder)
+        let other = try SentenceEmbedder(directory: try TinyModel(seed: 8).writeFolder())
+        let (_, otherRows) = try Self.vectors(source, other)
+        let wrong = Set(stride(from: 1, to: 40, by: 2))
+        let mixed = rows.indices.map { wrong.contains($0) ? otherRows[$0] : rows[$0] }
+        let file = workspace.folder + "/mixed.npy"
+        try Self.writeNPY(mixed, to: file)
+        let sample = try SuppliedVectors(path: file).sampleRows(8)
+        #expect(sample.count == 8)
+        #expect(try SuppliedVectors(path: file).sampleRows(8) == sample)
+        #expect(!sample.isDisjoint(with: wrong), "the sample holds no wrong row: choose another file for this test")
+        var lines: [String] = []
+        for _ in 0..<2 {
+            do {
+                _ = try publish(workspace, source, vectors: file, sample: 8)
+                Issue.record("published")
+            } catch {
+                #expect(error.code == .badInput)
+                lines.append(error.message)
+            }
+        }
+        #expect(lines.count == 2 && lines[0] == lines[1], "\(lines)")
+        let named = lines.first.flatMap { line in
+            line.firstRange(of: "row ").map { Int(line[$0.upperBound...].prefix { $0.isNumber }) } ?? nil
+        }
+        #expect(named.map { sample.contains($0) && wrong.contains($0) } == true, "named row \(String(describing: named))")
+        // One row's last bits changed: another file, another seed, another sample.
+        var changed = mixed
+        changed[0][0] = changed[0][0].nextUp
+        try Self.writeNPY(changed, to: workspace.folder + "/changed.npy")
+        #expect(try SuppliedVectors(path: workspace.folder + "/changed.npy").sampleRows(8) != sample)
+    }
+
     @Test("Given a file that is not .npy, big-endian, Fortran-ordered, or of a shape no file can hold, when read, then one line says what it is and what to do")
     func badFiles() throws {
         let folder = try TemporaryDirectory.make()

@@ -1,3 +1,4 @@
+import CairnCore
 public import CairnEmbedding
 public import Foundation
 
@@ -156,19 +157,6 @@ public struct TinyModel: Sendable {
         let pooled = (0..<h).map { c in x.reduce(0) { $0 + $1[c] } / Double(n) }
         let norm = pooled.reduce(0) { $0 + $1 * $1 }.squareRoot()
         return pooled.map { $0 / norm }
-    }
-}
-
-/// A deterministic generator, so that a failing case can be reproduced from its seed.
-public struct SplitMix64: RandomNumberGenerator, Sendable {
-    var state: UInt64
-    public init(seed: UInt64) { state = seed }
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

@@ -143,12 +143,37 @@ struct NPYHeader {
 }
 
 extension SuppliedVectors {
-    /// The rows a publish re-embeds to check the file: `sample` random rows, all when fewer.
+    /// The rows a publish re-embeds to check the file: `sample` rows, all when fewer, drawn by a
+    /// generator seeded from the file (`sampleSeed`), so that publishing the same file again
+    /// checks the same rows and a refusal repeats (with `Int.random` a file with a few wrong
+    /// rows could be refused once and pass the next time).
     func sampleRows(_ sample: Int) -> Set<Int> {
         guard sample < rows else { return Set(0..<rows) }
+        var generator = SplitMix64(seed: sampleSeed())
         var chosen = Set<Int>()
-        while chosen.count < sample { chosen.insert(Int.random(in: 0..<rows)) }
+        while chosen.count < sample { chosen.insert(Int.random(in: 0..<rows, using: &generator)) }
         return chosen
+    }
+
+    /// SHA-256 of the header and of 256 rows spread evenly through the file (all rows when
+    /// fewer), its first eight bytes: another file almost always gives another seed, and
+    /// reading it costs a few hundred `pread`s at any size.
+    func sampleSeed() -> UInt64 {
+        var hasher = ContentID.Hasher()
+        var header = [UInt8](repeating: 0, count: dataOffset)
+        _ = header.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
+        header.withUnsafeBytes { hasher.update($0) }
+        let spread = min(rows, 256)
+        var bytes = [UInt8](repeating: 0, count: dimension * width)
+        for step in 0..<spread {
+            let index = step * rows / spread
+            bytes.withUnsafeMutableBytes { buffer in
+                buffer.initializeMemory(as: UInt8.self, repeating: 0)
+                _ = pread(descriptor, buffer.baseAddress, buffer.count, off_t(dataOffset + index * dimension * width))
+                hasher.update(UnsafeRawBufferPointer(buffer))
+            }
+        }
+        return hasher.finalize().bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
     }
 
     /// The publisher's checks, made after a pass over the source and before anything is written
