@@ -151,12 +151,18 @@ public enum FileSystem {
     private static let syncFileRangeWaitBefore: UInt32 = 1
     private static let syncFileRangeWaitAfter: UInt32 = 4
 
-    /// Creates `path` and its parents (mode 0755) if missing. The error names the part of the
-    /// path that failed: a file where a folder should be, or the folder that could not be made
-    /// and the system's reason.
-    public static func makeDirectory(_ path: String) throws(StoreError) {
+    /// Creates `path` and its parents (mode 0755) if missing, each new folder's entry fsynced in
+    /// its parent, so that a file later fsynced inside it is found after a power cut (or a
+    /// stick pulled out unmounted: `cairn export`'s `blobs/sha256/<ab>`, a repository's
+    /// before the manifest that names its blobs). `syncingParents: false` for a folder renamed
+    /// into place later, whose new parent is fsynced then (an install's `.partial`). The error
+    /// names the part of the path that failed: a file where a folder should be, or the folder
+    /// that could not be made and the system's reason.
+    public static func makeDirectory(_ path: String, syncingParents: Bool = true) throws(StoreError) {
         var prefix = path.hasPrefix("/") ? "" : "."
+        var made: [String] = []
         for component in path.split(separator: "/") {
+            let parent = prefix.isEmpty ? "/" : prefix
             prefix += "/" + component
             var info = stat()
             if stat(prefix, &info) == 0 {
@@ -166,7 +172,11 @@ public enum FileSystem {
                 continue
             }
             guard mkdir(prefix, 0o755) == 0 || errno == EEXIST else { throw failure("cannot create folder", prefix) }
+            made.append(parent)
         }
+        guard syncingParents else { return }
+        // Deepest first: a folder's own entry is durable before its parent's names it.
+        for parent in made.reversed() { try syncDirectory(parent) }
     }
 
     /// The whole file as UTF-8 text; a file that is not UTF-8 is refused as `.io`.

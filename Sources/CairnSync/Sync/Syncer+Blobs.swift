@@ -108,7 +108,7 @@ extension Syncer {
         let partial = folder + ".partial"
         try? FileManager.default.removeItem(atPath: partial)
         do {
-            try FileSystem.makeDirectory(partial)
+            try FileSystem.makeDirectory(partial, syncingParents: false)
             for (name, path) in staged {
                 guard rename(path, "\(partial)/\(name)") == 0 else { throw SyncError(.io, "cannot move \(name) into \(partial)") }
                 try Self.fsyncFile("\(partial)/\(name)")

@@ -20,7 +20,8 @@ extension Syncer {
         let partial = "\(directory.versionsPath)/\(manifest.version).partial"
         try? FileManager.default.removeItem(atPath: partial)
         do {
-            try FileSystem.makeDirectory(partial)
+            // Made durable by its rename and the versions folder's fsync (`finish`).
+            try FileSystem.makeDirectory(partial, syncingParents: false)
             // Written now, fsynced by `finish` (by then its pages are on their way).
             try FileSystem.writeNew(bytes, to: partial + "/" + DataDirectoryLayout.manifestFile)
         } catch {
