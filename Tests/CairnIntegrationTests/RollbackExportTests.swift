@@ -81,6 +81,19 @@ struct RollbackExportTests {
         #expect(try device.cairn(["sync"]).status == 0)
         try await device.waitForVersion(2)
 
+        // A "channel" that is not a string (an unset template variable, a number) is refused
+        // with 400 bad_json, never read as the daemon's own channel: nothing rolls back.
+        try Tools.requireCurl()
+        let unexported = device.folder + "/not-exported"
+        for (route, body) in [("rollback", #"{"channel": 2}"#), ("rollback", #"{"channel": null}"#),
+                              ("export", #"{"to": "\#(unexported)", "channel": false}"#)] {
+            let run = try await CairnTestSupport.run("/usr/bin/curl", ["-s", "-w", "\n%{http_code}", "--unix-socket", device.socket,
+                                                                        "http://localhost/v1/\(route)", "-d", body])
+            #expect(run.stdout.hasSuffix("\n400") && run.stdout.contains(#""code":"bad_json""#), "\(route) \(body): \(run.stdout)")
+        }
+        #expect(device.status()["version"] as? Int == 2 && Self.sync(device)["held_back_version"] is NSNull)
+        #expect(!FileManager.default.fileExists(atPath: unexported))
+
         // When it rolls back while a client queries in a loop (started and answering first).
         let done = Flag(), answered = Counter()
         let socket = device.socket, loopFolder = device.folder + "/query-loop"

@@ -35,7 +35,7 @@ extension DaemonAPI {
             if let unknown = object.keys.sorted().first(where: { $0 != "channel" }) {
                 throw APIError(400, "unknown_field", "`\(unknown)` is not a field of a rollback request")
             }
-            channel = object["channel"] as? String
+            channel = try Self.channelField(object)
         }
         let maintenance = try availableMaintenance(channel: channel)
         let result: RollbackResult
@@ -53,10 +53,19 @@ extension DaemonAPI {
         guard let target = object["to"] as? String else {
             throw APIError(400, "bad_path", "send {\"to\": \"/absolute/folder\"}")
         }
-        let maintenance = try availableMaintenance(channel: object["channel"] as? String)
+        let maintenance = try availableMaintenance(channel: try Self.channelField(object))
         let result: ExportResult
         do { result = try await maintenance.export(to: target) } catch { throw Self.apiError(error, failure: "export_failed") }
         return Self.json(result)
+    }
+
+    /// A rollback's or export's `"channel"`: absent is the daemon's own; anything but a string
+    /// (a number, `null` from an unset template variable) is 400 `bad_json`, never read as "the
+    /// daemon's own", which would roll back or export a channel the caller did not name.
+    static func channelField(_ object: [String: Any]) throws(APIError) -> String? {
+        guard let value = object["channel"] else { return nil }
+        guard let name = value as? String else { throw APIError.badJSON("\"channel\" must be a string naming a channel") }
+        return name
     }
 
     /// The rollback and export of `channel` (nil or the daemon's own: its own).
