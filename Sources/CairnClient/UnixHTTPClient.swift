@@ -15,6 +15,14 @@ public struct UnixHTTPClient: Sendable {
     /// Seconds a send or receive may block before the call fails with `unreachable`.
     public var timeout: Double
 
+    /// Seconds a connect may wait for room in cairnd's queue (at most `timeout`): a cairnd that
+    /// is alive takes a connection at once, even when busy.
+    public static let connectTimeout: Double = 5
+
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
+    }
+
     public init(socketPath: String, timeout: Double = 60) {
         self.socketPath = socketPath
         self.timeout = timeout
@@ -25,13 +33,16 @@ public struct UnixHTTPClient: Sendable {
     public func send(method: String, path: String, body: [UInt8]? = nil,
                      contentType: String? = "application/json", headers: [(String, String)] = []) throws(ClientError) -> Response {
         let fd: Int32
-        switch UnixSocket.connect(socketPath) {
+        let waitForRoom = min(timeout, Self.connectTimeout)
+        switch UnixSocket.connect(socketPath, timeout: waitForRoom) {
         case .success(let connected): fd = connected
+        case .failure(let error) where error.code == EAGAIN:
+            throw ClientError(.unreachable, "cairnd at \(socketPath) did not take the connection within \(Self.seconds(waitForRoom)) s (its queue is full: it is hung or overloaded)", cause: error)
         case .failure(let error):
             throw ClientError(.unreachable, "cannot reach cairnd at \(socketPath): \(error)", cause: error)
         }
         defer { close(fd) }
-        var limit = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1e6))
+        var limit = timeval(timeout)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
 

@@ -1,7 +1,8 @@
 import Foundation
 
-/// Plain POSIX Unix-domain stream sockets: connect with a timeout-free blocking connect (local
-/// sockets answer or refuse at once) and probe whether a path is being served.
+/// Plain POSIX Unix-domain stream sockets: connect (a local socket answers or refuses at once,
+/// unless its listener's queue is full: then Linux waits for room as long as the socket's send
+/// timeout allows, forever by default) and probe whether a path is being served.
 public enum UnixSocket {
     public enum Probe: Sendable, Equatable {
         case accepting
@@ -9,10 +10,13 @@ public enum UnixSocket {
         case failed(Int32)
     }
 
-    /// A connected socket descriptor, or the errno of the failure.
-    public static func connect(_ path: String) -> Result<Int32, Errno> {
+    /// A connected socket descriptor, or the errno of the failure: `EAGAIN` when the listener's
+    /// queue stayed full for `timeout` seconds (a listener that is hung or overloaded).
+    public static func connect(_ path: String, timeout: Double = 5) -> Result<Int32, Errno> {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return .failure(Errno(errno)) }
+        var limit = timeval(timeout)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
@@ -38,11 +42,14 @@ public enum UnixSocket {
         return .success(fd)
     }
 
-    /// Whether something accepts connections on `path`.
+    /// Whether something accepts connections on `path` (a listener whose queue stays full for a
+    /// second listens, and counts as accepting).
     public static func probe(_ path: String) -> Probe {
-        switch connect(path) {
+        switch connect(path, timeout: 1) {
         case .success(let fd):
             close(fd)
+            return .accepting
+        case .failure(let error) where error.code == EAGAIN:
             return .accepting
         case .failure(let error) where error.code == ECONNREFUSED:
             return .refused
@@ -56,5 +63,12 @@ public enum UnixSocket {
         public let code: Int32
         public init(_ code: Int32) { self.code = code }
         public var description: String { String(cString: strerror(code)) }
+    }
+}
+
+extension timeval {
+    /// `seconds` as a `timeval` (whole seconds and microseconds).
+    init(_ seconds: Double) {
+        self.init(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1e6))
     }
 }

@@ -67,6 +67,26 @@ struct SocketTests {
         } throws: { ($0 as? DaemonError)?.code == .socketInUse }
         #expect(FileManager.default.contents(atPath: fixture.socketPath) == Data("keep".utf8))
     }
+
+    @Test("Given a listener that never accepts and whose queue is full (a hung cairnd), when the client calls it, then the call fails as unreachable, naming the full queue, instead of waiting forever; the probe counts the socket as served")
+    func fullQueueRefusedInTime() throws {
+        let folder = try TemporaryDirectory.make()
+        let path = folder + "/hung.sock"
+        let listener = try UnixListener(path: path)
+        defer { listener.close() }
+        var queued: [Int32] = []
+        defer { queued.forEach { close($0) } }
+        // Connections that nobody accepts fill the queue until a connect waits out its timeout.
+        while queued.count < 64, case .success(let fd) = UnixSocket.connect(path, timeout: 0.2) { queued.append(fd) }
+        #expect(queued.count < 64, "the queue never filled")
+        #expect(UnixSocket.probe(path) == .accepting)
+        #expect {
+            _ = try UnixHTTPClient(socketPath: path, timeout: 1).send(method: "GET", path: "/v1/health")
+        } throws: { error in
+            guard let error = error as? ClientError else { return false }
+            return error.code == .unreachable && error.message.contains("did not take the connection within 1 s")
+        }
+    }
 }
 
 /// Binds a Unix socket at `path` and closes it without unlinking: what a crash leaves behind.
