@@ -68,25 +68,33 @@ struct CallerFaultTests {
         print("  " + statuses.joined(separator: "; "))
     }
 
-    /// Connections that dribble `prefix` one byte at a time and reconnect when dropped.
+    /// Connections that send the first `whole` bytes of `prefix` at once, then dribble the rest
+    /// one byte at a time, and reconnect when dropped.
     final class SlowClients: @unchecked Sendable {
         // @unchecked: `descriptors` is only touched by the one thread that runs `loop`.
         private let stop = Atomic<Bool>(false)
         let reconnects = Atomic<Int>(0)
         private let socket: String
         private let prefix: [UInt8]
+        private let whole: Int
         private var descriptors: [(fd: Int32, sent: Int)] = []
 
-        init(socket: String, count: Int, prefix: String) {
+        init(socket: String, count: Int, prefix: String, whole: Int = 0) {
             self.socket = socket
             self.prefix = Array(prefix.utf8)
-            for _ in 0..<count { descriptors.append((connect(), 0)) }
+            self.whole = whole
+            for _ in 0..<count { descriptors.append((connect(), whole)) }
         }
 
         private func connect() -> Int32 {
             guard case .success(let fd) = UnixSocket.connect(socket) else { return -1 }
             var limit = timeval(tv_sec: 1, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            let sent = prefix.prefix(whole).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard sent == whole else {
+                close(fd)
+                return -1
+            }
             return fd
         }
 
@@ -100,7 +108,7 @@ struct CallerFaultTests {
                         if fd >= 0 { close(fd) }
                         reconnects.add(1, ordering: .relaxed)
                         fd = connect()
-                        sent = 0
+                        sent = whole
                     } else {
                         sent = sent + 1 < prefix.count ? sent + 1 : prefix.count - 1
                     }
@@ -114,18 +122,20 @@ struct CallerFaultTests {
         func finish() { stop.store(true, ordering: .relaxed) }
     }
 
-    @Test("Given more slow clients than connection slots, dribbling headers or bodies a byte at a time, then a normal client still gets answers")
+    @Test("Given more slow clients than connection slots, dribbling headers, a body (its headers sent whole) or a body past its 413 a byte at a time, then a normal client still gets answers")
     func slowloris() async throws {
         let rig = try await Rig(config: ["max_connections": "16", "idle_timeout": "2"])
         defer { rig.stop() }
+        // The headers of the body attacks are sent whole, so that the clients reach the body.
+        let search = "POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         let attacks = [
-            ("slow headers", "GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Slow: " + String(repeating: "a", count: 60_000)),
-            ("slow body", "POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{\"query\": \""
-                + String(repeating: "a", count: 59_000)),
-        ]
-        for (name, prefix) in attacks {
+            ("slow headers", "", "GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Slow: " + String(repeating: "a", count: 60_000)),
+            ("slow body", search + "Content-Length: 60000\r\n\r\n", "{\"query\": \"" + String(repeating: "a", count: 59_000)),
+            ("a body sent on after its 413", search + "Content-Length: 100000000\r\n\r\n", String(repeating: "a", count: 59_000)),
+        ].map { ($0.0, $0.1 + $0.2, $0.1.utf8.count) }
+        for (name, prefix, whole) in attacks {
             let report = FaultReport("slowloris: 40 clients with \(name), 16 slots")
-            let clients = SlowClients(socket: rig.device.socket, count: 40, prefix: prefix)
+            let clients = SlowClients(socket: rig.device.socket, count: 40, prefix: prefix, whole: whole)
             let attack = Thread { clients.loop() }
             attack.start()
             for number in 1...3 {
@@ -140,6 +150,34 @@ struct CallerFaultTests {
             clients.finish()
             #expect(report.finish("a normal client answered each time; slow clients dropped \(clients.reconnects.load(ordering: .relaxed))×"))
         }
+    }
+
+    @Test("Given more clients than connection slots, each sending a thousand requests at once and never reading an answer, then a normal client still gets answers")
+    func clientsThatNeverRead() async throws {
+        let rig = try await Rig(config: ["max_connections": "16", "idle_timeout": "2"])
+        defer { rig.stop() }
+        let report = FaultReport("40 clients that send 1,000 requests each and read nothing, 16 slots")
+        let burst = Array(repeating: Array("GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n".utf8), count: 1_000).flatMap { $0 }
+        var descriptors: [Int32] = []
+        defer { descriptors.forEach { close($0) } }
+        for _ in 0..<40 {
+            guard case .success(let fd) = UnixSocket.connect(rig.device.socket) else { continue }
+            var limit = timeval(tv_sec: 1, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            _ = burst.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            descriptors.append(fd)
+        }
+        #expect(descriptors.count == 40)
+        for number in 1...3 {
+            await report.trial(number) {
+                let answer = try await onThread {
+                    try UnixHTTPClient(socketPath: rig.device.socket, timeout: 60).send(method: "GET", path: "/v1/status")
+                }
+                guard answer.status == 200 else { return "status \(answer.status)" }
+                return rig.wrongAnswer(expecting: 1)
+            }
+        }
+        #expect(report.finish("a normal client answered each time"))
     }
 
     /// What the load test's clients and swapper share.
