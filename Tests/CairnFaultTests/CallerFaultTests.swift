@@ -122,6 +122,19 @@ struct CallerFaultTests {
         func finish() { stop.store(true, ordering: .relaxed) }
     }
 
+    /// Three trials of a normal client's `GET /v1/status` (waiting up to 60 s for an answer).
+    static func normalClient(_ rig: Rig, _ report: FaultReport) async {
+        for number in 1...3 {
+            await report.trial(number) {
+                let answer = try await onThread {
+                    try UnixHTTPClient(socketPath: rig.device.socket, timeout: 60).send(method: "GET", path: "/v1/status")
+                }
+                guard answer.status == 200 else { return "status \(answer.status)" }
+                return rig.wrongAnswer(expecting: 1)
+            }
+        }
+    }
+
     @Test("Given more slow clients than connection slots, dribbling headers, a body (its headers sent whole) or a body past its 413 a byte at a time, then a normal client still gets answers")
     func slowloris() async throws {
         let rig = try await Rig(config: ["max_connections": "16", "idle_timeout": "2"])
@@ -138,15 +151,7 @@ struct CallerFaultTests {
             let clients = SlowClients(socket: rig.device.socket, count: 40, prefix: prefix, whole: whole)
             let attack = Thread { clients.loop() }
             attack.start()
-            for number in 1...3 {
-                await report.trial(number) {
-                    let answer = try await onThread {
-                        try UnixHTTPClient(socketPath: rig.device.socket, timeout: 60).send(method: "GET", path: "/v1/status")
-                    }
-                    guard answer.status == 200 else { return "status \(answer.status)" }
-                    return rig.wrongAnswer(expecting: 1)
-                }
-            }
+            await Self.normalClient(rig, report)
             clients.finish()
             #expect(report.finish("a normal client answered each time; slow clients dropped \(clients.reconnects.load(ordering: .relaxed))×"))
         }
@@ -168,15 +173,7 @@ struct CallerFaultTests {
             descriptors.append(fd)
         }
         #expect(descriptors.count == 40)
-        for number in 1...3 {
-            await report.trial(number) {
-                let answer = try await onThread {
-                    try UnixHTTPClient(socketPath: rig.device.socket, timeout: 60).send(method: "GET", path: "/v1/status")
-                }
-                guard answer.status == 200 else { return "status \(answer.status)" }
-                return rig.wrongAnswer(expecting: 1)
-            }
-        }
+        await Self.normalClient(rig, report)
         #expect(report.finish("a normal client answered each time"))
     }
 
