@@ -82,4 +82,21 @@ struct DirectoryTests {
         let late = SyncStatus(state: state, installed: nil, now: now.addingTimeInterval(3_600), pollInterval: .seconds(900), staleAfterPolls: 3)
         #expect(!fresh.stale && late.stale && !late.online)
     }
+
+    @Test("Given a clock that moved (reset to 1970 under a clock floor of 2026, or set back from 2030), then a check just made is fresh and a check stamped years ahead of the clock is stale")
+    func staleByWallClock() {
+        var state = SyncState()
+        state.clockFloor = "2026-06-01T00:00:00Z"
+        state.lastAttemptReachedSource = true
+        // A device whose clock says 1970 (its battery died) checks successfully at 1970 + 10 min.
+        state.lastCheck = "1970-01-01T00:10:00Z"
+        let reset = SyncStatus(state: state, installed: nil, now: Timestamp(rfc3339: "1970-01-01T00:20:00Z")!.date,
+                               pollInterval: .seconds(900), staleAfterPolls: 3)
+        #expect(!reset.stale)
+        // Its last check was stamped in 2030 by a clock that ran ahead, since set back to 2026.
+        state.lastCheck = "2030-01-01T00:00:00Z"
+        let setBack = SyncStatus(state: state, installed: nil, now: Timestamp(rfc3339: "2026-07-01T00:00:00Z")!.date,
+                                 pollInterval: .seconds(900), staleAfterPolls: 3)
+        #expect(setBack.stale)
+    }
 }

@@ -39,9 +39,14 @@ public struct SyncStatus: Sendable, Equatable {
 
         // A version held back by a rollback is known and refused on purpose: not "behind".
         let behind = (state.highestVersionSeen ?? 0) > max(installed?.version ?? 0, state.heldBackVersion ?? 0)
-        let window = Double(pollInterval.components.seconds) * Double(max(1, staleAfterPolls))
+        // `last_check` is a wall-clock stamp, so its age is taken on the wall clock, not at the
+        // clock floor (a clock reset to 1970 would make every check 54 years old). A check
+        // stamped more than a minute ahead of the clock (set back since) is not recent: stale
+        // until the next check, never fresh for the years the clock was ahead.
+        let window = Double(pollInterval / .seconds(1)) * Double(max(1, staleAfterPolls))
+        let wall = Timestamp(now) ?? Timestamp(secondsSince1970: 0)!
         let checkedRecently = state.lastCheck.flatMap(Timestamp.init(rfc3339:)).map {
-            Double(nowStamp.secondsSince1970 - $0.secondsSince1970) <= window
+            (-60...window).contains(Double(wall.secondsSince1970 - $0.secondsSince1970))
         } ?? false
         stale = behind || !checkedRecently || expired
     }
