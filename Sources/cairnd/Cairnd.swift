@@ -119,7 +119,9 @@ struct Cairnd: AsyncParsableCommand {
         if let dataDir { configuration.dataDirectory = dataDir }
         if let socket { configuration.socketPath = socket }
         if let pollInterval {
-            guard pollInterval > 0 else { throw DaemonError(.badConfiguration, "--poll-interval must be positive") }
+            guard DaemonConfiguration.secondsInRange(pollInterval) else {
+                throw DaemonError(.badConfiguration, "--poll-interval must be a number of seconds from 0.001 to 1000000000")
+            }
             configuration.pollInterval = pollInterval
         }
         return configuration

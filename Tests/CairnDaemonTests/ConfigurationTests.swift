@@ -67,6 +67,9 @@ struct ConfigurationTests {
         "netrc_file = relative/netrc", "expired_updates = maybe", "approximate_dense_above = -1", "dense_shortlist = 0",
         "dense_shortlist = 1.5", "spare_index_min_bytes = -1", "spare_index_min_bytes = lots",
         "direct_install_min_bytes = -1", "direct_install_min_bytes = big",
+        // Times that trapped where they became a Duration or nanoseconds, or that polled with no wait.
+        "poll_interval = inf", "poll_interval = 1e17", "poll_interval = 0.0005", "idle_timeout = 1e10", "idle_timeout = nan",
+        "backoff_max = inf", "stall_timeout = 1e300", "[channel x]\npoll_interval = inf",
     ])
     func badLines(_ line: String) {
         #expect {

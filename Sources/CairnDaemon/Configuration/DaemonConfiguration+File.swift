@@ -86,20 +86,17 @@ extension DaemonConfiguration {
             case "socket": socketPath = v
             case "socket_group": socketGroup = v.isEmpty ? nil : v
             case "poll_interval":
-                guard let seconds = Double(v), seconds > 0 else { throw bad("a positive number of seconds") }
-                pollInterval = seconds
+                pollInterval = try Self.seconds(v, bad)
             case "backoff_min", "backoff_max":
-                guard let seconds = Double(v), seconds > 0 else { throw bad("a positive number of seconds") }
+                let seconds = try Self.seconds(v, bad)
                 if entry.key == "backoff_min" { backoffMinimum = seconds } else { backoffMaximum = seconds }
             case "bandwidth_cap":
                 guard let bytes = Int64(v), bytes >= 0 else { throw bad("bytes per second (0 for no cap)") }
                 bandwidthCap = bytes == 0 ? nil : bytes
             case "stall_timeout":
-                guard let seconds = Double(v), seconds >= 1 else { throw bad("at least 1 second") }
-                stallTimeout = seconds
+                stallTimeout = try Self.seconds(v, bad, atLeast: 1)
             case "idle_timeout":
-                guard let seconds = Double(v), seconds > 0 else { throw bad("a positive number of seconds") }
-                idleTimeout = seconds
+                idleTimeout = try Self.seconds(v, bad)
             case "socket_mode":
                 guard let mode = UInt32(v, radix: 8), mode <= 0o777 else { throw bad("an octal mode like 0660") }
                 socketMode = mode
@@ -138,10 +135,7 @@ extension DaemonConfiguration {
         case "trusted_key": extraChannels[index].trustedKeys.append(v)
         case "trusted_root": extraChannels[index].trustedRoot = v
         case "poll_interval":
-            guard let seconds = Double(v), seconds > 0 else {
-                throw DaemonError(.badConfiguration, "config line \(entry.line): poll_interval must be a positive number of seconds")
-            }
-            extraChannels[index].pollInterval = seconds
+            extraChannels[index].pollInterval = try Self.seconds(v) { DaemonError(.badConfiguration, "config line \(entry.line): poll_interval must be \($0)") }
         case "max_disk_bytes":
             guard let bytes = Self.byteCount(v) else {
                 throw DaemonError(.badConfiguration, "config line \(entry.line): max_disk_bytes must be a positive number of bytes (suffix K, M, G or T allowed)")
@@ -180,6 +174,21 @@ extension DaemonConfiguration {
         if let value = environment["CAIRN_SOURCES"], !value.isEmpty {
             sources = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         }
+    }
+
+    /// A time setting in seconds: a finite number from `atLeast` (a millisecond: what the timers
+    /// resolve) to a billion (31 years). Beyond, `inf` or `1e17` would trap where the seconds
+    /// become a `Duration` or nanoseconds, and a value below a millisecond would poll with no
+    /// wait at all.
+    static func seconds(_ value: String, _ bad: (String) -> DaemonError, atLeast minimum: Double = 0.001) throws(DaemonError) -> Double {
+        guard let seconds = Double(value), secondsInRange(seconds, atLeast: minimum) else {
+            throw bad("a number of seconds from \(minimum == 1 ? "1" : "0.001") to 1000000000")
+        }
+        return seconds
+    }
+
+    public static func secondsInRange(_ seconds: Double, atLeast minimum: Double = 0.001) -> Bool {
+        seconds.isFinite && seconds >= minimum && seconds <= 1e9
     }
 
     private func positive(_ value: String, _ bad: (String) -> DaemonError) throws(DaemonError) -> Int {
