@@ -96,6 +96,26 @@ struct PublishRoundTripTests {
         #expect(workspace.verify().problems == [])
     }
 
+    @Test("Given version 1 created ten years ahead of the publisher's clock (a clock since set back), when version 2 is published, then it is created no earlier than version 1 and expires after it")
+    func createdNeverGoesBack() throws {
+        // A publisher clock that steps back cannot be made for real here: version 1's manifest is
+        // re-signed with the key, created and expiring ten years later, as a clock ahead would have.
+        let workspace = try Workspace()
+        try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 6)))
+        var ahead = try workspace.manifest(1)
+        let tenYears: Int64 = 3_650 * 86_400
+        ahead.created = Timestamp(secondsSince1970: ahead.created.secondsSince1970 + tenYears)!
+        ahead.expires = Timestamp(secondsSince1970: ahead.expires.secondsSince1970 + tenYears)!
+        let signed = SignedManifest.encode(ahead, signingKey: workspace.key)
+        for path in [workspace.repository.versionPath("stable", 1), workspace.repository.manifestPath("stable")] {
+            try FileSystem.writeAtomically(signed, to: path)
+        }
+        try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 7), name: "kb2.json"))
+        let second = try workspace.manifest(2)
+        #expect(second.created >= ahead.created, "created \(second.created), version 1 \(ahead.created)")
+        #expect(second.expires > ahead.created)
+    }
+
     @Test("Given a canary the new index cannot answer, when publishing, then nothing is published and the error names the canary")
     func canaryRefusal() throws {
         let workspace = try Workspace()

@@ -134,7 +134,8 @@ public struct Publisher: Sendable {
         for key in keys { try writer.storePublicKey(key.publicKey) }
         checkpoint(.blobsStored)
 
-        let manifest = try makeManifest(version: version, built: built, deltas: deltas.built, root: trust.current)
+        let manifest = try makeManifest(version: version, built: built, deltas: deltas.built, root: trust.current,
+                                        newest: repository.newestManifestCreated())
         let bytes = SignedManifest.encode(manifest, signingKeys: keys)
         var stagedPath: String?
         if config.stage {
@@ -218,13 +219,24 @@ public struct Publisher: Sendable {
         }
     }
 
-    /// The manifest, created now (or at the newest root's `created`, if that is later, so the
-    /// root in force for it is the newest).
+    /// The manifest, created now, or at the newest root's `created` or the repository's newest
+    /// manifest's `created` if either is later: so that the root in force for it is the newest,
+    /// and `created` never goes back. A publisher whose clock is behind (reset, or once ahead
+    /// and since corrected) would otherwise sign versions that devices judge expired: their
+    /// clock floor has reached the earlier version's `created`.
     private func makeManifest(version: Int, built: SnapshotBuilder.Built, deltas: [DeltaBuilder.Built],
-                              root: RootMetadata?) throws(PublishError) -> Manifest {
-        let now = max(Int64(Date().timeIntervalSince1970), root?.created.secondsSince1970 ?? 0)
+                              root: RootMetadata?, newest: Timestamp?) throws(PublishError) -> Manifest {
+        let wall = Int64(Date().timeIntervalSince1970)
+        let now = max(wall, root?.created.secondsSince1970 ?? 0, newest?.secondsSince1970 ?? 0)
+        if let newest, newest.secondsSince1970 - wall > 3_600 {
+            logger.warning("the clock is behind the newest manifest; this version is created at its time",
+                           metadata: ["cairn.publish.clock": "\(Timestamp(secondsSince1970: wall).map { "\($0)" } ?? "\(wall)")",
+                                      "cairn.publish.created": "\(newest)"])
+        }
+        let (days, overflow) = Int64(configuration.expiresDays).multipliedReportingOverflow(by: 86_400)
+        let (end, endOverflow) = now.addingReportingOverflow(days)
         guard let created = Timestamp(secondsSince1970: now),
-              let expires = configuration.expiresAt ?? Timestamp(secondsSince1970: now + Int64(configuration.expiresDays) * 86_400) else {
+              let expires = configuration.expiresAt ?? (overflow || endOverflow ? nil : Timestamp(secondsSince1970: end)) else {
             throw PublishError(.invalidArgument, "the clock or --expires-days is out of the manifest's range")
         }
         guard expires > created else {

@@ -79,7 +79,9 @@ public enum RootPublisher {
     private static func make(version: Int, created: Timestamp, expiresDays: Int, rootKeys: [PublicKey], rootThreshold: Int,
                              signingKeys: [PublicKey], signingThreshold: Int) throws(PublishError) -> RootMetadata {
         guard expiresDays >= 1 else { throw PublishError(.invalidArgument, "--expires-days must be at least 1") }
-        let expires = try timestamp(created.secondsSince1970 + Int64(expiresDays) * 86_400)
+        let (days, overflow) = Int64(expiresDays).multipliedReportingOverflow(by: 86_400)
+        let (end, endOverflow) = created.secondsSince1970.addingReportingOverflow(days)
+        let expires = try timestamp(overflow || endOverflow ? .max : end)
         do {
             return try RootMetadata(version: version, created: created, expires: expires, rootKeys: rootKeys,
                                     rootThreshold: rootThreshold, signingKeys: signingKeys, signingThreshold: signingThreshold)
