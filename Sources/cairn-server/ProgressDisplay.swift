@@ -8,8 +8,9 @@ import Synchronization
 /// (a source refused early prints only its one line of error).
 final class ProgressDisplay: Sendable {
     private struct State {
-        var start = Date()
-        var lastLine = Date()
+        // Monotonic: a clock stepped while publishing must not give a negative rate.
+        var start = ContinuousClock.now
+        var lastLine = ContinuousClock.now
     }
 
     private let isTerminal = isatty(STDERR_FILENO) == 1
@@ -17,25 +18,26 @@ final class ProgressDisplay: Sendable {
 
     func update(_ progress: PublishProgress) {
         let line: String? = state.withLock { state in
-            let now = Date()
-            let elapsed = now.timeIntervalSince(state.start)
+            let now = ContinuousClock.now
+            let elapsed = (now - state.start) / .seconds(1)
             let rate = elapsed > 0 ? Double(progress.done) / elapsed : 0
             let counts = "\(progress.done)\(progress.total.map { "/\($0)" } ?? "") chunks, \(progress.embedded) embedded"
                 + String(format: ", %.1f/s", rate)
             var eta = ""
             if let total = progress.total, rate > 0 {
-                let seconds = Int(Double(total - progress.done) / rate)
+                let seconds = Int(Double(max(0, total - progress.done)) / rate)
                 eta = String(format: ", ETA %d:%02d", seconds / 60, seconds % 60)
             }
             if isTerminal {
                 var bar = ""
                 if let total = progress.total {
-                    let width = 30, filled = width * progress.done / max(total, 1)
+                    // A source that grew while read can count past the total: the bar stays full.
+                    let width = 30, filled = min(width, width * progress.done / max(total, 1))
                     bar = "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "] "
                 }
                 return "\rreading \(bar)\(counts)\(eta)  " + (progress.finished ? "\n" : "")
             }
-            guard progress.finished || now.timeIntervalSince(state.lastLine) >= 10 else { return nil }
+            guard progress.finished || now - state.lastLine >= .seconds(10) else { return nil }
             state.lastLine = now
             return "read \(counts)\(eta)\n"
         }

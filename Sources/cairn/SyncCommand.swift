@@ -50,7 +50,8 @@ struct SyncCommand: AsyncParsableCommand {
     /// progress, then prints each outcome; exits 1 when one failed or the timeout passed.
     private func follow(_ daemon: DaemonConnection, attempts: [String: Int]) async throws {
         let display = SyncProgressDisplay(terminal: isatty(STDOUT_FILENO) == 1)
-        let deadline = timeout.map { Date().addingTimeInterval($0) }
+        // Monotonic: a device's clock stepped by NTP during the wait must not end or stretch it.
+        let deadline = timeout.map { ContinuousClock.now + .seconds(min($0, 1e9)) }
         let several = attempts.count > 1
         while true {
             let status = try daemon.decode(DaemonStatus.self, from: try daemon.call("GET", "/v1/status"))
@@ -74,7 +75,7 @@ struct SyncCommand: AsyncParsableCommand {
                 return
             }
             display.show(pending.map { (several ? "[\($0.channel)] " : "", $0.progress) })
-            if let deadline, Date() >= deadline {
+            if let deadline, ContinuousClock.now >= deadline {
                 display.clear()
                 fflush(nil)
                 daemon.fail("still syncing after \(timeout!) s; the attempt goes on (`cairn status` shows it)")

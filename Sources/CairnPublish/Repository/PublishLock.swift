@@ -14,9 +14,10 @@ final class PublishLock {
         let path = root + "/.publish.lock"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw PublishError(.io, "cannot open the lock file \(path): \(String(cString: strerror(errno)))") }
-        let deadline = Date().addingTimeInterval(wait)
+        // Clamped: a Duration of `inf` or 1e300 seconds traps.
+        let deadline = ContinuousClock.now + .seconds(wait.isNaN ? 0 : min(max(wait, 0), 1e9))
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR, Date() < deadline else {
+            guard errno == EWOULDBLOCK || errno == EINTR, ContinuousClock.now < deadline else {
                 close(fd)
                 throw PublishError(.locked, "another publish holds \(path); try again when it has finished")
             }
