@@ -8,13 +8,13 @@ import Testing
 @Suite("Merging channels' answers")
 struct ChannelMergeTests {
     static func answer(version: Int, results: [(id: String, lexical: Double?, dense: Double, fused: Double)],
-                       moments: HybridMoments?) -> SearchAnswer {
+                       moments: HybridMoments?, fusion: SearchResponse.Fusion = .weighted) -> SearchAnswer {
         var response = SearchResponse(
             results: results.enumerated().map { index, r in
                 SearchResult(rank: index + 1, chunk: Chunk(id: r.id, title: r.id, content: r.id), lexicalScore: r.lexical,
                              denseScore: r.dense, fusedScore: r.fused)
             },
-            version: version, stateRoot: String(repeating: "0", count: 64), mode: .hybrid, fusion: .weighted,
+            version: version, stateRoot: String(repeating: "0", count: 64), mode: .hybrid, fusion: fusion,
             denseAvailable: true, timings: .init(lexicalMilliseconds: 0, denseMilliseconds: 0, totalMilliseconds: 0))
         response.hybridMoments = moments
         return SearchAnswer(response, denseAvailable: true, flags: .init(online: true, stale: false),
@@ -63,5 +63,20 @@ struct ChannelMergeTests {
         #expect(alone.channels == nil)
         let other = Self.answer(version: 1, results: [("c", nil, 0.45, 1.5)], moments: Self.moments(lexical: [0, 0], dense: [0.45, 0.1]))
         #expect(SearchEndpoint.merge([("field", only), ("tools", other)], k: 1).results.count == 1)
+    }
+
+    @Test("Given one channel ranked lexically (its cosines degenerate: -BM25 15 and 10) and one by weighted hybrid (2.0 and 1.5), when merged, then they interleave by rank, each fused_score 1/(60 + rank), fusion rrf")
+    func mixedFusionsByRank() {
+        let lexical = Self.answer(version: 4, results: [("l1", 15, 0, 15), ("l2", 10, 0, 10)], moments: nil, fusion: .lexicalFallback)
+        let hybrid = Self.answer(version: 9, results: [("h1", 3, 0.7, 2.0), ("h2", 1, 0.6, 1.5)],
+                                 moments: Self.moments(lexical: [3, 1], dense: [0.7, 0.6]))
+        let merged = SearchEndpoint.merge([("hybrid", hybrid), ("lexical", lexical)], k: 4)
+        #expect(merged.results.map(\.chunk.id) == ["h1", "l1", "h2", "l2"])
+        let expected: [Double] = [1 / 61, 1 / 61, 1 / 62, 1 / 62]
+        #expect(merged.results.map(\.fusedScore) == expected)
+        #expect(merged.fusion == .rrf)
+        // The same two channels both weighted: scores, not ranks, decide (pooled).
+        let alike = SearchEndpoint.merge([("hybrid", hybrid), ("other", hybrid)], k: 4)
+        #expect(alike.fusion == .weighted && alike.results.first?.fusedScore != expected[0])
     }
 }

@@ -92,17 +92,25 @@ public struct SearchEndpoint: Sendable {
     /// to `k`; the first answer's version, mode and timings; every channel listed when several.
     /// When every answer is a weighted hybrid, each result's `fused_score` is taken again over
     /// the union of the channels' rows (their moments pooled), so a channel's size or score
-    /// spread does not decide which one wins.
+    /// spread does not decide which one wins. When the answers were ranked in different ways (a
+    /// channel without a usable model answers lexically; one whose cosines were degenerate for
+    /// this query falls back to lexical), their scores are on different scales (−BM25 against
+    /// z-scores, cosines or 1/(60 + rank)): they are merged by rank instead, each result's
+    /// `fused_score` 1/(60 + its rank in its channel), and the answer's fusion is `rrf`.
     static func merge(_ answers: [(channel: String, answer: SearchAnswer)], k: Int) -> SearchAnswer {
         var merged = answers[0].answer
         let moments = answers.compactMap(\.answer.hybridMoments)
         let pooled = answers.count > 1 && moments.count == answers.count ? moments.dropFirst().reduce(moments[0]) { $0.pooled(with: $1) } : nil
+        let byRank = Set(answers.map { "\($0.answer.mode.rawValue) \($0.answer.fusion.rawValue)" }).count > 1
+        if byRank { merged.fusion = .rrf }
         var results = answers.enumerated().flatMap { order, entry in
             entry.answer.results.map { result -> (Int, SearchResult) in
                 var labelled = result
                 labelled.channel = entry.channel
                 labelled.version = entry.answer.version
-                if let pooled, let dense = result.denseScore {
+                if byRank {
+                    labelled.fusedScore = 1 / Double(60 + result.rank)
+                } else if let pooled, let dense = result.denseScore {
                     labelled.fusedScore = pooled.fused(lexical: result.lexicalScore, dense: dense)
                 }
                 return (order, labelled)
