@@ -69,10 +69,11 @@ public struct SearchEndpoint: Sendable {
     /// installed is left out; none installed is `no_index`. Over several channels each gives its
     /// best 100, so the merged answer does not depend on k.
     public func search(_ parsed: SearchBody, select: ([String]?) async throws(APIError) -> [Channel]) async throws(APIError) -> [UInt8] {
+        let received = ContinuousClock.now
         let channels = try await select(parsed.channels)
         let request = parsed.request
         let logger = self.logger
-        let answer = try await pool.run { () throws(APIError) -> SearchAnswer in
+        var answer = try await pool.run { () throws(APIError) -> SearchAnswer in
             var answers: [(String, SearchAnswer)] = []
             // Over several channels each answers its best 100 whatever k is, so that the merged
             // first n are the same at any k ≥ n (a channel's 11th may be the union's 5th).
@@ -85,6 +86,9 @@ public struct SearchEndpoint: Sendable {
             guard !answers.isEmpty else { throw APIError.noIndex }
             return Self.merge(answers, k: request.k)
         }
+        // The whole of what the caller waited for once its body was read: the wait for a search
+        // thread (under load, most of it) and every channel's search, not the first's alone.
+        answer.timings.totalMilliseconds = Self.milliseconds(.now - received)
         return APIJSON.encode(answer)
     }
 
