@@ -100,12 +100,11 @@ struct DaemonAPI: Sendable {
             }
             var selected: [SearchEndpoint.Channel] = []
             for hooks in chosen {
-                let sync = await hooks.status.syncStatus()
                 // The version is taken once: every result of this query comes from it, even if a
-                // new version is installed meanwhile.
+                // new version is installed meanwhile, and its flags are judged on it.
                 selected.append(SearchEndpoint.Channel(
                     name: hooks.name,
-                    flags: SearchAnswer.Flags(online: sync.online, stale: sync.stale, expired: sync.expired, expires: sync.expires),
+                    flags: await hooks.status.searchFlags(),
                     version: { [holder = hooks.holder] () throws(APIError) -> ServingVersion in
                         guard let serving = holder.current else { throw APIError.noIndex }
                         return serving

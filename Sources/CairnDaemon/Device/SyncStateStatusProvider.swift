@@ -1,4 +1,5 @@
 import CairnClient
+import CairnSearch
 import CairnSync
 import Foundation
 
@@ -38,6 +39,29 @@ struct SyncStateStatusProvider: SyncStatusProvider {
                                             recovering: state.recoveringFrom != nil, recoveringFrom: state.recoveringFrom)
         }
         return sync
+    }
+
+    func searchFlags() async -> @Sendable (ServingVersion) -> SearchAnswer.Flags {
+        let (state, installed, configuration) = (directory.readState(), directory.installed(), configuration)
+        return { served in
+            Self.flags(state: state, installed: installed, servedManifest: served.manifest, servedVersion: served.version,
+                       servedStateRoot: served.stateRoot, pollInterval: configuration.pollInterval,
+                       staleAfterPolls: configuration.staleAfterPolls)
+        }
+    }
+
+    /// The flags of an answer from the version served (`servedVersion`, its state root and its
+    /// signed manifest's bytes): `expired`, `expires` and whether a newer version is known are
+    /// judged on its manifest, not on the one `current` names, which a swap may have changed
+    /// since the version was taken (or will change before).
+    static func flags(state: SyncState, installed: InstalledVersion?, servedManifest: [UInt8], servedVersion: Int,
+                      servedStateRoot: String, pollInterval: Duration, staleAfterPolls: Int) -> SearchAnswer.Flags {
+        var version = installed
+        if installed?.version != servedVersion || installed?.stateRoot.hex != servedStateRoot {
+            version = InstalledVersion(signedManifest: servedManifest)
+        }
+        let sync = DaemonStatus.Sync(state: state, installed: version, pollInterval: pollInterval, staleAfterPolls: staleAfterPolls)
+        return SearchAnswer.Flags(online: sync.online, stale: sync.stale, expired: sync.expired, expires: sync.expires)
     }
 }
 

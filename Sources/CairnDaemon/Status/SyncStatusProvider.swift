@@ -1,4 +1,5 @@
 public import CairnClient
+public import CairnSearch
 import CairnSync
 import Foundation
 
@@ -6,6 +7,18 @@ import Foundation
 /// `DIR/state.json`.
 public protocol SyncStatusProvider: Sendable {
     func syncStatus() async -> DaemonStatus.Sync
+    /// A search answer's flags, read now and judged for the version that answers (taken
+    /// later, on a search thread: a swap may come between).
+    func searchFlags() async -> @Sendable (ServingVersion) -> SearchAnswer.Flags
+}
+
+extension SyncStatusProvider {
+    /// The status's flags, whichever version answers.
+    public func searchFlags() async -> @Sendable (ServingVersion) -> SearchAnswer.Flags {
+        let sync = await syncStatus()
+        let flags = SearchAnswer.Flags(online: sync.online, stale: sync.stale, expired: sync.expired, expires: sync.expires)
+        return { _ in flags }
+    }
 }
 
 /// Reads `DIR/state.json` (CairnSync's `SyncState`) at each call, for a daemon built without

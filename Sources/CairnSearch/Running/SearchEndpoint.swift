@@ -48,13 +48,15 @@ public struct SearchEndpoint: Sendable {
         return APIJSON.encode(answer)
     }
 
-    /// One channel a daemon may search: its name, its flags now, and how to take its version.
+    /// One channel a daemon may search: its name, its flags for the version that answers, and
+    /// how to take that version.
     public struct Channel: Sendable {
         public let name: String
-        public let flags: SearchAnswer.Flags
+        public let flags: @Sendable (ServingVersion) -> SearchAnswer.Flags
         public let version: @Sendable () throws(APIError) -> ServingVersion
 
-        public init(name: String, flags: SearchAnswer.Flags, version: @escaping @Sendable () throws(APIError) -> ServingVersion) {
+        public init(name: String, flags: @escaping @Sendable (ServingVersion) -> SearchAnswer.Flags,
+                    version: @escaping @Sendable () throws(APIError) -> ServingVersion) {
             self.name = name
             self.flags = flags
             self.version = version
@@ -81,7 +83,7 @@ public struct SearchEndpoint: Sendable {
             if channels.count > 1 { deep.k = SearchRequest.kRange.upperBound }
             for channel in channels {
                 guard let serving = try? channel.version() else { continue }
-                answers.append((channel.name, try Self.run(deep, on: serving, flags: channel.flags, logger: logger)))
+                answers.append((channel.name, try Self.run(deep, on: serving, flags: channel.flags(serving), logger: logger)))
             }
             guard !answers.isEmpty else { throw APIError.noIndex }
             return Self.merge(answers, k: request.k)

@@ -25,4 +25,11 @@ public struct InstalledVersion: Sendable, Equatable {
         self.manifest = manifest
         self.modelDirectory = modelDirectory
     }
+
+    /// The version a signed manifest file (verified when installed) describes, outside any
+    /// folder (`directory` empty, no model), or nil when the bytes hold none.
+    public init?(signedManifest bytes: [UInt8]) {
+        guard let manifest = DataDirectory.parseInstalledManifest(bytes) else { return nil }
+        self.init(version: manifest.version, stateRoot: manifest.stateRoot, directory: "", manifest: manifest, modelDirectory: nil)
+    }
 }
