@@ -97,6 +97,39 @@ struct DeviceFlowTests {
         #expect(nginx.accessLog.contains { $0.contains("/channels/field/manifest.json") })
     }
 
+    /// Every row's stored hash in a version's file broken: a pass over its rows refuses it.
+    static func breakStoredHashes(version: Int, in dataDirectory: String) throws {
+        try Database(path: dataDirectory + "/versions/\(version)/index.sqlite", mode: .readWrite)
+            .exec("UPDATE chunks SET content_hash = 'not a hash'")
+    }
+
+    /// A version cairnd cannot open: without its rows files its file is read whole (as a data
+    /// directory of an older cairnd would be), and its broken stored hashes refuse it.
+    static func makeUnopenable(version: Int, in dataDirectory: String) throws {
+        for file in ["index.rows", "index.overlay"] { unlink(dataDirectory + "/versions/\(version)/" + file) }
+        try breakStoredHashes(version: version, in: dataDirectory)
+    }
+
+    @Test("Given a device whose only version no longer opens, when cairnd restarts, then it drops current (nothing to fall back to) and its first sync installs that version again and serves it")
+    func onlyVersionUnusableAtRestart() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Self.version1)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        var device = try DeviceProcess(workspace, sources: [url])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        #expect(!FileManager.default.fileExists(atPath: device.dataDirectory + "/previous"))
+
+        device.stop()
+        try Self.makeUnopenable(version: 1, in: device.dataDirectory)
+        device = try DeviceProcess(workspace, sources: [url])
+        // Without the drop, every sync found version 1 up to date and nothing ever answered.
+        try await device.waitForVersion(1)
+        #expect(device.log.contains("the installed version cannot be served; a sync installs it again"), "\(device.log)")
+        #expect(try device.query("boil water").ids.isEmpty == false)
+    }
+
     @Test("Given a device serving a version reached by a delta, when cairnd restarts, then it opens it from its rows files without reading a row and takes the next delta as an overlay; when the installed file was altered, the next delta is refused and the full snapshot installs; without the rows files, a restart reads every row, and a version that does not open gives way to the previous one, links included, until a sync installs it again")
     func restartOpensRowsFiles() async throws {
         let workspace = try Workspace()
@@ -114,10 +147,7 @@ struct DeviceFlowTests {
             device.stop()
             device = try DeviceProcess(workspace, sources: [url])
         }
-        func breakStoredHashes(_ version: Int) throws {
-            try Database(path: device.dataDirectory + "/versions/\(version)/index.sqlite", mode: .readWrite)
-                .exec("UPDATE chunks SET content_hash = 'not a hash'")
-        }
+        func breakStoredHashes(_ version: Int) throws { try Self.breakStoredHashes(version: version, in: device.dataDirectory) }
         try await device.waitForVersion(1)
         #expect(rows() == ["rows_files": 1, "overlay": 0, "removed": 0])
         // Version 2 by its delta: "boil" rewritten and "sandbag" added (the overlay), "boil" and
@@ -154,11 +184,9 @@ struct DeviceFlowTests {
         #expect(device.log.contains("no longer holds the rows it was installed with"))
         #expect(device.log.contains("falling back to the full snapshot"))
 
-        // Without its rows files, version 4's file is read whole (as a data directory of an
-        // older cairnd would be) and its broken hashes refuse it: cairnd serves the previous one.
+        // Version 4 made unopenable: cairnd serves the previous one.
         device.stop()
-        for file in ["index.rows", "index.overlay"] { unlink(device.dataDirectory + "/versions/4/" + file) }
-        try breakStoredHashes(4)
+        try Self.makeUnopenable(version: 4, in: device.dataDirectory)
         try restart()
         // cairnd serves the previous version, and makes the links say so: no later install can
         // leave version 3 unreferenced (and remove it) while it serves. Version 4's folder goes,

@@ -60,7 +60,7 @@ struct UnservableVersionTests {
         #expect(device.state.lastError == nil && device.state.installedVersion == 3)
     }
 
-    @Test("Given version 1 installed and its install not served, when the first attempt fails, then the links stay (there is nothing to fall back to) and the error says why")
+    @Test("Given a first install of version 1 not served, when the attempt fails, then it says why and current is dropped (nothing to fall back to), and the next attempt installs version 1 again instead of finding it up to date")
     func firstInstallNotServed() async throws {
         let repo = try RepoFixture(withModel: false)
         let refusing = Refusing()
@@ -68,8 +68,15 @@ struct UnservableVersionTests {
         let device = try Device(repo: repo, sources: [repo.url], onInstalled: { version, _ throws(SyncError) in try refusing.open(version) })
         try repo.publish(version: 1)
         #expect(await device.syncer.syncOnce().errorCode == "install_failed")
-        #expect(device.currentTarget == "versions/1" && device.previousTarget == nil)
         #expect(device.state.lastError?.message.contains("version 1 cannot be served") == true)
+        #expect(device.currentTarget == nil && device.previousTarget == nil)
+        #expect(device.entries("versions").isEmpty)
+        #expect(device.state.installedVersion == nil)
+
+        // Whatever kept it from opening has passed: the next attempt installs it and it serves.
+        refusing.versions.withLock { $0 = [] }
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        #expect(device.currentTarget == "versions/1" && device.state.lastError == nil)
     }
 
     @Test("Given versions 1 and 2 installed, when a rollback to version 1 cannot be served, then it fails with previous_unusable, and the links, the held-back version and the rollback target are as before")

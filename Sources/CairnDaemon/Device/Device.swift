@@ -111,6 +111,18 @@ public struct Device: Sendable {
                     logger.error("the version served cannot be made current: \(error.message)")
                 }
             }
+        } else if !sync.sources.isEmpty, let unserved = directory.installed() {
+            // Neither `current` nor `previous` opens: nothing is served. `current` is dropped so
+            // that the first sync installs that version again instead of finding it up to date
+            // (without a source to install it from, the folder is left as it is).
+            do {
+                try directory.forgetCurrent()
+                try directory.recover()
+                logger.error("the installed version cannot be served; a sync installs it again",
+                             metadata: ["cairn.version": "\(unserved.version)"])
+            } catch {
+                logger.error("the installed version cannot be served, and current cannot be dropped: \(error.message)")
+            }
         }
         let (dataDirectory, ranking) = (configuration.dataDirectory, configuration.ranking)
         let preload = ModelPreload()

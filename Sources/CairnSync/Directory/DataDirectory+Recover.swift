@@ -54,6 +54,18 @@ extension DataDirectory {
         return installed()
     }
 
+    /// Drops `current` when the version it names cannot be served and no previous version can
+    /// be served instead (a first install that does not open, or one found unusable at
+    /// start-up): the link goes and `DIR` is fsynced; the folder is left to the clean-up of what
+    /// is unreferenced. Without this the next attempt would find that version up to date, and
+    /// nothing would answer until a newer one was published; now it installs it again.
+    public func forgetCurrent() throws(SyncError) {
+        guard linkTarget(currentLink) != nil else { return }
+        unlink(currentLink)
+        if linkTarget(previousLink) != nil { unlink(previousLink) }
+        try syncFolder(path)
+    }
+
     /// Removes what neither `current` nor `previous` references (protocol/data-directory.md,
     /// "Complete means referenced"): other version folders (and `.partial` ones), model folders
     /// neither uses, and staging, except resumable downloads when `keepingResumableDownloads`.

@@ -199,16 +199,23 @@ public actor Syncer {
     /// before): points `current` back at that version, which `previous` names, so that the
     /// links name what is served and no clean-up removes it; the version that failed is removed
     /// as unreferenced, and a later attempt installs it again. Without a previous version (a
-    /// first install) the links stay. Logged; a failure to change them too.
+    /// first install) nothing is served: `current` is dropped, so that a later attempt installs
+    /// it again instead of finding it up to date. Logged; a failure to change the links too.
     private func fallBack(from version: InstalledVersion, state: inout SyncState) async {
         do {
-            guard let back = try directory.fallBackToPrevious() else { return }
+            let back = try directory.fallBackToPrevious()
+            if back == nil { try directory.forgetCurrent() }
             (installedRows, installedFileCheck) = (nil, nil)
             state.setInstalled(back)
             state.forgetManifestETags()
             await persist(state)
-            logger.error("installed version cannot be served; current points at the served one again",
-                         metadata: ["cairn.sync.version": "\(version.version)", "cairn.sync.serving": "\(back.version)"])
+            if let back {
+                logger.error("installed version cannot be served; current points at the served one again",
+                             metadata: ["cairn.sync.version": "\(version.version)", "cairn.sync.serving": "\(back.version)"])
+            } else {
+                logger.error("installed version cannot be served and none before it can; the next attempt installs it again",
+                             metadata: ["cairn.sync.version": "\(version.version)"])
+            }
             await removeUnreferenced()
         } catch {
             logger.error("installed version cannot be served, and current cannot be pointed back: \(error.message)",
