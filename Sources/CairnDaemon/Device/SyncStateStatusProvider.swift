@@ -60,8 +60,7 @@ struct SyncStateStatusProvider: SyncStatusProvider {
         if installed?.version != servedVersion || installed?.stateRoot.hex != servedStateRoot {
             version = InstalledVersion(signedManifest: servedManifest)
         }
-        let sync = DaemonStatus.Sync(state: state, installed: version, pollInterval: pollInterval, staleAfterPolls: staleAfterPolls)
-        return SearchAnswer.Flags(online: sync.online, stale: sync.stale, expired: sync.expired, expires: sync.expires)
+        return DaemonStatus.Sync(state: state, installed: version, pollInterval: pollInterval, staleAfterPolls: staleAfterPolls).searchFlags
     }
 }
 

@@ -15,9 +15,15 @@ public protocol SyncStatusProvider: Sendable {
 extension SyncStatusProvider {
     /// The status's flags, whichever version answers.
     public func searchFlags() async -> @Sendable (ServingVersion) -> SearchAnswer.Flags {
-        let sync = await syncStatus()
-        let flags = SearchAnswer.Flags(online: sync.online, stale: sync.stale, expired: sync.expired, expires: sync.expires)
+        let flags = await syncStatus().searchFlags
         return { _ in flags }
+    }
+}
+
+extension DaemonStatus.Sync {
+    /// The freshness flags a search answer carries, from this status.
+    var searchFlags: SearchAnswer.Flags {
+        SearchAnswer.Flags(online: online, stale: stale, expired: expired, expires: expires)
     }
 }
 

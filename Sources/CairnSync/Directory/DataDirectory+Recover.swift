@@ -62,7 +62,7 @@ extension DataDirectory {
     public func forgetCurrent() throws(SyncError) {
         guard linkTarget(currentLink) != nil else { return }
         unlink(currentLink)
-        if linkTarget(previousLink) != nil { unlink(previousLink) }
+        unlink(previousLink)
         try syncFolder(path)
     }
 
