@@ -40,12 +40,12 @@ struct BucketTests {
         try await onThread { try workspace.publish([("staged", "A version still collecting signatures.")], keys: [], extra: ["--stage"]) }
 
         // Given moto's S3 server on loopback and a bucket anyone may GET from.
-        let port = freePort()
         let motoFolder = workspace.folder + "/moto"
         try FileManager.default.createDirectory(atPath: motoFolder, withIntermediateDirectories: true)
-        let server = try launch(moto, ["-H", "127.0.0.1", "-p", "\(port)"], logDirectory: motoFolder)
+        let (server, port) = try await onThread {
+            try startOnFreePort(seconds: 60) { try launch(moto, ["-H", "127.0.0.1", "-p", "\($0)"], logDirectory: motoFolder) }
+        }
         defer { stopProcess(server) }
-        try await waitUntil("moto listens", seconds: 60) { isListening(port) }
         let endpoint = "http://127.0.0.1:\(port)"
         let environment = childEnvironment([
             "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",

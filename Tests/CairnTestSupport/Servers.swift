@@ -36,10 +36,51 @@ public func isListening(_ port: Int) -> Bool {
 }
 
 /// A port the OS just handed out on 127.0.0.1 (for nginx, which cannot listen on port 0).
+/// Another process may take it before the caller binds it: start servers on it with
+/// `startOnFreePort`, which checks whose listener answers.
 public func freePort() -> Int {
     guard let bound = try? TCPListener(listening: false) else { return 0 }
     defer { bound.close() }
     return bound.port
+}
+
+/// Whether process `pid` itself holds a socket listening on 127.0.0.1:`port` (from
+/// /proc/net/tcp and the process's descriptors), so a server that lost its port to another
+/// test's server is not mistaken for one that started.
+public func holdsListener(_ pid: Int32, port: Int) -> Bool {
+    guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return false }
+    let local = "0100007F:" + String(format: "%04X", port)
+    let inodes = Set(table.split(separator: "\n").dropFirst().compactMap { line -> String? in
+        let fields = line.split(separator: " ")
+        // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+        guard fields.count > 9, fields[1] == local, fields[3] == "0A" else { return nil }
+        return "socket:[\(fields[9])]"
+    })
+    guard !inodes.isEmpty, let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else { return false }
+    return descriptors.contains { inodes.contains((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/" + $0)) ?? "") }
+}
+
+/// Starts a server that must be told its port: `start` launches it on a free port, and the
+/// launch counts once that process holds the listener; if it exits first (the port was taken
+/// between `freePort` and its bind), it is tried again on another port.
+/// `ports` hands out the port of each attempt.
+public func startOnFreePort(seconds: Double = 30, attempts: Int = 3, ports: () -> Int = freePort,
+                            _ start: (Int) throws -> Process) throws -> (process: Process, port: Int) {
+    var failure = "no attempt"
+    for _ in 0..<attempts {
+        let port = ports()
+        let process = try start(port)
+        var exited = false
+        if eventually(within: seconds, {
+            exited = !process.isRunning
+            return exited || holdsListener(process.processIdentifier, port: port)
+        }), !exited {
+            return (process, port)
+        }
+        stopProcess(process)
+        failure = exited ? "it exited (status \(process.terminationStatus)) on port \(port)" : "it did not listen on port \(port) within \(Int(seconds)) s"
+    }
+    throw TestSkip("the server did not start: " + failure)
 }
 
 /// A TCP socket bound to a port the OS picks on 127.0.0.1, listening unless told not to (a
@@ -102,7 +143,7 @@ public final class Nginx {
     public static let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
     public let port: Int
     public let folder: String
-    private let process = Process()
+    private let process: Process
     /// Whether it serves HTTPS (`tls` given).
     public let https: Bool
     public var url: String { "\(https ? "https" : "http")://127.0.0.1:\(port)" }
@@ -124,31 +165,33 @@ public final class Nginx {
     public init(root: String, tls: TLS? = nil, serverLines: String = "") throws {
         let binary = try requireOrSkip(Self.binary, "nginx is not installed (apt-get install nginx)")
         let folder = try TemporaryDirectory.make()
-        let port = freePort()
         self.folder = folder
-        self.port = port
         https = tls != nil
-        let listen = tls.map { "listen 127.0.0.1:\(port) ssl; ssl_certificate \($0.certificate); ssl_certificate_key \($0.key);" }
-            ?? "listen 127.0.0.1:\(port);"
-        let config = """
-            daemon off; worker_processes 1; pid \(folder)/nginx.pid; error_log \(folder)/error.log;
-            events { worker_connections 64; }
-            http {
-              log_format bytes '$request_uri $status $bytes_sent $connection';
-              access_log \(folder)/access.log bytes;
-              client_body_temp_path \(folder)/body; proxy_temp_path \(folder)/proxy;
-              fastcgi_temp_path \(folder)/fastcgi; uwsgi_temp_path \(folder)/uwsgi; scgi_temp_path \(folder)/scgi;
-              types { application/json json; } default_type application/octet-stream;
-              server { \(listen) root \(root); etag on; \(serverLines) }
+        do {
+            (process, port) = try startOnFreePort(seconds: 10) { port in
+                let listen = tls.map { "listen 127.0.0.1:\(port) ssl; ssl_certificate \($0.certificate); ssl_certificate_key \($0.key);" }
+                    ?? "listen 127.0.0.1:\(port);"
+                let config = """
+                    daemon off; worker_processes 1; pid \(folder)/nginx.pid; error_log \(folder)/error.log;
+                    events { worker_connections 64; }
+                    http {
+                      log_format bytes '$request_uri $status $bytes_sent $connection';
+                      access_log \(folder)/access.log bytes;
+                      client_body_temp_path \(folder)/body; proxy_temp_path \(folder)/proxy;
+                      fastcgi_temp_path \(folder)/fastcgi; uwsgi_temp_path \(folder)/uwsgi; scgi_temp_path \(folder)/scgi;
+                      types { application/json json; } default_type application/octet-stream;
+                      server { \(listen) root \(root); etag on; \(serverLines) }
+                    }
+                    """
+                try config.write(toFile: folder + "/nginx.conf", atomically: true, encoding: .utf8)
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: binary)
+                process.arguments = ["-e", folder + "/error.log", "-p", folder, "-c", folder + "/nginx.conf"]
+                try process.run()
+                return process
             }
-            """
-        try config.write(toFile: folder + "/nginx.conf", atomically: true, encoding: .utf8)
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["-e", folder + "/error.log", "-p", folder, "-c", folder + "/nginx.conf"]
-        try process.run()
-        guard eventually({ isListening(port) }) else {
-            stop()
-            throw TestSkip("nginx did not start: " + ((try? String(contentsOfFile: folder + "/error.log", encoding: .utf8)) ?? ""))
+        } catch let failure as TestSkip {
+            throw TestSkip("nginx did not start (\(failure)): " + ((try? String(contentsOfFile: folder + "/error.log", encoding: .utf8)) ?? ""))
         }
     }
 
