@@ -72,6 +72,26 @@ struct DirectoryTests {
         #expect(restarted.state.installedVersion == 1)
     }
 
+    @Test("Given the only version is incomplete at start-up, when recovering, then nothing is current, and that version is the floor until one installs")
+    func onlyVersionMissing() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        try repo.publish(version: 2)
+        var device: Device? = try Device(repo: repo, sources: [repo.url])
+        #expect(await device!.syncer.syncOnce().installedVersion == 2)
+        let path = device!.path
+        device = nil
+        try FileManager.default.removeItem(atPath: path + "/versions/2/manifest.json")
+        let restarted = try Device(repo: repo, sources: [repo.url], path: path)
+        #expect(restarted.directory.installed() == nil && restarted.currentTarget == nil)
+        #expect(restarted.state.installedVersion == nil && restarted.state.forgottenVersion == 2)
+        try repo.makeCurrent(1)
+        #expect(await restarted.syncer.syncOnce().errorCode == "rollback")
+        try repo.makeCurrent(2)
+        #expect(await restarted.syncer.syncOnce().installedVersion == 2)
+        #expect(restarted.state.forgottenVersion == nil)
+    }
+
     @Test("Given no successful check for longer than the stale window, then status is stale though nothing newer is known")
     func staleByTime() {
         var state = SyncState()

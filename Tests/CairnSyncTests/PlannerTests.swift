@@ -35,6 +35,27 @@ struct PlannerTests {
         }
     }
 
+    @Test("Given nothing installed after version 4 (root A) was forgotten as unservable, then versions below 4 and version 4 with another root are refused as rollbacks, version 4 with root A and version 5 install, and recovery lifts the floor")
+    func forgottenFloor() {
+        let planner = SyncPlanner(channel: "stable", installed: nil, forgotten: (4, Self.rootA))
+        guard case .refuse(let older) = planner.decide(Self.manifest(version: 3), now: now),
+              case .refuse(let replayed) = planner.decide(Self.manifest(version: 4, root: Self.rootC), now: now) else {
+            Issue.record("expected refusals"); return
+        }
+        #expect(older.code == .rollback && older.message.contains("installed until it could not be served"))
+        #expect(replayed.code == .rollback)
+        guard case .install(let again, .full) = planner.decide(Self.manifest(version: 4, root: Self.rootA), now: now),
+              case .install(let newer, _) = planner.decide(Self.manifest(version: 5), now: now) else {
+            Issue.record("the forgotten version itself and a newer one install"); return
+        }
+        #expect(again.version == 4 && newer.version == 5)
+        var recovering = planner
+        recovering.recovering = true
+        guard case .install = recovering.decide(Self.manifest(version: 3), now: now) else {
+            Issue.record("while recovering, a forgotten version signed by a revoked key is no floor"); return
+        }
+    }
+
     @Test("Given version 5 held back by a rollback to 4, then manifests up to 5 are skipped and 6 is installed")
     func heldBack() {
         let planner = SyncPlanner(channel: "stable", installed: installed, heldBack: 5)

@@ -79,6 +79,31 @@ struct UnservableVersionTests {
         #expect(device.currentTarget == "versions/1" && device.state.lastError == nil)
     }
 
+    @Test("Given version 2 installed first and found unservable (current dropped), when a source then offers version 1, then it is refused as a rollback and nothing installs; version 2 installs again and clears the floor")
+    func forgottenVersionIsFloor() async throws {
+        let repo = try RepoFixture(withModel: false)
+        let refusing = Refusing()
+        refusing.versions.withLock { $0 = [2] }
+        let device = try Device(repo: repo, sources: [repo.url], onInstalled: { version, _ throws(SyncError) in try refusing.open(version) })
+        try repo.publish(version: 1)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2))
+        #expect(await device.syncer.syncOnce().errorCode == "install_failed")
+        #expect(device.currentTarget == nil && device.state.installedVersion == nil)
+        #expect(device.state.forgottenVersion == 2)
+
+        // A stale mirror (or an attacker replaying signed manifests) offers version 1.
+        refusing.versions.withLock { $0 = [] }
+        try repo.makeCurrent(1)
+        let outcome = await device.syncer.syncOnce()
+        #expect(outcome.errorCode == "rollback")
+        #expect(device.state.lastError?.message.contains("older than version 2, installed until it could not be served") == true)
+        #expect(device.currentTarget == nil && device.entries("versions").isEmpty)
+
+        try repo.makeCurrent(2)
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        #expect(device.state.forgottenVersion == nil && device.state.forgottenStateRoot == nil)
+    }
+
     @Test("Given versions 1 and 2 installed, when a rollback to version 1 cannot be served, then it fails with previous_unusable, and the links, the held-back version and the rollback target are as before")
     func rollbackNotServed() async throws {
         let (_, refusing, device) = try await Self.deviceOnVersion2()

@@ -54,6 +54,11 @@ public struct SyncState: Codable, Sendable, Equatable {
     /// The previous version removed to make room for an install (`max_disk_bytes` or a full
     /// disk); nil again once a previous version is kept.
     public var previousDropped: Int?
+    /// The version that was installed until it could not be served and nothing before it could
+    /// (its `current` dropped): while nothing is installed it is the rollback floor, so that a
+    /// source cannot hand the device an older version (protocol/data-directory.md).
+    public var forgottenVersion: Int?
+    public var forgottenStateRoot: String?
 
     public init() {}
 
@@ -64,12 +69,24 @@ public struct SyncState: Codable, Sendable, Equatable {
         case highestVersionSeen = "highest_version_seen", heldBackVersion = "held_back_version", attempts, sources
         case clockFloor = "clock_floor", recoveringFrom = "recovering_from", expiredInstalls = "expired_installs"
         case previousDropped = "previous_dropped"
+        case forgottenVersion = "forgotten_version", forgottenStateRoot = "forgotten_state_root"
     }
 
-    /// Records `version` (nil: none) as the installed one.
+    /// Records `version` (nil: none) as the installed one. Nothing replacing an installed
+    /// version makes that one the floor (`forgotten_version`); a version installing clears it.
     mutating func setInstalled(_ version: InstalledVersion?) {
+        if version == nil, let was = installedVersion, was >= (forgottenVersion ?? 0) {
+            (forgottenVersion, forgottenStateRoot) = (was, installedStateRoot)
+        } else if version != nil {
+            (forgottenVersion, forgottenStateRoot) = (nil, nil)
+        }
         installedVersion = version?.version
         installedStateRoot = version?.stateRoot.hex
+    }
+
+    /// The floor while nothing is installed: the forgotten version and its state root.
+    var forgotten: (version: Int, stateRoot: ContentID?)? {
+        forgottenVersion.map { ($0, forgottenStateRoot.flatMap { ContentID(hex: $0) }) }
     }
 
     /// Drops every source's ETag: the installed version is no longer the one the manifests

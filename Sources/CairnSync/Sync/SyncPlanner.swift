@@ -54,19 +54,23 @@ public struct SyncPlanner: Sendable {
     /// Fast-forward recovery (protocol/root.md): the installed version was signed only by revoked
     /// keys, so neither it nor a held-back version is a floor.
     public var recovering: Bool
+    /// While nothing is installed: the version that was, until it could not be served
+    /// (`forgotten_version`); only it (same state root) or a newer one installs.
+    public var forgotten: (version: Int, stateRoot: ContentID?)?
 
     public init(channel: String, installed: Installed?, heldBack: Int? = nil, expiredUpdates: ExpiredUpdatePolicy = .install,
-                recovering: Bool = false) {
+                recovering: Bool = false, forgotten: (version: Int, stateRoot: ContentID?)? = nil) {
         self.channel = channel
         self.installed = installed
         self.heldBack = heldBack
         self.expiredUpdates = expiredUpdates
         self.recovering = recovering
+        self.forgotten = forgotten
     }
 
     /// Checks, in order: format, channel, version (equal: up to date; lower: rollback; not above
     /// a held-back version: skipped; while recovering only an equal version with the same state
-    /// root counts), expiry at `now` (refused only under `expiredUpdates == .refuse`), then
+    /// root counts; with nothing installed, lower than a forgotten version: rollback), expiry at `now` (refused only under `expiredUpdates == .refuse`), then
     /// chooses the cheapest path: a delta from exactly the installed version and state root with
     /// the same model, when smaller than the full snapshot.
     public func decide(_ manifest: Manifest, now: Timestamp) -> Decision {
@@ -87,6 +91,13 @@ public struct SyncPlanner: Sendable {
             }
             guard manifest.version > installed.version else {
                 return .refuse(SyncError(.rollback, "the manifest's version \(manifest.version) is older than the installed \(installed.version); rollback refused"))
+            }
+        } else if let forgotten, !recovering {
+            guard manifest.version >= forgotten.version else {
+                return .refuse(SyncError(.rollback, "the manifest's version \(manifest.version) is older than version \(forgotten.version), installed until it could not be served; rollback refused"))
+            }
+            guard manifest.version > forgotten.version || forgotten.stateRoot == nil || manifest.stateRoot == forgotten.stateRoot else {
+                return .refuse(SyncError(.rollback, "the manifest reuses version \(manifest.version) with another state root; refused"))
             }
         }
         if let heldBack, !recovering, manifest.version <= heldBack {

@@ -274,7 +274,8 @@ public actor Syncer {
         let recovering = state.recoveringFrom != nil && configuration.trustedRoot != nil
         let planner = SyncPlanner(channel: configuration.channel, installed: installed.map {
             .init(version: $0.version, stateRoot: $0.stateRoot, dimension: $0.manifest.dimension, modelID: $0.manifest.model.id)
-        }, heldBack: state.heldBackVersion, expiredUpdates: configuration.expiredUpdates, recovering: recovering)
+        }, heldBack: state.heldBackVersion, expiredUpdates: configuration.expiredUpdates, recovering: recovering,
+           forgotten: state.forgotten)
         switch planner.decide(manifest, now: now) {
         case .upToDate:
             if !recovering { state.raiseClockFloor(to: manifest.created) }
