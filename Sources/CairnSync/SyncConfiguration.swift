@@ -126,4 +126,11 @@ public struct TransferLimits: Sendable {
         self.bandwidthCap = bandwidthCap
         self.maxManifestBytes = maxManifestBytes
     }
+
+    /// The low-speed limit a transfer runs under: under a receive cap, at most half the cap, or
+    /// every transfer capped below the limit would be cut as stalled.
+    public var effectiveLowSpeed: Int {
+        guard let cap = bandwidthCap else { return lowSpeedBytesPerSecond }
+        return Int(min(Int64(lowSpeedBytesPerSecond), max(1, cap / 2)))
+    }
 }

@@ -8,8 +8,11 @@ import Testing
 /// `unauthorized` or `tls` in one line while it keeps serving what it has.
 @Suite("Private repositories: nginx with TLS, client certificates and credentials (real processes)", .offCooperativePool, .serialized)
 struct PrivateRepositoryTests {
-    /// A CA, a server certificate for 127.0.0.1 and a client certificate, in `folder`.
-    static func makeCertificates(in folder: String) async throws {
+    /// A CA, a server certificate for 127.0.0.1 and a client certificate, in the workspace's
+    /// `pki` folder (returned).
+    static func makeCertificates(in workspace: Workspace) async throws -> String {
+        let folder = workspace.folder + "/pki"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let openssl = try requireOrSkip(["/usr/bin/openssl"].first { FileManager.default.isExecutableFile(atPath: $0) },
                                         "openssl is not installed (apt-get install openssl)")
         func ssl(_ arguments: [String]) async throws {
@@ -26,6 +29,7 @@ struct PrivateRepositoryTests {
             try await ssl(["x509", "-req", "-in", folder + "/\(name).csr", "-CA", folder + "/ca.pem", "-CAkey", folder + "/ca.key",
                            "-CAcreateserial", "-out", folder + "/\(name).pem", "-days", "2", "-extfile", folder + "/\(name).ext"])
         }
+        return folder
     }
 
     static func write(_ text: String, _ path: String) throws {
@@ -64,9 +68,7 @@ struct PrivateRepositoryTests {
     func basicAuthAndMutualTLS() async throws {
         let workspace = try await Workspace.make()
         try await workspace.publishOnThread(Workspace.version1)
-        let pki = workspace.folder + "/pki"
-        try FileManager.default.createDirectory(atPath: pki, withIntermediateDirectories: true)
-        try await Self.makeCertificates(in: pki)
+        let pki = try await Self.makeCertificates(in: workspace)
         try Self.write("device:{PLAIN}right-password\n", pki + "/htpasswd")
         let nginx = try Nginx(root: workspace.repo, tls: .init(certificate: pki + "/server.pem", key: pki + "/server.key"),
                               serverLines: "ssl_client_certificate \(pki)/ca.pem; ssl_verify_client on; "
@@ -108,9 +110,7 @@ struct PrivateRepositoryTests {
     func bearerToken() async throws {
         let workspace = try await Workspace.make()
         try await workspace.publishOnThread(Workspace.version1)
-        let pki = workspace.folder + "/pki"
-        try FileManager.default.createDirectory(atPath: pki, withIntermediateDirectories: true)
-        try await Self.makeCertificates(in: pki)
+        let pki = try await Self.makeCertificates(in: workspace)
         let nginx = try Nginx(root: workspace.repo, tls: .init(certificate: pki + "/server.pem", key: pki + "/server.key"),
                               serverLines: #"if ($http_authorization != "Bearer field-token-7f3a") { return 401; }"#)
         defer { nginx.stop() }
@@ -127,5 +127,24 @@ struct PrivateRepositoryTests {
         defer { device.stop() }
         #expect(try device.query("boil water", mode: "lexical").version == 1)
         #expect(!device.log.contains("field-token-7f3a") && !device.log.contains("someone-elses-token"))
+    }
+
+    @Test("Given an https source that redirects to plain http, when the device syncs, then it refuses the redirect with http_status in one line, and the http server is never asked")
+    func noDowngradeRedirect() async throws {
+        let workspace = try await Workspace.make()
+        try await workspace.publishOnThread(Workspace.version1)
+        let pki = try await Self.makeCertificates(in: workspace)
+        let plain = try Nginx(root: workspace.repo)
+        defer { plain.stop() }
+        let nginx = try Nginx(root: workspace.repo, tls: .init(certificate: pki + "/server.pem", key: pki + "/server.key"),
+                              serverLines: "return 302 \(plain.url)$request_uri;")
+        defer { nginx.stop() }
+        let device = try await Self.device(workspace, source: nginx.url, name: "downgrade", dataDirectory: workspace.folder + "/data",
+                                           config: Self.config(source: nginx.url, ["ca_bundle": pki + "/ca.pem"]),
+                                           expecting: "http_status")
+        defer { device.stop() }
+        let line = device.syncStatus["last_error"] as? String ?? ""
+        #expect(line.contains("redirected the manifest (HTTP 302) to a scheme not allowed") && !line.contains("\n"), "\(line)")
+        #expect(plain.accessLog.isEmpty, "\(plain.accessLog)")
     }
 }

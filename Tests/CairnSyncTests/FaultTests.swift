@@ -9,6 +9,20 @@ import Testing
 /// nginx cannot produce on demand (cut connections, stalls, garbage, 500s) on the real wire.
 @Suite("Faulty sources: skipped for the next, resumed, recorded", .offCooperativePool)
 struct FaultTests {
+    /// Version 1 published, the fault server started on it with `options`, and a new device
+    /// whose only source it is.
+    static func sourceOnVersion1(_ options: [String]) throws -> (FaultServer, Device) {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let server = try FaultServer(root: repo.root, options)
+        do {
+            return (server, try Device(repo: repo, sources: [server.url]))
+        } catch {
+            server.stop()
+            throw error
+        }
+    }
+
     @Test("Given a first source serving corrupt blobs, when syncing, then it is skipped, the second succeeds and health records both")
     func corruptBlobSkipped() async throws {
         let repo = try RepoFixture(withModel: false)
@@ -81,12 +95,53 @@ struct FaultTests {
 
     @Test("Given a source answering 500, when syncing, then the attempt fails with http_status, online, and nothing changes")
     func serverError() async throws {
-        let repo = try RepoFixture(withModel: false)
-        try repo.publish(version: 1)
-        let server = try FaultServer(root: repo.root, ["--status", "500"])
+        let (server, device) = try Self.sourceOnVersion1(["--status", "500"])
         defer { server.stop() }
-        let device = try Device(repo: repo, sources: [server.url])
         #expect(await device.syncer.syncOnce().errorCode == "http_status")
         #expect(device.state.lastAttemptReachedSource == true && device.currentTarget == nil)
+    }
+
+    @Test("Given a source answering 500 with an endless error page, when syncing, then the attempt fails with http_status having read at most about 64 KiB of the page")
+    func endlessErrorPage() async throws {
+        let page = 64 << 20
+        let (server, device) = try Self.sourceOnVersion1(["--status", "500", "--error-body", "\(page)"])
+        defer { server.stop() }
+        #expect(await device.syncer.syncOnce().errorCode == "http_status")
+        #expect(device.state.lastError?.message.contains("HTTP 500") == true)
+        // What the link paid: the discarded page is cut after 64 KiB (libcurl reads up to 16 KiB
+        // past it), not read to its 64 MiB end.
+        let received = await device.syncer.lastAttemptStats.bodyBytes
+        #expect(received < 256 << 10, "\(received) bytes of the error page read")
+        #expect(eventually { server.requests.contains { $0.status == 500 && $0.sent < page } }, "\(server.requests)")
+    }
+
+    @Test("Given a source answering 304 to a manifest request that sent no ETag, when a new device syncs, then the attempt fails with http_status instead of finding itself up to date")
+    func notModifiedWithoutETag() async throws {
+        let (server, device) = try Self.sourceOnVersion1(["--status", "304"])
+        defer { server.stop() }
+        #expect(await device.syncer.syncOnce().errorCode == "http_status")
+        #expect(device.state.lastError?.message.contains("304") == true && device.currentTarget == nil)
+        try server.clear()
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+    }
+
+    @Test("Given a source answering a blob request with 206 for bytes other than those asked for, when syncing, then the attempt fails with http_status naming both offsets and nothing is installed")
+    func misplacedPartialContent() async throws {
+        let (server, device) = try Self.sourceOnVersion1([])
+        defer { server.stop() }
+        try server.set(["shift_range": 10])
+        #expect(await device.syncer.syncOnce().errorCode == "http_status")
+        #expect(device.state.lastError?.message.contains("206 with bytes from 10") == true, "\(String(describing: device.state.lastError))")
+        #expect(device.currentTarget == nil)
+        try server.clear()
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+    }
+
+    @Test("Given a bandwidth cap below the low-speed limit, then transfers run under a low-speed limit of half the cap; without a cap, or above it, the limit is unchanged")
+    func lowSpeedUnderCap() {
+        #expect(TransferLimits(lowSpeedBytesPerSecond: 1024, bandwidthCap: 600).effectiveLowSpeed == 300)
+        #expect(TransferLimits(lowSpeedBytesPerSecond: 1024, bandwidthCap: 1).effectiveLowSpeed == 1)
+        #expect(TransferLimits(lowSpeedBytesPerSecond: 1024).effectiveLowSpeed == 1024)
+        #expect(TransferLimits(lowSpeedBytesPerSecond: 1024, bandwidthCap: 1 << 20).effectiveLowSpeed == 1024)
     }
 }

@@ -63,8 +63,8 @@ public struct DaemonConfiguration: Sendable, Hashable {
     /// [`backoff_min`, `backoff_max`, seconds] Default 30 and 3600.
     public var backoffMinimum: Double = 30
     public var backoffMaximum: Double = 3600
-    /// Seconds a download may run below 1 KiB/s before the source counts as stalled and the
-    /// next one is tried (sync). [`stall_timeout`] Default 30.
+    /// Seconds a download may run below 1 KiB/s (half of `bandwidth_cap` when lower) before the
+    /// source counts as stalled and the next one is tried (sync). [`stall_timeout`] Default 30.
     public var stallTimeout: Double = 30
     /// Download speed cap in bytes per second, nil for none (sync). [`bandwidth_cap`] Default none.
     public var bandwidthCap: Int64?

@@ -81,15 +81,15 @@ enum CurlTransfer {
             _ = cairn_curl_setopt_string(handle, CURLOPT_URL, url)
             _ = cairn_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
             _ = cairn_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https,file")
-            // A redirect may not lead from a server to a local file.
-            _ = cairn_curl_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+            // A redirect may not lead from a server to a local file, nor from HTTPS to plain HTTP.
+            _ = cairn_curl_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, url.hasPrefix("https:") ? "https" : "http,https")
             _ = cairn_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
             _ = cairn_curl_setopt_long(handle, CURLOPT_MAXREDIRS, limits.maxRedirects)
             _ = cairn_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1)
             _ = cairn_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2)
             _ = cairn_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT, limits.connectTimeout)
             _ = cairn_curl_setopt_long(handle, CURLOPT_TIMEOUT, limits.overallTimeout)
-            _ = cairn_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, limits.lowSpeedBytesPerSecond)
+            _ = cairn_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, limits.effectiveLowSpeed)
             _ = cairn_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, limits.lowSpeedSeconds)
             if let cap = limits.bandwidthCap {
                 _ = cairn_curl_setopt_offset(handle, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(cap))

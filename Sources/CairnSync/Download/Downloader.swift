@@ -30,7 +30,12 @@ public struct Downloader: Sendable {
         let headers = try access.headers() + (etag.map { ["If-None-Match: \($0)"] } ?? [])
         let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, access: access,
                                              headers: headers)
-        if outcome.status == 304 { return (.notModified, outcome.stats) }
+        // A 304 means "the ETag sent still holds": to a request that sent none it says nothing,
+        // and taking it for "up to date" would keep a device without a version from installing.
+        if outcome.status == 304 {
+            guard etag != nil else { throw SyncError(.httpStatus, "the source answered HTTP 304 (not modified) for the manifest to a request that sent no ETag") }
+            return (.notModified, outcome.stats)
+        }
         try check(outcome, context, what: "manifest", url: url, access: access)
         return (.fetched(bytes: context.body, etag: context.etag), outcome.stats)
     }
@@ -134,7 +139,15 @@ public struct Downloader: Sendable {
         if Self.tlsCodes.contains(outcome.code.rawValue) {
             throw SyncError(.tls, "TLS with the source failed for the \(what): \(outcome.message) (curl \(outcome.code.rawValue)); check ca_bundle, client_cert and client_key")
         }
-        if outcome.status >= 400 || (outcome.status > 0 && outcome.status < 200) || (300..<400).contains(outcome.status) {
+        if context.misplacedRange {
+            throw SyncError(.httpStatus, "the source answered HTTP 206 with \(context.contentRangeStart.map { "bytes from \($0)" } ?? "no byte range") for the \(what), not the bytes from \(context.rangeStart) asked for")
+        }
+        if outcome.code == CURLE_UNSUPPORTED_PROTOCOL, (300..<400).contains(outcome.status) {
+            throw SyncError(.httpStatus, "the source redirected the \(what) (HTTP \(outcome.status)) to a scheme not allowed: a server only to http or https, an https source only to https")
+        }
+        // Only 200 (the whole file) and 206 (the range asked for) carry the bytes asked for;
+        // file:// has no status.
+        if outcome.status != 0, outcome.status != 200, outcome.status != 206 {
             throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) for the \(what)")
         }
         guard outcome.code == CURLE_OK else {

@@ -30,6 +30,16 @@ final class TransferContext: @unchecked Sendable {
     var status = 0
     private var statusChecked = false
     private var discarding = false
+    /// Body bytes of a refused answer (an error page) read so far.
+    private var discarded = 0
+    /// The most of a refused answer's body read before the transfer is cut: the status says
+    /// what went wrong, and an endless error page must not eat a metered link.
+    static let discardLimit = 64 << 10
+    /// The first byte of the `Content-Range` of the current response (nil: none).
+    var contentRangeStart: Int64?
+    /// A 206 whose range does not start where the request asked: its bytes would land at the
+    /// wrong offset, so the transfer is cut.
+    var misplacedRange = false
     var exceeded = false
     var writeFailed = false
     /// The errno of the failed write (ENOSPC, EFBIG, EROFS…).
@@ -53,7 +63,11 @@ final class TransferContext: @unchecked Sendable {
     /// Body bytes from libcurl. Returning fewer than `count` aborts the transfer.
     func receive(_ data: UnsafeRawPointer, _ count: Int) -> Int {
         if !statusChecked { checkStatus() }
-        if discarding { return count }
+        if misplacedRange { return 0 }
+        if discarding {
+            discarded += count
+            return discarded <= Self.discardLimit ? count : 0
+        }
         guard held + Int64(count) <= limit else {
             exceeded = true
             return 0
@@ -85,15 +99,18 @@ final class TransferContext: @unchecked Sendable {
     }
 
     /// On the first body bytes: a 200 to a range request means the server ignored the range,
-    /// so the file restarts from zero; an error status's body is discarded.
+    /// so the file restarts from zero; a 206 must start where the range asked; any other
+    /// status's body is discarded (up to `discardLimit`) and the status refused.
     private func checkStatus() {
         statusChecked = true
         var code = 0
         _ = cairn_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &code)
         status = code
         switch code {
-        case 0, 206:
-            break // file:// (no status) honours ranges; 206 is the range asked for
+        case 0:
+            break // file:// (no status) honours ranges
+        case 206:
+            misplacedRange = contentRangeStart != rangeStart
         case 200:
             if rangeStart > 0, fd >= 0 {
                 _ = ftruncate(fd, 0)
@@ -110,12 +127,27 @@ final class TransferContext: @unchecked Sendable {
     /// One header line; a status line starts a new response (a redirect), which forgets the ETag.
     func header(_ data: UnsafeRawPointer, _ count: Int) -> Int {
         let line = String(decoding: UnsafeRawBufferPointer(start: data, count: count), as: UTF8.self)
+        let lowered = line.lowercased()
         if line.hasPrefix("HTTP/") {
-            etag = nil
-        } else if line.lowercased().hasPrefix("etag:") {
+            (etag, contentRangeStart) = (nil, nil)
+        } else if lowered.hasPrefix("etag:") {
             etag = line.dropFirst(5).trimmingCharacters(in: .whitespacesAndNewlines)
+        } else if lowered.hasPrefix("content-range:") {
+            contentRangeStart = Self.rangeStart(of: lowered.dropFirst(14))
         }
         return count
+    }
+}
+
+extension TransferContext {
+    /// The first byte of a `Content-Range` value, `bytes <first>-<last>/<length>` (RFC 9110
+    /// 14.4); nil for anything else.
+    static func rangeStart(of value: Substring) -> Int64? {
+        let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard trimmed.hasPrefix("bytes "), let dash = trimmed.firstIndex(of: "-") else { return nil }
+        let first = trimmed[trimmed.index(trimmed.startIndex, offsetBy: 6)..<dash].trimmingCharacters(in: .whitespaces)
+        guard !first.isEmpty, first.allSatisfy(\.isASCII), first.allSatisfy(\.isNumber) else { return nil }
+        return Int64(first)
     }
 }
 

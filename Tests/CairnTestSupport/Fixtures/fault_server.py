@@ -6,13 +6,17 @@ request misbehaves for blob paths (/blobs/...):
   --cut-after N    the first blob response sends N body bytes, then closes the connection (once)
   --stall-after N  every blob response sends N body bytes, then stops sending (keeps the socket)
   --corrupt        every blob body is served with its bytes inverted
-  --status CODE    every request is answered with CODE and a short body
+  --status CODE    every request is answered with CODE and a short body (none for 204 and 304)
+  --error-body N   with --status: the body is N bytes, sent in 64 KiB pieces until the client
+                   stops reading (logged: the bytes the socket took)
   --control FILE   a JSON object read at every request; while present its keys replace the
                    flags above (cut_after, stall_after, corrupt, status, applied to every blob
                    response, not once) and add: flip_bit (absolute bit offset in the blob to
                    invert), truncate (serve the blob as if it held only its first N bytes),
                    length_delta (announce a Content-Length off by N, then close), html (answer
-                   blobs with a 200 HTML page), rate (body bytes per second, ten pieces a second)
+                   blobs with a 200 HTML page), rate (body bytes per second, ten pieces a second),
+                   error_body (as --error-body), shift_range (answer every blob GET with 206 and
+                   the bytes from this offset, whatever the request asked)
   --port N         listen on N instead of a port chosen by the OS (to come back after a kill)
 Each request is logged to --log as one line: "<path> <status> <range or -> <body bytes sent>".
 The bound port (on 127.0.0.1, chosen by the OS) is written to --port-file once listening.
@@ -53,12 +57,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
         rng = self.headers.get("Range")
         fault = faults()
         if fault.get("status"):
-            body = b"fault server error\n"
-            self.send_response(fault["status"])
-            self.send_header("Content-Length", str(len(body)))
+            status = fault["status"]
+            size = 0 if status in (204, 304) else fault.get("error_body") or len(b"fault server error\n")
+            self.send_response(status)
+            if status not in (204, 304):
+                self.send_header("Content-Length", str(size))
             self.end_headers()
-            self.wfile.write(body)
-            log(path, fault["status"], rng, len(body))
+            sent = 0
+            try:
+                piece = b"fault server error\n" * 3450  # 65,550 bytes
+                while sent < size:
+                    chunk = piece[:min(len(piece), size - sent)]
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+                    sent += len(chunk)
+            except OSError:
+                self.close_connection = True
+            log(path, status, rng, sent)
             return
         full = os.path.realpath(os.path.join(args.root, path.lstrip("/")))
         if not full.startswith(os.path.realpath(args.root)) or not os.path.isfile(full):
@@ -83,7 +98,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if blob and fault.get("truncate") is not None:
             data = data[:fault["truncate"]]
         start, end, status = 0, len(data) - 1, 200
-        if rng and rng.startswith("bytes="):
+        if blob and fault.get("shift_range") is not None and not head:
+            start, status = fault["shift_range"], 206
+        elif rng and rng.startswith("bytes="):
             first, _, last = rng[6:].partition("-")
             start = int(first)
             end = int(last) if last else len(data) - 1
@@ -160,7 +177,7 @@ def faults():
         except (OSError, ValueError):
             pass
     return {"cut_after": args.cut_after, "stall_after": args.stall_after, "corrupt": args.corrupt,
-            "status": args.status}
+            "status": args.status, "error_body": args.error_body}
 
 
 def main():
@@ -173,6 +190,7 @@ def main():
     parser.add_argument("--stall-after", type=int)
     parser.add_argument("--corrupt", action="store_true")
     parser.add_argument("--status", type=int)
+    parser.add_argument("--error-body", type=int)
     parser.add_argument("--control")
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
