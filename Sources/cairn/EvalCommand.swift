@@ -108,7 +108,7 @@ struct EvalCommand: AsyncParsableCommand {
 
         let data = scratch + "/data"
         let root = URL(fileURLWithPath: repository.root).standardizedFileURL.path
-        var arguments = ["--channel", repository.channel, "--source", "file://" + root,
+        var arguments = ["--channel", repository.channel, "--source", SourceURL.forFolder(root),
                          "--trusted-key", repository.trustedKeyPath, "--poll-interval", "1"]
         // cairnd's search settings given on the command line, then the further channels, as a
         // device would follow them: [channel NAME] sections.
@@ -121,7 +121,7 @@ struct EvalCommand: AsyncParsableCommand {
         let given = settings.compactMap { setting in setting.value.map { "\(setting.key) = \($0)\n" } }
         if !others.isEmpty || !given.isEmpty {
             let config = scratch + "/cairnd.conf"
-            let text = given + others.map { "[channel \($0.channel)]\nsource = file://\(root)\ntrusted_key = \($0.trustedKeyPath)\npoll_interval = 1\n" }
+            let text = given + others.map { "[channel \($0.channel)]\nsource = \(SourceURL.forFolder(root))\ntrusted_key = \($0.trustedKeyPath)\npoll_interval = 1\n" }
             guard FileManager.default.createFile(atPath: config, contents: Data(text.joined().utf8)) else { throw EvalFailure.io("cannot write \(config)") }
             arguments += ["--config", config]
         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CairnCore
 import Foundation
 
 struct ExportCommand: AsyncParsableCommand {
@@ -40,6 +41,6 @@ struct ExportCommand: AsyncParsableCommand {
         let answer = try daemon.decode(Answer.self, from: body)
         let size = ByteCountFormatter.string(fromByteCount: answer.bytes, countStyle: .file)
         print("exported version \(answer.version) of channel \(answer.channel) to \(answer.to): \(answer.files) files, \(size)"
-              + " (snapshot \(answer.snapshot)); sync from it with --source file://\(answer.to)")
+              + " (snapshot \(answer.snapshot)); sync from it with --source \(SourceURL.forFolder(answer.to))")
     }
 }

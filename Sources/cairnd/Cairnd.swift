@@ -107,6 +107,10 @@ struct Cairnd: AsyncParsableCommand {
         if let path = config ?? existingDefaultFile() { try configuration.apply(file: path) }
         configuration.apply(environment: ProcessInfo.processInfo.environment)
         if !source.isEmpty { configuration.sources = source }
+        // Sources from the flags or CAIRN_SOURCES (the file's lines are checked as they are read).
+        if let problem = configuration.sources.lazy.compactMap(SourceURL.problem).first {
+            throw DaemonError(.badConfiguration, problem)
+        }
         if !trustedKey.isEmpty {
             configuration.trustedKeys = trustedKey
             if trustedRoot == nil { configuration.trustedRoot = nil }

@@ -123,7 +123,7 @@ struct ConfigurationTests {
     @Test("Given CAIRN_* variables, when applied, then they override the file's values")
     func environment() throws {
         var c = DaemonConfiguration()
-        try c.apply(DaemonConfiguration.parse("socket = /from-file\nsource = a"))
+        try c.apply(DaemonConfiguration.parse("socket = /from-file\nsource = https://from-file.example"))
         c.apply(environment: ["CAIRN_SOCKET": "/env.sock", "CAIRN_DATA_DIR": "/env-data", "CAIRN_CHANNEL": "edge",
                               "CAIRN_SOURCES": "https://x.example, file:///usb"])
         #expect(c.socketPath == "/env.sock" && c.dataDirectory == "/env-data" && c.channel == "edge")

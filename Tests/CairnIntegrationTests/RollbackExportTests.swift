@@ -1,3 +1,4 @@
+import CairnCore
 import CairnTestSupport
 import Foundation
 import Synchronization
@@ -156,8 +157,9 @@ struct RollbackExportTests {
         let requests = (try? String(contentsOfFile: serverLog, encoding: .utf8)) ?? ""
         #expect(!requests.contains(try workspace.blobs().snapshot), "device A should have taken the delta")
 
-        // When device A exports, the snapshot is rebuilt from its index.
-        let export = workspace.folder + "/usb"
+        // When device A exports, the snapshot is rebuilt from its index (onto a stick whose
+        // mount point's name holds a space and a '#', which a URL must percent-encode).
+        let export = workspace.folder + "/USB STICK #1"
         let exported = try deviceA.cairn(["export", "--to", export, "--json"])
         try #require(exported.status == 0, "export: \(exported.error)")
         let answer = try JSONSerialization.jsonObject(with: Data(exported.output.utf8)) as! [String: Any]
@@ -165,16 +167,19 @@ struct RollbackExportTests {
         #expect(FileManager.default.fileExists(atPath: export + "/channels/field/versions/2.json"))
 
         // Then device B, with only the export as source, installs and answers the same.
-        let deviceB = try DeviceProcess(workspace, sources: ["file://" + export], name: "device-b")
+        let deviceB = try DeviceProcess(workspace, sources: [SourceURL.forFolder(export)], name: "device-b")
         defer { deviceB.stop() }
         try await deviceB.waitForVersion(2)
         let fromA = try deviceA.query("sandbags pyramid"), fromB = try deviceB.query("sandbags pyramid")
         #expect(fromA.version == fromB.version && fromA.ids == fromB.ids)
         #expect(deviceA.status()["state_root"] as? String == deviceB.status()["state_root"] as? String)
 
-        // Device B installed the full snapshot: its own export hands on the kept blob.
-        let again = try deviceB.cairn(["export", "--to", workspace.folder + "/usb-b", "--json"])
-        #expect(again.status == 0 && again.output.contains("\"snapshot\":\"kept\""), "export from B: \(again.error)")
+        // Device B installed the full snapshot: its own export hands on the kept blob, and the
+        // line it prints gives a --source that libcurl takes for that folder.
+        let exportB = workspace.folder + "/usb b 100%"
+        let again = try deviceB.cairn(["export", "--to", exportB])
+        #expect(again.status == 0 && again.output.contains("(snapshot kept)"), "export from B: \(again.error)")
+        #expect(again.output.hasSuffix("sync from it with --source file://\(workspace.folder)/usb%20b%20100%25\n"), "\(again.output)")
 
         // An export into a non-empty folder is refused in one line.
         let busy = try deviceA.cairn(["export", "--to", export])

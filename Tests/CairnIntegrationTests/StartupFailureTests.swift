@@ -127,6 +127,27 @@ struct StartupFailureTests {
                                 saying: ["trusted_root and trusted_key are both set"])
     }
 
+    @Test("Given a source that is a bare folder, a relative file:// URL, another scheme or a folder name with a space (flag, config line, CAIRN_SOURCES), when cairnd starts, then it exits 2 with one line saying what to write instead")
+    func cairndSourceNotAURL() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let base = ["--data-dir", folder + "/data", "--socket", folder + "/d.sock"]
+        try await expectOneLine("cairnd", base + ["--source", "/media/usb/repo"], in: folder, exit: 2,
+                                saying: ["source /media/usb/repo is a folder, not a URL", "file:///media/usb/repo"])
+        try await expectOneLine("cairnd", base + ["--source", "file://media/usb"], in: folder, exit: 2,
+                                saying: ["not an absolute file:// URL", "file:///media/usb/repo"])
+        try await expectOneLine("cairnd", base + ["--source", "ftp://mirror.example.org/repo"], in: folder, exit: 2,
+                                saying: ["must start with http://, https:// or file://"])
+        let config = folder + "/cairnd.conf"
+        try "source = https://kb.example.org/repo\nsource = file:///media/USB STICK/repo\n".write(toFile: config, atomically: true, encoding: .utf8)
+        try await expectOneLine("cairnd", base + ["--config", config], in: folder, exit: 2,
+                                saying: ["config line 2", "holds white space", "file:///media/USB%20STICK/repo"])
+        let fromEnvironment = try await onThread {
+            try Binaries.run("cairnd", base, in: folder, environment: ["CAIRN_SOURCES": "https://, https://kb.example.org/repo"])
+        }
+        #expect(fromEnvironment.status == 2 && fromEnvironment.error.contains("source https:// names no host"), "\(fromEnvironment.error)")
+    }
+
     @Test("Given an unknown flag, when cairnd starts, then it exits 2 with one line naming the flag")
     func cairndBadFlag() async throws {
         let folder = try TemporaryDirectory.make()

@@ -1,4 +1,5 @@
 public import CairnClient
+import CairnCore
 import CairnStore
 import CairnSync
 import Foundation
@@ -58,6 +59,7 @@ extension DaemonConfiguration {
             }
             switch entry.key {
             case "source":
+                if let problem = SourceURL.problem(v) { throw DaemonError(.badConfiguration, "config line \(entry.line): \(problem)") }
                 if !sawSource { sources = []; sawSource = true }
                 sources.append(v)
             case "trusted_key":
@@ -131,7 +133,9 @@ extension DaemonConfiguration {
         }()
         let v = entry.value
         switch entry.key {
-        case "source": extraChannels[index].sources.append(v)
+        case "source":
+            if let problem = SourceURL.problem(v) { throw DaemonError(.badConfiguration, "config line \(entry.line): \(problem)") }
+            extraChannels[index].sources.append(v)
         case "trusted_key": extraChannels[index].trustedKeys.append(v)
         case "trusted_root": extraChannels[index].trustedRoot = v
         case "poll_interval":

@@ -1,0 +1,47 @@
+public import Foundation
+
+/// The base URL of a repository copy, as cairnd takes it (`--source`, `source =`): `http://` or
+/// `https://` with a host, or `file://` with an absolute path; no white space or control
+/// characters (libcurl refuses a URL with a space, so a folder's name is percent-encoded).
+public enum SourceURL {
+    /// The `file://` URL of the folder at the absolute `path`, percent-encoded (a stick mounted
+    /// as `/media/USB STICK` gives `file:///media/USB%20STICK`).
+    public static func forFolder(_ path: String) -> String {
+        "file://" + (path.addingPercentEncoding(withAllowedCharacters: pathCharacters) ?? path)
+    }
+
+    /// What a path may hold unencoded in a URL: RFC 3986's unreserved characters, `/`, and the
+    /// sub-delimiters and `:@` that a path segment allows; `%`, `?`, `#` and spaces are encoded.
+    private static let pathCharacters = CharacterSet(charactersIn:
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/!$&'()*+,;=:@")
+
+    /// Nil when `source` is a usable base URL, else what is wrong with it and what to write
+    /// instead, as one line.
+    public static func problem(_ source: String) -> String? {
+        let lowered = source.lowercased()
+        if source.hasPrefix("/") {
+            return "source \(source) is a folder, not a URL; write it as \(forFolder(source))"
+        }
+        if source.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0.value == 0x7F }) {
+            if lowered.hasPrefix("file:///") {
+                let folder = String(source.dropFirst(7))
+                return "source \"\(source)\" holds white space; percent-encode it: \(forFolder(folder.removingPercentEncoding ?? folder))"
+            }
+            return "source \"\(source)\" holds white space or a control character; percent-encode it (a space is %20)"
+        }
+        for scheme in ["http://", "https://"] where lowered.hasPrefix(scheme) {
+            let rest = source.dropFirst(scheme.count)
+            guard let first = rest.first, first != "/", first != "?", first != "#" else {
+                return "source \(source) names no host; write \(scheme)HOST[:PORT]/PATH"
+            }
+            return nil
+        }
+        if lowered.hasPrefix("file://") {
+            guard source.dropFirst(7).first == "/" else {
+                return "source \(source) is not an absolute file:// URL; a folder is file:// followed by its absolute path, like file:///media/usb/repo"
+            }
+            return nil
+        }
+        return "source \(source) must start with http://, https:// or file://"
+    }
+}

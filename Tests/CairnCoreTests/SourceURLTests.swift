@@ -1,0 +1,31 @@
+import CairnCore
+import Testing
+
+@Suite("SourceURL: what cairnd takes as a source, and a folder's file:// URL")
+struct SourceURLTests {
+    @Test("Given folder paths with spaces, '#', '%', '?' and non-ASCII names, then forFolder percent-encodes exactly those and keeps the slashes")
+    func folderURLs() {
+        #expect(SourceURL.forFolder("/media/usb/repo") == "file:///media/usb/repo")
+        #expect(SourceURL.forFolder("/media/USB STICK/repo") == "file:///media/USB%20STICK/repo")
+        #expect(SourceURL.forFolder("/mnt/a#1/b?c/100%") == "file:///mnt/a%231/b%3Fc/100%25")
+        #expect(SourceURL.forFolder("/media/Clé") == "file:///media/Cl%C3%A9")
+        #expect(SourceURL.problem(SourceURL.forFolder("/media/USB STICK #2")) == nil)
+    }
+
+    @Test("Given http(s) URLs with a host and absolute file:// URLs, then they are accepted; a bare folder, a relative file:// URL, a missing host, another scheme or white space is refused saying what to write")
+    func problems() {
+        for good in ["http://10.0.0.5:8080", "https://kb.example.org/repo/", "HTTPS://KB.EXAMPLE.ORG/repo", "file:///media/usb/repo",
+                     "file:///media/USB%20STICK"] {
+            #expect(SourceURL.problem(good) == nil, "\(good)")
+        }
+        #expect(SourceURL.problem("/media/usb")?.contains("write it as file:///media/usb") == true)
+        #expect(SourceURL.problem("/media/USB STICK")?.contains("file:///media/USB%20STICK") == true)
+        #expect(SourceURL.problem("file://media/usb")?.contains("not an absolute file:// URL") == true)
+        #expect(SourceURL.problem("https:///repo")?.contains("names no host") == true)
+        #expect(SourceURL.problem("ftp://mirror/repo")?.contains("must start with http://, https:// or file://") == true)
+        #expect(SourceURL.problem("kb.example.org/repo")?.contains("must start with") == true)
+        #expect(SourceURL.problem("file:///media/USB STICK")?.contains("percent-encode it: file:///media/USB%20STICK") == true)
+        #expect(SourceURL.problem("https://kb.example.org/a b")?.contains("white space") == true)
+        #expect(SourceURL.problem("https://kb.example.org/\u{7}")?.contains("control character") == true)
+    }
+}
