@@ -9,11 +9,12 @@ struct PublishCommand: ParsableCommand {
         commandName: "publish",
         abstract: "Publish a knowledge base as the channel's next signed version.",
         discussion: """
-            SOURCE is a file or a folder (walked recursively, sorted, dotfiles skipped): .json (an \
-            array of {id, title, content, scenario?, tags?, source?} records or BEIR {_id, title, \
-            text}), .jsonl (one record per line), .md/.markdown/.txt (cut into chunks of about \
-            --chunk-words words overlapping by --overlap-words; title = first heading or file name; \
-            id = <relative path>#<n>).
+            SOURCE is a file or a folder (walked recursively, sorted, dotfiles skipped, symlinked \
+            files read, symlinked folders not followed): .json (an array of {id, title, content, \
+            scenario?, tags?, source?} records or BEIR {_id, title, text}), .jsonl (one record per \
+            line), .md/.markdown/.txt (cut into chunks of about --chunk-words words overlapping by \
+            --overlap-words; title = front matter's title:, else first heading outside code, else \
+            file name; front matter and HTML comments are not text; id = <relative path>#<n>).
 
             Only chunks whose text changed are embedded: vectors come from earlier snapshots and \
             from the embedding cache (--cache, default ${XDG_CACHE_HOME:-~/.cache}/cairn/\

@@ -61,4 +61,78 @@ struct ChunkingTests {
         #expect(chunks.map(\.id) == ["d1", "b/page.md#1", "c.txt#1"])
         #expect(chunks[0].content == "beir text")
     }
+
+    @Test("Given a folder whose subfolders repeat the source's own path, a symlink to a file and one to a folder, when read, then every file is found under its true relative path, the linked file is read and the linked folder is not walked")
+    func folderWalkRepeatedRoot() throws {
+        let folder = try TemporaryDirectory.make()
+        // The source is FOLDER/kb; a file lies at FOLDER/kb/guides/FOLDER/kb/deep.md.
+        let root = folder + "/kb"
+        let nested = root + "/guides" + root
+        try FileManager.default.createDirectory(atPath: nested, withIntermediateDirectories: true)
+        try "deep text".write(toFile: nested + "/deep.md", atomically: true, encoding: .utf8)
+        try "top text".write(toFile: root + "/top.md", atomically: true, encoding: .utf8)
+        let outside = folder + "/outside"
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        try "outside text".write(toFile: outside + "/o.md", atomically: true, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: root + "/linked.md", withDestinationPath: outside + "/o.md")
+        try FileManager.default.createSymbolicLink(atPath: root + "/linked-folder", withDestinationPath: outside)
+        let chunks = try SourceReader.read(path: root)
+        #expect(chunks.map(\.id) == ["guides\(root)/deep.md#1", "linked.md#1", "top.md#1"])
+        #expect(chunks.map(\.content) == ["deep text", "outside text", "top text"])
+        // The same through a path given with a trailing slash.
+        #expect(try SourceReader.read(path: root + "/").map(\.id) == chunks.map(\.id))
+    }
+
+    @Test("Given Markdown, JSON and JSON Lines files that start with a UTF-8 byte order mark, when read, then no chunk's title or text holds it and the records parse")
+    func byteOrderMark() throws {
+        let folder = try TemporaryDirectory.make()
+        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+        try Data(bom + Array("# Water\n\nBoil it.".utf8)).write(to: URL(fileURLWithPath: folder + "/a.md"))
+        try Data(bom + Array(#"[{"id":"j1","title":"J","content":"json text"}]"#.utf8)).write(to: URL(fileURLWithPath: folder + "/b.json"))
+        try Data(bom + Array("{\"_id\":\"l1\",\"text\":\"line text\"}\n".utf8)).write(to: URL(fileURLWithPath: folder + "/c.jsonl"))
+        let chunks = try SourceReader.read(path: folder)
+        #expect(chunks.map(\.id) == ["a.md#1", "j1", "l1"])
+        #expect(!chunks.contains { $0.title.unicodeScalars.first == "\u{FEFF}" || $0.content.unicodeScalars.first == "\u{FEFF}" })
+        #expect(chunks.first?.title == "Water")
+    }
+
+    @Test("Given Markdown with a shell comment in a fenced code block, a four-space-indented '#', front matter and HTML comments, when chunked, then the title is the front matter's, no comment or front-matter text is content, and the code's lines are text, not headings")
+    func markdownStructure() {
+        let text = """
+            ---
+            title: "Purifying water"
+            date: 2024-05-01
+            ---
+            <!-- draft: check the dose with the health office -->
+            Boil water for one minute.
+
+            ```bash
+            # install the filter service
+            systemctl enable filter
+            ```
+
+                # indented, so code
+
+            ~~~~
+            ## still code
+            ~~~
+            ~~~~
+            <!-- a comment
+            over two lines --> Keep it covered.
+            """
+        let chunk = TextChunker().chunks(of: text, path: "water.md")
+        #expect(chunk.count == 1)
+        #expect(chunk.first?.title == "Purifying water")
+        let content = chunk.first?.content ?? ""
+        #expect(!content.contains("draft") && !content.contains("date:") && !content.contains("comment") && !content.contains("---"), "\(content)")
+        #expect(content.contains("# install the filter service systemctl enable filter"), "\(content)")
+        #expect(content.contains("# indented, so code") && content.contains("## still code"), "\(content)")
+        #expect(content.hasPrefix("Boil water for one minute.") && content.hasSuffix("Keep it covered."), "\(content)")
+
+        // Without front matter or a heading outside code, the title is the file's name.
+        let code = TextChunker().chunks(of: "```\n# not a title\n```\nText.", path: "notes/setup.md")
+        #expect(code.first?.title == "setup")
+        // A '---' that never closes is text, not front matter.
+        #expect(TextChunker().chunks(of: "---\ntitle: x\nBody.", path: "a.md").first?.content == "--- title: x Body.")
+    }
 }

@@ -51,9 +51,11 @@ enum RecordParser {
         try line(pending[...])
     }
 
+    /// A leading UTF-8 byte order mark (a `.json` file's, a `.jsonl` file's first line) is skipped.
     static func parseJSON(_ bytes: [UInt8], file: String, position: String?) throws(PublishError) -> Any {
+        let body = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? bytes[3...] : bytes[...]
         do {
-            return try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
+            return try JSONSerialization.jsonObject(with: Data(body), options: [.fragmentsAllowed])
         } catch {
             // Keep only the location from Foundation's message: it may quote document text.
             let text = "\(error)"

@@ -86,35 +86,58 @@ public enum SourceReader {
         }
     }
 
-    /// Files under `root` with a known extension, sorted by relative path; dotfiles and dot
-    /// folders skipped.
+    /// Files under `root` with a known extension, sorted by relative path (bytewise); dotfiles
+    /// and dot folders skipped. A symbolic link to a file is read; one to a folder is not
+    /// followed (no loops, nothing from outside the source by accident). Walked with
+    /// `opendir`/`lstat` rather than `FileManager.enumerator`, whose relative paths drop every
+    /// later occurrence of the root's path (`kb/b/kb/c.md` under `kb` came out as `bc.md`, and
+    /// the file was skipped).
+    /// - Throws: `.io` naming a folder that cannot be listed (a file is never skipped silently).
     static func listFiles(in root: String) throws(PublishError) -> [(full: String, relative: String)] {
-        guard let enumerator = FileManager.default.enumerator(atPath: root) else {
-            throw PublishError(.io, "cannot list the source folder \(root)")
-        }
+        let base = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
         var found: [String] = []
-        while let relative = enumerator.nextObject() as? String {
-            let name = (relative as NSString).lastPathComponent
-            if name.hasPrefix(".") {
-                enumerator.skipDescendants()
-                continue
+        var pending = [""]
+        while let relativeFolder = pending.popLast() {
+            let folder = relativeFolder.isEmpty ? root : base + "/" + relativeFolder
+            guard let stream = opendir(folder) else {
+                throw PublishError(.io, "cannot list the source folder \(folder) (\(String(cString: strerror(errno))))")
             }
-            var isFolder: ObjCBool = false
-            let full = (root as NSString).appendingPathComponent(relative)
-            guard FileManager.default.fileExists(atPath: full, isDirectory: &isFolder), !isFolder.boolValue,
-                  extensions.contains((name as NSString).pathExtension.lowercased()) else { continue }
-            found.append(relative)
+            defer { closedir(stream) }
+            while let entry = readdir(stream) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                if name.hasPrefix(".") { continue }
+                let relative = relativeFolder.isEmpty ? name : relativeFolder + "/" + name
+                var info = stat()
+                guard lstat(folder + "/" + name, &info) == 0 else {
+                    throw PublishError(.io, "cannot read \(folder)/\(name) (\(String(cString: strerror(errno))))")
+                }
+                switch info.st_mode & S_IFMT {
+                case S_IFDIR:
+                    pending.append(relative)
+                case S_IFREG:
+                    if extensions.contains((name as NSString).pathExtension.lowercased()) { found.append(relative) }
+                case S_IFLNK:
+                    var target = stat()
+                    if stat(folder + "/" + name, &target) == 0, target.st_mode & S_IFMT == S_IFREG,
+                       extensions.contains((name as NSString).pathExtension.lowercased()) {
+                        found.append(relative)
+                    }
+                default:
+                    continue // sockets, FIFOs, devices
+                }
+            }
         }
-        return found.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            .map { ((root as NSString).appendingPathComponent($0), $0) }
+        return found.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.map { (base + "/" + $0, $0) }
     }
 }
 
 /// UTF-8 checks that say where the first bad byte is.
 enum TextDecoding {
-    /// The text of `bytes`, or `.badInput` naming the line of the first invalid UTF-8 sequence.
+    /// The text of `bytes` without a leading byte order mark (editors on Windows write one; kept,
+    /// it would sit in the first chunk's text and title), or `.badInput` naming the line of the
+    /// first invalid UTF-8 sequence.
     static func utf8(_ bytes: [UInt8], file: String) throws(PublishError) -> String {
-        if let text = String(validating: bytes, as: UTF8.self) { return text }
+        if let text = String(validating: bytes, as: UTF8.self) { return text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text }
         var line = 1
         for piece in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             if String(validating: piece, as: UTF8.self) == nil { break }

@@ -6,8 +6,14 @@ import Foundation
 /// Paragraph-aware: a chunk ends at the last paragraph break that lies in the second half of its
 /// window, and only when there is none is a paragraph cut mid-way. The next chunk starts
 /// `overlapWords` words before the previous one ended. Every chunk of a file has the file's
-/// first Markdown heading (else its name without extension) as title, the relative path as
-/// source, and the id `<relative path>#<n>`, n counting from 1 — stable while the text is.
+/// title — a Markdown file's front-matter `title:`, else its first heading, else the file's
+/// name without extension — the relative path as source, and the id `<relative path>#<n>`, n
+/// counting from 1 — stable while the text is.
+///
+/// Markdown, as CommonMark reads it: a heading is `#`…`######` after at most three spaces; a
+/// line inside a fenced code block (``` or ~~~) is text, never a heading (a shell comment is
+/// not a title); YAML front matter (`---` on the first line to the next `---` or `...`) and
+/// HTML comments (`<!-- … -->`) are not text.
 public struct TextChunker: Sendable {
     public var options: ChunkingOptions
 
@@ -23,15 +29,22 @@ public struct TextChunker: Sendable {
 
     public func chunks(of text: String, path: String) -> [Chunk] {
         let isMarkdown = ["md", "markdown"].contains((path as NSString).pathExtension.lowercased())
-        var title: String?
+        var lines = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)[...]
+        var title = isMarkdown ? Self.frontMatterTitle(&lines) : nil
         var words: [Word] = []
         var inParagraph = false
-        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
+        var markdown = MarkdownLines()
+        for rawLine in lines {
             var line = rawLine[...]
-            if isMarkdown, let heading = Self.heading(line) {
-                if title == nil { title = String(heading) }
-                line = heading
-                inParagraph = false  // a heading is a paragraph of its own
+            var isHeading = false
+            if isMarkdown {
+                line = markdown.text(of: line)
+                if !markdown.inFence, let heading = Self.heading(line) {
+                    if title == nil { title = String(heading) }
+                    line = heading
+                    isHeading = true
+                    inParagraph = false  // a heading is a paragraph of its own
+                }
             }
             let lineWords = line.split(whereSeparator: \.isWhitespace)
             if lineWords.isEmpty {
@@ -41,7 +54,7 @@ public struct TextChunker: Sendable {
             for (index, word) in lineWords.enumerated() {
                 words.append(Word(text: word, startsParagraph: index == 0 && !inParagraph))
             }
-            inParagraph = !(isMarkdown && Self.heading(rawLine[...]) != nil)
+            inParagraph = !isHeading
         }
         let fileTitle = title ?? ((path as NSString).lastPathComponent as NSString).deletingPathExtension
         return windows(count: words.count, isBreak: { words[$0].startsParagraph }).enumerated().map { number, range in
@@ -73,9 +86,11 @@ public struct TextChunker: Sendable {
         return ranges
     }
 
-    /// The text of a Markdown ATX heading line (`## Title ##` → `Title`), or nil.
+    /// The text of a Markdown ATX heading line (`## Title ##` → `Title`), or nil; indented by
+    /// four spaces or more, it is code.
     static func heading(_ line: Substring) -> Substring? {
         let trimmed = line.drop { $0 == " " }
+        guard line.count - trimmed.count <= 3 else { return nil }
         let hashes = trimmed.prefix { $0 == "#" }
         guard (1...6).contains(hashes.count) else { return nil }
         let rest = trimmed.dropFirst(hashes.count)
@@ -84,5 +99,75 @@ public struct TextChunker: Sendable {
         while text.hasSuffix("#") { text = text.dropLast() }
         let result = text.trimmingCharacters(in: .whitespaces)
         return result.isEmpty ? nil : Substring(result)
+    }
+
+    /// Drops YAML front matter from the start of `lines` — `---` on the first line, up to the
+    /// next line that is `---` or `...` — and returns its `title:` (unquoted), if any. Without a
+    /// closing line it is not front matter, and nothing is dropped.
+    static func frontMatterTitle(_ lines: inout ArraySlice<Substring>) -> String? {
+        guard let first = lines.first, first.trimmingCharacters(in: .whitespaces) == "---",
+              let close = lines.dropFirst().firstIndex(where: { ["---", "..."].contains($0.trimmingCharacters(in: .whitespaces)) })
+        else { return nil }
+        let block = lines[lines.index(after: lines.startIndex)..<close]
+        lines = lines[lines.index(after: close)...]
+        guard let line = block.first(where: { $0.hasPrefix("title:") }) else { return nil }
+        var value = line.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        if value.count >= 2, let quote = value.first, quote == "\"" || quote == "'", value.last == quote {
+            value = String(value.dropFirst().dropLast())
+        }
+        return value.isEmpty ? nil : value
+    }
+}
+
+/// Line-by-line Markdown state: whether a line lies in a fenced code block, and HTML comments
+/// (which may span lines) taken out of the text.
+struct MarkdownLines {
+    /// The open fence's character and length, while in a fenced code block.
+    private var fence: (character: Character, count: Int)?
+    private var inComment = false
+    /// Whether the last line given was inside a fenced code block (its fences included).
+    private(set) var inFence = false
+
+    /// `line`'s text: itself in a code block, else without its HTML comments; updates the state.
+    mutating func text(of line: Substring) -> Substring {
+        let indent = line.prefix { $0 == " " }.count
+        let trimmed = line.dropFirst(indent)
+        if !inComment, indent <= 3, let marker = trimmed.first, marker == "`" || marker == "~" {
+            let run = trimmed.prefix { $0 == marker }.count
+            if let open = fence {
+                if marker == open.character, run >= open.count, trimmed.dropFirst(run).allSatisfy(\.isWhitespace) {
+                    fence = nil
+                    inFence = true  // the closing fence itself
+                    return ""
+                }
+            } else if run >= 3, !(marker == "`" && trimmed.dropFirst(run).contains("`")) {
+                fence = (marker, run)
+                inFence = true
+                return ""
+            }
+        }
+        inFence = fence != nil
+        if inFence { return line }
+        return withoutComments(line)
+    }
+
+    private mutating func withoutComments(_ line: Substring) -> Substring {
+        var kept = ""
+        var rest = line
+        while !rest.isEmpty {
+            if inComment {
+                guard let end = rest.range(of: "-->") else { return Substring(kept) }
+                rest = rest[end.upperBound...]
+                inComment = false
+            } else if let start = rest.range(of: "<!--") {
+                kept += rest[..<start.lowerBound] + " "
+                rest = rest[start.upperBound...]
+                inComment = true
+            } else {
+                kept += rest
+                break
+            }
+        }
+        return Substring(kept)
     }
 }
