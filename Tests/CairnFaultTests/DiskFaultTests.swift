@@ -164,7 +164,7 @@ struct DiskFaultTests {
         #expect(report.finish("\(reason.prefix(90)); no half version; installed once space returned"))
     }
 
-    @Test("Given a USB stick (a small file system) that fills while a version is exported, then cairn export fails with disk_full in one line giving the reason, leaves nothing on the stick, and the device keeps answering; with room, the same export succeeds")
+    @Test("Given a USB stick (a small file system) without room for a version, then cairn export fails with disk_full in one line giving what it needs and what is free, before writing anything, and the device keeps answering; with room, the same export succeeds")
     func exportFills() async throws {
         let disk = try Tmpfs(megabytes: 8)
         defer { disk.unmount() }
@@ -176,7 +176,8 @@ struct DiskFaultTests {
         let full = try rig.device.cairn(["export", "--to", target])
         #expect(full.status == 1)
         let line = full.error.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(line.hasSuffix("(disk_full)") && line.contains("No space left on device") && !line.contains("\n"), "\(full.error)")
+        #expect(line.hasSuffix("(disk_full)") && line.contains("the export needs") && line.contains("free; free some space")
+                && line.contains("nothing was written") && !line.contains("\n"), "\(full.error)")
         #expect(!FileManager.default.fileExists(atPath: target))
         #expect(rig.wrongAnswer(expecting: rig.version) == nil)
 

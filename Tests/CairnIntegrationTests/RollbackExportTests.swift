@@ -184,6 +184,12 @@ struct RollbackExportTests {
         // An export into a non-empty folder is refused in one line.
         let busy = try deviceA.cairn(["export", "--to", export])
         #expect(busy.status == 1 && busy.error.contains("export_target_not_empty"))
+        // So is one onto a FIFO (or any file that is not a folder), which is left as it was.
+        let fifo = workspace.folder + "/fifo"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let notFolder = try deviceA.cairn(["export", "--to", fifo])
+        #expect(notFolder.status == 1 && notFolder.error.contains("\(fifo) is not a folder") && notFolder.error.contains("bad_path"),
+                "\(notFolder.error)")
 
         // When one byte of the exported snapshot is changed, device C refuses it and installs nothing.
         let tampered = workspace.folder + "/usb-tampered"

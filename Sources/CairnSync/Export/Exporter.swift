@@ -24,8 +24,22 @@ struct Exporter {
             throw SyncError(.notInstalled, "no version is installed; nothing to export")
         }
         let existed = FileSystem.exists(target)
+        if existed {
+            var info = stat()
+            guard stat(target, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+                throw SyncError(.badPath, "\(target) is not a folder; export into a new or empty folder")
+            }
+        }
         if existed, !directory.entries(target).isEmpty {
             throw SyncError(.exportTargetNotEmpty, "\(target) is not empty; export into a new or empty folder")
+        }
+        // Before a byte is written (or a snapshot rebuilt for minutes): a stick too small, or one
+        // whose file system cannot hold the snapshot blob, is refused at once.
+        let manifest = installed.manifest
+        let files = [Int64(manifest.snapshot.size)] + manifest.model.files.map { Int64($0.size) }
+        if let fileSystem = ExportRoom.fileSystem(holding: target),
+           let problem = ExportRoom.problem(target: target, fileSystem: fileSystem, files: files) {
+            throw problem
         }
         do {
             return try write(installed, to: target)
@@ -137,6 +151,81 @@ struct Exporter {
     private func read(_ path: String) throws(SyncError) -> [UInt8] {
         do { return try FileSystem.read(path) } catch { throw SyncError(.io, "cannot read \(path)", cause: error) }
     }
+}
+
+/// Whether a target's file system can take an export, judged before anything is written.
+public enum ExportRoom {
+    /// File system types (as /proc/self/mountinfo names them) that hold no file of 4 GiB or more.
+    static let fatTypes: Set<String> = ["vfat", "msdos", "fat"]
+    static let fatLargestFile: Int64 = (1 << 32) - 1
+    /// What the small files take beside the blobs: two copies of the manifest, root files, keys,
+    /// folders (a few KiB each, in whole blocks).
+    public static let smallFiles: Int64 = 256 << 10
+
+    /// The file system of `path`, or of its nearest existing parent: its type (from
+    /// /proc/self/mountinfo; "" when unknown) and the bytes an unprivileged writer may still use
+    /// (nil when it cannot be asked).
+    public static func fileSystem(holding path: String) -> (type: String, free: Int64)? {
+        var probe = path
+        while !FileSystem.exists(probe), probe != "/" {
+            probe = (probe as NSString).deletingLastPathComponent
+            if probe.isEmpty { probe = "/" }
+        }
+        guard let free = try? FileSystem.availableBytes(at: probe) else { return nil }
+        let real = URL(fileURLWithPath: probe).resolvingSymlinksInPath().path
+        let mounts = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
+        return (mountType(of: real, mountinfo: mounts), free)
+    }
+
+    /// The type of the mount, among the lines of `mountinfo` (proc(5)), that holds `path`: the
+    /// one whose mount point is the longest prefix of it; "" when none is.
+    public static func mountType(of path: String, mountinfo: String) -> String {
+        var best = (length: -1, type: "")
+        for line in mountinfo.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: false)
+            guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
+            let point = unescape(fields[4])
+            let holds = point == "/" || path == point || path.hasPrefix(point + "/")
+            if holds, point.count >= best.length { best = (point.count, String(fields[dash + 1])) }
+        }
+        return best.type
+    }
+
+    /// mountinfo's octal escapes (`\040` for a space) decoded.
+    static func unescape(_ field: Substring) -> String {
+        var bytes: [UInt8] = []
+        var index = field.utf8.startIndex
+        let utf8 = field.utf8
+        while index < utf8.endIndex {
+            let byte = utf8[index]
+            let next = utf8.index(index, offsetBy: 4, limitedBy: utf8.endIndex)
+            if byte == UInt8(ascii: "\\"), let next, let value = UInt8(String(decoding: utf8[utf8.index(after: index)..<next], as: UTF8.self), radix: 8) {
+                bytes.append(value)
+                index = next
+            } else {
+                bytes.append(byte)
+                index = utf8.index(after: index)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Nil when a file system of `fileSystem` can take blobs of `files` bytes and the small
+    /// files; else the refusal: `bad_path` for a FAT file system and a blob of 4 GiB or more,
+    /// `disk_full` for too little free space.
+    public static func problem(target: String, fileSystem: (type: String, free: Int64), files: [Int64]) -> SyncError? {
+        let largest = files.max() ?? 0
+        if fatTypes.contains(fileSystem.type), largest > fatLargestFile {
+            return SyncError(.badPath, "\(target) is on a FAT file system, which holds no file over 4 GiB, and the snapshot blob is \(bytes(largest)); format the stick exFAT or ext4, or use another folder; nothing was written")
+        }
+        let needed = files.reduce(smallFiles, +)
+        if fileSystem.free < needed {
+            return SyncError(.diskFull, "the export needs \(bytes(needed)) but the file system of \(target) has \(bytes(fileSystem.free)) free; free some space or use a larger stick; nothing was written")
+        }
+        return nil
+    }
+
+    static func bytes(_ count: Int64) -> String { ByteCountFormatter.string(fromByteCount: count, countStyle: .file) }
 }
 
 extension Syncer {

@@ -1,0 +1,40 @@
+import CairnSync
+import Testing
+
+/// The checks `cairn export` makes before it writes: the FAT case is judged from the file
+/// system's type as mountinfo names it, since no FAT file system can be mounted on the test
+/// machine (no vfat in its kernel); DiskFaultTests.exportFills runs the free-space refusal on a
+/// real small file system.
+@Suite("ExportRoom: a stick's file system judged before an export writes")
+struct ExportRoomTests {
+    static let mountinfo = """
+        22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+        40 22 0:35 / /media rw shared:20 - tmpfs tmpfs rw
+        41 40 8:17 / /media/USB\\040STICK rw,nosuid,nodev shared:21 - vfat /dev/sdb1 rw,fmask=0022
+        42 40 8:33 / /media/big rw shared:22 - exfat /dev/sdc1 rw
+        """
+
+    @Test("Given mount points nested and with an escaped space, then a path's file system type is its longest mount point's")
+    func mountTypes() {
+        #expect(ExportRoom.mountType(of: "/media/USB STICK/cairn", mountinfo: Self.mountinfo) == "vfat")
+        #expect(ExportRoom.mountType(of: "/media/USB STICK", mountinfo: Self.mountinfo) == "vfat")
+        #expect(ExportRoom.mountType(of: "/media/USB", mountinfo: Self.mountinfo) == "tmpfs")
+        #expect(ExportRoom.mountType(of: "/media/big/repo", mountinfo: Self.mountinfo) == "exfat")
+        #expect(ExportRoom.mountType(of: "/home/field", mountinfo: Self.mountinfo) == "ext4")
+        #expect(ExportRoom.mountType(of: "/x", mountinfo: "") == "")
+    }
+
+    @Test("Given a 5 GiB snapshot blob, then a FAT stick is refused with bad_path whatever its room, exFAT and ext4 take it; any file system with less free space than the blobs and small files is refused with disk_full")
+    func problems() {
+        let gib: Int64 = 1 << 30
+        let fat = ExportRoom.problem(target: "/media/USB STICK/cairn", fileSystem: ("vfat", 64 * gib), files: [5 * gib, 90 << 20])
+        #expect(fat?.code == .badPath && fat?.message.contains("FAT file system, which holds no file over 4 GiB") == true)
+        #expect(ExportRoom.problem(target: "/s", fileSystem: ("vfat", 64 * gib), files: [3 * gib]) == nil)
+        #expect(ExportRoom.problem(target: "/s", fileSystem: ("exfat", 64 * gib), files: [5 * gib]) == nil)
+        #expect(ExportRoom.problem(target: "/s", fileSystem: ("ext4", 6 * gib), files: [5 * gib, 90 << 20]) == nil)
+        let full = ExportRoom.problem(target: "/s", fileSystem: ("ext4", 5 * gib), files: [5 * gib])
+        #expect(full?.code == .diskFull && full?.message.contains("nothing was written") == true)
+        #expect(ExportRoom.problem(target: "/s", fileSystem: ("ext4", 100 + ExportRoom.smallFiles), files: [100]) == nil)
+        #expect(ExportRoom.problem(target: "/s", fileSystem: ("ext4", 99 + ExportRoom.smallFiles), files: [100])?.code == .diskFull)
+    }
+}
