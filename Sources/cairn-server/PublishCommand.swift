@@ -80,7 +80,7 @@ struct PublishCommand: ParsableCommand {
     var noCache = false
     @Option(name: .customLong("chunk-words"), help: "Target words per chunk of Markdown/text.")
     var chunkWords = 180
-    @Option(name: .customLong("overlap-words"), help: "Words repeated between consecutive text chunks.")
+    @Option(name: .customLong("overlap-words"), help: "Words repeated between consecutive text chunks (at most half of --chunk-words).")
     var overlapWords = 30
     @Option(name: .customLong("lock-wait"), help: "Seconds to wait for another publish's lock.")
     var lockWait: Double = 5
@@ -90,6 +90,9 @@ struct PublishCommand: ParsableCommand {
     func run() throws {
         let logger = bootstrapLogging(verbose: verbose)
         do {
+            guard chunkWords >= 1, (0...chunkWords / 2).contains(overlapWords) else {
+                throw PublishError(.invalidArgument, "--overlap-words must be from 0 to half of --chunk-words (\(max(0, chunkWords / 2))), and --chunk-words at least 1")
+            }
             let keys = try loadPrivate(key)
             var configuration = PublishConfiguration(
                 repository: repo, channel: channel, source: source, keepDeltas: keepDeltas, expiresDays: expiresDays,

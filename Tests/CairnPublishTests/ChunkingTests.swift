@@ -135,4 +135,35 @@ struct ChunkingTests {
         // A '---' that never closes is text, not front matter.
         #expect(TextChunker().chunks(of: "---\ntitle: x\nBody.", path: "a.md").first?.content == "--- title: x Body.")
     }
+
+    @Test("Given text whose paragraph breaks fall just past each window's half and an overlap of half a window, when chunked, then each chunk starts at least a quarter window after the last, so the chunk count stays near words / quarter window")
+    func progressUnderLargeOverlap() {
+        // Paragraphs of 51 words: with 100-word windows, every cut is at the first break past 50.
+        let text = (0..<40).map { Self.words($0 * 51..<($0 + 1) * 51) }.joined(separator: "\n\n")
+        let chunks = TextChunker(options: ChunkingOptions(targetWords: 100, overlapWords: 50)).chunks(of: text, path: "p.txt")
+        let starts = chunks.map { Int($0.content.prefix { $0 != " " }.dropFirst()) ?? -1 }
+        #expect(zip(starts, starts.dropFirst()).allSatisfy { $1 - $0 >= 25 }, "\(starts)")
+        #expect(chunks.count <= 40 * 51 / 25 + 1)
+        // An overlap above half a window is taken as half.
+        #expect(ChunkingOptions(targetWords: 100, overlapWords: 99).overlapWords == 50)
+    }
+
+    @Test("Given Markdown holding a data: URI image of 40 KB, when chunked, then the chunk holds the text around it and not the data")
+    func embeddedDataDropped() {
+        let data = "![map](data:image/png;base64," + String(repeating: "iVBORw0KGgo", count: 4_000) + ")"
+        let chunks = TextChunker().chunks(of: "Evacuation routes: \(data) follow the blue signs.", path: "routes.md")
+        #expect(chunks.map(\.content) == ["Evacuation routes: follow the blue signs."])
+        let url = "https://example.org/" + String(repeating: "a", count: 300)
+        #expect(TextChunker().chunks(of: "See \(url) for more.", path: "u.md").first?.content == "See \(url) for more.")
+    }
+
+    @Test("Given a file whose name is in NFD (as macOS writes it), when read, then its chunks' ids and source name it in NFC")
+    func idsInNFC() throws {
+        let folder = try TemporaryDirectory.make()
+        let decomposed = "Cafe\u{301}.md"
+        try "Coffee and water.".write(toFile: folder + "/" + decomposed, atomically: true, encoding: .utf8)
+        let chunk = try #require(try SourceReader.read(path: folder).first)
+        #expect(Array(chunk.id.unicodeScalars) == Array("Caf\u{E9}.md#1".unicodeScalars))
+        #expect(Array((chunk.source ?? "").unicodeScalars) == Array("Caf\u{E9}.md".unicodeScalars))
+    }
 }

@@ -82,6 +82,17 @@ struct ProcessTests {
         #expect(try workspace.manifest().version == 2)
     }
 
+    @Test("Given --overlap-words above half of --chunk-words, when publishing, then it is refused with exit 64 in one line giving the most allowed, and nothing is written")
+    func overlapTooLarge() throws {
+        let workspace = try Workspace()
+        let source = try workspace.writeSource(SampleKB.chunks(count: 5))
+        let refused = try CLI.run(CLI.publishArguments(workspace, source: source, extra: ["--chunk-words", "100", "--overlap-words", "51"]))
+        #expect(refused.status == 64)
+        #expect(refused.error.contains("--overlap-words must be from 0 to half of --chunk-words (50)")
+                && refused.error.split(separator: "\n").count == 1, "\(refused.error)")
+        #expect(workspace.repository.versionNumbers("stable").isEmpty)
+    }
+
     @Test("Given two publishes started together without pausing, when both finish, then they got distinct versions and the repository verifies")
     func racingPublishes() throws {
         let workspace = try Workspace()

@@ -7,12 +7,13 @@ import Foundation
 public struct ChunkingOptions: Sendable, Hashable {
     /// Words a chunk aims for; paragraphs are kept whole when they fit. Default 180.
     public var targetWords: Int
-    /// Words repeated at the start of the next chunk of the same file. Default 30.
+    /// Words repeated at the start of the next chunk of the same file, at most half of
+    /// `targetWords` (more would make nearly a chunk per word). Default 30.
     public var overlapWords: Int
 
     public init(targetWords: Int = 180, overlapWords: Int = 30) {
         self.targetWords = max(1, targetWords)
-        self.overlapWords = min(max(0, overlapWords), max(0, targetWords - 1))
+        self.overlapWords = min(max(0, overlapWords), self.targetWords / 2)
     }
 }
 
@@ -66,7 +67,10 @@ public enum SourceReader {
             do { bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file.full))) } catch {
                 throw PublishError(.io, "cannot read \(file.full)")
             }
-            for (position, chunk) in try parse(bytes, relativePath: file.relative, displayName: file.full, chunking: chunking) {
+            // Ids and sources name the file in NFC, so that a folder written on macOS (NFD
+            // names) publishes the same ids as its copy written on Linux.
+            let relative = file.relative.precomposedStringWithCanonicalMapping
+            for (position, chunk) in try parse(bytes, relativePath: relative, displayName: file.full, chunking: chunking) {
                 try body(file.full, position, chunk)
             }
         }

@@ -21,6 +21,9 @@ public struct TextChunker: Sendable {
         self.options = options
     }
 
+    /// The longest word kept, in UTF-8 bytes (a long URL fits).
+    static let longestWord = 1_000
+
     /// One word of the text and whether a paragraph starts with it.
     struct Word {
         var text: Substring
@@ -46,7 +49,9 @@ public struct TextChunker: Sendable {
                     inParagraph = false  // a heading is a paragraph of its own
                 }
             }
-            let lineWords = line.split(whereSeparator: \.isWhitespace)
+            // A "word" of over `longestWord` characters is embedded data (a data: URI image, a
+            // base64 blob, a minified line): no one searches for it, and it would swell the chunk.
+            let lineWords = line.split(whereSeparator: \.isWhitespace).filter { $0.utf8.count <= Self.longestWord }
             if lineWords.isEmpty {
                 inParagraph = false
                 continue
@@ -81,7 +86,8 @@ public struct TextChunker: Sendable {
             }
             ranges.append(start..<end)
             if end == count { break }
-            start = max(end - overlap, start + 1)
+            // At least a quarter window on, however early a paragraph break cut this one.
+            start = max(end - overlap, start + max(1, target / 4))
         }
         return ranges
     }
