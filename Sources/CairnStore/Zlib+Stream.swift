@@ -116,11 +116,18 @@ extension Zlib {
 }
 
 extension FileSystem {
-    /// The SHA-256 and size of the file at `path`, read a megabyte at a time.
-    public static func sha256(of path: String) throws(StoreError) -> (id: ContentID, size: Int) {
+    /// The SHA-256 and size of the file at `path`, read a megabyte at a time. `fromDisk`: the
+    /// file is first flushed (`fsync`) and its pages dropped from the page cache
+    /// (`POSIX_FADV_DONTNEED`), so the bytes hashed are the ones the disk gives back, not the
+    /// ones the cache still holds from the writes.
+    public static func sha256(of path: String, fromDisk: Bool = false) throws(StoreError) -> (id: ContentID, size: Int) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw failure("cannot open", path) }
         defer { close(fd) }
+        if fromDisk {
+            guard fsync(fd) == 0 else { throw failure("cannot flush", path) }
+            _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+        }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         var hasher = ContentID.Hasher()

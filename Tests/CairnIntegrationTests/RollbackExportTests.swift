@@ -164,6 +164,7 @@ struct RollbackExportTests {
         try #require(exported.status == 0, "export: \(exported.error)")
         let answer = try JSONSerialization.jsonObject(with: Data(exported.output.utf8)) as! [String: Any]
         #expect(answer["snapshot"] as? String == "rebuilt" && answer["version"] as? Int == 2)
+        #expect(deviceA.log.contains("exported and read back"), "\(deviceA.log)")
         #expect(FileManager.default.fileExists(atPath: export + "/channels/field/versions/2.json"))
 
         // Then device B, with only the export as source, installs and answers the same.

@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 import CairnIndex
 import CairnStore
 import CairnThreads
@@ -59,13 +59,20 @@ struct Exporter {
         let repository = BlobStore(root: target)
         var files = 0
         var bytes: Int64 = 0
+        /// Every file written and its SHA-256, for the read-back.
+        var written: [(path: String, id: ContentID)] = []
         func put(_ content: [UInt8], as id: ContentID, what: String) throws(SyncError) {
             guard ContentID(hashing: content) == id else {
                 throw SyncError(.hashMismatch, "\(what) of version \(installed.version) does not match its signed SHA-256; not exported")
             }
             do { try repository.put(content) } catch { throw SyncError.writing("cannot write \(what) into \(target): \(error.message)", error) }
+            written.append((repository.path(of: id), id))
             files += 1
             bytes += Int64(content.count)
+        }
+        func writeSmall(_ content: [UInt8], to path: String) throws(StoreError) {
+            try FileSystem.writeAtomically(content, to: path)
+            written.append((path, ContentID(hashing: content)))
         }
 
         let (snapshot, origin) = try snapshotBlob(installed)
@@ -73,6 +80,7 @@ struct Exporter {
         do { try repository.put(file: snapshot, id: manifest.snapshot.sha256) } catch {
             throw SyncError.writing("cannot write the snapshot blob into \(target): \(error.message)", error)
         }
+        written.append((repository.path(of: manifest.snapshot.sha256), manifest.snapshot.sha256))
         files += 1
         bytes += Int64(manifest.snapshot.size)
         if !manifest.model.files.isEmpty {
@@ -91,24 +99,25 @@ struct Exporter {
             // from this folder alone (protocol/root.md); before the manifests that need it.
             for root in pinnedRoot.map(directory.persistedRoots) ?? [] {
                 try FileSystem.makeDirectory(target + "/root")
-                try FileSystem.writeAtomically(root.bytes, to: target + "/root/" + DataDirectoryLayout.rootFile(root.version))
+                try writeSmall(root.bytes, to: target + "/root/" + DataDirectoryLayout.rootFile(root.version))
                 files += 1
             }
             for key in trustedKeys where (try? SignedManifest.decodeAndVerify(signed, trustedKeys: [key])) != nil {
                 try FileSystem.makeDirectory(target + "/keys")
-                try FileSystem.writeAtomically(Array(key.fileText.utf8), to: "\(target)/keys/\(key.keyID.hex).pub")
+                try writeSmall(Array(key.fileText.utf8), to: "\(target)/keys/\(key.keyID.hex).pub")
                 files += 1
             }
-            try FileSystem.writeAtomically(signed, to: "\(channel)/versions/\(manifest.version).json")
-            try FileSystem.writeAtomically(signed, to: "\(channel)/manifest.json")
+            try writeSmall(signed, to: "\(channel)/versions/\(manifest.version).json")
+            try writeSmall(signed, to: "\(channel)/manifest.json")
             try FileSystem.syncDirectory(target)
         } catch {
             throw SyncError.writing("cannot write the manifest into \(target): \(error.message)", error)
         }
         files += 2
         bytes += Int64(signed.count) * 2
-        logger.info("exported", metadata: ["cairn.sync.version": "\(installed.version)", "cairn.sync.path": "\(target)",
-                                           "cairn.sync.snapshot": "\(origin.rawValue)"])
+        try ExportReadBack.check(written, in: target)
+        logger.info("exported and read back", metadata: ["cairn.sync.version": "\(installed.version)", "cairn.sync.path": "\(target)",
+                                                         "cairn.sync.snapshot": "\(origin.rawValue)", "cairn.sync.files": "\(written.count)"])
         return ExportResult(to: target, channel: manifest.channel, version: installed.version,
                             stateRoot: installed.stateRoot.hex, snapshot: origin, files: files, bytes: bytes)
     }
@@ -150,6 +159,28 @@ struct Exporter {
 
     private func read(_ path: String) throws(SyncError) -> [UInt8] {
         do { return try FileSystem.read(path) } catch { throw SyncError(.io, "cannot read \(path)", cause: error) }
+    }
+}
+
+/// What an export does once everything is written: reads every file back from the disk (its
+/// pages dropped from the cache first) and compares its SHA-256 with what was written. A stick
+/// that is failing, or fake — reporting more room than it has and silently dropping or wrapping
+/// writes, a common cheap stick — is found here, while the operator still has the device at
+/// hand, rather than weeks later by the device it was carried to.
+public enum ExportReadBack {
+    /// Throws `hash_mismatch` naming the first file (relative to `target`) whose bytes differ,
+    /// `io` for one that cannot be read back.
+    public static func check(_ files: [(path: String, id: ContentID)], in target: String) throws(SyncError) {
+        for file in files {
+            let name = file.path.hasPrefix(target + "/") ? String(file.path.dropFirst(target.count + 1)) : file.path
+            let back: ContentID
+            do { back = try FileSystem.sha256(of: file.path, fromDisk: true).id } catch {
+                throw SyncError(.io, "cannot read \(name) back from \(target) (\(error.message)); the disk may be failing; nothing was left on it", cause: error)
+            }
+            guard back == file.id else {
+                throw SyncError(.hashMismatch, "\(name) read back from \(target) differs from what was written: the disk is failing, or fake (smaller than it reports); nothing was left on it")
+            }
+        }
     }
 }
 
