@@ -79,6 +79,38 @@ struct VectorsFileTests {
         #expect(workspace.verify().problems.isEmpty)
     }
 
+    @Test("Given a vectors file checked against the source, when one chunk's text is changed after the check (same count), then the publish is refused in one line naming that chunk and row, nothing is written, and the cache holds no vector for the new text")
+    func sourceChangedAfterCheck() throws {
+        let workspace = try Workspace()
+        let original = SampleKB.chunks(count: 40)
+        let source = try workspace.writeSource(original)
+        let (_, rows) = try Self.vectors(source, workspace.embedder)
+        let file = workspace.folder + "/vectors.npy"
+        try Self.writeNPY(rows, to: file)
+        var edited = original
+        edited[17].content = "Replaced after the vectors were checked: boil water for three minutes at altitude."
+        let replacement = edited
+        var configuration = PublishConfiguration(repository: workspace.repo, channel: "stable", source: source)
+        configuration.vectors = file
+        // The check reads the source before the publish lock; the edit lands once it is held.
+        let publisher = Publisher(configuration: configuration, key: workspace.key, embedder: workspace.embedder,
+                                  model: workspace.model, cache: try EmbeddingCache(path: workspace.cachePath),
+                                  logger: .init(label: "test"), checkpoint: { stage in
+            if stage == .locked { _ = try? workspace.writeSource(replacement) }
+        })
+        #expect {
+            try publisher.publish()
+        } throws: { error in
+            let failure = error as? PublishError
+            return failure?.code == .badInput && failure?.message.contains("is not the one row 17 of --vectors was checked as") == true
+                && failure?.message.contains("\n") == false
+        }
+        #expect(workspace.repository.versionNumbers("stable").isEmpty)
+        let cache = try EmbeddingCache(path: workspace.cachePath)
+        #expect(try cache.vector(modelKey: workspace.model.cacheKey, textHash: VectorSource.textHash(edited[17]),
+                                 dimension: workspace.model.dimension) == nil)
+    }
+
     @Test("Given version 1 published from the model's vectors, when version 2's file gives every vector again computed elsewhere (scaled, its last bits changed) and two chunks new text, then each unchanged chunk keeps its own version-1 vector bit for bit (two chunks of one text included) and the delta upserts only the two")
     func recomputedVectorsKeepTheDeltaSmall() throws {
         let workspace = try Workspace()

@@ -71,6 +71,8 @@ public struct Publisher: Sendable {
         // pass over the source that writes nothing) before anything is written: the repository,
         // and the embedding cache, which the file's rows fill as the snapshot is staged.
         var supplied: SuppliedVectors?
+        /// Which chunk each row of the vectors file was checked as, in reading order.
+        var checkedRows: [UInt64] = []
         if let path = config.vectors {
             guard config.verifySample >= 1 else { throw PublishError(.invalidArgument, "--verify-sample must be at least 1") }
             let file = try SuppliedVectors(path: path)
@@ -80,6 +82,7 @@ public struct Publisher: Sendable {
             logger.info("vectors file verified", metadata: ["cairn.publish.vectors": "\(file.path)",
                                                             "cairn.publish.sample": "\(read.sampled.count)"])
             supplied = file
+            checkedRows = read.keys
         }
 
         let repository = Repository(root: config.repository)
@@ -110,7 +113,7 @@ public struct Publisher: Sendable {
         do { stream = try SnapshotWriter.Stream(at: scratch + "/snapshot-\(version).sqlite", dimension: model.dimension) } catch {
             throw PublishError(.io, "cannot start the snapshot: \(error.message)", cause: error)
         }
-        let chunks = try stage(into: stream, vectors: &vectors)
+        let chunks = try stage(into: stream, vectors: &vectors, checkedRows: checkedRows)
         if let supplied, chunks != supplied.rows {
             throw PublishError(.badInput, "\(config.source): \(chunks) chunks, where the check of --vectors found \(supplied.rows): the source changed while it was published; nothing was published")
         }
@@ -159,7 +162,10 @@ public struct Publisher: Sendable {
     /// Reads the source a chunk at a time into `stream`, `configuration.batchSize` chunks at a
     /// time given their vectors, and returns the chunk count. A repeated id is refused naming
     /// both places.
-    private func stage(into stream: SnapshotWriter.Stream, vectors: inout VectorSource) throws(PublishError) -> Int {
+    /// With `checkedRows` (a vectors file's), each chunk must be the one its row was checked
+    /// as, or it would take another chunk's vector (and put it in the embedding cache under its
+    /// own text): refused before its batch is given vectors.
+    private func stage(into stream: SnapshotWriter.Stream, vectors: inout VectorSource, checkedRows: [UInt64]) throws(PublishError) -> Int {
         var batch: [(row: Int, chunk: Chunk, file: String, position: String)] = []
         var row = 0
         let total = vectors.supplied?.rows
@@ -182,6 +188,9 @@ public struct Publisher: Sendable {
                 row += 1
                 return
             }
+            if !checkedRows.isEmpty, row < checkedRows.count, Self.rowKey(chunk) != checkedRows[row] {
+                throw .badInput(file, position, "chunk \"\(chunk.id)\" is not the one row \(row) of --vectors was checked as: its id or text changed after the check; the source changed while it was published; nothing was published")
+            }
             batch.append((row, chunk, file, position))
             row += 1
             if batch.count >= configuration.batchSize { try flush() }
@@ -193,15 +202,28 @@ public struct Publisher: Sendable {
 
     /// The source's chunk count, and the id and embedding text of each chunk whose position in
     /// reading order is in `rows`: a pass over the source that embeds and writes nothing.
-    private func sampleSource(rows: Set<Int>) throws(PublishError) -> (chunks: Int, sampled: [(row: Int, id: String, text: String)]) {
+    private func sampleSource(rows: Set<Int>) throws(PublishError) -> (chunks: Int, sampled: [(row: Int, id: String, text: String)], keys: [UInt64]) {
         var sampled: [(row: Int, id: String, text: String)] = []
-        var row = 0
+        var keys: [UInt64] = []
         try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking) { (_, _, chunk) throws(PublishError) in
-            if rows.contains(row) { sampled.append((row, chunk.id, chunk.embeddingText)) }
-            row += 1
+            if rows.contains(keys.count) { sampled.append((keys.count, chunk.id, chunk.embeddingText)) }
+            keys.append(Self.rowKey(chunk))
         }
-        guard row > 0 else { throw PublishError(.badInput, "\(configuration.source): no chunks found") }
-        return (row, sampled)
+        guard !keys.isEmpty else { throw PublishError(.badInput, "\(configuration.source): no chunks found") }
+        return (keys.count, sampled, keys)
+    }
+
+    /// The first 8 bytes of the SHA-256 of a chunk's id and embedding text (each length-
+    /// prefixed): which chunk a vectors file's row was checked as (8 MB for a million rows).
+    static func rowKey(_ chunk: Chunk) -> UInt64 {
+        var hasher = ContentID.Hasher()
+        for field in [chunk.id, chunk.embeddingText] {
+            var length = UInt64(field.utf8.count).littleEndian
+            withUnsafeBytes(of: &length) { hasher.update($0) }
+            var text = field
+            text.withUTF8 { hasher.update(UnsafeRawBufferPointer($0)) }
+        }
+        return hasher.finalize().bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
     }
 
     /// With a root: every key must be one of its signing keys, and (unless staging) there must be
