@@ -144,4 +144,25 @@ struct FaultTests {
         #expect(TransferLimits(lowSpeedBytesPerSecond: 1024).effectiveLowSpeed == 1024)
         #expect(TransferLimits(lowSpeedBytesPerSecond: 1024, bandwidthCap: 1 << 20).effectiveLowSpeed == 1024)
     }
+
+    @Test("Given a file:// source whose manifest, then whose snapshot blob, is a FIFO (a stick made by someone else), when syncing, then each attempt fails at once with io saying the file is not a regular file, instead of waiting for a writer for ever; replaced by the real file, it installs",
+          .timeLimit(.minutes(1)))
+    func fifoOnStick() async throws {
+        let repo = try RepoFixture(withModel: false)
+        let manifest = try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        let manifestPath = "\(repo.root)/channels/\(repo.channel)/manifest.json"
+        let blobPath = repo.root + "/" + BlobStore.relativePath(of: manifest.snapshot.sha256)
+        for (path, what) in [(manifestPath, "manifest"), (blobPath, "blob")] {
+            let real = try FileSystem.read(path)
+            unlink(path)
+            #expect(mkfifo(path, 0o644) == 0)
+            #expect(await device.syncer.syncOnce().errorCode == "io")
+            #expect(device.state.lastError?.message.contains("the \(what) \(path) is not a regular file") == true,
+                    "\(String(describing: device.state.lastError))")
+            unlink(path)
+            try FileSystem.writeAtomically(real, to: path)
+        }
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+    }
 }

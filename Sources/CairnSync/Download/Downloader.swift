@@ -24,8 +24,28 @@ public struct Downloader: Sendable {
         self.logger = logger
     }
 
+    /// For a `file://` URL: nil when the file is absent (libcurl then says so) or a regular file
+    /// this process can read; else the refusal. libcurl would open a FIFO on a stick and wait
+    /// for a writer for ever (the attempt, and every other source, stuck behind it), read a
+    /// device file without end, and take an unreadable root file for "no more roots".
+    static func localFileProblem(_ url: String, what: String) -> SyncError? {
+        guard url.lowercased().hasPrefix("file://") else { return nil }
+        let encoded = String(url.dropFirst(7))
+        let path = encoded.removingPercentEncoding ?? encoded
+        var info = stat()
+        guard stat(path, &info) == 0 else { return errno == ENOENT || errno == ENOTDIR ? nil : SyncError(.io, "cannot read the \(what) \(path): \(String(cString: strerror(errno)))") }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            return SyncError(.io, "the \(what) \(path) is not a regular file (a FIFO, a device or a folder); the source is unusable until it is replaced")
+        }
+        guard Glibc.access(path, R_OK) == 0 else {
+            return SyncError(.io, "cannot read the \(what) \(path): \(String(cString: strerror(errno)))")
+        }
+        return nil
+    }
+
     /// GETs a manifest, sending `If-None-Match: etag` when given; at most `maxManifestBytes`.
     public func fetchManifest(url: String, etag: String?, access: SourceAccess = .none) async throws(SyncError) -> (ManifestFetch, TransferStats) {
+        if let problem = Self.localFileProblem(url, what: "manifest") { throw problem }
         let context = TransferContext(limit: Int64(limits.maxManifestBytes), held: 0, rangeStart: 0)
         let headers = try access.headers() + (etag.map { ["If-None-Match: \($0)"] } ?? [])
         let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, access: access,
@@ -43,6 +63,7 @@ public struct Downloader: Sendable {
     /// GETs a small file that may be absent (a root, protocol/root.md): nil for HTTP 404, 403 or
     /// 410 and for a missing file under `file://`; at most `maxManifestBytes`.
     public func fetchOptional(url: String, access: SourceAccess = .none) async throws(SyncError) -> ([UInt8]?, TransferStats) {
+        if let problem = Self.localFileProblem(url, what: "root") { throw problem }
         let context = TransferContext(limit: Int64(limits.maxManifestBytes), held: 0, rangeStart: 0)
         let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, access: access,
                                              headers: try access.headers())
@@ -66,6 +87,7 @@ public struct Downloader: Sendable {
     /// held, expects them again).
     func download(url: String, to path: String, size: Int64, access: SourceAccess = .none,
                   tap: (any DownloadTap)?, progress: SyncProgress?) async throws(SyncError) -> TransferStats {
+        if let problem = Self.localFileProblem(url, what: "blob") { throw problem }
         let headers = try access.headers()
         var stats = TransferStats()
         for _ in 0..<2 {
