@@ -81,7 +81,7 @@ extension SyncConfiguration {
     public func access(for base: String) -> SourceAccess {
         let key = SourceAccess.base(of: base)
         var chosen = (access[key] ?? .none).over(defaultAccess)
-        if !base.lowercased().hasPrefix("https://") {
+        if !SourceURL.isHTTPS(base) {
             chosen.netrcFile = nil
             chosen.tokenFile = nil
         }

@@ -28,4 +28,13 @@ struct SourceURLTests {
         #expect(SourceURL.problem("https://kb.example.org/a b")?.contains("white space") == true)
         #expect(SourceURL.problem("https://kb.example.org/\u{7}")?.contains("control character") == true)
     }
+
+    @Test("Given sources in any case of scheme, then isHTTPS and filePath read them as problem accepts them; filePath undoes forFolder")
+    func schemes() {
+        #expect(SourceURL.isHTTPS("https://kb.example.org") && SourceURL.isHTTPS("HTTPS://KB.EXAMPLE.ORG"))
+        #expect(!SourceURL.isHTTPS("http://kb.example.org") && !SourceURL.isHTTPS("file:///media/usb"))
+        #expect(SourceURL.filePath(SourceURL.forFolder("/media/USB STICK #1/100%")) == "/media/USB STICK #1/100%")
+        #expect(SourceURL.filePath("FILE:///media/usb") == "/media/usb")
+        #expect(SourceURL.filePath("https://kb.example.org/repo") == nil)
+    }
 }

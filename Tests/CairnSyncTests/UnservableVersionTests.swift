@@ -24,12 +24,20 @@ struct UnservableVersionTests {
         }
     }
 
+    /// A new device on a new repository, whose daemon refuses the versions in `refused` (and,
+    /// later, those put into the returned `Refusing`).
+    static func device(refusing refused: Set<Int> = []) throws -> (RepoFixture, Refusing, Device) {
+        let repo = try RepoFixture(withModel: false)
+        let refusing = Refusing()
+        refusing.versions.withLock { $0 = refused }
+        let device = try Device(repo: repo, sources: [repo.url], onInstalled: { version, _ throws(SyncError) in try refusing.open(version) })
+        return (repo, refusing, device)
+    }
+
     /// A device that installed versions 1 and 2 (by a delta), whose daemon refuses the versions
     /// in `refusing`.
     static func deviceOnVersion2() async throws -> (RepoFixture, Refusing, Device) {
-        let repo = try RepoFixture(withModel: false)
-        let refusing = Refusing()
-        let device = try Device(repo: repo, sources: [repo.url], onInstalled: { version, _ throws(SyncError) in try refusing.open(version) })
+        let (repo, refusing, device) = try device()
         try repo.publish(version: 1)
         #expect(await device.syncer.syncOnce().installedVersion == 1)
         try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
@@ -62,10 +70,7 @@ struct UnservableVersionTests {
 
     @Test("Given a first install of version 1 not served, when the attempt fails, then it says why and current is dropped (nothing to fall back to), and the next attempt installs version 1 again instead of finding it up to date")
     func firstInstallNotServed() async throws {
-        let repo = try RepoFixture(withModel: false)
-        let refusing = Refusing()
-        refusing.versions.withLock { $0 = [1] }
-        let device = try Device(repo: repo, sources: [repo.url], onInstalled: { version, _ throws(SyncError) in try refusing.open(version) })
+        let (repo, refusing, device) = try Self.device(refusing: [1])
         try repo.publish(version: 1)
         #expect(await device.syncer.syncOnce().errorCode == "install_failed")
         #expect(device.state.lastError?.message.contains("version 1 cannot be served") == true)
@@ -81,10 +86,7 @@ struct UnservableVersionTests {
 
     @Test("Given version 2 installed first and found unservable (current dropped), when a source then offers version 1, then it is refused as a rollback and nothing installs; version 2 installs again and clears the floor")
     func forgottenVersionIsFloor() async throws {
-        let repo = try RepoFixture(withModel: false)
-        let refusing = Refusing()
-        refusing.versions.withLock { $0 = [2] }
-        let device = try Device(repo: repo, sources: [repo.url], onInstalled: { version, _ throws(SyncError) in try refusing.open(version) })
+        let (repo, refusing, device) = try Self.device(refusing: [2])
         try repo.publish(version: 1)
         try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2))
         #expect(await device.syncer.syncOnce().errorCode == "install_failed")

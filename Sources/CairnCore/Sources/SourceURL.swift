@@ -10,6 +10,17 @@ public enum SourceURL {
         "file://" + (path.addingPercentEncoding(withAllowedCharacters: pathCharacters) ?? path)
     }
 
+    /// Whether `url` is an `https://` URL (the scheme in any case, as `problem` accepts it).
+    public static func isHTTPS(_ url: String) -> Bool { url.lowercased().hasPrefix("https://") }
+
+    /// The local path a `file://` URL names, percent-decoded (the inverse of `forFolder`); nil
+    /// for any other URL.
+    public static func filePath(_ url: String) -> String? {
+        guard url.lowercased().hasPrefix("file://") else { return nil }
+        let encoded = String(url.dropFirst(7))
+        return encoded.removingPercentEncoding ?? encoded
+    }
+
     /// What a path may hold unencoded in a URL: RFC 3986's unreserved characters, `/`, and the
     /// sub-delimiters and `:@` that a path segment allows; `%`, `?`, `#` and spaces are encoded.
     private static let pathCharacters = CharacterSet(charactersIn:

@@ -111,23 +111,19 @@ public enum SourceReader {
                 let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
                 if name.hasPrefix(".") { continue }
                 let relative = relativeFolder.isEmpty ? name : relativeFolder + "/" + name
+                let path = folder + "/" + name
                 var info = stat()
-                guard lstat(folder + "/" + name, &info) == 0 else {
-                    throw PublishError(.io, "cannot read \(folder)/\(name) (\(String(cString: strerror(errno))))")
+                guard lstat(path, &info) == 0 else {
+                    throw PublishError(.io, "cannot read \(path) (\(String(cString: strerror(errno))))")
                 }
-                switch info.st_mode & S_IFMT {
-                case S_IFDIR:
+                if info.st_mode & S_IFMT == S_IFDIR {
                     pending.append(relative)
-                case S_IFREG:
-                    if extensions.contains((name as NSString).pathExtension.lowercased()) { found.append(relative) }
-                case S_IFLNK:
-                    var target = stat()
-                    if stat(folder + "/" + name, &target) == 0, target.st_mode & S_IFMT == S_IFREG,
-                       extensions.contains((name as NSString).pathExtension.lowercased()) {
-                        found.append(relative)
-                    }
-                default:
-                    continue // sockets, FIFOs, devices
+                    continue
+                }
+                // A file, or a symbolic link to one; sockets, FIFOs and devices are not read.
+                if info.st_mode & S_IFMT == S_IFLNK, stat(path, &info) != 0 { continue }
+                if info.st_mode & S_IFMT == S_IFREG, extensions.contains((name as NSString).pathExtension.lowercased()) {
+                    found.append(relative)
                 }
             }
         }

@@ -1,4 +1,5 @@
 import CCurl
+import CairnCore
 import CairnThreads
 import Dispatch
 import Foundation
@@ -82,7 +83,7 @@ enum CurlTransfer {
             _ = cairn_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
             _ = cairn_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https,file")
             // A redirect may not lead from a server to a local file, nor from HTTPS to plain HTTP.
-            _ = cairn_curl_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, url.hasPrefix("https:") ? "https" : "http,https")
+            _ = cairn_curl_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, SourceURL.isHTTPS(url) ? "https" : "http,https")
             _ = cairn_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
             _ = cairn_curl_setopt_long(handle, CURLOPT_MAXREDIRS, limits.maxRedirects)
             _ = cairn_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1)

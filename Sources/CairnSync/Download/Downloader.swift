@@ -1,3 +1,4 @@
+import CairnCore
 import CairnStore
 import CCurl
 import Foundation
@@ -29,9 +30,7 @@ public struct Downloader: Sendable {
     /// for a writer for ever (the attempt, and every other source, stuck behind it), read a
     /// device file without end, and take an unreadable root file for "no more roots".
     static func localFileProblem(_ url: String, what: String) -> SyncError? {
-        guard url.lowercased().hasPrefix("file://") else { return nil }
-        let encoded = String(url.dropFirst(7))
-        let path = encoded.removingPercentEncoding ?? encoded
+        guard let path = SourceURL.filePath(url) else { return nil }
         var info = stat()
         guard stat(path, &info) == 0 else { return errno == ENOENT || errno == ENOTDIR ? nil : SyncError(.io, "cannot read the \(what) \(path): \(String(cString: strerror(errno)))") }
         guard info.st_mode & S_IFMT == S_IFREG else {
@@ -155,7 +154,7 @@ public struct Downloader: Sendable {
         if outcome.status == 401 || (outcome.status == 403 && hasCredentials) {
             throw SyncError(.unauthorized, "the source refused access to the \(what) (HTTP \(outcome.status)); check its netrc_file or token_file")
         }
-        if outcome.status == 400 && url.hasPrefix("https:") {
+        if outcome.status == 400 && SourceURL.isHTTPS(url) {
             throw SyncError(.tls, "the source answered HTTP 400 over TLS for the \(what): it requires a client certificate it did not get or accept (client_cert, client_key)")
         }
         if Self.tlsCodes.contains(outcome.code.rawValue) {

@@ -23,12 +23,10 @@ struct Exporter {
         guard let installed = directory.installed() else {
             throw SyncError(.notInstalled, "no version is installed; nothing to export")
         }
-        let existed = FileSystem.exists(target)
-        if existed {
-            var info = stat()
-            guard stat(target, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
-                throw SyncError(.badPath, "\(target) is not a folder; export into a new or empty folder")
-            }
+        var info = stat()
+        let existed = stat(target, &info) == 0
+        guard !existed || info.st_mode & S_IFMT == S_IFDIR else {
+            throw SyncError(.badPath, "\(target) is not a folder; export into a new or empty folder")
         }
         if existed, !directory.entries(target).isEmpty {
             throw SyncError(.exportTargetNotEmpty, "\(target) is not empty; export into a new or empty folder")
@@ -57,9 +55,8 @@ struct Exporter {
     private func write(_ installed: InstalledVersion, to target: String) throws(SyncError) -> ExportResult {
         let manifest = installed.manifest
         let repository = BlobStore(root: target)
-        var files = 0
         var bytes: Int64 = 0
-        /// Every file written and its SHA-256, for the read-back.
+        /// Every file written and its SHA-256, for the read-back (and the answer's count).
         var written: [(path: String, id: ContentID)] = []
         func put(_ content: [UInt8], as id: ContentID, what: String) throws(SyncError) {
             guard ContentID(hashing: content) == id else {
@@ -67,7 +64,6 @@ struct Exporter {
             }
             do { try repository.put(content) } catch { throw SyncError.writing("cannot write \(what) into \(target): \(error.message)", error) }
             written.append((repository.path(of: id), id))
-            files += 1
             bytes += Int64(content.count)
         }
         func writeSmall(_ content: [UInt8], to path: String) throws(StoreError) {
@@ -81,7 +77,6 @@ struct Exporter {
             throw SyncError.writing("cannot write the snapshot blob into \(target): \(error.message)", error)
         }
         written.append((repository.path(of: manifest.snapshot.sha256), manifest.snapshot.sha256))
-        files += 1
         bytes += Int64(manifest.snapshot.size)
         if !manifest.model.files.isEmpty {
             guard let model = installed.modelDirectory else {
@@ -100,12 +95,10 @@ struct Exporter {
             for root in pinnedRoot.map(directory.persistedRoots) ?? [] {
                 try FileSystem.makeDirectory(target + "/root")
                 try writeSmall(root.bytes, to: target + "/root/" + DataDirectoryLayout.rootFile(root.version))
-                files += 1
             }
             for key in trustedKeys where (try? SignedManifest.decodeAndVerify(signed, trustedKeys: [key])) != nil {
                 try FileSystem.makeDirectory(target + "/keys")
                 try writeSmall(Array(key.fileText.utf8), to: "\(target)/keys/\(key.keyID.hex).pub")
-                files += 1
             }
             try writeSmall(signed, to: "\(channel)/versions/\(manifest.version).json")
             try writeSmall(signed, to: "\(channel)/manifest.json")
@@ -113,13 +106,12 @@ struct Exporter {
         } catch {
             throw SyncError.writing("cannot write the manifest into \(target): \(error.message)", error)
         }
-        files += 2
         bytes += Int64(signed.count) * 2
         try ExportReadBack.check(written, in: target)
         logger.info("exported and read back", metadata: ["cairn.sync.version": "\(installed.version)", "cairn.sync.path": "\(target)",
                                                          "cairn.sync.snapshot": "\(origin.rawValue)", "cairn.sync.files": "\(written.count)"])
         return ExportResult(to: target, channel: manifest.channel, version: installed.version,
-                            stateRoot: installed.stateRoot.hex, snapshot: origin, files: files, bytes: bytes)
+                            stateRoot: installed.stateRoot.hex, snapshot: origin, files: written.count, bytes: bytes)
     }
 
     /// A file holding the signed snapshot bytes (its SHA-256 checked): the blob kept at install,
