@@ -1,3 +1,4 @@
+import CairnIndex
 /// The one error type of CairnDaemon: an opaque code, a one-line message that says what happened
 /// and what to do, and an optional cause. Messages never contain query or document text.
 public struct DaemonError: Error, CustomStringConvertible, Sendable {
@@ -35,6 +36,10 @@ public struct DaemonError: Error, CustomStringConvertible, Sendable {
 
     /// Whether trying again later can succeed.
     public var isRetryable: Bool { code == .noIndex }
+
+    /// Whether a version failed to open for a reason outside its bytes (a full disk, an I/O
+    /// error; `IndexError.isEnvironmental`): it is kept, not discarded.
+    public var isEnvironmental: Bool { (cause as? IndexError)?.isEnvironmental ?? false }
 
     public var description: String { "\(code): \(message)" }
 }

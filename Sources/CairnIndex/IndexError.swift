@@ -56,6 +56,16 @@ public struct IndexError: Error, CustomStringConvertible, Sendable {
         return isBusy || sqliteCode & 0xFF == 13 /* SQLITE_FULL */
     }
 
+    /// Whether the failure lies outside the file's bytes: a full disk, a rows file that cannot be
+    /// written, or SQLite unable to read, lock, allocate or open a file that is there. Such a
+    /// version is not bad, and must not be discarded: opening it can succeed later.
+    public var isEnvironmental: Bool {
+        if code == .diskFull || code == .io { return true }
+        guard code == .sqlite, let sqliteCode else { return false }
+        // SQLITE_BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN.
+        return [5, 6, 7, 8, 10, 13, 14].contains(sqliteCode & 0xFF)
+    }
+
     public var description: String { "\(code): \(message)" }
 
     static func oneLine(_ text: String) -> String {

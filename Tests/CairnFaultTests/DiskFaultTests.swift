@@ -215,4 +215,48 @@ struct DiskFaultTests {
         }
         #expect(report.finish("refused: \(reason.prefix(80)); old version answering; installed once writable"))
     }
+
+    @Test("Given a full disk at start-up and installed versions whose rows files must be written again, then cairnd keeps every version (in a temporary folder when it has room, serving at once; else serving nothing for now) and serves the installed one once space returns",
+          arguments: [true, false])
+    func fullDiskAtStartup(temporaryOnFullDisk: Bool) async throws {
+        let disk = try Tmpfs(megabytes: 80)
+        defer { disk.unmount() }
+        let rig = try await Rig(dataDirectory: disk.path + "/data")
+        defer { rig.stop() }
+        _ = try rig.publishNext()
+        if let failed = try await rig.recovery(to: 2) { Issue.record("\(failed)"); return }
+        let data = rig.device.dataDirectory
+        func link(_ name: String) -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/" + name) }
+        #expect(link("current") == "versions/2" && link("previous") == "versions/1")
+        rig.device.stop()
+        // The rows files (rebuilt from the index at start-up when missing) are gone, and not a
+        // byte is free (the overlay goes too: its pages would make room); TMPDIR on that disk
+        // too, or not.
+        let versions = temporaryOnFullDisk ? ["1", "2"] : ["2"]
+        for version in versions {
+            for file in ["index.rows", "index.overlay"] { unlink(data + "/versions/\(version)/" + file) }
+        }
+        let temporary = disk.path + "/tmp"
+        try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
+        disk.fill(leaving: 0)
+        defer { disk.emptyFiller() }
+        let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "restarted", dataDirectory: data,
+                                       environment: temporaryOnFullDisk ? ["TMPDIR": temporary] : [:])
+        defer { device.stop() }
+        if temporaryOnFullDisk {
+            try await waitUntil("cairnd answers status", seconds: 60) { device.status()["sync"] != nil }
+            #expect(device.log.contains("cannot be opened now; it is kept"))
+            #expect(device.status()["version"] as? Int == nil)
+        } else {
+            try await device.waitForVersion(2)
+        }
+        // Nothing was discarded for want of space.
+        #expect(link("current") == "versions/2" && link("previous") == "versions/1")
+        #expect(FileManager.default.fileExists(atPath: data + "/versions/2/index.sqlite"))
+        #expect(FileManager.default.fileExists(atPath: data + "/versions/1/index.sqlite"))
+        disk.emptyFiller()
+        _ = try device.cairn(["sync"])
+        try await device.waitForVersion(2)
+        #expect(try device.query("release notes edition", mode: "lexical").ids.first == "release-2")
+    }
 }

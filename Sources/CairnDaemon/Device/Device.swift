@@ -89,40 +89,30 @@ public struct Device: Sendable {
         // version's file in place. If this fails, the newest loadable version is opened (falling
         // back to previous).
         var installedRows: IndexContents?
-        if let installed = directory.installed(),
-           let version = try? VersionLoader.load(dataDirectory: configuration.dataDirectory, configuration: configuration.ranking,
-                                                logger: logger),
-           version.index.meta.version == installed.version {
-            holder.install(version)
-            installedRows = version.index.contents
-        } else if let version = try? VersionLoader.loadNewest(dataDirectory: configuration.dataDirectory, configuration: configuration.ranking,
-                                                                 logger: logger) {
-            holder.install(version)
-            // `previous` served because `current` does not open: the links are made to say so
-            // (else the next install would make the served version unreferenced and remove it),
-            // and the version that does not open goes; a sync installs it again.
-            if version.index.meta.version != directory.installed()?.version {
-                do {
-                    if let back = try directory.fallBackToPrevious() {
-                        try directory.recover()
-                        logger.warning("current now points at the version served", metadata: ["cairn.version": "\(back.version)"])
-                    }
-                } catch {
-                    logger.error("the version served cannot be made current: \(error.message)")
-                }
-            }
-        } else if !sync.sources.isEmpty, let unserved = directory.installed() {
-            // Neither `current` nor `previous` opens: nothing is served. `current` is dropped so
-            // that the first sync installs that version again instead of finding it up to date
-            // (without a source to install it from, the folder is left as it is).
-            do {
-                try directory.forgetCurrent()
-                try directory.recover()
-                logger.error("the installed version cannot be served; a sync installs it again",
-                             metadata: ["cairn.version": "\(unserved.version)"])
+        let installed = directory.installed()
+        var failure: DaemonError?
+        if installed != nil {
+            do throws(DaemonError) {
+                let version = try VersionLoader.load(dataDirectory: configuration.dataDirectory, configuration: configuration.ranking,
+                                                     logger: logger)
+                holder.install(version)
+                installedRows = version.index.contents
             } catch {
-                logger.error("the installed version cannot be served, and current cannot be dropped: \(error.message)")
+                failure = error
             }
+        }
+        if let installed, let failure, failure.isEnvironmental {
+            // Not the version's fault (a full disk, an I/O error): every link stays, `previous`
+            // answers meanwhile if it opens, and each sync attempt opens `current` again.
+            logger.error("the installed version cannot be opened now; it is kept and opened again at the next sync",
+                         metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(failure)"])
+            if let previous = try? VersionLoader.load(dataDirectory: configuration.dataDirectory, link: DataDirectoryLayout.previousLink,
+                                                      configuration: configuration.ranking, logger: logger) {
+                holder.install(previous)
+            }
+        } else if let installed, let failure {
+            openAfterFailure(installed: installed, failure: failure, directory: directory, holder: holder, configuration: configuration,
+                             hasSources: !sync.sources.isEmpty, logger: logger)
         }
         let (dataDirectory, ranking) = (configuration.dataDirectory, configuration.ranking)
         let preload = ModelPreload()
@@ -155,7 +145,7 @@ public struct Device: Sendable {
             // The serving version's model is reused; another one loads while the index is built.
             guard let resolved = VersionLoader.resolve(folder), holder.current?.modelDirectory != resolved else { return }
             preload.start(folder: resolved)
-        })
+        }, servedVersion: { holder.current?.index.meta.version })
         let status = SyncStateStatusProvider(directory: directory, configuration: sync, trust: syncer.trust, progress: syncer.progress,
                                              spare: { syncer.spareState(of: $0) })
         let metrics = DaemonMetrics(channel: configuration.channel, registry: registry)
@@ -164,6 +154,44 @@ public struct Device: Sendable {
             onAttempt: { metrics.recordSync(outcome: $0, path: $1, bytes: $2) })
         return ChannelParts(name: configuration.channel, holder: holder, syncer: syncer, status: status, metrics: metrics,
                             service: service)
+    }
+
+    /// `current` did not open because of its own bytes (`failure`): `previous` is served instead
+    /// and the links are made to say so (else the next install would make the served version
+    /// unreferenced and remove it); the version that does not open goes, and a sync installs it
+    /// again. `previous` that cannot be opened now (a full disk) still becomes `current`, opened
+    /// again at the next sync. With neither, `current` is dropped so that the first sync installs
+    /// that version again instead of finding it up to date (without a source to install it from,
+    /// the folder is left as it is).
+    static func openAfterFailure(installed: InstalledVersion, failure: DaemonError, directory: DataDirectory, holder: IndexHolder,
+                                 configuration: DaemonConfiguration, hasSources: Bool, logger: Logger) {
+        logger.error("the installed version is unusable; trying the previous one",
+                     metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(failure)"])
+        var previousKept = false
+        do throws(DaemonError) {
+            holder.install(try VersionLoader.load(dataDirectory: configuration.dataDirectory, link: DataDirectoryLayout.previousLink,
+                                                  configuration: configuration.ranking, logger: logger))
+            previousKept = true
+        } catch {
+            if error.isEnvironmental {
+                logger.error("the previous version cannot be opened now; it is kept and opened again at the next sync",
+                             metadata: ["cairn.error": "\(error)"])
+                previousKept = true
+            }
+        }
+        do {
+            if previousKept, let back = try directory.fallBackToPrevious() {
+                try directory.recover()
+                logger.warning("current now points at the previous version", metadata: ["cairn.version": "\(back.version)"])
+            } else if !previousKept, hasSources {
+                try directory.forgetCurrent()
+                try directory.recover()
+                logger.error("the installed version cannot be served; a sync installs it again",
+                             metadata: ["cairn.version": "\(installed.version)"])
+            }
+        } catch {
+            logger.error("the data directory's links cannot be changed: \(error.message)")
+        }
     }
 
     /// Every `[source URL]` section must name a source of the daemon's channel or of one of its

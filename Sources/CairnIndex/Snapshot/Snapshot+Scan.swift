@@ -31,12 +31,13 @@ extension Snapshot {
     /// The rows files of a verified file that has none for its version (`SearchIndex` opening
     /// it): one pass over its rows (leaves from the stored hashes, the state root checked against
     /// the meta's) writes the base beside it, in place of any rows files of another version there;
-    /// when its folder cannot be written, to a temporary file removed once mapped.
+    /// when its folder cannot be written (or its disk is full), to a temporary file removed once
+    /// mapped.
     static func scanWritingRows(at path: String) throws(IndexError) -> IndexContents {
         unlink(IndexContents.overlayPath(beside: path))
         do {
             return try scan(at: path, check: .storedHashes)
-        } catch where error.code == .io {
+        } catch where error.code == .io || error.code == .diskFull {
             let temporary = (NSTemporaryDirectory() as NSString).appendingPathComponent("cairn-rows-\(UUID().uuidString).bin")
             defer { unlink(temporary) }
             return try scan(at: path, check: .storedHashes, expectedStateRoot: nil, durable: false, rowsPath: temporary)

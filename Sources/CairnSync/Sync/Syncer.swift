@@ -35,6 +35,8 @@ public actor Syncer {
     let now: @Sendable () -> Date
     let onInstalled: @Sendable (InstalledVersion, IndexContents?) async throws(SyncError) -> Void
     let onModel: @Sendable (String) -> Void
+    /// The version the daemon serves (nil: none), when it tells; see `reopenIfUnserved`.
+    let servedVersion: (@Sendable () -> Int?)?
     /// The trust chain when a root is pinned (loaded from `DIR/roots/` at start), shared with status.
     public nonisolated let trust: TrustHolder
     /// The attempt in progress and the attempts started and ended, for status and `sync --wait`.
@@ -91,10 +93,14 @@ public actor Syncer {
     ///     fails with the error.
     ///   - onModel: called with the folder of the model an install's version uses, once it is
     ///     in place and before the index is built, so that the daemon may load it meanwhile.
+    ///   - servedVersion: the version the daemon serves; when it is not the installed one (which
+    ///     could not be opened at start-up for a reason outside its bytes, such as a full disk),
+    ///     each attempt first hands the installed version to `onInstalled` again.
     public init(configuration: SyncConfiguration, directory: DataDirectory, logger: Logger,
                 now: @escaping @Sendable () -> Date = { Date() }, installedRows: IndexContents? = nil,
                 onInstalled: @escaping @Sendable (InstalledVersion, IndexContents?) async throws(SyncError) -> Void = { _, _ in },
-                onModel: @escaping @Sendable (String) -> Void = { _ in }) {
+                onModel: @escaping @Sendable (String) -> Void = { _ in },
+                servedVersion: (@Sendable () -> Int?)? = nil) {
         self.configuration = configuration
         self.directory = directory
         self.downloader = Downloader(limits: configuration.transfer, logger: logger)
@@ -102,6 +108,7 @@ public actor Syncer {
         self.now = now
         self.onInstalled = onInstalled
         self.onModel = onModel
+        self.servedVersion = servedVersion
         self.installedRows = installedRows
         if let installedRows, let path = directory.installed()?.indexPath {
             let meta = installedRows.meta
@@ -122,10 +129,23 @@ public actor Syncer {
     public func syncOnce() async -> SyncOutcome {
         await exclusively { () async -> SyncOutcome in
             progress.begin(at: now())
+            await self.reopenIfUnserved()
             let outcome = await self.attemptAll()
             progress.finish(outcome: outcome.label)
             keepSpare()
             return outcome
+        }
+    }
+
+    /// Opens the installed version again when the daemon does not serve it: it did not open at
+    /// start-up for a reason outside its bytes (a full disk, an I/O error), and was kept.
+    private func reopenIfUnserved() async {
+        guard let servedVersion, let installed = directory.installed(), servedVersion() != installed.version else { return }
+        do throws(SyncError) {
+            try await onInstalled(installed, nil)
+        } catch {
+            logger.warning("the installed version still cannot be opened; trying again at the next attempt",
+                           metadata: ["cairn.sync.version": "\(installed.version)", "cairn.sync.error": "\(error.message)"])
         }
     }
 
