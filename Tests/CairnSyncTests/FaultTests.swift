@@ -38,6 +38,28 @@ struct FaultTests {
         #expect(health[1].consecutiveFailures == 0 && health[1].lastOK != nil)
     }
 
+    @Test("Given a first source (a stick left plugged in) with the installed version and a second with a newer one, when syncing, then the newer one installs from the second; with both up to date, the attempt is up to date")
+    func staleFirstSourceDoesNotFreeze() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let stick = try TemporaryDirectory.make() + "/stick"
+        try FileManager.default.copyItem(atPath: repo.root, toPath: stick)
+        let device = try Device(repo: repo, sources: ["file://" + stick, repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        // Both sources offer version 1: up to date, and both were asked.
+        guard case .upToDate(let version) = await device.syncer.syncOnce() else { Issue.record("not up to date"); return }
+        #expect(version == 1)
+        try repo.publish(version: 2, deltasFrom: [1])
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        let health = try #require(device.state.sources)
+        #expect(health.count == 2 && health.allSatisfy { $0.consecutiveFailures == 0 && $0.lastOK != nil })
+        // Now the stick is older than the installed version (refused there as a rollback) and the
+        // origin is up to date: the attempt is up to date, not failed.
+        guard case .upToDate(let after) = await device.syncer.syncOnce() else { Issue.record("not up to date"); return }
+        #expect(after == 2)
+        #expect(device.state.sources?.first?.lastError?.hasPrefix("rollback") == true)
+    }
+
     @Test("Given a connection cut half-way through the snapshot, when syncing again, then the download resumes with Range and moves at most 1.1× the blob")
     func resumeAfterCut() async throws {
         let repo = try RepoFixture(withModel: false)

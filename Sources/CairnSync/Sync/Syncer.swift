@@ -124,7 +124,9 @@ public actor Syncer {
         trust = TrustHolder(chain)
     }
 
-    /// One attempt over the sources in order; the first that yields a verified answer ends it.
+    /// One attempt over the sources in order; the first that installs a version ends it. A
+    /// source that has nothing newer (up to date, held back) does not: every source is asked
+    /// before the attempt is up to date.
     @discardableResult
     public func syncOnce() async -> SyncOutcome {
         await exclusively { () async -> SyncOutcome in
@@ -159,6 +161,9 @@ public actor Syncer {
         lastDeltaCheck = nil
         var kept: SyncError?
         if configuration.sources.isEmpty { kept = SyncError(.noSource, "no source is configured") }
+        // A source that has nothing newer does not end the attempt: a later one may (a stick
+        // left plugged in with the installed version, ahead of the origin that has moved on).
+        var upToDate: SyncOutcome?
         for source in configuration.sources {
             var reached = false
             var timings = InstallTimings()
@@ -172,8 +177,12 @@ public actor Syncer {
                     $0.consecutiveFailures = 0
                     $0.lastError = nil
                 }
+                if case .upToDate = outcome {
+                    upToDate = upToDate ?? outcome
+                    continue
+                }
                 let succeeded = state.lastSuccess
-                if case .installed = outcome { state.lastSuccess = SyncState.time(now()) }
+                state.lastSuccess = SyncState.time(now())
                 let clock = ContinuousClock()
                 let persisting = clock.now
                 await persist(state)
@@ -207,6 +216,10 @@ public actor Syncer {
                 if kept == nil || (kept!.isTransport && !error.isTransport) { kept = error }
                 if error.code == .cancelled { break }
             }
+        }
+        if let upToDate {
+            await persist(state)
+            return upToDate
         }
         let error = kept!
         state.lastError = SyncState.LastError(code: error.code.name, message: error.message, at: SyncState.time(now()))
