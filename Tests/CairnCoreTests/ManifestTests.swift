@@ -185,4 +185,25 @@ import Testing
             }
         }
     }
+
+    struct ModelFolderVectors: Decodable {
+        struct File: Decodable { let name: String; let sha256: String; let size: Int }
+        struct Model: Decodable { let what: String; let files: [File]; let folder: String? }
+        let models: [Model]
+    }
+
+    @Test("A model's folder name is the vector's: the weights and every other file count, so another vocabulary gets another folder")
+    func modelFolderNames() throws {
+        let vectors = try vector(ModelFolderVectors.self, "model-folder.json")
+        #expect(vectors.models.count == 3)
+        for model in vectors.models {
+            let files = model.files.map { Manifest.ModelFile(name: $0.name, sha256: ContentID(hex: $0.sha256)!, size: $0.size) }
+            // The order files are listed in does not matter.
+            for listed in [files, files.reversed()] {
+                let name = Manifest.Model(id: "m", dimension: 4, maxTokens: 16, files: listed).folderName
+                #expect(name == model.folder, "\(model.what)")
+            }
+        }
+        #expect(Set(vectors.models.compactMap(\.folder)).count == 2)
+    }
 }

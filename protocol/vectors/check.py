@@ -461,7 +461,21 @@ def check_roots():
         check(f"{what} under root {number}", manifest_verdict(raw, chain[:number]), vector["verdict"])
 
 
+def check_model_folders():
+    """protocol/data-directory.md, "Model folders"."""
+    doc = json.loads(load("model-folder.json"))
+    for vector in doc["models"]:
+        files = vector["files"]
+        name = None
+        if any(f["name"] == "model.safetensors" for f in files):
+            lines = "".join(f"{f['name']} {f['sha256']} {f['size']}\n"
+                            for f in sorted(files, key=lambda f: f["name"].encode()))
+            name = hashlib.sha256(lines.encode()).hexdigest()
+        check(f"model folder of {vector['what']}", name, vector["folder"])
+
+
 check_canonical()
+check_model_folders()
 old_chunks = check_state_root()
 check_delta(old_chunks)
 check_manifest()

@@ -89,6 +89,16 @@ extension Manifest {
             self.maxTokens = maxTokens
             self.files = files
         }
+
+        /// The folder a device (`DIR/models/`) or a search cache keeps this model's files in: the
+        /// hex SHA-256 of one line `<name> <sha256 hex> <size>\n` per file, in name order, so that
+        /// two models with the same weights and another vocabulary or configuration never share
+        /// one. Nil without weights (lexical only).
+        public var folderName: String? {
+            guard files.contains(where: { $0.name == "model.safetensors" }) else { return nil }
+            let lines = files.sorted { $0.name < $1.name }.map { "\($0.name) \($0.sha256.hex) \($0.size)\n" }.joined()
+            return ContentID(hashing: Array(lines.utf8)).hex
+        }
     }
 
     /// One file of the model, stored as a blob.

@@ -6,7 +6,7 @@ import Foundation
 public import Logging
 
 /// Opens the version a data directory's `current` (or `previous`) link points at:
-/// `DIR/current -> versions/<n>/{index.sqlite, manifest.json, model -> ../../models/<sha>}`.
+/// `DIR/current -> versions/<n>/{index.sqlite, manifest.json, model -> ../../models/<name>}`.
 ///
 /// Nothing heavy is verified here (CairnSync verifies before it swaps the link); the loader
 /// checks that the index opens and that its meta's version is the folder's name. A missing or

@@ -11,7 +11,7 @@ import Logging
 /// root, copy the model files beside it, and open both with the daemon's engine.
 ///
 /// Cache layout: `<cache>/<channel>/<version>-<state root>/index.sqlite` and
-/// `<cache>/models/<sha256 of the weights>/<file>`. A folder appears under its final name only
+/// `<cache>/models/<Manifest.Model.folderName>/<file>`. A folder appears under its final name only
 /// once complete and verified (built as `.partial-*`, then renamed), so a later start reuses it.
 struct VersionCache: Sendable {
     let repository: String
@@ -135,11 +135,11 @@ struct VersionCache: Sendable {
         }
     }
 
-    /// `<cache>/models/<sha256 of the weights>`, copied from verified blobs if absent; nil when
-    /// the manifest names no weights (lexical only).
+    /// `<cache>/models/<Manifest.Model.folderName>`, copied from verified blobs if absent; nil
+    /// when the manifest names no weights (lexical only).
     private func modelFolder(_ manifest: Manifest) throws(ServerError) -> String? {
-        guard let weights = manifest.model.files.first(where: { $0.name == "model.safetensors" }) else { return nil }
-        let final = "\(folder)/models/\(weights.sha256.hex)"
+        guard let name = manifest.model.folderName else { return nil }
+        let final = "\(folder)/models/\(name)"
         if FileSystem.exists(final) { return final }
         return try build(final) { (partial) throws(ServerError) in
             for file in manifest.model.files {

@@ -5,8 +5,8 @@ import CairnIndex
 ///     DIR/lock, DIR/state.json
 ///     DIR/current -> versions/<n>, DIR/previous -> versions/<m>
 ///     DIR/versions/<n>/{index.sqlite, index.rows, [index.overlay], manifest.json,
-///                       model -> ../../models/<sha>, snapshot.blob | delta.blob}
-///     DIR/models/<sha>/, DIR/staging/, DIR/roots/<n>.root.json
+///                       model -> ../../models/<name>, snapshot.blob | delta.blob}
+///     DIR/models/<name>/, DIR/staging/, DIR/roots/<n>.root.json
 public enum DataDirectoryLayout {
     public static let lockFile = "lock"
     public static let stateFile = "state.json"

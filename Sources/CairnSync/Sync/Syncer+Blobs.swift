@@ -95,12 +95,12 @@ extension Syncer {
         }
     }
 
-    /// The model folder `models/<sha256 of model.safetensors>` for `manifest`, downloading and
+    /// The model folder `models/<Manifest.Model.folderName>` for `manifest`, downloading and
     /// verifying missing files first. Nil when the manifest names no weights (lexical-only).
     func ensureModel(_ manifest: Manifest, base: String) async throws(SyncError) -> String? {
-        guard let weights = manifest.model.files.first(where: { $0.name == "model.safetensors" }) else { return nil }
-        let folder = "\(directory.modelsPath)/\(weights.sha256.hex)"
-        if FileSystem.exists(folder) { return folder }
+        guard let name = manifest.model.folderName else { return nil }
+        if let existing = existingModelFolder(manifest) { return existing }
+        let folder = "\(directory.modelsPath)/\(name)"
         var staged: [(String, String)] = []
         for file in manifest.model.files {
             staged.append((file.name, try await fetchBlob(base: base, id: file.sha256, size: file.size)))
@@ -124,11 +124,26 @@ extension Syncer {
         return folder
     }
 
+    /// The folder in `models/` that holds `manifest`'s model files: the one named for them, or
+    /// one named for the weights alone (as folders were until 2026-12-05) whose other files have
+    /// the signed hashes (read again at each install while it is used: kilobytes). Nil when
+    /// there is none, or no weights.
+    func existingModelFolder(_ manifest: Manifest) -> String? {
+        guard let name = manifest.model.folderName else { return nil }
+        let folder = "\(directory.modelsPath)/\(name)"
+        if FileSystem.exists(folder) { return folder }
+        guard let weights = manifest.model.files.first(where: { $0.name == "model.safetensors" }) else { return nil }
+        let legacy = "\(directory.modelsPath)/\(weights.sha256.hex)"
+        let others = manifest.model.files.filter { $0.name != weights.name }
+        guard FileSystem.exists(legacy + "/" + weights.name),
+              others.allSatisfy({ (try? FileSystem.sha256(of: legacy + "/" + $0.name).id) == $0.sha256 }) else { return nil }
+        return legacy
+    }
+
     /// The bytes of the model files `manifest` needs that the device does not have.
     func missingModelBytes(_ manifest: Manifest) -> Int64 {
-        let weights = manifest.model.files.first { $0.name == "model.safetensors" }
-        let modelPresent = weights.map { FileSystem.exists("\(directory.modelsPath)/\($0.sha256.hex)") } ?? true
-        return modelPresent ? 0 : manifest.model.files.reduce(Int64(0)) { $0 + Int64($1.size) }
+        guard manifest.model.folderName != nil, existingModelFolder(manifest) == nil else { return 0 }
+        return manifest.model.files.reduce(Int64(0)) { $0 + Int64($1.size) }
     }
 
     /// The bytes of `path`'s blob already in staging (an earlier attempt's partial download).
