@@ -170,6 +170,12 @@ enum IndexBuilder {
             guard rename(reuse.file.path, output) == 0 else {
                 throw SyncError(.io, "cannot move \(reuse.file.path) beside the new index: \(String(cString: strerror(errno)))")
             }
+            // The move is made durable before a page changes: else a power cut could leave the
+            // file, half brought up to date, where it was (a spare that the next delta would take
+            // for a copy of the live index, or the previous version's index).
+            do { try FileSystem.syncDirectory((reuse.file.path as NSString).deletingLastPathComponent) } catch {
+                throw SyncError(.io, "cannot make the move of \(reuse.file.path) durable: \(error.message)", cause: error)
+            }
         } else {
             do {
                 try FileSystem.copyFile(from: installed.indexPath, to: output)

@@ -189,6 +189,7 @@ extension Syncer {
             guard unlink(directory.previousLink) == 0 || errno == ENOENT else {
                 throw SyncError(.io, "cannot drop the previous link: \(String(cString: strerror(errno)))")
             }
+            try directory.syncFolder(directory.path)
         }
     }
 
