@@ -67,8 +67,11 @@ public enum UnixSocket {
 }
 
 extension timeval {
-    /// `seconds` as a `timeval` (whole seconds and microseconds).
+    /// `seconds` as a `timeval` (whole seconds and microseconds), between a millisecond and a
+    /// year: a zero `timeval` would mean "no timeout" to SO_RCVTIMEO, and an infinite or huge
+    /// count of seconds does not convert.
     init(_ seconds: Double) {
+        let seconds = seconds.isNaN ? 0.001 : min(max(seconds, 0.001), 31_536_000)
         self.init(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1e6))
     }
 }

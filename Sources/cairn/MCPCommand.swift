@@ -19,6 +19,12 @@ struct MCPCommand: ParsableCommand {
     @Option(help: "Seconds to wait for cairnd before a tool call fails.")
     var timeout: Double = 30
 
+    func validate() throws {
+        guard timeout.isFinite, timeout > 0, timeout <= 86_400 else {
+            throw ValidationError("--timeout must be a number of seconds above 0 and at most 86400")
+        }
+    }
+
     func run() throws {
         let daemon = DaemonConnection(root: root.connection, local: connection)
         MCPServer(tools: MCPTools(socketPath: daemon.socketPath, timeout: timeout)).run()

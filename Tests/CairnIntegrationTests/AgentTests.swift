@@ -35,7 +35,8 @@ struct AgentTests {
         } ?? [:]
         #expect(summary["protocol_version"] as? String == "2025-11-25")
         #expect((summary["search_ids"] as? [String])?.first == "boil")
-        #expect(summary["bad_request_code"] as? String == "bad_k")
+        #expect(summary["bad_arguments_code"] as? String == "bad_arguments")
+        #expect(summary["bad_request_code"] as? String == "unknown_channel")
         #expect(summary["unreachable_code"] as? String == "unavailable")
         #expect((summary["freshness"] as? String)?.hasPrefix("Knowledge base version 1") == true)
     }
@@ -53,5 +54,94 @@ struct AgentTests {
                                            "--chunk-id", "radio", "--require-langchain"])
         #expect(check.status == 0, "\(check.stdout)\n\(check.stderr)")
         #expect(check.stdout.contains("0 failed") && check.stdout.contains("0 skipped"), "\(check.stdout)")
+    }
+
+    /// `cairn mcp` fed `lines` on standard input (then end of input): its answers, by id (a
+    /// null id as "null"), and its exit status.
+    static func mcp(_ socket: String, _ lines: [String], folder: String) async throws -> (answers: [String: [String: Any]], count: Int, status: Int32) {
+        let input = folder + "/mcp-input-\(UUID().uuidString).jsonl"
+        try (lines.joined(separator: "\n") + "\n").write(toFile: input, atomically: true, encoding: .utf8)
+        let finished = try await onThread { () throws -> (String, Int32) in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Products.path("cairn"))
+            process.arguments = ["mcp", "--socket", socket, "--timeout", "20"]
+            process.environment = childEnvironment()
+            process.standardInput = FileHandle(forReadingAtPath: input)
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            try process.run()
+            let stdout = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (String(decoding: stdout, as: UTF8.self), process.terminationStatus)
+        }
+        var answers: [String: [String: Any]] = [:]
+        let replies = finished.0.split(separator: "\n")
+        for line in replies {
+            guard let answer = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { continue }
+            answers[answer["id"].map { $0 is NSNull ? "null" : "\($0)" } ?? "none"] = answer
+        }
+        return (answers, replies.count, finished.1)
+    }
+
+    @Test("Given cairn mcp, when a tool gets an argument its schema does not name, of the wrong type or out of range, then the call is a bad_arguments tool error naming it; malformed JSON-RPC messages get -32600/-32602 with their id, notifications and responses no answer; a --timeout that is not a positive number of seconds is refused")
+    func mcpRefusesWhatItCannotHonour() async throws {
+        let rig = try await ServedDevice()
+        defer { rig.stop() }
+        func call(_ id: Int, _ tool: String, _ arguments: String) -> String {
+            #"{"jsonrpc":"2.0","id":\#(id),"method":"tools/call","params":{"name":"\#(tool)","arguments":\#(arguments)}}"#
+        }
+        let refused: [(Int, String, String, String)] = [
+            (1, "search", #"{"query":"boil water","top_k":3}"#, "top_k"),
+            (2, "search", #"{"query":"boil water","k":"3"}"#, "`k`"),
+            (3, "search", #"{"query":"boil water","k":21}"#, "`k`"),
+            (4, "search", #"{"query":"boil water","k":true}"#, "`k`"),
+            (5, "search", #"{"query":"boil water","k":2.5}"#, "`k`"),
+            (6, "search", #"{"query":"boil water","tags":"flood"}"#, "`tags`"),
+            (7, "search", #"{"query":"boil water","mode":"fuzzy"}"#, "`mode`"),
+            (8, "search", #"{"query":"boil water","channel":7}"#, "`channel`"),
+            (9, "status", #"{"verbose":true}"#, "verbose"),
+            (10, "get", #"{"id":"boil","full":true}"#, "full"),
+        ]
+        let lines = refused.map { call($0.0, $0.1, $0.2) } + [
+            call(20, "search", #"{"query":"boil water","k":2.0,"tags":[]}"#),
+            #"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            #"{"jsonrpc":"2.0","id":31}"#,
+            #"{"jsonrpc":"2.0","id":32,"method":5}"#,
+            #"{"id":33,"method":"ping"}"#,
+            #"{"jsonrpc":"2.0","id":34,"method":"tools/call","params":{"name":"search","arguments":"boil"}}"#,
+            #"{"jsonrpc":"2.0","id":35,"method":"ping","params":[1]}"#,
+            #"[{"jsonrpc":"2.0","id":36,"method":"ping"}]"#,
+            #"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            #"{"jsonrpc":"2.0","id":37,"result":{}}"#,
+            #"{"jsonrpc":"2.0","id":38,"method":"ping"}"#,
+        ]
+        let (answers, count, status) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder)
+        #expect(status == 0)
+        for (id, tool, arguments, named) in refused {
+            let result = answers["\(id)"]?["result"] as? [String: Any]
+            let structured = result?["structuredContent"] as? [String: Any]
+            #expect(result?["isError"] as? Bool == true && structured?["code"] as? String == "bad_arguments",
+                    "\(tool) \(arguments): \(String(describing: result))")
+            #expect((structured?["message"] as? String)?.contains(named) == true, "\(tool) \(arguments): \(String(describing: structured))")
+        }
+        let found = answers["20"]?["result"] as? [String: Any]
+        #expect(found?["isError"] as? Bool == false)
+        #expect(((found?["structuredContent"] as? [String: Any])?["results"] as? [Any])?.count == 2)
+        func errorCode(_ id: String) -> Int? { (answers[id]?["error"] as? [String: Any])?["code"] as? Int }
+        // id null, a batch: answered with id null (two answers under one key: one counted here).
+        #expect(errorCode("null") == -32600)
+        #expect(errorCode("31") == -32600 && errorCode("32") == -32600 && errorCode("33") == -32600)
+        #expect(errorCode("34") == -32602 && errorCode("35") == -32602)
+        #expect(answers["38"]?["result"] != nil)
+        // 10 refusals, one search, two answers with id null, 31…35, 38: no answer to the
+        // notification or to the response.
+        #expect(count == 10 + 1 + 2 + 5 + 1, "\(answers.keys.sorted())")
+        #expect(answers["37"] == nil)
+
+        for timeout in ["0", "-1", "inf", "nan", "3000000"] {
+            let run = try Binaries.run("cairn", ["mcp", "--socket", rig.device.socket, "--timeout", timeout], in: rig.workspace.folder)
+            #expect(run.status == 2 && run.error.contains("--timeout"), "--timeout \(timeout): \(run.status) \(run.error)")
+        }
     }
 }

@@ -93,6 +93,17 @@ struct ChannelsTests {
         #expect(Self.channels(device)["field"]?["version"] as? Int == 2)
         let after = Self.origins(try await Self.search(device, #"{"query": "generator sandbags", "k": 4, "mode": "lexical"}"#))
         #expect(Set(after.map { "\($0.channel) v\($0.version)" }) == ["field v2", "manuals v1"])
+        // An agent's search of one channel (cairn mcp) says that channel's version and freshness,
+        // not the daemon's own channel's; a search of all lists every channel.
+        let agent = try await AgentTests.mcp(device.socket, [
+            #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"generator","channel":"manuals"}}}"#,
+            #"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":{"query":"generator sandbags"}}}"#,
+        ], folder: field.folder)
+        let one = (agent.answers["1"]?["result"] as? [String: Any])?["structuredContent"] as? [String: Any]
+        #expect(one?["channel"] as? String == "manuals" && one?["version"] as? Int == 1, "\(String(describing: one))")
+        #expect((one?["freshness"] as? String)?.hasPrefix("Knowledge base version 1 (channel manuals)") == true, "\(String(describing: one))")
+        let all = (agent.answers["2"]?["result"] as? [String: Any])?["structuredContent"] as? [String: Any]
+        #expect((all?["channels"] as? [[String: Any]])?.compactMap { $0["channel"] as? String } == ["field", "manuals"])
 
         // Each channel rolls back on its own: manuals takes version 3 from its publisher, then
         // goes back to 1 (cairn rollback --channel) while field stays on 2; export works per channel.

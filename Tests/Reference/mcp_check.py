@@ -62,8 +62,11 @@ async def main(args):
         check("a missing id is a tool error with the daemon's code",
               missing.is_error and (missing.structured_content or {}).get("code") == "chunk_not_found", missing.structured_content)
         bad = await session.call_tool("search", {"query": args.query, "k": 500})
-        check("a bad request is a tool error with the daemon's code", bad.is_error, bad.content)
-        summary["bad_request_code"] = (bad.structured_content or {}).get("code")
+        check("an argument outside the schema is a tool error", bad.is_error, bad.content)
+        summary["bad_arguments_code"] = (bad.structured_content or {}).get("code")
+        refused = await session.call_tool("search", {"query": args.query, "channel": "no-such-channel"})
+        check("a request cairnd refuses is a tool error with the daemon's code", refused.is_error, refused.content)
+        summary["bad_request_code"] = (refused.structured_content or {}).get("code")
         status = await session.call_tool("status", {})
         check("status reports the installed version", (status.structured_content or {}).get("version") == structured.get("version"),
               status.structured_content)

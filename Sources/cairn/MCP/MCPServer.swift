@@ -28,12 +28,24 @@ struct MCPServer {
 
     /// The answer to one message (nil for notifications and responses).
     func handle(line: String) -> [String: Any]? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)),
-              let message = object as? [String: Any] else {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) else {
             return Self.error(id: NSNull(), code: -32700, "Parse error: one JSON-RPC object per line")
         }
-        guard let method = message["method"] as? String else { return nil }  // a response to us: none expected
-        guard let id = message["id"], !(id is NSNull) else { return nil }     // a notification
+        guard let message = object as? [String: Any] else {
+            return Self.error(id: NSNull(), code: -32600, "Invalid Request: one JSON-RPC object per line (no batches)")
+        }
+        // A response to us (none is expected): not answered.
+        if message["method"] == nil, message["result"] != nil || message["error"] != nil { return nil }
+        guard let id = message["id"] else { return nil }  // a notification
+        guard id is String || Self.isInteger(id) else {
+            return Self.error(id: NSNull(), code: -32600, "Invalid Request: `id` must be a string or an integer")
+        }
+        guard message["jsonrpc"] as? String == "2.0", let method = message["method"] as? String else {
+            return Self.error(id: id, code: -32600, "Invalid Request: `jsonrpc` must be \"2.0\" and `method` a string")
+        }
+        guard message["params"] == nil || message["params"] is [String: Any] else {
+            return Self.error(id: id, code: -32602, "Invalid params: `params` must be an object")
+        }
         let params = message["params"] as? [String: Any] ?? [:]
         switch method {
         case "initialize":
@@ -53,10 +65,25 @@ struct MCPServer {
             guard let name = params["name"] as? String, MCPTools.names.contains(name) else {
                 return Self.error(id: id, code: -32602, "Unknown tool: \(params["name"] as? String ?? "(none)")")
             }
+            guard params["arguments"] == nil || params["arguments"] is [String: Any] else {
+                return Self.error(id: id, code: -32602, "Invalid params: `arguments` must be an object")
+            }
             return Self.result(id: id, tools.call(name, arguments: params["arguments"] as? [String: Any] ?? [:]))
         default:
             return Self.error(id: id, code: -32601, "Method not found: \(method)")
         }
+    }
+
+    /// Whether a decoded JSON value is an integer (not a boolean, not a fraction).
+    static func isInteger(_ value: Any) -> Bool { integer(value) != nil }
+
+    /// A decoded JSON number as an integer: nil for a boolean, a fraction or a number beyond
+    /// ±2^53.
+    static func integer(_ value: Any) -> Int? {
+        guard let number = value as? NSNumber, String(cString: number.objCType) != "c" else { return nil }
+        let double = number.doubleValue
+        guard double.rounded() == double, abs(double) <= 9_007_199_254_740_992 else { return nil }
+        return Int(double)
     }
 
     static func result(id: Any, _ result: [String: Any]) -> [String: Any] {

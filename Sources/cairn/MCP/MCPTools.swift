@@ -34,6 +34,7 @@ struct MCPTools {
                     "channel": ["type": "string", "description": "Only this knowledge base, when the device holds several (status lists them)."],
                 ] as [String: Any],
                 "required": ["query"],
+                "additionalProperties": false,
             ] as [String: Any],
         ],
         [
@@ -44,19 +45,21 @@ struct MCPTools {
                 "type": "object",
                 "properties": ["id": ["type": "string", "description": "The passage id from a search result."]],
                 "required": ["id"],
+                "additionalProperties": false,
             ] as [String: Any],
         ],
         [
             "name": "status",
             "title": "Knowledge base status",
             "description": "Which version of the offline knowledge base is installed, how fresh it is (online, stale, expired, last update) and whom it trusts. Use it when the user asks how current the information is.",
-            "inputSchema": ["type": "object", "properties": [String: Any]()] as [String: Any],
+            "inputSchema": ["type": "object", "properties": [String: Any](), "additionalProperties": false] as [String: Any],
         ],
     ] }
 
     /// The `tools/call` result for `name`.
     func call(_ name: String, arguments: [String: Any]) -> [String: Any] {
         do {
+            try Self.checkNames(of: arguments, tool: name)
             switch name {
             case "search": return try search(arguments)
             case "get": return try get(arguments)
@@ -77,19 +80,63 @@ struct MCPTools {
 
     // MARK: Tools
 
-    func search(_ arguments: [String: Any]) throws -> [String: Any] {
-        guard let query = arguments["query"] as? String, !query.trimmingCharacters(in: .whitespaces).isEmpty else {
-            throw ToolFailure(code: "bad_arguments", message: "`query` must be a non-empty string")
+    /// Refuses an argument the tool's `inputSchema` does not name (a model that writes `top_k`
+    /// for `k` must hear so, not get the default silently).
+    static func checkNames(of arguments: [String: Any], tool: String) throws {
+        let schema = definitions.first { $0["name"] as? String == tool }?["inputSchema"] as? [String: Any]
+        let known = Set((schema?["properties"] as? [String: Any] ?? [:]).keys)
+        if let unknown = arguments.keys.sorted().first(where: { !known.contains($0) }) {
+            let expected = known.isEmpty ? "it takes none" : "it takes " + known.sorted().joined(separator: ", ")
+            throw ToolFailure(code: "bad_arguments", message: "`\(tool)` has no argument `\(unknown)`; \(expected)")
         }
-        var request: [String: Any] = ["query": query, "k": arguments["k"] as? Int ?? 5,
-                                      "mode": arguments["mode"] as? String ?? "hybrid"]
+    }
+
+    /// The `search` request to cairnd from the tool's arguments, each checked against the
+    /// `inputSchema` (a wrong type or a value out of range is `bad_arguments`, never dropped).
+    static func searchRequest(_ arguments: [String: Any]) throws -> [String: Any] {
+        func bad(_ message: String) -> ToolFailure { ToolFailure(code: "bad_arguments", message: message) }
+        guard let query = arguments["query"] as? String, !query.trimmingCharacters(in: .whitespaces).isEmpty else {
+            throw bad("`query` must be a non-empty string")
+        }
+        var k = 5
+        if let value = arguments["k"] {
+            guard let integer = MCPServer.integer(value), (1...20).contains(integer) else { throw bad("`k` must be an integer from 1 to 20") }
+            k = integer
+        }
+        var mode = "hybrid"
+        if let value = arguments["mode"] {
+            let modes = SearchRequest.Mode.allCases.map(\.rawValue)
+            guard let text = value as? String, modes.contains(text) else { throw bad("`mode` must be one of \(modes.joined(separator: ", "))") }
+            mode = text
+        }
+        var request: [String: Any] = ["query": query, "k": k, "mode": mode]
         var filter: [String: Any] = [:]
-        if let scenario = arguments["scenario"] as? String { filter["scenario"] = scenario }
-        if let tags = arguments["tags"] as? [String], !tags.isEmpty { filter["tags"] = tags }
+        if let value = arguments["scenario"] {
+            guard let scenario = value as? String else { throw bad("`scenario` must be a string") }
+            filter["scenario"] = scenario
+        }
+        if let value = arguments["tags"] {
+            guard let tags = value as? [Any], tags.allSatisfy({ $0 is String }) else { throw bad("`tags` must be an array of strings") }
+            if !tags.isEmpty { filter["tags"] = tags }
+        }
         if !filter.isEmpty { request["filter"] = filter }
-        if let channel = arguments["channel"] as? String { request["channels"] = [channel] }
+        if let value = arguments["channel"] {
+            guard let channel = value as? String else { throw bad("`channel` must be a string") }
+            request["channels"] = [channel]
+        }
+        return request
+    }
+
+    func search(_ arguments: [String: Any]) throws -> [String: Any] {
+        let request = try Self.searchRequest(arguments)
         let answer = try object(try send("POST", "/v1/search", body: JSONSerialization.data(withJSONObject: request)))
-        let status = (try? object(try send("GET", "/v1/status"))) ?? [:]
+        var status = (try? object(try send("GET", "/v1/status"))) ?? [:]
+        // The freshness of the channel searched, when one was named: status keeps the further
+        // channels' in its `channels` list.
+        if let channel = arguments["channel"] as? String, channel != status["channel"] as? String,
+           let entry = (status["channels"] as? [[String: Any]])?.first(where: { $0["channel"] as? String == channel }) {
+            status = ["channel": channel, "sync": entry]
+        }
         let results = (answer["results"] as? [[String: Any]] ?? []).map { result -> [String: Any] in
             let chunk = result["chunk"] as? [String: Any] ?? [:]
             return ["rank": result["rank"] ?? NSNull(), "id": chunk["id"] ?? NSNull(), "title": chunk["title"] ?? "",
@@ -105,12 +152,13 @@ struct MCPTools {
             lines.append("[\(result["rank"] as? Int ?? 0)] \(result["title"] as? String ?? "") — "
                          + "\(result["content"] as? String ?? "") (id: \(result["id"] as? String ?? ""))")
         }
-        let structured: [String: Any] = [
+        var structured: [String: Any] = [
             "results": results, "version": answer["version"] ?? NSNull(), "state_root": answer["state_root"] ?? NSNull(),
             "mode": answer["mode"] ?? NSNull(), "online": answer["online"] ?? NSNull(), "stale": answer["stale"] ?? NSNull(),
             "expired": answer["expired"] ?? NSNull(), "expires": answer["expires"] ?? NSNull(),
             "channel": status["channel"] ?? NSNull(), "freshness": freshness,
         ]
+        if let channels = answer["channels"] { structured["channels"] = channels }
         return ["content": [["type": "text", "text": lines.joined(separator: "\n")]], "structuredContent": structured, "isError": false]
     }
 
