@@ -18,11 +18,15 @@ enum HTTPResponseParser {
         return bytes.count - (end + 4) >= length
     }
 
-    static func parse(_ bytes: [UInt8]) throws(ClientError) -> UnixHTTPClient.Response {
+    /// `bodiless`: the answer to a HEAD request, whose `Content-Length` is the GET's and which
+    /// has no body.
+    static func parse(_ bytes: [UInt8], bodiless: Bool = false) throws(ClientError) -> UnixHTTPClient.Response {
         guard let end = headerEnd(bytes) else { throw violation("the answer has no complete header") }
         let (status, headers) = try head(bytes[..<end])
         var body = Array(bytes[(end + 4)...])
-        if let length = headers["content-length"].flatMap(Int.init) {
+        if bodiless {
+            body = []
+        } else if let length = headers["content-length"].flatMap(Int.init) {
             guard body.count >= length else { throw violation("the answer's body is shorter than its Content-Length") }
             body = Array(body.prefix(length))
         } else if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {

@@ -61,7 +61,7 @@ public struct UnixHTTPClient: Sendable {
             let reason = wrote ? "closed the connection without answering" : "refused the request"
             throw ClientError(.unreachable, "cairnd at \(socketPath) \(reason) (or timed out)")
         }
-        return try HTTPResponseParser.parse(received)
+        return try HTTPResponseParser.parse(received, bodiless: method == "HEAD")
     }
 
     /// Sends `bytes`, but stops early when the server answers first (e.g. 413 for a large body:

@@ -87,7 +87,8 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
             pool: SearchPool(threads: configuration.maxConcurrentQueries, queueLimit: configuration.maxQueuedQueries),
             maxBodyBytes: configuration.maxBodyBytes, logger: logger),
         dataDirectory: configuration.dataDirectory, logger: logger)
-    let router = Router(context: BasicRequestContext.self)
+    // HEAD on every GET route (curl -I, monitors): the GET's status and headers, no body.
+    let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
     api.addRoutes(to: router)
     let idle = TimeAmount.nanoseconds(Int64(configuration.idleTimeout * 1e9))
     let app = Application(

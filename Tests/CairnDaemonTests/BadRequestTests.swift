@@ -97,4 +97,25 @@ struct BadRequestTests {
             #expect((object(response)["results"] as? [Any])?.count == 1)
         }
     }
+
+    @Test("Given HEAD on a GET endpoint (curl -I, a monitor), then it answers as GET would, without a body: 200 with the GET's length, 404 for a missing chunk; HEAD on search is 405 naming POST")
+    func headAnswersAsGet() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try fixture.addVersion(1)
+        try await withDaemon(fixture) { socket in
+            for path in ["/healthz", "/v1/status", "/v1/chunks/v1-water"] {
+                let head = try await request(socket, "HEAD", path)
+                #expect(head.status == 200 && head.body.isEmpty, "HEAD \(path): \(head.status)")
+                #expect(Int(head.headers["content-length"] ?? "") ?? 0 > 0, "HEAD \(path)")
+            }
+            let get = try await request(socket, "GET", "/v1/chunks/v1-water")
+            let head = try await request(socket, "HEAD", "/v1/chunks/v1-water")
+            #expect(head.headers["content-length"] == String(get.body.count))
+            #expect(try await request(socket, "HEAD", "/v1/chunks/no-such-chunk").status == 404)
+            let search = try await request(socket, "HEAD", "/v1/search")
+            #expect(search.status == 405 && search.headers["allow"] == "POST")
+            #expect(try await request(socket, "PUT", "/v1/status").headers["allow"] == "GET, HEAD")
+        }
+    }
 }

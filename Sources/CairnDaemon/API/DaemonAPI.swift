@@ -36,8 +36,8 @@ struct DaemonAPI: Sendable {
 
     /// The allowed methods of each route, for 405 answers (`*` matches one path segment).
     static let routes: [(path: [String], methods: [HTTPRequest.Method])] = [
-        (["healthz"], [.get]), (["metrics"], [.get]), (["v1", "status"], [.get]), (["v1", "search"], [.post]),
-        (["v1", "chunks", "*"], [.get]), (["v1", "sync"], [.post]), (["v1", "rollback"], [.post]),
+        (["healthz"], [.get, .head]), (["metrics"], [.get, .head]), (["v1", "status"], [.get, .head]), (["v1", "search"], [.post]),
+        (["v1", "chunks", "*"], [.get, .head]), (["v1", "sync"], [.post]), (["v1", "rollback"], [.post]),
         (["v1", "export"], [.post]),
     ]
 
