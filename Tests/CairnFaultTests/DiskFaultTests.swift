@@ -186,6 +186,30 @@ struct DiskFaultTests {
         #expect(FileManager.default.fileExists(atPath: target + "/channels"))
     }
 
+    @Test("Given cairn export to a folder under /run/media where no stick is mounted (the folder is on the device's own disk), then it is refused with bad_path saying nothing is mounted there, and nothing is written; with a file system mounted there, the same export succeeds")
+    func exportToUnmountedStick() async throws {
+        try Tools.requireRoot("make a folder under /run/media and mount a tmpfs there")
+        let media = "/run/media/cairn-test-\(UUID().uuidString.prefix(8))"
+        let stick = media + "/STICK"
+        try FileManager.default.createDirectory(atPath: stick, withIntermediateDirectories: true)
+        defer {
+            _ = try? Binaries.run("/bin/umount", ["-l", stick], in: "/tmp")
+            try? FileManager.default.removeItem(atPath: media)
+        }
+        let rig = try await Rig()
+        defer { rig.stop() }
+        let target = stick + "/cairn"
+        let refused = try rig.device.cairn(["export", "--to", target])
+        #expect(refused.status == 1 && refused.error.contains("nothing is mounted at \(target)") && refused.error.contains("(bad_path)"),
+                "\(refused.status) \(refused.error)")
+        #expect(!FileManager.default.fileExists(atPath: target))
+        let mount = try Binaries.run("/bin/mount", ["-t", "tmpfs", "-o", "size=64m", "tmpfs", stick], in: "/tmp")
+        try #require(mount.status == 0, "\(mount.error)")
+        let exported = try rig.device.cairn(["export", "--to", target])
+        #expect(exported.status == 0, "\(exported.error)")
+        #expect(FileManager.default.fileExists(atPath: target + "/channels"))
+    }
+
     @Test("Given the data directory remounted read-only, then the attempt is refused with a reason in status and succeeds once it is writable")
     func readOnly() async throws {
         let disk = try Tmpfs(megabytes: 80)

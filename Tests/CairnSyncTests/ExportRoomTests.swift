@@ -37,4 +37,16 @@ struct ExportRoomTests {
         #expect(ExportRoom.problem(target: "/s", fileSystem: ("ext4", 100 + ExportRoom.smallFiles), files: [100]) == nil)
         #expect(ExportRoom.problem(target: "/s", fileSystem: ("ext4", 99 + ExportRoom.smallFiles), files: [100])?.code == .diskFull)
     }
+
+    @Test("Given a target under /media, /mnt or /run/media, then it is refused as bad_path when its mount point is above that folder (no stick mounted), and taken when a file system is mounted at the folder or below it; a target elsewhere is never judged so")
+    func unmountedMedia() {
+        let refused = ExportRoom.unmountedMediaProblem(target: "/media/usb/cairn", real: "/media/usb", mountPoint: "/")
+        #expect(refused?.code == .badPath && refused?.message.contains("nothing is mounted at /media/usb/cairn") == true)
+        #expect(ExportRoom.unmountedMediaProblem(target: "/run/media/field/STICK", real: "/run/media/field", mountPoint: "/run")?.code == .badPath)
+        #expect(ExportRoom.unmountedMediaProblem(target: "/mnt/x", real: "/mnt", mountPoint: "/")?.code == .badPath)
+        #expect(ExportRoom.unmountedMediaProblem(target: "/media/usb/cairn", real: "/media/usb", mountPoint: "/media/usb") == nil)
+        #expect(ExportRoom.unmountedMediaProblem(target: "/mnt/cairn", real: "/mnt", mountPoint: "/mnt") == nil)
+        #expect(ExportRoom.unmountedMediaProblem(target: "/mediafiles/x", real: "/mediafiles", mountPoint: "/") == nil)
+        #expect(ExportRoom.unmountedMediaProblem(target: "/srv/export", real: "/srv", mountPoint: "/") == nil)
+    }
 }

@@ -35,9 +35,11 @@ struct Exporter {
         // whose file system cannot hold the snapshot blob, is refused at once.
         let manifest = installed.manifest
         let files = [Int64(manifest.snapshot.size)] + manifest.model.files.map { Int64($0.size) }
-        if let fileSystem = ExportRoom.fileSystem(holding: target),
-           let problem = ExportRoom.problem(target: target, fileSystem: fileSystem, files: files) {
-            throw problem
+        if let fileSystem = ExportRoom.fileSystem(holding: target) {
+            if let problem = ExportRoom.unmountedMediaProblem(target: target, real: fileSystem.real, mountPoint: fileSystem.mountPoint)
+                ?? ExportRoom.problem(target: target, fileSystem: (fileSystem.type, fileSystem.free), files: files) {
+                throw problem
+            }
         }
         do {
             return try write(installed, to: target)
@@ -185,10 +187,15 @@ public enum ExportRoom {
     /// folders (a few KiB each, in whole blocks).
     public static let smallFiles: Int64 = 256 << 10
 
+    /// Where removable media are mounted (udisks, systemd, by hand): a target below one of them
+    /// that is not on a mount below it is on the device's own disk.
+    static let removableMediaRoots = ["/media", "/mnt", "/run/media"]
+
     /// The file system of `path`, or of its nearest existing parent: its type (from
-    /// /proc/self/mountinfo; "" when unknown) and the bytes an unprivileged writer may still use
-    /// (nil when it cannot be asked).
-    public static func fileSystem(holding path: String) -> (type: String, free: Int64)? {
+    /// /proc/self/mountinfo; "" when unknown), its mount point, the path with symbolic links
+    /// resolved, and the bytes an unprivileged writer may still use (nil when it cannot be
+    /// asked).
+    public static func fileSystem(holding path: String) -> (type: String, free: Int64, mountPoint: String, real: String)? {
         var probe = path
         while !FileSystem.exists(probe), probe != "/" {
             probe = (probe as NSString).deletingLastPathComponent
@@ -197,21 +204,36 @@ public enum ExportRoom {
         guard let free = try? FileSystem.availableBytes(at: probe) else { return nil }
         let real = URL(fileURLWithPath: probe).resolvingSymlinksInPath().path
         let mounts = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
-        return (mountType(of: real, mountinfo: mounts), free)
+        let mount = self.mount(of: real, mountinfo: mounts)
+        return (mount.type, free, mount.point, real)
     }
 
     /// The type of the mount, among the lines of `mountinfo` (proc(5)), that holds `path`: the
     /// one whose mount point is the longest prefix of it; "" when none is.
-    public static func mountType(of path: String, mountinfo: String) -> String {
-        var best = (length: -1, type: "")
+    public static func mountType(of path: String, mountinfo: String) -> String { mount(of: path, mountinfo: mountinfo).type }
+
+    /// The mount that holds `path` (its point and type): the one whose mount point is the
+    /// longest prefix of it; ("/", "") when none is.
+    static func mount(of path: String, mountinfo: String) -> (point: String, type: String) {
+        var best = (point: "/", type: "", length: -1)
         for line in mountinfo.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: false)
             guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
             let point = unescape(fields[4])
             let holds = point == "/" || path == point || path.hasPrefix(point + "/")
-            if holds, point.count >= best.length { best = (point.count, String(fields[dash + 1])) }
+            if holds, point.count >= best.length { best = (point, String(fields[dash + 1]), point.count) }
         }
-        return best.type
+        return (best.point, best.type)
+    }
+
+    /// `bad_path` when `real` (a target's nearest existing folder, links resolved) lies under
+    /// /media, /mnt or /run/media but its mount point is neither that folder nor below it
+    /// (a stick mounted at /mnt itself counts): the stick is not mounted, and
+    /// the export would fill the device's own disk while the user believes it on the stick.
+    public static func unmountedMediaProblem(target: String, real: String, mountPoint: String) -> SyncError? {
+        guard let root = removableMediaRoots.first(where: { real == $0 || real.hasPrefix($0 + "/") }),
+              mountPoint != root, !mountPoint.hasPrefix(root + "/") else { return nil }
+        return SyncError(.badPath, "nothing is mounted at \(target): it is on the device's own disk (mounted at \(mountPoint)), not on a stick under \(root); mount the stick, or export to a folder outside \(removableMediaRoots.joined(separator: ", ")); nothing was written")
     }
 
     /// mountinfo's octal escapes (`\040` for a space) decoded.
