@@ -193,8 +193,8 @@ struct DeviceFlowTests {
         // and the first sync installs it again, its manifest fetched whole (the ETag cached with
         // version 4 installed would answer "not modified").
         try await device.waitForVersion(4)
-        #expect(device.log.contains("the current version is unusable"))
-        #expect(device.log.contains("cairn.version=3 [CairnDaemon] current now points at the version served"), "\(device.log)")
+        #expect(device.log.contains("the installed version is unusable; trying the previous one"))
+        #expect(device.log.contains("cairn.version=3 [CairnDaemon] current now points at the previous version"), "\(device.log)")
         #expect(try FileManager.default.destinationOfSymbolicLink(atPath: device.dataDirectory + "/current") == "versions/4")
         #expect(try FileManager.default.destinationOfSymbolicLink(atPath: device.dataDirectory + "/previous") == "versions/3")
         #expect(rows() == ["rows_files": 1, "overlay": 0, "removed": 0])
