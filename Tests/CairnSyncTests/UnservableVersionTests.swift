@@ -106,6 +106,26 @@ struct UnservableVersionTests {
         #expect(device.state.forgottenVersion == nil && device.state.forgottenStateRoot == nil)
     }
 
+    @Test("Given a thief's version 1,000,000,000 (the stolen signing key's) installed first and found unservable, when the owner rotates the root to revoke that key and publishes version 2 with the new key, then version 2 installs: the forgotten floor goes with the revoked key")
+    func revocationLiftsForgottenFloor() async throws {
+        let repo = try RepoFixture(withModel: false)
+        let rootKey = PublisherKey.generate(), newKey = PublisherKey.generate()
+        let pinned = try TrustSyncTests.root(1, rootKey: rootKey, signingKey: repo.key, signers: [rootKey])
+        try TrustSyncTests.put(pinned, root: 1, in: repo)
+        let refusing = Refusing()
+        refusing.versions.withLock { $0 = [1_000_000_000] }
+        let device = try Device(repo: repo, sources: [repo.url], trustedRoot: pinned,
+                                onInstalled: { version, _ throws(SyncError) in try refusing.open(version) })
+        try repo.publish(version: 1_000_000_000)
+        #expect(await device.syncer.syncOnce().errorCode == "install_failed")
+        #expect(device.state.forgottenVersion == 1_000_000_000 && device.state.installedVersion == nil)
+
+        try TrustSyncTests.put(try TrustSyncTests.root(2, rootKey: rootKey, signingKey: newKey, signers: [rootKey]), root: 2, in: repo)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), signer: newKey)
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        #expect(device.state.forgottenVersion == nil)
+    }
+
     @Test("Given versions 1 and 2 installed, when a rollback to version 1 cannot be served, then it fails with previous_unusable, and the links, the held-back version and the rollback target are as before")
     func rollbackNotServed() async throws {
         let (_, refusing, device) = try await Self.deviceOnVersion2()

@@ -32,6 +32,7 @@ extension Syncer {
             guard let bytes = fetched else { break }
             reached = true
             let root: RootMetadata
+            let before = chain.current
             do { root = try chain.accept(next: bytes) } catch {
                 throw SyncError(.rootRefused, "root \(next) is refused: \(error.message); keeping root \(chain.current.version)", cause: error)
             }
@@ -39,6 +40,14 @@ extension Syncer {
             try await BackgroundWork.run { () throws(SyncError) in try directory.persistRoot(bytes, version: next) }
             trust.set(chain)
             state.raiseClockFloor(to: root.created)
+            // A step that removes a signing key revokes it. With nothing installed, the floor a
+            // forgotten version left may be that key's (a thief's version 1,000,000,000 that
+            // could not be served): it goes, as recovery resets the floors of an installed one.
+            if installed == nil, let forgotten = state.forgottenVersion,
+               before.signingKeys.contains(where: { !root.signingKeys.contains($0) }) {
+                (state.forgottenVersion, state.forgottenStateRoot) = (nil, nil)
+                logger.notice("root \(root.version) revokes a signing key: version \(forgotten), which could not be served, is no longer the rollback floor")
+            }
             logger.notice("accepted root \(root.version): signing threshold \(root.signingThreshold) of \(root.signingKeys.count) keys",
                           metadata: ["cairn.sync.root": "\(root.version)"])
         }
