@@ -48,6 +48,10 @@ public struct SyncConfiguration: Sendable {
     /// index first: seconds at a million chunks); only when the copy fits `maxDiskBytes` and the
     /// free space. Nil never keeps one. Default 256 MiB.
     public var spareIndexMinimumBytes: Int64? = 256 << 20
+    /// The data directories of the daemon's other channels (on the same disk, as a rule): an
+    /// install short of free space removes their spare copies too before it gives up its own
+    /// rollback target, as a spare only saves time. Default none.
+    public var otherChannelDirectories: [String] = []
     /// A full snapshot whose index is at least this many bytes is inflated and checked around
     /// the page cache (direct I/O): its pages would push out the serving version's, and on a
     /// small device they cannot stay cached anyway. A smaller index is written through the

@@ -28,7 +28,11 @@ public struct Device: Sendable {
         try checkSourceSections(configuration)
         let registry = MetricsRegistry()
         let notifier = SystemdNotifier()
-        let main = try makeChannel(configuration, registry: registry, notifier: notifier, statusPrefix: "", logger: logger)
+        // Every channel's data directory, so that one short of disk can take the others' spares.
+        let directories = [configuration.dataDirectory] + configuration.extraChannels.map { configuration.configuration(for: $0).dataDirectory }
+        func others(_ directory: String) -> [String] { directories.filter { $0 != directory } }
+        let main = try makeChannel(configuration, registry: registry, notifier: notifier, statusPrefix: "",
+                                   otherChannels: others(configuration.dataDirectory), logger: logger)
         var extras: [ChannelParts] = []
         for settings in configuration.extraChannels {
             guard Manifest.isValidChannelName(settings.name), settings.name != configuration.channel,
@@ -38,8 +42,9 @@ public struct Device: Sendable {
             guard !settings.sources.isEmpty else {
                 throw DaemonError(.badConfiguration, "[channel \(settings.name)] has no source")
             }
-            extras.append(try makeChannel(configuration.configuration(for: settings), registry: registry, notifier: notifier,
-                                          statusPrefix: "[\(settings.name)] ", logger: logger))
+            let channel = configuration.configuration(for: settings)
+            extras.append(try makeChannel(channel, registry: registry, notifier: notifier, statusPrefix: "[\(settings.name)] ",
+                                          otherChannels: others(channel.dataDirectory), logger: logger))
         }
         let followed = ([main] + extras).compactMap { parts in parts.service.map { (name: parts.name, service: $0) } }
         let services = followed.map(\.service)
@@ -71,7 +76,7 @@ public struct Device: Sendable {
     }
 
     static func makeChannel(_ configuration: DaemonConfiguration, registry: MetricsRegistry, notifier: SystemdNotifier,
-                            statusPrefix: String, logger: Logger) throws(DaemonError) -> ChannelParts {
+                            statusPrefix: String, otherChannels: [String] = [], logger: Logger) throws(DaemonError) -> ChannelParts {
         let directory: DataDirectory
         do {
             directory = try DataDirectory(path: configuration.dataDirectory, logger: logger)
@@ -82,7 +87,11 @@ public struct Device: Sendable {
         } catch {
             throw DaemonError(error.code == .locked ? .dataDirectoryLocked : .dataDirectoryUnusable, error.message, cause: error)
         }
-        let sync = try syncConfiguration(configuration)
+        let sync = try { () throws(DaemonError) in
+            var sync = try syncConfiguration(configuration)
+            sync.otherChannelDirectories = otherChannels
+            return sync
+        }()
         let holder = IndexHolder()
         // The installed version, opened from its rows files (memory-mapped: no row is read),
         // which the syncer checks the next delta against before applying it to the previous

@@ -190,6 +190,14 @@ extension Syncer {
             logger.notice("removed the spare copy of version \(installed.version)'s index to make room for version \(manifest.version)")
             measure()
         }
+        // Other channels' spares next: each only saves time, and a full disk is all channels'.
+        for other in configuration.otherChannelDirectories where diskShort {
+            guard let current = try? FileManager.default.destinationOfSymbolicLink(atPath: other + "/" + DataDirectoryLayout.currentLink),
+                  unlink(other + "/" + current + "/" + DataDirectoryLayout.spareIndexFile) == 0 else { continue }
+            logger.notice("removed the spare copy of another channel's index to make room for version \(manifest.version)",
+                          metadata: ["cairn.sync.other_channel": "\((other as NSString).lastPathComponent)"])
+            measure()
+        }
         if overBudget || diskShort, let previous = directory.previousVersion(), previous != installed?.version {
             try directory.dropPrevious()
             state.previousDropped = previous

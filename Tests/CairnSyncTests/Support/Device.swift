@@ -20,7 +20,7 @@ struct Device {
          path: String? = nil, trustedRoot: [UInt8]? = nil, expiredUpdates: ExpiredUpdatePolicy = .install,
          now: @escaping @Sendable () -> Date = { Date() }, openRowsFiles: Bool = false,
          spareIndexMinimumBytes: Int64? = 256 << 20, directInstallMinimumBytes: Int64? = 64 << 20, maxDiskBytes: Int64? = nil,
-         onModel: @escaping @Sendable (String) -> Void = { _ in },
+         otherChannels: [String] = [], onModel: @escaping @Sendable (String) -> Void = { _ in },
          onInstalled: @escaping @Sendable (InstalledVersion, IndexContents?) async throws(SyncError) -> Void = { _, _ in }) throws {
         self.path = try path ?? TemporaryDirectory.make()
         var configuration = SyncConfiguration(sources: sources, channel: repo.channel,
@@ -32,6 +32,7 @@ struct Device {
         configuration.spareIndexMinimumBytes = spareIndexMinimumBytes
         configuration.directInstallMinimumBytes = directInstallMinimumBytes
         configuration.maxDiskBytes = maxDiskBytes
+        configuration.otherChannelDirectories = otherChannels
         self.configuration = configuration
         let logger = Logger(label: "cairn.sync.test")
         directory = try Self.open(self.path, restarting: path != nil, logger: logger)
