@@ -118,6 +118,17 @@ public struct TransferLimits: Sendable {
     public var bandwidthCap: Int64?
     /// The largest manifest file accepted. Default 1 MiB.
     public var maxManifestBytes: Int
+    /// Seconds a manifest or a root file may take, whatever its speed: a few kilobytes, so a
+    /// mirror that trickles one just above the low-speed limit does not hold the attempt (and
+    /// the sources after it) for many minutes. Default 120; under a `bandwidthCap`, at least
+    /// the time 256 KiB takes twice at the cap.
+    public var smallFileSeconds = 120
+
+    /// `smallFileSeconds`, raised under a receive cap so that a large honest manifest passes.
+    public var effectiveSmallFileSeconds: Int {
+        guard let cap = bandwidthCap, cap > 0 else { return smallFileSeconds }
+        return max(smallFileSeconds, Int(min(Int64(Int32.max), 2 * (256 << 10) / cap)))
+    }
 
     public init(connectTimeout: Int = 15, overallTimeout: Int = 0, lowSpeedBytesPerSecond: Int = 1024,
                 lowSpeedSeconds: Int = 30, maxRedirects: Int = 5, bandwidthCap: Int64? = nil,

@@ -115,6 +115,30 @@ struct FaultTests {
         #expect(health.lastError?.hasPrefix("network") == true)
     }
 
+    @Test("Given a first source that trickles the manifest just above the low-speed limit, when syncing, then the manifest's time limit ends that source's turn with network, saying so, and the next source installs")
+    func tricklingManifestThenNextSource() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let server = try FaultServer(root: repo.root, [])
+        defer { server.stop() }
+        try server.set(["small_rate": 200])
+        var limits = TransferLimits(lowSpeedBytesPerSecond: 100, lowSpeedSeconds: 30)
+        limits.smallFileSeconds = 1
+        let manifestBytes = try #require(repo.manifestBytes[1]).count
+        #expect(manifestBytes > 400, "the manifest must take over a second at 200 B/s: \(manifestBytes) bytes")
+        let device = try Device(repo: repo, sources: [server.url, repo.url], transfer: limits)
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let health = try #require(device.state.sources?.first)
+        #expect(health.lastError?.hasPrefix("network: the manifest did not arrive within 1 s") == true, "\(String(describing: health.lastError))")
+    }
+
+    @Test("Given a bandwidth cap, then a manifest's time limit grows so that 256 KiB pass twice over at the cap")
+    func smallFileSecondsUnderCap() {
+        #expect(TransferLimits().effectiveSmallFileSeconds == 120)
+        #expect(TransferLimits(bandwidthCap: 1024).effectiveSmallFileSeconds == 512)
+        #expect(TransferLimits(bandwidthCap: 1 << 20).effectiveSmallFileSeconds == 120)
+    }
+
     @Test("Given a source answering 500, when syncing, then the attempt fails with http_status, online, and nothing changes")
     func serverError() async throws {
         let (server, device) = try Self.sourceOnVersion1(["--status", "500"])

@@ -42,12 +42,21 @@ public struct Downloader: Sendable {
         return nil
     }
 
+    /// The limits a manifest or root transfer runs under: the whole transfer bounded by
+    /// `effectiveSmallFileSeconds` (a blob's is not: a snapshot over a slow link takes hours).
+    var smallFileLimits: TransferLimits {
+        var small = limits
+        small.overallTimeout = small.overallTimeout == 0 ? limits.effectiveSmallFileSeconds
+            : min(small.overallTimeout, limits.effectiveSmallFileSeconds)
+        return small
+    }
+
     /// GETs a manifest, sending `If-None-Match: etag` when given; at most `maxManifestBytes`.
     public func fetchManifest(url: String, etag: String?, access: SourceAccess = .none) async throws(SyncError) -> (ManifestFetch, TransferStats) {
         if let problem = Self.localFileProblem(url, what: "manifest") { throw problem }
         let context = TransferContext(limit: Int64(limits.maxManifestBytes), held: 0, rangeStart: 0)
         let headers = try access.headers() + (etag.map { ["If-None-Match: \($0)"] } ?? [])
-        let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, access: access,
+        let outcome = await CurlTransfer.run(url: url, limits: smallFileLimits, context: context, handles: handles, access: access,
                                              headers: headers)
         // A 304 means "the ETag sent still holds": to a request that sent none it says nothing,
         // and taking it for "up to date" would keep a device without a version from installing.
@@ -64,7 +73,7 @@ public struct Downloader: Sendable {
     public func fetchOptional(url: String, access: SourceAccess = .none) async throws(SyncError) -> ([UInt8]?, TransferStats) {
         if let problem = Self.localFileProblem(url, what: "root") { throw problem }
         let context = TransferContext(limit: Int64(limits.maxManifestBytes), held: 0, rangeStart: 0)
-        let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, access: access,
+        let outcome = await CurlTransfer.run(url: url, limits: smallFileLimits, context: context, handles: handles, access: access,
                                              headers: try access.headers())
         if [403, 404, 410].contains(outcome.status) || outcome.code == CURLE_FILE_COULDNT_READ_FILE { return (nil, outcome.stats) }
         try check(outcome, context, what: "root", url: url, access: access)
@@ -170,6 +179,9 @@ public struct Downloader: Sendable {
         // file:// has no status.
         if outcome.status != 0, outcome.status != 200, outcome.status != 206 {
             throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) for the \(what)")
+        }
+        if outcome.code == CURLE_OPERATION_TIMEDOUT, what == "manifest" || what == "root" {
+            throw SyncError(.network, "the \(what) did not arrive within \(limits.effectiveSmallFileSeconds) s (the source sends it too slowly)")
         }
         guard outcome.code == CURLE_OK else {
             throw SyncError(.network, "the \(what) transfer failed: \(outcome.message) (curl \(outcome.code.rawValue))")

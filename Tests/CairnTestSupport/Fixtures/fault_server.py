@@ -16,7 +16,8 @@ request misbehaves for blob paths (/blobs/...):
                    length_delta (announce a Content-Length off by N, then close), html (answer
                    blobs with a 200 HTML page), rate (body bytes per second, ten pieces a second),
                    error_body (as --error-body), shift_range (answer every blob GET with 206 and
-                   the bytes from this offset, whatever the request asked)
+                   the bytes from this offset, whatever the request asked), small_rate (as rate,
+                   for every file that is not a blob: manifests, roots)
   --port N         listen on N instead of a port chosen by the OS (to come back after a kill)
 Each request is logged to --log as one line: "<path> <status> <range or -> <body bytes sent>".
 The bound port (on 127.0.0.1, chosen by the OS) is written to --port-file once listening.
@@ -139,7 +140,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         stall = blob and fault.get("stall_after") is not None
         if stall:
             limit = min(limit, fault["stall_after"])
-        rate = fault.get("rate") if blob else None
+        rate = fault.get("rate") if blob else fault.get("small_rate")
         if rate:
             try:
                 size = max(1, min(4096, rate // 10))  # ten pieces a second
