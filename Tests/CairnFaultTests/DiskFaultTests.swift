@@ -227,6 +227,10 @@ struct DiskFaultTests {
             try await waitUntil("cairnd answers status", seconds: 60) { device.status()["sync"] != nil }
             #expect(device.log.contains("cannot be opened now; it is kept"))
             #expect(device.status()["version"] as? Int == nil)
+            // A caller is told why nothing answers, not "nothing installed yet".
+            let query = try device.cairn(["query", "release notes edition", "--mode", "lexical"])
+            #expect(query.status != 0 && query.error.contains("version 2 is installed but cannot be opened now")
+                    && query.error.contains("(no_index)"), "\(query.status) \(query.error)")
         } else {
             try await device.waitForVersion(2)
         }

@@ -106,7 +106,7 @@ struct DaemonAPI: Sendable {
                     name: hooks.name,
                     flags: await hooks.status.searchFlags(),
                     version: { [holder = hooks.holder] () throws(APIError) -> ServingVersion in
-                        guard let serving = holder.current else { throw APIError.noIndex }
+                        guard let serving = holder.current else { throw holder.noIndex }
                         return serving
                     }))
             }
@@ -124,7 +124,7 @@ struct DaemonAPI: Sendable {
     }
 
     func chunk(_ rawID: String) throws -> Response {
-        guard let serving = holder.current else { throw APIError.noIndex }
+        guard let serving = holder.current else { throw holder.noIndex }
         let id = rawID.removingPercentEncoding ?? rawID
         let found: Chunk?
         do {

@@ -118,6 +118,8 @@ public struct Device: Sendable {
             if let previous = try? VersionLoader.load(dataDirectory: configuration.dataDirectory, link: DataDirectoryLayout.previousLink,
                                                       configuration: configuration.ranking, logger: logger) {
                 holder.install(previous)
+            } else {
+                holder.markUnservable("version \(installed.version) is installed but cannot be opened now (\(failure.message)); it is opened again at each sync")
             }
         } else if let installed, let failure {
             openAfterFailure(installed: installed, failure: failure, directory: directory, holder: holder, configuration: configuration,

@@ -81,11 +81,16 @@ public struct SearchEndpoint: Sendable {
             // first n are the same at any k ≥ n (a channel's 11th may be the union's 5th).
             var deep = request
             if channels.count > 1 { deep.k = SearchRequest.kRange.upperBound }
+            var unserved: APIError?
             for channel in channels {
-                guard let serving = try? channel.version() else { continue }
+                let serving: ServingVersion
+                do throws(APIError) { serving = try channel.version() } catch {
+                    unserved = unserved ?? error
+                    continue
+                }
                 answers.append((channel.name, try Self.run(deep, on: serving, flags: channel.flags(serving), logger: logger)))
             }
-            guard !answers.isEmpty else { throw APIError.noIndex }
+            guard !answers.isEmpty else { throw unserved ?? APIError.noIndex }
             return Self.merge(answers, k: request.k)
         }
         // The whole of what the caller waited for once its body was read: the wait for a search

@@ -10,6 +10,8 @@ import Synchronization
 /// after it has verified a channel's newest version.
 public final class IndexHolder: Sendable {
     private let state: Mutex<ServingVersion?>
+    /// Why nothing is served although a version is installed (it cannot be opened now), while so.
+    private let unservable = Mutex<String?>(nil)
     private let logger: Logger
 
     public init(_ initial: ServingVersion? = nil, logger: Logger = Logger(label: "cairn.search.index")) {
@@ -20,6 +22,16 @@ public final class IndexHolder: Sendable {
     /// The version serving now, or nil before the first install.
     public var current: ServingVersion? { state.withLock { $0 } }
 
+    /// Says why nothing is served while an installed version cannot be opened (a full disk):
+    /// `noIndex` answers with it until a version is installed here.
+    public func markUnservable(_ reason: String) { unservable.withLock { $0 = reason } }
+
+    /// The 503 `no_index` a request gets while nothing is served: "nothing installed yet", or
+    /// the reason `markUnservable` gave.
+    public var noIndex: APIError {
+        unservable.withLock { $0 }.map { APIError(503, "no_index", $0) } ?? .noIndex
+    }
+
     /// Serves `version` from now on; returns the one it replaced. Queries already running
     /// finish on the version they started with.
     @discardableResult
@@ -28,6 +40,7 @@ public final class IndexHolder: Sendable {
             defer { current = version }
             return current
         }
+        unservable.withLock { $0 = nil }
         logger.info("serving a new version", metadata: [
             "cairn.snapshot.version": "\(version.version)", "cairn.snapshot.state_root": "\(version.stateRoot)",
             "cairn.snapshot.previous_version": "\(previous.map { String($0.version) } ?? "none")",
