@@ -4,6 +4,7 @@ import CairnStore
 import CairnThreads
 import Foundation
 import Logging
+import Synchronization
 
 /// Writes a repository (protocol/repository.md) holding exactly the installed version, for
 /// another device to sync from with a `file://` source: blobs first, then the root chain the
@@ -16,10 +17,24 @@ struct Exporter {
     let pinnedRoot: [UInt8]?
     let logger: Logger
 
+    /// The folders an export is writing into now, in this process: another channel's export
+    /// into the same folder would find it empty too, and one's clean-up would remove the
+    /// other's files.
+    static let writing = Mutex<Set<String>>([])
+
+    /// Claims `target` for one export (false when another holds it); `release` gives it back.
+    static func claim(_ target: String) -> Bool { writing.withLock { $0.insert(Self.key(target)).inserted } }
+    static func release(_ target: String) { _ = writing.withLock { $0.remove(Self.key(target)) } }
+    private static func key(_ target: String) -> String { (target as NSString).standardizingPath }
+
     func export(to target: String) throws(SyncError) -> ExportResult {
         guard target.hasPrefix("/"), target.count > 1 else {
             throw SyncError(.badPath, "export needs an absolute folder path")
         }
+        guard Self.claim(target) else {
+            throw SyncError(.exportTargetNotEmpty, "another export is writing into \(target) now; export into a new or empty folder")
+        }
+        defer { Self.release(target) }
         guard let installed = directory.installed() else {
             throw SyncError(.notInstalled, "no version is installed; nothing to export")
         }
