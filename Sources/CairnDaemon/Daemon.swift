@@ -93,7 +93,7 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
     let idle = TimeAmount.nanoseconds(Int64(configuration.idleTimeout * 1e9))
     let app = Application(
         router: router,
-        server: .http1(configuration: .init(additionalChannelHandlers: [RequestDeadlineHandler(limit: idle)], idleTimeout: idle)),
+        server: .http1(configuration: .init(additionalChannelHandlers: [HTTP10CloseInstaller(), RequestDeadlineHandler(limit: idle)], idleTimeout: idle)),
         configuration: ApplicationConfiguration(
             address: .unixDomainSocket(path: configuration.socketPath), serverName: "cairnd",
             availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),

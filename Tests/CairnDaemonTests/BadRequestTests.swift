@@ -118,4 +118,45 @@ struct BadRequestTests {
             #expect(try await request(socket, "PUT", "/v1/status").headers["allow"] == "GET, HEAD")
         }
     }
+
+    /// Sends `request` on a new connection and reads until the daemon closes it or `wait`
+    /// seconds pass: the first line of what came back, and whether the stream ended (the daemon
+    /// closed).
+    static func exchange(_ socket: String, _ request: String, wait: Int = 20) async throws -> (statusLine: String, closed: Bool) {
+        try await onThread { () throws -> (String, Bool) in
+            guard case .success(let fd) = UnixSocket.connect(socket, timeout: 5) else { throw StepFailed("cannot connect") }
+            defer { close(fd) }
+            var limit = timeval(tv_sec: wait, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            let bytes = Array(request.utf8)
+            guard bytes.withUnsafeBytes({ Glibc.write(fd, $0.baseAddress, $0.count) }) == bytes.count else { throw StepFailed("cannot write") }
+            var received: [UInt8] = [], buffer = [UInt8](repeating: 0, count: 4096), closed = false
+            while true {
+                let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+                if n > 0 { received += buffer[0..<n]; continue }
+                closed = n == 0
+                break
+            }
+            let text = String(decoding: received, as: UTF8.self)
+            return (text.components(separatedBy: "\r\n").first ?? "", closed)
+        }
+    }
+
+    @Test("Given an HTTP/1.0 request without keep-alive (a client that reads to the end of the stream), then the daemon answers and closes the connection, long before idle_timeout; with keep-alive, or in HTTP/1.1, the connection stays open")
+    func http10Closes() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try fixture.addVersion(1)
+        try await withDaemon(fixture, configure: { $0.idleTimeout = 600 }) { socket in
+            let plain = try await Self.exchange(socket, "GET /healthz HTTP/1.0\r\n\r\n")
+            #expect(plain.statusLine.hasSuffix("200 OK") && plain.closed, "\(plain)")
+            let post = try await Self.exchange(socket, "POST /v1/search HTTP/1.0\r\nContent-Length: 17\r\n\r\n{\"query\":\"water\"}")
+            #expect(post.statusLine.hasSuffix("200 OK") && post.closed, "\(post)")
+        }
+        // The stream stays open where the client asked for it: the read's own timeout ends it.
+        try await withDaemon(fixture, configure: { $0.idleTimeout = 600 }) { socket in
+            let kept = try await Self.exchange(socket, "GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", wait: 2)
+            #expect(kept.statusLine.hasSuffix("200 OK") && !kept.closed, "\(kept)")
+        }
+    }
 }
