@@ -37,8 +37,8 @@ public struct DaemonError: Error, CustomStringConvertible, Sendable {
     /// Whether trying again later can succeed.
     public var isRetryable: Bool { code == .noIndex }
 
-    /// Whether a version failed to open for a reason outside its bytes (a full disk, an I/O
-    /// error; `IndexError.isEnvironmental`): it is kept, not discarded.
+    /// Whether a version failed to open for a reason outside its bytes (a full disk;
+    /// `IndexError.isEnvironmental`): it is kept, not discarded.
     public var isEnvironmental: Bool { (cause as? IndexError)?.isEnvironmental ?? false }
 
     public var description: String { "\(code): \(message)" }

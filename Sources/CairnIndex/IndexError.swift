@@ -57,13 +57,15 @@ public struct IndexError: Error, CustomStringConvertible, Sendable {
     }
 
     /// Whether the failure lies outside the file's bytes: a full disk, a rows file that cannot be
-    /// written, or SQLite unable to read, lock, allocate or open a file that is there. Such a
-    /// version is not bad, and must not be discarded: opening it can succeed later.
+    /// written, or SQLite busy, out of memory, read-only, full or unable to open a file that is
+    /// there. Such a version is not bad, and must not be discarded: opening it can succeed
+    /// later. A read error (SQLITE_IOERR, a bad sector) is the file's own: installed again, it
+    /// lands on other blocks.
     public var isEnvironmental: Bool {
         if code == .diskFull || code == .io { return true }
         guard code == .sqlite, let sqliteCode else { return false }
-        // SQLITE_BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN.
-        return [5, 6, 7, 8, 10, 13, 14].contains(sqliteCode & 0xFF)
+        // SQLITE_BUSY, LOCKED, NOMEM, READONLY, FULL, CANTOPEN.
+        return [5, 6, 7, 8, 13, 14].contains(sqliteCode & 0xFF)
     }
 
     public var description: String { "\(code): \(message)" }

@@ -120,6 +120,36 @@ struct DiskFaultTests {
         #expect(report.finish("\(reason.prefix(90)); no half version; installed once space returned"))
     }
 
+    @Test("Given a full disk at start-up on which the current version cannot be opened, so the previous one serves, when a newer version is published and the disk is still full, then the attempt fails without removing the version served; once space returns the newest installs")
+    func servedPreviousKeptOnFullDisk() async throws {
+        let disk = try Tmpfs(megabytes: 80)
+        defer { disk.unmount() }
+        let rig = try await Rig(dataDirectory: disk.path + "/data")
+        defer { rig.stop() }
+        _ = try rig.publishNext()
+        if let failed = try await rig.recovery(to: 2) { Issue.record("\(failed)"); return }
+        let data = rig.device.dataDirectory
+        rig.device.stop()
+        for file in ["index.rows", "index.overlay"] { unlink(data + "/versions/2/" + file) }
+        let temporary = disk.path + "/tmp"
+        try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
+        let third = try rig.publishNext()
+        disk.fill(leaving: 0)
+        defer { disk.emptyFiller() }
+        let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "restarted", dataDirectory: data,
+                                       environment: ["TMPDIR": temporary])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        // The attempt at start and this one fail for want of room; version 1 keeps its folder.
+        _ = try device.cairn(["sync"])
+        try await waitUntil("an attempt ends", seconds: 60) { (device.syncStatus["attempts_finished"] as? Int ?? 0) >= 2 }
+        #expect(FileManager.default.fileExists(atPath: data + "/versions/1/index.sqlite"))
+        #expect(try device.query("release notes edition", mode: "lexical").ids.first == "release-1")
+        disk.emptyFiller()
+        _ = try device.cairn(["sync"])
+        try await device.waitForVersion(third)
+    }
+
     @Test("Given a USB stick (a small file system) without room for a version, then cairn export fails with disk_full in one line giving what it needs and what is free, before writing anything, and the device keeps answering; with room, the same export succeeds")
     func exportFills() async throws {
         let disk = try Tmpfs(megabytes: 8)

@@ -110,8 +110,9 @@ public struct Device: Sendable {
                 failure = error
             }
         }
+        let retried = sync.sources.isEmpty ? "cairnd opens it again when restarted" : "it is opened again at each sync"
         if let installed, let failure, failure.isEnvironmental {
-            // Not the version's fault (a full disk, an I/O error): every link stays, `previous`
+            // Not the version's fault (a full disk, SQLite busy or out of memory): every link stays, `previous`
             // answers meanwhile if it opens, and each sync attempt opens `current` again.
             logger.error("the installed version cannot be opened now; it is kept and opened again at the next sync",
                          metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(failure)"])
@@ -119,11 +120,11 @@ public struct Device: Sendable {
                                                       configuration: configuration.ranking, logger: logger) {
                 holder.install(previous)
             } else {
-                holder.markUnservable("version \(installed.version) is installed but cannot be opened now (\(failure.message)); it is opened again at each sync")
+                holder.markUnservable("version \(installed.version) is installed but cannot be opened now (\(failure.message)); \(retried)")
             }
         } else if let installed, let failure {
             openAfterFailure(installed: installed, failure: failure, directory: directory, holder: holder, configuration: configuration,
-                             hasSources: !sync.sources.isEmpty, logger: logger)
+                             hasSources: !sync.sources.isEmpty, retried: retried, logger: logger)
         }
         let (dataDirectory, ranking) = (configuration.dataDirectory, configuration.ranking)
         let preload = ModelPreload()
@@ -175,7 +176,7 @@ public struct Device: Sendable {
     /// that version again instead of finding it up to date (without a source to install it from,
     /// the folder is left as it is).
     static func openAfterFailure(installed: InstalledVersion, failure: DaemonError, directory: DataDirectory, holder: IndexHolder,
-                                 configuration: DaemonConfiguration, hasSources: Bool, logger: Logger) {
+                                 configuration: DaemonConfiguration, hasSources: Bool, retried: String, logger: Logger) {
         logger.error("the installed version is unusable; trying the previous one",
                      metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(failure)"])
         var previousKept = false
@@ -187,6 +188,7 @@ public struct Device: Sendable {
             if error.isEnvironmental {
                 logger.error("the previous version cannot be opened now; it is kept and opened again at the next sync",
                              metadata: ["cairn.error": "\(error)"])
+                holder.markUnservable("the installed version cannot be served and the one before it cannot be opened now (\(error.message)); \(retried)")
                 previousKept = true
             }
         }

@@ -69,13 +69,16 @@ extension DataDirectory {
     /// Removes what neither `current` nor `previous` references (protocol/data-directory.md,
     /// "Complete means referenced"): other version folders (and `.partial` ones), model folders
     /// neither uses, and staging, except resumable downloads when `keepingResumableDownloads`.
-    func removeUnreferenced(keepingResumableDownloads: Bool) {
-        removeUnreferencedVersions()
+    /// `served`: a version folder (`versions/<n>`) the daemon serves though no link names it (it
+    /// serves `previous` while `current` cannot be opened now, and a later step moved the
+    /// links): kept, with its model, until it no longer serves.
+    func removeUnreferenced(keepingResumableDownloads: Bool, served: String? = nil) {
+        removeUnreferencedVersions(keeping: served.map { versionsPath + "/" + ($0 as NSString).lastPathComponent })
         // A spare copy serves only the next delta from the current version.
         if let previous = linkTarget(previousLink), previous != linkTarget(currentLink) {
             unlink(path + "/" + previous + "/" + DataDirectoryLayout.spareIndexFile)
         }
-        removeUnusedModels()
+        removeUnusedModels(served: served)
         for name in entries(stagingPath) where !(keepingResumableDownloads && Self.isResumable(name)) {
             remove(stagingPath + "/" + name)
         }
@@ -91,12 +94,13 @@ extension DataDirectory {
         }
     }
 
-    /// Removes model folders that neither `current` nor `previous` uses, and half-built ones.
-    func removeUnusedModels() {
-        let used = Set([currentLink, previousLink].compactMap { link -> String? in
-            guard let version = linkTarget(link),
-                  let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path + "/" + version + "/" + DataDirectoryLayout.modelLink)
-            else { return nil }
+    /// Removes model folders that neither `current`, `previous` nor the `served` version folder
+    /// uses, and half-built ones.
+    func removeUnusedModels(served: String? = nil) {
+        let versions = [currentLink, previousLink].compactMap(linkTarget) + [served].compactMap { $0 }
+        let used = Set(versions.compactMap { version -> String? in
+            let link = path + "/" + version + "/" + DataDirectoryLayout.modelLink
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: link) else { return nil }
             return (target as NSString).lastPathComponent
         })
         for name in entries(modelsPath) where !used.contains(name) {

@@ -198,7 +198,9 @@ extension Syncer {
                           metadata: ["cairn.sync.other_channel": "\((other as NSString).lastPathComponent)"])
             measure()
         }
-        if overBudget || diskShort, let previous = directory.previousVersion(), previous != installed?.version {
+        // Never the version the daemon serves (`previous`, while `current` cannot be opened now).
+        if overBudget || diskShort, let previous = directory.previousVersion(), previous != installed?.version,
+           servedVersion?() != previous {
             try directory.dropPrevious()
             state.previousDropped = previous
             logger.notice("removed previous version \(previous) to make room for version \(manifest.version) (\(overBudget ? "max_disk_bytes" : "free disk space")); no rollback until the next install")

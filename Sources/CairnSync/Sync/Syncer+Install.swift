@@ -72,7 +72,8 @@ extension Syncer {
         let clock = ContinuousClock()
         let start = clock.now
         let directory = self.directory
-        await BackgroundWork.run { directory.removeUnreferenced(keepingResumableDownloads: false) }
+        let served = servedVersion?().map(DataDirectoryLayout.versionFolder)
+        await BackgroundWork.run { directory.removeUnreferenced(keepingResumableDownloads: false, served: served) }
         logger.debug("removed unreferenced versions, models and staging",
                      metadata: ["cairn.sync.cleanup_ms": "\((clock.now - start).milliseconds)"])
     }

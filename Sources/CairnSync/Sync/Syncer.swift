@@ -140,7 +140,7 @@ public actor Syncer {
     }
 
     /// Opens the installed version again when the daemon does not serve it: it did not open at
-    /// start-up for a reason outside its bytes (a full disk, an I/O error), and was kept.
+    /// start-up for a reason outside its bytes (a full disk), and was kept.
     private func reopenIfUnserved() async {
         guard let servedVersion, let installed = directory.installed(), servedVersion() != installed.version else { return }
         do throws(SyncError) {
