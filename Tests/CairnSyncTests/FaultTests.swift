@@ -60,6 +60,24 @@ struct FaultTests {
         #expect(device.state.sources?.first?.lastError?.hasPrefix("rollback") == true)
     }
 
+    @Test("Given a first source up to date and a later one offering a newer version that fails (corrupt blobs), when syncing, then the attempt fails with that error, not up to date; a later source out of reach stays no news")
+    func laterSourceFailureIsNews() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let stick = try TemporaryDirectory.make() + "/stick"
+        try FileManager.default.copyItem(atPath: repo.root, toPath: stick)
+        let corrupt = try FaultServer(root: repo.root, ["--corrupt"])
+        defer { corrupt.stop() }
+        let device = try Device(repo: repo, sources: ["file://" + stick, corrupt.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2))
+        let outcome = await device.syncer.syncOnce()
+        #expect(outcome.errorCode == "hash_mismatch", "\(outcome)")
+        #expect(device.state.lastError?.code == "hash_mismatch")
+        corrupt.stop()
+        #expect(await device.syncer.syncOnce().isUpToDate)
+    }
+
     @Test("Given a connection cut half-way through the snapshot, when syncing again, then the download resumes with Range and moves at most 1.1× the blob")
     func resumeAfterCut() async throws {
         let repo = try RepoFixture(withModel: false)

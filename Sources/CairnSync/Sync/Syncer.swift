@@ -217,7 +217,10 @@ public actor Syncer {
                 if error.code == .cancelled { break }
             }
         }
-        if let upToDate {
+        // Up to date at one source, the attempt stays so unless a later one offered something it
+        // could not install (a newer version refused, a disk too full): that is said and backed
+        // off from. A source out of reach, or an older copy refused as a rollback, is no news.
+        if let upToDate, kept == nil || kept!.isTransport || kept!.code == .rollback || kept!.code == .cancelled {
             await persist(state)
             return upToDate
         }
