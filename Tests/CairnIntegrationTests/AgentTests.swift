@@ -78,8 +78,11 @@ struct AgentTests {
         var answers: [String: [String: Any]] = [:]
         let replies = finished.0.split(separator: "\n")
         for line in replies {
-            guard let answer = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { continue }
-            answers[answer["id"].map { $0 is NSNull ? "null" : "\($0)" } ?? "none"] = answer
+            // A batch's answers come as one array.
+            let decoded = try? JSONSerialization.jsonObject(with: Data(line.utf8))
+            for answer in (decoded as? [[String: Any]]) ?? [decoded as? [String: Any]].compactMap({ $0 }) {
+                answers[answer["id"].map { $0 is NSNull ? "null" : "\($0)" } ?? "none"] = answer
+            }
         }
         return (answers, replies.count, finished.1)
     }
@@ -111,7 +114,10 @@ struct AgentTests {
             #"{"id":33,"method":"ping"}"#,
             #"{"jsonrpc":"2.0","id":34,"method":"tools/call","params":{"name":"search","arguments":"boil"}}"#,
             #"{"jsonrpc":"2.0","id":35,"method":"ping","params":[1]}"#,
-            #"[{"jsonrpc":"2.0","id":36,"method":"ping"}]"#,
+            #"[{"jsonrpc":"2.0","id":36,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":39,"method":"nope"}]"#,
+            #"[]"#,
+            #"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#,
+            #"{"jsonrpc":"2.0","method":1}"#,
             #"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             #"{"jsonrpc":"2.0","id":37,"result":{}}"#,
             #"{"jsonrpc":"2.0","id":38,"method":"ping"}"#,
@@ -129,14 +135,16 @@ struct AgentTests {
         #expect(found?["isError"] as? Bool == false)
         #expect(((found?["structuredContent"] as? [String: Any])?["results"] as? [Any])?.count == 2)
         func errorCode(_ id: String) -> Int? { (answers[id]?["error"] as? [String: Any])?["code"] as? Int }
-        // id null, a batch: answered with id null (two answers under one key: one counted here).
+        // id null, an empty batch, a method that is not a string: answered with id null (three
+        // answers under one key here). A batch is answered as one array, its notification not.
         #expect(errorCode("null") == -32600)
+        #expect(answers["36"]?["result"] != nil && errorCode("39") == -32601)
         #expect(errorCode("31") == -32600 && errorCode("32") == -32600 && errorCode("33") == -32600)
         #expect(errorCode("34") == -32602 && errorCode("35") == -32602)
         #expect(answers["38"]?["result"] != nil)
-        // 10 refusals, one search, two answers with id null, 31…35, 38: no answer to the
-        // notification or to the response.
-        #expect(count == 10 + 1 + 2 + 5 + 1, "\(answers.keys.sorted())")
+        // 10 refusals, one search, three answers with id null, 31…35, one batch line, 38: no
+        // answer to the notifications (alone or as a whole batch) or to the response.
+        #expect(count == 10 + 1 + 3 + 5 + 1 + 1, "\(answers.keys.sorted())")
         #expect(answers["37"] == nil)
 
         for timeout in ["0", "-1", "inf", "nan", "3000000"] {

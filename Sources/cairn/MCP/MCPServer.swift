@@ -26,17 +26,30 @@ struct MCPServer {
         }
     }
 
-    /// The answer to one message (nil for notifications and responses).
-    func handle(line: String) -> [String: Any]? {
+    /// The answer to one line: an object, or for a batch (an array) the array of its members'
+    /// answers; nil when nothing is to be answered (notifications and responses only).
+    func handle(line: String) -> Any? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) else {
-            return Self.error(id: NSNull(), code: -32700, "Parse error: one JSON-RPC object per line")
+            return Self.error(id: NSNull(), code: -32700, "Parse error: one JSON-RPC message per line")
         }
+        guard let batch = object as? [Any] else { return handle(message: object) }
+        guard !batch.isEmpty else { return Self.error(id: NSNull(), code: -32600, "Invalid Request: an empty batch") }
+        let answers = batch.compactMap(handle(message:))
+        return answers.isEmpty ? nil : answers
+    }
+
+    /// The answer to one message (nil for notifications and responses).
+    func handle(message object: Any) -> [String: Any]? {
         guard let message = object as? [String: Any] else {
-            return Self.error(id: NSNull(), code: -32600, "Invalid Request: one JSON-RPC object per line (no batches)")
+            return Self.error(id: NSNull(), code: -32600, "Invalid Request: a message is a JSON object")
         }
         // A response to us (none is expected): not answered.
         if message["method"] == nil, message["result"] != nil || message["error"] != nil { return nil }
-        guard let id = message["id"] else { return nil }  // a notification
+        guard let id = message["id"] else {
+            // A notification, when its method is a string; else an invalid request.
+            if message["method"] is String { return nil }
+            return Self.error(id: NSNull(), code: -32600, "Invalid Request: `method` must be a string")
+        }
         guard id is String || Self.isInteger(id) else {
             return Self.error(id: NSNull(), code: -32600, "Invalid Request: `id` must be a string or an integer")
         }
@@ -94,7 +107,7 @@ struct MCPServer {
         ["jsonrpc": "2.0", "id": id, "error": ["code": code, "message": message]]
     }
 
-    static func encode(_ object: [String: Any]) -> Data {
+    static func encode(_ object: Any) -> Data {
         (try? JSONSerialization.data(withJSONObject: object, options: [.withoutEscapingSlashes, .sortedKeys]))
             ?? Data(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error"}}"#.utf8)
     }
