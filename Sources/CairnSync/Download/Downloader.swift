@@ -51,13 +51,23 @@ public struct Downloader: Sendable {
         return small
     }
 
+    /// A manifest or root transfer that timed out once its whole time limit had passed (not at
+    /// the connect timeout, nor cut by the low-speed limit, which curl reports the same way).
+    private func checkSmallFileTime(_ outcome: CurlOutcome, started: ContinuousClock.Instant, what: String) throws(SyncError) {
+        let limit = smallFileLimits.overallTimeout
+        guard outcome.code == CURLE_OPERATION_TIMEDOUT, ContinuousClock.now - started >= .seconds(limit) - .milliseconds(250) else { return }
+        throw SyncError(.network, "the \(what) did not arrive within \(limit) s (the source sends it too slowly)")
+    }
+
     /// GETs a manifest, sending `If-None-Match: etag` when given; at most `maxManifestBytes`.
     public func fetchManifest(url: String, etag: String?, access: SourceAccess = .none) async throws(SyncError) -> (ManifestFetch, TransferStats) {
         if let problem = Self.localFileProblem(url, what: "manifest") { throw problem }
         let context = TransferContext(limit: Int64(limits.maxManifestBytes), held: 0, rangeStart: 0)
         let headers = try access.headers() + (etag.map { ["If-None-Match: \($0)"] } ?? [])
+        let started = ContinuousClock.now
         let outcome = await CurlTransfer.run(url: url, limits: smallFileLimits, context: context, handles: handles, access: access,
                                              headers: headers)
+        try checkSmallFileTime(outcome, started: started, what: "manifest")
         // A 304 means "the ETag sent still holds": to a request that sent none it says nothing,
         // and taking it for "up to date" would keep a device without a version from installing.
         if outcome.status == 304 {
@@ -73,8 +83,10 @@ public struct Downloader: Sendable {
     public func fetchOptional(url: String, access: SourceAccess = .none) async throws(SyncError) -> ([UInt8]?, TransferStats) {
         if let problem = Self.localFileProblem(url, what: "root") { throw problem }
         let context = TransferContext(limit: Int64(limits.maxManifestBytes), held: 0, rangeStart: 0)
+        let started = ContinuousClock.now
         let outcome = await CurlTransfer.run(url: url, limits: smallFileLimits, context: context, handles: handles, access: access,
                                              headers: try access.headers())
+        try checkSmallFileTime(outcome, started: started, what: "root")
         if [403, 404, 410].contains(outcome.status) || outcome.code == CURLE_FILE_COULDNT_READ_FILE { return (nil, outcome.stats) }
         try check(outcome, context, what: "root", url: url, access: access)
         return (context.body, outcome.stats)
@@ -179,9 +191,6 @@ public struct Downloader: Sendable {
         // file:// has no status.
         if outcome.status != 0, outcome.status != 200, outcome.status != 206 {
             throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) for the \(what)")
-        }
-        if outcome.code == CURLE_OPERATION_TIMEDOUT, what == "manifest" || what == "root" {
-            throw SyncError(.network, "the \(what) did not arrive within \(limits.effectiveSmallFileSeconds) s (the source sends it too slowly)")
         }
         guard outcome.code == CURLE_OK else {
             throw SyncError(.network, "the \(what) transfer failed: \(outcome.message) (curl \(outcome.code.rawValue))")
