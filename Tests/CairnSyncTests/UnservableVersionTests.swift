@@ -119,11 +119,14 @@ struct UnservableVersionTests {
         try repo.publish(version: 1_000_000_000)
         #expect(await device.syncer.syncOnce().errorCode == "install_failed")
         #expect(device.state.forgottenVersion == 1_000_000_000 && device.state.installedVersion == nil)
+        #expect(device.state.highestVersionSeen == 1_000_000_000)
 
         try TrustSyncTests.put(try TrustSyncTests.root(2, rootKey: rootKey, signingKey: newKey, signers: [rootKey]), root: 2, in: repo)
         try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), signer: newKey)
         #expect(await device.syncer.syncOnce().installedVersion == 2)
         #expect(device.state.forgottenVersion == nil)
+        // The thief's number no longer makes the device look behind.
+        #expect(device.state.highestVersionSeen == 2)
     }
 
     @Test("Given versions 1 and 2 installed, when a rollback to version 1 cannot be served, then it fails with previous_unusable, and the links, the held-back version and the rollback target are as before")

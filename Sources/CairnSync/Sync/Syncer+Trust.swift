@@ -43,9 +43,14 @@ extension Syncer {
             // A step that removes a signing key revokes it. With nothing installed, the floor a
             // forgotten version left may be that key's (a thief's version 1,000,000,000 that
             // could not be served): it goes, as recovery resets the floors of an installed one.
+            // The floors it may have raised go too, as recovery resets them: the clock floor (to
+            // this root's `created`: the thief may have dated it years ahead), the highest
+            // version seen, a held-back version.
             if installed == nil, let forgotten = state.forgottenVersion,
                before.signingKeys.contains(where: { !root.signingKeys.contains($0) }) {
                 (state.forgottenVersion, state.forgottenStateRoot) = (nil, nil)
+                (state.highestVersionSeen, state.heldBackVersion) = (nil, nil)
+                state.clockFloor = root.created.rfc3339
                 logger.notice("root \(root.version) revokes a signing key: version \(forgotten), which could not be served, is no longer the rollback floor")
             }
             logger.notice("accepted root \(root.version): signing threshold \(root.signingThreshold) of \(root.signingKeys.count) keys",
