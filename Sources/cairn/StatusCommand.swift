@@ -32,6 +32,8 @@ struct StatusCommand: AsyncParsableCommand {
             }
             lines.append("model       " + (status.modelLoaded ? "\(status.modelID ?? "?") (\(status.dimension ?? 0) dimensions)"
                                                               : "none: answers are lexical only"))
+        } else if let reason = status.notServing {
+            lines.append("version     none answering: \(reason)")
         } else {
             lines.append("version     none installed yet (waiting for the first sync)")
         }

@@ -257,6 +257,8 @@ struct DiskFaultTests {
             try await waitUntil("cairnd answers status", seconds: 60) { device.status()["sync"] != nil }
             #expect(device.log.contains("cannot be opened now; it is kept"))
             #expect(device.status()["version"] as? Int == nil)
+            #expect((device.status()["not_serving"] as? String)?.contains("version 2 is installed but cannot be opened now") == true)
+            #expect(try device.cairn(["status"]).output.contains("none answering: version 2 is installed but cannot be opened now"))
             // A caller is told why nothing answers, not "nothing installed yet".
             let query = try device.cairn(["query", "release notes edition", "--mode", "lexical"])
             #expect(query.status != 0 && query.error.contains("version 2 is installed but cannot be opened now")
@@ -272,5 +274,6 @@ struct DiskFaultTests {
         _ = try device.cairn(["sync"])
         try await device.waitForVersion(2)
         #expect(try device.query("release notes edition", mode: "lexical").ids.first == "release-2")
+        #expect(device.status()["not_serving"] is NSNull)
     }
 }

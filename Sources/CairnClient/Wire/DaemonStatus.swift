@@ -15,6 +15,9 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
     /// How the served version's rows files were opened and what its overlay holds (nil without
     /// an index).
     public var rows: Rows?
+    /// Why no version answers although one is installed (it cannot be opened now: a full
+    /// disk); nil otherwise.
+    public var notServing: String?
     public var dataDirectory: String
     public var dataDirectoryBytes: Int64
     public var syncAvailable: Bool
@@ -119,6 +122,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
 
     enum CodingKeys: String, CodingKey {
         case installed, version, channel, dimension, sync, channels, rows
+        case notServing = "not_serving"
         case stateRoot = "state_root", chunkCount = "chunk_count", modelID = "model_id"
         case modelLoaded = "model_loaded", lexicalOnly = "lexical_only", denseSearch = "dense_search"
         case dataDirectory = "data_dir", dataDirectoryBytes = "data_dir_bytes", syncAvailable = "sync_available"
@@ -144,6 +148,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         lexicalOnly = try c.decode(Bool.self, forKey: .lexicalOnly)
         denseSearch = try? c.decodeIfPresent(String.self, forKey: .denseSearch)
         rows = try? c.decodeIfPresent(Rows.self, forKey: .rows)
+        notServing = try? c.decodeIfPresent(String.self, forKey: .notServing)
         dataDirectory = try c.decode(String.self, forKey: .dataDirectory)
         dataDirectoryBytes = try c.decode(Int64.self, forKey: .dataDirectoryBytes)
         syncAvailable = try c.decode(Bool.self, forKey: .syncAvailable)
@@ -169,6 +174,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         try c.encode(lexicalOnly, forKey: .lexicalOnly)
         try c.encode(denseSearch, forKey: .denseSearch)
         try c.encode(rows, forKey: .rows)
+        try c.encode(notServing, forKey: .notServing)
         try c.encode(dataDirectory, forKey: .dataDirectory)
         try c.encode(dataDirectoryBytes, forKey: .dataDirectoryBytes)
         try c.encode(syncAvailable, forKey: .syncAvailable)

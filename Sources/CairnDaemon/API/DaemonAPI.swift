@@ -145,6 +145,7 @@ struct DaemonAPI: Sendable {
         var answer = DaemonStatus(serving: serving, dataDirectory: dataDirectory,
                                   dataDirectoryBytes: DiskUsage.bytes(under: dataDirectory),
                                   syncAvailable: requestSync != nil, sync: sync)
+        answer.notServing = holder.unservableReason
         var list = [DaemonStatus.ChannelState(channel: channel, serving: serving?.version, stateRoot: serving?.stateRoot, sync: sync)]
         for other in channels {
             let serving = other.holder.current

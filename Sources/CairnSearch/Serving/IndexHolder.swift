@@ -26,6 +26,9 @@ public final class IndexHolder: Sendable {
     /// `noIndex` answers with it until a version is installed here.
     public func markUnservable(_ reason: String) { unservable.withLock { $0 = reason } }
 
+    /// The reason `markUnservable` gave, while nothing is served.
+    public var unservableReason: String? { current == nil ? unservable.withLock { $0 } : nil }
+
     /// The 503 `no_index` a request gets while nothing is served: "nothing installed yet", or
     /// the reason `markUnservable` gave.
     public var noIndex: APIError {
