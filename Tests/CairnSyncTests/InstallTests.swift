@@ -60,7 +60,9 @@ struct InstallTests {
             cachedShare.append(Double(resident.count) / Double(max(1, pages)))
             #expect(try SearchIndex(path: index).count == 20_000)
         }
-        #expect(cachedShare[0] > 0.9, "\(cachedShare[0]) of the small index cached after its install")
+        // All of it alone; a cold clone's parallel suite once left 0.88 (pages of the file
+        // reclaimed while hundreds of other tests ran). Either is far from the < 0.5 below.
+        #expect(cachedShare[0] > 0.75, "\(cachedShare[0]) of the small index cached after its install")
         // The reads outside the check's direct runs (each statement's way down its B-trees) go
         // through the cache, and the kernel reads ahead around them: at 20,000 rows a quarter
         // of this 8 MB file, a fixed few megabytes that a gigabyte index does not notice.
