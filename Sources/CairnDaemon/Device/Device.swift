@@ -28,13 +28,14 @@ public struct Device: Sendable {
         try checkSourceSections(configuration)
         let registry = MetricsRegistry()
         let notifier = SystemdNotifier()
+        let extraConfigurations = configuration.extraChannels.map { (settings: $0, configuration: configuration.configuration(for: $0)) }
         // Every channel's data directory, so that one short of disk can take the others' spares.
-        let directories = [configuration.dataDirectory] + configuration.extraChannels.map { configuration.configuration(for: $0).dataDirectory }
+        let directories = [configuration.dataDirectory] + extraConfigurations.map(\.configuration.dataDirectory)
         func others(_ directory: String) -> [String] { directories.filter { $0 != directory } }
         let main = try makeChannel(configuration, registry: registry, notifier: notifier, statusPrefix: "",
                                    otherChannels: others(configuration.dataDirectory), logger: logger)
         var extras: [ChannelParts] = []
-        for settings in configuration.extraChannels {
+        for (settings, channel) in extraConfigurations {
             guard Manifest.isValidChannelName(settings.name), settings.name != configuration.channel,
                   !extras.contains(where: { $0.name == settings.name }) else {
                 throw DaemonError(.badConfiguration, "[channel \(settings.name)]: a channel name is [a-z0-9][a-z0-9._-]{0,63}, once, and not the daemon's own channel")
@@ -42,7 +43,6 @@ public struct Device: Sendable {
             guard !settings.sources.isEmpty else {
                 throw DaemonError(.badConfiguration, "[channel \(settings.name)] has no source")
             }
-            let channel = configuration.configuration(for: settings)
             extras.append(try makeChannel(channel, registry: registry, notifier: notifier, statusPrefix: "[\(settings.name)] ",
                                           otherChannels: others(channel.dataDirectory), logger: logger))
         }
@@ -87,11 +87,7 @@ public struct Device: Sendable {
         } catch {
             throw DaemonError(error.code == .locked ? .dataDirectoryLocked : .dataDirectoryUnusable, error.message, cause: error)
         }
-        let sync = try { () throws(DaemonError) in
-            var sync = try syncConfiguration(configuration)
-            sync.otherChannelDirectories = otherChannels
-            return sync
-        }()
+        let sync = try syncConfiguration(configuration, otherChannels: otherChannels)
         let holder = IndexHolder()
         // The installed version, opened from its rows files (memory-mapped: no row is read),
         // which the syncer checks the next delta against before applying it to the previous
@@ -112,14 +108,11 @@ public struct Device: Sendable {
         }
         let retried = sync.sources.isEmpty ? "cairnd opens it again when restarted" : "it is opened again at each sync"
         if let installed, let failure, failure.isEnvironmental {
-            // Not the version's fault (a full disk, SQLite busy or out of memory): every link stays, `previous`
-            // answers meanwhile if it opens, and each sync attempt opens `current` again.
-            logger.error("the installed version cannot be opened now; it is kept and opened again at the next sync",
+            // Not the version's fault (a full disk, SQLite busy or out of memory): every link
+            // stays, `previous` answers meanwhile if it opens, and `current` is opened again.
+            logger.error("the installed version cannot be opened now; it is kept; \(retried)",
                          metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(failure)"])
-            if let previous = try? VersionLoader.load(dataDirectory: configuration.dataDirectory, link: DataDirectoryLayout.previousLink,
-                                                      configuration: configuration.ranking, logger: logger) {
-                holder.install(previous)
-            } else {
+            if servePrevious(configuration, holder: holder, logger: logger) != nil {
                 holder.markUnservable("version \(installed.version) is installed but cannot be opened now (\(failure.message)); \(retried)")
             }
         } else if let installed, let failure {
@@ -168,6 +161,17 @@ public struct Device: Sendable {
                             service: service)
     }
 
+    /// Serves the version `previous` names; nil when it does, else why it could not be opened.
+    static func servePrevious(_ configuration: DaemonConfiguration, holder: IndexHolder, logger: Logger) -> DaemonError? {
+        do throws(DaemonError) {
+            holder.install(try VersionLoader.load(dataDirectory: configuration.dataDirectory, link: DataDirectoryLayout.previousLink,
+                                                  configuration: configuration.ranking, logger: logger))
+            return nil
+        } catch {
+            return error
+        }
+    }
+
     /// `current` did not open because of its own bytes (`failure`): `previous` is served instead
     /// and the links are made to say so (else the next install would make the served version
     /// unreferenced and remove it); the version that does not open goes, and a sync installs it
@@ -179,17 +183,12 @@ public struct Device: Sendable {
                                  configuration: DaemonConfiguration, hasSources: Bool, retried: String, logger: Logger) {
         logger.error("the installed version is unusable; trying the previous one",
                      metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(failure)"])
-        var previousKept = false
-        do throws(DaemonError) {
-            holder.install(try VersionLoader.load(dataDirectory: configuration.dataDirectory, link: DataDirectoryLayout.previousLink,
-                                                  configuration: configuration.ranking, logger: logger))
-            previousKept = true
-        } catch {
-            if error.isEnvironmental {
-                logger.error("the previous version cannot be opened now; it is kept and opened again at the next sync",
-                             metadata: ["cairn.error": "\(error)"])
+        var previousKept = true
+        if let error = servePrevious(configuration, holder: holder, logger: logger) {
+            previousKept = error.isEnvironmental
+            if previousKept {
+                logger.error("the previous version cannot be opened now; it is kept; \(retried)", metadata: ["cairn.error": "\(error)"])
                 holder.markUnservable("the installed version cannot be served and the one before it cannot be opened now (\(error.message)); \(retried)")
-                previousKept = true
             }
         }
         do {
@@ -218,7 +217,7 @@ public struct Device: Sendable {
         }
     }
 
-    static func syncConfiguration(_ configuration: DaemonConfiguration) throws(DaemonError) -> SyncConfiguration {
+    static func syncConfiguration(_ configuration: DaemonConfiguration, otherChannels: [String] = []) throws(DaemonError) -> SyncConfiguration {
         var keys: [PublicKey] = []
         for path in configuration.trustedKeys {
             guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
@@ -266,6 +265,7 @@ public struct Device: Sendable {
         sync.spareIndexMinimumBytes = configuration.spareIndexMinimumBytes
         sync.directInstallMinimumBytes = configuration.directInstallMinimumBytes
         sync.ranking = configuration.ranking
+        sync.otherChannelDirectories = otherChannels
         return sync
     }
 }
