@@ -43,14 +43,11 @@ extension Syncer {
             // A step that removes a signing key revokes it. With nothing installed, the floor a
             // forgotten version left may be that key's (a thief's version 1,000,000,000 that
             // could not be served): it goes, as recovery resets the floors of an installed one.
-            // The floors it may have raised go too, as recovery resets them: the clock floor (to
-            // this root's `created`: the thief may have dated it years ahead), the highest
-            // version seen, a held-back version.
+            // The floors it may have raised go too, as recovery resets them.
             if installed == nil, let forgotten = state.forgottenVersion,
                before.signingKeys.contains(where: { !root.signingKeys.contains($0) }) {
                 (state.forgottenVersion, state.forgottenStateRoot) = (nil, nil)
-                (state.highestVersionSeen, state.heldBackVersion) = (nil, nil)
-                state.clockFloor = root.created.rfc3339
+                Self.resetFloors(&state, to: root)
                 logger.notice("root \(root.version) revokes a signing key: version \(forgotten), which could not be served, is no longer the rollback floor")
             }
             logger.notice("accepted root \(root.version): signing threshold \(root.signingThreshold) of \(root.signingKeys.count) keys",
@@ -85,10 +82,16 @@ extension Syncer {
         }
         guard state.recoveringFrom == nil else { return }
         state.recoveringFrom = installed.version
-        state.highestVersionSeen = nil
-        state.heldBackVersion = nil
-        state.clockFloor = root.created.rfc3339
+        Self.resetFloors(&state, to: root)
         logger.warning("recovering: installed version \(installed.version) is signed only by keys that root \(root.version) revoked; the publisher's next version installs whatever its number")
+    }
+
+    /// Resets the floors a revoked key's version may have raised: the highest version seen, a
+    /// held-back version, and the clock floor (to `root`'s `created`: the thief may have dated
+    /// that version years ahead).
+    private static func resetFloors(_ state: inout SyncState, to root: RootMetadata) {
+        (state.highestVersionSeen, state.heldBackVersion) = (nil, nil)
+        state.clockFloor = root.created.rfc3339
     }
 
     /// Verifies `bytes` under `policy`, as a `SyncError` with the policy's stable code.
