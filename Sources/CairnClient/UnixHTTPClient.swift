@@ -71,7 +71,7 @@ public struct UnixHTTPClient: Sendable {
         var offset = 0
         while offset < bytes.count {
             var events = pollfd(fd: fd, events: Int16(POLLIN | POLLOUT), revents: 0)
-            let ready = poll(&events, 1, Int32(min(max(timeout, 0.001), 2_000_000) * 1000))
+            let ready = poll(&events, 1, Int32(min(boundedTimeout(timeout) * 1000, Double(Int32.max))))
             if ready < 0 && errno == EINTR { continue }
             guard ready > 0, events.revents & Int16(POLLIN | POLLERR | POLLHUP) == 0 else { return false }
             let end = min(bytes.count, offset + 65_536)

@@ -66,12 +66,16 @@ public enum UnixSocket {
     }
 }
 
+/// A timeout in seconds held between a millisecond and a year: zero would mean "no timeout" to
+/// SO_RCVTIMEO (and "at once" to poll), and an infinite or huge count does not convert.
+func boundedTimeout(_ seconds: Double) -> Double {
+    seconds.isNaN ? 0.001 : min(max(seconds, 0.001), 31_536_000)
+}
+
 extension timeval {
-    /// `seconds` as a `timeval` (whole seconds and microseconds), between a millisecond and a
-    /// year: a zero `timeval` would mean "no timeout" to SO_RCVTIMEO, and an infinite or huge
-    /// count of seconds does not convert.
+    /// `seconds` as a `timeval` (whole seconds and microseconds), `boundedTimeout`.
     init(_ seconds: Double) {
-        let seconds = seconds.isNaN ? 0.001 : min(max(seconds, 0.001), 31_536_000)
+        let seconds = boundedTimeout(seconds)
         self.init(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1e6))
     }
 }

@@ -1,4 +1,5 @@
 import CairnIndex
+
 /// The one error type of CairnDaemon: an opaque code, a one-line message that says what happened
 /// and what to do, and an optional cause. Messages never contain query or document text.
 public struct DaemonError: Error, CustomStringConvertible, Sendable {

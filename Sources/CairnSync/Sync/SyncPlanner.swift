@@ -71,8 +71,9 @@ public struct SyncPlanner: Sendable {
     /// Checks, in order: format, channel, version (equal: up to date; lower: rollback; not above
     /// a held-back version: skipped; while recovering only an equal version with the same state
     /// root counts; with nothing installed, lower than a forgotten version: rollback), expiry at
-    /// `now` (refused only under `expiredUpdates == .refuse`), then chooses the cheapest path: a delta from exactly the installed version and state root with
-    /// the same model, when smaller than the full snapshot.
+    /// `now` (refused only under `expiredUpdates == .refuse`), then chooses the cheapest path: a
+    /// delta from exactly the installed version and state root with the same model, when smaller
+    /// than the full snapshot.
     public func decide(_ manifest: Manifest, now: Timestamp) -> Decision {
         guard manifest.formatVersion == Manifest.currentFormatVersion else {
             return .refuse(SyncError(.unsupportedFormat, "manifest format \(manifest.formatVersion) is not supported; upgrade cairnd"))
