@@ -14,6 +14,30 @@ struct DiskFaultTests {
     /// Waits until one of `blobs` (the new version's) has bytes in the device's staging folder:
     /// this attempt's download is in flight, so its free-space check has passed. (A partial file
     /// of an older version, kept to resume, does not count.)
+    /// A rig on `disk` that installed versions 1 and 2 (`current` and `previous`), its cairnd
+    /// stopped, with the rows files of `dropRowsOf` removed (rebuilt from the index at start-up
+    /// when missing; the overlay goes too, since its pages would make room on a full disk), and
+    /// a `tmp` folder on the disk for TMPDIR; nil (recorded) when version 2 did not install.
+    static func twoVersionsStopped(on disk: Tmpfs, dropRowsOf versions: [String]) async throws -> (Rig, temporary: String)? {
+        let rig = try await Rig(dataDirectory: disk.path + "/data")
+        _ = try rig.publishNext()
+        let data = rig.device.dataDirectory
+        if let failed = try await rig.recovery(to: 2) {
+            Issue.record("\(failed)")
+            rig.stop()
+            return nil
+        }
+        let link = { (name: String) in try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/" + name) }
+        #expect(link("current") == "versions/2" && link("previous") == "versions/1")
+        rig.device.stop()
+        for version in versions {
+            for file in ["index.rows", "index.overlay"] { unlink(data + "/versions/\(version)/" + file) }
+        }
+        let temporary = disk.path + "/tmp"
+        try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
+        return (rig, temporary)
+    }
+
     static func downloading(_ rig: Rig, blobs: [(sha: String, size: Int)]) -> Bool {
         let staging = rig.device.dataDirectory + "/staging"
         return eventually(within: 30) {
@@ -124,15 +148,9 @@ struct DiskFaultTests {
     func servedPreviousKeptOnFullDisk() async throws {
         let disk = try Tmpfs(megabytes: 80)
         defer { disk.unmount() }
-        let rig = try await Rig(dataDirectory: disk.path + "/data")
+        guard let (rig, temporary) = try await Self.twoVersionsStopped(on: disk, dropRowsOf: ["2"]) else { return }
         defer { rig.stop() }
-        _ = try rig.publishNext()
-        if let failed = try await rig.recovery(to: 2) { Issue.record("\(failed)"); return }
         let data = rig.device.dataDirectory
-        rig.device.stop()
-        for file in ["index.rows", "index.overlay"] { unlink(data + "/versions/2/" + file) }
-        let temporary = disk.path + "/tmp"
-        try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
         let third = try rig.publishNext()
         disk.fill(leaving: 0)
         defer { disk.emptyFiller() }
@@ -231,23 +249,11 @@ struct DiskFaultTests {
     func fullDiskAtStartup(temporaryOnFullDisk: Bool) async throws {
         let disk = try Tmpfs(megabytes: 80)
         defer { disk.unmount() }
-        let rig = try await Rig(dataDirectory: disk.path + "/data")
+        guard let (rig, temporary) = try await Self.twoVersionsStopped(on: disk, dropRowsOf: temporaryOnFullDisk ? ["1", "2"] : ["2"])
+        else { return }
         defer { rig.stop() }
-        _ = try rig.publishNext()
-        if let failed = try await rig.recovery(to: 2) { Issue.record("\(failed)"); return }
         let data = rig.device.dataDirectory
         func link(_ name: String) -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/" + name) }
-        #expect(link("current") == "versions/2" && link("previous") == "versions/1")
-        rig.device.stop()
-        // The rows files (rebuilt from the index at start-up when missing) are gone, and not a
-        // byte is free (the overlay goes too: its pages would make room); TMPDIR on that disk
-        // too, or not.
-        let versions = temporaryOnFullDisk ? ["1", "2"] : ["2"]
-        for version in versions {
-            for file in ["index.rows", "index.overlay"] { unlink(data + "/versions/\(version)/" + file) }
-        }
-        let temporary = disk.path + "/tmp"
-        try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
         disk.fill(leaving: 0)
         defer { disk.emptyFiller() }
         let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "restarted", dataDirectory: data,

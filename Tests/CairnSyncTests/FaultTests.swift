@@ -38,17 +38,24 @@ struct FaultTests {
         #expect(health[1].consecutiveFailures == 0 && health[1].lastOK != nil)
     }
 
-    @Test("Given a first source (a stick left plugged in) with the installed version and a second with a newer one, when syncing, then the newer one installs from the second; with both up to date, the attempt is up to date")
-    func staleFirstSourceDoesNotFreeze() async throws {
+    /// A repository with version 1, and a copy of it as it stands (a USB stick): its `file://` URL.
+    static func repositoryAndStick() throws -> (RepoFixture, stick: String) {
         let repo = try RepoFixture(withModel: false)
         try repo.publish(version: 1)
         let stick = try TemporaryDirectory.make() + "/stick"
         try FileManager.default.copyItem(atPath: repo.root, toPath: stick)
-        let device = try Device(repo: repo, sources: ["file://" + stick, repo.url])
+        return (repo, "file://" + stick)
+    }
+
+    @Test("Given a first source (a stick left plugged in) with the installed version and a second with a newer one, when syncing, then the newer one installs from the second; with both up to date, the attempt is up to date")
+    func staleFirstSourceDoesNotFreeze() async throws {
+        let (repo, stick) = try Self.repositoryAndStick()
+        let device = try Device(repo: repo, sources: [stick, repo.url])
         #expect(await device.syncer.syncOnce().installedVersion == 1)
         // Both sources offer version 1: up to date, and both were asked.
         guard case .upToDate(let version) = await device.syncer.syncOnce() else { Issue.record("not up to date"); return }
         #expect(version == 1)
+        #expect(device.state.sources?.count == 2 && device.state.sources?.allSatisfy { $0.lastOK != nil } == true)
         try repo.publish(version: 2, deltasFrom: [1])
         #expect(await device.syncer.syncOnce().installedVersion == 2)
         let health = try #require(device.state.sources)
@@ -62,13 +69,10 @@ struct FaultTests {
 
     @Test("Given a first source up to date and a later one offering a newer version that fails (corrupt blobs), when syncing, then the attempt fails with that error, not up to date; a later source out of reach stays no news")
     func laterSourceFailureIsNews() async throws {
-        let repo = try RepoFixture(withModel: false)
-        try repo.publish(version: 1)
-        let stick = try TemporaryDirectory.make() + "/stick"
-        try FileManager.default.copyItem(atPath: repo.root, toPath: stick)
+        let (repo, stick) = try Self.repositoryAndStick()
         let corrupt = try FaultServer(root: repo.root, ["--corrupt"])
         defer { corrupt.stop() }
-        let device = try Device(repo: repo, sources: ["file://" + stick, corrupt.url])
+        let device = try Device(repo: repo, sources: [stick, corrupt.url])
         #expect(await device.syncer.syncOnce().installedVersion == 1)
         try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2))
         let outcome = await device.syncer.syncOnce()
