@@ -102,8 +102,9 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
             if let problem = socket.didBind() { logger.error("\(problem)") }
             logger.info("answering queries", metadata: ["cairn.socket.path": "\(configuration.socketPath)"])
             // The installed version (if any) is loaded before the server starts: ready means answering.
-            notifier.notify(["READY=1", "STATUS=answering queries; " + (holder.current.map { "serving version \($0.version)" }
-                                                                         ?? "no version installed yet")])
+            let serving = holder.current.map { "answering queries; serving version \($0.version)" }
+                ?? holder.unservableReason.map { "not answering queries: \($0)" } ?? "answering queries; no version installed yet"
+            notifier.notify(["READY=1", "STATUS=" + serving])
         },
         logger: logger)
     return DaemonService(app: app, socket: socket)

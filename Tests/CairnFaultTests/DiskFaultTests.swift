@@ -256,8 +256,10 @@ struct DiskFaultTests {
         func link(_ name: String) -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/" + name) }
         disk.fill(leaving: 0)
         defer { disk.emptyFiller() }
+        let notify = try NotifySocket(path: try TemporaryDirectory.make() + "/notify.sock")
+        defer { notify.close() }
         let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "restarted", dataDirectory: data,
-                                       environment: temporaryOnFullDisk ? ["TMPDIR": temporary] : [:])
+                                       environment: ["NOTIFY_SOCKET": notify.path].merging(temporaryOnFullDisk ? ["TMPDIR": temporary] : [:]) { $1 })
         defer { device.stop() }
         if temporaryOnFullDisk {
             try await waitUntil("cairnd answers status", seconds: 60) { device.status()["sync"] != nil }
@@ -269,6 +271,17 @@ struct DiskFaultTests {
             let query = try device.cairn(["query", "release notes edition", "--mode", "lexical"])
             #expect(query.status != 0 && query.error.contains("version 2 is installed but cannot be opened now")
                     && query.error.contains("(no_index)"), "\(query.status) \(query.error)")
+            // The service manager is not told that queries are answered, and an attempt whose
+            // source has nothing newer fails with the reason (state.json, status, back-off)
+            // instead of "up to date".
+            #expect(notify.messages.contains { $0.hasPrefix("READY=1\nSTATUS=not answering queries: version 2 is installed") },
+                    "\(notify.messages)")
+            let sync = try device.cairn(["sync", "--wait", "--timeout", "60"])
+            #expect(sync.status == 1, "\(sync)")
+            #expect((device.syncStatus["last_error"] as? String)?.contains("version 2 cannot be served") == true, "\(device.syncStatus)")
+            #expect(device.syncStatus["last_error_code"] as? String == "install_failed")
+            #expect(notify.messages.contains { $0.hasPrefix("STATUS=sync failed (install_failed: version 2 cannot be served")
+                                               && $0.hasSuffix("; not answering queries") }, "\(notify.messages)")
         } else {
             try await device.waitForVersion(2)
         }

@@ -1,69 +1,11 @@
 import CairnTestSupport
 import Foundation
-import Synchronization
 import Testing
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// cairnd under a service manager: systemd's notify protocol, read from a real `NOTIFY_SOCKET`
 /// datagram socket that the test binds, as systemd would.
 @Suite("Operations: systemd readiness, status and watchdog (real processes)", .offCooperativePool, .serialized)
 struct OperationsTests {
-    /// A bound AF_UNIX datagram socket collecting what cairnd sends. With `draining`, a thread
-    /// reads it as systemd does; without, nothing reads it, like a service manager that is busy
-    /// (its queue then fills after `net.unix.max_dgram_qlen` datagrams).
-    final class NotifySocket: @unchecked Sendable {
-        // @unchecked: `fd` and `path` are constants; `received` and `open` are guarded by Mutexes.
-        let fd: Int32
-        let path: String
-        private let received = Mutex<[String]>([])
-        private let open = Mutex(true)
-        /// Signalled when the reading thread has stopped: only then is `fd` closed, so the
-        /// thread never reads a descriptor number that the process has given to another file.
-        private let readerStopped = DispatchSemaphore(value: 0)
-        private let draining: Bool
-
-        init(path: String, draining: Bool = true) throws {
-            self.path = path
-            self.draining = draining
-            fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-            guard fd >= 0 else { throw StepFailed("cannot make a datagram socket: \(String(cString: strerror(errno)))") }
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-            guard bound == 0 else { throw StepFailed("cannot bind \(path): \(String(cString: strerror(errno)))") }
-            var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            if draining {
-                Thread.detachNewThread { [self] in
-                    while open.withLock({ $0 }) { receive() }
-                    readerStopped.signal()
-                }
-            }
-        }
-
-        /// Reads one datagram if one comes within the receive timeout.
-        private func receive() {
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            let count = recv(fd, &buffer, buffer.count, 0)
-            if count > 0 { received.withLock { $0.append(String(decoding: buffer.prefix(count), as: UTF8.self)) } }
-        }
-
-        /// Every datagram received so far.
-        var messages: [String] { received.withLock { $0 } }
-
-        func close() {
-            open.withLock { $0 = false }
-            if draining { readerStopped.wait() }  // at most one receive timeout (100 ms)
-            Glibc.close(fd)
-        }
-    }
-
     @Test("Given NOTIFY_SOCKET and WATCHDOG_USEC, when cairnd starts and syncs, then it sends READY=1 with a status once it answers, STATUS= after each attempt, and WATCHDOG=1 repeatedly")
     func systemdNotify() async throws {
         let notify = try NotifySocket(path: try TemporaryDirectory.make() + "/notify.sock")
@@ -90,7 +32,7 @@ struct OperationsTests {
         stopProcess(rig.server)
         #expect(try device.cairn(["sync"]).status == 0)
         try await waitUntil("a failed attempt is reported", seconds: 30) {
-            notify.messages.contains { $0.hasPrefix("STATUS=sync failed (network:") && $0.hasSuffix("answering from what is installed") }
+            notify.messages.contains { $0.hasPrefix("STATUS=sync failed (network:") && $0.hasSuffix("answering from version 1") }
         }
     }
 }

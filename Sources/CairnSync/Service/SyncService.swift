@@ -28,12 +28,15 @@ public final class SyncService: Service, Sendable {
         self.onAttempt = onAttempt
     }
 
-    /// The status line after `outcome`.
-    static func statusLine(_ outcome: SyncOutcome) -> String {
+    /// The status line after `outcome`; `serving` is the version that answers queries (`.some(nil)`:
+    /// none), or nil when the daemon does not tell.
+    static func statusLine(_ outcome: SyncOutcome, serving: Int??) -> String {
         switch outcome {
         case .installed(let version): "installed version \(version.version); answering queries"
         case .upToDate(let version): version.map { "version \($0) is the newest; answering queries" } ?? "nothing published yet"
-        case .failed(let error): "sync failed (\(error.code): \(error.message)); answering from what is installed"
+        case .failed(let error):
+            "sync failed (\(error.code): \(error.message)); "
+                + (serving.map { $0.map { "answering from version \($0)" } ?? "not answering queries" } ?? "answering from what is installed")
         }
     }
 
@@ -58,7 +61,7 @@ public final class SyncService: Service, Sendable {
         while !Task.isCancelled {
             onStatus("syncing from \(configuration.sources.count) source(s)")
             let outcome = await syncer.syncOnce()
-            onStatus(Self.statusLine(outcome))
+            onStatus(Self.statusLine(outcome, serving: syncer.servedVersion.map { $0() }))
             onAttempt(outcome.label, await syncer.lastInstallPath, await syncer.lastAttemptStats.totalBytes)
             let succeeded = if case .failed = outcome { false } else { true }
             let delay = schedule.next(succeeded: succeeded, using: &random)

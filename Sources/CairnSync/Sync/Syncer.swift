@@ -131,8 +131,8 @@ public actor Syncer {
     public func syncOnce() async -> SyncOutcome {
         await exclusively { () async -> SyncOutcome in
             progress.begin(at: now())
-            await self.reopenIfUnserved()
-            let outcome = await self.attemptAll()
+            let unserved = await self.reopenIfUnserved()
+            let outcome = await self.attemptAll(unserved: unserved)
             progress.finish(outcome: outcome.label)
             keepSpare()
             return outcome
@@ -140,18 +140,24 @@ public actor Syncer {
     }
 
     /// Opens the installed version again when the daemon does not serve it: it did not open at
-    /// start-up for a reason outside its bytes (a full disk), and was kept.
-    private func reopenIfUnserved() async {
-        guard let servedVersion, let installed = directory.installed(), servedVersion() != installed.version else { return }
+    /// start-up for a reason outside its bytes (a full disk), and was kept. Returns why it still
+    /// cannot be opened (nil: it serves now, or nothing was to be opened).
+    private func reopenIfUnserved() async -> SyncError? {
+        guard let servedVersion, let installed = directory.installed(), servedVersion() != installed.version else { return nil }
         do throws(SyncError) {
             try await onInstalled(installed, nil)
+            return nil
         } catch {
             logger.warning("the installed version still cannot be opened; trying again at the next attempt",
                            metadata: ["cairn.sync.version": "\(installed.version)", "cairn.sync.error": "\(error.message)"])
+            return error
         }
     }
 
-    private func attemptAll() async -> SyncOutcome {
+    /// - Parameter unserved: why the installed version could not be opened again before the
+    ///   attempt; unless a version installs, the attempt fails with it (it is the news: a source
+    ///   with nothing newer does not make the device answer).
+    private func attemptAll(unserved: SyncError?) async -> SyncOutcome {
         var state = directory.readState()
         state.lastAttempt = SyncState.time(now())
         state.attempts = (state.attempts ?? 0) + 1
@@ -220,11 +226,11 @@ public actor Syncer {
         // Up to date at one source, the attempt stays so unless a later one offered something it
         // could not install (a newer version refused, a disk too full): that is said and backed
         // off from. A source out of reach, or an older copy refused as a rollback, is no news.
-        if let upToDate, kept == nil || kept!.isTransport || kept!.code == .rollback || kept!.code == .cancelled {
+        if let upToDate, unserved == nil, kept == nil || kept!.isTransport || kept!.code == .rollback || kept!.code == .cancelled {
             await persist(state)
             return upToDate
         }
-        let error = kept!
+        let error = unserved ?? kept!
         state.lastError = SyncState.LastError(code: error.code.name, message: error.message, at: SyncState.time(now()))
         await persist(state)
         logger.warning("sync refused: \(error.code): \(error.message)")
