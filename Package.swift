@@ -74,7 +74,7 @@ let package = Package(
         // What cairnd's socket API and cairn-server's online search share: request parsing,
         // answers, error codes, the version being searched and the worker pool that runs it.
         .target(name: "CairnSearch", dependencies: [
-            "CairnIndex", "CairnEmbedding", "CairnThreads",
+            "CairnCore", "CairnIndex", "CairnEmbedding", "CairnThreads",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "CairnServer", dependencies: [

@@ -29,6 +29,21 @@ import Testing
         #expect(coreError { _ = try CanonicalJSON.parse(bytes) }?.code == .jsonMalformed)
     }
 
+    @Test("Given request JSON (any numbers), when a key repeats within one object, then it is found; the same key in two objects, or bytes that are not JSON, are not a repeat",
+          arguments: [
+              (#"{"k": 3, "k": 50}"#, true),
+              (#"{"a": {"b": 1.5e3, "b": -2}}"#, true),
+              (#"[{"x": 1}, {"y": 2, "y": 2}]"#, true),
+              (#"{"query": "q", "\u0071uery": "r"}"#, true),
+              (#"{"k": 3, "filter": {"k": 4}, "m": [{"k": 1}, {"k": 2}]}"#, false),
+              (#"{"min_similarity": 0.25, "k": 1e2, "n": -0.0}"#, false),
+              (#"{"k": 3, "k""#, false),
+              ("not json", false),
+          ])
+    func repeatedKeys(_ json: String, repeats: Bool) {
+        #expect(CanonicalJSON.repeatsAKey(Array(json.utf8)) == repeats)
+    }
+
     @Test func givenNesting_whenDeeperThan64_thenRefused() throws {
         let ok = String(repeating: "[", count: 64) + String(repeating: "]", count: 64)
         #expect(throws: Never.self) { try CanonicalJSON.parse(Array(ok.utf8)) }

@@ -40,6 +40,10 @@ struct BadRequestTests {
         Case("k over 100", json: #"{"query": "\#(secret)", "k": 101}"#, status: 400, code: "bad_k"),
         Case("k a string", json: #"{"query": "\#(secret)", "k": "3"}"#, status: 400, code: "bad_k"),
         Case("k fractional", json: #"{"query": "\#(secret)", "k": 2.5}"#, status: 400, code: "bad_k"),
+        // A decoder would keep one of the two silently; which one is not the caller's to guess.
+        Case("k twice", json: #"{"query": "\#(secret)", "k": 3, "k": 50}"#, status: 400, code: "bad_json"),
+        Case("query twice, the second spelled with an escape", json: #"{"query": "\#(secret)", "\u0071uery": "other"}"#, status: 400, code: "bad_json"),
+        Case("filter key twice", json: #"{"query": "\#(secret)", "filter": {"tags": ["a"], "tags": ["b"]}}"#, status: 400, code: "bad_json"),
         Case("empty query", json: #"{"query": ""}"#, status: 400, code: "empty_query"),
         Case("whitespace query", json: #"{"query": " \n\t "}"#, status: 400, code: "empty_query"),
         Case("query over 4 KiB", json: #"{"query": "\#(String(repeating: secret + " ", count: 250))"}"#, status: 413, code: "query_too_long"),

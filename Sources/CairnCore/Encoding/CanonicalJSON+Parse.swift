@@ -30,8 +30,15 @@ extension CanonicalJSON {
 struct JSONParser {
     let bytes: [UInt8]
     var index = 0
+    /// Numbers of every form are skipped rather than refused (`CanonicalJSON.repeatsAKey`).
+    let anyNumbers: Bool
+    /// Set when parsing stopped at a key that its object already had.
+    private(set) var repeatedKey = false
 
-    init(bytes: [UInt8]) { self.bytes = bytes }
+    init(bytes: [UInt8], anyNumbers: Bool = false) {
+        self.bytes = bytes
+        self.anyNumbers = anyNumbers
+    }
 
     func failure(_ what: String) -> CoreError {
         CoreError(.jsonMalformed, "JSON: \(what) at byte offset \(index)")
@@ -52,7 +59,9 @@ struct JSONParser {
         case UInt8(ascii: "t"): try literal("true"); return .bool(true)
         case UInt8(ascii: "f"): try literal("false"); return .bool(false)
         case UInt8(ascii: "n"): try literal("null"); return .null
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .integer(try integer())
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            if anyNumbers { try skipNumber(); return .null }
+            return .integer(try integer())
         default: throw failure("unexpected byte 0x\(String(byte, radix: 16))")
         }
     }
@@ -83,6 +92,7 @@ struct JSONParser {
             let member = try value(depth: depth)
             guard members.updateValue(member, forKey: key) == nil else {
                 index = keyOffset
+                repeatedKey = true
                 throw failure("duplicate object key")
             }
             skipWhitespace()

@@ -26,12 +26,20 @@ struct RollbackAnswer: Encodable {
 }
 
 extension DaemonAPI {
+    /// A maintenance request's body as an object; `bad_json` when it is not one, or names a key
+    /// twice.
+    static func jsonObject(_ body: [UInt8]) throws(APIError) -> [String: Any] {
+        guard !CanonicalJSON.repeatsAKey(body) else { throw APIError.repeatedKey }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else { throw APIError.badJSON() }
+        return object
+    }
+
     /// `POST /v1/rollback`, of the daemon's own channel or of `{"channel": NAME}`.
     func rollback(_ request: Request) async throws -> Response {
         let body = try await readBody(request)
         var channel: String?
         if !body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
-            guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else { throw APIError.badJSON() }
+            let object = try Self.jsonObject(body)
             if let unknown = object.keys.sorted().first(where: { $0 != "channel" }) {
                 throw APIError(400, "unknown_field", "`\(unknown)` is not a field of a rollback request")
             }
@@ -46,7 +54,7 @@ extension DaemonAPI {
 
     func export(_ request: Request) async throws -> Response {
         let body = try await readBody(request)
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else { throw APIError.badJSON() }
+        let object = try Self.jsonObject(body)
         if let unknown = object.keys.sorted().first(where: { $0 != "to" && $0 != "channel" }) {
             throw APIError(400, "unknown_field", "`\(unknown)` is not a field of an export request")
         }

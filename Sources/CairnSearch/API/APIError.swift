@@ -27,6 +27,9 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
     public static func badJSON(_ message: String = "the body is not a valid JSON object") -> APIError {
         APIError(400, "bad_json", message)
     }
+    /// A body that names a key twice within one object: which one counts would be the
+    /// decoder's choice, so neither does (the key is not echoed: it is client text).
+    public static var repeatedKey: APIError { badJSON("the body names a key twice within one object") }
     public static func bodyTooLarge(limit: Int) -> APIError {
         APIError(413, "body_too_large", "the request body is larger than \(limit) bytes")
     }

@@ -1,4 +1,5 @@
 public import CairnIndex
+import CairnCore
 import Foundation
 
 /// The body of `POST /v1/search`, decoded strictly: unknown keys and wrong types are refused
@@ -79,6 +80,7 @@ public struct SearchBody: Decodable {
 
     /// Parses and validates a body, with its `channels`.
     public static func parseBody(_ bytes: some Collection<UInt8>) throws(APIError) -> SearchBody {
+        if CanonicalJSON.repeatsAKey(bytes) { throw APIError.repeatedKey }
         let body: SearchBody
         do {
             body = try JSONDecoder().decode(SearchBody.self, from: Data(bytes))

@@ -1,3 +1,4 @@
+import CairnCore
 import Foundation
 
 /// The Model Context Protocol over stdio (JSON-RPC 2.0, one message per line; revisions
@@ -31,6 +32,10 @@ struct MCPServer {
     func handle(line: String) -> Any? {
         guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) else {
             return Self.error(id: NSNull(), code: -32700, "Parse error: one JSON-RPC message per line")
+        }
+        // Which of the two a decoder keeps is its choice (an `id`, a tool's `k`): neither counts.
+        guard !CanonicalJSON.repeatsAKey(Array(line.utf8)) else {
+            return Self.error(id: NSNull(), code: -32600, "Invalid Request: a key appears twice within one object")
         }
         guard let batch = object as? [Any] else { return handle(message: object) }
         guard !batch.isEmpty else { return Self.error(id: NSNull(), code: -32600, "Invalid Request: an empty batch") }

@@ -1,0 +1,27 @@
+extension CanonicalJSON {
+    /// Whether `bytes`, JSON with numbers of any form (a request body, an MCP message), names a
+    /// key twice within one object. Decoders keep one of the two, the first or the last as they
+    /// please, so a caller's `{"k": 3, "k": 50}` would be answered for one of them silently;
+    /// callers refuse it instead. False when `bytes` is not JSON (the decoder says what is
+    /// wrong), nests deeper than `maxDepth`, or is longer than `maxInputBytes`.
+    public static func repeatsAKey(_ bytes: some Collection<UInt8>) -> Bool {
+        guard bytes.count <= maxInputBytes else { return false }
+        var parser = JSONParser(bytes: Array(bytes), anyNumbers: true)
+        parser.skipWhitespace()
+        do { _ = try parser.value(depth: 0) } catch { return parser.repeatedKey }
+        return false
+    }
+}
+
+extension JSONParser {
+    /// A number of any JSON form (fraction, exponent, any size), skipped (`anyNumbers`).
+    mutating func skipNumber() throws(CoreError) {
+        let start = index
+        if peek == UInt8(ascii: "-") { index += 1 }
+        while let byte = peek, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".")
+                || byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-") {
+            index += 1
+        }
+        guard index > start else { throw failure("expected a number") }
+    }
+}
