@@ -252,14 +252,23 @@ import Testing
         }
     }
 
-    @Test func givenCanaries_whenChecking_thenOnlyFoundExpectationsPass() throws {
+    @Test func givenCanaries_whenChecking_thenOnlyFoundExpectationsPassInTheCanarysMode() throws {
         try withTemporaryDirectory { directory in
             let index = try SearchIndex(path: Corpus.snapshot(in: directory))
 
-            #expect(index.passes(canary: "stop the bleeding tourniquet", expect: ["aid-bleeding"], k: 3, queryVector: unit(0, 0, 0, 1)))
-            #expect(index.passes(canary: "tourniquet", expect: ["aid-bleeding"], k: 3, queryVector: nil))
-            #expect(!index.passes(canary: "tourniquet", expect: ["quake-cover"], k: 3, queryVector: nil))
-            #expect(!index.passes(canary: "tourniquet", expect: ["aid-bleeding"], k: 0, queryVector: nil))
+            #expect(index.passes(Canary(query: "stop the bleeding tourniquet", expect: ["aid-bleeding"], k: 3), queryVector: unit(0, 0, 0, 1)))
+            #expect(index.passes(Canary(query: "tourniquet", expect: ["aid-bleeding"], k: 3), queryVector: nil))
+            #expect(!index.passes(Canary(query: "tourniquet", expect: ["quake-cover"], k: 3), queryVector: nil))
+            #expect(!index.passes(Canary(query: "tourniquet", expect: ["aid-bleeding"], k: 0), queryVector: nil))
+            // Each canary in its own mode: with a query vector far from the chunk (water's axis),
+            // hybrid and lexical still find it by its word in the top 10 (every chunk); dense
+            // does not (its similarity is under the floor).
+            let water = unit(1, 0, 0, 0)
+            #expect(index.passes(Canary(query: "tourniquet", expect: ["aid-bleeding"], k: 10), queryVector: water))
+            #expect(index.passes(Canary(query: "tourniquet", expect: ["aid-bleeding"], k: 10, mode: "lexical"), queryVector: water))
+            #expect(!index.passes(Canary(query: "tourniquet", expect: ["aid-bleeding"], k: 10, mode: "dense"), queryVector: water))
+            // k above 100 (a canaries file allows up to 1000) is the top 100, as on a device.
+            #expect(index.passes(Canary(query: "tourniquet", expect: ["aid-bleeding"], k: 150, mode: "lexical"), queryVector: nil))
         }
     }
 

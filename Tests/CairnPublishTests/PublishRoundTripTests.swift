@@ -130,4 +130,13 @@ struct PublishRoundTripTests {
         #expect(try workspace.manifest().version == 1)
         #expect(workspace.repository.versionNumbers("stable") == [1])
     }
+
+    @Test("Given a canary with k above 100 (a canaries file allows up to 1000), when publishing, then it is judged in the top 100 as a device judges it, not refused")
+    func canaryJudgedAsOnDevices() throws {
+        let workspace = try Workspace()
+        let source = try workspace.writeSource(SampleKB.chunks(count: 6))
+        let wide = Canary(query: "water", expect: ["chunk-000"], k: 150, mode: "lexical")
+        _ = try workspace.publish(source, canaries: [wide])
+        #expect(try workspace.manifest().canaries == [wide])
+    }
 }

@@ -188,13 +188,20 @@ public final class SearchIndex: Sendable {
         return response
     }
 
-    /// Whether a hybrid top-`k` search for `query` contains every id in `expect` (a canary: a
-    /// known question whose answer a healthy index must find).
-    public func passes(canary query: String, expect: [String], k: Int, queryVector: [Float]?) -> Bool {
-        guard let response = try? search(SearchRequest(query: query, k: k, mode: .hybrid), queryVector: queryVector) else {
-            return false
-        }
-        return Set(expect).isSubset(of: response.results.map(\.chunk.id))
+    /// Whether `canary` (a known question whose answer a healthy index must find) finds every id
+    /// it expects: its query run in its mode (`queryVector` nil for `lexical`, or without a
+    /// model: then every mode answers lexically) in the top `k`, which above
+    /// `SearchRequest.kRange` is the top 100, a stricter test. The publisher and the device both
+    /// judge canaries here, so a version the publisher passes is one its devices accept.
+    public func passes(_ canary: Canary, queryVector: [Float]?) -> Bool {
+        guard let response = try? search(Self.request(for: canary), queryVector: queryVector) else { return false }
+        return Set(canary.expect).isSubset(of: response.results.map(\.chunk.id))
+    }
+
+    /// The search `passes` runs for `canary`.
+    public static func request(for canary: Canary) -> SearchRequest {
+        SearchRequest(query: canary.query, k: min(canary.k, SearchRequest.kRange.upperBound),
+                      mode: SearchRequest.Mode(rawValue: canary.mode) ?? .hybrid)
     }
 
     /// The chunk with `id`, or nil when the index has none.

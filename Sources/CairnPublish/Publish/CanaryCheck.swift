@@ -10,11 +10,13 @@ enum CanaryCheck {
         do { index = try SearchIndex(path: snapshotPath) } catch {
             throw PublishError(.io, "cannot open the new snapshot for the canary check: \(error.message)", cause: error)
         }
+        // As the device judges them (`SearchIndex.passes`): each in its mode, `k` at most 100.
         for (number, canary) in canaries.enumerated() {
-            let vector = canary.mode == "lexical" ? nil : embedder.embed(canary.query)
-            guard index.passes(canary: canary.query, expect: canary.expect, k: canary.k, queryVector: vector) else {
+            let request = SearchIndex.request(for: canary)
+            let vector = request.mode == .lexical ? nil : embedder.embed(canary.query)
+            guard index.passes(canary, queryVector: vector) else {
                 throw PublishError(.canaryFailed, "canary #\(number + 1) (expects \(canary.expect.joined(separator: ", ")) "
-                                   + "in the top \(canary.k)) fails against version \(version); nothing was published")
+                                   + "in the top \(request.k), \(request.mode.rawValue)) fails against version \(version); nothing was published")
             }
         }
     }

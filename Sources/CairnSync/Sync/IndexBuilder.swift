@@ -334,11 +334,9 @@ enum IndexBuilder {
             }
         }
         for (position, canary) in canaries.enumerated() {
-            let mode = SearchRequest.Mode(rawValue: canary.mode) ?? .hybrid
-            let vector = mode == .lexical ? nil : embedder?.embed(canary.query)
-            let request = SearchRequest(query: canary.query, k: min(canary.k, SearchRequest.kRange.upperBound), mode: mode)
-            let found = (try? index.search(request, queryVector: vector))?.results.map(\.chunk.id) ?? []
-            guard Set(canary.expect).isSubset(of: found) else {
+            let request = SearchIndex.request(for: canary)
+            let vector = request.mode == .lexical ? nil : embedder?.embed(canary.query)
+            guard index.passes(canary, queryVector: vector) else {
                 throw SyncError(.canaryFailed, "canary \(position + 1) of \(canaries.count) did not find its expected chunks in the top \(request.k); version refused")
             }
         }
