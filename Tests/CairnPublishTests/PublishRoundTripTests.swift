@@ -139,4 +139,30 @@ struct PublishRoundTripTests {
         _ = try workspace.publish(source, canaries: [wide])
         #expect(try workspace.manifest().canaries == [wide])
     }
+
+    @Test("Given a version signed by a key this publish does not sign with and no root lists (its .pub left under keys/ by whoever could write the folder), when publishing, then its vectors are not reused (a vouched version's are), though a delta from it is still built")
+    func strangersVectorsNotReused() throws {
+        let workspace = try Workspace()
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 6)), cache: false)
+        // The stranger's version 2 carries a vector for chunk-000's text that the model never gave.
+        let chunks = SampleKB.chunks(count: 7)
+        var poisoned = [Float](repeating: 0, count: workspace.model.dimension)
+        poisoned[0] = 1
+        let strangersCache = workspace.folder + "/strangers-cache.sqlite"
+        try EmbeddingCache(path: strangersCache).store(modelKey: workspace.model.cacheKey,
+                                                       [(textHash: VectorSource.textHash(chunks[0]), vector: poisoned)])
+        let stranger = PublisherKey.generate()
+        _ = try workspace.publish(try workspace.writeSource(chunks, name: "kb2.json"), keepDeltas: 0, cachePath: strangersCache,
+                                  signer: stranger)
+        #expect(workspace.repository.storedKeys().contains(stranger.publicKey))
+
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 8), name: "kb3.json"), cache: false)
+        func vector(_ version: Int) throws -> [Float]? {
+            try workspace.records(version).first { $0.chunk.id == "chunk-000" }?.vector
+        }
+        #expect(try workspace.records(2, signer: stranger).first { $0.chunk.id == "chunk-000" }?.vector == poisoned)
+        #expect(try vector(3) != poisoned)
+        #expect(try vector(3) == vector(1))
+        #expect(try workspace.manifest(3).deltas.map(\.fromVersion) == [1, 2])
+    }
 }

@@ -5,6 +5,7 @@ import Foundation
 
 /// Finds each chunk's vector, a batch of chunks at a time: from a verified `--vectors` file when
 /// one is given, else from the newest earlier version's snapshot embedded with the same model
+/// and signed by a key that vouches for it (`PublishedVersion.vouched`)
 /// (by the text the vector embeds, looked up in an index of that snapshot's rows built once in
 /// the scratch folder), else from the embedding cache, else from the model — and counts which.
 /// Holds no vector beyond the batch's.
@@ -30,7 +31,7 @@ struct VectorSource {
         self.cache = cache
         let weights = Manifest.ModelFile.allowedNames[0]
         let newest = bases.first { base in
-            base.manifest.model.id == model.id && base.manifest.dimension == model.dimension
+            base.vouched && base.manifest.model.id == model.id && base.manifest.dimension == model.dimension
                 && base.manifest.model.files.first(where: { $0.name == weights })?.sha256 == model.weightsHash
         }
         if let newest {

@@ -8,6 +8,9 @@ import Logging
 struct PublishedVersion {
     var manifest: Manifest
     var path: String
+    /// Signed by a key that vouches for its vectors (`PublishedHistory.vouchingKeys`); else it
+    /// is only a delta base.
+    var vouched = true
 }
 
 /// What a channel already holds: the next version number, and the newest versions to build
@@ -16,6 +19,8 @@ struct PublishedHistory {
     let repository: Repository
     let channel: String
     let trustedKeys: [PublicKey]
+    /// The keys whose versions' vectors may be reused: the publish's own and the root's.
+    let vouchingKeys: [PublicKey]
     let logger: Logger
     /// Versions not used, with the reason (a corrupt blob, a bad signature).
     var skipped: [String] = []
@@ -24,10 +29,11 @@ struct PublishedHistory {
     /// left by a killed publish is never overwritten.
     let nextVersion: Int
 
-    init(repository: Repository, channel: String, trustedKeys: [PublicKey], logger: Logger) {
+    init(repository: Repository, channel: String, trustedKeys: [PublicKey], vouchingKeys: [PublicKey], logger: Logger) {
         self.repository = repository
         self.channel = channel
         self.trustedKeys = trustedKeys
+        self.vouchingKeys = vouchingKeys
         self.logger = logger
         numbers = repository.versionNumbers(channel)
         let current = try? repository.manifest(at: repository.manifestPath(channel), trustedKeys: trustedKeys)
@@ -69,6 +75,11 @@ struct PublishedHistory {
         } catch {
             throw PublishError(.repositoryCorrupt, "the snapshot of version \(number) cannot be checked")
         }
-        return PublishedVersion(manifest: manifest, path: file)
+        let vouched = (try? repository.manifest(at: path, trustedKeys: vouchingKeys)) != nil
+        if !vouched {
+            logger.notice("earlier version signed by no key of this publish or of the root in force: a delta base, its vectors not reused",
+                          metadata: ["cairn.publish.from_version": "\(number)"])
+        }
+        return PublishedVersion(manifest: manifest, path: file, vouched: vouched)
     }
 }

@@ -99,8 +99,14 @@ public struct Publisher: Sendable {
         let folder = try ScratchFolder()
         defer { folder.remove() }
         let scratch = folder.path
+        // Any key the repository knows makes a version a delta base: a device checks a delta's
+        // base against its installed state root and the result against this manifest's. Only a
+        // key this publish signs with, or a signing key of the root in force, vouches for a
+        // version's vectors, which this publish would sign as its own: not a key under keys/
+        // (whoever can write the folder can add one) nor one a root revoked.
         var history = PublishedHistory(repository: repository, channel: config.channel,
-                                       trustedKeys: trust.keys + trust.roots.flatMap(\.signingKeys), logger: logger)
+                                       trustedKeys: trust.keys + trust.roots.flatMap(\.signingKeys),
+                                       vouchingKeys: keys.map(\.publicKey) + (trust.current?.signingKeys ?? []), logger: logger)
         let version = history.nextVersion
         if let staged = repository.stagedVersions(config.channel).first {
             throw PublishError(.invalidArgument, "version \(staged) of \(config.channel) is staged (\(repository.stagedPath(config.channel, staged))); release it (cairn-server release) or delete that file first")

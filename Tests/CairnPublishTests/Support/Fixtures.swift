@@ -46,25 +46,25 @@ struct Workspace {
 
     /// Publishes `source` in process with the tiny model.
     func publish(_ source: String, keepDeltas: Int = 5, canaries: [Canary] = [], cache: Bool = true,
-                 cachePath: String? = nil, deltaFormat: Int = 2) throws -> PublishReport {
+                 cachePath: String? = nil, deltaFormat: Int = 2, signer: PublisherKey? = nil) throws -> PublishReport {
         var configuration = PublishConfiguration(repository: repo, channel: "stable", source: source,
                                                  keepDeltas: keepDeltas, canaries: canaries)
         configuration.deltaFormat = deltaFormat
-        let publisher = Publisher(configuration: configuration, key: key, embedder: embedder, model: model,
+        let publisher = Publisher(configuration: configuration, key: signer ?? key, embedder: embedder, model: model,
                                   cache: try cache ? EmbeddingCache(path: cachePath ?? self.cachePath) : nil,
                                   logger: Logger(label: "test"))
         return try publisher.publish()
     }
 
     /// The verified manifest of `version` (or the current one).
-    func manifest(_ version: Int? = nil) throws -> Manifest {
+    func manifest(_ version: Int? = nil, signer: PublisherKey? = nil) throws -> Manifest {
         let path = version.map { repository.versionPath("stable", $0) } ?? repository.manifestPath("stable")
-        return try repository.manifest(at: path, trustedKeys: [key.publicKey])
+        return try repository.manifest(at: path, trustedKeys: [(signer ?? key).publicKey])
     }
 
     /// The records of a version's snapshot, checked against its state root.
-    func records(_ version: Int) throws -> [ChunkRecord] {
-        let manifest = try manifest(version)
+    func records(_ version: Int, signer: PublisherKey? = nil) throws -> [ChunkRecord] {
+        let manifest = try manifest(version, signer: signer)
         let file = folder + "/extract-\(UUID().uuidString).sqlite"
         try repository.extractSnapshot(of: manifest, to: file)
         return try SnapshotRecords.read(at: file, expectedStateRoot: manifest.stateRoot, dimension: manifest.dimension)
