@@ -1,3 +1,4 @@
+import CairnCore
 public import Foundation
 
 /// cairnd's config file format (client-config/cairnd.conf): `key = value` lines, and
@@ -57,7 +58,7 @@ public enum CairndConfigFile {
     public static func parse(_ text: String) throws(CairndConfigFile.Invalid) -> [Entry] {
         var entries: [Entry] = []
         var section: String?, channel: String?
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, raw) in TextLines.of(text).enumerated() {
             let number = index + 1
             var line = raw.trimmingCharacters(in: .whitespaces)
             if line.isEmpty || line.hasPrefix("#") { continue }

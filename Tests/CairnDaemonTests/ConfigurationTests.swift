@@ -81,6 +81,20 @@ struct ConfigurationTests {
         }
     }
 
+    @Test("Given a config file saved with CRLF or CR line ends, or with a byte-order mark, when parsed, then it is read line by line (a leading comment does not swallow the file; a bad key names its line)",
+          arguments: ["\r\n", "\r"])
+    func windowsLineEnds(_ end: String) throws {
+        var c = DaemonConfiguration()
+        try c.apply(DaemonConfiguration.parse("\u{FEFF}# cairnd" + end + "channel = beta" + end + "poll_interval = 60" + end))
+        #expect(c.channel == "beta" && c.pollInterval == 60)
+        #expect {
+            var c = DaemonConfiguration()
+            try c.apply(DaemonConfiguration.parse("# cairnd" + end + "sorce = https://kb.example" + end))
+        } throws: { error in
+            (error as? DaemonError)?.code == .badConfiguration && (error as? DaemonError)?.message.contains("line 2") == true
+        }
+    }
+
     @Test("Given private-source files outside and inside [source URL] sections, when parsed, then globals apply to every source and a section's to its own")
     func sourceSections() throws {
         var c = DaemonConfiguration()

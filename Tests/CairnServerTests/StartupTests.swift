@@ -75,6 +75,19 @@ struct StartupTests {
         }
     }
 
+    @Test("Given a config file saved with CRLF line ends and a byte-order mark, when applied, then it is read line by line: a leading comment does not swallow it, a bad line is named")
+    func windowsLineEnds() throws {
+        var configuration = ServerConfiguration()
+        try configuration.apply(configFile: "\u{FEFF}# cairn-server\r\nrepo = /data/repo\r\nport = 8123\r\n")
+        #expect(configuration.repository == "/data/repo" && configuration.port == 8123)
+        #expect {
+            var configuration = ServerConfiguration()
+            try configuration.apply(configFile: "# cairn-server\r\ncolour = blue\r\n")
+        } throws: { error in
+            (error as? ServerError)?.code == .configurationInvalid && (error as? ServerError)?.message.hasPrefix("line 2") == true
+        }
+    }
+
     @Test("The example config file in server-config parses and holds the documented defaults")
     func exampleFile() throws {
         let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -1,3 +1,4 @@
+import CairnCore
 import Foundation
 
 /// The config file format: one `key = value` per line; blank lines and lines starting with `#`
@@ -12,7 +13,7 @@ enum ConfigFile {
 
     static func parse(_ text: String) throws(ServerError) -> [Entry] {
         var entries: [Entry] = []
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, raw) in TextLines.of(text).enumerated() {
             var line = Substring(raw)
             if let comment = line.range(of: " #") { line = line[..<comment.lowerBound] }
             let trimmed = line.trimmingWhitespace()
