@@ -83,6 +83,27 @@ struct ChunkingTests {
         #expect(try SourceReader.read(path: root + "/").map(\.id) == chunks.map(\.id))
     }
 
+    @Test("Given a link to a file that cannot be reached (a share not mounted) or a file name that is not UTF-8, when read, then the publish is refused naming it, not published without its chunks; a dangling link the reader would not read anyway is passed over")
+    func unreachableLinkAndBadName() throws {
+        let folder = try TemporaryDirectory.make()
+        try "top text".write(toFile: folder + "/top.md", atomically: true, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: folder + "/notes.bin", withDestinationPath: "/nonexistent/notes.bin")
+        #expect(try SourceReader.read(path: folder).map(\.id) == ["top.md#1"])
+        try FileManager.default.createSymbolicLink(atPath: folder + "/guide.md", withDestinationPath: "/nonexistent/share/guide.md")
+        #expect { try SourceReader.read(path: folder) } throws: { error in
+            (error as? PublishError)?.code == .io && (error as? PublishError)?.message.contains("guide.md") == true
+        }
+        unlink(folder + "/guide.md")
+        // "café.md" in Latin-1, as an archive made on Windows unpacks it.
+        let latin1: [UInt8] = Array((folder + "/caf").utf8) + [0xE9] + Array(".md".utf8)
+        let fd = open(latin1.map { CChar(bitPattern: $0) } + [0], O_CREAT | O_WRONLY, 0o644)
+        #expect(fd >= 0)
+        close(fd)
+        #expect { try SourceReader.read(path: folder) } throws: { error in
+            (error as? PublishError)?.code == .badInput && (error as? PublishError)?.message.contains("not UTF-8") == true
+        }
+    }
+
     @Test("Given Markdown, JSON and JSON Lines files that start with a UTF-8 byte order mark, when read, then no chunk's title or text holds it and the records parse")
     func byteOrderMark() throws {
         let folder = try TemporaryDirectory.make()

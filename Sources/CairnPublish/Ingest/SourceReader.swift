@@ -108,7 +108,11 @@ public enum SourceReader {
             }
             defer { closedir(stream) }
             while let entry = readdir(stream) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                let bytes = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
+                guard let name = String(validating: bytes, as: UTF8.self) else {
+                    let shown = String(decoding: bytes, as: UTF8.self)
+                    throw PublishError(.badInput, "a name in the source folder \(folder) is not UTF-8 (\(shown)); rename it (convmv, or unpack the archive with its encoding)")
+                }
                 if name.hasPrefix(".") { continue }
                 let relative = relativeFolder.isEmpty ? name : relativeFolder + "/" + name
                 let path = folder + "/" + name
@@ -121,8 +125,17 @@ public enum SourceReader {
                     continue
                 }
                 // A file, or a symbolic link to one; sockets, FIFOs and devices are not read.
-                if info.st_mode & S_IFMT == S_IFLNK, stat(path, &info) != 0 { continue }
-                if info.st_mode & S_IFMT == S_IFREG, extensions.contains((name as NSString).pathExtension.lowercased()) {
+                let readable = extensions.contains((name as NSString).pathExtension.lowercased())
+                if info.st_mode & S_IFMT == S_IFLNK, stat(path, &info) != 0 {
+                    // A link whose file cannot be reached now (a share not mounted, a folder
+                    // without search permission): skipped, its chunks would leave the next
+                    // version, and every device.
+                    guard !readable else {
+                        throw PublishError(.io, "cannot read \(path): the file its link names cannot be reached (\(String(cString: strerror(errno))))")
+                    }
+                    continue
+                }
+                if info.st_mode & S_IFMT == S_IFREG, readable {
                     found.append(relative)
                 }
             }
