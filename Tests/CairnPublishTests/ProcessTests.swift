@@ -174,6 +174,17 @@ struct ProcessTests {
         #expect(shown?["chain"] as? [Int] == [1, 2])
         let signing = (shown?["root"] as? [String: Any])?["signing_keys"] as? [[String: Any]]
         #expect(signing?.map { $0["key_id"] as? String } == [try KeyFiles.loadPublic(keys + "/sign-2.pub").keyID.hex])
+        // A rotation that would not do what was meant writes nothing (exit 64): removing a key
+        // root 2 does not hold (the one believed revoked), adding one it holds, or dropping
+        // under a threshold without naming the new one (2 of 2 root keys, one removed).
+        let both = ["--sign-with", keys + "/root-a.key", keys + "/root-b.key"]
+        for (arguments, saying) in [(["--remove-signing-key", keys + "/sign-1.pub"], "is not a signing key of root 2"),
+                                    (["--add-signing-key", keys + "/sign-2.pub"], "is already a signing key of root 2"),
+                                    (["--remove-root-key", keys + "/root-b.pub"], "fewer than the threshold 2; give the new threshold with --root-threshold")] {
+            let refused = try CLI.run(["root", "rotate", "--repo", repo] + both + arguments)
+            #expect(refused.status == 64 && refused.error.contains(saying), "\(arguments): \(refused.status) \(refused.error)")
+            #expect(!FileManager.default.fileExists(atPath: repo + "/root/3.root.json"))
+        }
         // An altered root breaks the chain for show and verify.
         let path = repo + "/root/2.root.json"
         var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))

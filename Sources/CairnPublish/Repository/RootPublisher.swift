@@ -54,6 +54,7 @@ public enum RootPublisher {
             throw PublishError(.invalidArgument, "\(repository.root) has no root yet; write root 1 with cairn-server root init")
         }
         let current = chain.current
+        try check(rotation, of: current)
         let rootKeys = current.rootKeys.filter { !rotation.removeRootKeys.contains($0) } + rotation.addRootKeys
         let signingKeys = current.signingKeys.filter { !rotation.removeSigningKeys.contains($0) } + rotation.addSigningKeys
         // Later than the current root and than every manifest, so that the root in force for a
@@ -74,6 +75,31 @@ public enum RootPublisher {
         }
         try repository.writeRoot(bytes, version: next.version)
         return next
+    }
+
+    /// Refuses a rotation that would not do what its operator meant: removing a key `current`
+    /// does not hold (the wrong .pub file: the key believed revoked would still sign), adding
+    /// one it holds, or leaving fewer keys than a threshold without naming the new threshold
+    /// (2 of 3 with two removed would become 1 of 1 unasked).
+    private static func check(_ rotation: Rotation, of current: RootMetadata) throws(PublishError) {
+        let lists: [(kind: String, held: [PublicKey], removed: [PublicKey], added: [PublicKey], threshold: Int, given: Int?, flag: String)] = [
+            ("root", current.rootKeys, rotation.removeRootKeys, rotation.addRootKeys, current.rootThreshold, rotation.rootThreshold,
+             "--root-threshold"),
+            ("signing", current.signingKeys, rotation.removeSigningKeys, rotation.addSigningKeys, current.signingThreshold,
+             rotation.signingThreshold, "--threshold"),
+        ]
+        for list in lists {
+            if let absent = list.removed.first(where: { !list.held.contains($0) }) {
+                throw PublishError(.invalidArgument, "key \(absent.keyID) is not a \(list.kind) key of root \(current.version); nothing to remove (is it the right .pub file?)")
+            }
+            if let present = list.added.first(where: { list.held.contains($0) && !list.removed.contains($0) }) {
+                throw PublishError(.invalidArgument, "key \(present.keyID) is already a \(list.kind) key of root \(current.version)")
+            }
+            let count = list.held.filter { !list.removed.contains($0) }.count + list.added.count
+            if list.given == nil, count < list.threshold {
+                throw PublishError(.invalidArgument, "root \(current.version + 1) would hold \(count) \(list.kind) keys, fewer than the threshold \(list.threshold); give the new threshold with \(list.flag)")
+            }
+        }
     }
 
     private static func make(version: Int, created: Timestamp, expiresDays: Int, rootKeys: [PublicKey], rootThreshold: Int,
