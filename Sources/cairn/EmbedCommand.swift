@@ -45,13 +45,14 @@ struct EmbedCommand: AsyncParsableCommand {
     }
 }
 
-/// Loads the model or ends the command with one line saying what is wrong (exit 3).
+/// Loads the model or ends the command with one line saying what is wrong (exit 66, as
+/// `cairn eval`: 3 means cairnd cannot be reached).
 func loadEmbedder(_ directory: String?) throws -> SentenceEmbedder {
     let path = directory ?? SentenceEmbedder.defaultDirectory()
     do {
         return try SentenceEmbedder(directory: path)
     } catch {
         FileHandle.standardError.write(Data("cairn: \(error.message) (model folder \(path); run scripts/fetch-model)\n".utf8))
-        throw ExitCode(3)
+        throw ExitCode(66)
     }
 }

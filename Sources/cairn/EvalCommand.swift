@@ -23,7 +23,7 @@ struct EvalCommand: AsyncParsableCommand {
             answers differ from the k = 100 answer's first 10 (the answer must not depend on k).
 
             Exit status: 0 done; 1 cairnd failed or did not install the version in time; 2 usage; \
-            3 the model cannot be loaded; 65 bad collection files; 74 I/O error.
+            65 bad collection files; 66 the model cannot be loaded; 74 I/O error.
             """
     )
 

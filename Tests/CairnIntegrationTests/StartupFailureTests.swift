@@ -195,12 +195,23 @@ struct StartupFailureTests {
                                 saying: ["cannot reach cairnd at \(socket)", "is cairnd running?", "--socket"])
     }
 
-    @Test("Given an unknown flag, when cairn runs, then it exits 2")
+    @Test("Given an unknown flag, a missing or out-of-range argument, or no command at all, when cairn runs, then it exits 2 with one line saying what is wrong")
     func cliBadFlag() async throws {
         let folder = try TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let run = try await onThread { try Binaries.run("cairn", ["status", "--no-such-flag"], in: folder) }
-        #expect(run.status == 2)
-        #expect(run.error.contains("--no-such-flag"))
+        try await expectOneLine("cairn", ["status", "--no-such-flag"], in: folder, exit: 2, saying: ["--no-such-flag"])
+        try await expectOneLine("cairn", ["query"], in: folder, exit: 2, saying: ["<text>"])
+        try await expectOneLine("cairn", ["query", "water", "-k", "0"], in: folder, exit: 2, saying: ["-k"])
+        try await expectOneLine("cairn", [], in: folder, exit: 2, saying: ["no command given", "query", "status"])
+        let help = try await onThread { try Binaries.run("cairn", ["--help"], in: folder) }
+        #expect(help.status == 0 && help.output.contains("SUBCOMMANDS"))
+    }
+
+    @Test("Given no model in the model folder, when cairn embed runs, then it exits 66 with one line saying how to fetch it (not 3, which says cairnd cannot be reached)")
+    func cliEmbedWithoutModel() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try await expectOneLine("cairn", ["embed", "--model-dir", folder + "/no-model", "water"], in: folder, exit: 66,
+                                saying: [folder + "/no-model", "scripts/fetch-model"])
     }
 }

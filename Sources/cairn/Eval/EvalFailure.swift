@@ -3,7 +3,7 @@ import Foundation
 
 /// Why `cairn eval` stops: one line for standard error and the exit status.
 struct EvalFailure: Error {
-    /// 1 cairnd failed or did not answer; 3 the model cannot be loaded; 65 bad collection files;
+    /// 1 cairnd failed or did not answer; 65 bad collection files; 66 the model cannot be loaded;
     /// 74 I/O error (temporary folder, repository).
     var status: Int32
     var message: String

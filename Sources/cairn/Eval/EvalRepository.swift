@@ -24,7 +24,7 @@ struct EvalRepository {
                 ? try KeyFiles.loadPrivate(keyPath) : try KeyFiles.generate(in: scratch + "/keys")
             let embedder: SentenceEmbedder
             do { embedder = try SentenceEmbedder(directory: modelDirectory) } catch {
-                throw EvalFailure(3, "\(error.message) (model folder \(modelDirectory); run scripts/fetch-model)")
+                throw EvalFailure(66, "\(error.message) (model folder \(modelDirectory); run scripts/fetch-model)")
             }
             let model = try PublishedModel(directory: modelDirectory, dimension: embedder.dimension,
                                            maxTokens: embedder.maximumTokens)
