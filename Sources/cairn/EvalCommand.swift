@@ -79,13 +79,20 @@ struct EvalCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        EvalInterruption.install()
         do { try await evaluate() } catch let failure as EvalFailure { throw failure.report() }
     }
 
     private func evaluate() async throws {
         let loaded = try EvalCollection.load(folder: folder, split: split, corpus: corpus)
         let scratch = try makeScratch()
-        defer { if keep { progress("kept \(scratch)") } else { try? FileManager.default.removeItem(atPath: scratch) } }
+        let keep = self.keep
+        @Sendable func removeScratch() { if keep { progress("kept \(scratch)") } else { try? FileManager.default.removeItem(atPath: scratch) } }
+        EvalInterruption.onInterrupt { removeScratch() }
+        defer {
+            EvalInterruption.onInterrupt(nil)
+            removeScratch()
+        }
 
         var repository: EvalRepository
         var others: [EvalRepository] = []
@@ -119,13 +126,17 @@ struct EvalCommand: AsyncParsableCommand {
             ("lexical_words", lexicalWords.map(String.init)),
         ]
         let given = settings.compactMap { setting in setting.value.map { "\(setting.key) = \($0)\n" } }
-        if !others.isEmpty || !given.isEmpty {
-            let config = scratch + "/cairnd.conf"
-            let text = given + others.map { "[channel \($0.channel)]\nsource = \(SourceURL.forFolder(root))\ntrusted_key = \($0.trustedKeyPath)\npoll_interval = 1\n" }
-            guard FileManager.default.createFile(atPath: config, contents: Data(text.joined().utf8)) else { throw EvalFailure.io("cannot write \(config)") }
-            arguments += ["--config", config]
-        }
+        // Always a file of its own, even empty: without --config cairnd reads the device's
+        // /etc/cairn/cairnd.conf, whose channels and search settings would be measured too.
+        let config = scratch + "/cairnd.conf"
+        let text = given + others.map { "[channel \($0.channel)]\nsource = \(SourceURL.forFolder(root))\ntrusted_key = \($0.trustedKeyPath)\npoll_interval = 1\n" }
+        guard FileManager.default.createFile(atPath: config, contents: Data(text.joined().utf8)) else { throw EvalFailure.io("cannot write \(config)") }
+        arguments += ["--config", config]
         let daemon = try DaemonProcess(dataDirectory: data, socketPath: scratch + "/s", arguments: arguments)
+        EvalInterruption.onInterrupt {
+            daemon.stop()
+            removeScratch()
+        }
         defer { daemon.stop() }
         try await daemon.waitForVersion(repository.manifest.version, deadline: syncTimeout)
         try await daemon.waitForChannels(others.map(\.channel), deadline: syncTimeout)
@@ -145,8 +156,10 @@ struct EvalCommand: AsyncParsableCommand {
                                 queries: queries, judgments: loaded.collection.judgments, outcomes: outcomes)
         report.compare(atK10: shallow, with: outcomes, queries: queries.count)
         let perQueryPath = perQuery ?? FileManager.default.currentDirectoryPath + "/eval-\(loaded.name)-per-query.jsonl"
-        try report.writePerQuery(to: perQueryPath)
+        // The results first: a per-query file that cannot be written (a folder not the user's)
+        // must not lose a run that took minutes.
         print(json ? try report.json() : report.table)
+        try report.writePerQuery(to: perQueryPath)
         progress("per-query results in \(perQueryPath)")
     }
 

@@ -80,8 +80,13 @@ import Testing
 
         let perQuery = workspace + "/per-query.jsonl"
         let run = try Binaries.run("cairn", ["eval", collection, "--json", "--model-dir", model,
-                                             "--no-cache", "--per-query", perQuery, "--sync-timeout", "120"], in: workspace)
+                                             "--no-cache", "--per-query", perQuery, "--sync-timeout", "120", "--keep"], in: workspace)
         #expect(run.status == 0, "cairn eval failed: \(run.error)")
+        // --keep keeps cairnd's log (its reasons, when it fails) and its own configuration.
+        let kept = try #require(run.error.split(separator: "\n").first { $0.hasPrefix("cairn eval: kept ") }?.dropFirst(17))
+        defer { try? FileManager.default.removeItem(atPath: String(kept)) }
+        let log = (try? String(contentsOfFile: kept + "/data/cairnd.log", encoding: .utf8)) ?? ""
+        #expect(log.contains("answering queries"), "\(kept)/data/cairnd.log: \(log.prefix(300))")
         let report = try JSONDecoder().decode(Report.self, from: Data(run.output.utf8))
         #expect(report.collection == "tiny")
         #expect(report.documents == 6)
@@ -141,5 +146,44 @@ import Testing
         #expect(run.error.contains("\(option) must be 0 or more, or never"), "\(run.error)")
         // The collection's empty document is reported while the corpus is prepared to publish.
         #expect(!run.error.contains("documents with empty text left out"), "\(run.error)")
+    }
+
+    @Test("Given cairn eval running with its cairnd, when interrupted (Ctrl-C reaches only cairn: Foundation starts cairnd in a process group of its own), then cairnd, started with a configuration of its own, is stopped, the temporary folder removed, and cairn exits 130")
+    func interruptStopsCairnd() async throws {
+        let workspace = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: workspace) }
+        let (collection, model) = try Self.tinyCollection(in: workspace)
+        let temporary = workspace + "/tmp"
+        try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
+        let eval = try launch(Products.path("cairn"), ["eval", collection, "--model-dir", model, "--no-cache",
+                                                       "--per-query", workspace + "/per-query.jsonl", "--sync-timeout", "120"],
+                              logDirectory: workspace, environment: childEnvironment(["TMPDIR": temporary]))
+        defer {
+            if eval.isRunning { eval.terminate() }
+            if let left = Self.cairnd(under: temporary) { kill(left.pid, SIGKILL) }  // only when the test fails
+        }
+        try await waitUntil("cairn eval starts its cairnd", seconds: 120) { Self.cairnd(under: temporary) != nil }
+        let arguments = try #require(Self.cairnd(under: temporary)).arguments
+        // Never the device's /etc/cairn/cairnd.conf.
+        #expect(arguments.contains("--config"), "\(arguments)")
+        kill(eval.processIdentifier, SIGINT)
+        try await waitUntil("cairn eval exits", seconds: 60) { !eval.isRunning }
+        #expect(eval.terminationStatus == 130)
+        #expect(Self.cairnd(under: temporary) == nil)
+        // (cairn-publish-<uid> is the publisher's own folder for its scratch folders, kept.)
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: temporary)) ?? ["?"]
+        #expect(!left.contains { $0.hasPrefix("cairn-eval-") || $0 == "?" }, "\(left)")
+    }
+
+    /// A running cairnd whose arguments name a path under `folder`: its pid and arguments.
+    static func cairnd(under folder: String) -> (pid: pid_t, arguments: [String])? {
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where entry.allSatisfy(\.isNumber) {
+            guard let bytes = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { continue }
+            let arguments = bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            if arguments.first?.hasSuffix("/cairnd") == true, arguments.contains(where: { $0.hasPrefix(folder) }) {
+                return (pid_t(entry) ?? 0, arguments)
+            }
+        }
+        return nil
     }
 }

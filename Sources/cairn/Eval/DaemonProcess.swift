@@ -3,7 +3,9 @@ import Foundation
 
 /// The real `cairnd` binary (the one beside the running `cairn`), started for one evaluation
 /// with its own data directory and socket, its log in `DATA/cairnd.log`.
-final class DaemonProcess {
+final class DaemonProcess: @unchecked Sendable {
+    // @unchecked: its fields are constants; `stop` may run on a signal's thread beside the
+    // evaluation's (Process's terminate and waitUntilExit may be called from any thread).
     let socketPath: String
     let logPath: String
     private let process = Process()
@@ -16,7 +18,12 @@ final class DaemonProcess {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw .daemon("cannot find cairnd beside cairn (\(executable)); build both products")
         }
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        // The data directory first: the log lives in it, and a log file that cannot be
+        // created would send cairnd's output nowhere (no reason for a failure, none kept).
+        do { try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true) } catch {
+            throw .io("cannot create \(dataDirectory): \(error.localizedDescription)")
+        }
+        guard FileManager.default.createFile(atPath: logPath, contents: nil) else { throw .io("cannot create \(logPath)") }
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["--data-dir", dataDirectory, "--socket", socketPath] + arguments
         process.standardOutput = FileHandle(forWritingAtPath: logPath)
