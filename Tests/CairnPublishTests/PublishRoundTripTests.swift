@@ -165,4 +165,32 @@ struct PublishRoundTripTests {
         #expect(try vector(3) == vector(1))
         #expect(try workspace.manifest(3).deltas.map(\.fromVersion) == [1, 2])
     }
+
+    @Test("Given a release that stopped after versions/<n>.json and before manifest.json (here: manifest.json cannot be replaced), when released again, then the version becomes current from its version file; a publish or verify meanwhile is not broken by an empty channel folder")
+    func releaseFinishesAfterAStop() throws {
+        let workspace = try Workspace()
+        let repository = workspace.repository
+        // A first publish to "beta" refused (a bad record) leaves its channel folder: verify
+        // still passes later.
+        let bad = workspace.folder + "/bad.json"
+        try Data(#"[{"id": "x"}]"#.utf8).write(to: URL(fileURLWithPath: bad))
+        #expect(throws: PublishError.self) { try workspace.publish(bad, channel: "beta") }
+        #expect(repository.channels() == ["beta"])
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 6)), stage: true)
+        #expect(repository.stagedVersions("stable") == [1])
+        // A folder where manifest.json goes: the rename over it fails, after the version file.
+        try FileManager.default.createDirectory(atPath: repository.manifestPath("stable") + "/in-the-way", withIntermediateDirectories: true)
+        #expect { try StagedRelease.release(repository: repository, channel: "stable", copies: []) } throws: { error in
+            (error as? PublishError)?.code == .io
+        }
+        #expect(repository.versionNumbers("stable") == [1] && repository.stagedVersions("stable") == [1])
+        try FileManager.default.removeItem(atPath: repository.manifestPath("stable"))
+
+        #expect(try StagedRelease.release(repository: repository, channel: "stable", copies: []).version == 1)
+        #expect(try workspace.manifest().version == 1)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: repository.manifestPath("stable")))
+                == Data(contentsOf: URL(fileURLWithPath: repository.versionPath("stable", 1))))
+        #expect(repository.stagedVersions("stable").isEmpty)
+        #expect(workspace.verify().problems.isEmpty, "\(workspace.verify().problems)")
+    }
 }

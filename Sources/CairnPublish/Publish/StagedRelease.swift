@@ -24,7 +24,8 @@ public enum StagedRelease {
     /// Releases the staged version of `channel`: its signatures and those of `copies` (files of
     /// the same manifest signed elsewhere) must meet the newest root's threshold (or, without a
     /// root, include one key stored under `keys/`); then `versions/<n>.json` and `manifest.json`
-    /// are written, in that order, and the staged file is removed.
+    /// are written, in that order, and the staged file is removed. Run again after it stopped
+    /// between the two, it writes `manifest.json` from the version file.
     /// - Throws: `.thresholdNotMet` when the valid signatures do not meet the policy, whatever the
     ///   reason (nothing written), `.invalidArgument` (nothing staged, a copy
     ///   of another manifest, a version that is no longer next), `.locked`, `.io`.
@@ -44,7 +45,18 @@ public enum StagedRelease {
             }
             envelope = envelope.adding(other.signatures)
         }
-        let next = max(repository.versionNumbers(channel).last ?? 0, 0) + 1
+        let writer = RepositoryWriter(repository: repository, channel: channel)
+        // A release stopped after `versions/<n>.json` and before `manifest.json` (killed, a full
+        // disk): that file, already checked and immutable, becomes current.
+        let newest = repository.versionNumbers(channel).last ?? 0
+        if manifest.version == newest, manifest.channel == channel,
+           let written = try? FileSystem.read(repository.versionPath(channel, newest)),
+           (try? SignedManifest.decodeEnvelope(written))?.content.bytes == envelope.content.bytes {
+            try writer.writeCurrent(written)
+            unlink(stagedPath)
+            return manifest
+        }
+        let next = newest + 1
         guard manifest.version == next, manifest.channel == channel else {
             throw PublishError(.invalidArgument, "\(stagedPath) holds version \(manifest.version) of \(manifest.channel); the next version of \(channel) is \(next)")
         }
@@ -61,7 +73,6 @@ public enum StagedRelease {
             throw PublishError(.invalidArgument, "the staged manifest has \(envelope.signatures.count) valid signatures; devices read at most \(SignedManifest.maxSignatures)")
         }
         let bytes = envelope.encode(field: "manifest")
-        let writer = RepositoryWriter(repository: repository, channel: channel)
         try writer.writeVersion(version, bytes: bytes)
         try writer.writeCurrent(bytes)
         unlink(stagedPath)

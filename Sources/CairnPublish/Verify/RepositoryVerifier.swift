@@ -67,8 +67,12 @@ public struct RepositoryVerifier: Sendable {
                 report.problems.append("the trusted root given is not acceptable: \(error.message)")
             }
         }
-        let channels = repository.channels()
-        if channels.isEmpty { report.problems.append("\(repository.root): no channels/ with a valid channel name") }
+        // A channel folder with nothing published in it (left by a first publish that was
+        // refused, or one whose version is only staged) is not a broken channel.
+        let channels = repository.channels().filter { channel in
+            FileSystem.exists(repository.manifestPath(channel)) || !repository.versionNumbers(channel).isEmpty
+        }
+        if channels.isEmpty { report.problems.append("\(repository.root): no channel with a published version in channels/") }
         var checkedBlobs: Set<ContentID> = []
         for channel in channels {
             report.channels += 1
