@@ -106,7 +106,7 @@ struct Cairnd: AsyncParsableCommand {
         var configuration = DaemonConfiguration()
         if let path = config ?? existingDefaultFile() { try configuration.apply(file: path) }
         configuration.apply(environment: ProcessInfo.processInfo.environment)
-        if !source.isEmpty { configuration.sources = source }
+        if !source.isEmpty { configuration.replaceSources(with: source) }
         // Sources from the flags or CAIRN_SOURCES (the file's lines are checked as they are read).
         if let problem = configuration.sources.lazy.compactMap(SourceURL.problem).first {
             throw DaemonError(.badConfiguration, problem)

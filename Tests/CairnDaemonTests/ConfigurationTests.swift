@@ -134,6 +134,29 @@ struct ConfigurationTests {
         #expect(throws: DaemonError.self) { try Device.checkSourceSections(c) }
     }
 
+    @Test("Given a file whose source has a [source URL] section, when --source or CAIRN_SOURCES replaces the sources (a stick instead of the origin), then that section goes with its source and the daemon starts; a further channel's section stays")
+    func replacedSourcesTakeTheirSections() throws {
+        let text = """
+            source = https://a.example/repo
+            [source https://a.example/repo]
+            token_file = /etc/a.token
+            [channel manuals]
+            source = https://b.example/repo
+            [source https://b.example/repo]
+            token_file = /etc/b.token
+            """
+        var flags = DaemonConfiguration()
+        try flags.apply(DaemonConfiguration.parse(text))
+        flags.replaceSources(with: ["file:///media/usb/repo"])
+        #expect(flags.sources == ["file:///media/usb/repo"])
+        #expect(flags.sourceAccess["https://a.example/repo"] == nil && flags.sourceAccess["https://b.example/repo"] != nil)
+        try Device.checkSourceSections(flags)
+        var environment = DaemonConfiguration()
+        try environment.apply(DaemonConfiguration.parse(text))
+        environment.apply(environment: ["CAIRN_SOURCES": "file:///media/usb/repo"])
+        try Device.checkSourceSections(environment)
+    }
+
     @Test("Given CAIRN_* variables, when applied, then they override the file's values")
     func environment() throws {
         var c = DaemonConfiguration()

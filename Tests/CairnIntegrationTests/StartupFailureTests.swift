@@ -148,6 +148,15 @@ struct StartupFailureTests {
         #expect(fromEnvironment.status == 2 && fromEnvironment.error.contains("source https:// names no host"), "\(fromEnvironment.error)")
     }
 
+    @Test("Given a channel name that is not one (--channel), when cairnd starts, then it exits 2 with one line naming it, before any sync could fail on it")
+    func cairndBadChannel() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try await expectOneLine("cairnd", ["--channel", "Bad Name!", "--data-dir", folder + "/data", "--socket", folder + "/s"],
+                                in: folder, exit: 2, saying: ["\"Bad Name!\" is not a channel name"])
+        #expect(!FileManager.default.fileExists(atPath: folder + "/data"))
+    }
+
     @Test("Given an unknown flag, when cairnd starts, then it exits 2 with one line naming the flag")
     func cairndBadFlag() async throws {
         let folder = try TemporaryDirectory.make()

@@ -176,8 +176,19 @@ extension DaemonConfiguration {
         if let value = environment["CAIRN_DATA_DIR"], !value.isEmpty { dataDirectory = value }
         if let value = environment["CAIRN_CHANNEL"], !value.isEmpty { channel = value }
         if let value = environment["CAIRN_SOURCES"], !value.isEmpty {
-            sources = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            replaceSources(with: value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
         }
+    }
+
+    /// Replaces the daemon's channel's sources (CAIRN_SOURCES, `--source`): the `[source URL]`
+    /// sections of the sources replaced go with them, as the flags override the file (a section
+    /// naming no source at all is still refused at start).
+    public mutating func replaceSources(with replacement: [String]) {
+        let kept = Set((replacement + extraChannels.flatMap(\.sources)).map(SourceAccess.base(of:)))
+        for replaced in sources.map(SourceAccess.base(of:)) where !kept.contains(replaced) {
+            sourceAccess[replaced] = nil
+        }
+        sources = replacement
     }
 
     /// A time setting in seconds: a finite number from `atLeast` (a millisecond: what the timers

@@ -25,6 +25,10 @@ public struct Device: Sendable {
     public static func build(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) -> Device {
         // The socket's folder first: a start that cannot answer leaves no data directory behind.
         try SocketFile.checkFolder(of: configuration.socketPath)
+        // The channel goes into every URL and the data directory's records (as a section's does).
+        guard Manifest.isValidChannelName(configuration.channel) else {
+            throw DaemonError(.badConfiguration, "channel \"\(configuration.channel)\" is not a channel name: [a-z0-9][a-z0-9._-]{0,63}")
+        }
         try checkSourceSections(configuration)
         let registry = MetricsRegistry()
         let notifier = SystemdNotifier()
