@@ -1,4 +1,5 @@
 @testable import CairnDaemon
+import CairnClient
 import CairnCore
 import CairnIndex
 import Foundation
@@ -16,6 +17,14 @@ struct ConfigurationTests {
         #expect(configuration.sources == ["https://kb.example.org/repo", "file:///media/usb/repo"])
         #expect(configuration.trustedKeys == ["/etc/cairn/publisher.pub"])
         #expect(configuration.socketPath == DaemonConfiguration.defaultSocketPath)
+        // The README says this file documents every key: each appears as a `key =` line (most
+        // commented out, with their defaults), and so does a [channel NAME] section.
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let lines = text.split(separator: "\n").map { $0.drop { $0 == "#" }.trimmingCharacters(in: .whitespaces) }
+        for key in CairndConfigFile.knownKeys.sorted() {
+            #expect(lines.contains { $0.hasPrefix(key + " =") }, "client-config/cairnd.conf does not document \(key)")
+        }
+        #expect(lines.contains { $0.hasPrefix("[channel ") } && lines.contains { $0.hasPrefix("[source ") })
     }
 
     @Test("Given every key with a value, when parsed, then each field takes it")
