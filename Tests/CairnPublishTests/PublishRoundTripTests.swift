@@ -193,4 +193,16 @@ struct PublishRoundTripTests {
         #expect(repository.stagedVersions("stable").isEmpty)
         #expect(workspace.verify().problems.isEmpty, "\(workspace.verify().problems)")
     }
+
+    @Test("Given --expires-at in the past, when publishing, then it is refused before anything is written: no blob, no channel")
+    func pastExpiryWritesNothing() throws {
+        let workspace = try Workspace()
+        let source = try workspace.writeSource(SampleKB.chunks(count: 6))
+        let error = #expect(throws: PublishError.self) {
+            try workspace.publish(source, expiresAt: Timestamp(secondsSince1970: 1_577_836_800))  // 2020-01-01
+        }
+        #expect(error?.code == .invalidArgument && error?.message.contains("--expires-at") == true)
+        #expect(!FileManager.default.fileExists(atPath: workspace.repo + "/blobs"))
+        #expect(workspace.repository.channels().isEmpty)
+    }
 }

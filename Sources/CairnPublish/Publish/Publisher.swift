@@ -58,6 +58,10 @@ public struct Publisher: Sendable {
         guard config.keepDeltas >= 0, config.expiresDays >= 1, config.batchSize >= 1 else {
             throw PublishError(.invalidArgument, "keep-deltas must be ≥ 0, expires-days and batch size ≥ 1")
         }
+        // Before anything is read or written: refused later, it would leave its blobs behind.
+        if let expiresAt = config.expiresAt, expiresAt.secondsSince1970 <= Int64(Date().timeIntervalSince1970) {
+            throw PublishError(.invalidArgument, "--expires-at \(expiresAt) is not in the future; nothing was written")
+        }
         guard (1...2).contains(config.deltaFormat) else {
             throw PublishError(.invalidArgument, "delta-format must be 1 or 2 (protocol/delta.md)")
         }
@@ -233,10 +237,16 @@ public struct Publisher: Sendable {
     }
 
     /// With a root: every key must be one of its signing keys, and (unless staging) there must be
-    /// at least its threshold of them. Without one: at least one key unless staging.
+    /// at least its threshold of them. Without one: at least one key, staging or not.
     private func checkKeys(against root: RootMetadata?) throws(PublishError) {
         guard let root else {
-            guard !keys.isEmpty || configuration.stage else { throw PublishError(.invalidArgument, "publishing needs a signing key (--key)") }
+            // Staging without a key needs a root, whose signing keys sign later: the manifest
+            // names a publisher key.
+            guard !keys.isEmpty else {
+                throw PublishError(.invalidArgument, configuration.stage
+                    ? "--stage without --key needs a root (cairn-server root init); without one, stage with a --key"
+                    : "publishing needs a signing key (--key)")
+            }
             return
         }
         for key in keys where !root.signingKeys.contains(key.publicKey) {

@@ -47,11 +47,12 @@ struct Workspace {
     /// Publishes `source` in process with the tiny model.
     func publish(_ source: String, keepDeltas: Int = 5, canaries: [Canary] = [], cache: Bool = true,
                  cachePath: String? = nil, deltaFormat: Int = 2, signer: PublisherKey? = nil, stage: Bool = false,
-                 channel: String = "stable") throws -> PublishReport {
+                 channel: String = "stable", expiresAt: Timestamp? = nil) throws -> PublishReport {
         var configuration = PublishConfiguration(repository: repo, channel: channel, source: source,
                                                  keepDeltas: keepDeltas, canaries: canaries)
         configuration.deltaFormat = deltaFormat
         configuration.stage = stage
+        configuration.expiresAt = expiresAt
         let publisher = Publisher(configuration: configuration, key: signer ?? key, embedder: embedder, model: model,
                                   cache: try cache ? EmbeddingCache(path: cachePath ?? self.cachePath) : nil,
                                   logger: Logger(label: "test"))
