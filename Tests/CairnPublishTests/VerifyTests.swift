@@ -69,4 +69,27 @@ struct VerifyTests {
         #expect(report.problems.count == 3)
         #expect(report.problems.allSatisfy { $0.contains("signed by none") })
     }
+
+    @Test("Given an expired root and an expired current manifest (signatures still good), when verified, then both are reported: devices set to refuse take nothing new, and answers are flagged expired")
+    func expiries() throws {
+        let workspace = try Workspace()
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 6)))
+        #expect(workspace.verify().problems.isEmpty)
+        // The current manifest, dated back and signed again by its key.
+        var old = try workspace.manifest(1)
+        old.created = Timestamp(secondsSince1970: 1_700_000_000)!
+        old.expires = Timestamp(secondsSince1970: 1_700_086_400)!
+        let signed = SignedManifest.encode(old, signingKey: workspace.key)
+        for path in [workspace.repository.versionPath("stable", 1), workspace.repository.manifestPath("stable")] {
+            try FileSystem.writeAtomically(signed, to: path)
+        }
+        let manifestProblems = workspace.verify().problems
+        #expect(manifestProblems.count == 1 && manifestProblems[0].contains("version 1 expired at"), "\(manifestProblems)")
+        // A root made two days ago for one day (the clock of root init, not this machine's, dates it).
+        let rootKey = PublisherKey.generate()
+        _ = try RootPublisher.initialize(repository: workspace.repository, rootKeys: [rootKey], rootThreshold: 1,
+                                         signingKeys: [workspace.key.publicKey], signingThreshold: 1, expiresDays: 1,
+                                         now: Date(timeIntervalSinceNow: -2 * 86_400))
+        #expect(workspace.verify().problems.contains { $0.contains("root 1 expired at") && $0.contains("root rotate") })
+    }
 }
