@@ -5,8 +5,11 @@ public struct ClientError: Error, CustomStringConvertible, Sendable {
         let name: String
         public var description: String { name }
 
-        /// The socket cannot be reached: nothing listens, the path is missing, or it timed out.
+        /// The socket cannot be reached: nothing listens, the path is missing, its queue is
+        /// full, or the connection was closed unanswered.
         public static let unreachable = Code(name: "unreachable")
+        /// cairnd took the request but did not answer within the timeout (it may still act on it).
+        public static let noAnswer = Code(name: "no_answer")
         /// The peer broke the HTTP/1.1 exchange.
         public static let protocolViolation = Code(name: "protocol_violation")
     }

@@ -28,8 +28,9 @@ public struct UnixHTTPClient: Sendable {
         self.timeout = timeout
     }
 
-    /// Sends one request; `unreachable` when the socket cannot be reached or times out,
-    /// `protocol_violation` when the answer is not HTTP/1.1.
+    /// Sends one request; `unreachable` when the socket cannot be reached (or the connection is
+    /// closed unanswered), `no_answer` when cairnd took the request but did not answer within
+    /// `timeout`, `protocol_violation` when the answer is not HTTP/1.1.
     public func send(method: String, path: String, body: [UInt8]? = nil,
                      contentType: String? = "application/json", headers: [(String, String)] = []) throws(ClientError) -> Response {
         let fd: Int32
@@ -56,10 +57,14 @@ public struct UnixHTTPClient: Sendable {
         // A server may answer (e.g. 413) and close before reading a large body: a failed write
         // is not fatal as long as a response can still be read.
         let wrote = write(fd, Array(head.utf8) + (body ?? []))
-        let received = read(fd)
+        let (received, timedOut) = read(fd)
+        if timedOut {
+            // It took the request: it is running, and may still be doing what was asked.
+            throw ClientError(.noAnswer, "cairnd at \(socketPath) took the request but did not answer within \(Self.seconds(timeout)) s; it may still be working on it (cairn status shows what it is doing)")
+        }
         guard !received.isEmpty else {
             let reason = wrote ? "closed the connection without answering" : "refused the request"
-            throw ClientError(.unreachable, "cairnd at \(socketPath) \(reason) (or timed out)")
+            throw ClientError(.unreachable, "cairnd at \(socketPath) \(reason)")
         }
         return try HTTPResponseParser.parse(received, bodiless: method == "HEAD")
     }
@@ -85,16 +90,19 @@ public struct UnixHTTPClient: Sendable {
         return true
     }
 
-    private func read(_ fd: Int32) -> [UInt8] {
+    /// The response's bytes, and whether the receive timeout ended the wait before a complete
+    /// response came.
+    private func read(_ fd: Int32) -> (bytes: [UInt8], timedOut: Bool) {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
             let count = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
             if count < 0 && errno == EINTR { continue }
+            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return (received, true) }
             guard count > 0 else { break }
             received += buffer[0..<count]
             if HTTPResponseParser.isComplete(received) { break }
         }
-        return received
+        return (received, false)
     }
 }

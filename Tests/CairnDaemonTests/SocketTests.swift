@@ -89,6 +89,23 @@ struct SocketTests {
     }
 }
 
+extension SocketTests {
+    @Test("Given a cairnd that takes the request but does not answer in time (a rollback behind a long sync), when the client calls it, then the call fails as no_answer saying it may still act on it, not as unreachable ('is cairnd running?')")
+    func takenButUnanswered() throws {
+        let folder = try TemporaryDirectory.make()
+        let path = folder + "/slow.sock"
+        let listener = try UnixListener(path: path)  // connections queue; nothing is read or answered
+        defer { listener.close() }
+        #expect {
+            _ = try UnixHTTPClient(socketPath: path, timeout: 0.5).send(method: "POST", path: "/v1/rollback", body: [])
+        } throws: { error in
+            guard let error = error as? ClientError else { return false }
+            return error.code == .noAnswer && error.message.contains("did not answer within 0.5 s")
+                && error.message.contains("may still be working on it")
+        }
+    }
+}
+
 /// Binds a Unix socket at `path` and closes it without unlinking: what a crash leaves behind.
 func leaveStaleSocket(at path: String) throws {
     try UnixListener(path: path, listening: false).close()
