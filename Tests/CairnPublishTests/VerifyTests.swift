@@ -92,4 +92,17 @@ struct VerifyTests {
                                          now: Date(timeIntervalSinceNow: -2 * 86_400))
         #expect(workspace.verify().problems.contains { $0.contains("root 1 expired at") && $0.contains("root rotate") })
     }
+
+    @Test("Given seven versions each with deltas from the two before, when verified, then every delta is checked while at most three versions' records are held at once (not the whole history)")
+    func recordsFollowTheDeltasNotTheHistory() throws {
+        let workspace = try Workspace()
+        for version in 1...7 {
+            _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 5 + version), name: "kb\(version).json"),
+                                      keepDeltas: 2)
+        }
+        let report = workspace.verify()
+        #expect(report.problems.isEmpty, "\(report.problems)")
+        #expect(report.deltas == 11)  // v2 from v1, then two for each of v3…v7
+        #expect(report.peakRecordVersions <= 3, "\(report.peakRecordVersions)")
+    }
 }

@@ -9,8 +9,11 @@ struct ChannelChecker {
     let channel: String
     let trust: RepositoryTrust
     let scratch: String
-    /// Records of versions whose snapshot verified, for applying deltas.
+    /// Records of versions whose snapshot verified and that a delta still to be checked starts
+    /// from.
     private var records: [Int: [ChunkRecord]] = [:]
+    /// The most versions' records held at once (tests: memory does not follow the history).
+    private(set) var peakRecordVersions = 0
 
     init(repository: Repository, channel: String, trust: RepositoryTrust, scratch: String) {
         self.repository = repository
@@ -35,6 +38,14 @@ struct ChannelChecker {
             }
         }
         checkCurrent(&report)
+        // Versions in ascending order; each delta is checked as its target comes, against its
+        // base's records, and a version's records are kept only until the last delta from it:
+        // memory holds the bases still to be used (about --keep-deltas versions), not every
+        // version of the channel.
+        var lastUse: [Int: Int] = [:]
+        for manifest in manifests {
+            for delta in manifest.deltas { lastUse[delta.fromVersion] = max(lastUse[delta.fromVersion] ?? 0, manifest.version) }
+        }
         for manifest in manifests {
             let prefix = "\(channel) v\(manifest.version)"
             for file in manifest.model.files where checkedBlobs.insert(file.sha256).inserted {
@@ -45,9 +56,11 @@ struct ChannelChecker {
             }
             report.blobs += 1
             report.snapshots += 1
-            do throws(PublishError) { try checkSnapshot(manifest) } catch { report.problems.append("\(prefix): \(error.message)") }
-        }
-        for manifest in manifests {
+            do throws(PublishError) {
+                try checkSnapshot(manifest, keepingRecords: lastUse[manifest.version] != nil)
+            } catch {
+                report.problems.append("\(prefix): \(error.message)")
+            }
             for delta in manifest.deltas {
                 report.blobs += 1
                 report.deltas += 1
@@ -55,6 +68,8 @@ struct ChannelChecker {
                     report.problems.append("\(channel) v\(delta.fromVersion)→v\(manifest.version) delta: \(error.message)")
                 }
             }
+            peakRecordVersions = max(peakRecordVersions, records.count)
+            records = records.filter { (lastUse[$0.key] ?? 0) > manifest.version }
         }
     }
 
@@ -86,7 +101,9 @@ struct ChannelChecker {
         }
     }
 
-    private mutating func checkSnapshot(_ manifest: Manifest) throws(PublishError) {
+    /// - Parameter keepingRecords: whether a later delta starts from this version (its records
+    ///   are then read and kept for it).
+    private mutating func checkSnapshot(_ manifest: Manifest, keepingRecords: Bool) throws(PublishError) {
         let file = scratch + "/\(channel)-\(manifest.version).sqlite"
         try repository.extractSnapshot(of: manifest, to: file)
         defer { try? FileManager.default.removeItem(atPath: file) }
@@ -97,7 +114,9 @@ struct ChannelChecker {
         guard meta.chunkCount == manifest.chunkCount, meta.dimension == manifest.dimension, meta.version == manifest.version else {
             throw PublishError(.repositoryCorrupt, "snapshot meta (version, chunk count, dimension) differs from the manifest")
         }
-        records[manifest.version] = try SnapshotRecords.read(at: file, expectedStateRoot: manifest.stateRoot, dimension: manifest.dimension)
+        if keepingRecords {
+            records[manifest.version] = try SnapshotRecords.read(at: file, expectedStateRoot: manifest.stateRoot, dimension: manifest.dimension)
+        }
     }
 
     private func checkDelta(_ ref: Manifest.DeltaRef, to manifest: Manifest) throws(PublishError) {

@@ -11,6 +11,8 @@ public struct VerifyReport: Sendable {
     public var snapshots = 0
     public var deltas = 0
     public var roots = 0
+    /// The most versions' records held at once to check deltas (bases still to be used).
+    public var peakRecordVersions = 0
     /// One line per problem, naming the channel, version and file.
     public var problems: [String] = []
 
@@ -84,6 +86,7 @@ public struct RepositoryVerifier: Sendable {
             report.channels += 1
             var checker = ChannelChecker(repository: repository, channel: channel, trust: trust, scratch: scratch)
             checker.run(&report, checkedBlobs: &checkedBlobs)
+            report.peakRecordVersions = max(report.peakRecordVersions, checker.peakRecordVersions)
         }
         return report
     }
