@@ -208,7 +208,10 @@ import Testing
             #expect(try Set(found("words lantern")) == ["c1", "c6"])       // "words" is in all 8 rows
             #expect(try Set(found("common lantern")) == ["c0", "c1", "c2", "c6"])  // "common" in 3 of 8: kept
             #expect(try found("words").count == 8)
+            // A word in no row (a typo) beside a common one: the common one still answers.
+            #expect(try found("words zzzz").count == 8)
         }
+        #expect(SearchIndex.informative(["a", "typo"], counts: [5, 0], rows: 10) == (["a", "typo"], [5, 0]))
         #expect(SearchIndex.informative(["a", "b"], counts: [5, 4], rows: 10) == (["b"], [4]))  // 5 of 10: IDF clamped
         #expect(SearchIndex.informative(["a"], counts: [9], rows: 10) == (["a"], [9]))
     }

@@ -358,12 +358,13 @@ extension SearchIndex {
     /// The tokens worth matching: BM25 gives a token found in half the rows or more an IDF of
     /// 1e-6 (FTS5 clamps log((N - n + 0.5) / (n + 0.5)) ≤ 0 to that), so it moves no score by
     /// more than a few millionths, yet matching it walks most of the index ("study" in a medical
-    /// corpus). Such tokens are left out unless nothing else remains. Of the rest, the `keep`
-    /// rarest (the highest IDFs; ties to the earlier token) in their query order
+    /// corpus). Such tokens are left out unless nothing that matches a row remains (a typo or
+    /// an unknown word beside a common one must not leave the answer empty). Of the rest, the
+    /// `keep` rarest (the highest IDFs; ties to the earlier token) in their query order
     /// (`RankingConfiguration.lexicalWords`).
     static func informative(_ tokens: [String], counts: [Int64], rows: Int, keep: Int = .max) -> ([String], [Int64]) {
         var kept = zip(tokens, counts).filter { 2 * $0.1 < Int64(rows) }
-        if kept.isEmpty { kept = Array(zip(tokens, counts)) }
+        if !kept.contains(where: { $0.1 > 0 }) { kept = Array(zip(tokens, counts)) }
         if kept.count > keep {
             let rarest = Set(kept.indices.sorted { kept[$0].1 != kept[$1].1 ? kept[$0].1 < kept[$1].1 : $0 < $1 }.prefix(max(1, keep)))
             kept = kept.indices.filter(rarest.contains).map { kept[$0] }
