@@ -291,6 +291,23 @@ import Testing
         }
     }
 
+    @Test("Given 300 chunks whose int8 estimates order them against their exact cosines (all within the estimates' error), when a dense search asks for 3 and for 100, then the first 3 are the same: the rows rescored do not depend on k")
+    func denseShortlistDoesNotFollowK() throws {
+        // The second component quantizes to the same code for every row, so the estimates fall
+        // with i while the exact cosines with (1, 1, 0, 0) rise.
+        let entries = (0..<300).map { i in
+            ChunkRecord(chunk: Chunk(id: String(format: "c%03d", i), title: "t", content: "row"), vector: unit(1, Float(i) * 1e-5, 0, 0))
+        }
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory, entries: entries))
+            let query = unit(1, 1, 0, 0)
+            let shallow = try index.search(SearchRequest(query: "x", k: 3, mode: .dense), queryVector: query)
+            let deep = try index.search(SearchRequest(query: "x", k: 100, mode: .dense), queryVector: query)
+            #expect(ids(shallow) == Array(ids(deep).prefix(3)))
+            #expect(ids(deep).prefix(3) == ["c299", "c298", "c297"])
+        }
+    }
+
     @Test("Given 400 chunks and 40 queries, when k is 3 and when it is 100, then each mode's first 3 answers and their scores agree")
     func givenAnySmallK_whenComparedWithADeepRequest_thenTheFirstAnswersAreTheSame() throws {
         // A corpus where each list has more than 100 candidates, so a candidate list sized by k

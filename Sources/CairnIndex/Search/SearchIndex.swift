@@ -291,8 +291,11 @@ public final class SearchIndex: Sendable {
     private func dense(_ query: [Float], floor: Float, limit: Int, mask: [Bool]?, moments wanted: Bool) throws(IndexError) -> DenseCandidates {
         let narrowed = narrowsDense && mask == nil
         let window = max(1, configuration.degenerateWindow)
-        // The rows the codes rank best, rescored from the file.
-        var shortlist = TopSelection(capacity: max(Self.minimumRescored, Self.rescoreFactor * max(limit, window)))
+        // The rows the codes rank best, rescored from the file: as many for any k up to the
+        // largest (a dense answer's first n results are the k = n answer's; the estimates of
+        // near rows differ by less than their error, so a shortlist cut by k would not be).
+        let deepest = max(limit, SearchRequest.kRange.upperBound, window)
+        var shortlist = TopSelection(capacity: max(Self.minimumRescored, Self.rescoreFactor * deepest))
         var scores: RowScores
         var moments: ScoreMoments?
         func offer(_ row: Int, _ estimate: Float) {
