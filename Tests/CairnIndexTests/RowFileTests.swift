@@ -32,7 +32,7 @@ import Testing
         }
     }
 
-    @Test(arguments: ["flip a header byte", "cut the file short", "another version's", "flip an id offset"])
+    @Test(arguments: ["flip a header byte", "cut the file short", "another version's", "flip an id offset", "name a scenario twice"])
     func givenABrokenOrForeignRowsFile_whenTheVersionOpens_thenItIsRefusedAndWrittenAgainFromTheIndex(damage: String) throws {
         try withTemporaryDirectory { directory in
             let path = try Corpus.snapshot(in: directory)
@@ -48,6 +48,12 @@ import Testing
                                           entries: Array(Corpus.entries.dropLast()))
                 _ = try SearchIndex(path: other)
                 bytes = try #require(FileManager.default.contents(atPath: IndexContents.basePath(beside: other)))
+            case "name a scenario twice":
+                // The dictionary section (JSON, outside the header's checksum): "earthquake"
+                // becomes "flood" and spaces, so two codes name one scenario.
+                let from = Array(#""earthquake""#.utf8), to = Array(#""flood"     "#.utf8)
+                let at = try #require(bytes.indices.first { bytes[$0...].starts(with: from) })
+                bytes.replaceSubrange(at..<at + from.count, with: to)
             default:
                 // An id offset beyond the ids: refused by the bounds check, never read past.
                 let file = try RowFile(path: rows, dimension: Corpus.dimension)

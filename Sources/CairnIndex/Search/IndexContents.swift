@@ -74,8 +74,11 @@ public final class IndexContents: Sendable {
 
         let baseNames = try base.dictionary()
         var scenarioNames = baseNames.scenarios, tagNames = baseNames.tags
-        var scenarioCode = Dictionary(uniqueKeysWithValues: scenarioNames.enumerated().map { ($1, Int32($0)) })
-        var tagCode = Dictionary(uniqueKeysWithValues: tagNames.enumerated().map { ($1, UInt32($0)) })
+        // Not `uniqueKeysWithValues`, which traps on a repeated name: the dictionary section
+        // is outside the header's checksum, and a damaged one must be refused (the rows are
+        // then scanned again), not stop cairnd at every start.
+        var scenarioCode = Dictionary(scenarioNames.enumerated().map { ($1, Int32($0)) }) { first, _ in first }
+        var tagCode = Dictionary(tagNames.enumerated().map { ($1, UInt32($0)) }) { first, _ in first }
         guard scenarioCode.count == scenarioNames.count, tagCode.count == tagNames.count else {
             throw IndexError(.snapshotMalformed, "the rows file \(base.path) names a scenario or tag twice")
         }
