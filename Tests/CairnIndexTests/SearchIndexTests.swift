@@ -308,6 +308,21 @@ import Testing
         }
     }
 
+    @Test("Given lexical queries of ever new 4,000-letter words (as a caller of online search may send), when searched, then the remembered word counts stay under their byte bound instead of growing to 50,000 such words")
+    func documentCountsBoundedByBytes() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+            var random = LinearCongruential(seed: 3)
+            let letters = Array("abcdefghijklmnopqrstuvwxyz")
+            for _ in 0..<1_500 {
+                let word = String((0..<4_000).map { _ in letters[random.below(letters.count)] })
+                _ = try index.search(SearchRequest(query: word, k: 3, mode: .lexical), queryVector: nil)
+            }
+            let held = index.documentCounts.held
+            #expect(held.bytes <= DocumentCounts.byteCapacity && held.tokens < 1_500, "\(held)")
+        }
+    }
+
     @Test("Given 400 chunks and 40 queries, when k is 3 and when it is 100, then each mode's first 3 answers and their scores agree")
     func givenAnySmallK_whenComparedWithADeepRequest_thenTheFirstAnswersAreTheSame() throws {
         // A corpus where each list has more than 100 candidates, so a candidate list sized by k
