@@ -46,6 +46,7 @@ struct BadRequestTests {
         Case("filter key twice", json: #"{"query": "\#(secret)", "filter": {"tags": ["a"], "tags": ["b"]}}"#, status: 400, code: "bad_json"),
         Case("empty query", json: #"{"query": ""}"#, status: 400, code: "empty_query"),
         Case("whitespace query", json: #"{"query": " \n\t "}"#, status: 400, code: "empty_query"),
+        Case("invisible query (zero-width spaces, NUL, a byte-order mark)", json: #"{"query": "\u200b\u200b\u0000\ufeff"}"#, status: 400, code: "empty_query"),
         Case("query over 4 KiB", json: #"{"query": "\#(String(repeating: secret + " ", count: 250))"}"#, status: 413, code: "query_too_long"),
         Case("unknown top-level field", json: #"{"query": "\#(secret)", "limit": 3}"#, status: 400, code: "unknown_field"),
         Case("unknown filter field", json: #"{"query": "\#(secret)", "filter": {"scenaro": "flood"}}"#, status: 400, code: "unknown_field"),

@@ -90,13 +90,23 @@ public struct SearchBody: Decodable {
             throw APIError.badJSON()
         }
         let request = body.request
-        if request.query.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
-            throw APIError(400, "empty_query", "\"query\" is empty or only whitespace")
+        if !request.query.unicodeScalars.contains(where: Self.isVisible) {
+            throw APIError(400, "empty_query", "\"query\" is empty or only whitespace and invisible characters")
         }
         if request.query.utf8.count > maximumQueryBytes {
             throw APIError(413, "query_too_long", "\"query\" is longer than \(maximumQueryBytes) bytes")
         }
         return body
+    }
+
+    /// Whether `scalar` shows: not white space, a control character (NUL) or a format
+    /// character (a zero-width space or joiner, a byte-order mark), which a query made only of
+    /// would be searched as an empty string.
+    static func isVisible(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .format, .spaceSeparator, .lineSeparator, .paragraphSeparator: false
+        default: !scalar.properties.isWhitespace
+        }
     }
 
     private static func refuseUnknown(_ keys: [Key], allowed: Set<String>, in place: String) throws {
