@@ -166,6 +166,15 @@ struct ConfigurationTests {
         try Device.checkSourceSections(environment)
     }
 
+    @Test("Given max_concurrent_queries set and max_queued_queries not, then the queue is 4 x the concurrency set (not the default concurrency's); set, it is kept")
+    func queueFollowsConcurrency() throws {
+        var c = DaemonConfiguration()
+        try c.apply(DaemonConfiguration.parse("max_concurrent_queries = 2"))
+        #expect(c.maxQueuedQueries == 8)
+        try c.apply(DaemonConfiguration.parse("max_queued_queries = 5\nmax_concurrent_queries = 3"))
+        #expect(c.maxQueuedQueries == 5)
+    }
+
     @Test("Given CAIRN_* variables, when applied, then they override the file's values")
     func environment() throws {
         var c = DaemonConfiguration()

@@ -88,6 +88,15 @@ struct StartupTests {
         }
     }
 
+    @Test("Given max_concurrent_searches set and max_queued_searches not, then the queue is 4 x the concurrency set")
+    func queueFollowsConcurrency() throws {
+        var configuration = ServerConfiguration()
+        try configuration.apply(configFile: "max_concurrent_searches = 3\n")
+        #expect(configuration.maxQueuedSearches == 12)
+        try configuration.apply(configFile: "max_queued_searches = 0\n")
+        #expect(configuration.maxQueuedSearches == 0)
+    }
+
     @Test("The example config file in server-config parses and holds the documented defaults")
     func exampleFile() throws {
         let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

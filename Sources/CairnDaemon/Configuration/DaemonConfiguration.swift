@@ -79,7 +79,12 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var maxConcurrentQueries: Int
     /// Searches that may wait for a slot; beyond that 503 `busy`. [`max_queued_queries`]
     /// Default 4 × `maxConcurrentQueries`.
-    public var maxQueuedQueries: Int
+    public var maxQueuedQueries: Int {
+        get { queuedQueries ?? 4 * maxConcurrentQueries }
+        set { queuedQueries = newValue }
+    }
+    /// `max_queued_queries` when set; else the queue follows `maxConcurrentQueries` as set.
+    private var queuedQueries: Int?
     /// Largest accepted request body. [`max_body_bytes`] Default 65536.
     public var maxBodyBytes: Int
     /// Open connections at most; more wait in the listen backlog. [`max_connections`] Default 256.
@@ -106,7 +111,7 @@ public struct DaemonConfiguration: Sendable, Hashable {
         self.logLevel = logLevel
         let concurrent = maxConcurrentQueries ?? 2 * max(1, ProcessInfo.processInfo.activeProcessorCount)
         self.maxConcurrentQueries = concurrent
-        self.maxQueuedQueries = maxQueuedQueries ?? 4 * concurrent
+        self.queuedQueries = maxQueuedQueries
         self.maxBodyBytes = maxBodyBytes
         self.maxConnections = maxConnections
         self.idleTimeout = idleTimeout

@@ -41,7 +41,12 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// cairnd's `max_concurrent_queries`).
     public var maxConcurrentSearches: Int = 2 * ProcessInfo.processInfo.activeProcessorCount
     /// Searches that may wait for a thread; beyond that 503 `busy`. Default 4 × the above.
-    public var maxQueuedSearches: Int = 8 * ProcessInfo.processInfo.activeProcessorCount
+    public var maxQueuedSearches: Int {
+        get { queuedSearches ?? 4 * maxConcurrentSearches }
+        set { queuedSearches = newValue }
+    }
+    /// `max_queued_searches` when set; else the queue follows `maxConcurrentSearches` as set.
+    private var queuedSearches: Int?
 
     /// The defaults above.
     public init() {}
