@@ -173,7 +173,7 @@ struct OnlineSearchTests {
         #expect(try await Self.post(search, #"{"query": "sandbags pyramid"}"#).body["version"] as? Int == 2)
     }
 
-    @Test("Given a new version whose snapshot blob is damaged in the repository, when searched, then version 1 keeps answering and the log names the blob as corrupt")
+    @Test("Given a new version whose snapshot blob is damaged in the repository, when searched, then version 1 keeps answering and the log names the blob as corrupt; once the blob is mended, version 2 answers without the manifest changing")
     func damagedSnapshotKeepsLastGood() async throws {
         let (workspace, server, search) = try await Self.answeringVersion1()
         defer { stopProcess(server) }
@@ -185,13 +185,22 @@ struct OnlineSearchTests {
         let snapshot = try #require(((manifest as? [String: Any])?["manifest"] as? [String: Any])?["snapshot"] as? [String: Any])
         let hex = try #require(snapshot["sha256"] as? String)
         let blob = workspace.repo + "/blobs/sha256/\(hex.prefix(2))/\(hex)"
-        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: blob)))
+        let good = try [UInt8](Data(contentsOf: URL(fileURLWithPath: blob)))
+        var bytes = good
         bytes[bytes.count / 2] ^= 0xFF
         chmod(blob, 0o644)
         try Data(bytes).write(to: URL(fileURLWithPath: blob))
 
         let log = try await Self.expectVersion1StillAnswers(workspace, search)
         #expect(log.contains("\(hex.prefix(12))… is missing or corrupt"))
+        #expect(log.contains("tried again in 5 s"))
+
+        // The blob mended (a mirror's copy that arrived late), with the manifest unchanged: the
+        // load is tried again after its delay, and version 2 answers.
+        try Data(good).write(to: URL(fileURLWithPath: blob))
+        try await waitUntil("online search answers from version 2", seconds: 60) {
+            (try? await Self.post(search, #"{"query": "crank radio"}"#))?.body["version"] as? Int == 2
+        }
     }
 
     @Test("Given online search pinned to root 1 (search_trusted_root), when the signing key rotates, then the publisher refuses the revoked key and the version signed by the new key (unknown to root 1) answers")

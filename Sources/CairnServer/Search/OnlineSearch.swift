@@ -11,9 +11,10 @@ import Synchronization
 /// Each searched channel keeps its newest version open (index and model in memory). Every
 /// search compares the manifest file's identity (`stat`: inode, size, times) with the one it
 /// was loaded from, which costs one `stat`; when it changed, the new manifest is verified and
-/// its version loaded on the search thread, once (other searches of the channel wait for it),
-/// and swapped in. A manifest that cannot be loaded is logged once and the last good version
-/// keeps answering.
+/// its version loaded on the search thread, once, and swapped in: that search waits for it,
+/// the channel's others answer from the version serving meanwhile (or, with none yet, wait).
+/// A manifest that cannot be loaded is logged, the last good version keeps answering, and the
+/// load is tried again after 5 s, doubling to 10 minutes, while the manifest stays the same.
 final class OnlineSearch: Sendable {
     let endpoint: SearchEndpoint
     private let root: RepositoryRoot
@@ -48,9 +49,15 @@ final class OnlineSearch: Sendable {
 private final class ChannelState: Sendable {
     let channel: String
     private let holder: IndexHolder
-    /// The manifest identity last checked (loaded, or found unusable and logged).
-    private let checked = Mutex<[Int]?>(nil)
-    /// Serialises loads: one search loads a new version, the others wait for it.
+    /// The manifest identity last checked (loaded, or found unusable and logged), and when a
+    /// failed load may be tried again (nil: it loaded).
+    private let checked = Mutex<(identity: [Int], retryAt: ContinuousClock.Instant?)?>(nil)
+    /// The wait before a failed load is tried again with the manifest unchanged (a blob that
+    /// arrives after its manifest, a search cache disk that was full), doubling to `maxRetry`.
+    private let retryDelay = Mutex(ChannelState.firstRetry)
+    static let firstRetry = Duration.seconds(5)
+    static let maxRetry = Duration.seconds(600)
+    /// Serialises loads: one search loads a new version.
     private let loading = Mutex(())
 
     init(channel: String) {
@@ -60,28 +67,50 @@ private final class ChannelState: Sendable {
 
     func version(for file: RepositoryRoot.Resolved, cache: VersionCache, logger: Logger) throws(APIError) -> ServingVersion {
         if let fresh = try current(ifCheckedAgainst: file.identity) { return fresh }
-        return try loading.withLock { _ throws(APIError) -> ServingVersion in
-            if let fresh = try current(ifCheckedAgainst: file.identity) { return fresh }
-            do {
-                let bytes = try FileSystem.read(file.path)
-                let previous = holder.current
-                if previous?.manifest != bytes {
-                    holder.install(try cache.load(channel: channel, manifestBytes: bytes, reusing: previous))
-                }
-            } catch {
-                logger.error("online search cannot load the channel's newest version; the last good one keeps answering",
-                             metadata: ["cairn.channel": "\(channel)", "cairn.error": "\(error)"])
-            }
-            checked.withLock { $0 = file.identity }
-            guard let serving = holder.current else { throw Self.unavailable }
-            return serving
+        if let loaded = try loading.withLockIfAvailable({ _ throws(APIError) -> ServingVersion in
+            try load(file, cache: cache, logger: logger)
+        }) {
+            return loaded
         }
+        // Another search is loading the new version: the one serving answers meanwhile, so that
+        // one search thread waits for the load, not every search of the channel (which held
+        // the shared pool's threads, and so stalled every other channel's searches). With
+        // nothing serving yet, the search waits for that first load.
+        if let serving = holder.current { return serving }
+        return try loading.withLock { _ throws(APIError) -> ServingVersion in try load(file, cache: cache, logger: logger) }
     }
 
-    /// The version serving now if the manifest was last checked at this identity; throws
-    /// when that check failed and nothing serves; nil when the manifest must be (re)checked.
+    /// Loads the newest version if the manifest still needs a check (under `loading`).
+    private func load(_ file: RepositoryRoot.Resolved, cache: VersionCache, logger: Logger) throws(APIError) -> ServingVersion {
+        if let fresh = try current(ifCheckedAgainst: file.identity) { return fresh }
+        var retryAt: ContinuousClock.Instant?
+        do {
+            let bytes = try FileSystem.read(file.path)
+            let previous = holder.current
+            if previous?.manifest != bytes {
+                holder.install(try cache.load(channel: channel, manifestBytes: bytes, reusing: previous))
+            }
+            retryDelay.withLock { $0 = Self.firstRetry }
+        } catch {
+            let delay = retryDelay.withLock { delay in
+                defer { delay = min(delay * 2, Self.maxRetry) }
+                return delay
+            }
+            retryAt = .now + delay
+            logger.error("online search cannot load the channel's newest version; the last good one keeps answering; tried again in \(delay.components.seconds) s",
+                         metadata: ["cairn.channel": "\(channel)", "cairn.error": "\(error)"])
+        }
+        checked.withLock { $0 = (file.identity, retryAt) }
+        guard let serving = holder.current else { throw Self.unavailable }
+        return serving
+    }
+
+    /// The version serving now if the manifest was last checked at this identity (and a failed
+    /// load is not due again); throws when that check failed and nothing serves; nil when the
+    /// manifest must be (re)checked.
     private func current(ifCheckedAgainst identity: [Int]) throws(APIError) -> ServingVersion? {
-        guard checked.withLock({ $0 }) == identity else { return nil }
+        guard let last = checked.withLock({ $0 }), last.identity == identity else { return nil }
+        if let retryAt = last.retryAt, ContinuousClock.now >= retryAt { return nil }
         guard let serving = holder.current else { throw Self.unavailable }
         return serving
     }
