@@ -138,6 +138,7 @@ struct OnlineSearchTests {
             (#"{"query": "\#(longQuery)"}"#, "application/json", 413, "query_too_long"),
             (#"{"query": "water", "pad": "\#(String(repeating: "x", count: 70_000))"}"#, "application/json", 413, "body_too_large"),
             (#"{"query": "water"}"#, "text/plain", 415, "bad_content_type"),
+            (#"{"query": "water", "channels": ["nope"]}"#, "application/json", 400, "unknown_channel"),
         ]
         for item in cases {
             let answer = try await Self.post(search, item.body, contentType: item.contentType)
@@ -151,8 +152,9 @@ struct OnlineSearchTests {
         #expect(unknown.status == 404 && unknown.body["code"] as? String == "channel_not_found")
         let badName = try await Self.post(url + "/v1/channels/UPPER/search", #"{"query": "water"}"#)
         #expect(badName.status == 404 && badName.body["code"] as? String == "channel_not_found")
-        // And after all that the channel still answers.
+        // And after all that the channel still answers, also when "channels" names it.
         #expect(try await Self.post(search, #"{"query": "water"}"#).status == 200)
+        #expect(try await Self.post(search, #"{"query": "water", "channels": ["field"]}"#).status == 200)
     }
 
     @Test("Given a channel answering from version 1, when its manifest is replaced by one that fails verification, then version 1 keeps answering and the refusal is logged; a good publish then takes over")

@@ -37,9 +37,15 @@ public struct SearchEndpoint: Sendable {
     ///   - flags: `online` / `stale` / `expired` at the time of the answer (nil: unknown or not applicable).
     ///   - version: the version to search, called once on the worker that runs the search, so
     ///     it may block (load a version) and every result comes from the one it returns.
-    public func search(body: [UInt8], flags: () async -> SearchAnswer.Flags,
+    public func search(body: [UInt8], channel: String, flags: () async -> SearchAnswer.Flags,
                        version: @escaping @Sendable () throws(APIError) -> ServingVersion) async throws(APIError) -> [UInt8] {
-        let request = try SearchBody.parse(body)
+        let parsed = try SearchBody.parseBody(body)
+        // One channel answers here (the URL's): `channels` naming another is refused as cairnd
+        // refuses a channel it does not follow, not ignored.
+        if let names = parsed.channels, names != [channel] {
+            throw APIError(400, "unknown_channel", "\"channels\" names a channel this URL does not search; it searches \(channel)")
+        }
+        let request = parsed.request
         let flags = await flags()
         let logger = self.logger
         let answer = try await pool.run { () throws(APIError) -> SearchAnswer in

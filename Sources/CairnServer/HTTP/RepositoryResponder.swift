@@ -74,7 +74,7 @@ struct RepositoryResponder: HTTPResponder {
                     return buffer.readBytes(length: buffer.readableBytes) ?? []
                 }
             let answer = try await search.endpoint.search(
-                body: body,
+                body: body, channel: channel,
                 // The server is the source: there is no sync whose state to report.
                 flags: { SearchAnswer.Flags() },
                 version: { () throws(APIError) -> ServingVersion in try search.version(channel: channel) })
