@@ -71,6 +71,10 @@ final class RowFile: @unchecked Sendable {
         self.path = path
         named = MappedFiles.remember(mapped, count: length, path: path)
         let header = UnsafeRawBufferPointer(start: mapped, count: Self.headerSize)
+        // Once every stored property is set, a throw releases a whole object, and `deinit`
+        // unmaps: the catch must not unmap too. Twice unmapped, the second call tore down
+        // whatever another thread had mapped at that address meanwhile (a crash there).
+        var whole = false
         do throws(IndexError) {
             guard Array(header[0..<8]) == Self.magic,
                   header.loadUnaligned(fromByteOffset: 8, as: UInt32.self).littleEndian == Self.formatVersion else {
@@ -102,6 +106,7 @@ final class RowFile: @unchecked Sendable {
                 sections.append(start..<start + size)
             }
             self.sections = sections
+            whole = true
             let layout = Layout(count: count, dimension: dimension)
             for section in Section.allCases {
                 guard let size = layout.fixedSize(section) else { continue }
@@ -113,8 +118,10 @@ final class RowFile: @unchecked Sendable {
             }
             try checkOffsets()
         } catch {
-            MappedFiles.forget(named)
-            munmap(mapped, length)
+            if !whole {
+                MappedFiles.forget(named)
+                munmap(mapped, length)
+            }
             throw error
         }
     }
