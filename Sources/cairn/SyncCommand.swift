@@ -99,7 +99,10 @@ final class SyncProgressDisplay {
         if terminal {
             let line = channels.map { $0.prefix + ($0.progress.map { Self.bar($0) } ?? "waiting for the attempt to start") }
                 .joined(separator: "  ")
-            FileHandle.standardOutput.write(Data("\r\u{1B}[K\(line)".utf8))
+            // Cut to the terminal's width: a line that wraps is not redrawn in place (the
+            // carriage return goes back to its last row only), and a new one scrolled out with
+            // every poll.
+            FileHandle.standardOutput.write(Data("\r\u{1B}[K\(Self.fit(line, columns: Self.terminalColumns()))".utf8))
             drawn = true
         } else {
             // The coarse form: phase, version and tenths of the download.
@@ -111,6 +114,20 @@ final class SyncProgressDisplay {
             }
             last = line
         }
+    }
+
+    /// The columns of the terminal on standard output (0 when it does not say).
+    static func terminalColumns() -> Int {
+        var size = winsize()
+        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0 else { return 0 }
+        return Int(size.ws_col)
+    }
+
+    /// `line` shortened to fit `columns` (an ellipsis at the end); as it is when it fits or the
+    /// width is unknown (0).
+    static func fit(_ line: String, columns: Int) -> String {
+        guard columns > 1, line.count >= columns else { return line }
+        return String(line.prefix(columns - 2)) + "…"
     }
 
     func clear() {

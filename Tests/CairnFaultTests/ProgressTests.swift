@@ -91,4 +91,23 @@ struct ProgressTests {
         #expect(["installed version \(new); it answers queries", "version \(new) is the newest"].contains(last), "\(recovered.stdout)")
         #expect(rig.wrongAnswer(expecting: new) == nil)
     }
+
+    @Test("Given a terminal 50 columns wide (a pseudo-terminal from script(1)), when `cairn sync --wait` follows a slow download, then each redrawn progress line fits in 49 columns, so it redraws in place instead of wrapping")
+    func progressFitsTheTerminal() async throws {
+        let script = try requireOrSkip(["/usr/bin/script", "/bin/script"].first { FileManager.default.isExecutableFile(atPath: $0) },
+                                       "script(1) is not installed (apt-get install bsdutils)")
+        let rig = try await Rig()
+        defer { rig.stop() }
+        let new = try rig.publishNext(bulk: 200_000)
+        try rig.server.set(["rate": 10_000])
+        let command = "stty cols 50; exec '\(Products.path("cairn"))' --socket '\(rig.device.socket)' sync --wait"
+        let finished = try await run(script, ["-qec", command, "/dev/null"])
+        #expect(finished.status == 0, "\(finished.stderr)")
+        // Each drawing starts with a carriage return and an erase of the line.
+        let drawings = finished.stdout.components(separatedBy: "\r\u{1B}[K").dropFirst()
+            .map { $0.components(separatedBy: "\r\n").first ?? $0 }.filter { !$0.isEmpty }
+        #expect(drawings.contains { $0.contains("downloading version \(new)") }, "\(finished.stdout)")
+        #expect(drawings.allSatisfy { $0.count <= 49 }, "\(drawings.map(\.count)) \(drawings)")
+        #expect(finished.stdout.contains("installed version \(new); it answers queries"))
+    }
 }
