@@ -205,4 +205,39 @@ struct PublishRoundTripTests {
         #expect(!FileManager.default.fileExists(atPath: workspace.repo + "/blobs"))
         #expect(workspace.repository.channels().isEmpty)
     }
+
+    @Test("Given a version staged under root 1 and released after root 2 replaced its signing key, when released, then the signatures root 1 counts are kept beside the new key's and verify passes; when root 1's threshold is not met, release refuses, saying to stage it again")
+    func releaseAcrossARotation() throws {
+        let workspace = try Workspace()
+        let repository = workspace.repository
+        let rootKey = PublisherKey.generate(), newKey = PublisherKey.generate(), second = PublisherKey.generate()
+        // Root 1: the workspace's key and a second one, either signs (threshold 1).
+        _ = try RootPublisher.initialize(repository: repository, rootKeys: [rootKey], rootThreshold: 1,
+                                         signingKeys: [workspace.key.publicKey, second.publicKey], signingThreshold: 1, expiresDays: 30)
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 6)), stage: true)
+        // Root 2 revokes the workspace's key for a new one; the staged file gets the new key's signature.
+        var rotation = RootPublisher.Rotation()
+        rotation.addSigningKeys = [newKey.publicKey]
+        rotation.removeSigningKeys = [workspace.key.publicKey]
+        _ = try RootPublisher.rotate(repository: repository, signWith: [rootKey], rotation: rotation)
+        _ = try StagedRelease.sign(file: repository.stagedPath("stable", 1), keys: [newKey])
+        #expect(try StagedRelease.release(repository: repository, channel: "stable", copies: []).version == 1)
+        #expect(workspace.verify().problems.isEmpty, "\(workspace.verify().problems)")
+
+        // Root 3 asks two signatures: version 2, staged under it with one, is refused after root 4.
+        rotation = RootPublisher.Rotation()
+        rotation.addSigningKeys = [workspace.key.publicKey]
+        rotation.signingThreshold = 2
+        _ = try RootPublisher.rotate(repository: repository, signWith: [rootKey], rotation: rotation)
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 7), name: "kb2.json"), stage: true)
+        rotation = RootPublisher.Rotation()
+        rotation.signingThreshold = 1
+        _ = try RootPublisher.rotate(repository: repository, signWith: [rootKey], rotation: rotation)
+        #expect { try StagedRelease.release(repository: repository, channel: "stable", copies: []) } throws: { error in
+            let error = error as? PublishError
+            return error?.code == .thresholdNotMet && error?.message.contains("was staged under root 3") == true
+                && error?.message.contains("publish it again with --stage") == true
+        }
+        #expect(repository.versionNumbers("stable") == [1])
+    }
 }

@@ -65,9 +65,19 @@ public enum StagedRelease {
         do { try policy.check(envelope, domain: SignedManifest.domain, what: "staged manifest") } catch {
             throw PublishError(.thresholdNotMet, "\(error.code): \(error.message)", cause: error)
         }
+        // Staged before a root rotation: `verify` and `history` judge a manifest under the root
+        // in force at its `created`, so it must meet that root's policy too (devices check the
+        // newest root's).
+        let (inForce, inForceRoot) = trust.policy(forCreated: manifest.created)
+        if let inForceRoot, inForceRoot != trust.current?.version {
+            do { try inForce.check(envelope, domain: SignedManifest.domain, what: "staged manifest") } catch {
+                throw PublishError(.thresholdNotMet, "version \(manifest.version) was staged under root \(inForceRoot), before root \(trust.current?.version ?? 0): its signatures must meet root \(inForceRoot)'s too (\(error.message)); delete \(stagedPath) and publish it again with --stage")
+            }
+        }
         // Only signatures that count are released: copies signed by other keys could push the
         // file past the 16 signatures devices read.
         let valid = envelope.validSigners(among: policy.keys, domain: SignedManifest.domain)
+            .union(envelope.validSigners(among: inForce.keys, domain: SignedManifest.domain))
         envelope = SignedEnvelope(content: envelope.content, signatures: envelope.signatures.filter { valid.contains($0.keyID) })
         guard envelope.signatures.count <= SignedManifest.maxSignatures else {
             throw PublishError(.invalidArgument, "the staged manifest has \(envelope.signatures.count) valid signatures; devices read at most \(SignedManifest.maxSignatures)")
