@@ -86,8 +86,8 @@ struct EvalCommand: AsyncParsableCommand {
     private func evaluate() async throws {
         let loaded = try EvalCollection.load(folder: folder, split: split, corpus: corpus)
         let scratch = try makeScratch()
-        let keep = self.keep
-        @Sendable func removeScratch() { if keep { progress("kept \(scratch)") } else { try? FileManager.default.removeItem(atPath: scratch) } }
+        let finish = ScratchEnd(path: scratch, keep: keep)
+        @Sendable func removeScratch() { finish.run() }
         EvalInterruption.onInterrupt { removeScratch() }
         defer {
             EvalInterruption.onInterrupt(nil)

@@ -31,3 +31,27 @@ enum EvalInterruption {
         cleanup.withLock { $0 = body }
     }
 }
+
+/// The end of an evaluation's temporary folder: removed, or kept and named (`--keep`), once.
+/// An interruption's handler and the evaluation's own clean-up (which goes on until the process
+/// exits, and fails as soon as cairnd stops) may both reach it; the second waits for the first
+/// to finish instead of removing the same tree beside it (each then stopped at the other's
+/// missing files and left the folder).
+final class ScratchEnd: Sendable {
+    let path: String
+    let keep: Bool
+    private let done = Mutex(false)
+
+    init(path: String, keep: Bool) {
+        self.path = path
+        self.keep = keep
+    }
+
+    func run() {
+        done.withLock { done in
+            guard !done else { return }
+            done = true
+            if keep { progress("kept \(path)") } else { try? FileManager.default.removeItem(atPath: path) }
+        }
+    }
+}
