@@ -93,8 +93,10 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
 
+        // The command lines' shared entry point (one-line usage errors).
+        .target(name: "CairnCommandLine", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(name: "cairn-server", dependencies: [
-            "CairnCore", "CairnPublish", "CairnServer", "CairnStore",
+            "CairnCommandLine", "CairnCore", "CairnPublish", "CairnServer", "CairnStore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -105,7 +107,7 @@ let package = Package(
         ]),
         // `cairn eval` publishes a test collection and installs it, hence Publish/Index/Store.
         .executableTarget(name: "cairn", dependencies: [
-            "CairnClient", "CairnCore", "CairnEmbedding", "CairnPublish", "CairnIndex", "CairnSearch", "CairnStore",
+            "CairnClient", "CairnCommandLine", "CairnCore", "CairnEmbedding", "CairnPublish", "CairnIndex", "CairnSearch", "CairnStore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

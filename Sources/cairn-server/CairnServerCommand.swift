@@ -1,4 +1,5 @@
 import ArgumentParser
+import CairnCommandLine
 import CairnCore
 
 @main
@@ -14,4 +15,7 @@ struct CairnServerCommand: AsyncParsableCommand {
         subcommands: [KeygenCommand.self, RootCommand.self, PublishCommand.self, SignCommand.self, ReleaseCommand.self,
                       VerifyCommand.self, HistoryCommand.self, ServeCommand.self]
     )
+
+    /// Usage errors in one line, exit 64 (EX_USAGE), as every failure of cairn-server.
+    static func main() async { await mainWithOneLineUsage(exitingOnUsage: 64) }
 }

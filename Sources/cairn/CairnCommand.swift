@@ -1,4 +1,5 @@
 import ArgumentParser
+import CairnCommandLine
 import Foundation
 
 @main
@@ -21,30 +22,8 @@ struct CairnCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    /// argument-parser's own entry point, except that a usage error is one line on standard
-    /// error, `cairn: …`, with exit status 2 (not 64), as docs/exit-codes.md promises, and so is
-    /// `cairn` with no command (a script's `cairn $EMPTY` must not look like success).
-    static func main() async {
-        do {
-            var command = try parseAsRoot()
-            if command is CairnCommand {
-                let names = configuration.subcommands.map { $0.configuration.commandName ?? "" }.joined(separator: ", ")
-                FileHandle.standardError.write(Data("cairn: no command given (\(names)); cairn --help says more\n".utf8))
-                Foundation.exit(2)
-            }
-            if var asyncCommand = command as? any AsyncParsableCommand {
-                try await asyncCommand.run()
-            } else {
-                try command.run()
-            }
-        } catch {
-            if exitCode(for: error) == .validationFailure {
-                FileHandle.standardError.write(Data("cairn: \(message(for: error)) (cairn --help)\n".utf8))
-                Foundation.exit(2)
-            }
-            exit(withError: error)
-        }
-    }
+    /// Usage errors in one line, exit 2, as docs/exit-codes.md gives for cairn.
+    static func main() async { await mainWithOneLineUsage(exitingOnUsage: 2) }
 }
 
 /// `--socket`, accepted before or after the subcommand.
