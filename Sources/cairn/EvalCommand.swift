@@ -80,7 +80,12 @@ struct EvalCommand: AsyncParsableCommand {
 
     func run() async throws {
         EvalInterruption.install()
-        do { try await evaluate() } catch let failure as EvalFailure { throw failure.report() }
+        do { try await evaluate() } catch {
+            // Interrupted, the run fails as its cairnd stops: the handler's exit (130) stands.
+            EvalInterruption.yieldToInterruption()
+            if let failure = error as? EvalFailure { throw failure.report() }
+            throw error
+        }
     }
 
     private func evaluate() async throws {

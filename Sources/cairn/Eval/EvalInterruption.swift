@@ -17,6 +17,7 @@ enum EvalInterruption {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
+                interrupted.store(true, ordering: .sequentiallyConsistent)
                 cleanup.withLock { $0 }?()
                 FileHandle.standardError.write(Data("cairn eval: interrupted; cairnd stopped\n".utf8))
                 exit(128 + number)
@@ -24,6 +25,17 @@ enum EvalInterruption {
             source.resume()
             sources.append(source)
         }
+    }
+
+    /// Set as an interruption's handler starts: the evaluation then fails too (its cairnd is
+    /// being stopped), and must not exit with its own status before the handler's 128 + signal.
+    private static let interrupted = Atomic<Bool>(false)
+
+    /// Parks the calling thread for good when an interruption is being handled: the handler
+    /// ends the process. Called before the evaluation reports a failure of its own.
+    static func yieldToInterruption() {
+        guard interrupted.load(ordering: .sequentiallyConsistent) else { return }
+        DispatchSemaphore(value: 0).wait()
     }
 
     /// Sets what an interruption undoes (nil: nothing).
