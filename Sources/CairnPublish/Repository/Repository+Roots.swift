@@ -74,14 +74,21 @@ extension Repository {
 
     /// The manifest in the file at `path`, verified under the root in force when it was created.
     public func manifest(at path: String, trust: RepositoryTrust) throws(PublishError) -> Manifest {
+        try signedManifest(at: path, trust: trust).manifest
+    }
+
+    /// The manifest in the file at `path`, verified as `manifest(at:trust:)` does, with the
+    /// envelope it came in, so that further keys can be checked against the same bytes.
+    public func signedManifest(at path: String, trust: RepositoryTrust) throws(PublishError) -> (manifest: Manifest, envelope: SignedEnvelope) {
         let bytes: [UInt8]
         do { bytes = try FileSystem.read(path) } catch {
             throw PublishError(.io, "cannot read \(path): \(error.message)", cause: error)
         }
         do throws(CoreError) {
-            let unverified = try Manifest(json: try SignedManifest.decodeEnvelope(bytes).content)
+            let envelope = try SignedManifest.decodeEnvelope(bytes)
+            let unverified = try Manifest(json: envelope.content)
             let (policy, root) = trust.policy(forCreated: unverified.created)
-            do { return try SignedManifest.decodeAndVerify(bytes, policy: policy) } catch {
+            do { return (try SignedManifest.decodeAndVerify(bytes, policy: policy), envelope) } catch {
                 let under = root.map { "root \($0)" } ?? "the trusted keys"
                 throw CoreError(error.code, "\(error.message) (checked under \(under), in force when it was created)")
             }
