@@ -49,12 +49,16 @@ final class OnlineSearch: Sendable {
 private final class ChannelState: Sendable {
     let channel: String
     private let holder: IndexHolder
-    /// The manifest identity last checked (loaded, or found unusable and logged), and when a
-    /// failed load may be tried again (nil: it loaded).
-    private let checked = Mutex<(identity: [Int], retryAt: ContinuousClock.Instant?)?>(nil)
-    /// The wait before a failed load is tried again with the manifest unchanged (a blob that
-    /// arrives after its manifest, a search cache disk that was full), doubling to `maxRetry`.
-    private let retryDelay = Mutex(ChannelState.firstRetry)
+    /// The manifest identity last checked (loaded, or found unusable and logged).
+    private struct Check {
+        var identity: [Int]
+        /// When a failed load may be tried again; nil: it loaded.
+        var retryAt: ContinuousClock.Instant?
+        /// The wait after the next failure with the manifest unchanged (a blob that arrives
+        /// after its manifest, a search cache disk that was full), doubling to `maxRetry`.
+        var nextDelay: Duration
+    }
+    private let checked = Mutex<Check?>(nil)
     static let firstRetry = Duration.seconds(5)
     static let maxRetry = Duration.seconds(600)
     /// Serialises loads: one search loads a new version.
@@ -83,24 +87,23 @@ private final class ChannelState: Sendable {
     /// Loads the newest version if the manifest still needs a check (under `loading`).
     private func load(_ file: RepositoryRoot.Resolved, cache: VersionCache, logger: Logger) throws(APIError) -> ServingVersion {
         if let fresh = try current(ifCheckedAgainst: file.identity) { return fresh }
-        var retryAt: ContinuousClock.Instant?
+        var check = Check(identity: file.identity, retryAt: nil, nextDelay: Self.firstRetry)
         do {
             let bytes = try FileSystem.read(file.path)
             let previous = holder.current
             if previous?.manifest != bytes {
                 holder.install(try cache.load(channel: channel, manifestBytes: bytes, reusing: previous))
             }
-            retryDelay.withLock { $0 = Self.firstRetry }
         } catch {
-            let delay = retryDelay.withLock { delay in
-                defer { delay = min(delay * 2, Self.maxRetry) }
-                return delay
-            }
-            retryAt = .now + delay
+            // Backs off while the same manifest keeps failing; a new manifest starts again.
+            let last = checked.withLock { $0 }
+            let delay = last?.identity == file.identity ? last?.nextDelay ?? Self.firstRetry : Self.firstRetry
+            check.retryAt = .now + delay
+            check.nextDelay = min(delay * 2, Self.maxRetry)
             logger.error("online search cannot load the channel's newest version; the last good one keeps answering; tried again in \(delay.components.seconds) s",
                          metadata: ["cairn.channel": "\(channel)", "cairn.error": "\(error)"])
         }
-        checked.withLock { $0 = (file.identity, retryAt) }
+        checked.withLock { $0 = check }
         guard let serving = holder.current else { throw Self.unavailable }
         return serving
     }
