@@ -92,11 +92,10 @@ struct EvalCommand: AsyncParsableCommand {
         let loaded = try EvalCollection.load(folder: folder, split: split, corpus: corpus)
         let scratch = try makeScratch()
         let finish = ScratchEnd(path: scratch, keep: keep)
-        @Sendable func removeScratch() { finish.run() }
-        EvalInterruption.onInterrupt { removeScratch() }
+        EvalInterruption.onInterrupt { finish.run() }
         defer {
             EvalInterruption.onInterrupt(nil)
-            removeScratch()
+            finish.run()
         }
 
         var repository: EvalRepository
@@ -140,7 +139,7 @@ struct EvalCommand: AsyncParsableCommand {
         let daemon = try DaemonProcess(dataDirectory: data, socketPath: scratch + "/s", arguments: arguments)
         EvalInterruption.onInterrupt {
             daemon.stop()
-            removeScratch()
+            finish.run()
         }
         defer { daemon.stop() }
         try await daemon.waitForVersion(repository.manifest.version, deadline: syncTimeout)

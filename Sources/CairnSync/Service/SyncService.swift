@@ -28,15 +28,34 @@ public final class SyncService: Service, Sendable {
         self.onAttempt = onAttempt
     }
 
-    /// The status line after `outcome`; `serving` is the version that answers queries (`.some(nil)`:
-    /// none), or nil when the daemon does not tell.
-    static func statusLine(_ outcome: SyncOutcome, serving: Int??) -> String {
+    /// What answers queries, as the status line tells it.
+    enum Serving {
+        /// The daemon does not say (a syncer without a served-version reader).
+        case untold
+        case none
+        case version(Int)
+
+        init(_ read: (@Sendable () -> Int?)?) {
+            guard let read else { self = .untold; return }
+            self = read().map(Serving.version) ?? .none
+        }
+
+        var told: String {
+            switch self {
+            case .untold: "answering from what is installed"
+            case .none: "not answering queries"
+            case .version(let number): "answering from version \(number)"
+            }
+        }
+    }
+
+    /// The status line after `outcome`.
+    static func statusLine(_ outcome: SyncOutcome, serving: Serving) -> String {
         switch outcome {
         case .installed(let version): "installed version \(version.version); answering queries"
         case .upToDate(let version): version.map { "version \($0) is the newest; answering queries" } ?? "nothing published yet"
         case .failed(let error):
-            "sync failed (\(error.code): \(error.message)); "
-                + (serving.map { $0.map { "answering from version \($0)" } ?? "not answering queries" } ?? "answering from what is installed")
+            "sync failed (\(error.code): \(error.message)); \(serving.told)"
         }
     }
 
@@ -61,7 +80,7 @@ public final class SyncService: Service, Sendable {
         while !Task.isCancelled {
             onStatus("syncing from \(configuration.sources.count) source(s)")
             let outcome = await syncer.syncOnce()
-            onStatus(Self.statusLine(outcome, serving: syncer.servedVersion.map { $0() }))
+            onStatus(Self.statusLine(outcome, serving: Serving(syncer.servedVersion)))
             onAttempt(outcome.label, await syncer.lastInstallPath, await syncer.lastAttemptStats.totalBytes)
             let succeeded = if case .failed = outcome { false } else { true }
             let delay = schedule.next(succeeded: succeeded, using: &random)
