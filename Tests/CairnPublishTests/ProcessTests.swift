@@ -146,6 +146,44 @@ struct ProcessTests {
         #expect(broken.output.split(separator: "\n").filter { $0.hasPrefix("problem: ") }.count >= 1)
     }
 
+    @Test("Given a root that expires within the manifest's life, when publishing, then a one-line warning names it and the publish succeeds; after a rotation to a year, no warning")
+    func rootExpiryWarned() throws {
+        let workspace = try Workspace()
+        let keys = workspace.keyDir
+        #expect(try CLI.run(["keygen", "--out", keys, "--name", "root"]).status == 0)
+        #expect(try CLI.run(["root", "init", "--repo", workspace.repo, "--root-key", keys + "/root.key",
+                             "--signing-key", keys + "/publisher.pub", "--expires-days", "10"]).status == 0)
+        let first = try CLI.run(CLI.publishArguments(workspace, source: try workspace.writeSource(SampleKB.chunks(count: 5))))
+        #expect(first.status == 0, "\(first.error)")
+        let warnings = first.error.split(separator: "\n").filter { $0.contains("warning: ") }
+        #expect(warnings.count == 1, "\(first.error)")
+        #expect(warnings.first?.contains("root 1 expires at") == true && warnings.first?.contains("before this version does") == true
+            && warnings.first?.contains("cairn-server root rotate") == true, "\(first.error)")
+
+        #expect(try CLI.run(["root", "rotate", "--repo", workspace.repo, "--sign-with", keys + "/root.key"]).status == 0)
+        let second = try CLI.run(CLI.publishArguments(workspace, source: try workspace.writeSource(SampleKB.chunks(count: 6))))
+        #expect(second.status == 0, "\(second.error)")
+        #expect(!second.error.contains("warning: "), "\(second.error)")
+    }
+
+    @Test("Given a root already expired, or expiring within 90 days after the version does, when its warning is judged, then each says so; a root outliving both is not named")
+    func rootExpiryWarningText() throws {
+        let created = try #require(Timestamp(secondsSince1970: 2_000_000_000))
+        let expires = try #require(Timestamp(secondsSince1970: 2_000_000_000 + 30 * 86_400))
+        let key = PublisherKey.generate().publicKey
+        func root(days: Int64) throws -> RootMetadata {
+            try RootMetadata(version: 3, created: try #require(Timestamp(secondsSince1970: 1_900_000_000)),
+                             expires: try #require(Timestamp(secondsSince1970: 2_000_000_000 + days * 86_400)),
+                             rootKeys: [key], rootThreshold: 1, signingKeys: [key], signingThreshold: 1)
+        }
+        func warning(_ days: Int64) throws -> String? { Publisher.rootExpiryWarning(try root(days: days), created: created, expires: expires) }
+        #expect(try warning(-1)?.contains("root 3 expired at") == true)
+        #expect(try warning(20)?.contains("before this version does") == true)
+        let soon = try warning(60)
+        #expect(soon?.contains("in 60 day(s)") == true && soon?.contains("before this version") == false)
+        #expect(try warning(91) == nil)
+    }
+
     @Test("Given root init and rotations, when keys are wrong or too few, then nothing is written (exit 64 or 77); when right, then root show and verify check the whole chain")
     func rootCommands() throws {
         let folder = try TemporaryDirectory.make()

@@ -90,6 +90,8 @@ public struct PublishReport: Sendable {
     public var deltas: [DeltaInfo]
     /// Earlier versions for which no delta was kept, with why.
     public var skippedDeltas: [String]
+    /// What the publisher should act on soon, one line each (a root about to expire).
+    public var warnings: [String] = []
     /// The signed manifest's bytes as written.
     public var manifestBytes: [UInt8]
     /// Where the manifest waits for signatures when the publish was staged; nil when released.

@@ -161,12 +161,33 @@ public struct Publisher: Sendable {
             logger.info("published", metadata: ["cairn.publish.version": "\(version)", "cairn.publish.state_root": "\(built.meta.stateRoot)"])
         }
 
-        return PublishReport(
+        var report = PublishReport(
             version: version, stateRoot: built.meta.stateRoot, chunkCount: built.meta.chunkCount, embedded: vectors.embedded,
             reusedFromSnapshot: vectors.reusedFromSnapshot, reusedFromCache: vectors.reusedFromCache, fromVectorsFile: vectors.fromFile,
             snapshotSize: built.blob.size, snapshotUncompressedSize: built.blob.inputSize,
             deltas: deltas.built.map { .init(fromVersion: $0.ref.fromVersion, size: $0.ref.size, uncompressedSize: $0.ref.uncompressedSize) },
             skippedDeltas: deltas.skipped + history.skipped, manifestBytes: bytes, stagedPath: stagedPath)
+        if let root = trust.current, let warning = Self.rootExpiryWarning(root, created: manifest.created, expires: manifest.expires) {
+            report.warnings.append(warning)  // printed by the command, once
+        }
+        return report
+    }
+
+    /// How long before its root expires a publish starts to say so.
+    static let rootExpiryNotice: Int64 = 90 * 86_400
+
+    /// A line when `root` expires before a manifest `created` and `expires` then does, or
+    /// within `rootExpiryNotice` of its creation. Devices set to `expired_updates = refuse` take nothing once the newest root has
+    /// expired (protocol/root.md), and one offline for months learns of a rotation only when
+    /// it comes: the rotation must be published well before.
+    static func rootExpiryWarning(_ root: RootMetadata, created: Timestamp, expires: Timestamp) -> String? {
+        let start = created.secondsSince1970, ends = root.expires.secondsSince1970
+        if ends <= start {
+            return "root \(root.version) expired at \(root.expires); devices set to expired_updates = refuse take no new version until a rotated root reaches them (cairn-server root rotate)"
+        }
+        guard ends < max(expires.secondsSince1970, start.addingReportingOverflow(rootExpiryNotice).partialValue) else { return nil }
+        let days = (ends - start) / 86_400
+        return "root \(root.version) expires at \(root.expires), in \(days) day(s)\(root.expires < expires ? ", before this version does" : ""); rotate it (cairn-server root rotate) before then, or devices set to expired_updates = refuse stop taking new versions"
     }
 
     /// Reads the source a chunk at a time into `stream`, `configuration.batchSize` chunks at a
