@@ -12,7 +12,8 @@ _cairn_as_root() {
 # publish benchmark), and Python with venv (the reference model).
 cairn_install_system_packages() {
     local wanted=(libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libopenblas-dev pkg-config nginx curl openssl rsync)
-    python3 -m venv --help >/dev/null 2>&1 || wanted+=(python3 python3-venv)
+    # `venv --help` answers without python3-venv; creating one needs ensurepip, which it brings.
+    python3 -c 'import ensurepip' >/dev/null 2>&1 || wanted+=(python3 python3-venv)
     python3 -m pip --version >/dev/null 2>&1 || wanted+=(python3-pip)
     local missing=() package
     for package in "${wanted[@]}"; do
@@ -20,6 +21,13 @@ cairn_install_system_packages() {
     done
     [ ${#missing[@]} -eq 0 ] && return 0
     echo "setup: installing ${missing[*]}" >&2
-    _cairn_as_root apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive _cairn_as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    # Through env: sudo's env_reset would drop a DEBIAN_FRONTEND set before it.
+    _cairn_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    _cairn_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    # Debian starts nginx on :80 and enables it at boot; the tests run their own, so one this
+    # installed is stopped and left disabled.
+    if [[ " ${missing[*]} " == *" nginx "* ]]; then
+        _cairn_as_root systemctl disable --now nginx >/dev/null 2>&1 \
+            || _cairn_as_root service nginx stop >/dev/null 2>&1 || true
+    fi
 }
