@@ -55,6 +55,24 @@ import Testing
         }
     }
 
+    @Test("Given an id in decomposed form (e + a combining accent), when a delta deletes it and upserts its composed form, then both are told apart as bytes, as SQLite and the state root do, and the delta applies")
+    func canonicallyEquivalentIDsAreTwoIDs() throws {
+        try withTemporaryDirectory { directory in
+            let decomposed = "Cafe\u{301}.md#1", composed = "Caf\u{E9}.md#1"
+            #expect(decomposed == composed && Array(decomposed.utf8) != Array(composed.utf8))  // Swift takes them for one
+            func record(_ id: String) -> ChunkRecord {
+                ChunkRecord(chunk: Chunk(id: id, title: "Café", content: "Coffee after the storm."), vector: unit(0.6, 0.8, 0, 0))
+            }
+            let before = [record(decomposed)] + Corpus.entries, after = [record(composed)] + Corpus.entries
+            let next = try copy(of: Corpus.snapshot(in: directory, entries: before), in: directory)
+            let newMeta = Corpus.meta(version: 2, entries: after)
+            try SnapshotWriter.apply([SnapshotWriter.Edit(upserts: [record(composed)], deletes: [decomposed])], newMeta: newMeta,
+                                     to: next, check: .storedHashes, ifRefused: .discarded)
+            #expect(try Snapshot.verify(at: next, expectedStateRoot: newMeta.stateRoot) == newMeta)
+            #expect(try Snapshot.records(at: next).map { Array($0.id.utf8) }.contains(Array(composed.utf8)))
+        }
+    }
+
     /// The FTS5 index's stored blocks (`chunks_fts_data`), to tell whether a change wrote to it.
     func ftsBlocks(_ path: String) throws -> [[UInt8]] {
         let db = try Database(path: path, mode: .readOnly(immutable: false))

@@ -21,7 +21,7 @@ public enum SnapshotWriter {
         try validate(meta: meta)
         try validate(vectors: entries.map(\.vector), dimension: meta.dimension)
         let records = entries.map(\.stateRecord)
-        guard Set(records.map(\.id)).count == records.count else {
+        guard Set(records.map { Array($0.id.utf8) }).count == records.count else {
             throw IndexError(.deltaMismatch, "two entries share one chunk id; ids must be unique within a version")
         }
         guard meta.chunkCount == entries.count, StateRoot.compute(records) == meta.stateRoot else {
@@ -123,9 +123,11 @@ public enum SnapshotWriter {
         }
         for edit in edits {
             if let bad = edit.upserts.vectorLength(otherThan: current.dimension) { throw dimensionMismatch(bad, current.dimension) }
-            let upsertIDs = edit.upserts.ids
-            guard Set(upsertIDs).count == upsertIDs.count, Set(edit.deletes).count == edit.deletes.count,
-                  Set(upsertIDs).isDisjoint(with: edit.deletes) else {
+            // Ids compare as bytes, as SQLite, the rows files and the state root do: Swift's
+            // String equality takes "é" and "e" with a combining accent for one id, and refused a
+            // delta that renames one to the other.
+            let upserted = Set(edit.upserts.ids.map { Array($0.utf8) }), deleted = Set(edit.deletes.map { Array($0.utf8) })
+            guard upserted.count == edit.upserts.ids.count, deleted.count == edit.deletes.count, upserted.isDisjoint(with: deleted) else {
                 throw IndexError(.deltaMismatch, "a delta names one chunk id twice (upserted twice, deleted twice, or both)")
             }
         }
