@@ -32,7 +32,8 @@ import Testing
         }
     }
 
-    @Test(arguments: ["flip a header byte", "cut the file short", "another version's", "flip an id offset", "name a scenario twice"])
+    @Test(arguments: ["flip a header byte", "cut the file short", "another version's", "flip an id offset", "name a scenario twice",
+                      "set the top bit of the last id offset", "set the top bit of the first rowid"])
     func givenABrokenOrForeignRowsFile_whenTheVersionOpens_thenItIsRefusedAndWrittenAgainFromTheIndex(damage: String) throws {
         try withTemporaryDirectory { directory in
             let path = try Corpus.snapshot(in: directory)
@@ -54,10 +55,16 @@ import Testing
                 let from = Array(#""earthquake""#.utf8), to = Array(#""flood"     "#.utf8)
                 let at = try #require(bytes.indices.first { bytes[$0...].starts(with: from) })
                 bytes.replaceSubrange(at..<at + from.count, with: to)
+            case "set the top bit of the last id offset", "set the top bit of the first rowid":
+                // Outside the header's checksum; read as a u64 or i64, each once stopped the
+                // process (a conversion or a subtraction that overflowed) at every start.
+                let file = try RowFile(path: rows, dimension: Corpus.dimension)
+                let last = damage.contains("rowid") ? file.sectionOffset(.rowids) + 7 : file.sectionOffset(.idOffsets) + 8 * file.count + 7
+                bytes[last] |= 0x80
             default:
                 // An id offset beyond the ids: refused by the bounds check, never read past.
                 let file = try RowFile(path: rows, dimension: Corpus.dimension)
-                let offset = file.idOffsetsSectionOffset + 8
+                let offset = file.sectionOffset(.idOffsets) + 8
                 bytes.replaceSubrange(offset..<offset + 8, with: withUnsafeBytes(of: UInt64(1 << 40).littleEndian, Array.init))
             }
             try bytes.write(to: URL(fileURLWithPath: rows))

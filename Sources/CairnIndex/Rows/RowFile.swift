@@ -149,13 +149,20 @@ final class RowFile: @unchecked Sendable {
     /// never leaves the mapping).
     private func checkOffsets() throws(IndexError) {
         func ascending(_ offsets: UnsafeBufferPointer<some FixedWidthInteger>, end: Int) -> Bool {
-            guard offsets.first == 0, Int(offsets[offsets.count - 1]) == end else { return false }
+            // `Int(exactly:)`: a u64 with its top bit set (a flipped bit) is refused, not a trap.
+            guard offsets.first == 0, Int(exactly: offsets[offsets.count - 1]) == end else { return false }
             for index in 1..<offsets.count where offsets[index] < offsets[index - 1] { return false }
             return true
         }
         guard ascending(tagOffsets, end: tagCodes.count), ascending(idOffsets, end: idBytes.count),
               idOrder.allSatisfy({ Int($0) < count }), removed.allSatisfy({ Int($0) < baseCount }) else {
             throw Self.malformed(path, "has offsets or row numbers outside its sections")
+        }
+        // SQLite's rowids are positive, and a base's ascend (it is searched by halving).
+        let rowids = self.rowids
+        guard rowids.allSatisfy({ $0 >= 1 }),
+              kind == .overlay || rowids.indices.dropFirst().allSatisfy({ rowids[$0] > rowids[$0 - 1] }) else {
+            throw Self.malformed(path, "has rowids that are not positive or, in a base, not ascending")
         }
     }
 
@@ -189,7 +196,7 @@ final class RowFile: @unchecked Sendable {
     var removed: UnsafeBufferPointer<UInt32> { buffer(.removed, as: UInt32.self) }
 
     /// Where the id offsets section starts in the file (for tests that damage it).
-    var idOffsetsSectionOffset: Int { sections[Section.idOffsets.rawValue].lowerBound }
+    func sectionOffset(_ section: Section) -> Int { sections[section.rawValue].lowerBound }
 
     /// Whether the id order is the rows' own order (0, 1, 2, …: a full snapshot's rows are
     /// written in id order), so that a run of rows in id order is one block of each section.

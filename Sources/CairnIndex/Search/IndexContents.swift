@@ -106,7 +106,8 @@ public final class IndexContents: Sendable {
         (self.scenarioNames, self.scenarioCode, self.tagNames, self.tagCode) = (scenarioNames, scenarioCode, tagNames, tagCode)
         (self.overlayScenarios, self.overlayTags, self.overlayRows, self.removedBits) = (overlayScenarios, overlayTags, overlayRows, removedBits)
         let rowids = base.rowids
-        if let first = rowids.first, rowids[rowids.count - 1] - first == Int64(rowids.count - 1) {
+        // Overflow-checked: a damaged first rowid (a flipped top bit) must not stop the process.
+        if let first = rowids.first, rowids[rowids.count - 1].subtractingReportingOverflow(first) == (Int64(rowids.count - 1), false) {
             baseFirstRowid = first
         } else {
             baseFirstRowid = rowids.isEmpty ? 1 : nil
