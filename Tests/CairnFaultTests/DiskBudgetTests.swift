@@ -154,6 +154,51 @@ struct DiskBudgetTests {
         #expect(status["previous_version"] as? Int == 3 && status["previous_dropped"] as? Int == 2)
     }
 
+    @Test("Given a download cut off for a version since superseded, when the next version fits the budget only without it, then the abandoned download is removed and the version installs")
+    func abandonedDownloadMakesRoom() async throws {
+        let data = try TemporaryDirectory.make() + "/device"
+        let rig = try await Rig(dataDirectory: data)
+        defer { rig.stop() }
+        // Version 2's delta (with 400,000 bytes of random words) is cut at three quarters: a
+        // resumable download is left in staging.
+        try rig.publishNext(bulk: 400_000)
+        let delta = try #require(try rig.currentManifest().deltas.first { $0.fromVersion == 1 })
+        try rig.server.set(["cut_after": delta.size * 3 / 4])
+        let cut = try await rig.syncAttempt()
+        #expect(cut?.code == "network", "\(String(describing: cut))")
+        rig.device.stop()
+        try rig.server.clear()
+        let staging = data + "/staging"
+        let partials = ((try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []).filter { $0.hasSuffix(".partial") }
+        let abandoned = try #require(partials.first, "no download left in staging")
+        let abandonedBytes = try #require(try FileManager.default.attributesOfItem(atPath: staging + "/" + abandoned)[.size] as? Int64)
+        try #require(abandonedBytes >= 50_000, "\(abandonedBytes) bytes staged")
+
+        // Version 3 (no bulk) needs none of version 2's blobs. The budget holds what the device
+        // has without the abandoned download, plus version 3's install, plus half that download.
+        let version = try rig.publishNext()
+        let manifest = try rig.currentManifest()
+        let ref = try #require(manifest.deltas.first { $0.fromVersion == 1 })
+        let live = data + "/versions/1/"
+        let copied = FileManager.default.fileExists(atPath: live + DataDirectoryLayout.spareIndexFile) ? 0
+            : try #require(try FileManager.default.attributesOfItem(atPath: live + DataDirectoryLayout.indexFile)[.size] as? Int)
+        let needed = SyncPlanner.requiredBytes(path: .delta(ref), alreadyStaged: 0, currentIndexSize: Int64(copied),
+                                               rowsBytes: SyncPlanner.rowsBytes(path: .delta(ref), chunks: manifest.chunkCount,
+                                                                                dimension: manifest.dimension),
+                                               missingModelBytes: 0, margin: 0)
+        let budget = Self.content(data) - abandonedBytes + needed + abandonedBytes / 2
+        let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "abandoned",
+                                       config: ["max_disk_bytes": String(budget)], dataDirectory: data)
+        defer { device.stop() }
+        try await waitUntil("cairnd answers", seconds: 60) { (device.status()["version"] as? Int ?? 0) >= 1 }
+        let waited = try device.cairn(["sync", "--wait"])
+        #expect(waited.status == 0, "\(waited.error)")
+        #expect(try device.query("release notes edition", mode: "lexical").version == version)
+        #expect(device.log.contains("bytes of abandoned downloads to make room for version \(version)"), "\(device.log)")
+        #expect(!FileManager.default.fileExists(atPath: staging + "/" + abandoned))
+        #expect(Self.content(data) <= budget)
+    }
+
     @Test("Given a full install with spare_index_min_bytes 0, when status is read over the socket, then spare is ready and cairn status says the next delta applies in place; after that delta, spare is null")
     func spareInStatus() async throws {
         let rig = try await Rig(config: ["spare_index_min_bytes": "0"])

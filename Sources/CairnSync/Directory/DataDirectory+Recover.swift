@@ -108,6 +108,19 @@ extension DataDirectory {
         }
     }
 
+    /// Removes the resumable downloads in staging whose content hash is not in `wanted` (an
+    /// abandoned download of a version since superseded) and returns the bytes freed.
+    func removeDownloads(notIn wanted: Set<ContentID>) -> Int64 {
+        let names = Set(wanted.map { $0.hex + ".partial" })
+        var freed: Int64 = 0
+        for name in entries(stagingPath) where Self.isResumable(name) && !names.contains(name) {
+            let item = stagingPath + "/" + name
+            let size = Downloader.fileSize(item)
+            if unlink(item) == 0 { freed += size }
+        }
+        return freed
+    }
+
     /// A download named by its content hash can be resumed from any source.
     static func isResumable(_ name: String) -> Bool {
         guard name.hasSuffix(".partial") else { return false }

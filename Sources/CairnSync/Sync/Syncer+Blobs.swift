@@ -185,6 +185,16 @@ extension Syncer {
             diskShort = (try? FileSystem.availableBytes(at: directory.path)).map { $0 < needed + configuration.freeSpaceMargin } ?? false
         }
         measure()
+        // First what helps no one: a download this manifest does not need (one cut off for a
+        // version since superseded), which would otherwise count against every install.
+        if overBudget || diskShort {
+            let wanted = Set([manifest.snapshot.sha256] + manifest.deltas.map(\.sha256) + manifest.model.files.map(\.sha256))
+            let freed = directory.removeDownloads(notIn: wanted)
+            if freed > 0 {
+                logger.notice("removed \(freed) bytes of abandoned downloads to make room for version \(manifest.version)")
+                measure()
+            }
+        }
         // A delta would move the spare rather than copy the live index: removing it frees no room.
         if overBudget || diskShort, case .full = path, let installed, unlink(spare(of: installed)) == 0 {
             logger.notice("removed the spare copy of version \(installed.version)'s index to make room for version \(manifest.version)")
