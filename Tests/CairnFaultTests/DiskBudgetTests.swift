@@ -93,8 +93,11 @@ struct DiskBudgetTests {
         small.stop()
     }
 
-    @Test("Given a budget that holds a delta beside the live and previous versions but holds the full snapshot only without the previous, when every delta blob is corrupt, then the install falls back to the snapshot, the previous version is removed to make room for it, and the new version answers")
-    func fallbackMakesRoom() async throws {
+    /// `modelChanged`: the new version's model has another config.json under the same id (the
+    /// delta path is still taken, and its new model folder is fetched before the delta fails).
+    @Test("Given a budget that holds a delta beside the live and previous versions but holds the full snapshot only without the previous, when every delta blob is corrupt, then the install falls back to the snapshot, the previous version is removed to make room for it (never the new version's model, fetched already), and the new version answers",
+          arguments: [false, true])
+    func fallbackMakesRoom(modelChanged: Bool) async throws {
         let data = try TemporaryDirectory.make() + "/device"
         let rig = try await Rig(dataDirectory: data)
         defer { rig.stop() }
@@ -107,6 +110,10 @@ struct DiskBudgetTests {
         }
         rig.device.stop()
         #expect(Self.versions(data) == ["2", "3"])
+        if modelChanged {
+            let config = rig.workspace.model + "/config.json"
+            try (try String(contentsOfFile: config, encoding: .utf8) + "\n").write(toFile: config, atomically: true, encoding: .utf8)
+        }
         try rig.publishNext(adding: manual)
 
         // What the install estimates for each path (no spare: the delta counts a copy of the live
@@ -152,6 +159,9 @@ struct DiskBudgetTests {
         #expect(Self.content(data) <= budget)
         let status = device.syncStatus
         #expect(status["previous_version"] as? Int == 3 && status["previous_dropped"] as? Int == 2)
+        #expect(FileManager.default.fileExists(atPath: data + "/versions/4/" + DataDirectoryLayout.modelLink + "/model.safetensors"),
+                "version 4's model is gone")
+        #expect(try device.query("release notes edition", mode: "dense").version == 4)
     }
 
     @Test("Given a download cut off for a version since superseded, when the next version fits the budget only without it, then the abandoned download is removed and the version installs")

@@ -95,14 +95,15 @@ extension DataDirectory {
     }
 
     /// Removes model folders that neither `current`, `previous` nor the `served` version folder
-    /// uses, and half-built ones.
-    func removeUnusedModels(served: String? = nil) {
+    /// uses, and half-built ones; never `keeping` (a folder name under `models/`: the one an
+    /// install in progress fetched for its new version, not yet linked).
+    func removeUnusedModels(served: String? = nil, keeping: String? = nil) {
         let versions = [currentLink, previousLink].compactMap(linkTarget) + [served].compactMap { $0 }
         let used = Set(versions.compactMap { version -> String? in
             let link = path + "/" + version + "/" + DataDirectoryLayout.modelLink
             guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: link) else { return nil }
             return (target as NSString).lastPathComponent
-        })
+        } + [keeping].compactMap { $0 })
         for name in entries(modelsPath) where !used.contains(name) {
             remove(modelsPath + "/" + name)
         }

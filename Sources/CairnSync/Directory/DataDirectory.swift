@@ -117,14 +117,14 @@ public final class DataDirectory: Sendable {
 
     /// Removes the previous version (its link first, then its folder and any model only it
     /// used): `cairn rollback` has nothing to go back to until the next install.
-    func dropPrevious() throws(SyncError) {
+    func dropPrevious(keepingModel model: String? = nil) throws(SyncError) {
         guard let target = linkTarget(previousLink), target != linkTarget(currentLink) else { return }
         guard unlink(previousLink) == 0 else {
             throw SyncError(.io, "cannot remove \(previousLink): \(String(cString: strerror(errno)))")
         }
         try syncFolder(path)
         try? FileManager.default.removeItem(atPath: path + "/" + target)
-        removeUnusedModels()
+        removeUnusedModels(keeping: model)
     }
 
     /// `versions/<n>` as a link target (relative to DIR).

@@ -211,7 +211,8 @@ extension Syncer {
         // Never the version the daemon serves (`previous`, while `current` cannot be opened now).
         if overBudget || diskShort, let previous = directory.previousVersion(), previous != installed?.version,
            servedVersion?() != previous {
-            try directory.dropPrevious()
+            // Not the model an install falling back from its delta already fetched.
+            try directory.dropPrevious(keepingModel: existingModelFolder(manifest).map { ($0 as NSString).lastPathComponent })
             state.previousDropped = previous
             logger.notice("removed previous version \(previous) to make room for version \(manifest.version) (\(overBudget ? "max_disk_bytes" : "free disk space")); no rollback until the next install")
             if configuration.maxDiskBytes != nil { used = directory.contentBytes() }
