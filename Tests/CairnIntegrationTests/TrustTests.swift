@@ -208,6 +208,11 @@ struct TrustTests {
         trust = Self.trust(device)
         #expect(trust["recovering"] as? Bool == false)
         #expect(device.log.contains("recovered: version 2 replaces version 1000000000"))
+        // The version before is the thief's: a rollback refuses it, and version 2 answers.
+        let rollback = try device.cairn(["rollback"])
+        #expect(rollback.status != 0 && rollback.error.contains("previous_unusable") && rollback.error.contains("revoked"),
+                "\(rollback.output) \(rollback.error)")
+        #expect(device.status()["version"] as? Int == 2)
     }
 
     @Test("Given a root not signed by the old threshold, a root older than the trusted one, and a forged step in the middle of a chain, then each is refused with one line and the old version keeps serving")

@@ -1,4 +1,5 @@
 import CairnCore
+import CairnStore
 import CairnThreads
 import Foundation
 import Logging
@@ -26,6 +27,14 @@ extension Syncer {
         guard let current = directory.installed(), let previous = directory.previous(),
               let target = directory.linkTarget(directory.previousLink), previous.version != current.version else {
             throw SyncError(.noPreviousVersion, "no previous version is kept in \(directory.path); nothing to roll back to")
+        }
+        // After a recovery the previous version is the one only revoked keys signed (a thief's):
+        // it must not come back by a rollback.
+        if configuration.trustedRoot != nil, let root = trust.current?.current {
+            let envelope = try? SignedManifest.decodeEnvelope(try FileSystem.read(previous.manifestPath))
+            guard let envelope, !envelope.validSigners(among: root.signingKeys, domain: SignedManifest.domain).isEmpty else {
+                throw SyncError(.previousUnusable, "previous version \(previous.version) is signed by no signing key of root \(root.version) (a key it revoked); nothing was changed")
+            }
         }
         do {
             try await BackgroundWork.run { () throws(SyncError) in
