@@ -106,13 +106,14 @@ struct PrivateRepositoryTests {
         }
     }
 
-    @Test("Given nginx with TLS that wants a bearer token, when the device has the token file, then it installs; with another token, then unauthorized; the token never reaches the log")
+    @Test("Given nginx with TLS that wants a bearer token, when the device has the token file, then it installs; with another token, then unauthorized; with one the server answers 400 to (no client certificate involved), then http_status, not tls; the token never reaches the log")
     func bearerToken() async throws {
         let workspace = try await Workspace.make()
         try await workspace.publishOnThread(Workspace.version1)
         let pki = try await Self.makeCertificates(in: workspace)
         let nginx = try Nginx(root: workspace.repo, tls: .init(certificate: pki + "/server.pem", key: pki + "/server.key"),
-                              serverLines: #"if ($http_authorization != "Bearer field-token-7f3a") { return 401; }"#)
+                              serverLines: #"if ($http_authorization = "Bearer malformed") { return 400; } "#
+                                  + #"if ($http_authorization != "Bearer field-token-7f3a") { return 401; }"#)
         defer { nginx.stop() }
         try Self.write("field-token-7f3a\n", pki + "/token")
         try Self.write("someone-elses-token\n", pki + "/other-token")
@@ -124,9 +125,18 @@ struct PrivateRepositoryTests {
         device = try await Self.device(workspace, source: nginx.url, name: "other", dataDirectory: data,
                                        config: Self.config(source: nginx.url, ["token_file": pki + "/other-token", "ca_bundle": pki + "/ca.pem"]),
                                        expecting: "unauthorized")
-        defer { device.stop() }
         #expect(try device.query("boil water", mode: "lexical").version == 1)
         #expect(!device.log.contains("field-token-7f3a") && !device.log.contains("someone-elses-token"))
+        device.stop()
+        // A plain 400 over TLS (as S3 answers a malformed request): before 2026-12-06 it was
+        // reported as a missing client certificate.
+        try Self.write("malformed\n", pki + "/malformed-token")
+        device = try await Self.device(workspace, source: nginx.url, name: "malformed", dataDirectory: data,
+                                       config: Self.config(source: nginx.url, ["token_file": pki + "/malformed-token", "ca_bundle": pki + "/ca.pem"]),
+                                       expecting: "http_status")
+        defer { device.stop() }
+        let line = device.syncStatus["last_error"] as? String ?? ""
+        #expect(line.contains("HTTP 400") && !line.contains("client certificate"), "\(line)")
     }
 
     @Test("Given an https source that redirects to plain http, when the device syncs, then it refuses the redirect with http_status in one line, and the http server is never asked")

@@ -175,7 +175,10 @@ public struct Downloader: Sendable {
         if outcome.status == 401 || (outcome.status == 403 && hasCredentials) {
             throw SyncError(.unauthorized, "the source refused access to the \(what) (HTTP \(outcome.status)); check its netrc_file or token_file")
         }
-        if outcome.status == 400 && SourceURL.isHTTPS(url) {
+        // nginx answers 400 when a client certificate it requires is missing or refused, and says
+        // so in its page; any other 400 (an S3 InvalidArgument) is the status it is.
+        if outcome.status == 400 && SourceURL.isHTTPS(url)
+            && String(decoding: context.refusedBody, as: UTF8.self).localizedCaseInsensitiveContains("SSL certificate") {
             throw SyncError(.tls, "the source answered HTTP 400 over TLS for the \(what): it requires a client certificate it did not get or accept (client_cert, client_key)")
         }
         if Self.tlsCodes.contains(outcome.code.rawValue) {

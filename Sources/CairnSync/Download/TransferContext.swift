@@ -32,6 +32,10 @@ final class TransferContext: @unchecked Sendable {
     private var discarding = false
     /// Body bytes of a refused answer (an error page) read so far.
     private var discarded = 0
+    /// The start of a refused answer's body (at most `refusedBodyKept` bytes): what the error
+    /// page says, e.g. nginx's "No required SSL certificate was sent".
+    private(set) var refusedBody: [UInt8] = []
+    static let refusedBodyKept = 1024
     /// The most of a refused answer's body read before the transfer is cut: the status says
     /// what went wrong, and an endless error page must not eat a metered link.
     static let discardLimit = 64 << 10
@@ -65,6 +69,9 @@ final class TransferContext: @unchecked Sendable {
         if !statusChecked { checkStatus() }
         if misplacedRange { return 0 }
         if discarding {
+            if refusedBody.count < Self.refusedBodyKept {
+                refusedBody += UnsafeRawBufferPointer(start: data, count: min(count, Self.refusedBodyKept - refusedBody.count))
+            }
             discarded += count
             return discarded <= Self.discardLimit ? count : 0
         }
