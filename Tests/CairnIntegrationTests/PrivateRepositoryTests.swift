@@ -54,12 +54,17 @@ struct PrivateRepositoryTests {
         let before = state["attempts"] as? Int ?? 0
         let device = try DeviceProcess(workspace, sources: [source], name: name, dataDirectory: dataDirectory,
                                        trust: ["--trusted-key", workspace.publicKey, "--config", folder + "/private.conf"])
-        if let code {
-            try await waitUntil("the device reports \(code) on its socket", seconds: 60) {
-                (device.state["attempts"] as? Int ?? 0) > before && device.syncStatus["last_error_code"] as? String == code
+        do {
+            if let code {
+                try await waitUntil("the device reports \(code) on its socket", seconds: 60) {
+                    (device.state["attempts"] as? Int ?? 0) > before && device.syncStatus["last_error_code"] as? String == code
+                }
+            } else {
+                try await device.waitForVersion(1)
             }
-        } else {
-            try await device.waitForVersion(1)
+        } catch {
+            device.stop()  // a device that never reported must not outlive the test
+            throw error
         }
         return device
     }
