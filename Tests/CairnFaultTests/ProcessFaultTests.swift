@@ -195,4 +195,20 @@ struct ProcessFaultTests {
         }
         #expect(report.finish("exit 1 with one line (lock held / socket served); the first keeps answering"))
     }
+
+    @Test("Given a state.json that is not JSON (a damaged disk, a hand edit), when cairnd starts, then it says so in one error line, moves the file aside, serves the installed version and writes a new state")
+    func unreadableState() async throws {
+        let data = try TemporaryDirectory.make() + "/device"
+        let rig = try await Rig(dataDirectory: data)
+        defer { rig.stop() }
+        rig.device.stop()
+        try Data("{\"held_back_version\": 3, ".utf8).write(to: URL(fileURLWithPath: data + "/state.json"))
+        let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "restarted", dataDirectory: data)
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        let lines = device.log.split(separator: "\n").filter { $0.contains("state.json cannot be read") }
+        #expect(lines.count == 1 && lines.first?.contains("moved to") == true, "\(device.log)")
+        #expect(FileManager.default.fileExists(atPath: data + "/state.json.unreadable"))
+        #expect(try await eventuallyAsync { device.state["installed_version"] as? Int == 1 }, "\(device.state)")
+    }
 }

@@ -60,12 +60,18 @@ public final class DataDirectory: Sendable {
     // MARK: State
 
     /// The newest state: the one a failed write could not save (a full or read-only disk), else
-    /// `state.json`; an empty state when the file is missing or unreadable.
+    /// `state.json`; an empty state when the file is missing or unreadable. One that cannot be
+    /// read (a damaged disk, a hand edit) is moved aside to `state.json.unreadable`, once, with
+    /// an error line: what it held (a held-back version, the clock floor) is lost.
     public func readState() -> SyncState {
         if let state = unsaved.withLock({ $0 }) { return state }
-        guard let bytes = try? FileSystem.read(statePath),
-              let state = try? JSONDecoder().decode(SyncState.self, from: Data(bytes)) else { return SyncState() }
-        return state
+        guard let bytes = try? FileSystem.read(statePath) else { return SyncState() }
+        do { return try JSONDecoder().decode(SyncState.self, from: Data(bytes)) } catch {
+            let aside = statePath + ".unreadable"
+            let moved = rename(statePath, aside) == 0
+            logger.error("\(statePath) cannot be read (not the JSON of a sync state); \(moved ? "moved to \(aside)" : "left as it is"); starting from an empty sync state: a held-back version, the clock floor and the highest version seen are forgotten")
+            return SyncState()
+        }
     }
 
     /// Writes `state.json` atomically.
