@@ -211,4 +211,21 @@ struct ProcessFaultTests {
         #expect(FileManager.default.fileExists(atPath: data + "/state.json.unreadable"))
         #expect(try await eventuallyAsync { device.state["installed_version"] as? Int == 1 }, "\(device.state)")
     }
+
+    /// The files are planted: a SIGKILL inside one write of seconds (a start-up scan's rows file)
+    /// cannot be aimed at from outside; what it leaves is these names.
+    @Test("Given what killed writes leave (a rows file's .tmp-<pid>-<n> in the version folder, an atomic write's .tmp-<uuid> in the data directory), when cairnd starts, then it removes them and serves")
+    func killedWritesLeaveNothing() async throws {
+        let data = try TemporaryDirectory.make() + "/device"
+        let rig = try await Rig(dataDirectory: data)
+        defer { rig.stop() }
+        rig.device.stop()
+        let version = try FileManager.default.destinationOfSymbolicLink(atPath: data + "/current")
+        let leftovers = [data + "/" + version + "/index.rows.tmp-4194300-12345", data + "/.tmp-6F1C0E9A-0000-4000-8000-000000000000"]
+        for file in leftovers { try Data(repeating: 7, count: 4096).write(to: URL(fileURLWithPath: file)) }
+        let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "restarted", dataDirectory: data)
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        for file in leftovers { #expect(!FileManager.default.fileExists(atPath: file), "\(file) is left") }
+    }
 }

@@ -36,11 +36,25 @@ extension Snapshot {
     static func scanWritingRows(at path: String) throws(IndexError) -> IndexContents {
         unlink(IndexContents.overlayPath(beside: path))
         do {
-            return try scan(at: path, check: .storedHashes)
+            // Durable: trusted at the next start by its header, it must not be renamed into
+            // place before its sections are on the disk.
+            return try scan(at: path, check: .storedHashes, durable: true)
         } catch where error.code == .io || error.code == .diskFull {
-            let temporary = (NSTemporaryDirectory() as NSString).appendingPathComponent("cairn-rows-\(UUID().uuidString).bin")
+            removeAbandonedTemporaryRows()
+            let temporary = (NSTemporaryDirectory() as NSString).appendingPathComponent("cairn-rows-\(getpid())-\(UUID().uuidString).bin")
             defer { unlink(temporary) }
             return try scan(at: path, check: .storedHashes, expectedStateRoot: nil, durable: false, rowsPath: temporary)
+        }
+    }
+
+    /// Removes the temporary rows files (`cairn-rows-<pid>-…` in TMPDIR) of processes that no
+    /// longer run: a cairnd killed while it wrote or mapped one. On a tmpfs they hold memory.
+    static func removeAbandonedTemporaryRows() {
+        let folder = NSTemporaryDirectory()
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] where name.hasPrefix("cairn-rows-") {
+            guard let pid = Int32(name.dropFirst("cairn-rows-".count).prefix { $0 != "-" }), pid != getpid(),
+                  kill(pid, 0) != 0, errno == ESRCH else { continue }
+            unlink((folder as NSString).appendingPathComponent(name))
         }
     }
 

@@ -23,6 +23,7 @@ extension DataDirectory {
         }
 
         removeUnreferenced(keepingResumableDownloads: true)
+        removeTemporaryFiles()
 
         let installed = installed()
         var state = readState()
@@ -120,6 +121,18 @@ extension DataDirectory {
             if unlink(item) == 0 { freed += size }
         }
         return freed
+    }
+
+    /// Removes what a killed write left in `DIR` and in the version folders kept: an atomic
+    /// write's `.tmp-<uuid>` (state.json, a manifest) and a rows file's `<name>.tmp-<pid>-<n>`
+    /// (a start-up scan writes one of a version's size). Only at start-up, under the lock.
+    func removeTemporaryFiles() {
+        let folders = [path] + [currentLink, previousLink].compactMap(linkTarget).map { path + "/" + $0 }
+        for folder in folders {
+            for name in entries(folder) where name.hasPrefix(".tmp-") || name.contains(".tmp-") {
+                remove(folder + "/" + name)
+            }
+        }
     }
 
     /// A download named by its content hash can be resumed from any source.
