@@ -19,6 +19,22 @@ struct DiskBudgetTests {
         Set(((try? FileManager.default.contentsOfDirectory(atPath: data + "/versions")) ?? []))
     }
 
+    /// A cairnd on `data` under `budget` that waits until the version installed before it
+    /// serves (`serving`), then runs `cairn sync --wait`, which must succeed. Stop it when done.
+    static func syncUnderBudget(_ rig: Rig, name: String, budget: Int64, data: String, serving: Int) async throws -> DeviceProcess {
+        let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: name,
+                                       config: ["max_disk_bytes": String(budget)], dataDirectory: data)
+        do {
+            try await waitUntil("cairnd answers", seconds: 60) { (device.status()["version"] as? Int ?? 0) >= serving }
+            let waited = try device.cairn(["sync", "--wait"])
+            #expect(waited.status == 0, "\(waited.error)")
+        } catch {
+            device.stop()
+            throw error
+        }
+        return device
+    }
+
     @Test("Given a budget that holds the live and a new version but not the previous as well, when a version arrives, then the previous is removed before the download and the install succeeds, by the full snapshot when the delta's result would pass the budget; given one the new version cannot fit, then disk_budget, nothing downloaded, and the live version answers")
     func budget() async throws {
         let data = try TemporaryDirectory.make() + "/device"
@@ -33,6 +49,10 @@ struct DiskBudgetTests {
         }
         rig.device.stop()
         #expect(Self.versions(data) == ["2", "3"])
+        // Without version 3's kept delta (as on a device from before 2026-11-22, which kept
+        // none), version 2's index cannot be brought up to date for the next delta to apply in
+        // place (`inPlaceCountsNoCopy`): that delta copies version 3's index.
+        try FileManager.default.removeItem(atPath: data + "/versions/3/" + DataDirectoryLayout.deltaBlobFile)
         let (used, live) = (Self.content(data), DiskUsage.bytes(under: data + "/versions/3"))
         try rig.publishNext(bulk: 100_000)
 
@@ -141,12 +161,8 @@ struct DiskBudgetTests {
             try FileManager.default.removeItem(atPath: file)
             try inverted.write(to: URL(fileURLWithPath: file))
         }
-        let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "fallback",
-                                       config: ["max_disk_bytes": String(budget)], dataDirectory: data)
+        let device = try await Self.syncUnderBudget(rig, name: "fallback", budget: budget, data: data, serving: 3)
         defer { device.stop() }
-        try await waitUntil("cairnd answers", seconds: 60) { (device.status()["version"] as? Int ?? 0) >= 3 }
-        let waited = try device.cairn(["sync", "--wait"])
-        #expect(waited.status == 0, "\(waited.error)")
         let answer = try device.query("release notes edition", mode: "lexical")
         #expect(answer.version == 4 && answer.ids == ["release-4"])
         let log = device.log
@@ -162,6 +178,42 @@ struct DiskBudgetTests {
         #expect(FileManager.default.fileExists(atPath: data + "/versions/4/" + DataDirectoryLayout.modelLink + "/model.safetensors"),
                 "version 4's model is gone")
         #expect(try device.query("release notes edition", mode: "dense").version == 4)
+    }
+
+    @Test("Given a budget that holds a delta applied in place to the previous version's index but not one applied to a copy of the live index, when the next delta arrives, then it is applied in place and the previous version is not removed first")
+    func inPlaceCountsNoCopy() async throws {
+        let data = try TemporaryDirectory.make() + "/device"
+        let rig = try await Rig(dataDirectory: data)
+        defer { rig.stop() }
+        // Version 2 by delta (a copy of version 1's index): version 1 stays as previous, and
+        // version 2's folder keeps its delta, which brings version 1's index up to date.
+        try rig.publishNext()
+        #expect(try await ProgressTests.syncWait(rig).status == 0)
+        rig.device.stop()
+        try #require(FileManager.default.fileExists(atPath: data + "/versions/2/" + DataDirectoryLayout.deltaBlobFile))
+        try #require(!FileManager.default.fileExists(atPath: data + "/versions/2/" + DataDirectoryLayout.spareIndexFile))
+        #expect(Self.versions(data) == ["1", "2"])
+        let version = try rig.publishNext()
+
+        // What version 3's delta needs when it copies the live index, and when it moves the
+        // previous one's: the budget lies halfway between, beside what the device holds.
+        let manifest = try rig.currentManifest()
+        let ref = try #require(manifest.deltas.first { $0.fromVersion == 2 })
+        let live = try #require(try FileManager.default.attributesOfItem(
+            atPath: data + "/versions/2/" + DataDirectoryLayout.indexFile)[.size] as? Int)
+        func estimate(copying: Int) -> Int64 {
+            SyncPlanner.requiredBytes(path: .delta(ref), alreadyStaged: 0, currentIndexSize: Int64(copying),
+                                      rowsBytes: SyncPlanner.rowsBytes(path: .delta(ref), chunks: manifest.chunkCount, dimension: manifest.dimension),
+                                      missingModelBytes: 0, margin: 0)
+        }
+        let budget = Self.content(data) + (estimate(copying: 0) + estimate(copying: live)) / 2
+        let device = try await Self.syncUnderBudget(rig, name: "in-place", budget: budget, data: data, serving: 2)
+        defer { device.stop() }
+        #expect(try device.query("release notes edition", mode: "lexical").version == version)
+        #expect(device.log.contains("cairn.sync.path=delta-in-place"), "\(device.log)")
+        #expect(!device.log.contains("removed previous version"), "\(device.log)")
+        #expect(device.syncStatus["previous_dropped"] is NSNull || device.syncStatus["previous_dropped"] == nil)
+        #expect(Self.content(data) <= budget)
     }
 
     @Test("Given a download cut off for a version since superseded, when the next version fits the budget only without it, then the abandoned download is removed and the version installs")
@@ -197,12 +249,8 @@ struct DiskBudgetTests {
                                                                                 dimension: manifest.dimension),
                                                missingModelBytes: 0, margin: 0)
         let budget = Self.content(data) - abandonedBytes + needed + abandonedBytes / 2
-        let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "abandoned",
-                                       config: ["max_disk_bytes": String(budget)], dataDirectory: data)
+        let device = try await Self.syncUnderBudget(rig, name: "abandoned", budget: budget, data: data, serving: 1)
         defer { device.stop() }
-        try await waitUntil("cairnd answers", seconds: 60) { (device.status()["version"] as? Int ?? 0) >= 1 }
-        let waited = try device.cairn(["sync", "--wait"])
-        #expect(waited.status == 0, "\(waited.error)")
         #expect(try device.query("release notes edition", mode: "lexical").version == version)
         #expect(device.log.contains("bytes of abandoned downloads to make room for version \(version)"), "\(device.log)")
         #expect(!FileManager.default.fileExists(atPath: staging + "/" + abandoned))

@@ -158,9 +158,12 @@ extension Syncer {
     }
 
     /// The bytes an install along `path` adds beside the live version, plus `margin`. A delta
-    /// counts a copy of the live index, unless the installed version has a spare it will move.
+    /// counts a copy of the live index, unless it will move a file instead: the installed
+    /// version's spare, or the previous version's index brought up to date by the kept delta.
+    /// (Counting that copy anyway made a tight device drop its previous version, and with it
+    /// the file to apply in place, and copy the whole index for every delta.)
     func installBytes(manifest: Manifest, path: SyncPlanner.Path, installed: InstalledVersion?, margin: Int64) -> Int64 {
-        let copied: Int64 = if case .delta = path, let installed, FileSystem.exists(spare(of: installed)) { 0 } else {
+        let copied: Int64 = if case .delta = path, let installed, reusableFile(installed: installed) != nil { 0 } else {
             installed.map { Downloader.fileSize($0.indexPath) } ?? 0
         }
         return SyncPlanner.requiredBytes(path: path, alreadyStaged: stagedBytes(path), currentIndexSize: copied,
@@ -215,7 +218,9 @@ extension Syncer {
             try directory.dropPrevious(keepingModel: existingModelFolder(manifest).map { ($0 as NSString).lastPathComponent })
             state.previousDropped = previous
             logger.notice("removed previous version \(previous) to make room for version \(manifest.version) (\(overBudget ? "max_disk_bytes" : "free disk space")); no rollback until the next install")
-            if configuration.maxDiskBytes != nil { used = directory.contentBytes() }
+            // Measured again whole: a delta that would have brought the previous version's
+            // index up to date now copies the live one.
+            measure()
         }
         try ensureFits(needed, beside: used, version: manifest.version, unfetched: unfetched)
     }

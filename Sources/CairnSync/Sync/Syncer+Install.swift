@@ -177,7 +177,7 @@ extension Syncer {
     /// A file a delta can bring up to date in place instead of copying the live index: the
     /// installed version's spare copy (`keepSpare`), else the `previous` version's index when
     /// the installed version's folder keeps the delta that took `previous` to it.
-    private func reusableFile(installed: InstalledVersion) -> IndexBuilder.ReusableFile? {
+    func reusableFile(installed: InstalledVersion) -> IndexBuilder.ReusableFile? {
         if FileSystem.exists(spare(of: installed)) { return IndexBuilder.ReusableFile(path: spare(of: installed), catchUp: nil) {} }
         let blob = installed.directory + "/" + DataDirectoryLayout.deltaBlobFile
         guard let previous = directory.previous(), previous.version < installed.version, FileSystem.exists(blob),
