@@ -159,4 +159,28 @@ struct LexicalPostingsTests {
     static func meta(version: Int, _ entries: [ChunkRecord]) -> SnapshotMeta {
         SnapshotMeta(channel: "test", version: version, dimension: 32, modelID: "synthetic", entries: entries)
     }
+
+    /// A 9-byte varint of all ones (-1), where a damaged record could hold one.
+    static let minusOne = [UInt8](repeating: 0xFF, count: 9)
+
+    @Test("Given a leaf whose term offset, shared prefix or poslist size is a negative varint, when the doclist is read, then the reader says malformed (FTS5 then answers), never traps or reads before the leaf")
+    func negativeVarintsAreMalformed() {
+        let key = Array("0water".utf8)
+        // Header: no rowid before the first term; the footer (term offsets) at byte 4.
+        let negativeOffset: [UInt8] = [0, 0, 0, 4] + Self.minusOne
+        // A term before the key at offset 4, then a second term whose shared prefix is -1.
+        let apple = Array("0apple".utf8)
+        let term = [UInt8(apple.count)] + apple + [2, 0]  // its length, its bytes, first rowid 2, a poslist of size 0
+        let negativeShared: [UInt8] = [0, 0, 0, UInt8(4 + term.count + 9 + 1)] + term + Self.minusOne + [0] + [4, UInt8(term.count)]
+        // The term, its first rowid, then a poslist size of -1.
+        let body = [UInt8(key.count)] + key + [2] + Self.minusOne
+        let negativeSize: [UInt8] = [0, 0, 0, UInt8(4 + body.count)] + body + [4]
+        for (name, leaf) in [("term offset", negativeOffset), ("shared prefix", negativeShared), ("poslist size", negativeSize)] {
+            var decoder = DoclistDecoder()
+            let result = leaf.withUnsafeBytes { decoder.start(key, on: $0) { _, _ in } }
+            #expect(result == nil, "\(name)")
+        }
+        #expect(DocumentLengths.varint(UnsafeRawBufferPointer(start: nil, count: 0), at: -1) == nil)
+        #expect(throws: IndexError.self) { try (Self.minusOne + [3]).withUnsafeBytes { try DocumentLengths.total($0) } }
+    }
 }

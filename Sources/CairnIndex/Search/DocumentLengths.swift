@@ -23,10 +23,11 @@ final class DocumentLengths: Sendable {
         var total: Int64 = 0
         var offset = 0
         while offset < bytes.count {
-            guard let (value, next) = varint(bytes, at: offset) else {
+            guard let (value, next) = varint(bytes, at: offset), value >= 0,
+                  case let (sum, overflow) = total.addingReportingOverflow(value), !overflow else {
                 throw IndexError(.snapshotMalformed, "a row of the full-text index has a malformed size record")
             }
-            total += value
+            total = sum
             offset = next
         }
         return Int32(clamping: total)
@@ -39,9 +40,19 @@ final class DocumentLengths: Sendable {
         return length < 0 ? nil : length
     }
 
+    /// A varint that is a size or an offset within one record: nil when it is negative or
+    /// larger than any record (a damaged 9-byte varint), so that arithmetic on it cannot trap.
+    static func size(_ bytes: UnsafeRawBufferPointer, at start: Int) -> (Int, Int)? {
+        guard let (value, next) = varint(bytes, at: start), value >= 0, value <= Int64(Int32.max) else { return nil }
+        return (Int(value), next)
+    }
+
     /// SQLite's variable-length integer (as FTS5 writes sizes): big-endian groups of 7 bits,
     /// the high bit set on every byte but the last, the ninth byte whole.
     static func varint(_ bytes: UnsafeRawBufferPointer, at start: Int) -> (Int64, Int)? {
+        // A negative start (a damaged size read as one) must not index before the buffer: its
+        // subscript is not checked in an optimised build.
+        guard start >= 0 else { return nil }
         var value: UInt64 = 0
         var offset = start
         for position in 0..<9 {

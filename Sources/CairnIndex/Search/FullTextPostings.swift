@@ -47,10 +47,10 @@ struct FullTextPostings {
         // A 4-byte cookie, then (legacy format) the level count, where a V2 record has 0xFF.
         guard structure.count > 4, structure[4] != 0xFF else { return nil }
         reader.offset = 4
-        guard let levels = reader.varint(), reader.varint() != nil, reader.varint() != nil else { return nil }
+        guard let levels = reader.varint(), levels >= 0, reader.varint() != nil, reader.varint() != nil else { return nil }
         var byLevel: [[Segment]] = []
         for _ in 0..<levels {
-            guard let merging = reader.varint(), merging == 0, let count = reader.varint() else { return nil }
+            guard let merging = reader.varint(), merging == 0, let count = reader.varint(), count >= 0 else { return nil }
             var level: [Segment] = []
             for _ in 0..<count {
                 guard let id = reader.varint(), let first = reader.varint(), let last = reader.varint() else { return nil }
@@ -62,8 +62,9 @@ struct FullTextPostings {
         guard let rows = totals.varint() else { return nil }
         var tokens: Int64 = 0
         while totals.offset < averages.count {
-            guard let column = totals.varint() else { return nil }
-            tokens += column
+            guard let column = totals.varint(), column >= 0,
+                  case let (sum, overflow) = tokens.addingReportingOverflow(column), !overflow else { return nil }
+            tokens = sum
         }
         return FullTextPostings(
             segments: byLevel.flatMap { $0.reversed() }, rows: rows, tokens: tokens,
@@ -150,7 +151,7 @@ extension FullTextPostings {
 }
 
 /// A doclist read across leaves: where the current entry stands when a leaf ends.
-private struct DoclistDecoder {
+struct DoclistDecoder {
     var rowid: Int64 = 0
     /// Bytes of the current poslist still to come on the next leaf, and the hits so far.
     var pending = 0
@@ -174,8 +175,8 @@ private struct DoclistDecoder {
         var offsets: [Int] = []
         var at = footer, offset = 0
         while at < leaf.count {
-            guard let (delta, next) = DocumentLengths.varint(leaf, at: at) else { return nil }
-            offset += Int(delta)
+            guard let (delta, next) = DocumentLengths.size(leaf, at: at) else { return nil }
+            offset += delta
             offsets.append(offset)
             at = next
         }
@@ -185,14 +186,14 @@ private struct DoclistDecoder {
             var at = start
             var keep = 0
             if index > 0 {
-                guard let (shared, next) = DocumentLengths.varint(leaf, at: at) else { return nil }
-                keep = Int(shared)
+                guard let (shared, next) = DocumentLengths.size(leaf, at: at) else { return nil }
+                keep = shared
                 at = next
             }
-            guard let (added, next) = DocumentLengths.varint(leaf, at: at), keep <= term.count,
-                  next + Int(added) <= footer else { return nil }
-            term = Array(term.prefix(keep)) + leaf[next..<(next + Int(added))]
-            at = next + Int(added)
+            guard let (added, next) = DocumentLengths.size(leaf, at: at), keep <= term.count,
+                  next + added <= footer else { return nil }
+            term = Array(term.prefix(keep)) + leaf[next..<(next + added)]
+            at = next + added
             if term.lexicographicallyPrecedes(key) { continue }
             guard term == key else { return false }
             let end = index + 1 < offsets.count ? offsets[index + 1] : footer
@@ -211,8 +212,8 @@ private struct DoclistDecoder {
         guard let (rowidOffset, footer) = Self.header(leaf) else { return nil }
         var end = footer
         if footer < leaf.count {
-            guard let (firstTerm, _) = DocumentLengths.varint(leaf, at: footer), Int(firstTerm) <= footer else { return nil }
-            end = Int(firstTerm)
+            guard let (firstTerm, _) = DocumentLengths.size(leaf, at: footer), firstTerm <= footer else { return nil }
+            end = firstTerm
         }
         let hasTerms = footer < leaf.count
         let continued = rowidOffset > 0 ? rowidOffset : end
@@ -241,10 +242,10 @@ private struct DoclistDecoder {
                                   _ body: (Int64, FullTextPostings.Hits) -> Void) -> Bool? {
         var at = start
         while true {
-            guard let (size, next) = DocumentLengths.varint(leaf, at: at), next <= end else { return nil }
+            guard let (size, next) = DocumentLengths.size(leaf, at: at), next <= end else { return nil }
             // The low bit is the delete flag: a deleted row's entry has no positions, a
             // rewritten row's its new ones; either way the newest entry is the row's.
-            let bytes = Int(size >> 1)
+            let bytes = size >> 1
             if next + bytes > end {
                 partial = Array(leaf[next..<end])
                 pending = bytes - (end - next)
@@ -254,8 +255,9 @@ private struct DoclistDecoder {
             body(rowid, hits)
             at = next + bytes
             if at == end { return true }
-            guard let (delta, after) = DocumentLengths.varint(leaf, at: at), delta > 0, after <= end else { return nil }
-            rowid += delta
+            guard let (delta, after) = DocumentLengths.varint(leaf, at: at), delta > 0, after <= end,
+                  case let (sum, overflow) = rowid.addingReportingOverflow(delta), !overflow else { return nil }
+            rowid = sum
             at = after
         }
     }
