@@ -120,6 +120,7 @@ struct PublishCommand: ParsableCommand {
                                       cache: cacheFile, logger: logger, progress: { display.update($0) }, checkpoint: pauseIfAsked)
             let report = try publisher.publish()
             for skipped in report.skippedDeltas { printError("note: no delta from \(skipped)") }
+            for warning in report.warnings { printError("warning: \(warning)") }
             print(report.summary)
         } catch let error as PublishError {
             throw fail(error)
