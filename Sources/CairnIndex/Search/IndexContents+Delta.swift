@@ -311,21 +311,20 @@ extension IndexContents {
             let base = rows.base
             let removedBits = IndexContents.bits(removed, count: base.count)
             func live(_ row: Int) -> Bool { removedBits[row / 64] & (1 << (UInt64(row) % 64)) == 0 }
-            var baseRow: [Int64: Int] = [:]
+            // The base's rowids ascend (`RowFile` checks): a few new rowids are each looked up by
+            // halving; many, by one walk of them sorted along the base's (no table of every base
+            // row, tens of MB at a million rows).
             if newRowids.count < base.count / 8 {
-                // Only the overlay's rowids are looked up: a binary search each.
                 for rowid in newRowids {
-                    var low = 0, high = base.count
-                    while low < high {
-                        let middle = (low + high) / 2
-                        if base.rowids[middle] < rowid { low = middle + 1 } else { high = middle }
-                    }
-                    if low < base.count, base.rowids[low] == rowid { baseRow[rowid] = low }
+                    if let row = IndexContents.search(base.rowids, rowid), live(row) { return false }
                 }
             } else {
-                for (row, rowid) in base.rowids.enumerated() { baseRow[rowid] = row }
+                var row = 0
+                for rowid in newRowids.sorted() {
+                    while row < base.count, base.rowids[row] < rowid { row += 1 }
+                    if row < base.count, base.rowids[row] == rowid, live(row) { return false }
+                }
             }
-            guard newRowids.allSatisfy({ baseRow[$0].map { !live($0) } ?? true }) else { return false }
             let sampled = (0..<Self.rowidSample).map { $0 * base.count / Self.rowidSample }.filter { $0 < base.count && live($0) }
             let statement = try db.prepare("SELECT id FROM chunks WHERE rowid = ?1")
             for row in Set(sampled) {

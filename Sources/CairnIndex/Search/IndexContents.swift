@@ -169,7 +169,7 @@ public final class IndexContents: Sendable {
         return base.count + Int(row)
     }
 
-    private static func search(_ rowids: UnsafeBufferPointer<Int64>, _ rowid: Int64) -> Int? {
+    static func search(_ rowids: UnsafeBufferPointer<Int64>, _ rowid: Int64) -> Int? {
         var low = 0, high = rowids.count
         while low < high {
             let middle = (low + high) / 2

@@ -226,18 +226,29 @@ extension Snapshot {
         /// id order, the state root over the leaves in that order against the meta's and
         /// `expectedStateRoot`; then writes the rest of the rows file (fsynced when `durable`)
         /// and opens it.
-        public func finish(_ parts: [Part], expectedStateRoot: ContentID?, durable: Bool) throws(IndexError) -> IndexContents {
+        ///
+        /// `parts` is consumed: each part's arrays are let go once joined (at a million rows
+        /// the leaves alone are 32 MB, and the ids as much again), and a single part's are taken
+        /// over whole rather than copied.
+        public func finish(_ parts: consuming [Part], expectedStateRoot: ContentID?, durable: Bool) throws(IndexError) -> IndexContents {
             guard parts.count == self.parts, parts.reduce(0, { $0 + $1.rows }) == meta.chunkCount else {
                 throw IndexError(.stateRootMismatch, "the snapshot holds a different number of chunks than its meta says")
             }
+            var setHash = SetHash()
+            for index in parts.indices { setHash.add(parts[index].setHash) }
             var rest = RowFileWriter.Rest()
             var scenarioCode: [String: Int32] = [:], tagCode: [String: UInt32] = [:]
-            rest.idBytes.reserveCapacity(parts.reduce(0) { $0 + $1.idBytes.count })
+            let single = parts.count == 1
+            if !single {
+                rest.idBytes.reserveCapacity(parts.reduce(0) { $0 + $1.idBytes.count })
+                rest.leaves.reserveCapacity(meta.chunkCount * 32)
+            }
             rest.idOffsets.reserveCapacity(meta.chunkCount + 1)
             rest.tagOffsets.reserveCapacity(meta.chunkCount + 1)
             rest.scenarios.reserveCapacity(meta.chunkCount)
-            rest.leaves.reserveCapacity(meta.chunkCount * 32)
-            for part in parts {
+            for index in parts.indices {
+                let part = parts[index]
+                parts[index] = Part()  // `part` holds its arrays for this turn only
                 let scenarios = part.scenarioNames.map { name in
                     if let code = scenarioCode[name] { return code }
                     rest.dictionary.scenarios.append(name)
@@ -251,12 +262,12 @@ extension Snapshot {
                     return UInt32(rest.dictionary.tags.count - 1)
                 }
                 let idBase = UInt64(rest.idBytes.count), tagBase = UInt32(rest.tagCodes.count)
-                rest.idBytes += part.idBytes
+                if single { rest.idBytes = part.idBytes } else { rest.idBytes += part.idBytes }
                 rest.idOffsets += part.idEnds.lazy.map { $0 + idBase }
                 rest.scenarios += part.scenarios.lazy.map { $0 < 0 ? -1 : scenarios[Int($0)] }
                 rest.tagCodes += part.tagCodes.lazy.map { tags[Int($0)] }
                 rest.tagOffsets += part.tagEnds.lazy.map { $0 + tagBase }
-                rest.leaves += part.leaves
+                if single { rest.leaves = part.leaves } else { rest.leaves += part.leaves }
             }
             rest.idOrder = Self.idOrder(bytes: rest.idBytes, offsets: rest.idOffsets)
 
@@ -273,8 +284,6 @@ extension Snapshot {
             }
             try writer.finish(rest, identity: .init(kind: .base, version: meta.version, stateRoot: meta.stateRoot), durable: durable)
             let contents = try IndexContents(meta: meta, base: RowFile(path: writer.path, dimension: meta.dimension), overlay: nil)
-            var setHash = SetHash()
-            for part in parts { setHash.add(part.setHash) }
             contents.setHashCache.withLock { $0 = setHash }
             return contents
         }

@@ -276,12 +276,11 @@ enum IndexBuilder {
         // Part 0 on one install thread while this task waits for part 1 on the other.
         async let first = part(0)
         let rest = scan.parts > 1 ? [await part(1)] : []
-        let results = [await first] + rest
         let contents: IndexContents
         do throws(IndexError) {
-            var parts: [Snapshot.RowScan.Part] = []
-            for result in results { parts.append(try result.get()) }
-            contents = try scan.finish(parts, expectedStateRoot: manifest.stateRoot, durable: false)
+            // Handed over, not kept here: `finish` lets each part go once joined.
+            let parts = try ([await first] + rest).map { (result) throws(IndexError) in try result.get() }
+            contents = try scan.finish(consume parts, expectedStateRoot: manifest.stateRoot, durable: false)
         } catch {
             throw failure(error)
         }
