@@ -64,8 +64,22 @@ public final class SentenceEmbedder: Sendable {
                       parallelism: ProcessInfo.processInfo.activeProcessorCount)[0]
     }
 
+    /// What the batches running at once may hold together: with one batch per core, 4,096
+    /// tokens each (57 MB with this model), a 32-core publisher held 1.8 GB; there, batches
+    /// are made smaller instead (never below one sequence).
+    public static let batchMemoryBudget = 512 << 20
+
+    /// The tokens of a batch: `requested`, or fewer when `running` batches of it would pass
+    /// `batchMemoryBudget`; never fewer than `longest` (one whole sequence).
+    static func batchTokens(_ requested: Int, running: Int, bytesPerToken: Int, longest: Int) -> Int {
+        min(requested, max(longest, batchMemoryBudget / (max(1, running) * max(1, bytesPerToken))))
+    }
+
     /// Embeds already tokenized sequences, in order (see `embed(_:batchTokens:workers:)`).
     public func embed(tokenIDs encoded: [[Int32]], batchTokens: Int = 4096, workers: Int? = nil) -> [[Float]] {
+        let running = max(1, workers ?? ProcessInfo.processInfo.activeProcessorCount)
+        let batchTokens = Self.batchTokens(batchTokens, running: running, bytesPerToken: encoder.bytesPerBatchToken,
+                                           longest: maximumTokens)
         let order = encoded.indices.sorted { encoded[$0].count < encoded[$1].count }
         var grouping: [[Int]] = [[]]
         var batchSize = 0
@@ -79,7 +93,7 @@ public final class SentenceEmbedder: Sendable {
         }
         let batches = grouping
         let results = Results(count: encoded.count)
-        let workerCount = max(1, min(workers ?? ProcessInfo.processInfo.activeProcessorCount, batches.count))
+        let workerCount = max(1, min(running, batches.count))
         let encoder = self.encoder
         // Worker w takes batches w, w + workerCount, …: sorted by length, so each gets a fair share.
         DispatchQueue.concurrentPerform(iterations: workerCount) { worker in
@@ -95,11 +109,20 @@ public final class SentenceEmbedder: Sendable {
     /// Output slots written by several workers, each slot by exactly one of them.
     private final class Results: @unchecked Sendable {
         // @unchecked: every index is written by one worker only, and read only after
-        // concurrentPerform has returned, which orders all writes before the read.
-        private var storage: [[Float]]
-        init(count: Int) { storage = [[Float]](repeating: [], count: count) }
+        // concurrentPerform has returned, which orders all writes before the read. The slots
+        // are raw memory, not an array, whose mutation from several threads is a race even at
+        // distinct indices (its uniqueness check and write-back).
+        private let storage: UnsafeMutableBufferPointer<[Float]>
+        init(count: Int) {
+            storage = .allocate(capacity: count)
+            storage.initialize(repeating: [])
+        }
+        deinit {
+            storage.deinitialize()
+            storage.deallocate()
+        }
         func set(_ index: Int, _ vector: [Float]) { storage[index] = vector }
-        var values: [[Float]] { storage }
+        var values: [[Float]] { Array(storage) }
     }
 
     /// Cosine similarity of two vectors (the dot product when both are unit vectors).

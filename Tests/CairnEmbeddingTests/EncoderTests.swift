@@ -58,6 +58,24 @@ struct EncoderTests {
         }
     }
 
+    @Test("Given many workers, when batches are sized, then all of them at once stay within the memory budget, never below one whole sequence; with few, the requested size stands; and the vectors are the same either way")
+    func batchesShrinkWithManyWorkers() throws {
+        let perToken = (5 * 384 + 1536) * 4  // all-MiniLM-L6-v2
+        #expect(SentenceEmbedder.batchTokens(4096, running: 2, bytesPerToken: perToken, longest: 256) == 4096)
+        let many = SentenceEmbedder.batchTokens(4096, running: 32, bytesPerToken: perToken, longest: 256)
+        #expect(many < 4096 && many >= 256 && 32 * many * perToken <= SentenceEmbedder.batchMemoryBudget)
+        #expect(SentenceEmbedder.batchTokens(4096, running: 10_000, bytesPerToken: perToken, longest: 256) == 256)
+
+        let embedder = try SentenceEmbedder(directory: try TinyModel(seed: 7).writeFolder())
+        var sequences: [[Int32]] = []
+        for n in 0..<40 {
+            let words: [Int32] = (0..<(n % 9 + 1)).map { Int32(4 + ($0 + n) % 11) }
+            sequences.append([2] + words + [3])
+        }
+        let few = embedder.embed(tokenIDs: sequences, workers: 1), spread = embedder.embed(tokenIDs: sequences, batchTokens: 16, workers: 7)
+        #expect(few.count == sequences.count && zip(few, spread).allSatisfy { zip($0, $1).allSatisfy { abs($0 - $1) < 1e-6 } })
+    }
+
     @Test("Given any text, when embedded, then the vector has unit length and the model's dimension")
     func vectorsAreUnitLength() throws {
         let embedder = try SentenceEmbedder(directory: try TinyModel(seed: 11).writeFolder())

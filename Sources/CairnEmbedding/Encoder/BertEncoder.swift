@@ -159,6 +159,12 @@ public final class BertEncoder: Sendable {
         }
     }
 
+    /// The bytes `embed` holds per token of a batch: the hidden states and `Scratch`'s arrays
+    /// (queries, keys and values, the context, the intermediate layer).
+    public var bytesPerBatchToken: Int {
+        (5 * configuration.hiddenSize + configuration.intermediateSize) * MemoryLayout<Float>.stride
+    }
+
     struct Scratch {
         var qkv: [Float]
         var context: [Float]
