@@ -94,14 +94,14 @@ let package = Package(
         ]),
 
         // The command lines' shared entry point (one-line usage errors).
-        .target(name: "CairnCommandLine", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        .target(name: "CairnCommandLine", dependencies: ["CairnBLAS", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(name: "cairn-server", dependencies: [
             "CairnCommandLine", "CairnCore", "CairnPublish", "CairnServer", "CairnStore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "cairnd", dependencies: [
-            "CairnCore", "CairnDaemon",
+            "CairnBLAS", "CairnCore", "CairnDaemon",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

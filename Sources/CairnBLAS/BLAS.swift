@@ -42,20 +42,33 @@ public final class BLAS: Sendable {
     private let setThreadsFn: cairn_set_num_threads_fn?
     private let getThreadsFn: cairn_get_num_threads_fn?
 
-    private init() throws(BLASUnavailable) {
+    /// Sets OpenBLAS's environment (`environment`) before any other thread runs: each
+    /// program calls it first thing in `main`. `setenv` while another thread reads the
+    /// environment (libcurl's, NIO's) can free what that thread reads; done here once, the
+    /// library's load later sets nothing.
+    public static func prepareEnvironment() { _ = environment }
+
+    /// The core type set in `OPENBLAS_CORETYPE` (nil: the inherited value, or none) and the
+    /// threads set in `OPENBLAS_NUM_THREADS`, each set once.
+    private static let environment: (coreType: String?, threads: Int32) = {
         var chosen: String?
-        let environment = ProcessInfo.processInfo.environment
-        if let coreType = environment["CAIRN_BLAS_CORETYPE"].flatMap({ $0.isEmpty ? nil : $0 }) ?? BLAS.coreTypeForThisCPU() {
+        let inherited = ProcessInfo.processInfo.environment
+        if let coreType = inherited["CAIRN_BLAS_CORETYPE"].flatMap({ $0.isEmpty ? nil : $0 }) ?? BLAS.coreTypeForThisCPU() {
             setenv("OPENBLAS_CORETYPE", coreType, 1)
             chosen = coreType
         }
-        chosenCoreType = chosen
         // One thread per call: Cairn runs whole batches and queries in parallel instead (see
         // SentenceEmbedder.embed); CAIRN_BLAS_THREADS overrides. Said before loading too: the
         // constructor otherwise starts a thread per core, which spins on sched_yield for about
         // 0.1 s before it sleeps, taking a core from a start-up or an install beside it.
-        let threads = environment["CAIRN_BLAS_THREADS"].flatMap(Int32.init).map { max(1, $0) } ?? 1
+        let threads = inherited["CAIRN_BLAS_THREADS"].flatMap(Int32.init).map { max(1, $0) } ?? 1
         setenv("OPENBLAS_NUM_THREADS", "\(threads)", 1)
+        return (chosen, threads)
+    }()
+
+    private init() throws(BLASUnavailable) {
+        chosenCoreType = Self.environment.coreType
+        let threads = Self.environment.threads
         let names = ["libopenblas.so.0", "libopenblas.so", "/usr/lib/x86_64-linux-gnu/libopenblas.so.0",
                      "/usr/lib/aarch64-linux-gnu/libopenblas.so.0", "libopenblas.dylib"]
         guard let handle = names.lazy.compactMap({ dlopen($0, RTLD_NOW | RTLD_LOCAL) }).first else {

@@ -1,4 +1,5 @@
 public import ArgumentParser
+import CairnBLAS
 import Foundation
 
 extension AsyncParsableCommand {
@@ -8,6 +9,7 @@ extension AsyncParsableCommand {
     /// script's `<program> $EMPTY` must not look like success). A command that refused an
     /// argument itself has printed its line and thrown `ExitCode`: that passes through.
     public static func mainWithOneLineUsage(exitingOnUsage usage: Int32) async {
+        BLAS.prepareEnvironment()
         let program = configuration.commandName ?? CommandLine.arguments.first ?? "?"
         do {
             var command = try parseAsRoot()

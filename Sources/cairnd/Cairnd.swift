@@ -1,4 +1,5 @@
 import ArgumentParser
+import CairnBLAS
 import CairnCore
 import CairnDaemon
 import Foundation
@@ -32,6 +33,7 @@ struct Cairnd: AsyncParsableCommand {
     /// argument-parser's entry point, except that usage errors exit 2 (not 64), as the
     /// documented exit codes promise, and a start-up failure is one line of its own.
     static func main() async {
+        BLAS.prepareEnvironment()
         // A failed read of a mapped rows file names the file before the process stops.
         MappedFiles.nameFailedReads(program: "cairnd")
         do {
