@@ -190,6 +190,31 @@ struct DiskFaultTests {
         #expect(FileManager.default.fileExists(atPath: target + "/channels"))
     }
 
+    @Test("Given a version installed by a delta (its snapshot must be rebuilt to export it) and a data disk without room for the rebuild, then export is refused with disk_full in one line before writing, the device keeps answering, and with room the export succeeds")
+    func exportRebuildNeedsRoom() async throws {
+        let disk = try Tmpfs(megabytes: 160)
+        defer { disk.unmount() }
+        let rig = try await Rig(dataDirectory: disk.path + "/device")
+        defer { rig.stop() }
+        let version = try rig.publishNext()
+        #expect(try await ProgressTests.syncWait(rig).status == 0)
+        #expect(rig.wrongAnswer(expecting: version) == nil)
+        let target = try TemporaryDirectory.make() + "/usb"
+        disk.fill(leaving: 32 << 20)  // below the rebuild's files and the 64 MiB an install keeps
+        let full = try rig.device.cairn(["export", "--to", target])
+        #expect(full.status == 1)
+        let line = full.error.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(line.contains("rebuilding version \(version)'s snapshot") && line.hasSuffix("(disk_full)") && !line.contains("\n"),
+                "\(full.error)")
+        #expect(!FileManager.default.fileExists(atPath: target + "/channels"))
+        #expect(rig.wrongAnswer(expecting: version) == nil)
+
+        disk.emptyFiller()
+        let exported = try rig.device.cairn(["export", "--to", target, "--json"])
+        #expect(exported.status == 0, "\(exported.error)")
+        #expect(exported.output.contains("rebuilt"), "\(exported.output)")
+    }
+
     @Test("Given cairn export to a folder under /run/media where no stick is mounted (the folder is on the device's own disk), then it is refused with bad_path saying nothing is mounted there, and nothing is written; with a file system mounted there, the same export succeeds")
     func exportToUnmountedStick() async throws {
         try Tools.requireRoot("make a folder under /run/media and mount a tmpfs there")

@@ -147,13 +147,21 @@ struct Exporter {
         unlink(scratch)
         unlink(blob)
         defer { unlink(scratch) }
+        // The rebuilt file and its blob are written beside the live version, on the device's own
+        // disk: refused at once when they cannot fit, rather than filling it (which would also
+        // fail the next install).
+        let needed = Int64(signed.uncompressedSize) + Int64(signed.size) + Self.rebuildMargin
+        if let free = try? FileSystem.availableBytes(at: directory.path), free < needed {
+            throw SyncError(.diskFull, "rebuilding version \(installed.version)'s snapshot for the export needs \(needed) bytes on the data directory's disk and \(free) are free; nothing was exported")
+        }
         let compressed: Zlib.Compressed
         do {
             try SnapshotWriter.rebuild(from: installed.indexPath, to: scratch)
             compressed = try Zlib.compressFile(scratch, to: blob, level: 9)
         } catch {
             unlink(blob)
-            throw SyncError(.io, "cannot rebuild the snapshot of version \(installed.version): \(error)")
+            let full = (error as? IndexError)?.code == .diskFull || (error as? StoreError)?.code == .diskFull
+            throw SyncError(full ? .diskFull : .io, "cannot rebuild the snapshot of version \(installed.version): \(error)")
         }
         guard compressed.size == signed.size, compressed.sha256 == signed.sha256 else {
             unlink(blob)
@@ -165,6 +173,9 @@ struct Exporter {
         }
         return (blob, .rebuilt)
     }
+
+    /// Room left on the data directory's disk beyond a rebuild's files: the next install's.
+    static let rebuildMargin: Int64 = 64 << 20
 
     private func read(_ path: String) throws(SyncError) -> [UInt8] {
         do { return try FileSystem.read(path) } catch { throw SyncError(.io, "cannot read \(path)", cause: error) }
