@@ -118,7 +118,7 @@ let package = Package(
         // fault server, the fault reporter.
         .target(name: "CairnTestSupport", dependencies: ["CairnEmbedding"], path: "Tests/CairnTestSupport",
                 exclude: ["Fixtures/fault_server.py"]),
-        .testTarget(name: "CairnCoreTests", dependencies: ["CairnCore"]),
+        .testTarget(name: "CairnCoreTests", dependencies: ["CairnCore", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "CairnEmbeddingTests", dependencies: ["CairnEmbedding", "CairnTestSupport", "CairnThreads"]),
         .testTarget(name: "CairnStoreTests", dependencies: ["CairnStore", "CairnTestSupport"]),
         .testTarget(name: "CairnIndexTests", dependencies: ["CairnIndex", "CairnTestSupport"]),

@@ -1,3 +1,4 @@
+import Crypto
 import Testing
 @testable import CairnCore
 
@@ -57,5 +58,25 @@ import Testing
         #expect(KeyID(hex: "65B60673D6ED884B") == nil)
         #expect(KeyID(hex: "65b60673d6ed884") == nil)
         #expect(KeyID(hex: "65b60673d6ed884bxx") == nil)
+    }
+
+    @Test("Given the identity point as a key, when parsed, then it is refused, because with it the signature of the base point and scalar 1 verifies for any message; so are the other small-order points and a non-canonical y, and real keys still parse")
+    func weakKeysRefused() throws {
+        let identity = [1] + [UInt8](repeating: 0, count: 31)
+        // Why: swift-crypto on Linux (BoringSSL) takes the identity, and R = B, S = 1 passes
+        // R = [S]B − [h]A for every message h.
+        let base: [UInt8] = [0x58] + [UInt8](repeating: 0x66, count: 31)
+        let forged = base + [1] + [UInt8](repeating: 0, count: 31)
+        let raw = try Curve25519.Signing.PublicKey(rawRepresentation: identity)
+        #expect(raw.isValidSignature(forged, for: Array("any manifest at all".utf8)))
+
+        var weak = PublicKey.smallOrderYs + PublicKey.smallOrderYs.map { var signed = $0; signed[31] |= 0x80; return signed }
+        weak.append([0xED] + [UInt8](repeating: 0xFF, count: 30) + [0x7F])  // y = p, a second spelling of y = 0
+        weak.append([0xEE] + [UInt8](repeating: 0xFF, count: 30) + [0x7F])  // y = p + 1, of the identity
+        weak.append([0xF0] + [UInt8](repeating: 0xFF, count: 30) + [0xFF])  // y = p + 3, of y = 3
+        for bytes in weak {
+            #expect(throws: CoreError.self) { try PublicKey(rawBytes: bytes) }
+        }
+        for _ in 0..<64 { _ = try PublicKey(rawBytes: Array(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation)) }
     }
 }

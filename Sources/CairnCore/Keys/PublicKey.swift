@@ -14,7 +14,32 @@ public struct PublicKey: Hashable, Sendable, CustomStringConvertible {
         guard rawBytes.count == 32, (try? Curve25519.Signing.PublicKey(rawRepresentation: rawBytes)) != nil else {
             throw CoreError(.keyMalformed, "an Ed25519 public key is 32 bytes, not \(rawBytes.count)")
         }
+        guard !Self.isWeak(rawBytes) else {
+            throw CoreError(.keyMalformed, "the Ed25519 public key is a point of small order or not canonically encoded: anyone can sign for it, or it is another key's second spelling")
+        }
         self.rawBytes = rawBytes
+    }
+
+    /// The y coordinates (little-endian, sign bit clear) of the points of order 1, 2, 4 and 8
+    /// on Ed25519: 0, 1, p − 1 and the two of order 8.
+    static let smallOrderYs: [[UInt8]] = [
+        [UInt8](repeating: 0, count: 32),
+        [1] + [UInt8](repeating: 0, count: 31),
+        [0xEC] + [UInt8](repeating: 0xFF, count: 30) + [0x7F],
+        [0x26, 0xE8, 0x95, 0x8F, 0xC2, 0xB2, 0x27, 0xB0, 0x45, 0xC3, 0xF4, 0x89, 0xF2, 0xEF, 0x98, 0xF0,
+         0xD5, 0xDF, 0xAC, 0x05, 0xD3, 0xC6, 0x33, 0x39, 0xB1, 0x38, 0x02, 0x88, 0x6D, 0x53, 0xFC, 0x05],
+        [0xC7, 0x17, 0x6A, 0x70, 0x3D, 0x4D, 0xD8, 0x4F, 0xBA, 0x3C, 0x0B, 0x76, 0x0D, 0x10, 0x67, 0x0F,
+         0x2A, 0x20, 0x53, 0xFA, 0x2C, 0x39, 0xCC, 0xC6, 0x4E, 0xC7, 0xFD, 0x77, 0x92, 0xAC, 0x03, 0x7A],
+    ]
+
+    /// Whether an encoded key is one BoringSSL's Ed25519 accepts but no one should: a point of
+    /// small order (for the identity, `[S]B ‖ S` with any S verifies for every message), or a y
+    /// of p or more (a second spelling of a key with y − p, under another key id).
+    static func isWeak(_ raw: [UInt8]) -> Bool {
+        var y = raw
+        y[31] &= 0x7F
+        let nonCanonical = y[31] == 0x7F && y[1..<31].allSatisfy { $0 == 0xFF } && y[0] >= 0xED
+        return nonCanonical || smallOrderYs.contains(y)
     }
 
     /// Parses the text of a public key file: `cairn-ed25519-public-v1 <base64 of 32 bytes>\n`.
