@@ -10,18 +10,21 @@ struct GetCommand: AsyncParsableCommand {
     @ParentCommand var root: CairnCommand
     @Argument(help: "The chunk id.")
     var id: String
+    @Option(help: "The channel to read from (a search result's), when cairnd follows several.")
+    var channel: String?
     @Flag(help: "Print the daemon's JSON answer.")
     var json = false
 
     func run() async throws {
         let daemon = DaemonConnection(root: root.connection, local: connection)
-        let body = try daemon.call("GET", ChunkAnswer.path(for: id))
+        let body = try daemon.call("GET", ChunkAnswer.path(for: id, channel: channel))
         if json { return printRaw(body) }
         let answer = try daemon.decode(ChunkAnswer.self, from: body)
         let chunk = answer.chunk
         print(chunk.title)
         print("id \(chunk.id) · scenario \(chunk.scenario ?? "none") · tags \(chunk.tags.joined(separator: ", "))"
-              + (chunk.source.map { " · source \($0)" } ?? "") + " · version \(answer.version)")
+              + (chunk.source.map { " · source \($0)" } ?? "") + " · version \(answer.version)"
+              + (answer.channel.map { " · channel \($0)" } ?? ""))
         print("")
         print(chunk.content)
     }

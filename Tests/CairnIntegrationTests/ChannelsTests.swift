@@ -36,7 +36,7 @@ struct ChannelsTests {
         }
     }
 
-    @Test("Given a device following field and manuals from two publishers, then each channel installs on its own, a search finds the best answer in the second channel first and names channel and version, channels narrows it, and a refused manuals update does not stop field's")
+    @Test("Given a device following field and manuals from two publishers, then each channel installs on its own, a search finds the best answer in the second channel first and names channel and version, channels narrows it, a chunk id both hold is read from the channel named, and a refused manuals update does not stop field's")
     func twoPublishers() async throws {
         let field = try await Workspace.make(), manuals = try await Workspace.make()
         try await field.publishOnThread(Workspace.version1)
@@ -112,6 +112,25 @@ struct ChannelsTests {
         try #require(third.status == 0, "\(third.error)")
         #expect(try device.cairn(["sync"]).status == 0)
         try await waitUntil("manuals serves version 3", seconds: 60) { Self.channels(device)["manuals"]?["version"] as? Int == 3 }
+        // Both channels now hold a chunk "radio": a result's channel reads the right one.
+        func chunk(_ query: String) async throws -> [String: Any] {
+            let run = try await CairnTestSupport.run("/usr/bin/curl", ["-s", "--unix-socket", device.socket, "http://localhost/v1/chunks/radio" + query])
+            return (try? JSONSerialization.jsonObject(with: Data(run.stdout.utf8))) as? [String: Any] ?? [:]
+        }
+        let own = try await chunk(""), other = try await chunk("?channel=manuals")
+        #expect(own["channel"] as? String == "field" && (own["content"] as? String)?.hasPrefix("A crank radio") == true, "\(own)")
+        #expect(other["channel"] as? String == "manuals" && other["content"] as? String == "Keep a crank radio." && other["version"] as? Int == 3,
+                "\(other)")
+        #expect(try await chunk("?channel=nope")["code"] as? String == "unknown_channel")
+        let got = try device.cairn(["get", "radio", "--channel", "manuals"])
+        #expect(got.status == 0 && got.output.contains("Keep a crank radio.") && got.output.contains("channel manuals"), "\(got.output)")
+        let read = try await AgentTests.mcp(device.socket, [
+            #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get","arguments":{"id":"radio","channel":"manuals"}}}"#,
+        ], folder: field.folder)
+        let passage = (read.answers["1"]?["result"] as? [String: Any])?["structuredContent"] as? [String: Any]
+        #expect(passage?["content"] as? String == "Keep a crank radio." && passage?["channel"] as? String == "manuals", "\(String(describing: passage))")
+        // `"channels": null` is refused, not read as every channel.
+        #expect(try await Self.search(device, #"{"query": "radio", "channels": null}"#)["code"] as? String == "bad_channels")
         let back = try device.cairn(["rollback", "--channel", "manuals"])
         #expect(back.status == 0 && back.output.contains("to version 1"), "\(back.error)")
         #expect(Self.channels(device)["manuals"]?["version"] as? Int == 1 && Self.channels(device)["field"]?["version"] as? Int == 2)

@@ -6,20 +6,26 @@ public struct ChunkAnswer: Sendable, Hashable, Codable {
     public var chunk: Chunk
     public var version: Int
     public var stateRoot: String
+    /// The channel it came from (nil from a cairnd before 2026-12-06).
+    public var channel: String?
 
-    enum CodingKeys: String, CodingKey { case version, stateRoot = "state_root" }
+    enum CodingKeys: String, CodingKey { case version, stateRoot = "state_root", channel }
 
-    /// `/v1/chunks/<id>` with the id percent-encoded, `/` included (the route is one segment).
-    public static func path(for id: String) -> String {
+    /// `/v1/chunks/<id>` with the id percent-encoded, `/` included (the route is one segment),
+    /// and `?channel=` when one is named.
+    public static func path(for id: String, channel: String? = nil) -> String {
         var allowed = CharacterSet.urlPathAllowed
         allowed.remove("/")
-        return "/v1/chunks/" + (id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id)
+        let path = "/v1/chunks/" + (id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id)
+        guard let channel else { return path }
+        return path + "?channel=" + (channel.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? channel)
     }
 
-    public init(chunk: Chunk, version: Int, stateRoot: String) {
+    public init(chunk: Chunk, version: Int, stateRoot: String, channel: String? = nil) {
         self.chunk = chunk
         self.version = version
         self.stateRoot = stateRoot
+        self.channel = channel
     }
 
     public init(from decoder: any Decoder) throws {
@@ -27,6 +33,7 @@ public struct ChunkAnswer: Sendable, Hashable, Codable {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         version = try c.decode(Int.self, forKey: .version)
         stateRoot = try c.decode(String.self, forKey: .stateRoot)
+        channel = try c.decodeIfPresent(String.self, forKey: .channel)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -34,5 +41,6 @@ public struct ChunkAnswer: Sendable, Hashable, Codable {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(version, forKey: .version)
         try c.encode(stateRoot, forKey: .stateRoot)
+        try c.encodeIfPresent(channel, forKey: .channel)
     }
 }

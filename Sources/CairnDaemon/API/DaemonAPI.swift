@@ -28,7 +28,9 @@ struct DaemonAPI: Sendable {
         router.get("v1/status") { _, _ in try await statusAnswer() }
         router.get("metrics") { _, _ in try await metricsAnswer() }
         router.post("v1/search") { request, _ in try await search(request) }
-        router.get("v1/chunks/:id") { _, context in try chunk(context.parameters.require("id")) }
+        router.get("v1/chunks/:id") { request, context in
+            try chunk(context.parameters.require("id"), channel: request.uri.queryParameters["channel"].map(String.init))
+        }
         router.post("v1/sync") { _, _ in try await sync() }
         router.post("v1/rollback") { request, _ in try await rollback(request) }
         router.post("v1/export") { request, _ in try await export(request) }
@@ -123,7 +125,15 @@ struct DaemonAPI: Sendable {
         }
     }
 
-    func chunk(_ rawID: String) throws -> Response {
+    /// The chunk `rawID` of `name`'s serving version (nil: the daemon's own channel).
+    func chunk(_ rawID: String, channel name: String?) throws -> Response {
+        var (holder, channel) = (self.holder, self.channel)
+        if let name, name != channel {
+            guard let other = channels.first(where: { $0.name == name }) else {
+                throw APIError(400, "unknown_channel", "this cairnd does not follow channel \(name); it follows \(([channel] + channels.map(\.name)).joined(separator: ", "))")
+            }
+            (holder, channel) = (other.holder, other.name)
+        }
         guard let serving = holder.current else { throw holder.noIndex }
         let id = rawID.removingPercentEncoding ?? rawID
         let found: Chunk?
@@ -134,7 +144,7 @@ struct DaemonAPI: Sendable {
             throw APIError.internalError
         }
         guard let found else { throw APIError(404, "chunk_not_found", "the installed version has no chunk with that id") }
-        return Self.json(ChunkAnswer(chunk: found, version: serving.version, stateRoot: serving.stateRoot))
+        return Self.json(ChunkAnswer(chunk: found, version: serving.version, stateRoot: serving.stateRoot, channel: channel))
     }
 
     func statusAnswer() async throws -> Response {

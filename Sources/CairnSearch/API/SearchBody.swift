@@ -63,7 +63,9 @@ public struct SearchBody: Decodable {
                 request.tags = tags
             }
         }
-        if c.contains(Key("channels")), try !c.decodeNil(forKey: Key("channels")) {
+        // `null` is refused here (unlike the other fields, where it means the default): read as
+        // "every channel", an unset template variable would widen the search.
+        if c.contains(Key("channels")) {
             guard let names = try? c.decode([String].self, forKey: Key("channels")), (1...16).contains(names.count),
                   Set(names).count == names.count else {
                 throw APIError(400, "bad_channels", "\"channels\" must be an array of 1 to 16 distinct channel names")

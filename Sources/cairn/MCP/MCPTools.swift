@@ -43,7 +43,10 @@ struct MCPTools {
             "description": "Return one passage of the offline knowledge base in full, by the id a search result gave.",
             "inputSchema": [
                 "type": "object",
-                "properties": ["id": ["type": "string", "description": "The passage id from a search result."]],
+                "properties": [
+                    "id": ["type": "string", "description": "The passage id from a search result."],
+                    "channel": ["type": "string", "description": "The search result's channel, when the device holds several knowledge bases (ids may repeat across them)."],
+                ] as [String: Any],
                 "required": ["id"],
                 "additionalProperties": false,
             ] as [String: Any],
@@ -166,7 +169,11 @@ struct MCPTools {
         guard let id = arguments["id"] as? String, !id.isEmpty else {
             throw ToolFailure(code: "bad_arguments", message: "`id` must be a non-empty string")
         }
-        let chunk = try object(try send("GET", ChunkAnswer.path(for: id)))
+        let channel = arguments["channel"]
+        guard channel == nil || (channel as? String).map({ !$0.isEmpty }) == true else {
+            throw ToolFailure(code: "bad_arguments", message: "`channel` must be a non-empty string")
+        }
+        let chunk = try object(try send("GET", ChunkAnswer.path(for: id, channel: channel as? String)))
         let text = "\(chunk["title"] as? String ?? "") (id: \(id), version \(chunk["version"] as? Int ?? 0))\n\n"
             + "\(chunk["content"] as? String ?? "")"
         return ["content": [["type": "text", "text": text]], "structuredContent": chunk, "isError": false]
