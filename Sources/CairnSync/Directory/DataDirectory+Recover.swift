@@ -74,7 +74,7 @@ extension DataDirectory {
     /// serves `previous` while `current` cannot be opened now, and a later step moved the
     /// links): kept, with its model, until it no longer serves.
     func removeUnreferenced(keepingResumableDownloads: Bool, served: String? = nil) {
-        removeUnreferencedVersions(keeping: served.map { versionsPath + "/" + ($0 as NSString).lastPathComponent })
+        removeUnreferencedVersions(keeping: served.map { [versionsPath + "/" + ($0 as NSString).lastPathComponent] } ?? [])
         // A spare copy serves only the next delta from the current version.
         if let previous = linkTarget(previousLink), previous != linkTarget(currentLink) {
             unlink(path + "/" + previous + "/" + DataDirectoryLayout.spareIndexFile)
@@ -86,10 +86,10 @@ extension DataDirectory {
     }
 
     /// Removes the version folders (and `.partial` ones) that neither `current` nor `previous`
-    /// references, except the folder `keeping` (a path) names: an install's own `.partial`.
-    func removeUnreferencedVersions(keeping: String? = nil) {
-        let keep = Set(([currentLink, previousLink].compactMap(linkTarget) + [keeping].compactMap { $0 })
-            .map { ($0 as NSString).lastPathComponent })
+    /// references, except the folders `keeping` (paths) names: an install's own `.partial`, the
+    /// version the daemon serves.
+    func removeUnreferencedVersions(keeping: [String] = []) {
+        let keep = Set(([currentLink, previousLink].compactMap(linkTarget) + keeping).map { ($0 as NSString).lastPathComponent })
         for name in entries(versionsPath) where !keep.contains(name) {
             remove(versionsPath + "/" + name)
         }

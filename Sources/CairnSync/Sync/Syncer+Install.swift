@@ -121,7 +121,9 @@ extension Syncer {
                 unlink(spare(of: installed))
                 // A delta applied in place took the previous version's index and dropped its
                 // link: what is left of its folder is no one's.
-                directory.removeUnreferencedVersions(keeping: (index as NSString).deletingLastPathComponent)
+                // Never the version the daemon serves (`previous`, while `current` cannot be opened).
+                directory.removeUnreferencedVersions(keeping: [(index as NSString).deletingLastPathComponent]
+                    + (servedVersion?().map { [directory.path + "/" + DataDirectoryLayout.versionFolder($0)] } ?? []))
                 // `makeRoom` measured the delta's path, which may have kept the previous version:
                 // the snapshot is measured again, and may need it gone.
                 let full = SyncPlanner.Path.full(manifest.snapshot)
@@ -180,7 +182,10 @@ extension Syncer {
     func reusableFile(installed: InstalledVersion) -> IndexBuilder.ReusableFile? {
         if FileSystem.exists(spare(of: installed)) { return IndexBuilder.ReusableFile(path: spare(of: installed), catchUp: nil) {} }
         let blob = installed.directory + "/" + DataDirectoryLayout.deltaBlobFile
+        // Never the file the daemon serves (`previous`, while `current` cannot be opened): its
+        // readers would see it change under them.
         guard let previous = directory.previous(), previous.version < installed.version, FileSystem.exists(blob),
+              servedVersion?() != previous.version,
               let ref = installed.manifest.deltas.first(where: {
                   $0.fromVersion == previous.version && $0.fromStateRoot == previous.stateRoot
               }) else { return nil }
