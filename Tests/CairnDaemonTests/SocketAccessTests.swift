@@ -38,6 +38,28 @@ struct SocketAccessTests {
         }
     }
 
+    @Test("Given socket_group names a group cairnd's user is not in, when cairnd starts as that user, then it refuses in one line naming the group (exit 2), rather than start with a socket the group cannot reach")
+    func groupMustBeCairndsOwn() async throws {
+        try Tools.requireRoot("create a user and run cairnd as it")
+        _ = try await Self.ensure(group: Self.group)
+        let (uid, gid) = try await Self.ensure(user: Self.user)
+        let folder = "/tmp/cairn-socket-group-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        chmod(folder, 0o777)
+        try "socket_group = \(Self.group)\n".write(toFile: folder + "/cairnd.conf", atomically: true, encoding: .utf8)
+        chmod(folder + "/cairnd.conf", 0o644)
+        // Under a deadline: a cairnd that started instead would answer until killed.
+        let started = try await run("/usr/bin/timeout", ["60", "/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "--", Products.path("cairnd"),
+                                                         "--config", folder + "/cairnd.conf", "--data-dir", folder + "/data",
+                                                         "--socket", folder + "/cairnd.sock"])
+        #expect(started.status == 2, "exit \(started.status): \(started.stderr)")
+        let lines = started.stderr.split(separator: "\n")
+        #expect(lines.count == 1 && started.stderr.contains("socket_group \(Self.group)") && started.stderr.contains("not a member"),
+                "\(started.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/cairnd.sock"))
+    }
+
     /// The id of `group`, created as a system group if missing.
     static func ensure(group: String) async throws -> gid_t {
         if let entry = getgrnam(group) { return entry.pointee.gr_gid }

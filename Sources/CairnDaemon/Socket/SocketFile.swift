@@ -23,11 +23,27 @@ final class SocketFile: Sendable {
             guard let entry = getgrnam(group) else {
                 throw DaemonError(.badConfiguration, "socket_group names no group on this system")
             }
-            groupID = entry.pointee.gr_gid
+            let gid = entry.pointee.gr_gid
+            // Only root, or a member, may give a file to a group: else the chown after bind would
+            // fail and the group's members be refused, with cairnd answering no one it meant to.
+            guard Self.mayGive(to: gid) else {
+                throw DaemonError(.badConfiguration, "socket_group \(group): cairnd's user is not a member, so it cannot give the socket to that group; add the user to the group or run cairnd as root")
+            }
+            groupID = gid
         } else {
             groupID = nil
         }
         try Self.clearStale(path)
+    }
+
+    /// Whether this process may chown a file it owns to `group`: as root, or as a member.
+    static func mayGive(to group: gid_t) -> Bool {
+        if geteuid() == 0 || getegid() == group { return true }
+        let count = getgroups(0, nil)
+        guard count > 0 else { return false }
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        let filled = getgroups(count, &groups)
+        return filled > 0 && groups.prefix(Int(filled)).contains(group)
     }
 
     /// The folder the socket is created in must exist and let this process create files.
