@@ -184,6 +184,25 @@ struct ProcessTests {
         #expect(try warning(91) == nil)
     }
 
+    @Test("Given root/1.root.json holding a self-signed root 2 (root 2 copied over it), when verify runs, then it is refused naming the file, as every device pinned to root 1 would refuse the chain")
+    func firstRootMustBeRootOne() throws {
+        let workspace = try Workspace()
+        let keys = workspace.keyDir
+        #expect(try CLI.run(["keygen", "--out", keys, "--name", "root"]).status == 0)
+        #expect(try CLI.run(["root", "init", "--repo", workspace.repo, "--root-key", keys + "/root.key",
+                             "--signing-key", keys + "/publisher.pub"]).status == 0)
+        // Root 2 keeps root 1's root key, so it is self-signed too.
+        #expect(try CLI.run(["root", "rotate", "--repo", workspace.repo, "--sign-with", keys + "/root.key"]).status == 0)
+        #expect(try CLI.run(CLI.publishArguments(workspace, source: try workspace.writeSource(SampleKB.chunks(count: 3)))).status == 0)
+        let whole = try CLI.run(["verify", workspace.repo])
+        #expect(whole.status == 0, "\(whole.output) \(whole.error)")
+        let folder = workspace.repo + "/root"
+        try FileManager.default.removeItem(atPath: folder + "/1.root.json")
+        try FileManager.default.moveItem(atPath: folder + "/2.root.json", toPath: folder + "/1.root.json")
+        let refused = try CLI.run(["verify", workspace.repo])
+        #expect(refused.status != 0 && refused.output.contains("1.root.json holds root 2, not root 1"), "\(refused.output) \(refused.error)")
+    }
+
     @Test("Given root init and rotations, when keys are wrong or too few, then nothing is written (exit 64 or 77); when right, then root show and verify check the whole chain")
     func rootCommands() throws {
         let folder = try TemporaryDirectory.make()

@@ -53,6 +53,11 @@ extension Repository {
         let first = try rootBytes(1)
         var chain: TrustChain
         do { chain = try TrustChain(pinned: first) } catch { throw refused(1, error) }
+        // Devices pinned to root 1 ask for root/2 next: a first file holding another version
+        // would pass here and fail on every device.
+        guard chain.current.version == 1 else {
+            throw PublishError(.repositoryCorrupt, "\(rootPath(1)) holds root \(chain.current.version), not root 1")
+        }
         for version in 2...max(2, newest) where version <= newest {
             let bytes = try rootBytes(version)
             do { try chain.accept(next: bytes) } catch { throw refused(version, error) }
