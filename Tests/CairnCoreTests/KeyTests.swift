@@ -79,4 +79,19 @@ import Testing
         }
         for _ in 0..<64 { _ = try PublicKey(rawBytes: Array(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation)) }
     }
+
+    @Test("Given a staged envelope holding a damaged signature by key K, when a copy's valid signature by K is added, then K counts, and the verified envelope keeps K's valid signature alone")
+    func damagedSignatureDoesNotBlockAValidOne() {
+        let key = PublisherKey.generate()
+        let content = CanonicalJSON.object(["version": .integer(5), "channel": .string("stable")])
+        let valid = SignedEnvelope.sign(content, domain: SignedManifest.domain, keys: [key])
+        var flipped = valid[0].bytes
+        flipped[10] ^= 0x01
+        let damaged = SignedEnvelope(content: content, signatures: [.init(keyID: key.keyID, bytes: flipped)])
+        #expect(damaged.validSigners(among: [key.publicKey], domain: SignedManifest.domain).isEmpty)
+        let merged = damaged.adding(valid)
+        #expect(merged.validSigners(among: [key.publicKey], domain: SignedManifest.domain) == [key.keyID])
+        #expect(merged.verified(among: [key.publicKey], domain: SignedManifest.domain).signatures == valid)
+        #expect(merged.adding(valid).signatures.count == 2, "an exact duplicate is not added again")
+    }
 }

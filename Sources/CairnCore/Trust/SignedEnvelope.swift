@@ -46,11 +46,26 @@ public struct SignedEnvelope: Sendable {
         return CanonicalJSON.object([field: content, "signatures": .array(entries)]).bytes + [UInt8(ascii: "\n")]
     }
 
-    /// This envelope with `added` appended, skipping keys that already signed.
+    /// This envelope with `added` appended, skipping signatures it holds already. A key's
+    /// second signature with other bytes is kept too (Ed25519 signs one content one way, so one
+    /// of the two is damaged, and which cannot be told without the key): `validSigners` counts the
+    /// key once if either verifies, and `verified(among:domain:)` keeps only that one.
     public func adding(_ added: [Signature]) -> SignedEnvelope {
         var all = signatures
-        for signature in added where !all.contains(where: { $0.keyID == signature.keyID }) { all.append(signature) }
+        for signature in added where !all.contains(signature) { all.append(signature) }
         return SignedEnvelope(content: content, signatures: all)
+    }
+
+    /// This envelope with only signatures by `keys` that verify, one per key.
+    public func verified(among keys: [PublicKey], domain: [UInt8]) -> SignedEnvelope {
+        let message = Self.signedBytes(domain: domain, content)
+        var kept: [Signature] = []
+        for signature in signatures where !kept.contains(where: { $0.keyID == signature.keyID }) {
+            if let key = keys.first(where: { $0.keyID == signature.keyID }), key.isValidSignature(signature.bytes, for: message) {
+                kept.append(signature)
+            }
+        }
+        return SignedEnvelope(content: content, signatures: kept)
     }
 
     /// Parses the envelope strictly (not the content: its own parser does that).

@@ -14,7 +14,10 @@ public enum StagedRelease {
         // Absolute, so that the folder the rename lands in can be fsynced.
         let path = URL(fileURLWithPath: file).standardizedFileURL.path
         let (envelope, manifest) = try read(path)
-        let signed = envelope.adding(SignedEnvelope.sign(envelope.content, domain: SignedManifest.domain, keys: keys))
+        // A key signing again replaces what the file held under its id (a damaged copy).
+        let own = Set(keys.map(\.keyID))
+        let signed = SignedEnvelope(content: envelope.content, signatures: envelope.signatures.filter { !own.contains($0.keyID) })
+            .adding(SignedEnvelope.sign(envelope.content, domain: SignedManifest.domain, keys: keys))
         do { try FileSystem.writeAtomically(signed.encode(field: "manifest"), to: path) } catch {
             throw PublishError(.io, "cannot write \(path): \(error.message)", cause: error)
         }
@@ -76,9 +79,8 @@ public enum StagedRelease {
         }
         // Only signatures that count are released: copies signed by other keys could push the
         // file past the 16 signatures devices read.
-        let valid = envelope.validSigners(among: policy.keys, domain: SignedManifest.domain)
-            .union(envelope.validSigners(among: inForce.keys, domain: SignedManifest.domain))
-        envelope = SignedEnvelope(content: envelope.content, signatures: envelope.signatures.filter { valid.contains($0.keyID) })
+        // One verifying signature per key: a copy's damaged duplicate of a key's signature goes.
+        envelope = envelope.verified(among: policy.keys + inForce.keys, domain: SignedManifest.domain)
         guard envelope.signatures.count <= SignedManifest.maxSignatures else {
             throw PublishError(.invalidArgument, "the staged manifest has \(envelope.signatures.count) valid signatures; devices read at most \(SignedManifest.maxSignatures)")
         }
