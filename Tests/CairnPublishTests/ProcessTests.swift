@@ -146,13 +146,20 @@ struct ProcessTests {
         #expect(broken.output.split(separator: "\n").filter { $0.hasPrefix("problem: ") }.count >= 1)
     }
 
-    @Test("Given a root that expires within the manifest's life, when publishing, then a one-line warning names it and the publish succeeds; after a rotation to a year, no warning")
-    func rootExpiryWarned() throws {
+    /// A workspace whose repository has root 1 (root key `keys/root.key`, the workspace's
+    /// publisher key signing), expiring in `expiresDays`; and its keys folder.
+    static func rootedWorkspace(expiresDays: Int) throws -> (Workspace, String) {
         let workspace = try Workspace()
         let keys = workspace.keyDir
-        #expect(try CLI.run(["keygen", "--out", keys, "--name", "root"]).status == 0)
-        #expect(try CLI.run(["root", "init", "--repo", workspace.repo, "--root-key", keys + "/root.key",
-                             "--signing-key", keys + "/publisher.pub", "--expires-days", "10"]).status == 0)
+        try #require(try CLI.run(["keygen", "--out", keys, "--name", "root"]).status == 0)
+        try #require(try CLI.run(["root", "init", "--repo", workspace.repo, "--root-key", keys + "/root.key",
+                                  "--signing-key", keys + "/publisher.pub", "--expires-days", "\(expiresDays)"]).status == 0)
+        return (workspace, keys)
+    }
+
+    @Test("Given a root that expires within the manifest's life, when publishing, then a one-line warning names it and the publish succeeds; after a rotation to a year, no warning")
+    func rootExpiryWarned() throws {
+        let (workspace, keys) = try Self.rootedWorkspace(expiresDays: 10)
         let first = try CLI.run(CLI.publishArguments(workspace, source: try workspace.writeSource(SampleKB.chunks(count: 5))))
         #expect(first.status == 0, "\(first.error)")
         let warnings = first.error.split(separator: "\n").filter { $0.contains("warning: ") }
@@ -186,11 +193,7 @@ struct ProcessTests {
 
     @Test("Given root/1.root.json holding a self-signed root 2 (root 2 copied over it), when verify runs, then it is refused naming the file, as every device pinned to root 1 would refuse the chain")
     func firstRootMustBeRootOne() throws {
-        let workspace = try Workspace()
-        let keys = workspace.keyDir
-        #expect(try CLI.run(["keygen", "--out", keys, "--name", "root"]).status == 0)
-        #expect(try CLI.run(["root", "init", "--repo", workspace.repo, "--root-key", keys + "/root.key",
-                             "--signing-key", keys + "/publisher.pub"]).status == 0)
+        let (workspace, keys) = try Self.rootedWorkspace(expiresDays: 365)
         // Root 2 keeps root 1's root key, so it is self-signed too.
         #expect(try CLI.run(["root", "rotate", "--repo", workspace.repo, "--sign-with", keys + "/root.key"]).status == 0)
         #expect(try CLI.run(CLI.publishArguments(workspace, source: try workspace.writeSource(SampleKB.chunks(count: 3)))).status == 0)
