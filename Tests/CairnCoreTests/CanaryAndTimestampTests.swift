@@ -48,4 +48,13 @@ import Testing
         #expect(!manifest.isExpired(at: Timestamp(secondsSince1970: manifest.expires.secondsSince1970 - 1)!))
         #expect(manifest.isExpired(at: manifest.expires))
     }
+
+    @Test("Given a clock past year 9999, before year 0 or not a number, when taken as a timestamp, then it is the nearest second in range (never 1970, which would put every expiry in the future)")
+    func clockOutOfRangeIsClamped() {
+        #expect(Timestamp(Date(timeIntervalSince1970: 3e11)) == nil)
+        #expect(Timestamp(clamping: Date(timeIntervalSince1970: 3e11)).rfc3339 == "9999-12-31T23:59:59Z")
+        #expect(Timestamp(clamping: Date(timeIntervalSince1970: -1e12)).rfc3339 == "0000-01-01T00:00:00Z")
+        #expect(Timestamp(clamping: Date(timeIntervalSince1970: 1_780_000_000.7)).secondsSince1970 == 1_780_000_000)
+        #expect(Timestamp(clamping: Date(timeIntervalSince1970: .nan)).secondsSince1970 == 0)
+    }
 }

@@ -21,6 +21,14 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
         self.init(secondsSince1970: whole)
     }
 
+    /// The instant `date`, or the nearest one in range: a clock past 9999 is the last second of
+    /// 9999, not 1970 (which would make every expiry lie in the future).
+    public init(clamping date: Date) {
+        let seconds = date.timeIntervalSince1970.rounded(.down)
+        let bound = seconds.isNaN ? 0 : min(max(seconds, Double(Self.range.lowerBound)), Double(Self.range.upperBound))
+        self.secondsSince1970 = Int64(bound)
+    }
+
     /// Parses exactly `YYYY-MM-DDTHH:MM:SSZ` with a valid calendar date and time (no leap second).
     public init?(rfc3339 text: String) {
         let b = Array(text.utf8)

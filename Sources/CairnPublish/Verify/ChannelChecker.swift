@@ -93,7 +93,7 @@ struct ChannelChecker {
             guard let current = try? FileSystem.read(path), let archived = try? FileSystem.read(versionPath), current == archived else {
                 throw PublishError(.repositoryCorrupt, "\(path) differs from \(versionPath) (or that file is missing)")
             }
-            if let now = Timestamp(Date()), manifest.expires <= now {
+            if manifest.expires <= Timestamp(clamping: Date()) {
                 report.problems.append("\(channel): the current version \(manifest.version) expired at \(manifest.expires); devices report their answers expired until a newer one comes; publish a new version")
             }
         } catch {

@@ -61,7 +61,7 @@ public struct RepositoryVerifier: Sendable {
         report.roots = trust.roots.count
         // Signatures still verify after an expiry; devices set to expired_updates = refuse then
         // take no new version, and say so only in their status.
-        let now = Timestamp(Date()) ?? Timestamp(secondsSince1970: 0)!
+        let now = Timestamp(clamping: Date())
         if let root = trust.current, root.isExpired(at: now) {
             report.problems.append("root \(root.version) expired at \(root.expires): devices with expired_updates = refuse take no new version; write the next with cairn-server root rotate")
         }

@@ -113,7 +113,7 @@ public struct SyncState: Codable, Sendable, Equatable {
 
     /// The clock every expiry rule uses: `max(now, clock_floor)`.
     public func effectiveNow(_ now: Date) -> Timestamp {
-        let wall = Timestamp(now) ?? Timestamp(secondsSince1970: 0)!
+        let wall = Timestamp(clamping: now)
         guard let floor = clockFloor.flatMap(Timestamp.init(rfc3339:)) else { return wall }
         return max(wall, floor)
     }
@@ -124,5 +124,5 @@ public struct SyncState: Codable, Sendable, Equatable {
         clockFloor = time.rfc3339
     }
 
-    public static func time(_ date: Date) -> String { (Timestamp(date) ?? Timestamp(secondsSince1970: 0)!).rfc3339 }
+    public static func time(_ date: Date) -> String { Timestamp(clamping: date).rfc3339 }
 }
