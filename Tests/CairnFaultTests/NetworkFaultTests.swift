@@ -216,4 +216,27 @@ struct NetworkFaultTests {
         let polls = device.state["attempts"] as? Int ?? 0
         #expect(report.finish("\(polls) polls, spaced \(spacings.joined(separator: ", ")) s by back-off, offline, last success kept, resumed by itself"))
     }
+
+    @Test("Given a first source whose blobs fail their SHA-256 (a stale or corrupt mirror) and a good second one, when a version installs from the second, then the next version is asked of the second first and the first is not asked at all")
+    func corruptMirrorTriedLast() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Rig.knowledgeBase(1))
+        let mirror = try FaultServer(root: workspace.repo, ["--corrupt"])
+        defer { mirror.stop() }
+        let origin = try FaultServer(root: workspace.repo)
+        defer { origin.stop() }
+        let device = try DeviceProcess(workspace, sources: [mirror.url, origin.url], name: "mirrored")
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        #expect(mirror.requests.contains { $0.path.contains("/blobs/") }, "the mirror was asked first for version 1")
+        let sources = device.state["sources"] as? [[String: Any]] ?? []
+        #expect(sources.first { $0["url"] as? String == mirror.url }?["last_hash_mismatch"] is String, "\(sources)")
+
+        try workspace.publish(Rig.knowledgeBase(2))
+        let asked = mirror.requests.count
+        let waited = try device.cairn(["sync", "--wait"])
+        #expect(waited.status == 0, "\(waited.error)")
+        try await device.waitForVersion(2)
+        #expect(mirror.requests.count == asked, "the mirror was asked again: \(mirror.requests.dropFirst(asked).map(\.path))")
+    }
 }

@@ -19,6 +19,9 @@ public struct SyncState: Codable, Sendable, Equatable {
         /// The ETag of the manifest last found installed (sent as If-None-Match).
         public var etag: String?
         public var lastError: String?
+        /// When a blob it served last failed its SHA-256; cleared when a version installs from
+        /// it. Such a source is tried last for a day (`Syncer.order`).
+        public var lastHashMismatch: String?
 
         public init(url: String) {
             self.url = url
@@ -29,6 +32,7 @@ public struct SyncState: Codable, Sendable, Equatable {
             case url, etag
             case lastOK = "last_ok", lastFailure = "last_failure"
             case consecutiveFailures = "consecutive_failures", lastError = "last_error"
+            case lastHashMismatch = "last_hash_mismatch"
         }
     }
 

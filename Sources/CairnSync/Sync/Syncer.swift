@@ -154,6 +154,21 @@ public actor Syncer {
         }
     }
 
+    /// How long a source whose blob failed its SHA-256 is tried after the others.
+    static let mismatchDemotion: TimeInterval = 24 * 3600
+
+    /// The sources in their configured order, except that one that served a blob failing its
+    /// hash (a stale or corrupt mirror), and has not installed a version since, goes last for
+    /// `mismatchDemotion`: else each new version cost a whole download from it before the next
+    /// source was asked (its answering "up to date" meanwhile does not lift it).
+    static func order(_ sources: [String], state: SyncState, now: Date) -> [String] {
+        func demoted(_ url: String) -> Bool {
+            guard let failed = state.source(url)?.lastHashMismatch.flatMap({ Timestamp(rfc3339: $0) }) else { return false }
+            return now.timeIntervalSince1970 - Double(failed.secondsSince1970) < mismatchDemotion
+        }
+        return sources.filter { !demoted($0) } + sources.filter(demoted)
+    }
+
     /// - Parameter unserved: why the installed version could not be opened again before the
     ///   attempt; unless a version installs, the attempt fails with it (it is the news: a source
     ///   with nothing newer does not make the device answer).
@@ -170,7 +185,7 @@ public actor Syncer {
         // A source that has nothing newer does not end the attempt: a later one may (a stick
         // left plugged in with the installed version, ahead of the origin that has moved on).
         var upToDate: SyncOutcome?
-        for source in configuration.sources {
+        for source in Self.order(configuration.sources, state: state, now: now()) {
             var reached = false
             var timings = InstallTimings()
             do throws(SyncError) {
@@ -182,6 +197,7 @@ public actor Syncer {
                     $0.lastOK = SyncState.time(now())
                     $0.consecutiveFailures = 0
                     $0.lastError = nil
+                    if case .installed = outcome { $0.lastHashMismatch = nil }
                 }
                 if case .upToDate = outcome {
                     upToDate = upToDate ?? outcome
@@ -217,6 +233,7 @@ public actor Syncer {
                     $0.consecutiveFailures += 1
                     $0.lastError = "\(error.code): \(error.message)"
                     $0.etag = nil
+                    if error.code == .hashMismatch { $0.lastHashMismatch = SyncState.time(now()) }
                 }
                 // Keep the most telling error: what a source served beats not reaching one.
                 if kept == nil || (kept!.isTransport && !error.isTransport) { kept = error }
