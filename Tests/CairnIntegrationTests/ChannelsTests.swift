@@ -104,6 +104,9 @@ struct ChannelsTests {
         #expect((one?["freshness"] as? String)?.hasPrefix("Knowledge base version 1 (channel manuals)") == true, "\(String(describing: one))")
         let all = (agent.answers["2"]?["result"] as? [String: Any])?["structuredContent"] as? [String: Any]
         #expect((all?["channels"] as? [[String: Any]])?.compactMap { $0["channel"] as? String } == ["field", "manuals"])
+        // Its text gives each result's channel beside its id, for `get`.
+        let text = ((agent.answers["2"]?["result"] as? [String: Any])?["content"] as? [[String: Any]])?.first?["text"] as? String ?? ""
+        #expect(text.contains("(id: generator, channel: manuals)"), "\(text)")
 
         // Each channel rolls back on its own: manuals takes version 3 from its publisher, then
         // goes back to 1 (cairn rollback --channel) while field stays on 2; export works per channel.

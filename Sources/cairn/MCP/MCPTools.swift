@@ -151,9 +151,12 @@ struct MCPTools {
         let freshness = Self.freshness(version: answer["version"], status: status, answer: answer)
         var lines = [freshness]
         if results.isEmpty { lines.append("No passage matches this query.") }
+        // With several channels a result's id is read back with its channel (`get`'s argument).
+        let several = answer["channels"] != nil
         for result in results {
+            let channel = several ? (result["channel"] as? String).map { ", channel: \($0)" } ?? "" : ""
             lines.append("[\(result["rank"] as? Int ?? 0)] \(result["title"] as? String ?? "") — "
-                         + "\(result["content"] as? String ?? "") (id: \(result["id"] as? String ?? ""))")
+                         + "\(result["content"] as? String ?? "") (id: \(result["id"] as? String ?? "")\(channel))")
         }
         var structured: [String: Any] = [
             "results": results, "version": answer["version"] ?? NSNull(), "state_root": answer["state_root"] ?? NSNull(),
