@@ -133,7 +133,7 @@ struct PrivateRepositoryTests {
         #expect(try device.query("boil water", mode: "lexical").version == 1)
         #expect(!device.log.contains("field-token-7f3a") && !device.log.contains("someone-elses-token"))
         device.stop()
-        // A plain 400 over TLS (as S3 answers a malformed request): before 2026-12-06 it was
+        // A plain 400 over TLS (as S3 answers a malformed request): before 2026-12-05 it was
         // reported as a missing client certificate.
         try Self.write("malformed\n", pki + "/malformed-token")
         device = try await Self.device(workspace, source: nginx.url, name: "malformed", dataDirectory: data,

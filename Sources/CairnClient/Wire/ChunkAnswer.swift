@@ -6,7 +6,7 @@ public struct ChunkAnswer: Sendable, Hashable, Codable {
     public var chunk: Chunk
     public var version: Int
     public var stateRoot: String
-    /// The channel it came from (nil from a cairnd before 2026-12-06).
+    /// The channel it came from (nil from a cairnd before 2026-12-05).
     public var channel: String?
 
     enum CodingKeys: String, CodingKey { case version, stateRoot = "state_root", channel }
