@@ -28,9 +28,11 @@ extension Syncer {
               let target = directory.linkTarget(directory.previousLink), previous.version != current.version else {
             throw SyncError(.noPreviousVersion, "no previous version is kept in \(directory.path); nothing to roll back to")
         }
-        // After a recovery the previous version is the one only revoked keys signed (a thief's):
-        // it must not come back by a rollback.
-        if configuration.trustedRoot != nil, let root = trust.current?.current {
+        // After a fast-forward recovery the previous version is the thief's: numbered above the
+        // version that replaced it, and signed only by keys the newest root revoked. It must not
+        // come back by a rollback. A lower-numbered previous version signed by a key since
+        // rotated out (a routine rotation) is still a rollback target.
+        if previous.version > current.version, configuration.trustedRoot != nil, let root = trust.current?.current {
             let envelope = try? SignedManifest.decodeEnvelope(try FileSystem.read(previous.manifestPath))
             guard let envelope, !envelope.validSigners(among: root.signingKeys, domain: SignedManifest.domain).isEmpty else {
                 throw SyncError(.previousUnusable, "previous version \(previous.version) is signed by no signing key of root \(root.version) (a key it revoked); nothing was changed")
