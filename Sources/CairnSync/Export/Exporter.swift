@@ -15,6 +15,9 @@ struct Exporter {
     let trustedKeys: [PublicKey]
     /// The pinned root, whose chain the export carries; nil for a device pinned to keys.
     let pinnedRoot: [UInt8]?
+    /// The room an install keeps free on the data directory's disk (`free_space_margin`); a
+    /// snapshot rebuilt for the export keeps it too.
+    let freeSpaceMargin: Int64
     let logger: Logger
 
     /// The folders an export is writing into now, in this process: another channel's export
@@ -150,7 +153,7 @@ struct Exporter {
         // The rebuilt file and its blob are written beside the live version, on the device's own
         // disk: refused at once when they cannot fit, rather than filling it (which would also
         // fail the next install).
-        let needed = Int64(signed.uncompressedSize) + Int64(signed.size) + Self.rebuildMargin
+        let needed = Int64(signed.uncompressedSize) + Int64(signed.size) + freeSpaceMargin
         if let free = try? FileSystem.availableBytes(at: directory.path), free < needed {
             throw SyncError(.diskFull, "rebuilding version \(installed.version)'s snapshot for the export needs \(needed) bytes on the data directory's disk and \(free) are free; nothing was exported")
         }
@@ -173,9 +176,6 @@ struct Exporter {
         }
         return (blob, .rebuilt)
     }
-
-    /// Room left on the data directory's disk beyond a rebuild's files: the next install's.
-    static let rebuildMargin: Int64 = 64 << 20
 
     private func read(_ path: String) throws(SyncError) -> [UInt8] {
         do { return try FileSystem.read(path) } catch { throw SyncError(.io, "cannot read \(path)", cause: error) }
@@ -304,7 +304,7 @@ extension Syncer {
     /// after any running attempt; no install or rollback runs meanwhile.
     public func export(to target: String) async throws(SyncError) -> ExportResult {
         let exporter = Exporter(directory: directory, trustedKeys: configuration.trustedKeys,
-                                pinnedRoot: configuration.trustedRoot, logger: logger)
+                                pinnedRoot: configuration.trustedRoot, freeSpaceMargin: configuration.freeSpaceMargin, logger: logger)
         return try await exclusively { () async throws(SyncError) -> ExportResult in
             try await BackgroundWork.run { () throws(SyncError) in try exporter.export(to: target) }
         }
