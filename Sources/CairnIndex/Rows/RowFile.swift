@@ -158,11 +158,15 @@ final class RowFile: @unchecked Sendable {
               idOrder.allSatisfy({ Int($0) < count }), removed.allSatisfy({ Int($0) < baseCount }) else {
             throw Self.malformed(path, "has offsets or row numbers outside its sections")
         }
-        // SQLite's rowids are positive, and a base's ascend (it is searched by halving).
-        let rowids = self.rowids
-        guard rowids.allSatisfy({ $0 >= 1 }),
-              kind == .overlay || rowids.indices.dropFirst().allSatisfy({ rowids[$0] > rowids[$0 - 1] }) else {
-            throw Self.malformed(path, "has rowids that are not positive or, in a base, not ascending")
+        // SQLite's rowids are positive, and a base's ascend (it is searched by halving): one
+        // pass, as this runs at every start (8 MB at a million rows).
+        let ascending = kind == .base
+        var previous: Int64 = 0
+        for rowid in rowids {
+            guard rowid >= 1, !ascending || rowid > previous else {
+                throw Self.malformed(path, "has rowids that are not positive or, in a base, not ascending")
+            }
+            previous = rowid
         }
     }
 

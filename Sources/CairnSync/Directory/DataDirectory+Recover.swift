@@ -129,7 +129,7 @@ extension DataDirectory {
     func removeTemporaryFiles() {
         let folders = [path] + [currentLink, previousLink].compactMap(linkTarget).map { path + "/" + $0 }
         for folder in folders {
-            for name in entries(folder) where name.hasPrefix(".tmp-") || name.contains(".tmp-") {
+            for name in entries(folder) where name.contains(".tmp-") {
                 remove(folder + "/" + name)
             }
         }
