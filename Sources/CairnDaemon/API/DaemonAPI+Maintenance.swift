@@ -79,9 +79,7 @@ extension DaemonAPI {
     /// The rollback and export of `channel` (nil or the daemon's own: its own).
     private func availableMaintenance(channel name: String? = nil) throws -> any DeviceMaintenance {
         if let name, name != channel {
-            guard let other = channels.first(where: { $0.name == name }) else {
-                throw APIError(400, "unknown_channel", "this cairnd does not follow channel \(name); it follows \(([channel] + channels.map(\.name)).joined(separator: ", "))")
-            }
+            let other = try followed(name)
             guard let maintenance = other.maintenance else {
                 throw APIError(503, "sync_unavailable", "channel \(name) has no data directory this cairnd manages")
             }

@@ -125,13 +125,19 @@ struct DaemonAPI: Sendable {
         }
     }
 
+    /// The further channel `name` (not the daemon's own), or 400 `unknown_channel`.
+    func followed(_ name: String) throws(APIError) -> ChannelHooks {
+        guard let other = channels.first(where: { $0.name == name }) else {
+            throw APIError(400, "unknown_channel", "this cairnd does not follow channel \(name); it follows \(([channel] + channels.map(\.name)).joined(separator: ", "))")
+        }
+        return other
+    }
+
     /// The chunk `rawID` of `name`'s serving version (nil: the daemon's own channel).
     func chunk(_ rawID: String, channel name: String?) throws -> Response {
         var (holder, channel) = (self.holder, self.channel)
         if let name, name != channel {
-            guard let other = channels.first(where: { $0.name == name }) else {
-                throw APIError(400, "unknown_channel", "this cairnd does not follow channel \(name); it follows \(([channel] + channels.map(\.name)).joined(separator: ", "))")
-            }
+            let other = try followed(name)
             (holder, channel) = (other.holder, other.name)
         }
         guard let serving = holder.current else { throw holder.noIndex }
