@@ -177,9 +177,9 @@ public struct Publisher: Sendable {
     static let rootExpiryNotice: Int64 = 90 * 86_400
 
     /// A line when `root` expires before a manifest `created` and `expires` then does, or
-    /// within `rootExpiryNotice` of its creation. Devices set to `expired_updates = refuse` take nothing once the newest root has
-    /// expired (protocol/root.md), and one offline for months learns of a rotation only when
-    /// it comes: the rotation must be published well before.
+    /// within `rootExpiryNotice` of its creation. Devices set to `expired_updates = refuse` take
+    /// nothing once the newest root has expired (protocol/root.md), and one offline for months
+    /// learns of a rotation only when it comes: the rotation must be published well before.
     static func rootExpiryWarning(_ root: RootMetadata, created: Timestamp, expires: Timestamp) -> String? {
         let start = created.secondsSince1970, ends = root.expires.secondsSince1970
         if ends <= start {

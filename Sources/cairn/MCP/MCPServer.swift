@@ -11,8 +11,8 @@ struct MCPServer {
     static let instructions = """
         Offline knowledge base of a Cairn device (field manuals, emergency guidance). Use `search` \
         before answering a practical question from this domain and cite passages by their [n]; \
-        `get` returns one passage in full by id (with the result's channel when it names one); `status` says which version is installed and how \
-        fresh it is.
+        `get` returns one passage in full by id (with the result's channel when it names one); \
+        `status` says which version is installed and how fresh it is.
         """
 
     let tools: MCPTools
