@@ -198,14 +198,10 @@ struct ProcessFaultTests {
 
     @Test("Given a state.json that is not JSON (a damaged disk, a hand edit), when cairnd starts, then it says so in one error line, moves the file aside, serves the installed version and writes a new state")
     func unreadableState() async throws {
-        let data = try TemporaryDirectory.make() + "/device"
-        let rig = try await Rig(dataDirectory: data)
-        defer { rig.stop() }
-        rig.device.stop()
-        try Data("{\"held_back_version\": 3, ".utf8).write(to: URL(fileURLWithPath: data + "/state.json"))
-        let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "restarted", dataDirectory: data)
-        defer { device.stop() }
-        try await device.waitForVersion(1)
+        let (rig, device, data) = try await Self.restarted { data in
+            try Data("{\"held_back_version\": 3, ".utf8).write(to: URL(fileURLWithPath: data + "/state.json"))
+        }
+        defer { device.stop(); rig.stop() }
         let lines = device.log.split(separator: "\n").filter { $0.contains("state.json cannot be read") }
         #expect(lines.count == 1 && lines.first?.contains("moved to") == true, "\(device.log)")
         #expect(FileManager.default.fileExists(atPath: data + "/state.json.unreadable"))
@@ -216,16 +212,33 @@ struct ProcessFaultTests {
     /// cannot be aimed at from outside; what it leaves is these names.
     @Test("Given what killed writes leave (a rows file's .tmp-<pid>-<n> in the version folder, an atomic write's .tmp-<uuid> in the data directory), when cairnd starts, then it removes them and serves")
     func killedWritesLeaveNothing() async throws {
+        var leftovers: [String] = []
+        let (rig, device, _) = try await Self.restarted { data in
+            let version = try FileManager.default.destinationOfSymbolicLink(atPath: data + "/current")
+            leftovers = [data + "/" + version + "/index.rows.tmp-4194300-12345", data + "/.tmp-6F1C0E9A-0000-4000-8000-000000000000"]
+            for file in leftovers { try Data(repeating: 7, count: 4096).write(to: URL(fileURLWithPath: file)) }
+        }
+        defer { device.stop(); rig.stop() }
+        for file in leftovers { #expect(!FileManager.default.fileExists(atPath: file), "\(file) is left") }
+    }
+
+    /// A rig whose device served version 1 and was stopped, `change` applied to its data
+    /// directory, then a cairnd started again on it and serving version 1. Stop both.
+    static func restarted(after change: (String) throws -> Void) async throws -> (Rig, DeviceProcess, String) {
         let data = try TemporaryDirectory.make() + "/device"
         let rig = try await Rig(dataDirectory: data)
-        defer { rig.stop() }
-        rig.device.stop()
-        let version = try FileManager.default.destinationOfSymbolicLink(atPath: data + "/current")
-        let leftovers = [data + "/" + version + "/index.rows.tmp-4194300-12345", data + "/.tmp-6F1C0E9A-0000-4000-8000-000000000000"]
-        for file in leftovers { try Data(repeating: 7, count: 4096).write(to: URL(fileURLWithPath: file)) }
-        let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "restarted", dataDirectory: data)
-        defer { device.stop() }
-        try await device.waitForVersion(1)
-        for file in leftovers { #expect(!FileManager.default.fileExists(atPath: file), "\(file) is left") }
+        do {
+            rig.device.stop()
+            try change(data)
+            let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "restarted", dataDirectory: data)
+            do { try await device.waitForVersion(1) } catch {
+                device.stop()
+                throw error
+            }
+            return (rig, device, data)
+        } catch {
+            rig.stop()
+            throw error
+        }
     }
 }
