@@ -52,6 +52,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         public var online: Bool?
         public var stale: Bool?
         public var expired: Bool?
+        public var lastAttempt: String?
         public var lastSuccess: String?
         public var lastError: String?
         public var lastErrorCode: String?
@@ -69,6 +70,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
             online = sync.online
             stale = sync.stale
             expired = sync.expired
+            lastAttempt = sync.lastAttempt
             lastSuccess = sync.lastSuccess
             lastError = sync.lastError
             lastErrorCode = sync.lastErrorCode
@@ -80,7 +82,8 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
 
         enum CodingKeys: String, CodingKey {
             case channel, version, online, stale, expired, trust, progress
-            case stateRoot = "state_root", lastSuccess = "last_success", lastError = "last_error", lastErrorCode = "last_error_code"
+            case stateRoot = "state_root", lastAttempt = "last_attempt", lastSuccess = "last_success"
+            case lastError = "last_error", lastErrorCode = "last_error_code"
             case attemptsFinished = "attempts_finished", lastOutcome = "last_outcome"
         }
 
@@ -92,6 +95,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
             try c.encode(online, forKey: .online)
             try c.encode(stale, forKey: .stale)
             try c.encode(expired, forKey: .expired)
+            try c.encode(lastAttempt, forKey: .lastAttempt)
             try c.encode(lastSuccess, forKey: .lastSuccess)
             try c.encode(lastError, forKey: .lastError)
             try c.encode(lastErrorCode, forKey: .lastErrorCode)

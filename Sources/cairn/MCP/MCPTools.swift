@@ -133,13 +133,19 @@ struct MCPTools {
     func search(_ arguments: [String: Any]) throws -> [String: Any] {
         let request = try Self.searchRequest(arguments)
         let answer = try object(try send("POST", "/v1/search", body: JSONSerialization.data(withJSONObject: request)))
-        var status = (try? object(try send("GET", "/v1/status"))) ?? [:]
-        // The freshness of the channel searched, when one was named: status keeps the further
-        // channels' in its `channels` list.
-        if let channel = arguments["channel"] as? String, channel != status["channel"] as? String,
-           let entry = (status["channels"] as? [[String: Any]])?.first(where: { $0["channel"] as? String == channel }) {
-            status = ["channel": channel, "sync": entry]
+        let status = (try? object(try send("GET", "/v1/status"))) ?? [:]
+        // One freshness line for each channel the answer came from: the channel named, or, when
+        // several answered, each of them (status keeps the further channels' in `channels`).
+        var freshnessLines: [String]
+        if let channels = answer["channels"] as? [[String: Any]] {
+            freshnessLines = channels.map { entry in
+                Self.freshness(version: entry["version"], status: Self.status(status, of: entry["channel"] as? String), answer: entry)
+            }
+        } else {
+            let named = arguments["channel"] as? String
+            freshnessLines = [Self.freshness(version: answer["version"], status: Self.status(status, of: named), answer: answer)]
         }
+        if freshnessLines.isEmpty { freshnessLines = [Self.freshness(version: nil, status: status, answer: answer)] }
         let results = (answer["results"] as? [[String: Any]] ?? []).map { result -> [String: Any] in
             let chunk = result["chunk"] as? [String: Any] ?? [:]
             return ["rank": result["rank"] ?? NSNull(), "id": chunk["id"] ?? NSNull(), "title": chunk["title"] ?? "",
@@ -148,8 +154,8 @@ struct MCPTools {
                     "score": result["fused_score"] ?? result["dense_score"] ?? result["lexical_score"] ?? NSNull(),
                     "channel": result["channel"] ?? NSNull(), "version": result["version"] ?? NSNull()]
         }
-        let freshness = Self.freshness(version: answer["version"], status: status, answer: answer)
-        var lines = [freshness]
+        let freshness = freshnessLines.joined(separator: "\n")
+        var lines = freshnessLines
         if results.isEmpty { lines.append("No passage matches this query.") }
         // With several channels a result's id is read back with its channel (`get`'s argument).
         let several = answer["channels"] != nil
@@ -162,7 +168,8 @@ struct MCPTools {
             "results": results, "version": answer["version"] ?? NSNull(), "state_root": answer["state_root"] ?? NSNull(),
             "mode": answer["mode"] ?? NSNull(), "online": answer["online"] ?? NSNull(), "stale": answer["stale"] ?? NSNull(),
             "expired": answer["expired"] ?? NSNull(), "expires": answer["expires"] ?? NSNull(),
-            "channel": status["channel"] ?? NSNull(), "freshness": freshness,
+            "channel": (answer["channels"] == nil ? arguments["channel"] as? String : nil) ?? status["channel"] ?? NSNull(),
+            "freshness": freshness,
         ]
         if let channels = answer["channels"] { structured["channels"] = channels }
         return ["content": [["type": "text", "text": lines.joined(separator: "\n")]], "structuredContent": structured, "isError": false]
@@ -192,6 +199,15 @@ struct MCPTools {
         return ["content": [["type": "text", "text": text]], "structuredContent": status, "isError": false]
     }
 
+    /// The status as seen from one channel: the daemon's own (`name` nil or its own), or a further
+    /// one's entry of `channels` standing in for `sync`.
+    static func status(_ status: [String: Any], of name: String?) -> [String: Any] {
+        guard let name, name != status["channel"] as? String,
+              let entry = (status["channels"] as? [[String: Any]])?.first(where: { $0["channel"] as? String == name })
+        else { return status }
+        return ["channel": name, "sync": entry]
+    }
+
     /// One line: the version, and how fresh it is (online or offline since the last success,
     /// stale, expired).
     static func freshness(version: Any?, status: [String: Any], answer: [String: Any]) -> String {
@@ -206,7 +222,7 @@ struct MCPTools {
         }
         if answer["stale"] as? Bool == true { parts.append("STALE: a newer version may exist") }
         if answer["expired"] as? Bool == true {
-            parts.append("EXPIRED at \(answer["expires"] as? String ?? "?"): the publisher has not renewed it since")
+            parts.append("EXPIRED" + ((answer["expires"] as? String).map { " at \($0)" } ?? "") + ": the publisher has not renewed it since")
         }
         return parts.joined(separator: "; ") + "."
     }
