@@ -125,12 +125,18 @@ public final class DataDirectory: Sendable {
     /// used): `cairn rollback` has nothing to go back to until the next install.
     func dropPrevious(keepingModel model: String? = nil) throws(SyncError) {
         guard let target = linkTarget(previousLink), target != linkTarget(currentLink) else { return }
-        guard unlink(previousLink) == 0 else {
-            throw SyncError(.io, "cannot remove \(previousLink): \(String(cString: strerror(errno)))")
-        }
+        try unlinkPrevious()
         try syncFolder(path)
         try? FileManager.default.removeItem(atPath: path + "/" + target)
         removeUnusedModels(keeping: model)
+    }
+
+    /// Drops the `previous` link, if there is one (not fsynced; its folder is left to the
+    /// clean-up of what is unreferenced).
+    func unlinkPrevious() throws(SyncError) {
+        guard unlink(previousLink) == 0 || errno == ENOENT else {
+            throw SyncError(.io, "cannot remove \(previousLink): \(String(cString: strerror(errno)))")
+        }
     }
 
     /// `versions/<n>` as a link target (relative to DIR).

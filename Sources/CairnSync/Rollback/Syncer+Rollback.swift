@@ -28,14 +28,23 @@ extension Syncer {
               let target = directory.linkTarget(directory.previousLink), previous.version != current.version else {
             throw SyncError(.noPreviousVersion, "no previous version is kept in \(directory.path); nothing to roll back to")
         }
-        // After a fast-forward recovery the previous version is the thief's: numbered above the
-        // version that replaced it, and signed only by keys the newest root revoked. It must not
-        // come back by a rollback. A lower-numbered previous version signed by a key since
-        // rotated out (a routine rotation) is still a rollback target.
-        if previous.version > current.version, configuration.trustedRoot != nil, let root = trust.current?.current {
-            let envelope = try? SignedManifest.decodeEnvelope(try FileSystem.read(previous.manifestPath))
-            guard let envelope, !envelope.validSigners(among: root.signingKeys, domain: SignedManifest.domain).isEmpty else {
-                throw SyncError(.previousUnusable, "previous version \(previous.version) is signed by no signing key of root \(root.version) (a key it revoked); nothing was changed")
+        // A previous version signed only by keys the newest root revoked is a routine
+        // rotation's older version, or a stolen key's (after a fast-forward recovery the version
+        // replaced, numbered above or below the publisher's next). The publisher vouches for its
+        // own: the installed version, signed under the newest root, names it as a delta base
+        // (its version and state root). Anything else must not come back by a rollback.
+        if configuration.trustedRoot != nil, let root = trust.current?.current {
+            func signers(_ version: InstalledVersion) -> Int {
+                let envelope = try? SignedManifest.decodeEnvelope(try FileSystem.read(version.manifestPath))
+                return envelope?.validSigners(among: root.signingKeys, domain: SignedManifest.domain).count ?? 0
+            }
+            if signers(previous) == 0 {
+                let vouched = signers(current) >= root.signingThreshold && current.manifest.deltas.contains {
+                    $0.fromVersion == previous.version && $0.fromStateRoot == previous.stateRoot
+                }
+                guard vouched else {
+                    throw SyncError(.previousUnusable, "previous version \(previous.version) is signed only by keys root \(root.version) revoked, and installed version \(current.version) does not name it as a delta base (a stolen key's version?); nothing was changed")
+                }
             }
         }
         do {

@@ -192,9 +192,7 @@ extension Syncer {
         let directory = self.directory
         return IndexBuilder.ReusableFile(path: previous.indexPath, catchUp: .init(version: previous, blob: blob, ref: ref)) { () throws(SyncError) in
             // Unreferenced first: a crash from here on leaves a folder that start-up removes.
-            guard unlink(directory.previousLink) == 0 || errno == ENOENT else {
-                throw SyncError(.io, "cannot drop the previous link: \(String(cString: strerror(errno)))")
-            }
+            try directory.unlinkPrevious()
             try directory.syncFolder(directory.path)
         }
     }
