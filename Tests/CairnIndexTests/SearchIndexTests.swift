@@ -193,23 +193,28 @@ import Testing
         }
     }
 
-    @Test("Given a word in half the chunks or more, when searched with a rarer one, then it is left out of the match; alone, it still matches")
+    @Test("Given a word in half the chunks or more, when searched with a rarer one, then it is left out of the match; alone, or under a filter that lets none of the rarer word's rows through, it still matches")
     func uninformativeTokens() throws {
         try withTemporaryDirectory { directory in
             let entries: [ChunkRecord] = (0..<8).map { index in
                 let words = index < 3 ? "common words here" : "other words there"
                 let rare = index == 1 || index == 6 ? " with a rare lantern" : ""
-                return ChunkRecord(chunk: Chunk(id: "c\(index)", title: "Chunk \(index)", content: words + rare), vector: unit(1, Float(index), 0, 0))
+                return ChunkRecord(chunk: Chunk(id: "c\(index)", title: "Chunk \(index)", content: words + rare,
+                                                scenario: rare.isEmpty ? "flood" : "fire"),
+                                   vector: unit(1, Float(index), 0, 0))
             }
             let index = try SearchIndex(path: Corpus.snapshot(in: directory, entries: entries))
-            func found(_ query: String) throws -> [String] {
-                try index.search(SearchRequest(query: query, k: 10, mode: .lexical), queryVector: nil).results.map(\.chunk.id)
+            func found(_ query: String, scenario: String? = nil) throws -> [String] {
+                try index.search(SearchRequest(query: query, k: 10, mode: .lexical, scenario: scenario), queryVector: nil).results.map(\.chunk.id)
             }
             #expect(try Set(found("words lantern")) == ["c1", "c6"])       // "words" is in all 8 rows
             #expect(try Set(found("common lantern")) == ["c0", "c1", "c2", "c6"])  // "common" in 3 of 8: kept
             #expect(try found("words").count == 8)
             // A word in no row (a typo) beside a common one: the common one still answers.
             #expect(try found("words zzzz").count == 8)
+            // A filter that lets through none of the rare word's rows: the common word answers.
+            #expect(try Set(found("words lantern", scenario: "flood")) == ["c0", "c2", "c3", "c4", "c5", "c7"])
+            #expect(try Set(found("words lantern", scenario: "fire")) == ["c1", "c6"])
         }
         #expect(SearchIndex.informative(["a", "typo"], counts: [5, 0], rows: 10) == (["a", "typo"], [5, 0]))
         #expect(SearchIndex.informative(["a", "b"], counts: [5, 4], rows: 10) == (["b"], [4]))  // 5 of 10: IDF clamped

@@ -29,7 +29,12 @@ extension SearchIndex {
                 }
                 if tokens.count > 1 { return try prunedLexical(tokens, counts: counts, limit: limit, db: db) }
             }
-            return try fullLexical(tokens, counts: counts, limit: limit, mask: mask, db: db)
+            let found = try fullLexical(tokens, counts: counts, limit: limit, mask: mask, db: db)
+            // A filter may leave none of the rows the kept words match, while the rows it lets
+            // through hold the common words left out: those answer rather than nothing.
+            guard mask != nil, found.list.isEmpty, tokens.count < searched.count else { return found }
+            let all = try documentCounts.counts(of: searched, db: db)
+            return try fullLexical(searched, counts: all, limit: limit, mask: mask, db: db)
         }
     }
 
@@ -359,8 +364,9 @@ extension SearchIndex {
     /// 1e-6 (FTS5 clamps log((N - n + 0.5) / (n + 0.5)) ≤ 0 to that), so it moves no score by
     /// more than a few millionths, yet matching it walks most of the index ("study" in a medical
     /// corpus). Such tokens are left out unless nothing that matches a row remains (a typo or
-    /// an unknown word beside a common one must not leave the answer empty). Of the rest, the
-    /// `keep` rarest (the highest IDFs; ties to the earlier token) in their query order
+    /// an unknown word beside a common one must not leave the answer empty; with a filter,
+    /// `lexical` searches every token again when the kept ones match no row it lets through).
+    /// Of the rest, the `keep` rarest (the highest IDFs; ties to the earlier token) in their query order
     /// (`RankingConfiguration.lexicalWords`).
     static func informative(_ tokens: [String], counts: [Int64], rows: Int, keep: Int = .max) -> ([String], [Int64]) {
         var kept = zip(tokens, counts).filter { 2 * $0.1 < Int64(rows) }
