@@ -1,3 +1,6 @@
+import CairnStore
+import Foundation
+
 /// The one error type of CairnPublish: an opaque, stable `code`, a one-line `message` that says
 /// what is wrong and where (file, record, field), and an optional `cause`.
 ///
@@ -43,6 +46,14 @@ public struct PublishError: Error, Sendable, CustomStringConvertible {
     public var isRetryable: Bool { code == .locked || code == .io }
 
     public var description: String { "\(code): \(message)" }
+
+    /// A version or root file that must be new could not be created: `locked` when another
+    /// publish created it meanwhile (the lock does not hold across the hosts sharing this file
+    /// system), else `io`.
+    static func creating(_ path: String, _ error: StoreError) -> PublishError {
+        guard error.errno == EEXIST else { return PublishError(.io, "cannot write \(path): \(error.message)", cause: error) }
+        return PublishError(.locked, "\(path) was created by another publish at the same time, which the publish lock did not stop (a network file system whose locks are per host?); nothing was overwritten; publish from one host at a time", cause: error)
+    }
 
     /// Bad input in `file` at `record` (e.g. `line 3`, `index 2`, `id "x"`).
     static func badInput(_ file: String, _ record: String?, _ what: String) -> PublishError {

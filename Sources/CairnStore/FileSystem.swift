@@ -20,6 +20,32 @@ public enum FileSystem {
     /// Writes `bytes` to `path` atomically: a temporary file in the same folder, written in full,
     /// fsynced, renamed over `path`, and the folder fsynced. Readers see the old file or the new.
     public static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws(StoreError) {
+        let temporary = try writeTemporary(bytes, beside: path, mode: mode)
+        guard rename(temporary, path) == 0 else {
+            let error = failure("cannot rename into", path)
+            unlink(temporary)
+            throw error
+        }
+        try syncDirectory((path as NSString).deletingLastPathComponent)
+    }
+
+    /// As `writeAtomically`, but never replaces a file at `path`: the temporary file is linked
+    /// in, which fails with `EEXIST` (the error's `errno`) when another writer got there first,
+    /// even one on another host that a lock did not stop. Where the file system makes no hard
+    /// links, the check and the rename are two steps, as before.
+    public static func createAtomically(_ bytes: [UInt8], at path: String, mode: mode_t = 0o644) throws(StoreError) {
+        let temporary = try writeTemporary(bytes, beside: path, mode: mode)
+        defer { unlink(temporary) }
+        if link(temporary, path) != 0 {
+            guard [EPERM, EOPNOTSUPP, ENOSYS, EMLINK].contains(errno) else { throw failure("cannot link into", path) }
+            guard !exists(path) else { throw failure("cannot create", path, EEXIST) }
+            guard rename(temporary, path) == 0 else { throw failure("cannot rename into", path) }
+        }
+        try syncDirectory((path as NSString).deletingLastPathComponent)
+    }
+
+    /// A temporary file beside `path` holding `bytes`, fsynced and closed; removed on failure.
+    private static func writeTemporary(_ bytes: [UInt8], beside path: String, mode: mode_t) throws(StoreError) -> String {
         let folder = (path as NSString).deletingLastPathComponent
         let temporary = (folder as NSString).appendingPathComponent(".tmp-\(UUID().uuidString)")
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
@@ -33,12 +59,7 @@ public enum FileSystem {
             unlink(temporary)
             throw error
         }
-        guard rename(temporary, path) == 0 else {
-            let error = failure("cannot rename into", path)
-            unlink(temporary)
-            throw error
-        }
-        try syncDirectory(folder)
+        return temporary
     }
 
     /// Writes `bytes` to a new file at `path` (which must not exist) and starts its writeback;

@@ -100,3 +100,23 @@ struct CopyFileTests {
         #expect(try FileSystem.read(folder + "/copy") == bytes)
     }
 }
+
+@Suite("creating a file that must be new")
+struct CreateAtomicallyTests {
+    @Test("Given a file already at the path (another publisher's, written meanwhile), then createAtomically fails with EEXIST, keeps its bytes and leaves no temporary file; at a new path it writes the bytes")
+    func neverReplaces() throws {
+        let folder = NSTemporaryDirectory() + "cairn-create-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try FileSystem.createAtomically([1, 2, 3], at: folder + "/7.json")
+        #expect(try FileSystem.read(folder + "/7.json") == [1, 2, 3])
+        do {
+            try FileSystem.createAtomically([9, 9], at: folder + "/7.json")
+            Issue.record("an existing file was replaced")
+        } catch {
+            #expect(error.errno == EEXIST, "\(error)")
+        }
+        #expect(try FileSystem.read(folder + "/7.json") == [1, 2, 3])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["7.json"])
+    }
+}

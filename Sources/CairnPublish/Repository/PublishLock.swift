@@ -17,7 +17,13 @@ final class PublishLock {
         // Clamped: a Duration of `inf` or 1e300 seconds traps.
         let deadline = ContinuousClock.now + .seconds(wait.isNaN ? 0 : min(max(wait, 0), 1e9))
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR, ContinuousClock.now < deadline else {
+            guard errno == EWOULDBLOCK || errno == EINTR else {
+                // ENOLCK (NFS without a lock service) and the like: trying again would not help.
+                let reason = String(cString: strerror(errno))
+                close(fd)
+                throw PublishError(.io, "cannot lock \(path): \(reason) (file locks do not work on this file system; publish from a local folder and copy the repository)")
+            }
+            guard ContinuousClock.now < deadline else {
                 close(fd)
                 throw PublishError(.locked, "another publish holds \(path); try again when it has finished")
             }

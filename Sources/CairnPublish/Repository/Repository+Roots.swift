@@ -110,9 +110,9 @@ extension Repository {
         }
         do {
             try FileSystem.makeDirectory(rootFolder)
-            try FileSystem.writeAtomically(bytes, to: path)
+            try FileSystem.createAtomically(bytes, at: path)
         } catch {
-            throw PublishError(.io, "cannot write \(path): \(error.message)", cause: error)
+            throw PublishError.creating(path, error)
         }
     }
 

@@ -40,8 +40,8 @@ struct RepositoryWriter {
         guard !FileSystem.exists(path) else {
             throw PublishError(.repositoryCorrupt, "\(path) already exists; version files are never rewritten")
         }
-        do { try FileSystem.writeAtomically(bytes, to: path) } catch {
-            throw PublishError(.io, "cannot write \(path): \(error.message)", cause: error)
+        do { try FileSystem.createAtomically(bytes, at: path) } catch {
+            throw PublishError.creating(path, error)
         }
     }
 
