@@ -86,18 +86,17 @@ struct BlobStoreTests {
 struct CopyFileTests {
     @Test("Given a copy asked to stop, when it is, then it fails and leaves no destination; unasked, it copies every byte")
     func stopping() throws {
-        let folder = NSTemporaryDirectory() + "cairn-copy-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-        let bytes = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-        try FileSystem.writeNew(bytes, to: folder + "/source")
-        var asked = 0
-        #expect(throws: StoreError.self) {
-            try FileSystem.copyFile(from: folder + "/source", to: folder + "/stopped", stopping: { asked += 1; return true })
+        try withTestFolder { folder in
+            let bytes = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+            try FileSystem.writeNew(bytes, to: folder + "/source")
+            var asked = 0
+            #expect(throws: StoreError.self) {
+                try FileSystem.copyFile(from: folder + "/source", to: folder + "/stopped", stopping: { asked += 1; return true })
+            }
+            #expect(asked == 1 && !FileSystem.exists(folder + "/stopped"))
+            try FileSystem.copyFile(from: folder + "/source", to: folder + "/copy", stopping: { false })
+            #expect(try FileSystem.read(folder + "/copy") == bytes)
         }
-        #expect(asked == 1 && !FileSystem.exists(folder + "/stopped"))
-        try FileSystem.copyFile(from: folder + "/source", to: folder + "/copy", stopping: { false })
-        #expect(try FileSystem.read(folder + "/copy") == bytes)
     }
 }
 
@@ -105,18 +104,17 @@ struct CopyFileTests {
 struct CreateAtomicallyTests {
     @Test("Given a file already at the path (another publisher's, written meanwhile), then createAtomically fails with EEXIST, keeps its bytes and leaves no temporary file; at a new path it writes the bytes")
     func neverReplaces() throws {
-        let folder = NSTemporaryDirectory() + "cairn-create-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-        try FileSystem.createAtomically([1, 2, 3], at: folder + "/7.json")
-        #expect(try FileSystem.read(folder + "/7.json") == [1, 2, 3])
-        do {
-            try FileSystem.createAtomically([9, 9], at: folder + "/7.json")
-            Issue.record("an existing file was replaced")
-        } catch {
-            #expect(error.errno == EEXIST, "\(error)")
+        try withTestFolder { folder in
+            try FileSystem.createAtomically([1, 2, 3], at: folder + "/7.json")
+            #expect(try FileSystem.read(folder + "/7.json") == [1, 2, 3])
+            do {
+                try FileSystem.createAtomically([9, 9], at: folder + "/7.json")
+                Issue.record("an existing file was replaced")
+            } catch {
+                #expect((error as? StoreError)?.errno == EEXIST, "\(error)")
+            }
+            #expect(try FileSystem.read(folder + "/7.json") == [1, 2, 3])
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["7.json"])
         }
-        #expect(try FileSystem.read(folder + "/7.json") == [1, 2, 3])
-        #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["7.json"])
     }
 }

@@ -184,3 +184,10 @@ public enum TemporaryDirectory {
         return path
     }
 }
+
+/// Runs `body` with a fresh test folder (`TemporaryDirectory.make`), removed afterwards.
+public func withTestFolder<T>(_ body: (String) throws -> T) throws -> T {
+    let path = try TemporaryDirectory.make()
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try body(path)
+}
