@@ -194,6 +194,22 @@ struct PublishRoundTripTests {
         #expect(workspace.verify().problems.isEmpty, "\(workspace.verify().problems)")
     }
 
+    @Test("Given a staged version whose signatures took longer to gather than it lives, when released after it expired, then release refuses in one line, saying to stage it again, and nothing is released")
+    func expiredStagedVersionIsNotReleased() throws {
+        let workspace = try Workspace()
+        let repository = workspace.repository
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 6)), stage: true)
+        let manifest = try Manifest(json: SignedManifest.decodeEnvelope(FileSystem.read(repository.stagedPath("stable", 1))).content)
+        let after = Timestamp(secondsSince1970: manifest.expires.secondsSince1970 + 1)!
+        let error = #expect(throws: PublishError.self) {
+            try StagedRelease.release(repository: repository, channel: "stable", copies: [], now: after)
+        }
+        #expect(error?.code == .invalidArgument && error?.message.contains("expired at") == true
+                && error?.message.contains("--stage") == true, "\(String(describing: error))")
+        #expect(repository.versionNumbers("stable").isEmpty && !FileManager.default.fileExists(atPath: repository.manifestPath("stable")))
+        #expect(try StagedRelease.release(repository: repository, channel: "stable", copies: []).version == 1)
+    }
+
     @Test("Given --expires-at in the past, when publishing, then it is refused before anything is written: no blob, no channel")
     func pastExpiryWritesNothing() throws {
         let workspace = try Workspace()

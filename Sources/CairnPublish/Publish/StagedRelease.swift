@@ -31,9 +31,10 @@ public enum StagedRelease {
     /// between the two, it writes `manifest.json` from the version file.
     /// - Throws: `.thresholdNotMet` when the valid signatures do not meet the policy, whatever the
     ///   reason (nothing written), `.invalidArgument` (nothing staged, a copy
-    ///   of another manifest, a version that is no longer next), `.locked`, `.io`.
+    ///   of another manifest, a version that is no longer next, one expired at `now`, default the clock), `.locked`,
+    ///   `.io`.
     public static func release(repository: Repository, channel: String, copies: [String],
-                               lockWait: Double = 5) throws(PublishError) -> Manifest {
+                               lockWait: Double = 5, now: Timestamp? = nil) throws(PublishError) -> Manifest {
         let lock = try PublishLock(repository: repository.root, wait: lockWait)
         defer { withExtendedLifetime(lock) {} }
         guard let version = repository.stagedVersions(channel).last else {
@@ -62,6 +63,11 @@ public enum StagedRelease {
         let next = newest + 1
         guard manifest.version == next, manifest.channel == channel else {
             throw PublishError(.invalidArgument, "\(stagedPath) holds version \(manifest.version) of \(manifest.channel); the next version of \(channel) is \(next)")
+        }
+        // Signatures gathered over weeks can outlast the manifest: devices would refuse it
+        // (`expired_updates = refuse`) or serve it flagged expired.
+        guard !manifest.isExpired(at: now ?? Timestamp(clamping: Date())) else {
+            throw PublishError(.invalidArgument, "version \(manifest.version) expired at \(manifest.expires), before its release; nothing was released: delete \(stagedPath) and publish it again with --stage")
         }
         let trust = try repository.trust(keys: repository.storedKeys())
         let policy = trust.current?.signingPolicy(earlier: trust.roots.dropLast()) ?? SigningPolicy(keys: trust.keys)
