@@ -32,6 +32,8 @@ struct BadInputTests {
             ("kb.json", #"[{"id":"a","title":"t","content":"x","colour":"SECRET-DOCUMENT-TEXT"}]"#, "unknown field `colour`"),
             ("kb.json", #"{"id":"a"}"#, "must be an array of records"),
             ("kb.json", #"[{"id":"a","title":"t","content":"SECRET-DOCUMENT-TEXT""#, "not valid JSON"),
+            // Named on its own, a file of no known kind is not chunked as text.
+            ("kb.ndjson", #"{"id":"a","title":"t","content":"SECRET-DOCUMENT-TEXT"}"#, ".ndjson is none of .json, .jsonl, .markdown, .md, .txt"),
           ])
     func badRecords(name: String, text: String, expected: String) throws {
         let error = try #require(try Self.refusal(name, text))
@@ -40,6 +42,26 @@ struct BadInputTests {
         #expect(error.message.contains(expected), "\(error.message)")
         #expect(!error.message.contains(Self.secret))
         #expect(!error.message.contains("\n"))
+    }
+
+    @Test("Given a JSON Lines source whose last line is bad, when published without --vectors, then it is refused naming that line before the publish lock is taken, nothing embedded or written")
+    func badRecordRefusedBeforeTheLock() throws {
+        let workspace = try Workspace()
+        let good = SampleKB.chunks(count: 30).map { #"{"id":"\#($0.id)","title":"t","content":"\#($0.content)"}"# }
+        let source = workspace.folder + "/kb.jsonl"
+        try Data((good + [#"{"id":"last","title":"t"}"#]).joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: source))
+        final class Stages: @unchecked Sendable {
+            let lock = NSLock()
+            var seen: [PublishStage] = []
+        }
+        let stages = Stages()
+        let publisher = Publisher(configuration: PublishConfiguration(repository: workspace.repo, channel: "stable", source: source),
+                                  key: workspace.key, embedder: workspace.embedder, model: workspace.model, cache: nil,
+                                  logger: .init(label: "test"), checkpoint: { stage in stages.lock.withLock { stages.seen.append(stage) } })
+        let error = #expect(throws: PublishError.self) { try publisher.publish() }
+        #expect(error?.code == .badInput && error?.message.contains("line 31") == true, "\(String(describing: error))")
+        #expect(stages.lock.withLock { stages.seen }.isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: workspace.repo + "/blobs"))
     }
 
     @Test("Given a file with invalid UTF-8 on line 3, when read, then the refusal names the file and line 3")

@@ -170,11 +170,14 @@ struct PublishRoundTripTests {
     func releaseFinishesAfterAStop() throws {
         let workspace = try Workspace()
         let repository = workspace.repository
-        // A first publish to "beta" refused (a bad record) leaves its channel folder: verify
-        // still passes later.
+        // A first publish to "beta" refused after the lock (a canary, the model) leaves its
+        // channel folder, made here by hand: verify still passes later. One refused for a bad
+        // record leaves none (the source is checked before anything is made).
         let bad = workspace.folder + "/bad.json"
         try Data(#"[{"id": "x"}]"#.utf8).write(to: URL(fileURLWithPath: bad))
         #expect(throws: PublishError.self) { try workspace.publish(bad, channel: "beta") }
+        #expect(repository.channels().isEmpty)
+        try FileManager.default.createDirectory(atPath: repository.versionsFolder("beta"), withIntermediateDirectories: true)
         #expect(repository.channels() == ["beta"])
         _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 6)), stage: true)
         #expect(repository.stagedVersions("stable") == [1])

@@ -56,6 +56,12 @@ public enum SourceReader {
         if isFolder.boolValue {
             files = try listFiles(in: path)
         } else {
+            // Named on its own, a file of another kind (.ndjson, .csv) is refused, not chunked
+            // as text under ids that the right file's publish would then all replace.
+            let kind = (path as NSString).pathExtension.lowercased()
+            guard extensions.contains(kind) else {
+                throw .badInput(path, nil, "the source's kind comes from its extension, and .\(kind) is none of .\(extensions.sorted().joined(separator: ", .")); rename it (JSON Lines: .jsonl)")
+            }
             files = [(path, (path as NSString).lastPathComponent)]
         }
         for file in files {

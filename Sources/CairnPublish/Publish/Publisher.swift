@@ -87,6 +87,10 @@ public struct Publisher: Sendable {
                                                             "cairn.publish.sample": "\(read.sampled.count)"])
             supplied = file
             checkedRows = read.keys
+        } else {
+            // Every record checked before the lock: a bad one near the end of a large source
+            // must not refuse the publish after hours of embedding, holding the lock all along.
+            _ = try sampleSource(rows: [])
         }
 
         let repository = Repository(root: config.repository)
