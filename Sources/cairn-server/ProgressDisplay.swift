@@ -11,6 +11,8 @@ final class ProgressDisplay: Sendable {
         // Monotonic: a clock stepped while publishing must not give a negative rate.
         var start = ContinuousClock.now
         var lastLine = ContinuousClock.now
+        /// A line is drawn on the terminal and not ended: an error must start a line of its own.
+        var open = false
     }
 
     private let isTerminal = isatty(STDERR_FILENO) == 1
@@ -35,6 +37,7 @@ final class ProgressDisplay: Sendable {
                     let width = 30, filled = min(width, width * progress.done / max(total, 1))
                     bar = "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "] "
                 }
+                state.open = !progress.finished
                 return "\rreading \(bar)\(counts)\(eta)  " + (progress.finished ? "\n" : "")
             }
             guard progress.finished || now - state.lastLine >= .seconds(10) else { return nil }
@@ -42,5 +45,14 @@ final class ProgressDisplay: Sendable {
             return "read \(counts)\(eta)\n"
         }
         if let line { FileHandle.standardError.write(Data(line.utf8)) }
+    }
+
+    /// Ends a line left open on the terminal, so that what follows (an error) has one of its own.
+    func endLine() {
+        let open = state.withLock { state in
+            defer { state.open = false }
+            return state.open
+        }
+        if open { FileHandle.standardError.write(Data("\n".utf8)) }
     }
 }

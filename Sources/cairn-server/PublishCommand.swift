@@ -89,6 +89,7 @@ struct PublishCommand: ParsableCommand {
 
     func run() throws {
         let logger = bootstrapLogging(verbose: verbose)
+        let display = ProgressDisplay()
         do {
             guard chunkWords >= 1, (0...chunkWords / 2).contains(overlapWords) else {
                 throw PublishError(.invalidArgument, "--overlap-words must be from 0 to half of --chunk-words (\(max(0, chunkWords / 2))), and --chunk-words at least 1")
@@ -115,7 +116,6 @@ struct PublishCommand: ParsableCommand {
             }
             let model = try PublishedModel(directory: directory, dimension: embedder.dimension, maxTokens: embedder.maximumTokens)
             let cacheFile: EmbeddingCache? = try noCache ? nil : EmbeddingCache(path: cache ?? EmbeddingCache.defaultPath())
-            let display = ProgressDisplay()
             let publisher = Publisher(configuration: configuration, keys: keys, embedder: embedder, model: model,
                                       cache: cacheFile, logger: logger, progress: { display.update($0) }, checkpoint: pauseIfAsked)
             let report = try publisher.publish()
@@ -123,6 +123,7 @@ struct PublishCommand: ParsableCommand {
             for warning in report.warnings { printError("warning: \(warning)") }
             print(report.summary)
         } catch let error as PublishError {
+            display.endLine()
             throw fail(error)
         }
     }
