@@ -14,8 +14,15 @@ enum HTTPResponseParser {
     /// Whether `bytes` hold a whole response with a known length (else read to end of stream).
     static func isComplete(_ bytes: [UInt8]) -> Bool {
         guard let end = headerEnd(bytes), let (_, headers) = try? head(bytes[..<end]),
-              let length = headers["content-length"].flatMap(Int.init) else { return false }
+              let length = headers["content-length"].flatMap(length(_:)) else { return false }
         return bytes.count - (end + 4) >= length
+    }
+
+    /// A `Content-Length` value: decimal digits only (no sign), at most 18 of them; nil
+    /// otherwise (the answer is then read to the end of the stream, and `parse` refuses it).
+    static func length(_ text: String) -> Int? {
+        guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ (48...57).contains($0) }) else { return nil }
+        return Int(text)
     }
 
     /// `bodiless`: the answer to a HEAD request, whose `Content-Length` is the GET's and which
@@ -26,7 +33,8 @@ enum HTTPResponseParser {
         var body = Array(bytes[(end + 4)...])
         if bodiless {
             body = []
-        } else if let length = headers["content-length"].flatMap(Int.init) {
+        } else if let declared = headers["content-length"] {
+            guard let length = length(declared) else { throw violation("the answer's Content-Length is not a number of bytes") }
             guard body.count >= length else { throw violation("the answer's body is shorter than its Content-Length") }
             body = Array(body.prefix(length))
         } else if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
@@ -52,14 +60,18 @@ enum HTTPResponseParser {
     static func dechunk(_ bytes: [UInt8]) throws(ClientError) -> [UInt8] {
         var output: [UInt8] = [], index = 0
         while true {
+            let digits = { (line: ArraySlice<UInt8>) in
+                line.prefix { $0 != UInt8(ascii: ";") }.allSatisfy { (48...57).contains($0) || (65...70).contains($0) || (97...102).contains($0) }
+            }
             guard let lineEnd = (index..<max(index, bytes.count - 1)).first(where: { bytes[$0] == 13 && bytes[$0 + 1] == 10 }),
+                  digits(bytes[index..<lineEnd]),
                   let size = Int(String(decoding: bytes[index..<lineEnd], as: UTF8.self)
                     .split(separator: ";").first ?? "", radix: 16) else {
                 throw violation("the answer's chunked body is malformed")
             }
             let start = lineEnd + 2
             if size == 0 { return output }
-            guard start + size <= bytes.count else { throw violation("the answer's chunked body is truncated") }
+            guard size <= bytes.count - start else { throw violation("the answer's chunked body is truncated") }
             output += bytes[start..<(start + size)]
             index = start + size + 2
         }
