@@ -30,6 +30,13 @@ struct ExportCommand: AsyncParsableCommand {
         var bytes: Int64
     }
 
+    func validate() throws {
+        // An unset variable (`--to "$STICK"`) must not export into the working folder.
+        guard !to.trimmingCharacters(in: .whitespaces).isEmpty else {
+            throw ValidationError("--to is empty; give the folder to write (absent or empty)")
+        }
+    }
+
     func run() async throws {
         let daemon = DaemonConnection(root: root.connection, local: connection)
         let target = URL(fileURLWithPath: to).standardizedFileURL.path

@@ -142,7 +142,7 @@ struct RollbackExportTests {
         #expect(try device.query("generator garage").ids.first == "generator")
     }
 
-    @Test("Given a device that installed version 2 by a delta, when it exports, then a fresh device syncs the export over file:// and answers the same; a tampered export is refused")
+    @Test("Given a device that installed version 2 by a delta, when it exports, then a fresh device syncs the export over file:// and answers the same; a tampered export is refused, and an empty --to is a usage error")
     func exportAfterDelta() async throws {
         let workspace = try Workspace()
         try workspace.publish(DeviceFlowTests.version1)
@@ -191,6 +191,9 @@ struct RollbackExportTests {
         let notFolder = try deviceA.cairn(["export", "--to", fifo])
         #expect(notFolder.status == 1 && notFolder.error.contains("\(fifo) is not a folder") && notFolder.error.contains("bad_path"),
                 "\(notFolder.error)")
+        // An empty --to (an unset variable) is a usage error, not the working folder.
+        let empty = try deviceA.cairn(["export", "--to", ""])
+        #expect(empty.status == 2 && empty.error.contains("--to is empty"), "\(empty.error)")
 
         // When one byte of the exported snapshot is changed, device C refuses it and installs nothing.
         let tampered = workspace.folder + "/usb-tampered"
