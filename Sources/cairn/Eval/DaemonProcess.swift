@@ -62,8 +62,7 @@ final class DaemonProcess: @unchecked Sendable {
             }
             try? await Task.sleep(for: .milliseconds(100))
         }
-        throw .daemon("cairnd did not install version \(version) within \(Int(seconds)) s (\(lastState)); "
-                      + "a cairnd without sync needs --install-locally\(logTail)")
+        throw .daemon("cairnd did not install version \(version) within \(Int(seconds)) s (\(lastState))\(logTail)")
     }
 
     /// Polls `GET /v1/status` until every channel in `names` serves a version (they publish version 1).

@@ -44,7 +44,7 @@ struct EvalRepository {
             progress(report.summary + String(format: " in %.0f s", Date().timeIntervalSince(started)))
             return try open(root: configuration.repository, channel: channel, trustedKeyPath: scratch + "/keys/publisher.pub")
         } catch let error as PublishError {
-            throw EvalFailure(error.code == .badInput ? 65 : error.code == .model ? 3 : 74, error.message)
+            throw EvalFailure(error.code == .badInput ? 65 : error.code == .model ? 66 : 74, error.message)
         } catch {
             throw (error as? EvalFailure) ?? .io("publishing failed: \(error)")
         }
@@ -58,7 +58,8 @@ struct EvalRepository {
             let manifest = try repository.manifest(at: repository.manifestPath(channel), trustedKeys: [key])
             return EvalRepository(root: root, channel: channel, trustedKeyPath: trustedKeyPath, manifest: manifest)
         } catch {
-            throw EvalFailure(error.code == .invalidArgument ? 2 : 74, error.message)
+            // A key file that is not a public key, or a manifest it does not verify: the data is bad.
+            throw EvalFailure(error.code == .invalidArgument ? 65 : 74, error.message)
         }
     }
 }
