@@ -32,6 +32,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "A config file of `key = value` lines.")
     var config: String?
 
+    func validate() throws {
+        // A bad flag is a usage error (64), as `--port abc` is; 78 is for the config file.
+        if let port, !(0...65535).contains(port) { throw ValidationError("--port must be 0-65535") }
+    }
+
     func run() async throws {
         // Online search maps rows files: a failed read of one names the file before the process stops.
         MappedFiles.nameFailedReads(program: "cairn-server")

@@ -166,13 +166,15 @@ struct StartupFailureTests {
 
     // MARK: cairn-server serve
 
-    @Test("Given a missing argument, an unknown flag or no command, when cairn-server runs, then it exits 64 (EX_USAGE) with one line saying what is wrong")
+    @Test("Given a missing argument, an unknown flag, a flag out of range or no command, when cairn-server runs, then it exits 64 (EX_USAGE) with one line saying what is wrong")
     func serverUsage() async throws {
         let folder = try TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         try await expectOneLine("cairn-server", ["publish"], in: folder, exit: 64, saying: ["--repo"])
         try await expectOneLine("cairn-server", ["verify", folder, "--no-such-flag"], in: folder, exit: 64, saying: ["--no-such-flag"])
         try await expectOneLine("cairn-server", [], in: folder, exit: 64, saying: ["no command given", "publish", "serve"])
+        // A flag out of range is a usage error too (78 is for the config file).
+        try await expectOneLine("cairn-server", ["serve", "--repo", folder, "--port", "70000"], in: folder, exit: 64, saying: ["--port", "0-65535"])
         let help = try await onThread { try Binaries.run("cairn-server", ["publish", "--help"], in: folder) }
         #expect(help.status == 0 && help.output.contains("--repo"))
     }
