@@ -132,8 +132,12 @@ struct MCPTools {
 
     func search(_ arguments: [String: Any]) throws -> [String: Any] {
         let request = try Self.searchRequest(arguments)
+        let started = ContinuousClock.now
         let answer = try object(try send("POST", "/v1/search", body: JSONSerialization.data(withJSONObject: request)))
-        let status = (try? object(try send("GET", "/v1/status"))) ?? [:]
+        // The status for the freshness line gets what is left of the timeout: the whole call
+        // fails within it, as docs/mcp.md says (without it, the answer's own flags speak).
+        let left = timeout - (ContinuousClock.now - started) / .seconds(1)
+        let status = left > 0.05 ? (try? object(try send("GET", "/v1/status", timeout: left))) ?? [:] : [:]
         // One freshness line for each channel the answer came from: the channel named, or, when
         // several answered, each of them (status keeps the further channels' in `channels`).
         var freshnessLines: [String]
@@ -229,10 +233,10 @@ struct MCPTools {
 
     // MARK: Transport
 
-    func send(_ method: String, _ path: String, body: Data? = nil) throws -> [UInt8] {
+    func send(_ method: String, _ path: String, body: Data? = nil, timeout: Double? = nil) throws -> [UInt8] {
         let response: UnixHTTPClient.Response
         do {
-            response = try UnixHTTPClient(socketPath: socketPath, timeout: timeout).send(method: method, path: path,
+            response = try UnixHTTPClient(socketPath: socketPath, timeout: timeout ?? self.timeout).send(method: method, path: path,
                                                                                         body: body.map(Array.init))
         } catch where error.code == .unreachable {
             throw ToolFailure(code: "unavailable", message: "cairnd is not reachable at \(socketPath) (\(error.message)); start cairnd or pass --socket")
