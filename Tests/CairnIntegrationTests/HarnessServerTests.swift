@@ -12,6 +12,14 @@ import Glibc
 /// where it expected moto).
 @Suite("Harness: a server started on a picked port is the one that answers", .offCooperativePool)
 struct HarnessServerTests {
+    @Test("a command that outlives its deadline is killed and the test told, not left to hang the run")
+    func deadlineKills() async throws {
+        let folder = try TemporaryDirectory.make()
+        #expect(throws: ProcessTimedOut.self) { try Binaries.run("/bin/sleep", ["600"], in: folder, seconds: 0.5) }
+        await #expect(throws: ProcessTimedOut.self) { try await run("/bin/sleep", ["600"], seconds: 0.5) }
+        #expect(try Binaries.run("/bin/true", [], in: folder, seconds: 60).status == 0)
+    }
+
     @Test("a listener is credited to the process that holds it, not to another on the port")
     func listenerOwner() throws {
         let held = try TCPListener()

@@ -17,7 +17,8 @@ struct StartupFailureTests {
     func expectOneLine(_ program: String, _ arguments: [String], in folder: String, exit code: Int32,
                        saying fragments: [String],
                        sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        let run = try await onThread { try Binaries.run(program, arguments, in: folder) }
+        // A start that must be refused ends at once: one that started instead fails here.
+        let run = try await onThread { try Binaries.run(program, arguments, in: folder, seconds: 60) }
         let lines = run.error.split(separator: "\n", omittingEmptySubsequences: true)
         #expect(run.status == code, "exit \(run.status), stderr: \(run.error)", sourceLocation: sourceLocation)
         #expect(lines.count == 1, "stderr is not one line: \(run.error)", sourceLocation: sourceLocation)

@@ -7,8 +7,9 @@ public enum Binaries {
 
     /// Runs `name` to completion: exit status, standard output, standard error. With
     /// `environment`, the child gets the test's environment without CAIRN_* and with these.
-    public static func run(_ name: String, _ arguments: [String], in workspace: String,
-                           environment: [String: String]? = nil) throws -> (status: Int32, output: String, error: String) {
+    /// Past `seconds` it is killed and `ProcessTimedOut` thrown.
+    public static func run(_ name: String, _ arguments: [String], in workspace: String, environment: [String: String]? = nil,
+                           seconds: Double = ProcessDeadline.defaultSeconds) throws -> (status: Int32, output: String, error: String) {
         let out = workspace + "/\(name).out", err = workspace + "/\(name).err"
         FileManager.default.createFile(atPath: out, contents: nil)
         FileManager.default.createFile(atPath: err, contents: nil)
@@ -21,7 +22,7 @@ public enum Binaries {
         process.standardOutput = FileHandle(forWritingAtPath: out)
         process.standardError = FileHandle(forWritingAtPath: err)
         try process.run()
-        process.waitUntilExit()
+        try ProcessDeadline(process, seconds: seconds).wait(what: name)
         return (process.terminationStatus, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
                 (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
     }

@@ -162,4 +162,7 @@ public final class DeviceProcess: @unchecked Sendable {
     }
 
     public func stop() { stopProcess(process) }
+
+    /// A test that failed before its `stop` leaves no cairnd behind.
+    deinit { stopProcess(process) }
 }

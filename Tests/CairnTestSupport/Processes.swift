@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 
 /// The built executables (`cairnd`, `cairn`) beside the test bundle.
 public enum Products {
@@ -39,8 +40,10 @@ public func launch(_ executable: String, _ arguments: [String], logDirectory: St
     return process
 }
 
-/// Runs `executable` to completion on its own thread.
-public func run(_ executable: String, _ arguments: [String], environment: [String: String] = childEnvironment()) async throws -> Finished {
+/// Runs `executable` to completion on its own thread; past `seconds` it is killed and
+/// `ProcessTimedOut` thrown.
+public func run(_ executable: String, _ arguments: [String], environment: [String: String] = childEnvironment(),
+               seconds: Double = ProcessDeadline.defaultSeconds) async throws -> Finished {
     try await onThread {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -50,12 +53,54 @@ public func run(_ executable: String, _ arguments: [String], environment: [Strin
         process.standardOutput = out
         process.standardError = err
         try process.run()
+        let deadline = ProcessDeadline(process, seconds: seconds)
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
         let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        try deadline.wait(what: executable)
         return Finished(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
                         stderr: String(decoding: stderr, as: UTF8.self))
     }
+}
+
+/// A child process that must exit within `seconds`: past them it is killed (SIGKILL), and
+/// `wait` throws, so that a process that should have exited (a start that must be refused,
+/// a command that must end) fails its test instead of hanging the whole run.
+public final class ProcessDeadline {
+    /// Long enough for any command a test runs to its end (an eval over a real collection).
+    public static let defaultSeconds: Double = 900
+    private let process: Process
+    private let seconds: Double
+    private let timer: any DispatchSourceTimer
+    private final class Fired: Sendable { let value = Mutex(false) }
+    private let fired = Fired()
+
+    /// Starts counting for `process`, which is running.
+    public init(_ process: Process, seconds: Double) {
+        self.process = process
+        self.seconds = seconds
+        timer = DispatchSource.makeTimerSource(queue: .global())
+        let pid = process.processIdentifier
+        timer.schedule(deadline: .now() + seconds)
+        timer.setEventHandler { [fired] in
+            fired.value.withLock { $0 = true }
+            kill(pid, SIGKILL)
+        }
+        timer.resume()
+    }
+
+    /// Waits for the process to exit; throws `ProcessTimedOut` when the deadline killed it.
+    public func wait(what: String) throws {
+        process.waitUntilExit()
+        timer.cancel()
+        if fired.value.withLock({ $0 }) { throw ProcessTimedOut(what: what, seconds: seconds) }
+    }
+}
+
+/// A child process that did not exit in time (`ProcessDeadline`).
+public struct ProcessTimedOut: Error, CustomStringConvertible {
+    public let what: String
+    public let seconds: Double
+    public var description: String { "\(what) did not exit within \(Int(seconds)) s; killed" }
 }
 
 /// Waits for `process` to exit, at most `seconds`.
