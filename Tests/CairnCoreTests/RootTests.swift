@@ -159,7 +159,9 @@ struct RootTests {
         guard case .object(var members) = Self.root1.canonicalJSON else { Issue.record("not an object"); return }
         members["comment"] = .string("x")
         #expect(coreError { _ = try RootMetadata(json: .object(members)) }?.code == .rootMalformed)
-        guard case .object(var sorted) = Self.root1.canonicalJSON, case .array(let keys)? = sorted["root_keys"] else { return }
+        guard case .object(var sorted) = Self.root1.canonicalJSON, case .array(let keys)? = sorted["root_keys"] else {
+            Issue.record("root 1 has no root_keys array"); return
+        }
         sorted["root_keys"] = .array(keys.reversed())
         #expect(coreError { _ = try RootMetadata(json: .object(sorted)) }?.code == .rootMalformed)
         sorted["root_keys"] = .array(keys)

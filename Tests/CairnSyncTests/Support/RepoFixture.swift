@@ -5,9 +5,11 @@ import CairnIndex
 import CairnStore
 import Foundation
 
-/// TEST FIXTURE ONLY: a minimal repository writer (protocol/repository.md) so that the sync
-/// tests have something to download before CairnPublish exists. It signs real manifests, writes
-/// real snapshot files, real deltas and the tiny model as blobs.
+/// TEST FIXTURE ONLY: a minimal repository writer (protocol/repository.md) for the sync tests.
+/// It signs real manifests, writes real snapshot files, real deltas and the tiny model as blobs,
+/// with the same formats as CairnPublish but each step in the test's hands: a manifest or a
+/// delta made wrong on purpose, vectors without the model (`withModel: false`), a version
+/// written at any number. The process tests publish with the real `cairn-server`.
 final class RepoFixture {
     let root: String
     let key = PublisherKey.generate()
@@ -53,7 +55,8 @@ final class RepoFixture {
 
     private func vector(for chunk: Chunk) -> [Float] {
         if let embedder { return embedder.embed(chunk.embeddingText) }
-        var generator = SplitMix64(seed: UInt64(truncatingIfNeeded: chunk.id.hashValue))
+        // Seeded from the id's bytes: Swift's hashValue changes with every process.
+        var generator = SplitMix64(seed: ContentID(hashing: Array(chunk.id.utf8)).bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) })
         let raw = (0..<dimension).map { _ in Float(generator.next() % 1000) / 1000 + 0.01 }
         let norm = raw.reduce(0) { $0 + $1 * $1 }.squareRoot()
         return raw.map { $0 / norm }
