@@ -143,6 +143,9 @@ import Testing
             #expect(rrf.fusion == .lexicalFallback)
             #expect(ids(hybrid) == ["c3"])
             #expect(hybrid.results[0].denseScore == nil)
+            // No word matches: an empty lexical list does not replace the dense one.
+            let unmatched = try index.search(SearchRequest(query: "zzzz", k: 3), queryVector: water)
+            #expect(unmatched.fusion != .lexicalFallback && unmatched.results.count == 3, "\(unmatched.fusion)")
         }
     }
 

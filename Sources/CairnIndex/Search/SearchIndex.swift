@@ -152,7 +152,10 @@ public final class SearchIndex: Sendable {
             (ranked, modeUsed, fusion) = (RankFusion.single(lexical.list, isDense: false), .lexical, .none)
         case (.dense, true):
             (ranked, modeUsed, fusion) = (RankFusion.single(dense.list, isDense: true), .dense, .none)
-        case (.hybrid, true) where dense.isDegenerate, (.rrf, true) where dense.isDegenerate:
+        // Degenerate cosines (a broken model, or a filter leaving a few close paraphrases): the
+        // lexical list alone ranks, unless it is empty, when the dense one still answers.
+        case (.hybrid, true) where dense.isDegenerate && !lexical.list.isEmpty,
+             (.rrf, true) where dense.isDegenerate && !lexical.list.isEmpty:
             (ranked, modeUsed, fusion) = (RankFusion.single(lexical.list, isDense: false), .lexical, .lexicalFallback)
         case (.hybrid, true):
             // The lexical candidates' cosines are exact too, not the codes' estimates.
