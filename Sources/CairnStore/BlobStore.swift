@@ -1,4 +1,5 @@
 public import CairnCore
+import Foundation
 
 /// The content-addressed part of a repository: `blobs/sha256/<ab>/<abcdef…>`, each file named by
 /// the SHA-256 of its bytes, written once and never modified (protocol/repository.md).
@@ -24,11 +25,20 @@ public struct BlobStore: Sendable {
         FileSystem.exists(path(of: id))
     }
 
-    /// Stores `bytes` under their SHA-256 and returns it; a blob already present is not rewritten.
+    /// Whether the blob is present at `size` bytes. One cut short or grown (an interrupted copy
+    /// or restore of the repository, a disk error) is not: the next `put` writes it again,
+    /// rather than every later manifest naming a blob no device can download.
+    func holds(_ id: ContentID, size: Int64) -> Bool {
+        var info = stat()
+        return stat(path(of: id), &info) == 0 && info.st_mode & S_IFMT == S_IFREG && Int64(info.st_size) == size
+    }
+
+    /// Stores `bytes` under their SHA-256 and returns it; a blob already present at its size is
+    /// not rewritten.
     @discardableResult
     public func put(_ bytes: [UInt8]) throws(StoreError) -> ContentID {
         let id = ContentID(hashing: bytes)
-        if contains(id) { return id }
+        if holds(id, size: Int64(bytes.count)) { return id }
         let hex = id.hex
         let folder = root + "/blobs/sha256/\(hex.prefix(2))"
         try FileSystem.makeDirectory(folder)

@@ -160,10 +160,12 @@ extension FileSystem {
 
 extension BlobStore {
     /// Stores the file at `path`, whose SHA-256 is `id`, as a blob (an in-kernel copy, fsynced,
-    /// renamed into place, its folder fsynced); a blob already present is not rewritten. The
-    /// caller computed `id` over the very bytes of the file (`Zlib.compressFile`).
+    /// renamed into place, its folder fsynced); a blob already present at the file's size is not
+    /// rewritten. The caller computed `id` over the very bytes of the file (`Zlib.compressFile`).
     public func put(file path: String, id: ContentID) throws(StoreError) {
-        if contains(id) { return }
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw FileSystem.failure("cannot read", path) }
+        if holds(id, size: Int64(info.st_size)) { return }
         let folder = root + "/blobs/sha256/\(id.hex.prefix(2))"
         try FileSystem.makeDirectory(folder)
         let temporary = folder + "/.tmp-\(UUID().uuidString)"

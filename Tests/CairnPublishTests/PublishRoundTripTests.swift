@@ -197,6 +197,19 @@ struct PublishRoundTripTests {
         #expect(workspace.verify().problems.isEmpty, "\(workspace.verify().problems)")
     }
 
+    @Test("Given a model blob cut short in the repository (an interrupted copy), when the next version is published, then the blob is written again whole and verify passes")
+    func truncatedBlobRewritten() throws {
+        let workspace = try Workspace()
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 6)))
+        let file = try #require(try workspace.manifest().model.files.max { $0.size < $1.size })
+        let path = workspace.repository.blobs.path(of: file.sha256)
+        #expect(truncate(path, off_t(file.size / 2)) == 0)
+        #expect(!workspace.verify().problems.isEmpty)
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 7), name: "kb2.json"))
+        #expect(try FileSystem.read(path).count == file.size)
+        #expect(workspace.verify().problems.isEmpty, "\(workspace.verify().problems)")
+    }
+
     @Test("Given a staged version whose signatures took longer to gather than it lives, when released after it expired, then release refuses in one line, saying to stage it again, and nothing is released")
     func expiredStagedVersionIsNotReleased() throws {
         let workspace = try Workspace()
