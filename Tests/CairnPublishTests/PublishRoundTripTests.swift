@@ -197,6 +197,23 @@ struct PublishRoundTripTests {
         #expect(workspace.verify().problems.isEmpty, "\(workspace.verify().problems)")
     }
 
+    @Test("Given a manifest file dated 2099 that no key of the repository signed (planted, or copied from another repository), when the next version is published, then its created time is not moved to 2099")
+    func unsignedManifestDoesNotDateTheNext() throws {
+        let workspace = try Workspace()
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 6)))
+        let year2099 = try #require(Timestamp(rfc3339: "2099-01-01T00:00:00Z"))
+        var stray = try workspace.manifest()
+        stray.channel = "stray"
+        stray.created = year2099
+        stray.expires = try #require(Timestamp(rfc3339: "2099-02-01T00:00:00Z"))
+        let folder = workspace.repository.versionsFolder("stray")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try Data(SignedManifest.encode(stray, signingKeys: [PublisherKey.generate()])).write(to: URL(fileURLWithPath: folder + "/1.json"))
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 7), name: "kb2.json"))
+        let next = try workspace.manifest()
+        #expect(next.version == 2 && next.created < year2099, "\(next.created)")
+    }
+
     @Test("Given a model blob cut short in the repository (an interrupted copy), when the next version is published, then the blob is written again whole and verify passes")
     func truncatedBlobRewritten() throws {
         let workspace = try Workspace()

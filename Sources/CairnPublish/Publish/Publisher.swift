@@ -152,7 +152,7 @@ public struct Publisher: Sendable {
         checkpoint(.blobsStored)
 
         let manifest = try makeManifest(version: version, built: built, deltas: deltas.built, root: trust.current,
-                                        newest: repository.newestManifestCreated())
+                                        newest: repository.newestManifestCreated(signedBy: trust.keys + trust.roots.flatMap(\.signingKeys)))
         let bytes = SignedManifest.encode(manifest, signingKeys: keys)
         var stagedPath: String?
         if config.stage {

@@ -116,15 +116,19 @@ extension Repository {
         }
     }
 
-    /// The newest `created` among every channel's published and staged manifests (not verified:
-    /// used only to date a new root after them).
-    func newestManifestCreated() -> Timestamp? {
+    /// The newest `created` among every channel's published and staged manifests that one of
+    /// `keys` signed (a signature checked, not a threshold: used to date a new root or manifest
+    /// after them). A file no key of the repository signed (copied from another repository,
+    /// planted) does not count: its far-future `created` would date every later manifest after
+    /// it, and devices would raise their clock floors to that.
+    func newestManifestCreated(signedBy keys: [PublicKey]) -> Timestamp? {
         var newest: Timestamp?
         for channel in channels() {
             let paths = versionNumbers(channel).map { versionPath(channel, $0) } + stagedVersions(channel).map { stagedPath(channel, $0) }
             for path in paths {
                 guard let bytes = try? FileSystem.read(path),
                       let envelope = try? SignedManifest.decodeEnvelope(bytes),
+                      !envelope.validSigners(among: keys, domain: SignedManifest.domain).isEmpty,
                       let manifest = try? Manifest(json: envelope.content) else { continue }
                 newest = max(newest ?? manifest.created, manifest.created)
             }

@@ -59,7 +59,8 @@ public enum RootPublisher {
         let signingKeys = current.signingKeys.filter { !rotation.removeSigningKeys.contains($0) } + rotation.addSigningKeys
         // Later than the current root and than every manifest, so that the root in force for a
         // manifest is the newest one created before it.
-        let floor = max(current.created.secondsSince1970, repository.newestManifestCreated()?.secondsSince1970 ?? 0) + 1
+        let signers = chain.roots.flatMap(\.signingKeys) + repository.storedKeys()
+        let floor = max(current.created.secondsSince1970, repository.newestManifestCreated(signedBy: signers)?.secondsSince1970 ?? 0) + 1
         let created = try timestamp(max(Int64(now.timeIntervalSince1970), floor))
         let next = try make(version: current.version + 1, created: created, expiresDays: rotation.expiresDays,
                             rootKeys: rootKeys, rootThreshold: rotation.rootThreshold ?? min(current.rootThreshold, rootKeys.count),
