@@ -18,12 +18,22 @@ struct DaemonConnection {
 
     /// The 2xx response body, or exits with the documented code after printing one line.
     func call(_ method: String, _ path: String, body: [UInt8]? = nil, timeout: Double = 60) throws -> [UInt8] {
+        guard let answer = try callIfReachable(method, path, body: body, timeout: timeout, unreachable: { message in
+            fail("\(message); is cairnd running? Start it, or pass --socket (or set CAIRN_SOCKET) to its socket")
+        }) else { throw ExitCode(3) }
+        return answer
+    }
+
+    /// As `call`, but nil when cairnd cannot be reached (no socket, or nothing listening on it:
+    /// it may be restarting), after calling `unreachable` with the reason.
+    func callIfReachable(_ method: String, _ path: String, body: [UInt8]? = nil, timeout: Double = 60,
+                         unreachable: (String) -> Void) throws -> [UInt8]? {
         let response: UnixHTTPClient.Response
         do {
             response = try UnixHTTPClient(socketPath: socketPath, timeout: timeout).send(method: method, path: path, body: body)
         } catch where error.code == .unreachable {
-            fail("\(error.message); is cairnd running? Start it, or pass --socket (or set CAIRN_SOCKET) to its socket")
-            throw ExitCode(3)
+            unreachable(error.message)
+            return nil
         } catch {
             fail(error.message)
             throw ExitCode(1)

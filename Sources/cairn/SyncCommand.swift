@@ -53,9 +53,44 @@ struct SyncCommand: AsyncParsableCommand {
         // Monotonic: a device's clock stepped by NTP during the wait must not end or stretch it.
         let deadline = timeout.map { ContinuousClock.now + .seconds(min($0, 1e9)) }
         let several = attempts.count > 1
+        /// Each channel's ended attempts at the last poll: a count that goes back means cairnd
+        /// restarted, and its numbers are a new process's.
+        var finished: [String: Int] = [:]
+        /// Since when cairnd has not been reachable (nil while it answers).
+        var gone: ContinuousClock.Instant?
         while true {
-            let status = try daemon.decode(DaemonStatus.self, from: try daemon.call("GET", "/v1/status"))
-            let channels = (status.channels ?? []).filter { attempts[$0.channel] != nil }
+            // A poll waits no longer than what is left of --timeout.
+            let left = deadline.map { max(1, min(60, ($0 - ContinuousClock.now) / .seconds(1))) } ?? 60
+            var reason = ""
+            guard let body = try daemon.callIfReachable("GET", "/v1/status", timeout: left, unreachable: { reason = $0 }) else {
+                // cairnd restarting (`systemctl restart`) is back within seconds: the wait
+                // says so then, rather than that cairnd is not running.
+                let since = gone ?? ContinuousClock.now
+                gone = since
+                guard ContinuousClock.now - since < .seconds(10) else {
+                    display.clear()
+                    daemon.fail("\(reason); cairnd stopped during the wait")
+                    throw ExitCode(3)
+                }
+                try await Task.sleep(for: .milliseconds(250))
+                continue
+            }
+            let status = try daemon.decode(DaemonStatus.self, from: body)
+            guard let listed = status.channels else {
+                display.clear()
+                daemon.fail("cairnd's status lists no channels this cairn can read; are cairn and cairnd of one release?")
+                throw ExitCode(1)
+            }
+            let channels = listed.filter { attempts[$0.channel] != nil }
+            for channel in channels {
+                let count = channel.attemptsFinished ?? 0
+                if gone != nil || count < finished[channel.channel] ?? 0 {
+                    display.clear()
+                    daemon.fail("cairnd restarted during the wait; the attempt's outcome is unknown (`cairn status` shows the newest)")
+                    throw ExitCode(1)
+                }
+                finished[channel.channel] = count
+            }
             let pending = channels.filter { ($0.attemptsFinished ?? 0) < attempts[$0.channel]! }
             if pending.isEmpty && channels.count == attempts.count {
                 display.clear()

@@ -92,6 +92,31 @@ struct ProgressTests {
         #expect(rig.wrongAnswer(expecting: new) == nil)
     }
 
+    @Test("Given `cairn sync --wait` following a stalled attempt, when cairnd is killed and starts again on the same socket meanwhile, then the wait ends with exit 1 saying cairnd restarted, rather than taking the new process's attempts for its own")
+    func daemonRestartedDuringWait() async throws {
+        let data = try TemporaryDirectory.make() + "/device"
+        let rig = try await Rig(config: ["stall_timeout": "600"], dataDirectory: data)
+        defer { rig.stop() }
+        // Two attempts ended (the start-up one and this): the wait's attempt is the third.
+        #expect(try rig.device.cairn(["sync"]).status == 0)
+        try await waitUntil("the second attempt ends", seconds: 60) { rig.device.syncStatus["attempts_finished"] as? Int == 2 }
+        _ = try rig.publishNext(bulk: 100_000)
+        try rig.server.set(["stall_after": 100])
+        async let waited = Self.syncWait(rig)
+        try await waitUntil("the third attempt downloads", seconds: 60) {
+            (rig.device.syncStatus["progress"] as? [String: Any])?["phase"] as? String == "downloading"
+        }
+        // Killed (a crash, the OOM killer): the attempt records no outcome. A cairnd stopped
+        // with SIGTERM ends it as `cancelled`, which the wait reports as that attempt's failure.
+        kill(rig.device.process.processIdentifier, SIGKILL)
+        _ = try await waitForExit(rig.device.process)
+        try rig.server.clear()
+        let again = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "device", dataDirectory: data)
+        defer { again.stop() }
+        let finished = try await waited
+        #expect(finished.status == 1 && finished.stderr.contains("cairnd restarted during the wait"), "\(finished.stdout) \(finished.stderr)")
+    }
+
     @Test("Given a terminal 50 columns wide (a pseudo-terminal from script(1)), when `cairn sync --wait` follows a slow download, then each redrawn progress line fits in 49 columns, so it redraws in place instead of wrapping")
     func progressFitsTheTerminal() async throws {
         let script = try requireOrSkip(["/usr/bin/script", "/bin/script"].first { FileManager.default.isExecutableFile(atPath: $0) },
