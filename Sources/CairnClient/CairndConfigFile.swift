@@ -99,10 +99,33 @@ public enum CairndConfigFile {
     /// when it exists and parses, else the default path.
     public static func socketPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let value = environment["CAIRN_SOCKET"], !value.isEmpty { return value }
-        if let text = try? String(contentsOfFile: defaultPath, encoding: .utf8),
-           let entries = try? parse(text), let socket = entries.last(where: { $0.key == "socket" }) {
+        if case .parsed(let entries) = defaultFile(), let socket = entries.last(where: { $0.key == "socket" }) {
             return socket.value
         }
         return defaultSocketPath
+    }
+
+    /// Why `socketPath` took nothing from the default config file though it is there (it cannot
+    /// be read by this user, or does not parse), for the line saying cairnd cannot be reached;
+    /// nil otherwise.
+    public static func skippedNote(environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+        if let value = environment["CAIRN_SOCKET"], !value.isEmpty { return nil }
+        switch defaultFile() {
+        case .unreadable(let reason): return "\(defaultPath) could not be read (\(reason)), so its socket setting was not used"
+        case .invalid(let message): return "\(defaultPath) did not parse (\(message)), so its socket setting was not used"
+        case .absent, .parsed: return nil
+        }
+    }
+
+    enum DefaultFile {
+        case absent, unreadable(String), invalid(String), parsed([Entry])
+    }
+
+    static func defaultFile() -> DefaultFile {
+        guard FileManager.default.fileExists(atPath: defaultPath) else { return .absent }
+        guard let text = try? String(contentsOfFile: defaultPath, encoding: .utf8) else {
+            return .unreadable(access(defaultPath, R_OK) == 0 ? "not UTF-8" : String(cString: strerror(errno)))
+        }
+        do { return .parsed(try parse(text)) } catch { return .invalid((error as? Invalid)?.message ?? "\(error)") }
     }
 }

@@ -7,9 +7,12 @@ import Foundation
 /// roll back to).
 struct DaemonConnection {
     let socketPath: String
+    /// Said beside "cannot reach": the config file whose socket was not used (`skippedNote`).
+    let note: String?
 
     init(root: ConnectionOptions, local: ConnectionOptions, environment: [String: String] = ProcessInfo.processInfo.environment) {
         socketPath = local.socket ?? root.socket ?? Self.defaultSocket(environment: environment)
+        note = local.socket ?? root.socket == nil ? CairndConfigFile.skippedNote(environment: environment) : nil
     }
 
     static func defaultSocket(environment: [String: String]) -> String {
@@ -19,7 +22,8 @@ struct DaemonConnection {
     /// The 2xx response body, or exits with the documented code after printing one line.
     func call(_ method: String, _ path: String, body: [UInt8]? = nil, timeout: Double = 60) throws -> [UInt8] {
         guard let answer = try callIfReachable(method, path, body: body, timeout: timeout, unreachable: { message in
-            fail("\(message); is cairnd running? Start it, or pass --socket (or set CAIRN_SOCKET) to its socket")
+            fail("\(message); is cairnd running? Start it, or pass --socket (or set CAIRN_SOCKET) to its socket"
+                 + (note.map { " (\($0))" } ?? ""))
         }) else { throw ExitCode(3) }
         return answer
     }
