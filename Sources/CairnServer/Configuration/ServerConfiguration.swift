@@ -65,7 +65,7 @@ extension ServerConfiguration {
     }
 
     /// Applies `CAIRN_SERVER_HOST`, `_PORT`, `_REPO`, `_LOG_LEVEL`, `_ONLINE_SEARCH`,
-    /// `_SEARCH_CACHE` and `_SEARCH_TRUSTED_KEY` when present.
+    /// `_SEARCH_CACHE`, `_SEARCH_TRUSTED_KEY` and `_SEARCH_TRUSTED_ROOT` when present.
     /// - Throws: `ServerError.Code.configurationInvalid` for a bad value.
     public mutating func apply(environment: [String: String]) throws(ServerError) {
         let names = [("CAIRN_SERVER_HOST", "host"), ("CAIRN_SERVER_PORT", "port"),
