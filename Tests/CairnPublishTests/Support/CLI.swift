@@ -6,19 +6,8 @@ import Glibc
 
 /// The built `cairn-server`, run as a real process with files (not pipes) for its output.
 enum CLI {
-    /// The build products folder: the first folder at or above the test bundle that holds a
-    /// `cairn-server` executable, else `<package>/.build-publish/debug`.
-    static let binary: String = {
-        var folder = URL(fileURLWithPath: Bundle.main.bundlePath)
-        for _ in 0..<4 {
-            let candidate = folder.appendingPathComponent("cairn-server").path
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-            folder.deleteLastPathComponent()
-        }
-        var root = URL(fileURLWithPath: #filePath)
-        for _ in 0..<4 { root.deleteLastPathComponent() }
-        return root.path + "/.build-publish/debug/cairn-server"
-    }()
+    /// The `cairn-server` built with these tests (never another build's, which may be stale).
+    static let binary = Products.path("cairn-server")
 
     /// A started process with its output files.
     final class Running {
@@ -65,7 +54,8 @@ enum CLI {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        // The developer's CAIRN_* variables do not reach the child; the test's own do.
+        process.environment = childEnvironment(environment)
         process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         process.standardOutput = FileHandle(forWritingAtPath: out)
         process.standardError = FileHandle(forWritingAtPath: err)
@@ -76,8 +66,8 @@ enum CLI {
     /// Runs to completion: exit status, standard output, standard error.
     static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String, error: String) {
         let running = try start(arguments, environment: environment)
-        let status = running.wait()
-        return (status, running.output, running.error)
+        try ProcessDeadline(running.process, seconds: ProcessDeadline.defaultSeconds).wait(what: "cairn-server")
+        return (running.process.terminationStatus, running.output, running.error)
     }
 
     /// `publish` arguments for a workspace.
