@@ -78,12 +78,15 @@ struct CallerFaultTests {
         private let prefix: [UInt8]
         private let whole: Int
         private var descriptors: [(fd: Int32, sent: Int)] = []
+        /// The clients that connected and sent their start at once: the attack holds the slots.
+        private(set) var connected = 0
 
         init(socket: String, count: Int, prefix: String, whole: Int = 0) {
             self.socket = socket
             self.prefix = Array(prefix.utf8)
             self.whole = whole
             for _ in 0..<count { descriptors.append((connect(), whole)) }
+            connected = descriptors.filter { $0.fd >= 0 }.count
         }
 
         private func connect() -> Int32 {
@@ -149,6 +152,8 @@ struct CallerFaultTests {
         for (name, prefix, whole) in attacks {
             let report = FaultReport("slowloris: 40 clients with \(name), 16 slots")
             let clients = SlowClients(socket: rig.device.socket, count: 40, prefix: prefix, whole: whole)
+            // Else the normal client would pass against no attack at all.
+            #expect(clients.connected >= 16, "\(name): only \(clients.connected) slow clients connected")
             let attack = Thread { clients.loop() }
             attack.start()
             await Self.normalClient(rig, report)
