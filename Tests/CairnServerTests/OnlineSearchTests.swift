@@ -237,6 +237,26 @@ struct OnlineSearchTests {
         #expect(try await Self.post(search, #"{"query": "sandbags pyramid"}"#).body["version"] as? Int == 2)
     }
 
+    @Test("Given a search cache whose model folder lost a file and which holds a build abandoned days ago, when the server starts again, then the model is copied again (dense search answers, not lexical only) and the abandoned folder is removed")
+    func damagedCacheMended() async throws {
+        let (workspace, server, _) = try await Self.answeringVersion1()
+        stopProcess(server)
+        let cache = workspace.folder + "/search-cache"
+        let models = try FileManager.default.contentsOfDirectory(atPath: cache + "/models").filter { !$0.hasPrefix(".") }
+        let model = cache + "/models/" + (try #require(models.first))
+        try FileManager.default.removeItem(atPath: model + "/model.safetensors")
+        let abandoned = cache + "/field/.partial-abandoned", recent = cache + "/field/.partial-building"
+        for folder in [abandoned, recent] { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -3 * 86_400)], ofItemAtPath: abandoned)
+
+        let (again, url, _) = try await workspace.serve(arguments: ["--config", workspace.folder + "/server.conf"])
+        defer { stopProcess(again) }
+        let answer = try await Self.post(url + "/v1/channels/field/search", #"{"query": "crank radio", "mode": "hybrid"}"#)
+        #expect(answer.status == 200 && answer.body["dense_available"] as? Bool == true, "\(answer.body)")
+        #expect(FileManager.default.fileExists(atPath: model + "/model.safetensors"))
+        #expect(!FileManager.default.fileExists(atPath: abandoned) && FileManager.default.fileExists(atPath: recent))
+    }
+
     @Test("Given online search off (the default), when a search is posted, then it is 404 search_disabled and files are still served")
     func disabledByDefault() async throws {
         let workspace = try await Workspace.make()

@@ -37,6 +37,21 @@ struct VersionCache: Sendable {
             throw ServerError(.configurationInvalid, "search cache \(folder) is not a folder this user owns; set search_cache")
         }
         _ = try signingPolicy()
+        Self.removeAbandoned(in: folder)
+    }
+
+    /// Removes `.partial-*` folders (a channel's or the models') a killed build left a day or
+    /// more ago: each may hold a whole inflated snapshot. Younger ones may be another server's,
+    /// sharing the cache, still building.
+    static func removeAbandoned(in folder: String, before: Date = Date(timeIntervalSinceNow: -86_400)) {
+        for parent in ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).map({ folder + "/" + $0 }) {
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: parent)) ?? [] where name.hasPrefix(".partial-") {
+                let path = parent + "/" + name
+                guard let changed = (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date,
+                      changed < before else { continue }
+                try? FileManager.default.removeItem(atPath: path)
+            }
+        }
     }
 
     /// What manifests are checked against: with a pinned root, the policy of the newest root that
@@ -110,8 +125,7 @@ struct VersionCache: Sendable {
     /// `<cache>/<channel>/<version>-<state root>`, built and verified if absent.
     private func snapshotFolder(_ manifest: Manifest) throws(ServerError) -> String {
         let final = "\(folder)/\(manifest.channel)/\(manifest.version)-\(manifest.stateRoot.hex)"
-        if FileSystem.exists(final + "/index.sqlite") { return final }
-        return try build(final) { (partial) throws(ServerError) in
+        return try build(final, complete: { FileSystem.exists($0 + "/index.sqlite") }) { (partial) throws(ServerError) in
             let snapshot = manifest.snapshot
             // Hashed and inflated in one pass, a megabyte at a time: at a million chunks the blob
             // is 1.5 GB, which a whole read held in this process's memory.
@@ -140,8 +154,15 @@ struct VersionCache: Sendable {
     private func modelFolder(_ manifest: Manifest) throws(ServerError) -> String? {
         guard let name = manifest.model.folderName else { return nil }
         let final = "\(folder)/models/\(name)"
-        if FileSystem.exists(final) { return final }
-        return try build(final) { (partial) throws(ServerError) in
+        // Every file at its size, else built again: a folder missing a file (removed by hand,
+        // a disk error) would leave this server answering lexical only for good.
+        let whole = { (folder: String) in
+            manifest.model.files.allSatisfy { file in
+                var info = stat()
+                return stat(folder + "/" + file.name, &info) == 0 && Int(info.st_size) == file.size
+            }
+        }
+        return try build(final, complete: whole) { (partial) throws(ServerError) in
             for file in manifest.model.files {
                 let bytes = try self.blob(file.sha256, size: file.size)
                 do { try FileSystem.writeAtomically(bytes, to: partial + "/" + file.name) } catch {
@@ -173,16 +194,22 @@ struct VersionCache: Sendable {
         ServerError(.versionUnusable, "blob \(id.hex.prefix(12))… is missing or corrupt: \(why)", cause: cause)
     }
 
-    /// Fills a fresh `.partial-*` folder beside `final` with `fill`, then renames it into place
-    /// (another process may have won the race: its complete folder is as good).
-    private func build(_ final: String, _ fill: (String) throws(ServerError) -> Void) throws(ServerError) -> String {
+    /// `final` when `complete` says it is whole; else fills a fresh `.partial-*` folder beside it
+    /// with `fill` and renames that into place (another process may have won the race: its
+    /// complete folder is as good; an incomplete one is replaced).
+    private func build(_ final: String, complete: (String) -> Bool,
+                       _ fill: (String) throws(ServerError) -> Void) throws(ServerError) -> String {
+        if complete(final) { return final }
         let partial = "\((final as NSString).deletingLastPathComponent)/.partial-\(UUID().uuidString)"
         do { try FileSystem.makeDirectory(partial) } catch {
             throw ServerError(.versionUnusable, "cannot create \(partial) in the search cache: \(error.message)", cause: error)
         }
         defer { try? FileManager.default.removeItem(atPath: partial) }
         try fill(partial)
-        if rename(partial, final) != 0 && !FileSystem.exists(final) {
+        if rename(partial, final) == 0 || complete(final) { return final }  // another process's complete folder won
+        // An incomplete folder in the way (a file removed from it) is replaced.
+        try? FileManager.default.removeItem(atPath: final)
+        guard rename(partial, final) == 0 else {
             throw ServerError(.versionUnusable, "cannot rename \(partial) into place in the search cache")
         }
         return final
