@@ -56,7 +56,7 @@ private func makeOnlineSearch(root: RepositoryRoot, configuration: ServerConfigu
     logger.info("online search is on", metadata: ["cairn.search.cache": "\(folder)"])
     let pool = SearchPool(threads: configuration.maxConcurrentSearches, queueLimit: configuration.maxQueuedSearches)
     return OnlineSearch(root: root, cache: cache, endpoint: SearchEndpoint(pool: pool, maxBodyBytes: 64 * 1024, logger: logger),
-                        logger: logger)
+                        allowOrigins: configuration.searchAllowOrigins, logger: logger)
 }
 
 /// Builds the server and runs it until SIGTERM or SIGINT, then shuts down gracefully: the

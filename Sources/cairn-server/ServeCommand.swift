@@ -14,8 +14,9 @@ struct ServeCommand: AsyncParsableCommand {
             Settings come from the defaults, then --config FILE (key = value lines), then the \
             environment (CAIRN_SERVER_HOST, CAIRN_SERVER_PORT, CAIRN_SERVER_REPO, \
             CAIRN_SERVER_LOG_LEVEL, CAIRN_SERVER_ONLINE_SEARCH, CAIRN_SERVER_SEARCH_CACHE, \
-            CAIRN_SERVER_SEARCH_TRUSTED_KEY, CAIRN_SERVER_SEARCH_TRUSTED_ROOT), then these flags. \
-            Port 0 picks a free port; the bound one is printed on start. Refuses to start if the folder contains a private signing key. \
+            CAIRN_SERVER_SEARCH_TRUSTED_KEY, CAIRN_SERVER_SEARCH_TRUSTED_ROOT, \
+            CAIRN_SERVER_SEARCH_ALLOW_ORIGIN), then these flags. Port 0 picks a free port; the bound \
+            one is printed on start. Refuses to start if the folder contains a private signing key. \
             With online_search = true it also answers POST /v1/channels/<c>/search.
             """
     )

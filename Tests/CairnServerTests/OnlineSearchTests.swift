@@ -29,8 +29,9 @@ struct OnlineSearchTests {
         return log
     }
 
-    /// Version 1 published, and a server with online search on (cache and key in the workspace).
-    static func publishAndServe() async throws -> (Workspace, Process, url: String) {
+    /// Version 1 published, and a server with online search on (cache and key in the workspace;
+    /// `extra` config lines after them).
+    static func publishAndServe(extra: String = "") async throws -> (Workspace, Process, url: String) {
         let workspace = try await Workspace.make()
         try await workspace.publishOnThread(Self.version1)
         let config = workspace.folder + "/server.conf"
@@ -38,6 +39,7 @@ struct OnlineSearchTests {
             online_search = true
             search_cache = \(workspace.folder)/search-cache
             search_trusted_key = \(workspace.publicKey)
+            \(extra)
             """.write(toFile: config, atomically: true, encoding: .utf8)
         let (process, url, _) = try await workspace.serve(arguments: ["--config", config])
         return (workspace, process, url)
@@ -255,6 +257,40 @@ struct OnlineSearchTests {
         #expect(answer.status == 200 && answer.body["dense_available"] as? Bool == true, "\(answer.body)")
         #expect(FileManager.default.fileExists(atPath: model + "/model.safetensors"))
         #expect(!FileManager.default.fileExists(atPath: abandoned) && FileManager.default.fileExists(atPath: recent))
+    }
+
+    @Test("Given search_allow_origin naming one web origin, when a page of that origin calls online search from a browser, then the preflight gets 204 with the CORS headers and the answer names the origin; another origin gets neither")
+    func browserOrigins() async throws {
+        let (_, server, url) = try await Self.publishAndServe(extra: "search_allow_origin = https://app.example")
+        defer { stopProcess(server) }
+        let search = url + "/v1/channels/field/search"
+        /// The status line and headers (lowercased names) of a request from `origin`.
+        func head(_ method: String, origin: String) async throws -> (status: Int, headers: [String: String]) {
+            var arguments = ["-s", "-o", "/dev/null", "-D", "-", "-X", method, "-H", "Origin: \(origin)"]
+            if method == "POST" { arguments += ["-H", "Content-Type: application/json", "--data-binary", #"{"query": "crank radio"}"#] }
+            else { arguments += ["-H", "Access-Control-Request-Method: POST", "-H", "Access-Control-Request-Headers: content-type"] }
+            let run = try await CairnTestSupport.run("/usr/bin/curl", arguments + [search])
+            let lines = run.stdout.components(separatedBy: "\r\n")
+            let status = Int(lines.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
+            var headers: [String: String] = [:]
+            for line in lines.dropFirst() {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+            return (status, headers)
+        }
+        try Tools.requireCurl()
+        let preflight = try await head("OPTIONS", origin: "https://app.example")
+        #expect(preflight.status == 204 && preflight.headers["access-control-allow-origin"] == "https://app.example"
+                && preflight.headers["access-control-allow-methods"] == "POST"
+                && preflight.headers["access-control-allow-headers"]?.lowercased() == "content-type", "\(preflight)")
+        let answer = try await head("POST", origin: "https://app.example")
+        #expect(answer.status == 200 && answer.headers["access-control-allow-origin"] == "https://app.example"
+                && answer.headers["vary"] == "Origin", "\(answer)")
+        let otherPreflight = try await head("OPTIONS", origin: "https://elsewhere.example")
+        #expect(otherPreflight.status == 405 && otherPreflight.headers["access-control-allow-origin"] == nil, "\(otherPreflight)")
+        let other = try await head("POST", origin: "https://elsewhere.example")
+        #expect(other.status == 200 && other.headers["access-control-allow-origin"] == nil, "\(other)")
     }
 
     @Test("Given online search off (the default), when a search is posted, then it is 404 search_disabled and files are still served")

@@ -97,6 +97,21 @@ struct StartupTests {
         #expect(configuration.maxQueuedSearches == 0)
     }
 
+    @Test("Given search_allow_origin values, then an origin (scheme and host) or * is taken, lowercased, and a path, a bare host or another scheme is refused naming the line")
+    func allowOrigins() throws {
+        var configuration = ServerConfiguration()
+        try configuration.apply(configFile: "search_allow_origin = https://App.Example\nsearch_allow_origin = http://10.0.0.2:8080\n")
+        #expect(configuration.searchAllowOrigins == ["https://app.example", "http://10.0.0.2:8080"])
+        for bad in ["https://app.example/", "app.example", "ftp://app.example", "https://"] {
+            #expect {
+                var other = ServerConfiguration()
+                try other.apply(configFile: "search_allow_origin = \(bad)\n")
+            } throws: { error in
+                (error as? ServerError)?.code == .configurationInvalid && (error as? ServerError)?.message.hasPrefix("line 1") == true
+            }
+        }
+    }
+
     @Test("The example config file in server-config parses and holds the documented defaults")
     func exampleFile() throws {
         let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

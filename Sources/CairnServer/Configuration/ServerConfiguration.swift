@@ -6,10 +6,12 @@ public import Logging
 ///
 /// Config file keys (`key = value`, `#` comments): `host`, `port`, `repo`, `log_level`,
 /// `idle_timeout_seconds`, `max_connections`, `online_search`, `search_cache`,
-/// `search_trusted_key`, `search_trusted_root`, `max_concurrent_searches`, `max_queued_searches`.
+/// `search_trusted_key`, `search_trusted_root`, `max_concurrent_searches`, `max_queued_searches`,
+/// `search_allow_origin`.
 /// Environment: `CAIRN_SERVER_HOST`, `CAIRN_SERVER_PORT`, `CAIRN_SERVER_REPO`,
 /// `CAIRN_SERVER_LOG_LEVEL`, `CAIRN_SERVER_ONLINE_SEARCH`, `CAIRN_SERVER_SEARCH_CACHE`,
-/// `CAIRN_SERVER_SEARCH_TRUSTED_KEY`, `CAIRN_SERVER_SEARCH_TRUSTED_ROOT`.
+/// `CAIRN_SERVER_SEARCH_TRUSTED_KEY`, `CAIRN_SERVER_SEARCH_TRUSTED_ROOT`,
+/// `CAIRN_SERVER_SEARCH_ALLOW_ORIGIN`.
 public struct ServerConfiguration: Sendable, Equatable {
     /// Address to bind. Default `127.0.0.1` (loopback only; put a reverse proxy or set `0.0.0.0`
     /// to serve the network).
@@ -47,6 +49,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     }
     /// `max_queued_searches` when set; else the queue follows `maxConcurrentSearches` as set.
     private var queuedSearches: Int?
+    /// Web origins (`https://app.example`, or `*` for any) whose pages may call online search
+    /// from a browser (CORS). Default empty: a browser lets no other origin's script read it.
+    public var searchAllowOrigins: [String] = []
 
     /// The defaults above.
     public init() {}
@@ -65,14 +70,16 @@ extension ServerConfiguration {
     }
 
     /// Applies `CAIRN_SERVER_HOST`, `_PORT`, `_REPO`, `_LOG_LEVEL`, `_ONLINE_SEARCH`,
-    /// `_SEARCH_CACHE`, `_SEARCH_TRUSTED_KEY` and `_SEARCH_TRUSTED_ROOT` when present.
+    /// `_SEARCH_CACHE`, `_SEARCH_TRUSTED_KEY`, `_SEARCH_TRUSTED_ROOT` and `_SEARCH_ALLOW_ORIGIN`
+    /// when present.
     /// - Throws: `ServerError.Code.configurationInvalid` for a bad value.
     public mutating func apply(environment: [String: String]) throws(ServerError) {
         let names = [("CAIRN_SERVER_HOST", "host"), ("CAIRN_SERVER_PORT", "port"),
                      ("CAIRN_SERVER_REPO", "repo"), ("CAIRN_SERVER_LOG_LEVEL", "log_level"),
                      ("CAIRN_SERVER_ONLINE_SEARCH", "online_search"), ("CAIRN_SERVER_SEARCH_CACHE", "search_cache"),
                      ("CAIRN_SERVER_SEARCH_TRUSTED_KEY", "search_trusted_key"),
-                     ("CAIRN_SERVER_SEARCH_TRUSTED_ROOT", "search_trusted_root")]
+                     ("CAIRN_SERVER_SEARCH_TRUSTED_ROOT", "search_trusted_root"),
+                     ("CAIRN_SERVER_SEARCH_ALLOW_ORIGIN", "search_allow_origin")]
         for (variable, key) in names {
             if let value = environment[variable] { try set(key, value, source: variable) }
         }
@@ -125,6 +132,14 @@ extension ServerConfiguration {
         case "max_queued_searches":
             guard let count = Int(value), count >= 0 else { throw bad("must be a whole number, 0 or more") }
             maxQueuedSearches = count
+        case "search_allow_origin":
+            // An origin as browsers send it: scheme and host (and port), no path, no slash.
+            let origin = value.lowercased()
+            let rest = origin.hasPrefix("https://") ? origin.dropFirst(8) : origin.hasPrefix("http://") ? origin.dropFirst(7) : nil
+            guard value == "*" || rest.map({ !$0.isEmpty && !$0.contains("/") && !$0.contains(" ") }) == true else {
+                throw bad("must be * or an origin like https://app.example (scheme and host, no path)")
+            }
+            searchAllowOrigins.append(origin)
         default:
             throw ServerError(.configurationInvalid, "\(source): unknown key '\(key)'")
         }

@@ -61,11 +61,28 @@ struct RepositoryResponder: HTTPResponder {
         return response
     }
 
-    /// Online search: the daemon's `POST /v1/search`, on the channel's newest version.
+    /// Online search: the daemon's `POST /v1/search`, on the channel's newest version; with
+    /// the CORS headers a browser needs when the page's origin is allowed (`search_allow_origin`).
     private func searchAnswer(_ request: Request, channel: String) async -> Response {
+        let allowed = search?.allowedOrigin(request.headers[.origin])
+        var response = await searchAnswer(request, channel: channel, preflight: allowed != nil)
+        if let allowed {
+            response.headers[.accessControlAllowOrigin] = allowed
+            if allowed != "*" { response.headers[.vary] = "Origin" }
+        }
+        return response
+    }
+
+    private func searchAnswer(_ request: Request, channel: String, preflight: Bool) async -> Response {
         do throws(APIError) {
             guard let search else {
                 throw APIError(404, "search_disabled", "online search is not enabled on this server (online_search = true)")
+            }
+            // A browser asks before a cross-origin JSON POST; an origin not allowed gets the 405.
+            if preflight, request.method == .options {
+                return Response(status: .noContent, headers: [
+                    .accessControlAllowMethods: "POST", .accessControlAllowHeaders: "Content-Type", .accessControlMaxAge: "600",
+                ])
             }
             guard request.method == .post else { throw APIError(405, "method_not_allowed", "use POST on this endpoint", allow: "POST") }
             let body = try await search.endpoint.body(

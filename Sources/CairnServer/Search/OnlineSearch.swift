@@ -21,12 +21,23 @@ final class OnlineSearch: Sendable {
     private let cache: VersionCache
     private let logger: Logger
     private let channels = Mutex<[String: ChannelState]>([:])
+    /// `search_allow_origin`: web origins whose pages may read the answers.
+    private let allowOrigins: [String]
 
-    init(root: RepositoryRoot, cache: VersionCache, endpoint: SearchEndpoint, logger: Logger) {
+    init(root: RepositoryRoot, cache: VersionCache, endpoint: SearchEndpoint, allowOrigins: [String] = [], logger: Logger) {
         self.root = root
         self.cache = cache
         self.endpoint = endpoint
+        self.allowOrigins = allowOrigins
         self.logger = logger
+    }
+
+    /// The `Access-Control-Allow-Origin` value for a request from `origin` (its `Origin`
+    /// header): `*` when any origin is allowed, the origin itself when listed, else nil.
+    func allowedOrigin(_ origin: String?) -> String? {
+        if allowOrigins.contains("*") { return "*" }
+        guard let origin = origin?.lowercased(), allowOrigins.contains(origin) else { return nil }
+        return origin
     }
 
     /// The version to search for `channel`, loading its newest first when the manifest
