@@ -38,7 +38,7 @@ struct PublishRoundTripTests {
         #expect(workspace.verify().problems == [])
     }
 
-    @Test("Given a published version, when a few chunks change, then only those are embedded and the rest reuse the snapshot's vectors")
+    @Test("Given a published version, when a few chunks change, then only those are embedded and the rest reuse the snapshot's vectors, with --keep-deltas 0 too")
     func incremental() throws {
         let workspace = try Workspace()
         var chunks = SampleKB.chunks(count: 20)
@@ -53,6 +53,11 @@ struct PublishRoundTripTests {
         #expect(report.embedded == 3)
         #expect(report.reusedFromSnapshot == 17)
         #expect(report.reusedFromCache == 0)
+        // --keep-deltas 0 builds no delta, yet the newest version's vectors are still reused.
+        chunks[0].content += " again"
+        let third = try workspace.publish(try workspace.writeSource(chunks), keepDeltas: 0, cache: false)
+        #expect(third.embedded == 1 && third.reusedFromSnapshot == 19, "\(third.embedded) embedded")
+        #expect(try workspace.manifest(3).deltas.isEmpty)
     }
 
     @Test("Given a cache filled by one repository, when another repository publishes the same chunks, then nothing is embedded")

@@ -119,7 +119,9 @@ public struct Publisher: Sendable {
         if let staged = repository.stagedVersions(config.channel).first {
             throw PublishError(.invalidArgument, "version \(staged) of \(config.channel) is staged (\(repository.stagedPath(config.channel, staged))); release it (cairn-server release) or delete that file first")
         }
-        let bases = history.loadBases(count: config.keepDeltas, scratch: scratch)
+        // At least the newest earlier version, whose vectors are reused (step 4 of
+        // publishing.md) even with --keep-deltas 0; deltas come from the first K only.
+        let bases = history.loadBases(count: max(1, config.keepDeltas), scratch: scratch)
 
         var vectors = try VectorSource(model: model, embedder: embedder, cache: cache, bases: bases, scratch: scratch)
         vectors.supplied = supplied
@@ -141,7 +143,8 @@ public struct Publisher: Sendable {
 
         let built = try SnapshotBuilder.finish(stream, channel: config.channel, version: version, model: model, scratch: scratch)
         try CanaryCheck.run(config.canaries, snapshotPath: built.path, embedder: embedder, version: version)
-        let deltas = try DeltaBuilder.build(bases: bases, new: built, withSetHash: config.deltaFormat == 2, scratch: scratch)
+        let deltas = try DeltaBuilder.build(bases: Array(bases.prefix(config.keepDeltas)), new: built,
+                                            withSetHash: config.deltaFormat == 2, scratch: scratch)
 
         let writer = RepositoryWriter(repository: repository, channel: config.channel)
         try writer.putBlob(file: built.blobPath, id: built.blob.sha256)
