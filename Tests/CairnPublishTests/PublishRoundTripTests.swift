@@ -248,6 +248,27 @@ struct PublishRoundTripTests {
         #expect(try StagedRelease.release(repository: repository, channel: "stable", copies: []).version == 1)
     }
 
+    @Test("Given a manifest of the repository's key dated two days ahead, when publishing with --expires-at tomorrow, then it is refused before anything is staged, since the version would be created after it expires")
+    func expiresBeforeCreatedRefusedEarly() throws {
+        let workspace = try Workspace()
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 6)))
+        let day: Int64 = 86_400, now = Int64(Date().timeIntervalSince1970)
+        var ahead = try workspace.manifest()
+        ahead.channel = "other"
+        ahead.created = try #require(Timestamp(secondsSince1970: now + 2 * day))
+        ahead.expires = try #require(Timestamp(secondsSince1970: now + 30 * day))
+        let folder = workspace.repository.versionsFolder("other")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try Data(SignedManifest.encode(ahead, signingKeys: [workspace.key])).write(to: URL(fileURLWithPath: folder + "/1.json"))
+        let blobs = try FileManager.default.subpathsOfDirectory(atPath: workspace.repo + "/blobs").count
+        let error = #expect(throws: PublishError.self) {
+            try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 7), name: "kb2.json"),
+                                  expiresAt: Timestamp(secondsSince1970: now + day))
+        }
+        #expect(error?.code == .invalidArgument && error?.message.contains("nothing was written") == true, "\(String(describing: error))")
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: workspace.repo + "/blobs").count == blobs)
+    }
+
     @Test("Given --expires-at in the past, when publishing, then it is refused before anything is written: no blob, no channel")
     func pastExpiryWritesNothing() throws {
         let workspace = try Workspace()

@@ -103,6 +103,10 @@ public struct Publisher: Sendable {
         TemporaryFiles.removeLeftovers(in: repository)
         let trust = try repository.trust(keys: keys.map(\.publicKey) + repository.storedKeys())
         try checkKeys(against: trust.current)
+        // Dated now, before anything is staged: an --expires-at before this version's creation
+        // time (moved past the clock by a newer root or manifest) is refused with nothing written.
+        let created = try creationTime(root: trust.current,
+                                       newest: repository.newestManifestCreated(signedBy: trust.keys + trust.roots.flatMap(\.signingKeys)))
 
         let folder = try ScratchFolder()
         defer { folder.remove() }
@@ -154,8 +158,7 @@ public struct Publisher: Sendable {
         for key in keys { try writer.storePublicKey(key.publicKey) }
         checkpoint(.blobsStored)
 
-        let manifest = try makeManifest(version: version, built: built, deltas: deltas.built, root: trust.current,
-                                        newest: repository.newestManifestCreated(signedBy: trust.keys + trust.roots.flatMap(\.signingKeys)))
+        let manifest = try makeManifest(version: version, built: built, deltas: deltas.built, root: trust.current, created: created)
         let bytes = SignedManifest.encode(manifest, signingKeys: keys)
         var stagedPath: String?
         if config.stage {
@@ -290,8 +293,10 @@ public struct Publisher: Sendable {
     /// and `created` never goes back. A publisher whose clock is behind (reset, or once ahead
     /// and since corrected) would otherwise sign versions that devices judge expired: their
     /// clock floor has reached the earlier version's `created`.
-    private func makeManifest(version: Int, built: SnapshotBuilder.Built, deltas: [DeltaBuilder.Built],
-                              root: RootMetadata?, newest: Timestamp?) throws(PublishError) -> Manifest {
+    /// The new manifest's `created`: the clock, or the newest root's or manifest's `created`
+    /// when later (never back); its `expires` (`--expires-at`, or `--expires-days` on) must be
+    /// later still.
+    private func creationTime(root: RootMetadata?, newest: Timestamp?) throws(PublishError) -> Timestamp {
         let wall = Int64(Date().timeIntervalSince1970)
         let now = max(wall, root?.created.secondsSince1970 ?? 0, newest?.secondsSince1970 ?? 0)
         if let newest, newest.secondsSince1970 - wall > 3_600 {
@@ -299,6 +304,20 @@ public struct Publisher: Sendable {
                            metadata: ["cairn.publish.clock": "\(Timestamp(secondsSince1970: wall).map { "\($0)" } ?? "\(wall)")",
                                       "cairn.publish.created": "\(newest)"])
         }
+        guard let created = Timestamp(secondsSince1970: now) else {
+            throw PublishError(.invalidArgument, "the clock is out of the manifest's range")
+        }
+        if let expires = configuration.expiresAt, expires <= created {
+            throw PublishError(.invalidArgument, "--expires-at \(expires) is not later than the manifest's creation time \(created) (the newest root's or manifest's); nothing was written")
+        }
+        return created
+    }
+
+    /// `floor`: `creationTime`'s, taken before staging; the clock at the end of it, if later,
+    /// dates the manifest.
+    private func makeManifest(version: Int, built: SnapshotBuilder.Built, deltas: [DeltaBuilder.Built],
+                              root: RootMetadata?, created floor: Timestamp) throws(PublishError) -> Manifest {
+        let now = max(Int64(Date().timeIntervalSince1970), floor.secondsSince1970)
         let (days, overflow) = Int64(configuration.expiresDays).multipliedReportingOverflow(by: 86_400)
         let (end, endOverflow) = now.addingReportingOverflow(days)
         guard let created = Timestamp(secondsSince1970: now),
