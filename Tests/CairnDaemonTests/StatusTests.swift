@@ -62,6 +62,8 @@ struct StatusTests {
             #expect(response.status == 503)
             #expect(object(response)["code"] as? String == "sync_unavailable")
         }
+        // A stand-in for the sync side: this checks the API's two answers. A real attempt asked
+        // for by POST /v1/sync is followed by ProgressTests (cairnd syncing from the fault server).
         let calls = Counter()
         let hooks = DaemonHooks(requestSync: {
             calls.increment()

@@ -148,6 +148,20 @@ import Testing
         #expect(!run.error.contains("documents with empty text left out"), "\(run.error)")
     }
 
+    @Test("Given a judged query longer than cairnd takes, or empty, when cairn eval starts, then it exits 65 naming the file and the query, before publishing anything",
+          arguments: [String(repeating: "water ", count: 700), "   "])
+    func unaskableQueryRefused(text: String) throws {
+        let workspace = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: workspace) }
+        let (collection, model) = try Self.tinyCollection(in: workspace)
+        let line = String(decoding: try JSONSerialization.data(withJSONObject: ["_id": "q1", "text": text]), as: UTF8.self)
+        try ([line] + Self.queries.dropFirst()).joined(separator: "\n").write(toFile: collection + "/queries.jsonl", atomically: true,
+                                                                             encoding: .utf8)
+        let run = try Binaries.run("cairn", ["eval", collection, "--model-dir", model, "--no-cache"], in: workspace)
+        #expect(run.status == 65 && run.error.contains("queries.jsonl: query \"q1\""), "\(run.error)")
+        #expect(!run.error.contains("documents with empty text left out"), "\(run.error)")
+    }
+
     @Test("Given cairn eval running with its cairnd, when interrupted (Ctrl-C reaches only cairn: Foundation starts cairnd in a process group of its own), then cairnd, started with a configuration of its own, is stopped, the temporary folder removed, and cairn exits 130")
     func interruptStopsCairnd() async throws {
         let workspace = try TemporaryDirectory.make()

@@ -1,4 +1,5 @@
 import CairnCore
+import CairnSearch
 import Foundation
 
 /// A BEIR-format folder as `cairn eval` reads it: `queries.jsonl`, `qrels/<split>.tsv`, and the
@@ -25,6 +26,15 @@ struct EvalCollection {
         }
         guard !parsed.judgedQueries.isEmpty else {
             throw .badInput("\(qrelsPath): no query of queries.jsonl has a relevant judgment")
+        }
+        // Refused now, not after the publish, the sync and every query before it in four modes.
+        for query in parsed.judgedQueries {
+            if query.text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+                throw .badInput("\(queriesPath): query \"\(query.id)\" is empty; cairnd refuses an empty query (remove it, or its judgments)")
+            }
+            if query.text.utf8.count > SearchBody.maximumQueryBytes {
+                throw .badInput("\(queriesPath): query \"\(query.id)\" is \(query.text.utf8.count) bytes; cairnd takes at most \(SearchBody.maximumQueryBytes) (shorten it, or remove it and its judgments)")
+            }
         }
         let name = URL(fileURLWithPath: folder).standardizedFileURL.lastPathComponent
         return EvalCollection(name: name, collection: parsed, corpusPath: corpusPath)
