@@ -43,7 +43,7 @@ extension Syncer {
                     $0.fromVersion == previous.version && $0.fromStateRoot == previous.stateRoot
                 }
                 guard vouched else {
-                    throw SyncError(.previousUnusable, "previous version \(previous.version) is signed only by keys root \(root.version) revoked, and installed version \(current.version) does not name it as a delta base (a stolen key's version?); nothing was changed")
+                    throw SyncError(.previousUnusable, "previous version \(previous.version) is signed only by keys root \(root.version) revoked, and installed version \(current.version) does not name it as a delta base, so it cannot be told from a stolen key's version; nothing was changed")
                 }
             }
         }
