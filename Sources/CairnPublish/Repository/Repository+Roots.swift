@@ -105,9 +105,6 @@ extension Repository {
     /// Writes `root/<n>.root.json`, which must not exist (roots are immutable).
     public func writeRoot(_ bytes: [UInt8], version: Int) throws(PublishError) {
         let path = rootPath(version)
-        guard !FileSystem.exists(path) else {
-            throw PublishError(.repositoryCorrupt, "\(path) already exists; roots are never rewritten")
-        }
         do {
             try FileSystem.makeDirectory(rootFolder)
             try FileSystem.createAtomically(bytes, at: path)

@@ -37,9 +37,6 @@ struct RepositoryWriter {
     /// `versions/<n>.json`, which must not exist yet (version files are immutable).
     func writeVersion(_ version: Int, bytes: [UInt8]) throws(PublishError) {
         let path = repository.versionPath(channel, version)
-        guard !FileSystem.exists(path) else {
-            throw PublishError(.repositoryCorrupt, "\(path) already exists; version files are never rewritten")
-        }
         do { try FileSystem.createAtomically(bytes, at: path) } catch {
             throw PublishError.creating(path, error)
         }
@@ -50,9 +47,9 @@ struct RepositoryWriter {
         let path = repository.stagedPath(channel, version)
         do {
             try FileSystem.makeDirectory(repository.stagedFolder(channel))
-            try FileSystem.writeAtomically(bytes, to: path)
+            try FileSystem.createAtomically(bytes, at: path)
         } catch {
-            throw PublishError(.io, "cannot write \(path): \(error.message)", cause: error)
+            throw PublishError.creating(path, error)
         }
         return path
     }
