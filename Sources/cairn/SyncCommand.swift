@@ -56,7 +56,8 @@ struct SyncCommand: AsyncParsableCommand {
         /// Each channel's ended attempts at the last poll: a count that goes back means cairnd
         /// restarted, and its numbers are a new process's.
         var finished: [String: Int] = [:]
-        /// Since when cairnd has not been reachable (nil while it answers).
+        /// Since when cairnd has not been reachable (nil while it answers). Not proof of a
+        /// restart by itself: a busy cairnd's full backlog refuses a connection too.
         var gone: ContinuousClock.Instant?
         while true {
             // A poll waits no longer than what is left of --timeout.
@@ -72,9 +73,15 @@ struct SyncCommand: AsyncParsableCommand {
                     daemon.fail("\(reason); cairnd stopped during the wait")
                     throw ExitCode(3)
                 }
+                if let deadline, ContinuousClock.now >= deadline {
+                    display.clear()
+                    daemon.fail("still syncing after \(timeout!) s (cairnd does not answer now: \(reason)); the attempt may go on")
+                    throw ExitCode(1)
+                }
                 try await Task.sleep(for: .milliseconds(250))
                 continue
             }
+            gone = nil
             let status = try daemon.decode(DaemonStatus.self, from: body)
             guard let listed = status.channels else {
                 display.clear()
@@ -84,7 +91,7 @@ struct SyncCommand: AsyncParsableCommand {
             let channels = listed.filter { attempts[$0.channel] != nil }
             for channel in channels {
                 let count = channel.attemptsFinished ?? 0
-                if gone != nil || count < finished[channel.channel] ?? 0 {
+                if count < finished[channel.channel] ?? 0 {
                     display.clear()
                     daemon.fail("cairnd restarted during the wait; the attempt's outcome is unknown (`cairn status` shows the newest)")
                     throw ExitCode(1)
