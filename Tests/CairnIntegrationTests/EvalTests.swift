@@ -149,7 +149,7 @@ import Testing
     }
 
     @Test("Given a judged query longer than cairnd takes, or empty, when cairn eval starts, then it exits 65 naming the file and the query, before publishing anything",
-          arguments: [String(repeating: "water ", count: 700), "   "])
+          arguments: [String(repeating: "water ", count: 700), "   ", "\u{200B}"])
     func unaskableQueryRefused(text: String) throws {
         let workspace = try TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: workspace) }

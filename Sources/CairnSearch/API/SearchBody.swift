@@ -104,7 +104,7 @@ public struct SearchBody: Decodable {
     /// Whether `scalar` shows: not white space, a control character (NUL) or a format
     /// character (a zero-width space or joiner, a byte-order mark), which a query made only of
     /// would be searched as an empty string.
-    static func isVisible(_ scalar: Unicode.Scalar) -> Bool {
+    public static func isVisible(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.properties.generalCategory {
         case .control, .format, .spaceSeparator, .lineSeparator, .paragraphSeparator: false
         default: !scalar.properties.isWhitespace

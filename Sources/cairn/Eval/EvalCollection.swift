@@ -29,7 +29,7 @@ struct EvalCollection {
         }
         // Refused now, not after the publish, the sync and every query before it in four modes.
         for query in parsed.judgedQueries {
-            if query.text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+            if !query.text.unicodeScalars.contains(where: SearchBody.isVisible) {
                 throw .badInput("\(queriesPath): query \"\(query.id)\" is empty; cairnd refuses an empty query (remove it, or its judgments)")
             }
             if query.text.utf8.count > SearchBody.maximumQueryBytes {
