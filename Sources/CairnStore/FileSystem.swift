@@ -37,9 +37,16 @@ public enum FileSystem {
         let temporary = try writeTemporary(bytes, beside: path, mode: mode)
         defer { unlink(temporary) }
         if link(temporary, path) != 0 {
-            guard [EPERM, EOPNOTSUPP, ENOSYS, EMLINK].contains(errno) else { throw failure("cannot link into", path) }
-            guard !exists(path) else { throw failure("cannot create", path, EEXIST) }
-            guard rename(temporary, path) == 0 else { throw failure("cannot rename into", path) }
+            let code = errno
+            var info = stat()
+            // NFS may answer EEXIST to a retransmitted link that did succeed: the temporary file
+            // then has two names.
+            let linked = code == EEXIST && stat(temporary, &info) == 0 && info.st_nlink == 2
+            if !linked {
+                guard [EPERM, EOPNOTSUPP, ENOSYS, EMLINK].contains(code) else { throw failure("cannot link into", path, code) }
+                guard !exists(path) else { throw failure("cannot create", path, EEXIST) }
+                guard rename(temporary, path) == 0 else { throw failure("cannot rename into", path) }
+            }
         }
         try syncDirectory((path as NSString).deletingLastPathComponent)
     }

@@ -92,7 +92,10 @@ public final class ProcessDeadline {
     public func wait(what: String) throws {
         process.waitUntilExit()
         timer.cancel()
-        if fired.value.withLock({ $0 }) { throw ProcessTimedOut(what: what, seconds: seconds) }
+        // The timer may fire between the exit and the cancel: only a death by its SIGKILL counts.
+        if fired.value.withLock({ $0 }), process.terminationReason == .uncaughtSignal, process.terminationStatus == SIGKILL {
+            throw ProcessTimedOut(what: what, seconds: seconds)
+        }
     }
 }
 

@@ -207,9 +207,11 @@ struct VersionCache: Sendable {
         defer { try? FileManager.default.removeItem(atPath: partial) }
         try fill(partial)
         if rename(partial, final) == 0 || complete(final) { return final }  // another process's complete folder won
-        // An incomplete folder in the way (a file removed from it) is replaced.
-        try? FileManager.default.removeItem(atPath: final)
-        guard rename(partial, final) == 0 else {
+        // An incomplete folder in the way (a file removed from it) is moved aside, not removed in
+        // place: another load may be renaming its complete copy there at the same moment.
+        let aside = "\((final as NSString).deletingLastPathComponent)/.partial-\(UUID().uuidString)"
+        if rename(final, aside) == 0 { try? FileManager.default.removeItem(atPath: aside) }
+        guard rename(partial, final) == 0 || complete(final) else {
             throw ServerError(.versionUnusable, "cannot rename \(partial) into place in the search cache")
         }
         return final
