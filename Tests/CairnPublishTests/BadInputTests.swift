@@ -44,12 +44,14 @@ struct BadInputTests {
         #expect(!error.message.contains("\n"))
     }
 
-    @Test("Given a JSON Lines source whose last line is bad, when published without --vectors, then it is refused naming that line before the publish lock is taken, nothing embedded or written")
-    func badRecordRefusedBeforeTheLock() throws {
+    @Test("Given a JSON Lines source whose last line is bad (a field missing, or the first line's id again), when published without --vectors, then it is refused naming that line before the publish lock is taken, nothing embedded or written",
+          arguments: [(#"{"id":"last","title":"t"}"#, "missing `content`"),
+                      (#"{"id":"chunk-000","title":"t","content":"again"}"#, #"duplicate id "chunk-000""#)])
+    func badRecordRefusedBeforeTheLock(last: String, problem: String) throws {
         let workspace = try Workspace()
         let good = SampleKB.chunks(count: 30).map { #"{"id":"\#($0.id)","title":"t","content":"\#($0.content)"}"# }
         let source = workspace.folder + "/kb.jsonl"
-        try Data((good + [#"{"id":"last","title":"t"}"#]).joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: source))
+        try Data((good + [last]).joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: source))
         final class Stages: @unchecked Sendable {
             let lock = NSLock()
             var seen: [PublishStage] = []
@@ -59,7 +61,8 @@ struct BadInputTests {
                                   key: workspace.key, embedder: workspace.embedder, model: workspace.model, cache: nil,
                                   logger: .init(label: "test"), checkpoint: { stage in stages.lock.withLock { stages.seen.append(stage) } })
         let error = #expect(throws: PublishError.self) { try publisher.publish() }
-        #expect(error?.code == .badInput && error?.message.contains("line 31") == true, "\(String(describing: error))")
+        #expect(error?.code == .badInput && error?.message.contains("line 31") == true && error?.message.contains(problem) == true,
+                "\(String(describing: error))")
         #expect(stages.lock.withLock { stages.seen }.isEmpty)
         #expect(!FileManager.default.fileExists(atPath: workspace.repo + "/blobs"))
     }

@@ -242,16 +242,45 @@ public struct Publisher: Sendable {
     }
 
     /// The source's chunk count, and the id and embedding text of each chunk whose position in
-    /// reading order is in `rows`: a pass over the source that embeds and writes nothing.
+    /// reading order is in `rows`: a pass over the source that embeds and writes nothing. A
+    /// repeated id is refused here too, naming both places (`duplicateID`).
     private func sampleSource(rows: Set<Int>) throws(PublishError) -> (chunks: Int, sampled: [(row: Int, id: String, text: String)], keys: [UInt64]) {
         var sampled: [(row: Int, id: String, text: String)] = []
         var keys: [UInt64] = []
+        // 8 bytes of each id's hash (about 11 MB at a million chunks); a hash seen twice is two
+        // equal ids or, rarely, a collision, which a second pass over those ids alone tells apart.
+        var seen = Set<Int>(), twice = Set<Int>()
         try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking) { (_, _, chunk) throws(PublishError) in
             if rows.contains(keys.count) { sampled.append((keys.count, chunk.id, chunk.embeddingText)) }
             keys.append(Self.rowKey(chunk))
+            if !seen.insert(Self.idHash(chunk.id)).inserted { twice.insert(Self.idHash(chunk.id)) }
         }
         guard !keys.isEmpty else { throw PublishError(.badInput, "\(configuration.source): no chunks found") }
+        if !twice.isEmpty { try duplicateID(among: twice) }
         return (keys.count, sampled, keys)
+    }
+
+    /// The hash of an id's bytes (not of the String: two canonically equivalent ids are two ids,
+    /// as SQLite and the rows files hold them).
+    private static func idHash(_ id: String) -> Int {
+        var hasher = Hasher()
+        var id = id
+        id.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        return hasher.finalize()
+    }
+
+    /// Reads the source again for the ids whose hash is in `hashes`, and refuses the first one
+    /// seen twice (byte for byte), naming both places; returns when none is (collisions only).
+    private func duplicateID(among hashes: Set<Int>) throws(PublishError) {
+        var first: [[UInt8]: String] = [:]
+        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking) { (file, position, chunk) throws(PublishError) in
+            guard hashes.contains(Self.idHash(chunk.id)) else { return }
+            let bytes = Array(chunk.id.utf8)
+            if let earlier = first[bytes] {
+                throw .badInput(file, position, "duplicate id \"\(chunk.id)\" (first seen in \(earlier)); nothing was published")
+            }
+            first[bytes] = "\(file) \(position)"
+        }
     }
 
     /// The first 8 bytes of the SHA-256 of a chunk's id and embedding text (each length-
