@@ -13,7 +13,7 @@ struct ModelFolderTests {
             .map { ($0 as NSString).lastPathComponent }
     }
 
-    @Test("Given a folder named for the weights alone (as devices had them), then a version with the same files uses it without downloading; a version whose vocabulary changes with the same weights gets a folder of its own holding its vocabulary")
+    @Test("Given a folder named for the weights alone (as devices had them), then a version with the same files uses it without downloading; a version whose vocabulary changes with the same weights gets a folder of its own holding its vocabulary; weights cut short on the device are downloaded again")
     func vocabularyChangeGetsItsOwnFolder() async throws {
         let repo = try RepoFixture()
         let first = try repo.publish(version: 1)
@@ -49,5 +49,13 @@ struct ModelFolderTests {
         #expect(try FileSystem.read(device.path + "/models/\(newName)/vocab.txt") == changed)
         // Version 2 (previous) keeps the folder it uses.
         #expect(device.entries("models") == [weights, newName].sorted())
+
+        // The weights cut short on the device: the next version downloads the model again.
+        let damaged = device.path + "/models/\(newName)/model.safetensors"
+        let size = try FileSystem.read(damaged).count
+        #expect(truncate(damaged, off_t(size / 2)) == 0)
+        try repo.publish(version: 4, deltasFrom: [3]) { manifest in manifest.model.files = third.model.files }
+        #expect(await device.syncer.syncOnce().installedVersion == 4)
+        #expect(try FileSystem.read(damaged).count == size)
     }
 }

@@ -114,6 +114,11 @@ extension Syncer {
                 try Self.fsyncFile("\(partial)/\(name)")
             }
             try FileSystem.syncDirectory(partial)
+            // An incomplete folder of that name goes aside first (its files stay open where a
+            // served version loaded them).
+            let aside = folder + ".incomplete"
+            try? FileManager.default.removeItem(atPath: aside)
+            if FileSystem.exists(folder), rename(folder, aside) == 0 { try? FileManager.default.removeItem(atPath: aside) }
             guard rename(partial, folder) == 0 else { throw SyncError(.io, "cannot rename \(partial) into place") }
             try FileSystem.syncDirectory(directory.modelsPath)
         } catch let error as SyncError {
@@ -131,7 +136,13 @@ extension Syncer {
     func existingModelFolder(_ manifest: Manifest) -> String? {
         guard let name = manifest.model.folderName else { return nil }
         let folder = "\(directory.modelsPath)/\(name)"
-        if FileSystem.exists(folder) { return folder }
+        // Every file at its signed size: a file removed or cut short (a disk error, a hand) would
+        // otherwise fail every later install's canaries, and never be downloaded again.
+        let whole = manifest.model.files.allSatisfy { file in
+            var info = stat()
+            return stat(folder + "/" + file.name, &info) == 0 && Int64(info.st_size) == Int64(file.size)
+        }
+        if whole { return folder }
         guard let weights = manifest.model.files.first(where: { $0.name == "model.safetensors" }) else { return nil }
         let legacy = "\(directory.modelsPath)/\(weights.sha256.hex)"
         let others = manifest.model.files.filter { $0.name != weights.name }
