@@ -207,6 +207,18 @@ struct StartupFailureTests {
                                 exit: 78, saying: ["cannot read the config file \(folder)/none.conf", "No such file", "--config"])
     }
 
+    @Test("Given a search cache folder that group or others may write, when cairn-server serve starts with online search, then it exits 78 saying so")
+    func serverSearchCacheOpen() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let cache = folder + "/cache"
+        try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+        #expect(chmod(cache, 0o777) == 0)
+        try "online_search = true\nsearch_cache = \(cache)\n".write(toFile: folder + "/server.conf", atomically: true, encoding: .utf8)
+        try await expectOneLine("cairn-server", ["serve", "--repo", folder, "--port", "0", "--config", folder + "/server.conf"], in: folder,
+                                exit: 78, saying: ["search cache \(cache) is writable by group or others"])
+    }
+
     // MARK: cairn
 
     @Test("Given no cairnd on the socket path, when cairn asks for status, then it exits 3 naming the socket and what to do")

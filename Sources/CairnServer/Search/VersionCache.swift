@@ -36,6 +36,10 @@ struct VersionCache: Sendable {
         guard stat(folder, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == getuid() else {
             throw ServerError(.configurationInvalid, "search cache \(folder) is not a folder this user owns; set search_cache")
         }
+        // Another local user able to write there could plant a verified-looking version folder.
+        guard info.st_mode & 0o022 == 0 else {
+            throw ServerError(.configurationInvalid, "search cache \(folder) is writable by group or others; chmod 700 it or set search_cache")
+        }
         _ = try signingPolicy()
         Self.removeAbandoned(in: folder)
     }
