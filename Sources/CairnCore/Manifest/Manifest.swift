@@ -99,6 +99,16 @@ extension Manifest {
             let lines = files.sorted { $0.name < $1.name }.map { "\($0.name) \($0.sha256.hex) \($0.size)\n" }.joined()
             return ContentID(hashing: Array(lines.utf8)).hex
         }
+
+        /// Whether `folder` holds every file of the model at its signed size: a folder with a file
+        /// removed or cut short (a disk error, a hand) is to be built again, not trusted because
+        /// it exists. Sizes only: the hashes were checked when the folder was built.
+        public func isWhole(in folder: String) -> Bool {
+            files.allSatisfy { file in
+                var info = stat()
+                return stat(folder + "/" + file.name, &info) == 0 && Int64(info.st_size) == Int64(file.size)
+            }
+        }
     }
 
     /// One file of the model, stored as a blob.

@@ -253,7 +253,8 @@ public struct Publisher: Sendable {
         try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking) { (_, _, chunk) throws(PublishError) in
             if rows.contains(keys.count) { sampled.append((keys.count, chunk.id, chunk.embeddingText)) }
             keys.append(Self.rowKey(chunk))
-            if !seen.insert(Self.idHash(chunk.id)).inserted { twice.insert(Self.idHash(chunk.id)) }
+            let hash = Self.idHash(chunk.id)
+            if !seen.insert(hash).inserted { twice.insert(hash) }
         }
         guard !keys.isEmpty else { throw PublishError(.badInput, "\(configuration.source): no chunks found") }
         if !twice.isEmpty { try duplicateID(among: twice) }

@@ -158,15 +158,8 @@ struct VersionCache: Sendable {
     private func modelFolder(_ manifest: Manifest) throws(ServerError) -> String? {
         guard let name = manifest.model.folderName else { return nil }
         let final = "\(folder)/models/\(name)"
-        // Every file at its size, else built again: a folder missing a file (removed by hand,
-        // a disk error) would leave this server answering lexical only for good.
-        let whole = { (folder: String) in
-            manifest.model.files.allSatisfy { file in
-                var info = stat()
-                return stat(folder + "/" + file.name, &info) == 0 && Int(info.st_size) == file.size
-            }
-        }
-        return try build(final, complete: whole) { (partial) throws(ServerError) in
+        // An incomplete one would leave this server answering lexical only for good.
+        return try build(final, complete: manifest.model.isWhole(in:)) { (partial) throws(ServerError) in
             for file in manifest.model.files {
                 let bytes = try self.blob(file.sha256, size: file.size)
                 do { try FileSystem.writeAtomically(bytes, to: partial + "/" + file.name) } catch {

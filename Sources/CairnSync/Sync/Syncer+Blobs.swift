@@ -136,13 +136,8 @@ extension Syncer {
     func existingModelFolder(_ manifest: Manifest) -> String? {
         guard let name = manifest.model.folderName else { return nil }
         let folder = "\(directory.modelsPath)/\(name)"
-        // Every file at its signed size: a file removed or cut short (a disk error, a hand) would
-        // otherwise fail every later install's canaries, and never be downloaded again.
-        let whole = manifest.model.files.allSatisfy { file in
-            var info = stat()
-            return stat(folder + "/" + file.name, &info) == 0 && Int64(info.st_size) == Int64(file.size)
-        }
-        if whole { return folder }
+        // An incomplete one would fail every later install's canaries, and never be downloaded again.
+        if manifest.model.isWhole(in: folder) { return folder }
         guard let weights = manifest.model.files.first(where: { $0.name == "model.safetensors" }) else { return nil }
         let legacy = "\(directory.modelsPath)/\(weights.sha256.hex)"
         let others = manifest.model.files.filter { $0.name != weights.name }
