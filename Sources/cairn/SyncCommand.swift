@@ -59,6 +59,13 @@ struct SyncCommand: AsyncParsableCommand {
         /// Since when cairnd has not been reachable (nil while it answers). Not proof of a
         /// restart by itself: a busy cairnd's full backlog refuses a connection too.
         var gone: ContinuousClock.Instant?
+        /// Ends the wait: the progress line cleared, one line said, the exit code to throw.
+        func stop(_ message: String, _ code: Int32 = 1) -> ExitCode {
+            display.clear()
+            fflush(nil)
+            daemon.fail(message)
+            return ExitCode(code)
+        }
         while true {
             // A poll waits no longer than what is left of --timeout.
             let left = deadline.map { max(1, min(60, ($0 - ContinuousClock.now) / .seconds(1))) } ?? 60
@@ -68,15 +75,9 @@ struct SyncCommand: AsyncParsableCommand {
                 // says so then, rather than that cairnd is not running.
                 let since = gone ?? ContinuousClock.now
                 gone = since
-                guard ContinuousClock.now - since < .seconds(10) else {
-                    display.clear()
-                    daemon.fail("\(reason); cairnd stopped during the wait")
-                    throw ExitCode(3)
-                }
+                guard ContinuousClock.now - since < .seconds(10) else { throw stop("\(reason); cairnd stopped during the wait", 3) }
                 if let deadline, ContinuousClock.now >= deadline {
-                    display.clear()
-                    daemon.fail("still syncing after \(timeout!) s (cairnd does not answer now: \(reason)); the attempt may go on")
-                    throw ExitCode(1)
+                    throw stop("still syncing after \(timeout!) s (cairnd does not answer now: \(reason)); the attempt may go on")
                 }
                 try await Task.sleep(for: .milliseconds(250))
                 continue
@@ -84,17 +85,13 @@ struct SyncCommand: AsyncParsableCommand {
             gone = nil
             let status = try daemon.decode(DaemonStatus.self, from: body)
             guard let listed = status.channels else {
-                display.clear()
-                daemon.fail("cairnd's status lists no channels this cairn can read; are cairn and cairnd of one release?")
-                throw ExitCode(1)
+                throw stop("cairnd's status lists no channels this cairn can read; are cairn and cairnd of one release?")
             }
             let channels = listed.filter { attempts[$0.channel] != nil }
             for channel in channels {
                 let count = channel.attemptsFinished ?? 0
                 if count < finished[channel.channel] ?? 0 {
-                    display.clear()
-                    daemon.fail("cairnd restarted during the wait; the attempt's outcome is unknown (`cairn status` shows the newest)")
-                    throw ExitCode(1)
+                    throw stop("cairnd restarted during the wait; the attempt's outcome is unknown (`cairn status` shows the newest)")
                 }
                 finished[channel.channel] = count
             }
@@ -118,10 +115,7 @@ struct SyncCommand: AsyncParsableCommand {
             }
             display.show(pending.map { (several ? "[\($0.channel)] " : "", $0.progress) })
             if let deadline, ContinuousClock.now >= deadline {
-                display.clear()
-                fflush(nil)
-                daemon.fail("still syncing after \(timeout!) s; the attempt goes on (`cairn status` shows it)")
-                throw ExitCode(1)
+                throw stop("still syncing after \(timeout!) s; the attempt goes on (`cairn status` shows it)")
             }
             try await Task.sleep(for: .milliseconds(250))
         }
