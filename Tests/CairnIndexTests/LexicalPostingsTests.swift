@@ -163,7 +163,7 @@ struct LexicalPostingsTests {
     /// A 9-byte varint of all ones (-1), where a damaged record could hold one.
     static let minusOne = [UInt8](repeating: 0xFF, count: 9)
 
-    @Test("Given a leaf whose term offset, shared prefix or poslist size is a negative varint, when the doclist is read, then the reader says malformed (FTS5 then answers), never traps or reads before the leaf")
+    @Test("Given a leaf whose term offset, shared prefix or poslist size is a negative varint, or whose next term starts past its end, when the doclist is read, then the reader says malformed (FTS5 then answers), never traps or reads before the leaf")
     func negativeVarintsAreMalformed() {
         let key = Array("0water".utf8)
         // Header: no rowid before the first term; the footer (term offsets) at byte 4.
@@ -180,6 +180,13 @@ struct LexicalPostingsTests {
             let result = leaf.withUnsafeBytes { decoder.start(key, on: $0) { _, _ in } }
             #expect(result == nil, "\(name)")
         }
+        // The key's doclist (first rowid 2, a poslist of 50 bytes) ends where the next term
+        // starts, and a damaged footer puts that start 100 bytes on, past the leaf's end.
+        let cut = [UInt8(key.count)] + key + [2, 100]
+        let pastTheLeaf: [UInt8] = [0, 0, 0, UInt8(4 + cut.count)] + cut + [4, 100]
+        var decoder = DoclistDecoder()
+        let past = pastTheLeaf.withUnsafeBytes { decoder.start(key, on: $0) { _, _ in } }
+        #expect(past == nil, "a term offset past the leaf")
         #expect(DocumentLengths.varint(UnsafeRawBufferPointer(start: nil, count: 0), at: -1) == nil)
         #expect(throws: IndexError.self) { try (Self.minusOne + [3]).withUnsafeBytes { try DocumentLengths.total($0) } }
     }

@@ -175,7 +175,10 @@ struct DoclistDecoder {
         var offsets: [Int] = []
         var at = footer, offset = 0
         while at < leaf.count {
-            guard let (delta, next) = DocumentLengths.size(leaf, at: at) else { return nil }
+            // Each term starts after the one before and before the footer: a damaged offset
+            // must not make a doclist's end lie past the leaf's bytes.
+            guard let (delta, next) = DocumentLengths.size(leaf, at: at), offsets.isEmpty || delta > 0,
+                  offset + delta < footer else { return nil }
             offset += delta
             offsets.append(offset)
             at = next
