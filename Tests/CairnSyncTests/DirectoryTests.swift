@@ -1,5 +1,6 @@
 import CairnTestSupport
 import CairnCore
+import CairnStore
 import CairnSync
 import Foundation
 import Logging
@@ -72,7 +73,7 @@ struct DirectoryTests {
         #expect(restarted.state.installedVersion == 1)
     }
 
-    @Test("Given the only version is incomplete at start-up, when recovering, then nothing is current, and that version is the floor until one installs")
+    @Test("Given the only version does not read at start-up, when recovering, then nothing is installed but its link and folder stay, that version is the floor, and a sync installs it again over its folder")
     func onlyVersionMissing() async throws {
         let repo = try RepoFixture(withModel: false)
         try repo.publish(version: 1)
@@ -83,13 +84,37 @@ struct DirectoryTests {
         device = nil
         try FileManager.default.removeItem(atPath: path + "/versions/2/manifest.json")
         let restarted = try Device(repo: repo, sources: [repo.url], path: path)
-        #expect(restarted.directory.installed() == nil && restarted.currentTarget == nil)
+        #expect(restarted.directory.installed() == nil && restarted.currentTarget == "versions/2")
+        #expect(restarted.entries("versions") == ["2"])
         #expect(restarted.state.installedVersion == nil && restarted.state.forgottenVersion == 2)
         try repo.makeCurrent(1)
         #expect(await restarted.syncer.syncOnce().errorCode == "rollback")
         try repo.makeCurrent(2)
         #expect(await restarted.syncer.syncOnce().installedVersion == 2)
         #expect(restarted.state.forgottenVersion == nil)
+        #expect(restarted.directory.installed()?.version == 2 && restarted.entries("versions") == ["2"])
+    }
+
+    @Test("Given the only version's manifest is one this cairnd cannot parse (written by a newer one, or damaged) and no source, when recovering, then nothing is removed, and it serves again once the manifest reads")
+    func unreadableVersionKept() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        var device: Device? = try Device(repo: repo, sources: [repo.url])
+        #expect(await device!.syncer.syncOnce().installedVersion == 1)
+        let path = device!.path
+        device = nil
+        let manifest = path + "/versions/1/manifest.json"
+        let good = try FileSystem.read(manifest)
+        try FileSystem.writeAtomically(Array(#"{"manifest": {"format": 99}}"#.utf8), to: manifest)
+        var offline: Device? = try Device(repo: repo, sources: [], path: path)
+        #expect(offline!.directory.installed() == nil && offline!.currentTarget == "versions/1")
+        #expect(offline!.entries("versions") == ["1"])
+        #expect(FileManager.default.fileExists(atPath: path + "/versions/1/index.sqlite"))
+        offline = nil
+        try FileSystem.writeAtomically(good, to: manifest)
+        let back = try Device(repo: repo, sources: [], path: path)
+        #expect(back.directory.installed()?.version == 1)
+        #expect(back.state.installedVersion == 1 && back.state.forgottenVersion == nil)
     }
 
     @Test("Given no successful check for longer than the stale window, then status is stale though nothing newer is known")

@@ -8,14 +8,29 @@ extension DataDirectory {
     /// name a complete version (falling back to `previous`), removes every version folder not
     /// referenced by `current`/`previous`, half-built model folders, and staging files other
     /// than resumable downloads (`<sha256>.partial`). Returns the version to serve.
+    ///
+    /// A linked folder is complete (the swap links only what was renamed into place), so one
+    /// that does not read (a damaged manifest or index, or a manifest from a newer cairnd than
+    /// this one) is not removed when no other version can serve instead: its links and folder
+    /// stay, nothing is served from it, and it serves again once it reads (the newer cairnd
+    /// back); a sync meanwhile installs a version beside it, or over it when it is the same one.
     @discardableResult
     public func recover() throws(SyncError) -> InstalledVersion? {
         for name in ["current.tmp", "previous.tmp"] { unlink(path + "/" + name) }
-        let current = linkTarget(currentLink).flatMap { loadVersion($0) == nil ? nil : $0 }
-        let previous = linkTarget(previousLink).flatMap { loadVersion($0) == nil ? nil : $0 }
+        let currentTarget = linkTarget(currentLink), previousTarget = linkTarget(previousLink)
+        var unreadable: SyncError?
+        var current: String?
+        if let currentTarget {
+            do throws(SyncError) { _ = try readVersion(currentTarget); current = currentTarget } catch { unreadable = error }
+        }
+        let previous = previousTarget.flatMap { loadVersion($0) == nil ? nil : $0 }
         if current == nil, previous != nil {
-            logger.info("current version incomplete; falling back to previous", metadata: ["cairn.sync.version": "\(previous!)"])
+            logger.error("the current version does not read; falling back to the previous one",
+                         metadata: ["cairn.sync.version": "\(previous!)", "cairn.error": "\(unreadable.map(\.message) ?? "")"])
             try fallBackToPrevious()
+        } else if let unreadable {
+            logger.error("the installed version does not read; it is kept, and nothing is served from it until it does or a sync installs one",
+                         metadata: ["cairn.sync.version": "\(currentTarget!)", "cairn.error": "\(unreadable.message)"])
         } else {
             if current == nil { unlink(currentLink) }
             if previous == nil || previous == current { unlink(previousLink) }

@@ -147,10 +147,24 @@ public final class DataDirectory: Sendable {
 
     /// A version folder (relative name `versions/<n>`) with its index and manifest; nil if incomplete.
     func loadVersion(_ relative: String) -> InstalledVersion? {
+        try? readVersion(relative)
+    }
+
+    /// A version folder (relative name `versions/<n>`) with its index and manifest, or why it
+    /// is not one: no index, a manifest that cannot be read or parsed (damage, or one written by
+    /// a newer cairnd than this one).
+    func readVersion(_ relative: String) throws(SyncError) -> InstalledVersion {
         let directory = path + "/" + relative
-        guard FileSystem.exists(directory + "/" + DataDirectoryLayout.indexFile),
-              let bytes = try? FileSystem.read(directory + "/" + DataDirectoryLayout.manifestFile),
-              let manifest = Self.parseInstalledManifest(bytes) else { return nil }
+        guard FileSystem.exists(directory + "/" + DataDirectoryLayout.indexFile) else {
+            throw SyncError(.io, "\(relative) has no \(DataDirectoryLayout.indexFile)")
+        }
+        let bytes: [UInt8]
+        do { bytes = try FileSystem.read(directory + "/" + DataDirectoryLayout.manifestFile) } catch {
+            throw SyncError(.io, error.message)
+        }
+        guard let manifest = Self.parseInstalledManifest(bytes) else {
+            throw SyncError(.io, "\(relative)/\(DataDirectoryLayout.manifestFile) is not a manifest this cairnd reads")
+        }
         let model = directory + "/" + DataDirectoryLayout.modelLink
         let hasModel = FileSystem.exists(model + "/model.safetensors")
         return InstalledVersion(version: manifest.version, stateRoot: manifest.stateRoot, directory: directory,
