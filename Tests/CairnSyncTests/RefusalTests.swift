@@ -21,6 +21,31 @@ struct RefusalTests {
         #expect(device.directory.installed()?.version == 2)
     }
 
+    @Test("Given a device pinned to two keys with version 1 (signed by the second) and 2 (by the first) installed, when the second is taken out of trusted_key, then a rollback to version 1 is refused and nothing changes; with both keys it goes through")
+    func rollbackToAnUntrustedKeysVersion() async throws {
+        let repo = try RepoFixture(withModel: false)
+        let leaked = PublisherKey.generate()
+        try repo.publish(version: 1, signer: leaked)
+        let keys = [repo.key.publicKey, leaked.publicKey]
+        var device: Device? = try Device(repo: repo, sources: [repo.url], keys: keys)
+        #expect(await device!.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, deltasFrom: [1])
+        #expect(await device!.syncer.syncOnce().installedVersion == 2)
+        let path = device!.path
+        device = nil
+
+        var pinned: Device? = try Device(repo: repo, sources: [repo.url], keys: [repo.key.publicKey], path: path)
+        await #expect { try await pinned!.syncer.rollback() } throws: { error in
+            (error as? SyncError)?.code == .previousUnusable && (error as? SyncError)?.message.contains("trusted_key") == true
+        }
+        #expect(pinned!.currentTarget == "versions/2" && pinned!.previousTarget == "versions/1")
+        #expect(pinned!.state.heldBackVersion == nil)
+        pinned = nil
+
+        let both = try Device(repo: repo, sources: [repo.url], keys: keys, path: path)
+        #expect(try await both.syncer.rollback().version.version == 1)
+    }
+
     @Test("Given version 1 installed and expired_updates = refuse, when version 2 has expired, then it is refused and the status says stale")
     func expired() async throws {
         let repo = try RepoFixture(withModel: false)

@@ -33,13 +33,18 @@ extension Syncer {
         // replaced, numbered above or below the publisher's next). The publisher vouches for its
         // own: the installed version, signed under the newest root, names it as a delta base
         // (its version and state root). Anything else must not come back by a rollback.
+        func signers(_ version: InstalledVersion, among keys: [PublicKey]) -> Int {
+            let envelope = try? SignedManifest.decodeEnvelope(try FileSystem.read(version.manifestPath))
+            return envelope?.validSigners(among: keys, domain: SignedManifest.domain).count ?? 0
+        }
+        if configuration.trustedRoot == nil, signers(previous, among: configuration.trustedKeys) == 0 {
+            // A device pinned to keys has no root to vouch: a key taken out of `trusted_key`
+            // (a stolen one) no longer counts for what it signed.
+            throw SyncError(.previousUnusable, "previous version \(previous.version) is signed by no key in trusted_key; nothing was changed")
+        }
         if configuration.trustedRoot != nil, let root = trust.current?.current {
-            func signers(_ version: InstalledVersion) -> Int {
-                let envelope = try? SignedManifest.decodeEnvelope(try FileSystem.read(version.manifestPath))
-                return envelope?.validSigners(among: root.signingKeys, domain: SignedManifest.domain).count ?? 0
-            }
-            if signers(previous) == 0 {
-                let vouched = signers(current) >= root.signingThreshold && current.manifest.deltas.contains {
+            if signers(previous, among: root.signingKeys) == 0 {
+                let vouched = signers(current, among: root.signingKeys) >= root.signingThreshold && current.manifest.deltas.contains {
                     $0.fromVersion == previous.version && $0.fromStateRoot == previous.stateRoot
                 }
                 guard vouched else {
