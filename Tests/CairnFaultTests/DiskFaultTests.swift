@@ -172,6 +172,35 @@ struct DiskFaultTests {
         #expect(timings?.contains("cairn.sync.path=delta") == true && timings?.contains("delta-in-place") == false, "\(device.log)")
     }
 
+    @Test("Given cairnd killed between an install's swap and its state write (state.json still names the version before) and a full disk at the next start, then cairnd starts and serves the installed version, says in one line that the state cannot be saved, and saves it once space returns")
+    func staleStateOnFullDisk() async throws {
+        let disk = try Tmpfs(megabytes: 80)
+        defer { disk.unmount() }
+        guard let (rig, _) = try await Self.twoVersionsStopped(on: disk, dropRowsOf: []) else { return }
+        defer { rig.stop() }
+        let data = rig.device.dataDirectory
+        let statePath = data + "/state.json"
+        func installedInState() -> Int? {
+            let json = FileManager.default.contents(atPath: statePath).flatMap { try? JSONSerialization.jsonObject(with: $0) }
+            return (json as? [String: Any])?["installed_version"] as? Int
+        }
+        // What the kill leaves: the links at version 2, the state at version 1.
+        var state = try #require(JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: statePath))) as? [String: Any])
+        state["installed_version"] = 1
+        try JSONSerialization.data(withJSONObject: state).write(to: URL(fileURLWithPath: statePath))
+        disk.fill(leaving: 0)
+        defer { disk.emptyFiller() }
+        let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "restarted", dataDirectory: data)
+        defer { device.stop() }
+        try await device.waitForVersion(2)
+        #expect(try device.query("release notes edition", mode: "lexical").ids.first == "release-2")
+        #expect(device.log.contains("the sync state cannot be saved now"), "\(device.log)")
+        #expect(installedInState() == 1)
+        disk.emptyFiller()
+        _ = try device.cairn(["sync"])
+        try await waitUntil("the state is saved", seconds: 60) { installedInState() == 2 }
+    }
+
     @Test("Given a USB stick (a small file system) without room for a version, then cairn export fails with disk_full in one line giving what it needs and what is free, before writing anything, and the device keeps answering; with room, the same export succeeds")
     func exportFills() async throws {
         let disk = try Tmpfs(megabytes: 8)

@@ -49,7 +49,11 @@ extension DataDirectory {
             if state.installedVersion != installed?.version { state.forgetManifestETags() }
             state.setInstalled(installed)
             if unfinishedRollback { state.heldBackVersion = nil }
-            try writeState(state)
+            // A full or read-only disk must not stop the start: the state is kept in memory and
+            // written by the next change that can write it.
+            do { try writeState(state) } catch {
+                logger.error("the sync state cannot be saved now; it is kept in memory and saved at the next change: \(error.message)")
+            }
         }
         return installed
     }

@@ -61,30 +61,38 @@ public final class DataDirectory: Sendable {
 
     /// The newest state: the one a failed write could not save (a full or read-only disk), else
     /// `state.json`; an empty state when the file is missing or unreadable. One that cannot be
-    /// read (a damaged disk, a hand edit) is moved aside to `state.json.unreadable`, once, with
-    /// an error line: what it held (a held-back version, the clock floor) is lost.
+    /// read (a read error, a damaged disk, a hand edit) is moved aside to
+    /// `state.json.unreadable`, once, with an error line: what it held (a held-back version, the
+    /// clock floor) is lost.
     public func readState() -> SyncState {
         if let state = unsaved.withLock({ $0 }) { return state }
-        guard let bytes = try? FileSystem.read(statePath) else { return SyncState() }
-        do { return try JSONDecoder().decode(SyncState.self, from: Data(bytes)) } catch {
-            let aside = statePath + ".unreadable"
-            let moved = rename(statePath, aside) == 0
-            logger.error("\(statePath) cannot be read (not the JSON of a sync state); \(moved ? "moved to \(aside)" : "left as it is"); starting from an empty sync state: a held-back version, the clock floor and the highest version seen are forgotten")
-            return SyncState()
+        let why: String
+        do {
+            let bytes = try FileSystem.read(statePath)
+            do { return try JSONDecoder().decode(SyncState.self, from: Data(bytes)) } catch {
+                why = "not the JSON of a sync state"
+            }
+        } catch {
+            guard error.errno != ENOENT else { return SyncState() }
+            why = error.message
         }
+        let aside = statePath + ".unreadable"
+        let moved = rename(statePath, aside) == 0
+        logger.error("\(statePath) cannot be read (\(why)); \(moved ? "moved to \(aside)" : "left as it is"); starting from an empty sync state: a held-back version, the clock floor and the highest version seen are forgotten")
+        return SyncState()
     }
 
     /// Writes `state.json` atomically.
     public func writeState(_ state: SyncState) throws(SyncError) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-        do {
-            let data = try encoder.encode(state)
+        do throws(StoreError) {
+            guard let data = try? encoder.encode(state) else { throw StoreError(.io, "the sync state cannot be encoded") }
             try FileSystem.writeAtomically(Array(data) + [0x0A], to: statePath)
             unsaved.withLock { $0 = nil }
         } catch {
             unsaved.withLock { $0 = state }
-            throw SyncError(.io, "cannot write \(statePath)", cause: error)
+            throw SyncError.writing("cannot write \(statePath): \(error.reason)", error)
         }
     }
 
