@@ -257,6 +257,44 @@ struct DiskBudgetTests {
         #expect(Self.content(data) <= budget)
     }
 
+    @Test("Given a rollback from version 3 to 2 (version 3's folder no longer linked), when version 4 does not fit the budget beside it, then that folder is removed first, before the refusal counts what is in use, and with room for version 4 beside version 2 alone it installs")
+    func rolledBackFromMakesRoom() async throws {
+        let data = try TemporaryDirectory.make() + "/device"
+        let rig = try await Rig(dataDirectory: data)
+        defer { rig.stop() }
+        for _ in 0..<2 {
+            try rig.publishNext(bulk: 100_000)
+            #expect(try await ProgressTests.syncWait(rig).status == 0)
+        }
+        rig.device.stop()
+        // A budget nothing fits (start-up removes folders no link names: the rollback is made by
+        // the cairnd that then syncs).
+        let tiny = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "tiny",
+                                     config: ["max_disk_bytes": "1"], dataDirectory: data)
+        defer { tiny.stop() }
+        try await tiny.waitForVersion(3)
+        let rollback = try tiny.cairn(["rollback"])
+        #expect(rollback.status == 0, "\(rollback.error)")
+        #expect(Self.versions(data) == ["2", "3"])
+        let version = try rig.publishNext(bulk: 100_000)
+
+        // The refusal says what version 4 needs beside what is in use, and version 3's folder
+        // is gone first.
+        let refused = try tiny.cairn(["sync", "--wait"])
+        tiny.stop()
+        #expect(refused.status == 1 && refused.error.contains("(disk_budget)"), "\(refused.error)")
+        #expect(tiny.log.contains("removed version folders no link names (3) to make room for version \(version)"), "\(tiny.log)")
+        #expect(Self.versions(data) == ["2"])
+        let words = refused.error.split(separator: " ")
+        let needed = try #require(words.firstIndex(of: "needs").flatMap { Int64(words[$0 + 1]) }, "\(refused.error)")
+
+        let budget = Self.content(data) + 2 * needed
+        let device = try await Self.syncUnderBudget(rig, name: "fits", budget: budget, data: data, serving: 2)
+        defer { device.stop() }
+        #expect(try device.query("release notes edition", mode: "lexical").version == version)
+        #expect(Self.content(data) <= budget)
+    }
+
     @Test("Given a full install with spare_index_min_bytes 0, when status is read over the socket, then spare is ready and cairn status says the next delta applies in place; after that delta, spare is null")
     func spareInStatus() async throws {
         let rig = try await Rig(config: ["spare_index_min_bytes": "0"])

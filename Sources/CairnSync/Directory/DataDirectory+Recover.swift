@@ -107,11 +107,13 @@ extension DataDirectory {
     /// Removes the version folders (and `.partial` ones) that neither `current` nor `previous`
     /// references, except the folders `keeping` (paths) names: an install's own `.partial`, the
     /// version the daemon serves.
-    func removeUnreferencedVersions(keeping: [String] = []) {
+    /// Returns the folder names removed.
+    @discardableResult
+    func removeUnreferencedVersions(keeping: [String] = [], keepingPartial: Bool = false) -> [String] {
         let keep = Set(([currentLink, previousLink].compactMap(linkTarget) + keeping).map { ($0 as NSString).lastPathComponent })
-        for name in entries(versionsPath) where !keep.contains(name) {
-            remove(versionsPath + "/" + name)
-        }
+        let removed = entries(versionsPath).filter { !keep.contains($0) && !(keepingPartial && $0.hasSuffix(".partial")) }
+        for name in removed { remove(versionsPath + "/" + name) }
+        return removed
     }
 
     /// Removes model folders that neither `current`, `previous` nor the `served` version folder

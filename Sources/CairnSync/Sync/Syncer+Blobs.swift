@@ -194,8 +194,19 @@ extension Syncer {
             diskShort = (try? FileSystem.availableBytes(at: directory.path)).map { $0 < needed + configuration.freeSpaceMargin } ?? false
         }
         measure()
-        // First what helps no one: a download this manifest does not need (one cut off for a
-        // version since superseded), which would otherwise count against every install.
+        // First what helps no one: version folders no link names (the one a rollback left, or
+        // one an install renamed into place before it failed), but the one the daemon serves
+        // and an install's own `.partial` folder, and a download this manifest does not need
+        // (one cut off for a version since superseded), which would otherwise count against
+        // every install.
+        if overBudget || diskShort {
+            let served = servedVersion?().map { [directory.path + "/" + DataDirectoryLayout.versionFolder($0)] } ?? []
+            let removed = directory.removeUnreferencedVersions(keeping: served, keepingPartial: true)
+            if !removed.isEmpty {
+                logger.notice("removed version folders no link names (\(removed.joined(separator: ", "))) to make room for version \(manifest.version)")
+                measure()
+            }
+        }
         if overBudget || diskShort {
             let wanted = Set([manifest.snapshot.sha256] + manifest.deltas.map(\.sha256) + manifest.model.files.map(\.sha256))
             let freed = directory.removeDownloads(notIn: wanted)
