@@ -106,10 +106,31 @@ public struct ProcessTimedOut: Error, CustomStringConvertible {
     public var description: String { "\(what) did not exit within \(Int(seconds)) s; killed" }
 }
 
-/// Waits for `process` to exit, at most `seconds`.
+/// Waits for `process` to exit, at most `seconds`; its exit status (or the signal that ended it).
+/// The kernel is asked too: Foundation clears `isRunning` only once its own threads have seen
+/// the exit (end of file on a descriptor the child holds, then `waitpid`), which lags when a
+/// child started at the same instant by another test inherited that descriptor.
 public func waitForExit(_ process: Process, seconds: Double = 20) async throws -> Int32 {
-    try await waitUntil("the process exits", seconds: seconds) { !process.isRunning }
-    return process.terminationStatus
+    let pid = process.processIdentifier
+    var status: Int32?
+    try await waitUntil("the process exits", seconds: seconds) {
+        if !process.isRunning {
+            status = process.terminationStatus
+        } else {
+            status = exitedStatus(pid)
+        }
+        return status != nil
+    }
+    return status ?? -1
+}
+
+/// The status of child `pid` if it has exited and is not yet reaped (left for Foundation to
+/// reap: `WNOWAIT`); nil while it runs, or once reaped (`isRunning` then turns false).
+func exitedStatus(_ pid: pid_t) -> Int32? {
+    var info = siginfo_t()
+    guard waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0,
+          info._sifields._sigchld.si_pid == pid else { return nil }
+    return info._sifields._sigchld.si_status
 }
 
 /// Runs blocking work (a socket client, a child process) on its own thread, so it never
