@@ -137,6 +137,12 @@ import Testing
             s["compression"] = .string("zstd"); $0["snapshot"] = .object(s)
         }),
         ("dimension mismatch", "model.dimension", { $0["dimension"] = .integer(5) }),
+        // Above 16,384 a row's sign-bit distance no longer fits the 16 bits the dense search keeps.
+        ("dimension above 16384", "dimension", {
+            $0["dimension"] = .integer(65_536)
+            guard case .object(var m)? = $0["model"] else { return }
+            m["dimension"] = .integer(65_536); $0["model"] = .object(m)
+        }),
         ("delta from a later version", "deltas[0].from_version", {
             guard case .array(let d)? = $0["deltas"], case .object(var first) = d[0] else { return }
             first["from_version"] = .integer(7); $0["deltas"] = .array([.object(first)])

@@ -172,6 +172,8 @@ import Testing
         #expect(inOrder[0] == inOrder[1] && inOrder[0] == inOrder[0].sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
         for contents in [derived, read] {
             for (rowid, row) in a { #expect(contents.row(rowid: rowid).map(contents.id) == row.id) }
+            // A rowid a damaged doclist gives, far below the first: no row, no overflow.
+            #expect(contents.row(rowid: .min) == nil && contents.row(rowid: .max) == nil)
         }
     }
 

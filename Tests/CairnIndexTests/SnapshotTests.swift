@@ -108,6 +108,19 @@ import Testing
             #expect { try Snapshot.meta(at: path) } throws: { error in (error as? IndexError)?.code == .snapshotMalformed }
         }
     }
+
+    @Test("Given a snapshot whose meta (covered by no hash a device checks at start-up) holds a dimension or chunk count past what the rows files hold, when its meta is read, then it is malformed, naming the key, not a count that traps the size arithmetic after")
+    func outOfRangeMetaIsMalformed() throws {
+        try withTemporaryDirectory { directory in
+            for (key, value) in [("dimension", "9999999999"), ("chunk_count", "9999999999"), ("dimension", "16385")] {
+                let path = try Corpus.snapshot(in: directory, name: "\(key)-\(value).sqlite")
+                try Database(path: path, mode: .readWrite).exec("UPDATE meta SET value = '\(value)' WHERE key = '\(key)'")
+                #expect { try Snapshot.meta(at: path) } throws: { error in
+                    (error as? IndexError)?.code == .snapshotMalformed && (error as? IndexError)?.message.contains(key) == true
+                }
+            }
+        }
+    }
 }
 
 func littleEndianBytes(_ vector: [Float]) -> [UInt8] {

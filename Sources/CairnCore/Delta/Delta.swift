@@ -3,7 +3,7 @@
 /// which makes the binary encoding canonical.
 public struct Delta: Sendable, Equatable {
     /// The largest embedding dimension a delta or manifest may declare.
-    public static let maxDimension = 65_536
+    public static let maxDimension = 16_384
     /// The largest version number (2^53, like every integer in a manifest).
     public static let maxVersion = 1 << 53
 

@@ -160,8 +160,9 @@ public final class IndexContents: Sendable {
     @inline(__always)
     func row(rowid: Int64) -> Int? {
         if let first = baseFirstRowid {
-            let row = rowid - first
-            if row >= 0, row < Int64(base.count), isLive(Int(row)) { return Int(row) }
+            // A damaged doclist's rowid far below the first must not overflow the subtraction.
+            let (row, overflow) = rowid.subtractingReportingOverflow(first)
+            if !overflow, row >= 0, row < Int64(base.count), isLive(Int(row)) { return Int(row) }
         } else if let row = Self.search(base.rowids, rowid), isLive(row) {
             return row
         }

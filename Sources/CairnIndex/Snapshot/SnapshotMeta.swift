@@ -80,11 +80,17 @@ public struct SnapshotMeta: Hashable, Sendable, Codable {
             throw IndexError(.snapshotMalformed, "the snapshot's meta state_root is not a SHA-256 hex digest")
         }
         let dimension = try integer(Key.dimension)
-        guard dimension > 0 else {
-            throw IndexError(.snapshotMalformed, "the snapshot's meta dimension must be positive")
+        guard (1...Delta.maxDimension).contains(dimension) else {
+            throw IndexError(.snapshotMalformed, "the snapshot's meta dimension is outside 1...\(Delta.maxDimension)")
+        }
+        // Row counts and numbers are 32-bit in the rows files: a damaged count must not reach
+        // the size arithmetic built on them.
+        let chunkCount = try integer(Key.chunkCount)
+        guard chunkCount < Int(Int32.max) else {
+            throw IndexError(.snapshotMalformed, "the snapshot's meta chunk_count \(chunkCount) is past the largest a snapshot holds")
         }
         self.init(channel: try value(Key.channel), version: try integer(Key.version), stateRoot: root,
-                  dimension: dimension, modelID: try value(Key.modelID), chunkCount: try integer(Key.chunkCount),
+                  dimension: dimension, modelID: try value(Key.modelID), chunkCount: chunkCount,
                   format: format)
     }
 }
