@@ -81,12 +81,13 @@ struct Cairnd: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "cairnd")
-        let device = try Device.build(configuration: configuration, logger: logger)
         // A file-size limit (ulimit -f) must fail the write with EFBIG, which the sync reports
         // as disk_full, instead of killing cairnd with SIGXFSZ.
         signal(SIGXFSZ, SIG_IGN)
-        // SIGHUP: sync now (the socket's POST /v1/sync does the same).
+        // SIGHUP: sync now (the socket's POST /v1/sync does the same). Ignored from here: during
+        // start-up (seconds on a large version) its default action would end cairnd.
         signal(SIGHUP, SIG_IGN)
+        let device = try Device.build(configuration: configuration, logger: logger)
         let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
         hangup.setEventHandler { _ = device.requestSync?() }
         hangup.resume()
