@@ -44,8 +44,15 @@ struct ExportCommand: AsyncParsableCommand {
         if let channel { fields["channel"] = channel }
         let request = try JSONSerialization.data(withJSONObject: fields)
         let body = try daemon.call("POST", "/v1/export", body: Array(request), timeout: 3600)
-        if json { return printRaw(body) }
         let answer = try daemon.decode(Answer.self, from: body)
+        // cairnd may see another file system at that path than this shell: its unit's private
+        // /tmp (PrivateTmp) holds an export nobody else can reach, reported as written.
+        let manifest = "\(answer.to)/channels/\(answer.channel)/manifest.json"
+        guard FileManager.default.fileExists(atPath: manifest) else {
+            daemon.fail("cairnd wrote version \(answer.version) to \(answer.to), but \(manifest) is not there for this shell: cairnd sees other files at that path (its unit's PrivateTmp or ProtectHome); export to a folder under /media, /mnt or /run/media")
+            throw ExitCode(1)
+        }
+        if json { return printRaw(body) }
         let size = ByteCountFormatter.string(fromByteCount: answer.bytes, countStyle: .file)
         print("exported version \(answer.version) of channel \(answer.channel) to \(answer.to): \(answer.files) files, \(size)"
               + " (snapshot \(answer.snapshot)); sync from it with --source \(SourceURL.forFolder(answer.to))")

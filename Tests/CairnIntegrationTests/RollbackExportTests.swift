@@ -142,6 +142,29 @@ struct RollbackExportTests {
         #expect(try device.query("generator garage").ids.first == "generator")
     }
 
+    @Test("Given cairnd in a mount namespace of its own with a private file system over a folder (as its unit's PrivateTmp gives /tmp), when cairn exports there, then it exits 1 saying this shell does not see the export, not 'exported'")
+    func exportOutOfReach() async throws {
+        try Tools.requireRoot("start cairnd in a mount namespace of its own")
+        let workspace = try Workspace()
+        try workspace.publish(DeviceFlowTests.version1)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let hidden = workspace.folder + "/private-tmp"
+        try FileManager.default.createDirectory(atPath: hidden, withIntermediateDirectories: true)
+        // unshare(1) gives cairnd its own mounts; a tmpfs over `hidden` there is its alone.
+        let device = try DeviceProcess(workspace, sources: [url], name: "namespaced", wrapper: [
+            "/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+            "mount -t tmpfs tmpfs \"$0\" && exec \"$@\"", hidden])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        let export = try device.cairn(["export", "--to", hidden + "/usb"])
+        #expect(export.status == 1 && export.error.contains("is not there for this shell"), "\(export)")
+        #expect(!FileManager.default.fileExists(atPath: hidden + "/usb"))
+        // A folder both see: exported as before.
+        let shared = try device.cairn(["export", "--to", workspace.folder + "/usb"])
+        #expect(shared.status == 0 && shared.output.hasPrefix("exported version 1"), "\(shared)")
+    }
+
     @Test("Given a device that installed version 2 by a delta, when it exports, then a fresh device syncs the export over file:// and answers the same; a tampered export is refused, and an empty --to is a usage error")
     func exportAfterDelta() async throws {
         let workspace = try Workspace()

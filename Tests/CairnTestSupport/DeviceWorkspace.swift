@@ -108,10 +108,11 @@ public final class DeviceProcess: @unchecked Sendable {
     public var log: String { (try? String(contentsOfFile: folder + "/daemon.log", encoding: .utf8)) ?? "" }
 
     /// `trust` replaces `--trusted-key <workspace key>` (e.g. `["--trusted-root", file]`).
-    /// `environment` adds variables to cairnd's (e.g. `NOTIFY_SOCKET`).
+    /// `environment` adds variables to cairnd's (e.g. `NOTIFY_SOCKET`). `wrapper` starts cairnd
+    /// through another program (its path and arguments; cairnd's path and arguments follow).
     public init(_ workspace: Workspace, sources: [String], name: String = "device", config: [String: String] = [:],
                 dataDirectory: String? = nil, pollInterval: Int = 3600, trust: [String]? = nil,
-                environment: [String: String] = [:]) throws {
+                environment: [String: String] = [:], wrapper: [String] = []) throws {
         folder = workspace.folder + "/" + name
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         socket = folder + "/cairnd.sock"
@@ -124,7 +125,9 @@ public final class DeviceProcess: @unchecked Sendable {
             try config.map { "\($0.key) = \($0.value)" }.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
             arguments += ["--config", file]
         }
-        process = try launch(Products.path("cairnd"), arguments, logDirectory: folder, environment: childEnvironment(environment))
+        let cairnd = Products.path("cairnd")
+        process = try launch(wrapper.first ?? cairnd, wrapper.isEmpty ? arguments : Array(wrapper.dropFirst()) + [cairnd] + arguments,
+                             logDirectory: folder, environment: childEnvironment(environment))
     }
 
     public func cairn(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
