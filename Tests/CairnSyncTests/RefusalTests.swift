@@ -140,15 +140,22 @@ struct RefusalTests {
         #expect(device.entries("staging").isEmpty)
     }
 
-    @Test("Given a canary that the new index fails, then the version is refused and the old one keeps serving")
+    @Test("Given a canary that the new index fails, then the version is refused and the old one keeps serving; the next attempts refuse it without downloading its snapshot again, and a newer version installs")
     func canaryFailure() async throws {
         let repo = try RepoFixture()
         try repo.publish(version: 1)
         let device = try Device(repo: repo, sources: [repo.url])
         #expect(await device.syncer.syncOnce().installedVersion == 1)
-        try repo.publish(version: 2, canaries: [Canary(query: "storm water", expect: ["no-such-chunk"], k: 5)])
+        let refused = try repo.publish(version: 2, canaries: [Canary(query: "storm water", expect: ["no-such-chunk"], k: 5)])
         #expect(await device.syncer.syncOnce().errorCode == "canary_failed")
+        #expect(await device.syncer.lastAttemptStats.totalBytes > Int64(refused.snapshot.size))
         #expect(device.currentTarget == "versions/1" && device.entries("versions") == ["1"])
+        let again = await device.syncer.syncOnce()
+        #expect(again.errorCode == "canary_failed")
+        #expect(await device.syncer.lastAttemptStats.totalBytes < Int64(refused.snapshot.size))
+        #expect(device.state.lastError?.message.contains("not downloaded again") == true, "\(String(describing: device.state.lastError))")
+        try repo.publish(version: 3)
+        #expect(await device.syncer.syncOnce().installedVersion == 3)
     }
 
     /// A repository (without a model) with version 1 published, and a device that installed it.
