@@ -16,8 +16,13 @@ import Glibc
 /// model's weights are covered too (`SafeTensors`: the encoder reads them from the mapping); not
 /// SQLite's own maps, mapped by code that does not use this.
 ///
+/// A bad sector stays bad: the next start would map the same file and stop on the same read,
+/// and a supervisor would restart it for ever. So the handler also writes the file's path to a
+/// marker file (`recordFailedReads(in:)`), which the next start reads (cairnd removes a rows
+/// file, which it writes again from the index, or a model folder, which a sync fetches again).
+///
 /// The handler runs inside a signal: it only reads a fixed table of mappings and buffers made
-/// beforehand, and calls `readlink`, `write`, `signal` and `pause`. A mapping forgotten while the
+/// beforehand, and calls `readlink`, `open`, `write`, `fsync`, `close`, `signal` and `pause`. A mapping forgotten while the
 /// handler reads the table is at worst not named. Only the first failed read is named (an atomic
 /// flag); any other thread that faults meanwhile waits in `pause` for the signal to end the
 /// process.
@@ -50,6 +55,8 @@ public enum MappedFiles {
     nonisolated(unsafe) static var prefixLength = 0
     nonisolated(unsafe) static let suffix = made(": a read of this mapped file failed (a disk error, or the file was cut short while mapped); stopping\n")
     nonisolated(unsafe) static let unnamed = made("a mapped file")
+    /// Where the handler writes the failed file's path (NUL-terminated; empty: nowhere).
+    nonisolated(unsafe) static let markerPath = buffer(pathSize)
     static let pageSize = UInt(sysconf(Int32(_SC_PAGESIZE)))
     private static let lock = NSLock()
     /// Taken by the first thread whose read fails (lock-free, so signal-safe).
@@ -101,6 +108,28 @@ public enum MappedFiles {
         _ = installed
     }
 
+    /// Makes the handler write the path of a file whose read failed to `marker` (replaced each
+    /// time), as well as naming it on standard error.
+    public static func recordFailedReads(in marker: String) {
+        let bytes = Array(marker.utf8.prefix(pathSize - 1))
+        lock.withLock {
+            markerPath.update(repeating: 0, count: pathSize)
+            markerPath.update(from: bytes, count: bytes.count)
+        }
+    }
+
+    /// Writes `count` bytes at `path` to the marker file, if there is one. Signal-safe.
+    static func mark(_ path: UnsafePointer<UInt8>, count: Int) {
+        guard markerPath.pointee != 0 else { return }
+        let fd = markerPath.withMemoryRebound(to: CChar.self, capacity: pathSize) {
+            open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        }
+        guard fd >= 0 else { return }
+        _ = write(fd, path, count)
+        _ = fsync(fd)
+        _ = close(fd)
+    }
+
     /// Writes `value` in lowercase hexadecimal at `at`, as the kernel names map_files; returns
     /// the position after it.
     static func hex(_ value: UInt, at: UnsafeMutablePointer<UInt8>) -> UnsafeMutablePointer<UInt8> {
@@ -128,8 +157,10 @@ public enum MappedFiles {
             }
             if length > 0 {
                 _ = write(2, currentPath, length)
+                mark(currentPath, count: length)
             } else {
                 _ = write(2, paths + index * pathSize, slot.pathLength)
+                mark(paths + index * pathSize, count: slot.pathLength)
             }
             _ = write(2, suffix.bytes, suffix.count)
             return
@@ -140,7 +171,7 @@ public enum MappedFiles {
 
     private static let installed: Bool = {
         // Made before the handler can run: it must not be the one to make them.
-        _ = (slots, paths, procFolder, currentPath, prefix, suffix, unnamed, pageSize)
+        _ = (slots, paths, procFolder, currentPath, prefix, suffix, unnamed, markerPath, pageSize)
         var action = sigaction()
         action.__sigaction_handler.sa_sigaction = { _, info, _ in
             // Only the first failed read is named. Threads reading one cut file fault together

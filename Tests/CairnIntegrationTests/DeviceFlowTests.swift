@@ -54,7 +54,7 @@ struct DeviceFlowTests {
         #expect(offline.version == 2 && offline.ids.first == "radio" && !offline.online)
     }
 
-    @Test("Given a device serving version 1, when its mapped rows file is cut short under it, then the next query stops cairnd by SIGBUS with one line naming the file, and a restart serves version 1 again")
+    @Test("Given a device serving version 1, when its mapped rows file is cut short under it, then the next query stops cairnd by SIGBUS with one line naming the file and records it, and a restart removes that file (a bad sector would stop it again), writes it anew and serves version 1 again")
     func failedReadOfMappedFileNamesIt() async throws {
         let workspace = try Workspace()
         try workspace.publish(Self.version1)
@@ -68,6 +68,7 @@ struct DeviceFlowTests {
         // Another process cuts the mapped file short. A disk's read error, which cannot be made
         // on demand, raises the same signal on the same read.
         let rows = device.dataDirectory + "/versions/1/index.rows"
+        let whole = try Data(contentsOf: URL(fileURLWithPath: rows))
         #expect(truncate(rows, 0) == 0)
         #expect(throws: (any Error).self) { try device.query("boil water") }
         device.process.waitUntilExit()
@@ -76,11 +77,26 @@ struct DeviceFlowTests {
         #expect(lines.count == 1, "\(device.log)")
         #expect(lines.first?.hasPrefix("cairnd: ") == true && lines.first?.contains("versions/1/index.rows") == true, "\(lines)")
 
-        // The index itself is whole: started again, cairnd writes the rows file anew and serves.
+        // The handler also recorded the file for the next start: a bad sector would stop that
+        // one on the same read. The bytes put back (a read that would fail again cannot be made
+        // on demand), the next start still removes that file, and writes it anew from the index.
+        let marker = device.dataDirectory + "/failed-read"
+        #expect((try? String(contentsOfFile: marker, encoding: .utf8))?.hasSuffix("versions/1/index.rows") == true)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: rows))
+        try handle.write(contentsOf: whole)
+        try handle.close()
+        var before = stat()
+        #expect(stat(rows, &before) == 0)
         let again = try DeviceProcess(workspace, sources: [url], name: "restarted", dataDirectory: device.dataDirectory)
         defer { again.stop() }
         try await again.waitForVersion(1)
         #expect(try again.query("boil water").ids.first == "boil")
+        #expect(again.log.contains("the last run stopped on a failed read of ") && again.log.contains("index.rows"), "\(again.log)")
+        #expect(!FileManager.default.fileExists(atPath: marker))
+        var after = stat()
+        // (Its inode number may be reused; its modification time is the rewrite's.)
+        #expect(stat(rows, &after) == 0 && (after.st_mtim.tv_sec, after.st_mtim.tv_nsec) != (before.st_mtim.tv_sec, before.st_mtim.tv_nsec),
+                "the rows file is written anew")
     }
 
     @Test("Given the same repository on nginx, when a device syncs from it, then it installs and answers")

@@ -36,6 +36,11 @@ public struct Device: Sendable {
         // Every channel's data directory, so that one short of disk can take the others' spares.
         let directories = [configuration.dataDirectory] + extraConfigurations.map(\.configuration.dataDirectory)
         func others(_ directory: String) -> [String] { directories.filter { $0 != directory } }
+        // Before anything is mapped: what a failed read stopped the last run on, then where the
+        // next one is recorded.
+        let marker = configuration.dataDirectory + "/" + DataDirectoryLayout.failedReadFile
+        FailedRead.resolve(marker: marker, dataDirectories: directories, logger: logger)
+        MappedFiles.recordFailedReads(in: marker)
         let main = try makeChannel(configuration, registry: registry, notifier: notifier, statusPrefix: "",
                                    otherChannels: others(configuration.dataDirectory), logger: logger)
         var extras: [ChannelParts] = []

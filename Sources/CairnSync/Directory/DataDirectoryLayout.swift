@@ -38,6 +38,9 @@ public enum DataDirectoryLayout {
     /// A copy of the version's index kept after a full install, which the next delta moves and
     /// applies to in place instead of copying the live file then (data-directory.md, "Spare").
     public static let spareIndexFile = "spare.sqlite"
+    /// `DIR/failed-read`: the path of a mapped file whose read stopped the last run (a bad
+    /// sector), written by the SIGBUS handler and acted on at the next start (`FailedRead`).
+    public static let failedReadFile = "failed-read"
 
     /// `<n>.root.json`: a root's file name, in `DIR/roots/` and in a repository's `root/`.
     public static func rootFile(_ version: Int) -> String { "\(version).root.json" }
