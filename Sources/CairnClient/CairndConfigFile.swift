@@ -78,6 +78,9 @@ public enum CairndConfigFile {
             line = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
             if line.hasPrefix("\""), let close = line.dropFirst().firstIndex(of: "\"") {
                 line = String(line[line.index(after: line.startIndex)..<close])
+            } else if line.hasPrefix("#") {
+                // `key =   # a comment`: no value, not the comment as one.
+                line = ""
             } else if let comment = line.range(of: " #") ?? line.range(of: "\t#") {
                 line = line[..<comment.lowerBound].trimmingCharacters(in: .whitespaces)
             }

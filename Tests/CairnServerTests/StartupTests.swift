@@ -64,6 +64,8 @@ struct StartupTests {
     @Test("Given bad config lines, when applied, then each is refused naming its line", arguments: [
         "port = 70000", "colour = blue", "just words", "log_level = loud", "max_connections = 0",
         "online_search = maybe", "max_concurrent_searches = 0", "search_cache =",
+        // A queue the pool's arithmetic overflowed on.
+        "max_queued_searches = 9223372036854775807",
     ])
     func badConfig(line: String) {
         var configuration = ServerConfiguration()

@@ -84,8 +84,13 @@ extension DaemonConfiguration {
                 guard let share = Double(v), share > 0, share <= 1 else { throw bad("a fraction of the rows above 0, at most 1") }
                 ranking.shortlistFraction = share
             case "channel": channel = v
-            case "data_dir": dataDirectory = v
-            case "socket": socketPath = v
+            // Absolute: under a service manager the working folder is `/`.
+            case "data_dir":
+                guard v.hasPrefix("/") else { throw bad("an absolute path") }
+                dataDirectory = v
+            case "socket":
+                guard v.hasPrefix("/") else { throw bad("an absolute path") }
+                socketPath = v
             case "socket_group": socketGroup = v.isEmpty ? nil : v
             case "poll_interval":
                 pollInterval = try Self.seconds(v, bad)
@@ -105,9 +110,12 @@ extension DaemonConfiguration {
             case "log_level":
                 guard let level = Logger.Level(rawValue: v.lowercased()) else { throw bad("a log level (info, debug, …)") }
                 logLevel = level
-            case "max_concurrent_queries": maxConcurrentQueries = try positive(v, bad)
+            // Bounded: each is a thread with its own stack, and the pool adds the two.
+            case "max_concurrent_queries":
+                guard let n = Int(v), (1...256).contains(n) else { throw bad("a whole number 1-256") }
+                maxConcurrentQueries = n
             case "max_queued_queries":
-                guard let n = Int(v), n >= 0 else { throw bad("a non-negative integer") }
+                guard let n = Int(v), (0...1_000_000).contains(n) else { throw bad("a whole number 0-1000000") }
                 maxQueuedQueries = n
             case "max_body_bytes": maxBodyBytes = try positive(v, bad)
             case "max_connections": maxConnections = try positive(v, bad)

@@ -130,7 +130,7 @@ extension ServerConfiguration {
             guard let count = Int(value), (1...256).contains(count) else { throw bad("must be a whole number 1-256") }
             maxConcurrentSearches = count
         case "max_queued_searches":
-            guard let count = Int(value), count >= 0 else { throw bad("must be a whole number, 0 or more") }
+            guard let count = Int(value), (0...1_000_000).contains(count) else { throw bad("must be a whole number 0-1000000") }
             maxQueuedSearches = count
         case "search_allow_origin":
             // An origin as browsers send it: scheme and host (and port), no path, no slash.
