@@ -121,8 +121,11 @@ struct AgentTests {
             #"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             #"{"jsonrpc":"2.0","id":37,"result":{}}"#,
             #"{"jsonrpc":"2.0","id":38,"method":"ping"}"#,
-            // `k` twice: a decoder would keep one of them; the message is refused as a whole.
+            // `k` twice: a decoder would keep one of them; the message is refused as a whole,
+            // with its id (a client waits for it); in a batch, each member with an id.
             call(40, "search", #"{"query":"boil water","k":3,"k":50}"#),
+            "[" + call(41, "search", #"{"query":"boil water","k":3,"k":50}"#) + #",{"jsonrpc":"2.0","id":42,"method":"ping"}]"#,
+            #"{"jsonrpc":"2.0","method":"ping","method":"ping"}"#,
         ]
         let (answers, count, status) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder)
         #expect(status == 0)
@@ -137,17 +140,19 @@ struct AgentTests {
         #expect(found?["isError"] as? Bool == false)
         #expect(((found?["structuredContent"] as? [String: Any])?["results"] as? [Any])?.count == 2)
         func errorCode(_ id: String) -> Int? { (answers[id]?["error"] as? [String: Any])?["code"] as? Int }
-        // id null, an empty batch, a method that is not a string, a key named twice: answered
-        // with id null (four answers under one key here). A batch is answered as one array, its
-        // notification not.
-        #expect(errorCode("null") == -32600 && answers["40"] == nil)
+        // id null, an empty batch, a method that is not a string, a key named twice where no id
+        // reads: answered with id null (four answers under one key here). A batch is answered as
+        // one array, its notification not.
+        #expect(errorCode("null") == -32600)
+        #expect(errorCode("40") == -32600 && errorCode("41") == -32600 && errorCode("42") == -32600)
         #expect(answers["36"]?["result"] != nil && errorCode("39") == -32601)
         #expect(errorCode("31") == -32600 && errorCode("32") == -32600 && errorCode("33") == -32600)
         #expect(errorCode("34") == -32602 && errorCode("35") == -32602)
         #expect(answers["38"]?["result"] != nil)
-        // 10 refusals, one search, four answers with id null, 31…35, one batch line, 38: no
-        // answer to the notifications (alone or as a whole batch) or to the response.
-        #expect(count == 10 + 1 + 4 + 5 + 1 + 1, "\(answers.keys.sorted())")
+        // 10 refusals, one search, four answers with id null, 31…35, one batch line, 38, 40,
+        // the batch of 41 and 42: no answer to the notifications (alone or as a whole batch) or
+        // to the response.
+        #expect(count == 10 + 1 + 4 + 5 + 1 + 1 + 2, "\(answers.keys.sorted())")
         #expect(answers["37"] == nil)
 
         for timeout in ["0", "-1", "inf", "nan", "3000000"] {

@@ -34,8 +34,14 @@ struct MCPServer {
             return Self.error(id: NSNull(), code: -32700, "Parse error: one JSON-RPC message per line")
         }
         // Which of the two a decoder keeps is its choice (an `id`, a tool's `k`): neither counts.
+        // Refused with the request's id, which a client waits on (id null only where none reads).
         guard !CanonicalJSON.repeatsAKey(Array(line.utf8)) else {
-            return Self.error(id: NSNull(), code: -32600, "Invalid Request: a key appears twice within one object")
+            let refusal = "Invalid Request: a key appears twice within one object"
+            let ids = ((object as? [Any]) ?? [object]).compactMap { ($0 as? [String: Any])?["id"] }
+                .filter { $0 is String || Self.isInteger($0) }
+            guard !ids.isEmpty else { return Self.error(id: NSNull(), code: -32600, refusal) }
+            let answers = ids.map { Self.error(id: $0, code: -32600, refusal) }
+            return object is [Any] ? answers : answers[0]
         }
         guard let batch = object as? [Any] else { return handle(message: object) }
         guard !batch.isEmpty else { return Self.error(id: NSNull(), code: -32600, "Invalid Request: an empty batch") }
