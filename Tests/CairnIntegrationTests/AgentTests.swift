@@ -87,6 +87,42 @@ struct AgentTests {
         return (answers, replies.count, finished.1)
     }
 
+    @Test("Given a passage of 3,000 characters with a source (a JSON record, kept whole), when cairn mcp searches, then its text line names its id and source and is cut at 2,000 characters saying that get gives it whole; structuredContent and get keep it whole")
+    func mcpCutsLongPassagesAndNamesSources() async throws {
+        let workspace = try await Workspace.make()
+        let long = String(repeating: "Boil the water for one minute before you drink it. ", count: 60)
+        let source = workspace.folder + "/kb-long.json"
+        let records: [[String: Any]] = [
+            ["id": "boil-long", "title": "Boiling", "content": long, "source": "Field Manual p. 12"],
+            ["id": "radio", "title": "Radio", "content": "A crank radio keeps working when the power is out."],
+        ]
+        try JSONSerialization.data(withJSONObject: records).write(to: URL(fileURLWithPath: source))
+        let publish = try Binaries.run("cairn-server", ["publish", "--repo", workspace.repo, "--channel", "field", "--source", source,
+                                                        "--model-dir", workspace.model, "--no-cache", "--key", workspace.key],
+                                       in: workspace.folder)
+        try #require(publish.status == 0, "\(publish.error)")
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let device = try DeviceProcess(workspace, sources: [url])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        let lines = [
+            #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water","k":1}}}"#,
+            #"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get","arguments":{"id":"boil-long"}}}"#,
+        ]
+        let (answers, _, status) = try await Self.mcp(device.socket, lines, folder: workspace.folder)
+        #expect(status == 0)
+        let found = answers["1"]?["result"] as? [String: Any]
+        let text = ((found?["content"] as? [[String: Any]])?.first?["text"] as? String) ?? ""
+        let line = String(try #require(text.split(separator: "\n").first { $0.hasPrefix("[1] ") }, "\(text)"))
+        #expect(line.contains("(id: boil-long, source: Field Manual p. 12)"), "\(line)")
+        #expect(line.contains("… (cut; `get` with this id gives the whole passage)") && line.count < 2_200, "\(line.count)")
+        let results = (found?["structuredContent"] as? [String: Any])?["results"] as? [[String: Any]]
+        #expect(results?.first?["content"] as? String == long)
+        let got = answers["2"]?["result"] as? [String: Any]
+        #expect(((got?["content"] as? [[String: Any]])?.first?["text"] as? String)?.hasSuffix(long) == true)
+    }
+
     @Test("Given cairn mcp, when a tool gets an argument its schema does not name, of the wrong type or out of range, then the call is a bad_arguments tool error naming it; malformed JSON-RPC messages get -32600/-32602 with their id, notifications and responses no answer; a --timeout that is not a positive number of seconds is refused")
     func mcpRefusesWhatItCannotHonour() async throws {
         let rig = try await ServedDevice()

@@ -49,7 +49,7 @@ async def main(args):
         check("search finds the expected passage first", ids[:1] == [args.expect_id], ids)
         text = found.content[0].text if found.content else ""
         check("the text numbers passages for a prompt", text.splitlines()[1].startswith("[1] ") if len(text.splitlines()) > 1 else False, text)
-        check("the text names each id", all(f"(id: {i})" in text for i in ids), text)
+        check("the text names each id", all(f"(id: {i}" in text for i in ids), text)
         check("the first line says how fresh the knowledge is", text.splitlines()[0].startswith("Knowledge base version"), text)
         check("structured content has the version", isinstance(structured.get("version"), int), structured)
         summary["search_ids"] = ids

@@ -10,7 +10,8 @@ struct MCPServer {
     static let protocolVersions = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
     static let instructions = """
         Offline knowledge base of a Cairn device (field manuals, emergency guidance). Use `search` \
-        before answering a practical question from this domain and cite passages by their [n]; \
+        before answering a practical question from this domain and cite passages by their id \
+        (and source; the [n] numbers start again at each search); \
         `get` returns one passage in full by id (with the result's channel when it names one); \
         `status` says which version is installed and how fresh it is.
         """

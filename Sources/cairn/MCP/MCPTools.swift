@@ -18,9 +18,10 @@ struct MCPTools {
             "description": """
                 Search the device's offline knowledge base (field manuals, emergency and safety \
                 guidance) and return the most relevant passages, most relevant first, numbered [1], \
-                [2]… with their ids, plus how fresh the knowledge is. Use it before answering any \
-                practical question this knowledge base may cover, and cite the passages you use by \
-                number. Works without a network.
+                [2]… with their ids and sources, plus how fresh the knowledge is. Use it before \
+                answering any practical question this knowledge base may cover, and cite the \
+                passages you use by id (numbers start again at each search). A passage over 2,000 \
+                characters is cut; `get` gives it whole. Works without a network.
                 """,
             "inputSchema": [
                 "type": "object",
@@ -165,8 +166,10 @@ struct MCPTools {
         let several = answer["channels"] != nil
         for result in results {
             let channel = several ? (result["channel"] as? String).map { ", channel: \($0)" } ?? "" : ""
+            // What a citation needs beside the id: where the passage came from.
+            let source = (result["source"] as? String).map { ", source: \($0)" } ?? ""
             lines.append("[\(result["rank"] as? Int ?? 0)] \(result["title"] as? String ?? "") — "
-                         + "\(result["content"] as? String ?? "") (id: \(result["id"] as? String ?? "")\(channel))")
+                         + "\(Self.passage(result["content"] as? String ?? "")) (id: \(result["id"] as? String ?? "")\(source)\(channel))")
         }
         var structured: [String: Any] = [
             "results": results, "version": answer["version"] ?? NSNull(), "state_root": answer["state_root"] ?? NSNull(),
@@ -177,6 +180,17 @@ struct MCPTools {
         ]
         if let channels = answer["channels"] { structured["channels"] = channels }
         return ["content": [["type": "text", "text": lines.joined(separator: "\n")]], "structuredContent": structured, "isError": false]
+    }
+
+    /// The most characters of one passage a search's text carries: a whole record (a JSON
+    /// source's, kept unsplit) would fill an agent's context; `get` gives it whole, and
+    /// `structuredContent` keeps it whole.
+    static let passageCharacters = 2_000
+
+    /// `content` as a search's text shows it: cut at `passageCharacters`, saying so.
+    static func passage(_ content: String) -> String {
+        guard content.count > passageCharacters else { return content }
+        return String(content.prefix(passageCharacters)) + "… (cut; `get` with this id gives the whole passage)"
     }
 
     func get(_ arguments: [String: Any]) throws -> [String: Any] {
