@@ -61,6 +61,31 @@ struct NetworkFaultTests {
         #expect(rig.server.requests.contains { $0.status == 206 }, "no download resumed with a Range request")
     }
 
+    @Test("Given a delta cut mid-download, then the attempt fails as network without asking for the snapshot (the spare kept), and the next attempt resumes the delta and installs by it")
+    func cutDeltaDoesNotFallBack() async throws {
+        let rig = try await Rig(config: Self.config.merging(["spare_index_min_bytes": "0"]) { $1 })
+        defer { rig.stop() }
+        try await waitUntil("the spare is kept") { rig.device.syncStatus["spare"] as? String == "ready" }
+        let old = rig.version
+        let new = try rig.publishNext(bulk: 100_000)
+        let manifest = try rig.currentManifest()
+        let delta = try #require(manifest.deltas.first { $0.fromVersion == old })
+        let snapshot = manifest.snapshot.sha256.hex
+        try rig.server.set(["cut_after": delta.size / 2])
+        let seen = rig.server.requests.count
+        let outcome = try await rig.syncAttempt()
+        #expect(outcome?.code == "network", "\(String(describing: outcome))")
+        let asked = rig.server.requests.dropFirst(seen).map(\.path)
+        #expect(asked.contains { $0.contains(delta.sha256.hex) } && !asked.contains { $0.contains(snapshot) }, "\(asked)")
+        #expect(rig.device.syncStatus["spare"] as? String == "ready", "\(rig.device.syncStatus)")
+        try rig.server.clear()
+        let again = rig.server.requests.count
+        if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
+        let resumed = rig.server.requests.dropFirst(again)
+        #expect(resumed.contains { $0.path.contains(delta.sha256.hex) && $0.status == 206 } && !resumed.contains { $0.path.contains(snapshot) },
+                "\(resumed.map(\.path))")
+    }
+
     @Test("Given a source that stalls, answers 500, announces wrong lengths or serves HTML, then each attempt is refused and the next succeeds")
     func badAnswers() async throws {
         let rig = try await Rig(config: Self.config)

@@ -196,9 +196,14 @@ public struct Downloader: Sendable {
             throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) for the \(what)")
         }
         guard outcome.code == CURLE_OK else {
-            throw SyncError(.network, "the \(what) transfer failed: \(outcome.message) (curl \(outcome.code.rawValue))")
+            // A file:// source without the file does not hold it, as a 404 says of a server.
+            throw SyncError(.network, "the \(what) transfer failed: \(outcome.message) (curl \(outcome.code.rawValue))",
+                            cause: outcome.code == CURLE_FILE_COULDNT_READ_FILE ? NotHeld() : nil)
         }
     }
+
+    /// The cause of an error for a file the source does not hold (a `file://` folder without it).
+    public struct NotHeld: Error, Sendable {}
 
     static func fileSize(_ path: String) -> Int64 {
         var info = stat()

@@ -110,8 +110,13 @@ extension Syncer {
                 // The read-ahead's threads are done (`applyDelta` waited, unless the download
                 // failed) before anything below removes or moves a file.
                 if let prepared { await BackgroundWork.run { prepared.wait() } }
-                // A full disk will not take the larger snapshot either.
+                // A full disk will not take the larger snapshot either. Nor does a link that cut
+                // the delta (or whose TLS or credentials failed) carry the snapshot, tens of times
+                // its size, from the same source any better: the delta resumes at the next
+                // attempt, and the spare and the previous version are not dropped for nothing. A
+                // delta the source does not hold (an HTTP status, a stick without it) falls back.
                 if error.code == .cancelled || error.code == .diskFull { throw error }
+                if [.network, .tls, .unauthorized].contains(error.code), !(error.cause is Downloader.NotHeld) { throw error }
                 logger.info("delta path failed; falling back to the full snapshot",
                             metadata: ["cairn.sync.error": "\(error.code)", "cairn.sync.reason": "\(error.message)"])
                 // The delta's rows files too: a full install writes its own base and no overlay.
