@@ -100,6 +100,7 @@ struct ServeCommand: AsyncParsableCommand {
             guard (0...65535).contains(port) else { throw ServerError(.configurationInvalid, "--port must be 0-65535") }
             configuration.port = port
         }
+        try configuration.check()
         return configuration
     }
 }

@@ -59,6 +59,17 @@ struct StartupTests {
         #expect(configuration.port == 9100)
         #expect(configuration.repository == "/data/repo")
         #expect(configuration.host == "0.0.0.0")
+        // A list from the environment replaces the file's: a key or an origin dropped there
+        // does not stay.
+        try configuration.apply(configFile: "search_allow_origin = https://old.example")
+        try configuration.apply(environment: ["CAIRN_SERVER_SEARCH_TRUSTED_KEY": "/etc/cairn/new.pub",
+                                              "CAIRN_SERVER_SEARCH_ALLOW_ORIGIN": "https://new.example"])
+        #expect(configuration.searchTrustedKeys == ["/etc/cairn/new.pub"])
+        #expect(configuration.searchAllowOrigins == ["https://new.example"])
+        try configuration.check()
+        // A pinned root and pinned keys: one or the other.
+        try configuration.apply(environment: ["CAIRN_SERVER_SEARCH_TRUSTED_ROOT": "/etc/cairn/1.root.json"])
+        #expect(throws: ServerError.self) { try configuration.check() }
     }
 
     @Test("Given bad config lines, when applied, then each is refused naming its line", arguments: [

@@ -81,7 +81,20 @@ extension ServerConfiguration {
                      ("CAIRN_SERVER_SEARCH_TRUSTED_ROOT", "search_trusted_root"),
                      ("CAIRN_SERVER_SEARCH_ALLOW_ORIGIN", "search_allow_origin")]
         for (variable, key) in names {
-            if let value = environment[variable] { try set(key, value, source: variable) }
+            guard let value = environment[variable] else { continue }
+            // A list the file set is replaced, not added to: the environment overrides the
+            // file (a key dropped there must not stay trusted, an origin not stay allowed).
+            if key == "search_trusted_key" { searchTrustedKeys = [] }
+            if key == "search_allow_origin" { searchAllowOrigins = [] }
+            try set(key, value, source: variable)
+        }
+    }
+
+    /// The settings as a whole, once every source is applied: a pinned root and pinned keys
+    /// for online search are one or the other (the root would be used and the keys ignored).
+    public func check() throws(ServerError) {
+        if searchTrustedRoot != nil, !searchTrustedKeys.isEmpty {
+            throw ServerError(.configurationInvalid, "search_trusted_root and search_trusted_key are both set; pin online search to one of them")
         }
     }
 
