@@ -1,4 +1,5 @@
 import CairnStore
+import Foundation
 
 /// The one error type of CairnSync: an opaque, stable `code`, a one-line `message` (never
 /// document or query text), an optional `cause`, and whether trying again later may help.
@@ -76,6 +77,12 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         self.code = code
         self.message = message
         self.cause = cause
+    }
+
+    /// A system call that failed (`errno` read at the call): `disk_full` when the disk filled,
+    /// else `io`; the message ends with the system's reason.
+    static func system(_ what: String, _ code: Int32 = errno) -> SyncError {
+        SyncError([ENOSPC, EDQUOT, EFBIG].contains(code) ? .diskFull : .io, "\(what): \(String(cString: strerror(code)))")
     }
 
     /// A file operation that failed: `disk_full` when the disk filled, else `io`.

@@ -176,7 +176,7 @@ extension DataDirectory {
 
     func syncFolder(_ folder: String) throws(SyncError) {
         do { try FileSystem.syncDirectory(folder) } catch {
-            throw SyncError(.io, "cannot fsync \(folder)", cause: error)
+            throw SyncError(.io, "cannot fsync \(folder): \(error.reason)", cause: error)
         }
     }
 

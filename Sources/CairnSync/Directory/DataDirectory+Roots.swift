@@ -38,7 +38,7 @@ extension DataDirectory {
             try FileSystem.makeDirectory(rootsPath)
             try FileSystem.writeAtomically(bytes, to: rootPath(version))
         } catch {
-            throw SyncError(.io, "cannot persist root \(version) in \(rootsPath)", cause: error)
+            throw SyncError.writing("cannot persist root \(version) in \(rootsPath): \(error.reason)", error)
         }
     }
 

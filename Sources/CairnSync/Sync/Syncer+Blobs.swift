@@ -91,7 +91,7 @@ extension Syncer {
         // A megabyte at a time: a delta blob grows with the change, and a model's weights are
         // tens of megabytes. (A snapshot blob is hashed as it is inflated: `fetchSnapshot`.)
         do { return try FileSystem.sha256(of: path).id } catch {
-            throw SyncError(.io, "cannot read staged blob \(path)", cause: error)
+            throw SyncError(.io, "cannot read staged blob \(path): \(error.reason)", cause: error)
         }
     }
 
@@ -110,7 +110,7 @@ extension Syncer {
         do {
             try FileSystem.makeDirectory(partial, syncingParents: false)
             for (name, path) in staged {
-                guard rename(path, "\(partial)/\(name)") == 0 else { throw SyncError(.io, "cannot move \(name) into \(partial)") }
+                guard rename(path, "\(partial)/\(name)") == 0 else { throw SyncError.system("cannot move \(name) into \(partial)") }
                 try Self.fsyncFile("\(partial)/\(name)")
             }
             try FileSystem.syncDirectory(partial)
@@ -119,12 +119,12 @@ extension Syncer {
             let aside = folder + ".incomplete"
             try? FileManager.default.removeItem(atPath: aside)
             if FileSystem.exists(folder), rename(folder, aside) == 0 { try? FileManager.default.removeItem(atPath: aside) }
-            guard rename(partial, folder) == 0 else { throw SyncError(.io, "cannot rename \(partial) into place") }
+            guard rename(partial, folder) == 0 else { throw SyncError.system("cannot rename \(partial) into place") }
             try FileSystem.syncDirectory(directory.modelsPath)
         } catch let error as SyncError {
             throw error
         } catch {
-            throw SyncError(.io, "cannot install the model folder", cause: error)
+            throw SyncError((error as? StoreError)?.code == .diskFull ? .diskFull : .io, "cannot install the model folder: \(error)", cause: error)
         }
         return folder
     }
@@ -272,7 +272,7 @@ extension Syncer {
         let needed = installBytes(manifest: manifest, path: path, installed: installed, margin: configuration.freeSpaceMargin)
         let available: Int64
         do { available = try FileSystem.availableBytes(at: directory.path) } catch {
-            throw SyncError(.io, "cannot measure free disk space", cause: error)
+            throw SyncError(.io, "cannot measure free disk space: \(error.reason)", cause: error)
         }
         guard available >= needed else {
             throw SyncError(.diskFull, "version \(manifest.version) needs \(needed) free bytes, \(available) are available; nothing was downloaded")
@@ -286,8 +286,8 @@ extension Syncer {
 
     static func fsyncFile(_ path: String) throws(SyncError) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw SyncError(.io, "cannot open \(path) to fsync it") }
+        guard fd >= 0 else { throw SyncError.system("cannot open \(path) to fsync it") }
         defer { close(fd) }
-        guard fsync(fd) == 0 else { throw SyncError(.io, "cannot fsync \(path)") }
+        guard fsync(fd) == 0 else { throw SyncError.system("cannot fsync \(path)") }
     }
 }

@@ -103,7 +103,7 @@ extension Syncer {
                 try checkBudgetAfterDelta()
                 // Kept for the next delta, which brings this file up to date in place (a rename).
                 let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectoryLayout.deltaBlobFile
-                guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the delta blob in \(kept)") }
+                guard rename(blob, kept) == 0 else { throw SyncError.system("cannot keep the delta blob in \(kept)") }
                 return BuiltIndex(byDelta: true, inPlace: result.reused, fetch: fetch, rows: result.contents, delta: result.phases,
                                   writtenDirect: false)
             } catch {
@@ -147,7 +147,7 @@ extension Syncer {
         progress.installing()
         // Kept for `cairn export`: the verified, signed bytes (a rename, not a copy).
         let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectoryLayout.snapshotBlobFile
-        guard rename(blob, kept) == 0 else { throw SyncError(.io, "cannot keep the snapshot blob in \(kept)") }
+        guard rename(blob, kept) == 0 else { throw SyncError.system("cannot keep the snapshot blob in \(kept)") }
         return BuiltIndex(byDelta: false, inPlace: false, fetch: fetch, rows: nil, delta: nil, writtenDirect: direct)
     }
 
@@ -214,7 +214,7 @@ extension Syncer {
             if let model {
                 guard symlink("../../\(DataDirectoryLayout.modelsFolder)/\((model as NSString).lastPathComponent)",
                               partial + "/" + DataDirectoryLayout.modelLink) == 0 else {
-                    throw SyncError(.io, "cannot create the model link in \(partial)")
+                    throw SyncError.system("cannot create the model link in \(partial)")
                 }
             }
             try Self.fsyncFile(partial + "/" + DataDirectoryLayout.indexFile)
@@ -229,12 +229,12 @@ extension Syncer {
             }
             try FileSystem.syncDirectory(partial)
             try? FileManager.default.removeItem(atPath: final)
-            guard rename(partial, final) == 0 else { throw SyncError(.io, "cannot rename \(partial) into place") }
+            guard rename(partial, final) == 0 else { throw SyncError.system("cannot rename \(partial) into place") }
             try FileSystem.syncDirectory(directory.versionsPath)
         } catch let error as SyncError {
             throw error
         } catch {
-            throw SyncError(.io, "cannot finish installing version \(name)", cause: error)
+            throw SyncError((error as? StoreError)?.code == .diskFull ? .diskFull : .io, "cannot finish installing version \(name): \(error)", cause: error)
         }
         let old = directory.linkTarget(directory.currentLink)
         let target = DataDirectoryLayout.versionFolder(manifest.version)

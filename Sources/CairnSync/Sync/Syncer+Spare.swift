@@ -67,7 +67,7 @@ extension Syncer {
                 }
                 try Self.fsyncFile(partial)
                 guard !flag.isStopped else { throw SyncError(.cancelled, "stopped") }
-                guard rename(partial, spare) == 0 else { throw SyncError(.io, "cannot rename it into \(spare)") }
+                guard rename(partial, spare) == 0 else { throw SyncError.system("cannot rename it into \(spare)") }
                 try? FileSystem.syncDirectory(version.directory)
                 logger.info("kept a spare copy of the index for the next delta", metadata: [
                     "cairn.sync.version": "\(version.version)", "cairn.sync.spare_bytes": "\(size)",
