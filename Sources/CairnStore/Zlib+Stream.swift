@@ -162,14 +162,15 @@ extension BlobStore {
     /// Stores the file at `path`, whose SHA-256 is `id`, as a blob (an in-kernel copy, fsynced,
     /// renamed into place, its folder fsynced); a blob already present at the file's size is not
     /// rewritten. The caller computed `id` over the very bytes of the file (`Zlib.compressFile`).
-    public func put(file path: String, id: ContentID) throws(StoreError) {
+    /// `stopping` is asked during the copy (true ends it: the copy is removed and an error thrown).
+    public func put(file path: String, id: ContentID, stopping: (() -> Bool)? = nil) throws(StoreError) {
         var info = stat()
         guard stat(path, &info) == 0 else { throw FileSystem.failure("cannot read", path) }
         if holds(id, size: Int64(info.st_size)) { return }
         let folder = root + "/blobs/sha256/\(id.hex.prefix(2))"
         try FileSystem.makeDirectory(folder)
         let temporary = folder + "/.tmp-\(UUID().uuidString)"
-        try FileSystem.copyFile(from: path, to: temporary)
+        try FileSystem.copyFile(from: path, to: temporary, stopping: stopping)
         let fd = open(temporary, O_RDONLY | O_CLOEXEC)
         guard fd >= 0, fsync(fd) == 0 else {
             let error = FileSystem.failure("cannot fsync", temporary)

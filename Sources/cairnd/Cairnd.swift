@@ -92,6 +92,8 @@ struct Cairnd: AsyncParsableCommand {
         hangup.setEventHandler { _ = device.requestSync?() }
         hangup.resume()
         defer { hangup.cancel() }
+        let stops = StopSignals.watch()
+        defer { stops.forEach { $0.cancel() } }
         let group = ServiceGroup(configuration: .init(services: device.services, gracefulShutdownSignals: [.sigterm, .sigint],
                                                       logger: logger))
         do {

@@ -1,5 +1,6 @@
 import CairnTestSupport
 import Foundation
+import Logging
 import Testing
 @testable import CairnSync
 
@@ -27,5 +28,47 @@ struct ExportClaimTests {
         Exporter.release(target)
         _ = try await device.syncer.export(to: target)
         #expect(FileManager.default.fileExists(atPath: target + "/channels/\(repo.channel)/manifest.json"))
+    }
+}
+
+/// An export stopped because cairnd is stopping (`Stopping`, set by SIGTERM). The process-wide
+/// flag would stop every test's export in this process: the exporter's own `stopping` stands in
+/// for it, true from its n-th question on, so that each step the export asks at is reached.
+@Suite("An export stops when cairnd stops")
+struct ExportStoppingTests {
+    @Test("Given an export asked to stop at each of its steps in turn (before the snapshot's copy, during it, between model files, before each read-back), then it ends with cancelled and leaves no folder; never asked to stop, it completes")
+    func stopsAtEachStep() async throws {
+        let repo = try RepoFixture()
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let folder = try TemporaryDirectory.make()
+        var asked = 0
+        var completed: String?
+        for stopAt in 1...40 {
+            let target = folder + "/usb-\(stopAt)"
+            let questions = Counter()
+            var exporter = Exporter(directory: device.directory, trustedKeys: [repo.key.publicKey], pinnedRoot: nil,
+                                    freeSpaceMargin: 0, logger: Logger(label: "cairn.sync.test"))
+            exporter.stopping = { questions.next() >= stopAt }
+            do {
+                _ = try exporter.export(to: target)
+                (asked, completed) = (questions.count, target)
+                break
+            } catch {
+                #expect(error.code == .cancelled && error.message.contains("cairnd is stopping"), "\(error)")
+                #expect(!FileManager.default.fileExists(atPath: target), "stopped at question \(stopAt)")
+            }
+        }
+        // The export asked at least at the snapshot's copy, each model file and each read-back.
+        #expect(asked >= 4, "\(asked) questions")
+        let whole = try #require(completed, "the export never completed")
+        #expect(FileManager.default.fileExists(atPath: whole + "/channels/\(repo.channel)/manifest.json"))
+    }
+
+    final class Counter: @unchecked Sendable {
+        // @unchecked: asked from the one thread the export runs on.
+        private(set) var count = 0
+        func next() -> Int { count += 1; return count }
     }
 }

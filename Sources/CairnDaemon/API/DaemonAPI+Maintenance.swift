@@ -91,7 +91,8 @@ extension DaemonAPI {
         return maintenance
     }
 
-    /// Refusals keep their code (409/400/503), a full disk is 507 `disk_full`; anything else is an
+    /// Refusals keep their code (409/400/503), a full disk is 507 `disk_full`, a stop of cairnd
+    /// 503 `stopping`; anything else is an
     /// I/O failure named `failure`.
     static func apiError(_ error: SyncError, failure: String) -> APIError {
         switch error.code {
@@ -100,6 +101,8 @@ extension DaemonAPI {
         case .badPath: APIError(400, "bad_path", error.message)
         case .diskFull: APIError(507, "disk_full", error.message)
         case .notInstalled: APIError.noIndex
+        // cairnd is stopping (SIGTERM): not a failure of the request, and worth trying again.
+        case .cancelled: APIError(503, "stopping", error.message)
         default: APIError(500, failure, error.message)
         }
     }

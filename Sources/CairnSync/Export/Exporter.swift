@@ -19,6 +19,9 @@ struct Exporter {
     /// snapshot rebuilt for the export keeps it too.
     let freeSpaceMargin: Int64
     let logger: Logger
+    /// Asked between the export's steps and during its copies: true ends it (`cancelled`), its
+    /// folder removed.
+    var stopping: @Sendable () -> Bool = { Stopping.isRequested }
 
     /// The folders an export is writing into now, in this process: another channel's export
     /// into the same folder would find it empty too, and one's clean-up would remove the
@@ -93,7 +96,9 @@ struct Exporter {
 
         let (snapshot, origin) = try snapshotBlob(installed)
         defer { if origin == .rebuilt { unlink(snapshot) } }
-        do { try repository.put(file: snapshot, id: manifest.snapshot.sha256) } catch {
+        try checkStopping()
+        do { try repository.put(file: snapshot, id: manifest.snapshot.sha256, stopping: stopping) } catch {
+            try checkStopping()
             throw SyncError.writing("cannot write the snapshot blob into \(target): \(error.message)", error)
         }
         written.append((repository.path(of: manifest.snapshot.sha256), manifest.snapshot.sha256))
@@ -103,6 +108,7 @@ struct Exporter {
                 throw SyncError(.io, "version \(installed.version)'s model files are not on this device; nothing exported")
             }
             for file in manifest.model.files {
+                try checkStopping()
                 try put(try read(model + "/" + file.name), as: file.sha256, what: "model file \(file.name)")
             }
         }
@@ -127,7 +133,7 @@ struct Exporter {
             throw SyncError.writing("cannot write the manifest into \(target): \(error.message)", error)
         }
         bytes += Int64(signed.count) * 2
-        try ExportReadBack.check(written, in: target)
+        try ExportReadBack.check(written, in: target, stopping: checkStopping)
         logger.info("exported and read back", metadata: ["cairn.sync.version": "\(installed.version)", "cairn.sync.path": "\(target)",
                                                          "cairn.sync.snapshot": "\(origin.rawValue)", "cairn.sync.files": "\(written.count)"])
         return ExportResult(to: target, channel: manifest.channel, version: installed.version,
@@ -159,8 +165,13 @@ struct Exporter {
         }
         let compressed: Zlib.Compressed
         do {
+            try checkStopping()
             try SnapshotWriter.rebuild(from: installed.indexPath, to: scratch)
+            try checkStopping()
             compressed = try Zlib.compressFile(scratch, to: blob, level: 9)
+        } catch let error as SyncError {
+            unlink(blob)
+            throw error
         } catch {
             unlink(blob)
             let full = (error as? IndexError)?.code == .diskFull || (error as? StoreError)?.code == .diskFull
@@ -177,6 +188,11 @@ struct Exporter {
         return (blob, .rebuilt)
     }
 
+    /// Throws `cancelled` when the process is stopping.
+    func checkStopping() throws(SyncError) {
+        if stopping() { throw SyncError(.cancelled, "cairnd is stopping: the export was stopped and what it wrote removed; export again") }
+    }
+
     private func read(_ path: String) throws(SyncError) -> [UInt8] {
         do { return try FileSystem.read(path) } catch { throw SyncError(.io, "cannot read \(path)", cause: error) }
     }
@@ -190,8 +206,10 @@ struct Exporter {
 public enum ExportReadBack {
     /// Throws `hash_mismatch` naming the first file (relative to `target`) whose bytes differ,
     /// `io` for one that cannot be read back.
-    public static func check(_ files: [(path: String, id: ContentID)], in target: String) throws(SyncError) {
+    public static func check(_ files: [(path: String, id: ContentID)], in target: String,
+                             stopping: () throws(SyncError) -> Void = {}) throws(SyncError) {
         for file in files {
+            try stopping()
             let name = file.path.hasPrefix(target + "/") ? String(file.path.dropFirst(target.count + 1)) : file.path
             let back: ContentID
             do { back = try FileSystem.sha256(of: file.path, fromDisk: true).id } catch {
