@@ -86,6 +86,24 @@ struct NetworkFaultTests {
                 "\(resumed.map(\.path))")
     }
 
+    @Test("Given a mirror that holds the delta cut short (an interrupted copy), then the first attempt fails as network while its download grows, and the next, which adds nothing to it, falls back to the snapshot and installs")
+    func deltaHeldCutShortFallsBack() async throws {
+        let rig = try await Rig(config: Self.config)
+        defer { rig.stop() }
+        let old = rig.version
+        let new = try rig.publishNext(bulk: 100_000)
+        let manifest = try rig.currentManifest()
+        let delta = try #require(manifest.deltas.first { $0.fromVersion == old })
+        let hex = delta.sha256.hex, snapshot = manifest.snapshot.sha256.hex
+        let file = rig.workspace.repo + "/blobs/sha256/\(hex.prefix(2))/\(hex)"
+        #expect(truncate(file, off_t(delta.size / 2)) == 0)
+        let first = try await rig.syncAttempt()
+        #expect(first?.code == "network", "\(String(describing: first))")
+        let seen = rig.server.requests.count
+        if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
+        #expect(rig.server.requests.dropFirst(seen).contains { $0.path.contains(snapshot) && $0.status == 200 })
+    }
+
     @Test("Given a source that stalls, answers 500, announces wrong lengths or serves HTML, then each attempt is refused and the next succeeds")
     func badAnswers() async throws {
         let rig = try await Rig(config: Self.config)

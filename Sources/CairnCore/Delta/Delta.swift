@@ -22,7 +22,7 @@ public struct Delta: Sendable, Equatable {
 
     /// A delta; sorts `upserts` and `deletes` by id.
     /// - Throws: `.invalidArgument` unless 1 ≤ fromVersion < toVersion ≤ 2^53, 1 ≤ dimension ≤
-    ///   65536, every vector has `dimension` finite values, ids are non-empty and unique, and no
+    ///   16384, every vector has `dimension` finite values, ids are non-empty and unique, and no
     ///   id is both upserted and deleted.
     public init(fromVersion: Int, toVersion: Int, fromStateRoot: ContentID, toStateRoot: ContentID,
                 toSetHash: ContentID? = nil, dimension: Int, upserts: [ChunkRecord], deletes: [String]) throws(CoreError) {

@@ -89,6 +89,7 @@ extension Syncer {
         if case .delta(let ref) = path, let installed {
             // The kept delta's rows are read ahead while the new delta downloads.
             let prepared = IndexBuilder.prepare(reusableFile(installed: installed), installed: installed, scratch: index + ".kept-delta")
+            let stagedBefore = stagedBytes(path)
             do throws(SyncError) {
                 let started = clock.now
                 let blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size)
@@ -111,12 +112,13 @@ extension Syncer {
                 // failed) before anything below removes or moves a file.
                 if let prepared { await BackgroundWork.run { prepared.wait() } }
                 // A full disk will not take the larger snapshot either. Nor does a link that cut
-                // the delta (or whose TLS or credentials failed) carry the snapshot, tens of times
-                // its size, from the same source any better: the delta resumes at the next
-                // attempt, and the spare and the previous version are not dropped for nothing. A
-                // delta the source does not hold (an HTTP status, a stick without it) falls back.
+                // the delta carry the snapshot, tens of times its size, from the same source any
+                // better: when this attempt added bytes to the delta's download, it resumes at the
+                // next attempt, and the spare and the previous version are not dropped for
+                // nothing. A delta that made no progress (a file the source does not hold or holds
+                // cut short, an HTTP status, a stick without it, refused credentials) falls back.
                 if error.code == .cancelled || error.code == .diskFull { throw error }
-                if [.network, .tls, .unauthorized].contains(error.code), !(error.cause is Downloader.NotHeld) { throw error }
+                if error.code == .network, !(error.cause is Downloader.NotHeld), stagedBytes(path) > stagedBefore { throw error }
                 logger.info("delta path failed; falling back to the full snapshot",
                             metadata: ["cairn.sync.error": "\(error.code)", "cairn.sync.reason": "\(error.message)"])
                 // The delta's rows files too: a full install writes its own base and no overlay.
