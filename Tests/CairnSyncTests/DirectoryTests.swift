@@ -117,6 +117,22 @@ struct DirectoryTests {
         #expect(back.state.installedVersion == 1 && back.state.forgottenVersion == nil)
     }
 
+    @Test("Given a state.json that cannot be read for a moment (here a folder in its place: EISDIR, as EMFILE or EIO would fail), when the state is read, then the state last written answers and the file is left where it is, not moved aside as damaged")
+    func stateUnreadableForAMoment() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let path = device.path + "/state.json"
+        let saved = try FileSystem.read(path)
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        #expect(device.directory.readState().installedVersion == 1)
+        #expect(!FileManager.default.fileExists(atPath: path + ".unreadable"))
+        try FileManager.default.removeItem(atPath: path)
+        try FileSystem.writeAtomically(saved, to: path)
+    }
+
     @Test("Given no successful check for longer than the stale window, then status is stale though nothing newer is known")
     func staleByTime() {
         var state = SyncState()

@@ -12,6 +12,9 @@ public final class DataDirectory: Sendable {
     /// The newest state when `state.json` could not be written (a full or read-only disk), so
     /// that status still says why; nil once a write succeeds.
     private let unsaved = Mutex<SyncState?>(nil)
+    /// The state last read whole or written: what a read that fails for a moment (no file
+    /// descriptor left under a burst of connections) answers instead of an empty state.
+    private let lastGood = Mutex<SyncState?>(nil)
     /// The last `installed()` answer and the folder and manifest file it was read from.
     private let installedCache = Mutex<(key: String, version: InstalledVersion?)?>(nil)
     let logger: Logger
@@ -60,26 +63,30 @@ public final class DataDirectory: Sendable {
     // MARK: State
 
     /// The newest state: the one a failed write could not save (a full or read-only disk), else
-    /// `state.json`; an empty state when the file is missing or unreadable. One that cannot be
-    /// read (a read error, a damaged disk, a hand edit) is moved aside to
-    /// `state.json.unreadable`, once, with an error line: what it held (a held-back version, the
-    /// clock floor) is lost.
+    /// `state.json`; an empty state when the file is missing. One that is not the JSON of a
+    /// state (a damaged disk, a hand edit) is moved aside to `state.json.unreadable`, once, with
+    /// an error line: what it held (a held-back version, the clock floor) is lost. One that
+    /// cannot be read now (a read error, no file descriptor left) is left as it is: the state
+    /// last read or written answers, else an empty one, with an error line.
     public func readState() -> SyncState {
         if let state = unsaved.withLock({ $0 }) { return state }
-        let why: String
-        do {
-            let bytes = try FileSystem.read(statePath)
-            do { return try JSONDecoder().decode(SyncState.self, from: Data(bytes)) } catch {
-                why = "not the JSON of a sync state"
-            }
-        } catch {
+        let bytes: [UInt8]
+        do { bytes = try FileSystem.read(statePath) } catch {
             guard error.errno != ENOENT else { return SyncState() }
-            why = error.message
+            if let state = lastGood.withLock({ $0 }) { return state }
+            logger.error("\(statePath) cannot be read now (\(error.message)); left as it is, and read again at the next need")
+            return SyncState()
         }
-        let aside = statePath + ".unreadable"
-        let moved = rename(statePath, aside) == 0
-        logger.error("\(statePath) cannot be read (\(why)); \(moved ? "moved to \(aside)" : "left as it is"); starting from an empty sync state: a held-back version, the clock floor and the highest version seen are forgotten")
-        return SyncState()
+        do {
+            let state = try JSONDecoder().decode(SyncState.self, from: Data(bytes))
+            lastGood.withLock { $0 = state }
+            return state
+        } catch {
+            let aside = statePath + ".unreadable"
+            let moved = rename(statePath, aside) == 0
+            logger.error("\(statePath) cannot be read (not the JSON of a sync state); \(moved ? "moved to \(aside)" : "left as it is"); starting from an empty sync state: a held-back version, the clock floor and the highest version seen are forgotten")
+            return SyncState()
+        }
     }
 
     /// Writes `state.json` atomically.
@@ -90,6 +97,7 @@ public final class DataDirectory: Sendable {
             guard let data = try? encoder.encode(state) else { throw StoreError(.io, "the sync state cannot be encoded") }
             try FileSystem.writeAtomically(Array(data) + [0x0A], to: statePath)
             unsaved.withLock { $0 = nil }
+            lastGood.withLock { $0 = state }
         } catch {
             unsaved.withLock { $0 = state }
             throw SyncError.writing("cannot write \(statePath): \(error.reason)", error)
