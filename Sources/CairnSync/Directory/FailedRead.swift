@@ -20,7 +20,8 @@ public enum FailedRead {
     }
 
     static func remove(_ path: String, dataDirectories: [String]) -> String {
-        guard let directory = dataDirectories.first(where: { path.hasPrefix($0 + "/") }) else {
+        // The longest: a further channel's data directory may lie inside the main one.
+        guard let directory = dataDirectories.filter({ path.hasPrefix($0 + "/") }).max(by: { $0.count < $1.count }) else {
             return "it is not in a data directory; left as it is"
         }
         let name = (path as NSString).lastPathComponent
@@ -41,8 +42,13 @@ public enum FailedRead {
         }
         let models = directory + "/" + DataDirectoryLayout.modelsFolder + "/"
         if path.hasPrefix(models), let folder = path.dropFirst(models.count).split(separator: "/").first {
+            // Costly to fetch again (and not until a version with that model installs): only
+            // when the file still does not read whole.
+            guard (try? FileSystem.sha256(of: path, fromDisk: true)) == nil else {
+                return "it reads whole now; left as it is"
+            }
             try? FileManager.default.removeItem(atPath: models + folder)
-            return "removed its model folder: the next sync fetches it again (lexical search only until then)"
+            return "it still does not read: removed its model folder, which the next install of a version using it fetches again (lexical search only until then)"
         }
         return "left as it is"
     }
