@@ -29,7 +29,9 @@ struct RefusalTests {
         let keys = [repo.key.publicKey, leaked.publicKey]
         var device: Device? = try Device(repo: repo, sources: [repo.url], keys: keys)
         #expect(await device!.syncer.syncOnce().installedVersion == 1)
-        try repo.publish(version: 2, deltasFrom: [1])
+        // The publisher's version 2 names no delta from the leaked key's version 1, which it
+        // did not make.
+        try repo.publish(version: 2)
         #expect(await device!.syncer.syncOnce().installedVersion == 2)
         let path = device!.path
         device = nil
@@ -44,6 +46,21 @@ struct RefusalTests {
 
         let both = try Device(repo: repo, sources: [repo.url], keys: keys, path: path)
         #expect(try await both.syncer.rollback().version.version == 1)
+    }
+
+    @Test("Given a routine change of key on a device pinned to keys (version 1 by the old key, version 2 by the new with a delta from 1), when the old key is unpinned, then a rollback to version 1 goes through: the installed version vouches for it")
+    func rollbackAfterARoutineKeyChange() async throws {
+        let repo = try RepoFixture(withModel: false)
+        let old = PublisherKey.generate()
+        try repo.publish(version: 1, signer: old)
+        var device: Device? = try Device(repo: repo, sources: [repo.url], keys: [repo.key.publicKey, old.publicKey])
+        #expect(await device!.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
+        #expect(await device!.syncer.syncOnce().installedVersion == 2)
+        let path = device!.path
+        device = nil
+        let pinned = try Device(repo: repo, sources: [repo.url], keys: [repo.key.publicKey], path: path)
+        #expect(try await pinned.syncer.rollback().version.version == 1)
     }
 
     @Test("Given version 1 installed and expired_updates = refuse, when version 2 has expired, then it is refused and the status says stale")

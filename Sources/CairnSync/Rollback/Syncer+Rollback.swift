@@ -37,10 +37,18 @@ extension Syncer {
             let envelope = try? SignedManifest.decodeEnvelope(try FileSystem.read(version.manifestPath))
             return envelope?.validSigners(among: keys, domain: SignedManifest.domain).count ?? 0
         }
-        if configuration.trustedRoot == nil, signers(previous, among: configuration.trustedKeys) == 0 {
-            // A device pinned to keys has no root to vouch: a key taken out of `trusted_key`
-            // (a stolen one) no longer counts for what it signed.
-            throw SyncError(.previousUnusable, "previous version \(previous.version) is signed by no key in trusted_key; nothing was changed")
+        // A device pinned to keys: a key taken out of `trusted_key` (a stolen one) no longer
+        // counts for what it signed, unless the installed version, which a trusted key signed,
+        // names that version as a delta base (a routine change of key: pin the new, publish,
+        // unpin the old; protocol/keys.md).
+        let keys = configuration.trustedKeys
+        if configuration.trustedRoot == nil, !keys.isEmpty, signers(previous, among: keys) == 0 {
+            let vouched = signers(current, among: keys) > 0 && current.manifest.deltas.contains {
+                $0.fromVersion == previous.version && $0.fromStateRoot == previous.stateRoot
+            }
+            guard vouched else {
+                throw SyncError(.previousUnusable, "previous version \(previous.version) is signed by no key in trusted_key, and installed version \(current.version) does not name it as a delta base; nothing was changed")
+            }
         }
         if configuration.trustedRoot != nil, let root = trust.current?.current {
             if signers(previous, among: root.signingKeys) == 0 {
