@@ -50,11 +50,11 @@ public actor Syncer {
     public internal(set) var lastDeltaCheck: String?
     /// Whether an attempt, rollback or export runs; the actor is reentrant across their awaits.
     private var busy = false
-    /// A version whose snapshot was downloaded whole and then refused for what its signed bytes
-    /// hold (its rows do not make its state root, or a canary fails): the same snapshot would be
-    /// refused again, so it is not downloaded again while this process runs (a restart tries
-    /// once more), but a newer version, or the same one with other bytes, is.
-    var refusedAfterDownload: (version: Int, snapshot: ContentID, error: SyncError)?
+    /// A version downloaded and then refused for what its signed bytes hold (its rows do not
+    /// make its state root, or a canary fails): the same manifest would be refused again, so it
+    /// is not downloaded again while this process runs (a restart tries once more), but a newer
+    /// version, or the same one signed again with other bytes (corrected canaries), is.
+    var refusedAfterDownload: (manifest: ContentID, error: SyncError)?
     /// The rows of the version `current` names as the install that put it there loaded them
     /// (with their state-root leaves), so that the next delta is checked and its rows derived
     /// without reading the file; nil after a rollback, or a start-up whose caller passed none
@@ -357,8 +357,8 @@ public actor Syncer {
                 logger.warning("installing expired version \(manifest.version) (expired at \(manifest.expires)): newer than the installed one (expired_updates = install)")
             }
             timings.manifest = clock.now - start
-            if let refused = refusedAfterDownload, refused.version == manifest.version, refused.snapshot == manifest.snapshot.sha256 {
-                throw SyncError(refused.error.code, "\(refused.error.message) (refused after its download; not downloaded again until the publisher changes it or cairnd restarts)")
+            if let refused = refusedAfterDownload, refused.manifest == ContentID(hashing: bytes) {
+                throw SyncError(refused.error.code, "\(refused.error.message) (refused before; not downloaded again until the publisher changes it or cairnd restarts)")
             }
             try makeRoom(manifest: manifest, path: path, installed: installed, state: &state)
             let version: InstalledVersion, contents: IndexContents
@@ -367,7 +367,7 @@ public actor Syncer {
                                                         installed: installed, state: &state, timings: &timings)
             } catch {
                 if [.stateRootMismatch, .canaryFailed].contains(error.code) {
-                    refusedAfterDownload = (manifest.version, manifest.snapshot.sha256, error)
+                    refusedAfterDownload = (ContentID(hashing: bytes), error)
                 }
                 throw error
             }
