@@ -162,6 +162,8 @@ struct AgentTests {
             call(40, "search", #"{"query":"boil water","k":3,"k":50}"#),
             "[" + call(41, "search", #"{"query":"boil water","k":3,"k":50}"#) + #",{"jsonrpc":"2.0","id":42,"method":"ping"}]"#,
             #"{"jsonrpc":"2.0","method":"ping","method":"ping"}"#,
+            // A response in such a batch is not answered.
+            #"[{"jsonrpc":"2.0","id":43,"result":{}},{"jsonrpc":"2.0","id":44,"method":"ping","params":{"a":1,"a":2}}]"#,
         ]
         let (answers, count, status) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder)
         #expect(status == 0)
@@ -181,14 +183,15 @@ struct AgentTests {
         // one array, its notification not.
         #expect(errorCode("null") == -32600)
         #expect(errorCode("40") == -32600 && errorCode("41") == -32600 && errorCode("42") == -32600)
+        #expect(errorCode("44") == -32600 && answers["43"] == nil)
         #expect(answers["36"]?["result"] != nil && errorCode("39") == -32601)
         #expect(errorCode("31") == -32600 && errorCode("32") == -32600 && errorCode("33") == -32600)
         #expect(errorCode("34") == -32602 && errorCode("35") == -32602)
         #expect(answers["38"]?["result"] != nil)
         // 10 refusals, one search, four answers with id null, 31…35, one batch line, 38, 40,
-        // the batch of 41 and 42: no answer to the notifications (alone or as a whole batch) or
+        // the batch of 41 and 42, the batch of 44: no answer to the notifications (alone or as a whole batch) or
         // to the response.
-        #expect(count == 10 + 1 + 4 + 5 + 1 + 1 + 2, "\(answers.keys.sorted())")
+        #expect(count == 10 + 1 + 4 + 5 + 1 + 1 + 3, "\(answers.keys.sorted())")
         #expect(answers["37"] == nil)
 
         for timeout in ["0", "-1", "inf", "nan", "3000000"] {

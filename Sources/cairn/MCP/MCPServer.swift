@@ -38,8 +38,10 @@ struct MCPServer {
         // Refused with the request's id, which a client waits on (id null only where none reads).
         guard !CanonicalJSON.repeatsAKey(Array(line.utf8)) else {
             let refusal = "Invalid Request: a key appears twice within one object"
-            let ids = ((object as? [Any]) ?? [object]).compactMap { ($0 as? [String: Any])?["id"] }
-                .filter { $0 is String || Self.isInteger($0) }
+            // Requests only: a response (a `result` or an `error`, no `method`) is never answered.
+            let ids = ((object as? [Any]) ?? [object]).compactMap { $0 as? [String: Any] }
+                .filter { $0["method"] != nil || ($0["result"] == nil && $0["error"] == nil) }
+                .compactMap { $0["id"] }.filter { $0 is String || Self.isInteger($0) }
             guard !ids.isEmpty else { return Self.error(id: NSNull(), code: -32600, refusal) }
             let answers = ids.map { Self.error(id: $0, code: -32600, refusal) }
             return object is [Any] ? answers : answers[0]
