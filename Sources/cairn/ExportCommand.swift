@@ -48,7 +48,9 @@ struct ExportCommand: AsyncParsableCommand {
         // cairnd may see another file system at that path than this shell: its unit's private
         // /tmp (PrivateTmp) holds an export nobody else can reach, reported as written.
         let manifest = "\(answer.to)/channels/\(answer.channel)/manifest.json"
-        guard FileManager.default.fileExists(atPath: manifest) else {
+        // Only its absence: a folder this user may not enter (cairnd's umask) says nothing.
+        var info = stat()
+        guard stat(manifest, &info) == 0 || errno != ENOENT else {
             daemon.fail("cairnd wrote version \(answer.version) to \(answer.to), but \(manifest) is not there for this shell: cairnd sees other files at that path (its unit's PrivateTmp or ProtectHome); export to a folder under /media, /mnt or /run/media")
             throw ExitCode(1)
         }
