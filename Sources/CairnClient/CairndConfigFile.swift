@@ -58,6 +58,9 @@ public enum CairndConfigFile {
     public static func parse(_ text: String) throws(CairndConfigFile.Invalid) -> [Entry] {
         var entries: [Entry] = []
         var section: String?, channel: String?
+        // Where each key was set, by section: only `source` and `trusted_key` may repeat; any
+        // other set twice would be the last line's silently.
+        var seen: [String: Int] = [:]
         for (index, raw) in TextLines.of(text).enumerated() {
             let number = index + 1
             var line = raw.trimmingCharacters(in: .whitespaces)
@@ -93,6 +96,11 @@ public enum CairndConfigFile {
             if channel != nil, !channelKeys.contains(key) {
                 throw Invalid(message: "config line \(number): \(key) does not belong in a [channel] section (only \(channelKeys.sorted().joined(separator: ", ")))")
             }
+            let scope = "\(section.map { "source \($0)" } ?? channel.map { "channel \($0)" } ?? "")|\(key)"
+            if key != "source", key != "trusted_key", let first = seen[scope] {
+                throw Invalid(message: "config line \(number): \(key) is set again (first on line \(first)); set it once")
+            }
+            seen[scope] = number
             entries.append(Entry(key: key, value: line, line: number, source: section, channel: channel))
         }
         return entries

@@ -83,6 +83,8 @@ struct ConfigurationTests {
         "max_queued_queries = 9223372036854775807", "max_concurrent_queries = 3000000000000000000", "max_concurrent_queries = 100000",
         // A comment where the value goes is no value, and paths must not depend on the working folder.
         "data_dir =   # default", "socket = # default", "data_dir = var/cairn", "socket =",
+        // A single-valued key set twice: which one counts would be the file's order, silently.
+        "channel = a\nchannel = b",
     ])
     func badLines(_ line: String) {
         #expect {

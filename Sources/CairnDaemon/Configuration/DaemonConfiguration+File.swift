@@ -19,7 +19,10 @@ extension DaemonConfiguration {
         do { text = try FileSystem.readText(path) } catch {
             throw DaemonError(.badConfiguration, "cannot read the config file \(path) (\(error.reason)); fix it or pass another --config")
         }
-        try apply(try Self.parse(text))
+        // The file named: cairnd may have read /etc/cairn/cairnd.conf without --config.
+        do { try apply(try Self.parse(text)) } catch {
+            throw DaemonError(error.code, "\(path): \(error.message)")
+        }
     }
 
     /// Applies parsed entries in order; repeatable keys accumulate, others replace.
