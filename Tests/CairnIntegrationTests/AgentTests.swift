@@ -141,6 +141,9 @@ struct AgentTests {
             (8, "search", #"{"query":"boil water","channel":7}"#, "`channel`"),
             (9, "status", #"{"verbose":true}"#, "verbose"),
             (10, "get", #"{"id":"boil","full":true}"#, "full"),
+            // Nothing to search, or more than cairnd takes: said here, naming `query`.
+            (11, "search", #"{"query":"\n\u200b"}"#, "`query`"),
+            (12, "search", #"{"query":"\#(String(repeating: "w", count: 4_097))"}"#, "`query` is longer than 4096"),
         ]
         let lines = refused.map { call($0.0, $0.1, $0.2) } + [
             call(20, "search", #"{"query":"boil water","k":2.0,"tags":[]}"#),
@@ -164,6 +167,7 @@ struct AgentTests {
             #"{"jsonrpc":"2.0","method":"ping","method":"ping"}"#,
             // A response in such a batch is not answered.
             #"[{"jsonrpc":"2.0","id":43,"result":{}},{"jsonrpc":"2.0","id":44,"method":"ping","params":{"a":1,"a":2}}]"#,
+            #"{"jsonrpc":"2.0","id":45,"method":"tools/list"}"#,
         ]
         let (answers, count, status) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder)
         #expect(status == 0)
@@ -184,14 +188,20 @@ struct AgentTests {
         #expect(errorCode("null") == -32600)
         #expect(errorCode("40") == -32600 && errorCode("41") == -32600 && errorCode("42") == -32600)
         #expect(errorCode("44") == -32600 && answers["43"] == nil)
+        // Every tool only reads: hosts need not ask before calling it. The query's limit is stated.
+        let tools = (answers["45"]?["result"] as? [String: Any])?["tools"] as? [[String: Any]] ?? []
+        #expect(tools.count == 3 && tools.allSatisfy { ($0["annotations"] as? [String: Any])?["readOnlyHint"] as? Bool == true })
+        let search = tools.first { $0["name"] as? String == "search" }
+        let query = ((search?["inputSchema"] as? [String: Any])?["properties"] as? [String: Any])?["query"] as? [String: Any]
+        #expect(query?["maxLength"] as? Int == 4096 && query?["minLength"] as? Int == 1)
         #expect(answers["36"]?["result"] != nil && errorCode("39") == -32601)
         #expect(errorCode("31") == -32600 && errorCode("32") == -32600 && errorCode("33") == -32600)
         #expect(errorCode("34") == -32602 && errorCode("35") == -32602)
         #expect(answers["38"]?["result"] != nil)
-        // 10 refusals, one search, four answers with id null, 31…35, one batch line, 38, 40,
-        // the batch of 41 and 42, the batch of 44: no answer to the notifications (alone or as a whole batch) or
+        // 12 refusals, one search, four answers with id null, 31…35, one batch line, 38, 40,
+        // the batch of 41 and 42, the batch of 44, the list: no answer to the notifications (alone or as a whole batch) or
         // to the response.
-        #expect(count == 10 + 1 + 4 + 5 + 1 + 1 + 3, "\(answers.keys.sorted())")
+        #expect(count == 12 + 1 + 4 + 5 + 1 + 1 + 3 + 1, "\(answers.keys.sorted())")
         #expect(answers["37"] == nil)
 
         for timeout in ["0", "-1", "inf", "nan", "3000000"] {

@@ -1,5 +1,6 @@
 import CairnClient
 import CairnIndex
+import CairnSearch
 import Foundation
 
 /// The tools `cairn mcp` offers, each a call to cairnd's socket API (protocol/socket-api.md).
@@ -26,10 +27,11 @@ struct MCPTools {
             "inputSchema": [
                 "type": "object",
                 "properties": [
-                    "query": ["type": "string", "description": "The question or keywords, in the user's words."],
+                    "query": ["type": "string", "minLength": 1, "maxLength": SearchBody.maximumQueryBytes,
+                              "description": "The question or keywords, in the user's words (at most 4,096 UTF-8 bytes)."],
                     "k": ["type": "integer", "minimum": 1, "maximum": 20, "default": 5, "description": "Passages to return."],
                     "mode": ["type": "string", "enum": SearchRequest.Mode.allCases.map(\.rawValue), "default": "hybrid",
-                             "description": "hybrid (default) combines keywords and meaning; lexical is exact words only."],
+                             "description": "hybrid (default) combines keywords and meaning; lexical: the words only; dense: the meaning only; rrf: hybrid by reciprocal rank fusion."],
                     "scenario": ["type": "string", "description": "Only passages for this scenario (e.g. flood), plus general ones."],
                     "tags": ["type": "array", "items": ["type": "string"], "description": "Only passages carrying all these tags."],
                     "channel": ["type": "string", "description": "Only this knowledge base, when the device holds several (status lists them)."],
@@ -58,7 +60,12 @@ struct MCPTools {
             "description": "Which version of the offline knowledge base is installed, how fresh it is (online, stale, expired, last update) and whom it trusts. Use it when the user asks how current the information is.",
             "inputSchema": ["type": "object", "properties": [String: Any](), "additionalProperties": false] as [String: Any],
         ],
-    ] }
+    ].map { tool in
+        // Each only reads the device's knowledge base: hosts need not ask before a call.
+        var tool = tool
+        tool["annotations"] = ["readOnlyHint": true, "idempotentHint": true, "openWorldHint": false]
+        return tool
+    } }
 
     /// The `tools/call` result for `name`.
     func call(_ name: String, arguments: [String: Any]) -> [String: Any] {
@@ -99,8 +106,11 @@ struct MCPTools {
     /// `inputSchema` (a wrong type or a value out of range is `bad_arguments`, never dropped).
     static func searchRequest(_ arguments: [String: Any]) throws -> [String: Any] {
         func bad(_ message: String) -> ToolFailure { ToolFailure(code: "bad_arguments", message: message) }
-        guard let query = arguments["query"] as? String, !query.trimmingCharacters(in: .whitespaces).isEmpty else {
+        guard let query = arguments["query"] as? String, query.unicodeScalars.contains(where: SearchBody.isVisible) else {
             throw bad("`query` must be a non-empty string")
+        }
+        guard query.utf8.count <= SearchBody.maximumQueryBytes else {
+            throw bad("`query` is longer than \(SearchBody.maximumQueryBytes) UTF-8 bytes; shorten it")
         }
         var k = 5
         if let value = arguments["k"] {
