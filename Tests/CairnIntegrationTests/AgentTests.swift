@@ -58,13 +58,14 @@ struct AgentTests {
 
     /// `cairn mcp` fed `lines` on standard input (then end of input): its answers, by id (a
     /// null id as "null"), and its exit status.
-    static func mcp(_ socket: String, _ lines: [String], folder: String) async throws -> (answers: [String: [String: Any]], count: Int, status: Int32) {
+    static func mcp(_ socket: String, _ lines: [String], folder: String,
+                    timeout: Int = 20) async throws -> (answers: [String: [String: Any]], count: Int, status: Int32, order: [String]) {
         let input = folder + "/mcp-input-\(UUID().uuidString).jsonl"
         try (lines.joined(separator: "\n") + "\n").write(toFile: input, atomically: true, encoding: .utf8)
         let finished = try await onThread { () throws -> (String, Int32) in
             let process = Process()
             process.executableURL = URL(fileURLWithPath: Products.path("cairn"))
-            process.arguments = ["mcp", "--socket", socket, "--timeout", "20"]
+            process.arguments = ["mcp", "--socket", socket, "--timeout", String(timeout)]
             process.environment = childEnvironment()
             process.standardInput = FileHandle(forReadingAtPath: input)
             let out = Pipe()
@@ -76,15 +77,37 @@ struct AgentTests {
             return (String(decoding: stdout, as: UTF8.self), process.terminationStatus)
         }
         var answers: [String: [String: Any]] = [:]
+        var order: [String] = []
         let replies = finished.0.split(separator: "\n")
         for line in replies {
             // A batch's answers come as one array.
             let decoded = try? JSONSerialization.jsonObject(with: Data(line.utf8))
             for answer in (decoded as? [[String: Any]]) ?? [decoded as? [String: Any]].compactMap({ $0 }) {
-                answers[answer["id"].map { $0 is NSNull ? "null" : "\($0)" } ?? "none"] = answer
+                let id = answer["id"].map { $0 is NSNull ? "null" : "\($0)" } ?? "none"
+                answers[id] = answer
+                order.append(id)
             }
         }
-        return (answers, replies.count, finished.1)
+        return (answers, replies.count, finished.1, order)
+    }
+
+    @Test("Given cairnd stopped (SIGSTOP: it takes connections but answers nothing), when an agent sends two searches, a ping and a cancellation of the first search, then the ping is answered at once, the second search ends as unavailable after --timeout, and the cancelled one gets no answer")
+    func mcpRunsRequestsAtOnceAndDropsCancelled() async throws {
+        let rig = try await ServedDevice()
+        defer { rig.stop() }
+        kill(rig.device.process.processIdentifier, SIGSTOP)
+        defer { kill(rig.device.process.processIdentifier, SIGCONT) }
+        let search = { (id: Int) in
+            #"{"jsonrpc":"2.0","id":\#(id),"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water"}}}"#
+        }
+        let lines = [search(1), search(3), #"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+                     #"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"user"}}"#]
+        let (answers, _, status, order) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder, timeout: 2)
+        #expect(status == 0)
+        #expect(order == ["2", "3"], "\(order)")
+        let third = answers["3"]?["result"] as? [String: Any]
+        #expect(third?["isError"] as? Bool == true && (third?["structuredContent"] as? [String: Any])?["code"] as? String == "unavailable")
+        #expect(answers["1"] == nil)
     }
 
     @Test("Given a passage of 3,000 characters with a source (a JSON record, kept whole), when cairn mcp searches, then its text line names its id and source and is cut at 2,000 characters saying that get gives it whole; structuredContent and get keep it whole")
@@ -110,7 +133,7 @@ struct AgentTests {
             #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water","k":1}}}"#,
             #"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get","arguments":{"id":"boil-long"}}}"#,
         ]
-        let (answers, _, status) = try await Self.mcp(device.socket, lines, folder: workspace.folder)
+        let (answers, _, status, _) = try await Self.mcp(device.socket, lines, folder: workspace.folder)
         #expect(status == 0)
         let found = answers["1"]?["result"] as? [String: Any]
         let text = ((found?["content"] as? [[String: Any]])?.first?["text"] as? String) ?? ""
@@ -169,7 +192,7 @@ struct AgentTests {
             #"[{"jsonrpc":"2.0","id":43,"result":{}},{"jsonrpc":"2.0","id":44,"method":"ping","params":{"a":1,"a":2}}]"#,
             #"{"jsonrpc":"2.0","id":45,"method":"tools/list"}"#,
         ]
-        let (answers, count, status) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder)
+        let (answers, count, status, _) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder)
         #expect(status == 0)
         for (id, tool, arguments, named) in refused {
             let result = answers["\(id)"]?["result"] as? [String: Any]

@@ -3,7 +3,8 @@ import Foundation
 
 /// The Model Context Protocol over stdio (JSON-RPC 2.0, one message per line; revisions
 /// 2024-11-05 … 2025-11-25 of the `initialize` handshake): what `cairn mcp` speaks to an agent.
-/// Requests are answered in order, one at a time; the tools are `MCPTools`.
+/// Requests run at once (up to `concurrentRequests`), each answered when it is ready; the
+/// tools are `MCPTools`.
 struct MCPServer {
     /// The handshake revisions this server speaks, oldest first; the newest is offered when the
     /// client asks for one it does not know.
@@ -18,14 +19,72 @@ struct MCPServer {
 
     let tools: MCPTools
 
-    /// Reads messages from standard input until it ends, writing each answer as one line to `output`.
+    /// Requests that run at once: an agent's parallel tool calls do not wait for each other,
+    /// nor a `ping` behind a search that waits on a slow cairnd.
+    static let concurrentRequests = 4
+
+    /// Reads messages from standard input until it ends, writing each answer as one line to
+    /// `output` (whole lines, under a lock) as it is ready; then waits for those in flight.
+    /// `notifications/cancelled` drops the answer of a request still running.
     func run(output: FileHandle = .standardOutput) {
+        let slots = DispatchSemaphore(value: Self.concurrentRequests)
+        let running = DispatchGroup()
+        let writing = NSLock()
+        let requests = InFlight()
         while let line = readLine(strippingNewline: true) {
             guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
-            if let answer = handle(line: line) {
-                output.write(Self.encode(answer) + Data("\n".utf8))
+            if let id = Self.cancellation(in: line) {
+                requests.cancel(id)
+                continue
+            }
+            let id = Self.requestID(in: line)
+            if let id { requests.start(id) }
+            slots.wait()
+            running.enter()
+            DispatchQueue.global().async {
+                defer {
+                    slots.signal()
+                    running.leave()
+                }
+                let answer = handle(line: line)
+                let wanted = id.map(requests.finish) ?? true
+                guard let answer, wanted else { return }
+                writing.withLock { output.write(Self.encode(answer) + Data("\n".utf8)) }
             }
         }
+        running.wait()
+    }
+
+    /// The requests running, and those of them the client cancelled (their answers are dropped).
+    /// A cancellation of a request not running (ended, or never sent) is ignored.
+    final class InFlight: @unchecked Sendable {
+        // @unchecked: every access holds `lock`.
+        private let lock = NSLock()
+        private var running: [String: Bool] = [:]
+        func start(_ id: String) { lock.withLock { running[id] = false } }
+        func cancel(_ id: String) { lock.withLock { if running[id] != nil { running[id] = true } } }
+        /// Ends `id`; whether its answer is still wanted.
+        func finish(_ id: String) -> Bool { lock.withLock { running.removeValue(forKey: id) != true } }
+    }
+
+    /// The request a `notifications/cancelled` line names (its `params.requestId`), as a key.
+    static func cancellation(in line: String) -> String? {
+        guard let message = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
+              message["method"] as? String == "notifications/cancelled", message["id"] == nil,
+              let id = (message["params"] as? [String: Any])?["requestId"] else { return nil }
+        return key(id)
+    }
+
+    /// A single request's id as a key (nil for batches, notifications, ids of another type).
+    static func requestID(in line: String) -> String? {
+        guard let message = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
+              let id = message["id"] else { return nil }
+        return key(id)
+    }
+
+    static func key(_ id: Any) -> String? {
+        if let text = id as? String { return "s:" + text }
+        return integer(id).map { "i:\($0)" }
     }
 
     /// The answer to one line: an object, or for a batch (an array) the array of its members'
