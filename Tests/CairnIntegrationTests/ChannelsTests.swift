@@ -98,6 +98,7 @@ struct ChannelsTests {
         let agent = try await AgentTests.mcp(device.socket, [
             #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"generator","channel":"manuals"}}}"#,
             #"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":{"query":"generator sandbags"}}}"#,
+            #"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"status","arguments":{}}}"#,
         ], folder: field.folder)
         let one = (agent.answers["1"]?["result"] as? [String: Any])?["structuredContent"] as? [String: Any]
         #expect(one?["channel"] as? String == "manuals" && one?["version"] as? Int == 1, "\(String(describing: one))")
@@ -112,6 +113,12 @@ struct ChannelsTests {
         // Its text gives each result's channel beside its id, for `get`.
         let text = ((agent.answers["2"]?["result"] as? [String: Any])?["content"] as? [[String: Any]])?.first?["text"] as? String ?? ""
         #expect(text.contains("(id: generator, channel: manuals)"), "\(text)")
+        // Status says each channel's freshness too, a line each, as the `channel` description
+        // promises ("status lists them").
+        let status = (((agent.answers["3"]?["result"] as? [String: Any])?["content"] as? [[String: Any]])?.first?["text"] as? String ?? "")
+            .split(separator: "\n").map(String.init)
+        #expect(status.count == 2 && status[0].hasPrefix("Knowledge base version 2 (channel field)")
+                && status[1].hasPrefix("Knowledge base version 1 (channel manuals)"), "\(status)")
 
         // Each channel rolls back on its own: manuals takes version 3 from its publisher, then
         // goes back to 1 (cairn rollback --channel) while field stays on 2; export works per channel.

@@ -223,8 +223,20 @@ struct MCPTools {
         var flags = status["sync"] as? [String: Any] ?? [:]
         flags["expired"] = status["expired"]
         flags["expires"] = status["expires"]
-        let text = Self.freshness(version: status["version"], status: status, answer: flags)
-        return ["content": [["type": "text", "text": text]], "structuredContent": status, "isError": false]
+        var lines = [Self.freshness(version: status["version"], status: status, answer: flags)]
+        // What a model must not miss: why nothing answers, and a sync that failed.
+        if let reason = status["not_serving"] as? String { lines.append("Not answering: \(reason).") }
+        if let error = (status["sync"] as? [String: Any])?["last_error"] as? String { lines.append("Last sync failed: \(error)") }
+        // Each further channel on a line of its own, as `channel` arguments name them.
+        let own = status["channel"] as? String
+        for entry in status["channels"] as? [[String: Any]] ?? [] {
+            guard let name = entry["channel"] as? String, name != own else { continue }
+            var line = entry["version"] is Int ? Self.freshness(version: entry["version"], status: ["channel": name, "sync": entry], answer: entry)
+                : "Channel \(name): no version installed yet."
+            if let error = entry["last_error"] as? String { line += " Last sync failed: \(error)" }
+            lines.append(line)
+        }
+        return ["content": [["type": "text", "text": lines.joined(separator: "\n")]], "structuredContent": status, "isError": false]
     }
 
     /// The status as seen from one channel: the daemon's own (`name` nil or its own), or a further
