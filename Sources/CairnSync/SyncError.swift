@@ -67,6 +67,8 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         public static let exportTargetNotEmpty = Code("export_target_not_empty")
         /// Export: the exact signed snapshot bytes cannot be produced on this device.
         public static let exportUnreproducible = Code("export_unreproducible")
+        /// The installed version meets no trust the export carries: no device would install it.
+        public static let exportUntrusted = Code("export_untrusted")
     }
 
     public let code: Code

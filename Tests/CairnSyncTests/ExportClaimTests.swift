@@ -1,5 +1,6 @@
 import CairnTestSupport
 import Foundation
+import CairnCore
 import Logging
 import Testing
 @testable import CairnSync
@@ -70,5 +71,31 @@ struct ExportStoppingTests {
         // @unchecked: asked from the one thread the export runs on.
         private(set) var count = 0
         func next() -> Int { count += 1; return count }
+    }
+}
+
+@Suite("An export carries only what its trust accepts")
+struct ExportTrustTests {
+    @Test("Given a device pinned to keys whose installed version's key was taken out of trusted_key, when it exports, then export_untrusted before anything is written; with that key pinned again, the export is written")
+    func versionNoKeyAccepts() async throws {
+        let repo = try RepoFixture(withModel: false)
+        let old = PublisherKey.generate()
+        try repo.publish(version: 1, signer: old)
+        var device: Device? = try Device(repo: repo, sources: [repo.url], keys: [old.publicKey])
+        #expect(await device!.syncer.syncOnce().installedVersion == 1)
+        let path = device!.path
+        device = nil
+        var pinned: Device? = try Device(repo: repo, sources: [repo.url], keys: [repo.key.publicKey], path: path)
+        let target = try TemporaryDirectory.make() + "/usb"
+        await #expect {
+            _ = try await pinned!.syncer.export(to: target)
+        } throws: { error in
+            (error as? SyncError)?.code == .exportUntrusted && (error as? SyncError)?.message.contains("trusted_key") == true
+        }
+        #expect(!FileManager.default.fileExists(atPath: target))
+        pinned = nil
+        let again = try Device(repo: repo, sources: [repo.url], keys: [old.publicKey], path: path)
+        _ = try await again.syncer.export(to: target)
+        #expect(FileManager.default.fileExists(atPath: target + "/channels/\(repo.channel)/manifest.json"))
     }
 }

@@ -96,7 +96,7 @@ extension DaemonAPI {
     /// I/O failure named `failure`.
     static func apiError(_ error: SyncError, failure: String) -> APIError {
         switch error.code {
-        case .noPreviousVersion, .previousUnusable, .exportTargetNotEmpty, .exportUnreproducible:
+        case .noPreviousVersion, .previousUnusable, .exportTargetNotEmpty, .exportUnreproducible, .exportUntrusted:
             APIError(409, error.code.name, error.message)
         case .badPath: APIError(400, "bad_path", error.message)
         case .diskFull: APIError(507, "disk_full", error.message)

@@ -62,6 +62,7 @@ struct Exporter {
                 throw problem
             }
         }
+        try checkTrust(installed)
         do {
             return try write(installed, to: target)
         } catch {
@@ -186,6 +187,26 @@ struct Exporter {
                 """)
         }
         return (blob, .rebuilt)
+    }
+
+    /// Refuses (before anything is written) a version that the trust the export carries does
+    /// not accept: a device in recovery still serves one signed only by a key its newest root
+    /// revoked, and a device pinned to keys one whose key was taken out of `trusted_key`. No
+    /// device would install it from the stick.
+    func checkTrust(_ installed: InstalledVersion) throws(SyncError) {
+        let signed = try read(installed.manifestPath)
+        let envelope: SignedEnvelope
+        do { envelope = try SignedManifest.decodeEnvelope(signed) } catch {
+            throw SyncError(.exportUntrusted, "version \(installed.version)'s manifest does not read: \(error.message); nothing was exported")
+        }
+        if let pinnedRoot {
+            let chain = try directory.trustChain(pinned: pinnedRoot)
+            do { try chain.policy.check(envelope, domain: SignedManifest.domain, what: "manifest") } catch {
+                throw SyncError(.exportUntrusted, "version \(installed.version) does not meet root \(chain.current.version), which the export carries (\(error.message)); no device would install it: sync this device first; nothing was exported")
+            }
+        } else if !trustedKeys.isEmpty, envelope.validSigners(among: trustedKeys, domain: SignedManifest.domain).isEmpty {
+            throw SyncError(.exportUntrusted, "version \(installed.version) is signed by no key in trusted_key; no device pinned to them would install it; nothing was exported")
+        }
     }
 
     /// Throws `cancelled` when the process is stopping.
