@@ -56,6 +56,10 @@ struct SyncCommand: AsyncParsableCommand {
         /// Each channel's ended attempts at the last poll: a count that goes back means cairnd
         /// restarted, and its numbers are a new process's.
         var finished: [String: Int] = [:]
+        /// Each channel's started attempts: at least the one before ours when cairnd answered
+        /// the request, so a new process seen at the first poll (a restart between the request
+        /// and that poll) counts fewer and is told apart.
+        var started = attempts.mapValues { $0 - 1 }
         /// Since when cairnd has not been reachable (nil while it answers). Not proof of a
         /// restart by itself: a busy cairnd's full backlog refuses a connection too.
         var gone: ContinuousClock.Instant?
@@ -90,10 +94,13 @@ struct SyncCommand: AsyncParsableCommand {
             let channels = listed.filter { attempts[$0.channel] != nil }
             for channel in channels {
                 let count = channel.attemptsFinished ?? 0
-                if count < finished[channel.channel] ?? 0 {
+                // Started at least: those ended, and the one in progress.
+                let begun = max(count, channel.progress?.attempt ?? 0)
+                if count < finished[channel.channel] ?? 0 || begun < started[channel.channel] ?? 0 {
                     throw stop("cairnd restarted during the wait; the attempt's outcome is unknown (`cairn status` shows the newest)")
                 }
                 finished[channel.channel] = count
+                started[channel.channel] = begun
             }
             let pending = channels.filter { ($0.attemptsFinished ?? 0) < attempts[$0.channel]! }
             if pending.isEmpty && channels.count == attempts.count {
