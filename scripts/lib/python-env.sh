@@ -31,6 +31,11 @@ cairn_venv() {
     for pin in "$@"; do
         case $pin in *==*) ;; *) echo "cairn_venv: pin an exact version: $pin" >&2; return 2 ;; esac
     done
+    # A venv an interrupted run left half-made (a python, no pip) is made again.
+    if [ -x "$py" ] && ! "$py" -m pip --version >/dev/null 2>&1; then
+        echo "cairn_venv: $venv has no working pip (an interrupted set-up?); making it again" >&2
+        rm -rf "$venv"
+    fi
     if [ ! -x "$py" ]; then
         mkdir -p "$(dirname "$venv")" || return 1
         log=$(python3 -m venv "$venv" 2>&1) || { printf '%s\n' "$log" >&2; echo "cairn_venv: python3 -m venv $venv failed" >&2; return 1; }

@@ -6,6 +6,10 @@ _cairn_as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# Loopback servers (the demo's, the tests') must not go through a proxy the environment names.
+export no_proxy="127.0.0.1,localhost,::1${no_proxy:+,$no_proxy}"
+export NO_PROXY="$no_proxy"
+
 # The Debian packages: the four C libraries Cairn links (SQLite with FTS5, libcurl, zlib,
 # OpenBLAS), pkg-config, nginx and curl (tests serve repositories with nginx and query the
 # socket with curl), openssl (the private-repository tests make their certificates), rsync (the
@@ -20,10 +24,18 @@ cairn_install_system_packages() {
         dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null 2>&1; then
+        echo "setup: not root and no sudo: install these Debian packages as root, then run this again: ${missing[*]}" >&2
+        return 1
+    fi
     echo "setup: installing ${missing[*]}" >&2
-    # Through env: sudo's env_reset would drop a DEBIAN_FRONTEND set before it.
-    _cairn_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-    _cairn_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    # Through env: sudo's env_reset would drop a DEBIAN_FRONTEND set before it. A fresh machine's
+    # unattended upgrades may hold apt's lock for minutes: waited for, not failed on.
+    local lock=(-o DPkg::Lock::Timeout=600)
+    _cairn_as_root env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" update -qq >&2 \
+        || { echo "setup: apt-get update failed (above); fix apt, then run this again" >&2; return 1; }
+    _cairn_as_root env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >&2 \
+        || { echo "setup: installing ${missing[*]} failed (above); fix apt, then run this again" >&2; return 1; }
     # Debian starts nginx on :80 and enables it at boot; the tests run their own, so one this
     # installed is stopped and left disabled.
     if [[ " ${missing[*]} " == *" nginx "* ]]; then
