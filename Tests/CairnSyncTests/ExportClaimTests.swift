@@ -99,3 +99,31 @@ struct ExportTrustTests {
         #expect(FileManager.default.fileExists(atPath: target + "/channels/\(repo.channel)/manifest.json"))
     }
 }
+
+@Suite("An export cut short is replaced by the next")
+struct ExportCutShortTests {
+    @Test("Given a folder an export cut short left (its marker, a half-written blob, a manifest folder), when exporting there, then it is replaced and the export is whole, without the marker; a folder with the same files but no marker is refused as not empty")
+    func cutShortReplaced() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let folder = try TemporaryDirectory.make()
+        func leftovers(in target: String, marker: Bool) throws {
+            try FileManager.default.createDirectory(atPath: target + "/blobs/sha256/ab", withIntermediateDirectories: true)
+            try Data("half".utf8).write(to: URL(fileURLWithPath: target + "/blobs/sha256/ab/.tmp-1"))
+            try FileManager.default.createDirectory(atPath: target + "/channels/\(repo.channel)", withIntermediateDirectories: true)
+            if marker { try Data().write(to: URL(fileURLWithPath: target + "/" + Exporter.unfinishedMarker)) }
+        }
+        let cut = folder + "/cut"
+        try leftovers(in: cut, marker: true)
+        _ = try await device.syncer.export(to: cut)
+        #expect(FileManager.default.fileExists(atPath: cut + "/channels/\(repo.channel)/manifest.json"))
+        #expect(!FileManager.default.fileExists(atPath: cut + "/" + Exporter.unfinishedMarker))
+        #expect(!FileManager.default.fileExists(atPath: cut + "/blobs/sha256/ab/.tmp-1"))
+        let foreign = folder + "/foreign"
+        try leftovers(in: foreign, marker: false)
+        await #expect { _ = try await device.syncer.export(to: foreign) } throws: { ($0 as? SyncError)?.code == .exportTargetNotEmpty }
+        #expect(FileManager.default.fileExists(atPath: foreign + "/blobs/sha256/ab/.tmp-1"))
+    }
+}

@@ -28,6 +28,10 @@ struct Exporter {
     /// other's files.
     static let writing = Mutex<Set<String>>([])
 
+    /// Written into the target first and removed last: a folder holding it is an export cut
+    /// short (a stick pulled, a power cut, SIGKILL), which the next export may replace.
+    static let unfinishedMarker = ".cairn-export-unfinished"
+
     /// Claims `target` for one export (false when another holds it); `release` gives it back.
     static func claim(_ target: String) -> Bool { writing.withLock { $0.insert(Self.key(target)).inserted } }
     static func release(_ target: String) { _ = writing.withLock { $0.remove(Self.key(target)) } }
@@ -50,7 +54,17 @@ struct Exporter {
             throw SyncError(.badPath, "\(target) is not a folder; export into a new or empty folder")
         }
         if existed, !directory.entries(target).isEmpty {
-            throw SyncError(.exportTargetNotEmpty, "\(target) is not empty; export into a new or empty folder")
+            guard FileSystem.exists(target + "/" + Self.unfinishedMarker) else {
+                throw SyncError(.exportTargetNotEmpty, "\(target) is not empty; export into a new or empty folder")
+            }
+            // An export cut short left it: what it wrote goes, the marker last.
+            logger.notice("removing what an export cut short left in \(target)", metadata: ["cairn.sync.path": "\(target)"])
+            for entry in directory.entries(target) where entry != Self.unfinishedMarker {
+                try? FileManager.default.removeItem(atPath: target + "/" + entry)
+            }
+            guard directory.entries(target) == [Self.unfinishedMarker] else {
+                throw SyncError(.exportTargetNotEmpty, "\(target) holds an export cut short that cannot be removed; remove it by hand, or export into a new or empty folder")
+            }
         }
         // Before a byte is written (or a snapshot rebuilt for minutes): a stick too small, or one
         // whose file system cannot hold the snapshot blob, is refused at once.
@@ -78,6 +92,13 @@ struct Exporter {
 
     private func write(_ installed: InstalledVersion, to target: String) throws(SyncError) -> ExportResult {
         let manifest = installed.manifest
+        let marker = target + "/" + Self.unfinishedMarker
+        do {
+            try FileSystem.makeDirectory(target)
+            try FileSystem.writeAtomically([], to: marker)
+        } catch {
+            throw SyncError.writing("cannot write into \(target): \(error.message)", error)
+        }
         let repository = BlobStore(root: target)
         var bytes: Int64 = 0
         /// Every file written and its SHA-256, for the read-back (and the answer's count).
@@ -135,6 +156,10 @@ struct Exporter {
         }
         bytes += Int64(signed.count) * 2
         try ExportReadBack.check(written, in: target, stopping: checkStopping)
+        guard unlink(marker) == 0 else { throw SyncError.system("cannot finish the export: cannot remove \(marker)") }
+        do { try FileSystem.syncDirectory(target) } catch {
+            throw SyncError.writing("cannot finish the export in \(target): \(error.message)", error)
+        }
         logger.info("exported and read back", metadata: ["cairn.sync.version": "\(installed.version)", "cairn.sync.path": "\(target)",
                                                          "cairn.sync.snapshot": "\(origin.rawValue)", "cairn.sync.files": "\(written.count)"])
         return ExportResult(to: target, channel: manifest.channel, version: installed.version,
