@@ -191,6 +191,10 @@ struct AgentTests {
             // A response in such a batch is not answered.
             #"[{"jsonrpc":"2.0","id":43,"result":{}},{"jsonrpc":"2.0","id":44,"method":"ping","params":{"a":1,"a":2}}]"#,
             #"{"jsonrpc":"2.0","id":45,"method":"tools/list"}"#,
+            // A line over 4 MiB is dropped as it comes (id null: none is read), and the next read;
+            // CRLF line ends are taken.
+            #"{"jsonrpc":"2.0","id":46,"method":"ping","params":{"pad":""# + String(repeating: "x", count: 5 << 20) + #""}}"#,
+            #"{"jsonrpc":"2.0","id":47,"method":"ping"}"# + "\r",
         ]
         let (answers, count, status, _) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder)
         #expect(status == 0)
@@ -206,11 +210,12 @@ struct AgentTests {
         #expect(((found?["structuredContent"] as? [String: Any])?["results"] as? [Any])?.count == 2)
         func errorCode(_ id: String) -> Int? { (answers[id]?["error"] as? [String: Any])?["code"] as? Int }
         // id null, an empty batch, a method that is not a string, a key named twice where no id
-        // reads: answered with id null (four answers under one key here). A batch is answered as
+        // reads, a line too long: answered with id null (five answers under one key here). A batch is answered as
         // one array, its notification not.
         #expect(errorCode("null") == -32600)
         #expect(errorCode("40") == -32600 && errorCode("41") == -32600 && errorCode("42") == -32600)
         #expect(errorCode("44") == -32600 && answers["43"] == nil)
+        #expect(answers["46"] == nil && answers["47"]?["result"] != nil)
         // Every tool only reads: hosts need not ask before calling it. The query's limit is stated.
         let tools = (answers["45"]?["result"] as? [String: Any])?["tools"] as? [[String: Any]] ?? []
         #expect(tools.count == 3 && tools.allSatisfy { ($0["annotations"] as? [String: Any])?["readOnlyHint"] as? Bool == true })
@@ -221,10 +226,10 @@ struct AgentTests {
         #expect(errorCode("31") == -32600 && errorCode("32") == -32600 && errorCode("33") == -32600)
         #expect(errorCode("34") == -32602 && errorCode("35") == -32602)
         #expect(answers["38"]?["result"] != nil)
-        // 12 refusals, one search, four answers with id null, 31…35, one batch line, 38, 40,
-        // the batch of 41 and 42, the batch of 44, the list: no answer to the notifications (alone or as a whole batch) or
+        // 12 refusals, one search, five answers with id null (the long line's too), 31…35, one
+        // batch line, 38, 40, the batch of 41 and 42, the batch of 44, the list, 47: no answer to the notifications (alone or as a whole batch) or
         // to the response.
-        #expect(count == 12 + 1 + 4 + 5 + 1 + 1 + 3 + 1, "\(answers.keys.sorted())")
+        #expect(count == 12 + 1 + 5 + 5 + 1 + 1 + 3 + 1 + 1, "\(answers.keys.sorted())")
         #expect(answers["37"] == nil)
 
         for timeout in ["0", "-1", "inf", "nan", "3000000"] {

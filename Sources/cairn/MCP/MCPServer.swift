@@ -19,6 +19,54 @@ struct MCPServer {
 
     let tools: MCPTools
 
+    /// The longest line read (4 MiB): a tool call is a few kilobytes.
+    static let maximumLineBytes = 4 << 20
+
+    /// Lines of at most `limit` bytes from `input`; a longer one is skipped to its end and given
+    /// as nil (once), without being held.
+    struct LineReader {
+        let input: FileHandle
+        let limit: Int
+        private var pending: [UInt8] = []
+        private var overlong = false
+        private var ended = false
+
+        init(input: FileHandle, limit: Int) {
+            self.input = input
+            self.limit = limit
+        }
+
+        /// The next line (its newline stripped); `.some(nil)` for one that was too long; nil at
+        /// the end of the input.
+        mutating func next() -> String?? {
+            while true {
+                if let newline = pending.firstIndex(of: 0x0A) {
+                    // CRLF too, as readLine took it.
+                    let end = newline > 0 && pending[newline - 1] == 0x0D ? newline - 1 : newline
+                    let line = pending[..<end]
+                    pending.removeSubrange(...newline)
+                    if overlong {
+                        overlong = false
+                        return .some(nil)
+                    }
+                    return .some(String(decoding: line, as: UTF8.self))
+                }
+                if pending.count > limit {
+                    // Too long already: its bytes go; the rest up to its newline too.
+                    overlong = true
+                    pending.removeAll(keepingCapacity: true)
+                }
+                if ended {
+                    guard !pending.isEmpty || overlong else { return nil }
+                    defer { (pending, overlong) = ([], false) }
+                    return overlong ? .some(nil) : .some(String(decoding: pending, as: UTF8.self))
+                }
+                let data = input.availableData
+                if data.isEmpty { ended = true } else { pending += data }
+            }
+        }
+    }
+
     /// Requests that run at once: an agent's parallel tool calls do not wait for each other,
     /// nor a `ping` behind a search that waits on a slow cairnd.
     static let concurrentRequests = 4
@@ -31,7 +79,16 @@ struct MCPServer {
         let running = DispatchGroup()
         let writing = NSLock()
         let requests = InFlight()
-        while let line = readLine(strippingNewline: true) {
+        var lines = LineReader(input: .standardInput, limit: Self.maximumLineBytes)
+        while let read = lines.next() {
+            guard let line = read else {
+                // Its bytes were dropped as they came: a gigabyte line does not fill memory.
+                writing.withLock {
+                    output.write(Self.encode(Self.error(id: NSNull(), code: -32600,
+                                                        "Invalid Request: a line over \(Self.maximumLineBytes) bytes")) + Data("\n".utf8))
+                }
+                continue
+            }
             guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
             if let id = Self.cancellation(in: line) {
                 requests.cancel(id)
