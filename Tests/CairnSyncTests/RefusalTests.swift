@@ -171,9 +171,12 @@ struct RefusalTests {
         #expect(again.errorCode == "canary_failed")
         #expect(await device.syncer.lastAttemptStats.totalBytes < Int64(refused.snapshot.size))
         #expect(device.state.lastError?.message.contains("not downloaded again") == true, "\(String(describing: device.state.lastError))")
-        // The same version signed again with its canary corrected: another manifest, installed.
+        // The same version signed again with its canary corrected: another manifest, installed,
+        // from the snapshot the refused install left staged (it is not downloaded again).
         try repo.publish(version: 2)
         #expect(await device.syncer.syncOnce().installedVersion == 2)
+        #expect(await device.syncer.lastAttemptStats.totalBytes < Int64(refused.snapshot.size))
+        #expect(device.entries("staging").isEmpty)
     }
 
     /// A repository (without a model) with version 1 published, and a device that installed it.

@@ -154,7 +154,12 @@ extension Syncer {
 
     /// The bytes of `path`'s blob already in staging (an earlier attempt's partial download).
     func stagedBytes(_ path: SyncPlanner.Path) -> Int64 {
-        Downloader.fileSize("\(directory.stagingPath)/\(path.blob.sha256.hex).partial")
+        Downloader.fileSize(stagedBlobPath(path.blob.sha256))
+    }
+
+    /// Where a blob is downloaded to (`<sha256>.partial` in staging), kept across restarts.
+    func stagedBlobPath(_ id: ContentID) -> String {
+        "\(directory.stagingPath)/\(id.hex).partial"
     }
 
     /// What an install along `path` still has to download: the missing model files and the rest

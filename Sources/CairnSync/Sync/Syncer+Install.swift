@@ -51,6 +51,8 @@ extension Syncer {
             let version = try await BackgroundWork.run { () throws(SyncError) in
                 try self.finish(manifest: manifest, partial: partial, model: model)
             }
+            // The staging name a verified snapshot kept until the swap (`buildIndex`) goes now.
+            if !made.byDelta { unlink(stagedBlobPath(manifest.snapshot.sha256)) }
             timings.path = !made.byDelta ? "full" : made.inPlace ? "delta-in-place" : "delta-on-copy"
             timings.fetch = made.fetch
             timings.build = built - start - made.fetch
@@ -147,9 +149,12 @@ extension Syncer {
         let blob = try await fetchSnapshot(base: base, snapshot: manifest.snapshot, index: index, bypassingCache: direct)
         fetch += clock.now - started
         progress.installing()
-        // Kept for `cairn export`: the verified, signed bytes (a rename, not a copy).
+        // Kept for `cairn export`: the verified, signed bytes (a link, not a copy). The staging
+        // name stays until the swap: an install killed or refused before it (its checks take
+        // seconds at a million rows) finds the blob whole at the next attempt, not a download
+        // of gigabytes again. Where the file system has no hard links, a rename.
         let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectoryLayout.snapshotBlobFile
-        guard rename(blob, kept) == 0 else { throw SyncError.system("cannot keep the snapshot blob in \(kept)") }
+        guard link(blob, kept) == 0 || rename(blob, kept) == 0 else { throw SyncError.system("cannot keep the snapshot blob in \(kept)") }
         return BuiltIndex(byDelta: false, inPlace: false, fetch: fetch, rows: nil, delta: nil, writtenDirect: direct)
     }
 
