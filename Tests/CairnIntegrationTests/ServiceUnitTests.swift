@@ -17,7 +17,8 @@ struct ServiceUnitTests {
         let text = try String(contentsOfFile: AgentTests.repositoryRoot + "/" + unit, encoding: .utf8)
         try #require(text.contains("ExecStart=/usr/local/bin/\(binary) "))
         let name = URL(fileURLWithPath: unit).lastPathComponent
-        try text.replacingOccurrences(of: "/usr/local/bin/\(binary)", with: Binaries.folder + "/" + binary)
+        // Quoted: a clone whose path holds a space is one command, as systemd splits it.
+        try text.replacingOccurrences(of: "/usr/local/bin/\(binary)", with: "\"" + Binaries.folder + "/" + binary + "\"")
             .write(toFile: folder + "/" + name, atomically: true, encoding: .utf8)
         let verify = try await onThread {
             try Binaries.run("/usr/bin/systemd-analyze", ["verify", folder + "/" + name], in: folder)

@@ -15,9 +15,10 @@ export NO_PROXY="$no_proxy"
 # socket with curl), openssl (the private-repository tests make their certificates), rsync (the
 # publish benchmark), and Python with venv (the reference model).
 cairn_install_system_packages() {
-    local wanted=(libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libopenblas-dev pkg-config nginx curl openssl rsync)
+    # Debian's python3 always: tests run /usr/bin/python3, whatever python3 comes first on PATH.
+    local wanted=(libsqlite3-dev libcurl4-openssl-dev zlib1g-dev libopenblas-dev pkg-config nginx curl openssl rsync python3)
     # `venv --help` answers without python3-venv; creating one needs ensurepip, which it brings.
-    python3 -c 'import ensurepip' >/dev/null 2>&1 || wanted+=(python3 python3-venv)
+    python3 -c 'import ensurepip' >/dev/null 2>&1 || wanted+=(python3-venv)
     python3 -m pip --version >/dev/null 2>&1 || wanted+=(python3-pip)
     local missing=() package
     for package in "${wanted[@]}"; do
