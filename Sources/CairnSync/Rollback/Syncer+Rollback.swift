@@ -28,35 +28,31 @@ extension Syncer {
               let target = directory.linkTarget(directory.previousLink), previous.version != current.version else {
             throw SyncError(.noPreviousVersion, "no previous version is kept in \(directory.path); nothing to roll back to")
         }
-        // A previous version signed only by keys the newest root revoked is a routine
-        // rotation's older version, or a stolen key's (after a fast-forward recovery the version
-        // replaced, numbered above or below the publisher's next). The publisher vouches for its
-        // own: the installed version, signed under the newest root, names it as a delta base
-        // (its version and state root). Anything else must not come back by a rollback.
-        func signers(_ version: InstalledVersion, among keys: [PublicKey]) -> Int {
-            let envelope = try? SignedManifest.decodeEnvelope(try FileSystem.read(version.manifestPath))
-            return envelope?.validSigners(among: keys, domain: SignedManifest.domain).count ?? 0
-        }
-        // A device pinned to keys: a key taken out of `trusted_key` (a stolen one) no longer
-        // counts for what it signed, unless the installed version, which a trusted key signed,
-        // names that version as a delta base (a routine change of key: pin the new, publish,
-        // unpin the old; protocol/keys.md).
-        let keys = configuration.trustedKeys
-        if configuration.trustedRoot == nil, !keys.isEmpty, signers(previous, among: keys) == 0 {
-            let vouched = signers(current, among: keys) > 0 && current.manifest.deltas.contains {
-                $0.fromVersion == previous.version && $0.fromStateRoot == previous.stateRoot
+        // A previous version no current signing key signed is a routine rotation's (or change
+        // of pinned key's) older version, or a stolen key's (after a fast-forward recovery the
+        // version replaced, numbered above or below the publisher's next; on a device pinned to
+        // keys, one whose key was taken out of `trusted_key`). The publisher vouches for its own:
+        // the installed version, signed as the policy asks, names it as a delta base (its version
+        // and state root). Anything else must not come back by a rollback.
+        let policy: (keys: [PublicKey], threshold: Int, whose: String)? =
+            if configuration.trustedRoot != nil {
+                trust.current.map { ($0.current.signingKeys, $0.current.signingThreshold, "keys root \($0.current.version) revoked") }
+            } else if !configuration.trustedKeys.isEmpty {
+                (configuration.trustedKeys, 1, "keys no longer in trusted_key")
+            } else {
+                nil
             }
-            guard vouched else {
-                throw SyncError(.previousUnusable, "previous version \(previous.version) is signed by no key in trusted_key, and installed version \(current.version) does not name it as a delta base; nothing was changed")
+        if let policy {
+            func signers(_ version: InstalledVersion) -> Int {
+                let envelope = try? SignedManifest.decodeEnvelope(try FileSystem.read(version.manifestPath))
+                return envelope?.validSigners(among: policy.keys, domain: SignedManifest.domain).count ?? 0
             }
-        }
-        if configuration.trustedRoot != nil, let root = trust.current?.current {
-            if signers(previous, among: root.signingKeys) == 0 {
-                let vouched = signers(current, among: root.signingKeys) >= root.signingThreshold && current.manifest.deltas.contains {
+            if signers(previous) == 0 {
+                let vouched = signers(current) >= policy.threshold && current.manifest.deltas.contains {
                     $0.fromVersion == previous.version && $0.fromStateRoot == previous.stateRoot
                 }
                 guard vouched else {
-                    throw SyncError(.previousUnusable, "previous version \(previous.version) is signed only by keys root \(root.version) revoked, and installed version \(current.version) does not name it as a delta base, so it cannot be told from a stolen key's version; nothing was changed")
+                    throw SyncError(.previousUnusable, "previous version \(previous.version) is signed only by \(policy.whose), and installed version \(current.version) does not name it as a delta base, so it cannot be told from a stolen key's version; nothing was changed")
                 }
             }
         }
