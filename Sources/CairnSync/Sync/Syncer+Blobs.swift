@@ -205,8 +205,7 @@ extension Syncer {
         // (one cut off for a version since superseded), which would otherwise count against
         // every install.
         if overBudget || diskShort {
-            let served = servedVersion?().map { [directory.path + "/" + DataDirectoryLayout.versionFolder($0)] } ?? []
-            let removed = directory.removeUnreferencedVersions(keeping: served, keepingPartial: true)
+            let removed = directory.removeUnreferencedVersions(keeping: servedFolder, keepingPartial: true)
             if !removed.isEmpty {
                 logger.notice("removed version folders no link names (\(removed.joined(separator: ", "))) to make room for version \(manifest.version)")
                 measure()

@@ -67,6 +67,10 @@ extension Syncer {
         }
     }
 
+    /// The folder (`versions/<n>`) of the version the daemon serves, when it says: never removed
+    /// as unreferenced (it serves `previous` while `current` cannot be opened).
+    var servedFolder: [String] { servedVersion?().map { [DataDirectoryLayout.versionFolder($0)] } ?? [] }
+
     /// Removes what an install left unreferenced: the version before the previous one, models
     /// neither uses, staging. Called once the query path serves the new version, so that the
     /// install hands it over sooner; a crash before leaves them to start-up recovery.
@@ -131,8 +135,7 @@ extension Syncer {
                 // A delta applied in place took the previous version's index and dropped its
                 // link: what is left of its folder is no one's.
                 // Never the version the daemon serves (`previous`, while `current` cannot be opened).
-                directory.removeUnreferencedVersions(keeping: [(index as NSString).deletingLastPathComponent]
-                    + (servedVersion?().map { [directory.path + "/" + DataDirectoryLayout.versionFolder($0)] } ?? []))
+                directory.removeUnreferencedVersions(keeping: [(index as NSString).deletingLastPathComponent] + servedFolder)
                 // `makeRoom` measured the delta's path, which may have kept the previous version:
                 // the snapshot is measured again, and may need it gone.
                 let full = SyncPlanner.Path.full(manifest.snapshot)
