@@ -90,11 +90,14 @@ struct MCPServer {
                 continue
             }
             guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
-            if let id = Self.cancellation(in: line) {
+            // Parsed once, here: the worker answers from the same object.
+            let parsed = Parsed(object: try? JSONSerialization.jsonObject(with: Data(line.utf8)))
+            let object = parsed.object
+            if let id = Self.cancellation(in: object) {
                 requests.cancel(id)
                 continue
             }
-            let id = Self.requestID(in: line)
+            let id = Self.requestID(in: object)
             if let id { requests.start(id) }
             slots.wait()
             running.enter()
@@ -103,13 +106,19 @@ struct MCPServer {
                     slots.signal()
                     running.leave()
                 }
-                let answer = handle(line: line)
+                let answer = handle(line: line, parsed: parsed.object)
                 let wanted = id.map(requests.finish) ?? true
                 guard let answer, wanted else { return }
                 writing.withLock { output.write(Self.encode(answer) + Data("\n".utf8)) }
             }
         }
         running.wait()
+    }
+
+    /// A line's decoded JSON handed to the worker that answers it.
+    struct Parsed: @unchecked Sendable {
+        // @unchecked: Foundation's JSON values, read only once decoded.
+        let object: Any?
     }
 
     /// The requests running, and those of them the client cancelled (their answers are dropped).
@@ -124,18 +133,17 @@ struct MCPServer {
         func finish(_ id: String) -> Bool { lock.withLock { running.removeValue(forKey: id) != true } }
     }
 
-    /// The request a `notifications/cancelled` line names (its `params.requestId`), as a key.
-    static func cancellation(in line: String) -> String? {
-        guard let message = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
+    /// The request a `notifications/cancelled` message names (its `params.requestId`), as a key.
+    static func cancellation(in object: Any?) -> String? {
+        guard let message = object as? [String: Any],
               message["method"] as? String == "notifications/cancelled", message["id"] == nil,
               let id = (message["params"] as? [String: Any])?["requestId"] else { return nil }
         return key(id)
     }
 
     /// A single request's id as a key (nil for batches, notifications, ids of another type).
-    static func requestID(in line: String) -> String? {
-        guard let message = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
-              let id = message["id"] else { return nil }
+    static func requestID(in object: Any?) -> String? {
+        guard let message = object as? [String: Any], let id = message["id"] else { return nil }
         return key(id)
     }
 
@@ -146,8 +154,9 @@ struct MCPServer {
 
     /// The answer to one line: an object, or for a batch (an array) the array of its members'
     /// answers; nil when nothing is to be answered (notifications and responses only).
-    func handle(line: String) -> Any? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) else {
+    /// `parsed`: the line already decoded by the caller (nil: not JSON).
+    func handle(line: String, parsed: Any?) -> Any? {
+        guard let object = parsed else {
             return Self.error(id: NSNull(), code: -32700, "Parse error: one JSON-RPC message per line")
         }
         // Which of the two a decoder keeps is its choice (an `id`, a tool's `k`): neither counts.
