@@ -88,8 +88,8 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
     }
 
     /// A file operation that failed: `disk_full` when the disk filled, else `io`.
-    static func writing(_ message: String, _ error: StoreError) -> SyncError {
-        SyncError(error.code == .diskFull ? .diskFull : .io, message, cause: error)
+    static func writing(_ message: String, _ error: any Error & Sendable) -> SyncError {
+        SyncError((error as? StoreError)?.code == .diskFull ? .diskFull : .io, message, cause: error)
     }
 
     /// Network trouble, HTTP errors, full disks and I/O may pass; a refused manifest or a

@@ -59,9 +59,7 @@ struct Exporter {
             }
             // An export cut short left it: what it wrote goes, the marker last.
             logger.notice("removing what an export cut short left in \(target)", metadata: ["cairn.sync.path": "\(target)"])
-            for entry in directory.entries(target) where entry != Self.unfinishedMarker {
-                try? FileManager.default.removeItem(atPath: target + "/" + entry)
-            }
+            removeContents(of: target, except: Self.unfinishedMarker)
             guard directory.entries(target) == [Self.unfinishedMarker] else {
                 throw SyncError(.exportTargetNotEmpty, "\(target) holds an export cut short that cannot be removed; remove it by hand, or export into a new or empty folder")
             }
@@ -82,7 +80,7 @@ struct Exporter {
         } catch {
             // Leave nothing half-written behind: a partial repository must not look like a source.
             if existed {
-                for entry in directory.entries(target) { try? FileManager.default.removeItem(atPath: target + "/" + entry) }
+                removeContents(of: target)
             } else {
                 try? FileManager.default.removeItem(atPath: target)
             }
@@ -231,6 +229,13 @@ struct Exporter {
             }
         } else if !trustedKeys.isEmpty, envelope.validSigners(among: trustedKeys, domain: SignedManifest.domain).isEmpty {
             throw SyncError(.exportUntrusted, "version \(installed.version) is signed by no key in trusted_key; no device pinned to them would install it; nothing was exported")
+        }
+    }
+
+    /// Removes what `target` holds (not the folder), but `kept`.
+    private func removeContents(of target: String, except kept: String? = nil) {
+        for entry in directory.entries(target) where entry != kept {
+            try? FileManager.default.removeItem(atPath: target + "/" + entry)
         }
     }
 

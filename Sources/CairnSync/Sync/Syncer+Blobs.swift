@@ -124,7 +124,7 @@ extension Syncer {
         } catch let error as SyncError {
             throw error
         } catch {
-            throw SyncError((error as? StoreError)?.code == .diskFull ? .diskFull : .io, "cannot install the model folder: \(error)", cause: error)
+            throw SyncError.writing("cannot install the model folder: \(error)", error)
         }
         return folder
     }

@@ -244,7 +244,7 @@ extension Syncer {
         } catch let error as SyncError {
             throw error
         } catch {
-            throw SyncError((error as? StoreError)?.code == .diskFull ? .diskFull : .io, "cannot finish installing version \(name): \(error)", cause: error)
+            throw SyncError.writing("cannot finish installing version \(name): \(error)", error)
         }
         let old = directory.linkTarget(directory.currentLink)
         let target = DataDirectoryLayout.versionFolder(manifest.version)
