@@ -119,10 +119,7 @@ struct DirectoryTests {
 
     @Test("Given a state.json that cannot be read for a moment (here a folder in its place: EISDIR, as EMFILE or EIO would fail), when the state is read, then the state last written answers and the file is left where it is, not moved aside as damaged")
     func stateUnreadableForAMoment() async throws {
-        let repo = try RepoFixture(withModel: false)
-        try repo.publish(version: 1)
-        let device = try Device(repo: repo, sources: [repo.url])
-        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let (_, device) = try await DeltaTrustTests.deviceOnVersion1()
         let path = device.path + "/state.json"
         let saved = try FileSystem.read(path)
         try FileManager.default.removeItem(atPath: path)

@@ -104,10 +104,7 @@ struct ExportTrustTests {
 struct ExportCutShortTests {
     @Test("Given a folder an export cut short left (its marker, a half-written blob, a manifest folder), when exporting there, then it is replaced and the export is whole, without the marker; a folder with the same files but no marker is refused as not empty")
     func cutShortReplaced() async throws {
-        let repo = try RepoFixture(withModel: false)
-        try repo.publish(version: 1)
-        let device = try Device(repo: repo, sources: [repo.url])
-        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let (repo, device) = try await DeltaTrustTests.deviceOnVersion1()
         let folder = try TemporaryDirectory.make()
         func leftovers(in target: String, marker: Bool) throws {
             try FileManager.default.createDirectory(atPath: target + "/blobs/sha256/ab", withIntermediateDirectories: true)
