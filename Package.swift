@@ -101,7 +101,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "cairnd", dependencies: [
-            "CairnBLAS", "CairnCore", "CairnDaemon",
+            "CairnBLAS", "CairnCommandLine", "CairnCore", "CairnDaemon",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

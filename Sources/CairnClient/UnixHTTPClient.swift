@@ -40,7 +40,7 @@ public struct UnixHTTPClient: Sendable {
         case .failure(let error) where error.code == EAGAIN:
             throw ClientError(.unreachable, "cairnd at \(socketPath) did not take the connection within \(Self.seconds(waitForRoom)) s (its queue is full: it is hung or overloaded)", cause: error)
         case .failure(let error):
-            throw ClientError(.unreachable, "cannot reach cairnd at \(socketPath): \(error)", cause: error)
+            throw ClientError(.unreachable, "cannot reach cairnd at \(socketPath) (\(error))", cause: error)
         }
         defer { close(fd) }
         var limit = timeval(timeout)

@@ -21,6 +21,12 @@ public enum UnixSocket {
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        // An empty path would be an address in Linux's abstract namespace (a first byte of 0),
+        // not a file: no socket file has that name.
+        guard !bytes.isEmpty else {
+            close(fd)
+            return .failure(Errno(ENOENT))
+        }
         guard bytes.count < capacity else {
             close(fd)
             return .failure(Errno(ENAMETOOLONG))

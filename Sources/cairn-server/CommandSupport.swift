@@ -1,12 +1,13 @@
 import ArgumentParser
 import CairnCore
 import CairnPublish
+import CairnCommandLine
 import Foundation
 import Logging
 
 /// Writes one line to standard error, prefixed with the program's name.
 func printError(_ line: String) {
-    FileHandle.standardError.write(Data("cairn-server: \(line)\n".utf8))
+    writeStandardError("cairn-server: \(line)\n")
 }
 
 /// The exit status for a publish error (sysexits.h where one fits).

@@ -1,4 +1,5 @@
 import CairnPublish
+import CairnCommandLine
 import Foundation
 import Synchronization
 
@@ -44,7 +45,7 @@ final class ProgressDisplay: Sendable {
             state.lastLine = now
             return "read \(counts)\(eta)\n"
         }
-        if let line { FileHandle.standardError.write(Data(line.utf8)) }
+        if let line { writeStandardError(line) }
     }
 
     /// Ends a line left open on the terminal, so that what follows (an error) has one of its own.
@@ -53,6 +54,6 @@ final class ProgressDisplay: Sendable {
             defer { state.open = false }
             return state.open
         }
-        if open { FileHandle.standardError.write(Data("\n".utf8)) }
+        if open { writeStandardError("\n") }
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import CairnCore
 import CairnServer
 import CairnStore
+import CairnCommandLine
 import Foundation
 import Logging
 
@@ -45,7 +46,7 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             configuration = try settings()
         } catch {
-            FileHandle.standardError.write(Data("cairn-server: \(error.message)\n".utf8))
+            writeStandardError("cairn-server: \(error.message)\n")
             throw ExitCode(78)  // EX_CONFIG
         }
         let level = configuration.logLevel
@@ -60,13 +61,13 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             try await runServer(configuration: configuration, logger: logger) { port in
                 // Written straight to the file descriptor: scripts wait for this line.
-                FileHandle.standardOutput.write(Data("cairn-server: serving \(repository) on http://\(host):\(port)\n".utf8))
+                writeStandardOutput("cairn-server: serving \(repository) on http://\(host):\(port)\n")
             }
         } catch let error as ServerError {
-            FileHandle.standardError.write(Data("cairn-server: \(error.message)\n".utf8))
+            writeStandardError("cairn-server: \(error.message)\n")
             throw ExitCode(Self.exitCode(for: error.code))
         } catch {
-            FileHandle.standardError.write(Data("cairn-server: stopped: \(error)\n".utf8))
+            writeStandardError("cairn-server: stopped: \(error)\n")
             throw ExitCode(70)  // EX_SOFTWARE
         }
     }

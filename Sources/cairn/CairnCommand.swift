@@ -14,7 +14,8 @@ struct CairnCommand: AsyncParsableCommand {
 
             Exit status: 0 ok; 1 the daemon answered with an error (its message is printed); \
             2 usage error; 3 cannot reach the socket; 4 no index installed yet; 5 no previous \
-            version to roll back to.
+            version to roll back to; 65, 66, 74 and 128+n from embed and eval; 74 standard output \
+            cannot be written; 130 sync --wait interrupted. docs/exit-codes.md says more.
             """,
         subcommands: [QueryCommand.self, StatusCommand.self, SyncCommand.self, GetCommand.self, RollbackCommand.self,
                       ExportCommand.self, EmbedCommand.self, EvalCommand.self, MCPCommand.self]
@@ -30,4 +31,15 @@ struct CairnCommand: AsyncParsableCommand {
 struct ConnectionOptions: ParsableArguments {
     @Option(help: "cairnd's Unix socket (default: $CAIRN_SOCKET, else cairnd's configured socket).")
     var socket: String?
+
+    func validate() throws {
+        try requireText(socket, "--socket")
+    }
+}
+
+/// A usage error (exit 2) for an argument given but empty or blank: an unset variable
+/// (`--socket "$SOCK"`, `cairn get "$ID"`) is a mistake in the script, not a request to send.
+func requireText(_ value: String?, _ name: String) throws {
+    guard let value, value.allSatisfy(\.isWhitespace) else { return }
+    throw ValidationError("\(name) is empty")
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CairnClient
+import CairnCommandLine
 import Foundation
 
 /// The CLI's side of the socket API: finds the socket, sends one request, and turns failures
@@ -9,6 +10,8 @@ struct DaemonConnection {
     let socketPath: String
     /// Said beside "cannot reach": the config file whose socket was not used (`skippedNote`).
     let note: String?
+    /// Runs before a failure's line is written (`sync --wait` clears its progress bar).
+    var beforeFailing: (() -> Void)?
 
     init(root: ConnectionOptions, local: ConnectionOptions, environment: [String: String] = ProcessInfo.processInfo.environment) {
         socketPath = local.socket ?? root.socket ?? Self.defaultSocket(environment: environment)
@@ -21,22 +24,42 @@ struct DaemonConnection {
 
     /// The 2xx response body, or exits with the documented code after printing one line.
     func call(_ method: String, _ path: String, body: [UInt8]? = nil, timeout: Double = 60) throws -> [UInt8] {
-        guard let answer = try callIfReachable(method, path, body: body, timeout: timeout, unreachable: { message in
-            fail("\(message); is cairnd running? Start it, or pass --socket (or set CAIRN_SOCKET) to its socket"
-                 + (note.map { " (\($0))" } ?? ""))
-        }) else { throw ExitCode(3) }
+        guard let answer = try callIfReachable(method, path, body: body, timeout: timeout, unreachable: failUnreachable)
+        else { throw ExitCode(3) }
         return answer
+    }
+
+    /// The line for a socket that cannot be reached: why, and what to do.
+    func failUnreachable(_ message: String, _ cause: (any Error)?) {
+        fail("\(message); \(Self.remedy(for: cause))" + (note.map { " (\($0))" } ?? ""))
+    }
+
+    /// What to do when the socket cannot be reached, by the connect's errno: "is cairnd
+    /// running?" is the wrong question when it runs and this user may not use its socket.
+    static func remedy(for cause: (any Error)?) -> String {
+        switch (cause as? UnixSocket.Errno)?.code {
+        case EACCES, EPERM:
+            "this user may not use the socket or its folder: cairnd's socket_mode and socket_group say who may "
+                + "(add this user to that group), or pass --socket (or set CAIRN_SOCKET) to another cairnd's socket"
+        case ENAMETOOLONG:
+            "a Unix socket's path must be shorter than 108 bytes; pass a shorter --socket (or CAIRN_SOCKET)"
+        default:
+            "is cairnd running? Start it, or pass --socket (or set CAIRN_SOCKET) to its socket"
+        }
     }
 
     /// As `call`, but nil when cairnd cannot be reached (no socket, or nothing listening on it:
     /// it may be restarting), after calling `unreachable` with the reason.
+    /// `treating`: the failures taken as unreachable (`sync --wait` adds a cairnd that takes the
+    /// connection but does not answer: hung, for its 10 s rule).
     func callIfReachable(_ method: String, _ path: String, body: [UInt8]? = nil, timeout: Double = 60,
-                         unreachable: (String) -> Void) throws -> [UInt8]? {
+                         treating unreachableCodes: Set<ClientError.Code> = [.unreachable],
+                         unreachable: (_ message: String, _ cause: (any Error)?) -> Void) throws -> [UInt8]? {
         let response: UnixHTTPClient.Response
         do {
             response = try UnixHTTPClient(socketPath: socketPath, timeout: timeout).send(method: method, path: path, body: body)
-        } catch where error.code == .unreachable {
-            unreachable(error.message)
+        } catch where unreachableCodes.contains(error.code) {
+            unreachable(error.message, error.cause)
             return nil
         } catch {
             fail(error.message)
@@ -64,11 +87,19 @@ struct DaemonConnection {
     }
 
     func fail(_ message: String) {
-        FileHandle.standardError.write(Data("cairn: \(message)\n".utf8))
+        beforeFailing?()
+        writeStandardError("cairn: \(message)\n")
     }
 }
 
-/// Prints a server's JSON body as it came.
-func printRaw(_ body: [UInt8]) {
-    print(String(decoding: body, as: UTF8.self))
+extension DaemonConnection {
+    /// Prints cairnd's JSON body as it came (`--json`), once it is known to be JSON: a script
+    /// must not get exit 0 with an answer cut short, or one from something else on the socket.
+    func printJSON(_ body: [UInt8]) throws {
+        guard (try? JSONSerialization.jsonObject(with: Data(body), options: [.fragmentsAllowed])) != nil else {
+            fail("cairnd's answer is not JSON; is the daemon the same version as this CLI?")
+            throw ExitCode(1)
+        }
+        print(String(decoding: body, as: UTF8.self))
+    }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CairnEmbedding
+import CairnCommandLine
 import Foundation
 
 struct EmbedCommand: AsyncParsableCommand {
@@ -52,7 +53,7 @@ func loadEmbedder(_ directory: String?) throws -> SentenceEmbedder {
     do {
         return try SentenceEmbedder(directory: path)
     } catch {
-        FileHandle.standardError.write(Data("cairn: \(error.message) (model folder \(path); run scripts/fetch-model)\n".utf8))
+        writeStandardError("cairn: \(error.message) (model folder \(path); run scripts/fetch-model)\n")
         throw ExitCode(66)
     }
 }

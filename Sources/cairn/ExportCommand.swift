@@ -35,6 +35,7 @@ struct ExportCommand: AsyncParsableCommand {
         guard !to.trimmingCharacters(in: .whitespaces).isEmpty else {
             throw ValidationError("--to is empty; give the folder to write (absent or empty)")
         }
+        try requireText(channel, "--channel")
     }
 
     func run() async throws {
@@ -54,7 +55,7 @@ struct ExportCommand: AsyncParsableCommand {
             daemon.fail("cairnd wrote version \(answer.version) to \(answer.to), but \(manifest) is not there for this shell: cairnd sees other files at that path (its unit's PrivateTmp or ProtectHome); export to a folder under /media, /mnt or /run/media")
             throw ExitCode(1)
         }
-        if json { return printRaw(body) }
+        if json { return try daemon.printJSON(body) }
         let size = ByteCountFormatter.string(fromByteCount: answer.bytes, countStyle: .file)
         print("exported version \(answer.version) of channel \(answer.channel) to \(answer.to): \(answer.files) files, \(size)"
               + " (snapshot \(answer.snapshot)); sync from it with --source \(SourceURL.forFolder(answer.to))")

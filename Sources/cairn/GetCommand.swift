@@ -15,10 +15,15 @@ struct GetCommand: AsyncParsableCommand {
     @Flag(help: "Print the daemon's JSON answer.")
     var json = false
 
+    func validate() throws {
+        try requireText(id, "the chunk id")
+        try requireText(channel, "--channel")
+    }
+
     func run() async throws {
         let daemon = DaemonConnection(root: root.connection, local: connection)
         let body = try daemon.call("GET", ChunkAnswer.path(for: id, channel: channel))
-        if json { return printRaw(body) }
+        if json { return try daemon.printJSON(body) }
         let answer = try daemon.decode(ChunkAnswer.self, from: body)
         let chunk = answer.chunk
         print(chunk.title)

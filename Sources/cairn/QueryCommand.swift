@@ -28,6 +28,7 @@ struct QueryCommand: AsyncParsableCommand {
     var json = false
 
     func validate() throws {
+        for channel in channels { try requireText(channel, "--channel") }
         guard (1...100).contains(k) else { throw ValidationError("-k must be between 1 and 100") }
         guard SearchRequest.Mode(rawValue: mode) != nil else {
             throw ValidationError("--mode must be hybrid, lexical, dense or rrf")
@@ -44,7 +45,7 @@ struct QueryCommand: AsyncParsableCommand {
         let body = try JSONSerialization.data(withJSONObject: request)
         let daemon = DaemonConnection(root: root.connection, local: connection)
         let answer = try daemon.call("POST", "/v1/search", body: Array(body))
-        if json { return printRaw(answer) }
+        if json { return try daemon.printJSON(answer) }
         let decoded = try daemon.decode(SearchAnswer.self, from: answer)
         print(Self.render(decoded))
     }

@@ -20,12 +20,16 @@ struct RollbackCommand: AsyncParsableCommand {
         var rolled_back_from: Int
     }
 
+    func validate() throws {
+        try requireText(channel, "--channel")
+    }
+
     func run() async throws {
         let daemon = DaemonConnection(root: root.connection, local: connection)
         // Verifying the previous version reads the whole index: allow it time.
         let request = try channel.map { try JSONSerialization.data(withJSONObject: ["channel": $0]) }.map(Array.init) ?? []
         let body = try daemon.call("POST", "/v1/rollback", body: request, timeout: 3600)
-        if json { return printRaw(body) }
+        if json { return try daemon.printJSON(body) }
         let answer = try daemon.decode(Answer.self, from: body)
         print("rolled back from version \(answer.rolled_back_from) to version \(answer.version) (state root \(answer.state_root));"
               + " sync installs only versions newer than \(answer.rolled_back_from)")

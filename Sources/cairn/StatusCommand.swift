@@ -14,7 +14,7 @@ struct StatusCommand: AsyncParsableCommand {
     func run() async throws {
         let daemon = DaemonConnection(root: root.connection, local: connection)
         let body = try daemon.call("GET", "/v1/status")
-        if json { return printRaw(body) }
+        if json { return try daemon.printJSON(body) }
         print(Self.render(try daemon.decode(DaemonStatus.self, from: body)))
     }
 

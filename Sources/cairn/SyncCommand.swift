@@ -1,5 +1,6 @@
 import ArgumentParser
 import CairnClient
+import CairnCommandLine
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -11,8 +12,11 @@ struct SyncCommand: AsyncParsableCommand {
         abstract: "Ask cairnd to poll its sources now.",
         discussion: """
             Returns at once (see `cairn status`), or with --wait follows the attempt that answers \
-            the request on every channel (a progress bar on a terminal, a line per step otherwise) \
-            and exits 0 once the newest version answers, 1 if the attempt failed or --timeout passed.
+            the request on every channel (a progress bar on a terminal, a line per step otherwise \
+            or with TERM=dumb) and exits 0 once the newest version answers; 1 if the attempt \
+            failed, --timeout passed or cairnd restarted; 3 if cairnd cannot be reached, or \
+            answers nothing, for 10 s (a cairnd just started is waited for); 130 on Ctrl-C, \
+            which ends only the wait.
             """)
 
     @OptionGroup var connection: ConnectionOptions
@@ -29,7 +33,7 @@ struct SyncCommand: AsyncParsableCommand {
 
     func run() async throws {
         let daemon = DaemonConnection(root: root.connection, local: connection)
-        let body = try daemon.call("POST", "/v1/sync", body: [])
+        let body = wait ? try await requestWhenReachable(daemon) : try daemon.call("POST", "/v1/sync", body: [])
         guard wait else {
             print("sync requested; `cairn status` shows the outcome")
             return
@@ -42,6 +46,42 @@ struct SyncCommand: AsyncParsableCommand {
         try await follow(daemon, attempts: attempts)
     }
 
+    /// With --wait, the request waits up to 10 s for a socket that cannot be reached yet: a
+    /// cairnd started just before (`cairnd … & cairn sync --wait`) binds it within a moment, as
+    /// one restarting does, which the wait rides out the same way (exit 3 after 10 s).
+    private func requestWhenReachable(_ daemon: DaemonConnection) async throws -> [UInt8] {
+        let since = ContinuousClock.now
+        while true {
+            var failure: (message: String, cause: (any Error)?)?
+            if let body = try daemon.callIfReachable("POST", "/v1/sync", body: [], unreachable: { failure = ($0, $1) }) {
+                return body
+            }
+            // Only a socket that is not there yet, or not listened on yet, can come: a path
+            // this user may not use, or one too long, is said at once.
+            let settled = [EACCES, EPERM, ENAMETOOLONG, ENOTDIR].contains((failure?.cause as? UnixSocket.Errno)?.code ?? 0)
+            if ContinuousClock.now - since >= .seconds(10) || settled, let failure {
+                daemon.failUnreachable(failure.message, failure.cause)
+                throw ExitCode(3)
+            }
+            try await Task.sleep(for: .milliseconds(250))
+        }
+    }
+
+    /// Ctrl-C (SIGINT) during the wait: the progress line cleared, one line saying that only
+    /// the wait ended (cairnd's attempt goes on), exit 130 as for any interrupted command.
+    private static func onInterrupt(clearing display: SyncProgressDisplay) -> any DispatchSourceSignal {
+        signal(SIGINT, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        source.setEventHandler {
+            display.clear()
+            fflush(nil)
+            writeStandardError("cairn: interrupted; the wait ended, cairnd's attempt goes on (`cairn status` shows it)\n")
+            Glibc.exit(128 + SIGINT)
+        }
+        source.resume()
+        return source
+    }
+
     struct Accepted: Decodable {
         let attempts: [String: Int]?
     }
@@ -49,7 +89,16 @@ struct SyncCommand: AsyncParsableCommand {
     /// Polls the status until every channel's attempt `attempts[channel]` has ended, drawing its
     /// progress, then prints each outcome; exits 1 when one failed or the timeout passed.
     private func follow(_ daemon: DaemonConnection, attempts: [String: Int]) async throws {
-        let display = SyncProgressDisplay(terminal: isatty(STDOUT_FILENO) == 1)
+        let display = SyncProgressDisplay(terminal: SyncProgressDisplay.drawsInPlace())
+        // Every line said on the way out (here or by the connection) starts on a cleared line,
+        // not after the progress bar.
+        var daemon = daemon
+        daemon.beforeFailing = {
+            display.clear()
+            fflush(nil)
+        }
+        let interrupt = Self.onInterrupt(clearing: display)
+        defer { interrupt.cancel() }
         // Monotonic: a device's clock stepped by NTP during the wait must not end or stretch it.
         let deadline = timeout.map { ContinuousClock.now + .seconds(min($0, 1e9)) }
         let several = attempts.count > 1
@@ -65,21 +114,23 @@ struct SyncCommand: AsyncParsableCommand {
         var gone: ContinuousClock.Instant?
         /// Ends the wait: the progress line cleared, one line said, the exit code to throw.
         func stop(_ message: String, _ code: Int32 = 1) -> ExitCode {
-            display.clear()
-            fflush(nil)
             daemon.fail(message)
             return ExitCode(code)
         }
         while true {
-            // A poll waits no longer than what is left of --timeout.
-            let left = deadline.map { max(1, min(60, ($0 - ContinuousClock.now) / .seconds(1))) } ?? 60
+            // A poll waits no longer than what is left of --timeout, nor than the 10 s after
+            // which a cairnd that does not answer counts as stopped: one that is hung (stopped,
+            // swapping) still takes connections, and the status answers at once otherwise.
+            let left = deadline.map { max(1, min(10, ($0 - ContinuousClock.now) / .seconds(1))) } ?? 10
             var reason = ""
-            guard let body = try daemon.callIfReachable("GET", "/v1/status", timeout: left, unreachable: { reason = $0 }) else {
+            let polled = ContinuousClock.now
+            guard let body = try daemon.callIfReachable("GET", "/v1/status", timeout: left, treating: [.unreachable, .noAnswer],
+                                                        unreachable: { message, _ in reason = message }) else {
                 // cairnd restarting (`systemctl restart`) is back within seconds: the wait
                 // says so then, rather than that cairnd is not running.
-                let since = gone ?? ContinuousClock.now
+                let since = gone ?? polled
                 gone = since
-                guard ContinuousClock.now - since < .seconds(10) else { throw stop("\(reason); cairnd stopped during the wait", 3) }
+                guard ContinuousClock.now - since < .seconds(10) else { throw stop("\(reason); cairnd stopped answering during the wait", 3) }
                 if let deadline, ContinuousClock.now >= deadline {
                     throw stop("still syncing after \(timeout!) s (cairnd does not answer now: \(reason)); the attempt may go on")
                 }
@@ -138,6 +189,12 @@ final class SyncProgressDisplay {
 
     init(terminal: Bool) { self.terminal = terminal }
 
+    /// Whether progress is one line redrawn in place: standard output is a terminal that
+    /// understands the erase sequence (not `TERM=dumb`, as in Emacs's shell).
+    static func drawsInPlace(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+        isatty(STDOUT_FILENO) == 1 && environment["TERM"] != "dumb"
+    }
+
     func show(_ channels: [(prefix: String, progress: DaemonStatus.Progress?)]) {
         if terminal {
             let line = channels.map { $0.prefix + ($0.progress.map { Self.bar($0) } ?? "waiting for the attempt to start") }
@@ -145,7 +202,7 @@ final class SyncProgressDisplay {
             // Cut to the terminal's width: a line that wraps is not redrawn in place (the
             // carriage return goes back to its last row only), and a new one scrolled out with
             // every poll.
-            FileHandle.standardOutput.write(Data("\r\u{1B}[K\(Self.fit(line, columns: Self.terminalColumns()))".utf8))
+            writeStandardOutput("\r\u{1B}[K\(Self.fit(line, columns: Self.terminalColumns()))")
             drawn = true
         } else {
             // The coarse form: phase, version and tenths of the download.
@@ -174,7 +231,7 @@ final class SyncProgressDisplay {
     }
 
     func clear() {
-        if terminal && drawn { FileHandle.standardOutput.write(Data("\r\u{1B}[K".utf8)) }
+        if terminal && drawn { writeStandardOutput("\r\u{1B}[K") }
         drawn = false
     }
 

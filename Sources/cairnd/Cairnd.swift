@@ -2,6 +2,7 @@ import ArgumentParser
 import CairnBLAS
 import CairnCore
 import CairnDaemon
+import CairnCommandLine
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -44,11 +45,11 @@ struct Cairnd: AsyncParsableCommand {
                 try command.run()
             }
         } catch let error as DaemonError {
-            FileHandle.standardError.write(Data("cairnd: \(error.message)\n".utf8))
+            writeStandardError("cairnd: \(error.message)\n")
             Foundation.exit(error.code == .badConfiguration ? 2 : 1)
         } catch {
             if exitCode(for: error) == .validationFailure {
-                FileHandle.standardError.write(Data("cairnd: \(message(for: error))\n".utf8))
+                writeStandardError("cairnd: \(message(for: error))\n")
                 Foundation.exit(2)
             }
             exit(withError: error)
@@ -101,7 +102,7 @@ struct Cairnd: AsyncParsableCommand {
         } catch let error as DaemonError {
             throw error
         } catch {
-            FileHandle.standardError.write(Data("cairnd: stopped: \(error)\n".utf8))
+            writeStandardError("cairnd: stopped: \(error)\n")
             throw ExitCode(1)
         }
     }

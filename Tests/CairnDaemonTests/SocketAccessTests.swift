@@ -32,6 +32,16 @@ struct SocketAccessTests {
             // curl -v names the errno of connect(2).
             #expect(outsider.stderr.contains("Permission denied"))
             #expect(!outsider.stdout.contains("v1-"))
+            // cairn says what to do: the user, not cairnd, is the problem. A copy the outsider
+            // can run wherever the clone is (under /root, mode 0700, it could not run the build's).
+            let copy = fixture.root + "/cairn"
+            try FileManager.default.copyItem(atPath: Products.path("cairn"), toPath: copy)
+            chmod(copy, 0o755)
+            let cairn = try await run("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "--",
+                                                           copy, "--socket", socket, "status"])
+            #expect(cairn.status == 3, "exit \(cairn.status): \(cairn.stderr)")
+            #expect(cairn.stderr.hasPrefix("cairn: cannot reach cairnd at \(socket) (Permission denied); this user may not use the socket")
+                    && !cairn.stderr.contains("is cairnd running?"), "\(cairn.stderr)")
             let member = try await curlAs("--groups=\(socketGroup)")
             #expect(member.status == 0, "curl exit \(member.status): \(member.stderr)")
             #expect(member.stdout.contains("\"v1-water\""))

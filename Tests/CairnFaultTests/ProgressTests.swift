@@ -117,7 +117,49 @@ struct ProgressTests {
         #expect(finished.status == 1 && finished.stderr.contains("cairnd restarted during the wait"), "\(finished.stdout) \(finished.stderr)")
     }
 
-    @Test("Given a terminal 50 columns wide (a pseudo-terminal from script(1)), when `cairn sync --wait` follows a slow download, then each redrawn progress line fits in 49 columns, so it redraws in place instead of wrapping")
+    @Test("Given `cairn sync --wait` following a stalled attempt, when cairnd is frozen (SIGSTOP: it takes connections but answers nothing), then the wait ends with exit 3 saying cairnd stopped answering, as when it cannot be reached, rather than exit 1 after a 60 s poll")
+    func daemonHungDuringWait() async throws {
+        let rig = try await Rig(config: ["stall_timeout": "600"])
+        defer { rig.stop() }
+        _ = try rig.publishNext(bulk: 100_000)
+        try rig.server.set(["stall_after": 100])
+        async let waited = Self.syncWait(rig)
+        try await waitUntil("the attempt downloads", seconds: 60) {
+            (rig.device.syncStatus["progress"] as? [String: Any])?["phase"] as? String == "downloading"
+        }
+        let pid = rig.device.process.processIdentifier
+        kill(pid, SIGSTOP)
+        let finished = try await waited
+        kill(pid, SIGCONT)
+        #expect(finished.status == 3, "exit \(finished.status): \(finished.stderr)")
+        let line = finished.stderr.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(line.hasPrefix("cairn: cairnd at \(rig.device.socket) took the request but did not answer within ")
+                && line.hasSuffix("; cairnd stopped answering during the wait"), "\(finished.stderr)")
+        try rig.server.clear()
+    }
+
+    @Test("Given `cairn sync --wait` following a stalled attempt, when it gets SIGINT (Ctrl-C), then it exits 130 saying only the wait ended, and cairnd's attempt goes on")
+    func interruptedWait() async throws {
+        let rig = try await Rig(config: ["stall_timeout": "600"])
+        defer { rig.stop() }
+        _ = try rig.publishNext(bulk: 100_000)
+        try rig.server.set(["stall_after": 100])
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let waiting = try launch(Products.path("cairn"), ["--socket", rig.device.socket, "sync", "--wait"], logDirectory: folder)
+        // Its first progress line comes after the handler is in place.
+        try await waitUntil("the wait shows the download", seconds: 60) {
+            ((try? String(contentsOfFile: folder + "/daemon.log", encoding: .utf8)) ?? "").contains("downloading version")
+        }
+        kill(waiting.processIdentifier, SIGINT)
+        #expect(try await waitForExit(waiting) == 130)
+        let output = (try? String(contentsOfFile: folder + "/daemon.log", encoding: .utf8)) ?? ""
+        #expect(output.hasSuffix("cairn: interrupted; the wait ended, cairnd's attempt goes on (`cairn status` shows it)\n"), "\(output)")
+        #expect((rig.device.syncStatus["progress"] as? [String: Any])?["phase"] as? String == "downloading")
+        try rig.server.clear()
+    }
+
+    @Test("Given a terminal 50 columns wide (a pseudo-terminal from script(1)), when `cairn sync --wait` follows a slow download, then each redrawn progress line fits in 49 columns, so it redraws in place instead of wrapping; with TERM=dumb it prints plain lines")
     func progressFitsTheTerminal() async throws {
         let script = try requireOrSkip(["/usr/bin/script", "/bin/script"].first { FileManager.default.isExecutableFile(atPath: $0) },
                                        "script(1) is not installed (apt-get install bsdutils)")
@@ -134,5 +176,12 @@ struct ProgressTests {
         #expect(drawings.contains { $0.contains("downloading version \(new)") }, "\(finished.stdout)")
         #expect(drawings.allSatisfy { $0.count <= 49 }, "\(drawings.map(\.count)) \(drawings)")
         #expect(finished.stdout.contains("installed version \(new); it answers queries"))
+
+        // A terminal that cannot erase a line (TERM=dumb: Emacs's shell) gets the plain lines.
+        let newer = try rig.publishNext(bulk: 200_000)
+        let dumb = try await run(script, ["-qec", "export TERM=dumb; " + command, "/dev/null"])
+        #expect(dumb.status == 0, "\(dumb.stderr)")
+        #expect(!dumb.stdout.contains("\u{1B}[K") && dumb.stdout.contains("downloading version \(newer)")
+                && dumb.stdout.contains("installed version \(newer); it answers queries"), "\(dumb.stdout)")
     }
 }

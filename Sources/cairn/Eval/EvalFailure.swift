@@ -1,4 +1,5 @@
 import ArgumentParser
+import CairnCommandLine
 import Foundation
 
 /// Why `cairn eval` stops: one line for standard error and the exit status.
@@ -19,12 +20,12 @@ struct EvalFailure: Error {
 
     /// Prints the line and returns the exit code to throw.
     func report() -> ExitCode {
-        FileHandle.standardError.write(Data("cairn eval: \(message)\n".utf8))
+        writeStandardError("cairn eval: \(message)\n")
         return ExitCode(status)
     }
 }
 
 /// A progress line on standard error (standard output carries only the results).
 func progress(_ text: String) {
-    FileHandle.standardError.write(Data("cairn eval: \(text)\n".utf8))
+    writeStandardError("cairn eval: \(text)\n")
 }

@@ -1,3 +1,4 @@
+import CairnCommandLine
 import Foundation
 import Synchronization
 
@@ -19,7 +20,7 @@ enum EvalInterruption {
             source.setEventHandler {
                 interrupted.store(true, ordering: .sequentiallyConsistent)
                 cleanup.withLock { $0 }?()
-                FileHandle.standardError.write(Data("cairn eval: interrupted; cairnd stopped\n".utf8))
+                writeStandardError("cairn eval: interrupted; cairnd stopped\n")
                 exit(128 + number)
             }
             source.resume()

@@ -1,0 +1,36 @@
+#if canImport(Glibc)
+@preconcurrency import Glibc
+#endif
+
+/// Writes `text` to standard error with write(2), whatever happens: a closed or broken
+/// standard error (`2>&-`, a reader gone) loses the line but must not trap the program, as
+/// Foundation's `FileHandle.write` does, nor change its exit status.
+public func writeStandardError(_ text: String) {
+    var bytes = Array(text.utf8)[...]
+    while !bytes.isEmpty {
+        let written = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        if written < 0 && errno == EINTR { continue }
+        guard written > 0 else { return }
+        bytes = bytes.dropFirst(written)
+    }
+}
+
+/// Writes `text` to standard output through stdio, as `print` does (so the two keep their
+/// order), and flushes it: a failure is left in `ferror(stdout)` for the exit check of
+/// `mainWithOneLineUsage`.
+public func writeStandardOutput(_ text: String) {
+    fputs(text, stdout)
+    fflush(stdout)
+}
+
+/// After a command has run: whether everything it printed reached standard output; if not,
+/// one line saying so (a script reading `cairn … > file` on a full disk, or with standard
+/// output closed, must not take an empty answer for success).
+/// - Returns: the line to print, or nil when the output was written.
+func standardOutputFailure(program: String) -> String? {
+    let flushed = fflush(stdout) == 0
+    let reason = flushed ? nil : String(cString: strerror(errno))
+    guard !flushed || ferror(stdout) != 0 else { return nil }
+    return "\(program): cannot write standard output" + (reason.map { " (\($0))" } ?? "")
+        + "; what it printed is incomplete\n"
+}

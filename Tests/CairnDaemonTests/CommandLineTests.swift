@@ -1,0 +1,82 @@
+import CairnTestSupport
+import Foundation
+import Testing
+
+/// docs/exit-codes.md for `cairn` where the failure is on the caller's side of the socket: its
+/// own standard output, an empty argument (an empty query is cairnd's to refuse:
+/// `empty_query`, EndToEndTests), something other than cairnd answering.
+@Suite("cairn's exit codes on its own side of the socket", .offCooperativePool)
+struct CommandLineTests {
+    @Test("Given cairnd answering, when `cairn status` writes to a full disk (/dev/full), then it exits 74 with one line saying standard output could not be written, not 0 with nothing written")
+    func fullStandardOutput() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try fixture.addVersion(1)
+        try await withDaemon(fixture) { socket in
+            let cairn = Products.path("cairn")
+            let written = try await run("/bin/sh", ["-c", #"exec "$0" --socket "$1" status > /dev/full"#, cairn, socket])
+            #expect(written.status == 74, "exit \(written.status): \(written.stderr)")
+            #expect(written.stderr == "cairn: cannot write standard output (No space left on device); what it printed is incomplete\n",
+                    "\(written.stderr)")
+            // The same command to a pipe is fine.
+            let piped = try await run(cairn, ["--socket", socket, "status"])
+            #expect(piped.status == 0 && piped.stdout.hasPrefix("version     1"), "\(piped.stderr)")
+        }
+    }
+
+    @Test("Given `cairn sync --wait` started before cairnd (`cairnd … & cairn sync --wait`, as the README's tour runs them), when cairnd binds its socket a moment later, then the request reaches it (here: a cairnd without sources answers sync_unavailable, exit 1) instead of exiting 3 at once")
+    func syncWaitRidesOutAStartingDaemon() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try fixture.addVersion(1)
+        // cairn starts first; cairnd's start (exec, runtime, lock, bind) then takes longer than
+        // cairn's first try, which found no socket and, before 2026-12-06, exited 3 at once.
+        async let waited = run(Products.path("cairn"), ["--socket", fixture.socketPath, "sync", "--wait"])
+        let daemon = try launch(Products.path("cairnd"), ["--data-dir", fixture.dataDirectory, "--socket", fixture.socketPath],
+                                logDirectory: fixture.root)
+        defer { if daemon.isRunning { daemon.terminate() } }
+        let finished = try await waited
+        #expect(finished.status == 1 && finished.stderr.contains("(sync_unavailable)"), "exit \(finished.status): \(finished.stderr)")
+    }
+
+    @Test("Given an empty --socket, chunk id or --channel (an unset variable in a script), when cairn runs, then it is a usage error (exit 2, one line naming the argument), not a request sent to an abstract socket or an empty path")
+    func emptyArguments() async throws {
+        let cairn = Products.path("cairn")
+        let cases: [([String], String)] = [
+            (["--socket", "", "status"], "--socket is empty"),
+            (["status", "--socket", " "], "--socket is empty"),
+            (["--socket", "/tmp/none.sock", "get", ""], "the chunk id is empty"),
+            (["--socket", "/tmp/none.sock", "query", "water", "--channel", ""], "--channel is empty"),
+            (["--socket", "/tmp/none.sock", "rollback", "--channel", ""], "--channel is empty"),
+        ]
+        for (arguments, message) in cases {
+            let finished = try await run(cairn, arguments)
+            #expect(finished.status == 2, "\(arguments): exit \(finished.status): \(finished.stderr)")
+            #expect(finished.stderr == "cairn: \(message) (cairn --help)\n", "\(arguments): \(finished.stderr)")
+        }
+    }
+
+    @Test("Given something other than cairnd on the socket answering 200 with bytes that are not JSON, when `cairn status --json` asks, then it exits 1 saying the answer is not JSON, and prints nothing on standard output")
+    func jsonAnswerChecked() async throws {
+        try requireOrSkip(FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "python3 is not installed (apt-get install python3)")
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let socket = folder + "/other.sock"
+        // A peer that is not cairnd: each connection gets a 200 whose body is not JSON.
+        let script = """
+            import socket, sys
+            s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8)
+            print("ready", flush=True)
+            while True:
+                c, _ = s.accept(); c.recv(65536)
+                c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\nContent-Length: 9\\r\\n\\r\\n<html>hi<"); c.close()
+            """
+        let peer = try launch("/usr/bin/python3", ["-c", script, socket], logDirectory: folder)
+        defer { stopProcess(peer) }
+        try await waitUntil("the peer listens") { FileManager.default.fileExists(atPath: socket) }
+        let finished = try await run(Products.path("cairn"), ["--socket", socket, "status", "--json"])
+        #expect(finished.status == 1, "exit \(finished.status): \(finished.stderr)")
+        #expect(finished.stdout.isEmpty, "\(finished.stdout)")
+        #expect(finished.stderr == "cairn: cairnd's answer is not JSON; is the daemon the same version as this CLI?\n", "\(finished.stderr)")
+    }
+}
