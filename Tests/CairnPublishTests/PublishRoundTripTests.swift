@@ -136,6 +136,44 @@ struct PublishRoundTripTests {
         #expect(workspace.repository.versionNumbers("stable") == [1])
     }
 
+    @Test("Given more signing keys than a manifest may carry (17), or canaries that would make the manifest larger than devices read (1 MiB), when publishing, then it is refused in one line and manifest.json stays the version devices read")
+    func unreadableManifestNotWritten() throws {
+        let workspace = try Workspace()
+        let source = try workspace.writeSource(SampleKB.chunks(count: 6))
+        _ = try workspace.publish(source)
+        let before = try Data(contentsOf: URL(fileURLWithPath: workspace.repository.manifestPath("stable")))
+
+        let keys = [workspace.key] + (1...16).map { _ in PublisherKey.generate() }
+        let many = Publisher(configuration: PublishConfiguration(repository: workspace.repo, channel: "stable", source: source),
+                             keys: keys, embedder: workspace.embedder, model: workspace.model, cache: nil, logger: .init(label: "test"))
+        #expect { try many.publish() } throws: { error in
+            let failure = error as? PublishError
+            return failure?.code == .invalidArgument && failure?.message.contains("at most 16 signatures") == true
+        }
+
+        // Each canary is within a canaries file's limits; 300 of them are not within a manifest's.
+        let long = "water " + String(repeating: "a", count: 3_900)
+        let canaries = (0..<300).map { _ in Canary(query: long, expect: ["chunk-000"], k: 100, mode: "lexical") }
+        #expect { try workspace.publish(source, canaries: canaries) } throws: { error in
+            let failure = error as? PublishError
+            return failure?.code == .badInput && failure?.message.contains("devices read at most 1048576") == true
+                && failure?.message.contains("\n") == false
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: workspace.repository.manifestPath("stable"))) == before)
+        #expect(workspace.repository.versionNumbers("stable") == [1])
+    }
+
+    @Test("Given versions/ lost (a partial copy) and manifest.json at version 3 signed by a key this publish does not know, when the next version is published, then it is version 4, not 1, which every device holding 3 would refuse")
+    func numberedAboveAnUnverifiedManifest() throws {
+        let workspace = try Workspace()
+        let other = PublisherKey.generate()
+        for count in 6...8 { _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: count)), signer: other) }
+        try FileManager.default.removeItem(atPath: workspace.repository.versionsFolder("stable"))
+        try FileManager.default.removeItem(atPath: workspace.repo + "/keys")
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 9)))
+        #expect(try workspace.manifest().version == 4)
+    }
+
     @Test("Given a canary with k above 100 (a canaries file allows up to 1000), when publishing, then it is judged in the top 100 as a device judges it, not refused")
     func canaryJudgedAsOnDevices() throws {
         let workspace = try Workspace()

@@ -1,5 +1,6 @@
 import CairnCore
 import CairnIndex
+import CairnStore
 import Foundation
 import Logging
 
@@ -36,8 +37,23 @@ struct PublishedHistory {
         self.vouchingKeys = vouchingKeys
         self.logger = logger
         numbers = repository.versionNumbers(channel)
-        let current = try? repository.manifest(at: repository.manifestPath(channel), trustedKeys: trustedKeys)
-        nextVersion = max(numbers.last ?? 0, current?.version ?? 0) + 1
+        nextVersion = max(numbers.last ?? 0, Self.currentVersion(repository.manifestPath(channel), logger: logger) ?? 0) + 1
+    }
+
+    /// The version `manifest.json` names, its signature not checked: devices hold that version
+    /// whoever signed it (a key this publish does not know, with `versions/` lost to a partial
+    /// copy), and a next version numbered below it would be refused by every one of them as a
+    /// rollback. Nil when there is no such file or it does not parse (logged).
+    static func currentVersion(_ path: String, logger: Logger) -> Int? {
+        guard FileSystem.exists(path) else { return nil }
+        do {
+            let bytes = try FileSystem.read(path)
+            return try Manifest(json: SignedManifest.decodeEnvelope(bytes).content).version
+        } catch {
+            logger.warning("the channel's manifest.json does not read; versions are numbered from versions/ alone",
+                           metadata: ["cairn.publish.path": "\(path)", "cairn.publish.error": "\(error)"])
+            return nil
+        }
     }
 
     /// The newest `count` versions, newest first; any that fails a check is skipped and logged.

@@ -160,6 +160,7 @@ public struct Publisher: Sendable {
 
         let manifest = try makeManifest(version: version, built: built, deltas: deltas.built, root: trust.current, created: created)
         let bytes = SignedManifest.encode(manifest, signingKeys: keys)
+        try Self.checkReadable(bytes, signedBy: keys)
         var stagedPath: String?
         if config.stage {
             stagedPath = try writer.writeStaged(version, bytes: bytes)
@@ -181,6 +182,24 @@ public struct Publisher: Sendable {
             report.warnings.append(warning)  // printed by the command, once
         }
         return report
+    }
+
+    /// Refuses a manifest file devices would not read, before it is written: over the size a
+    /// device takes (a canaries file near its own limit grows in the manifest), or one that does
+    /// not parse and verify again. Written, it would replace a good `manifest.json`.
+    static func checkReadable(_ bytes: [UInt8], signedBy keys: [PublisherKey]) throws(PublishError) {
+        guard bytes.count <= CanonicalJSON.maxInputBytes else {
+            throw PublishError(.badInput, "the manifest would be \(bytes.count) bytes; devices read at most \(CanonicalJSON.maxInputBytes) (fewer or shorter canaries); nothing was published")
+        }
+        do throws(CoreError) {
+            if keys.isEmpty {
+                _ = try Manifest(json: SignedManifest.decodeEnvelope(bytes).content)
+            } else {
+                _ = try SignedManifest.decodeAndVerify(bytes, trustedKeys: keys.map(\.publicKey))
+            }
+        } catch {
+            throw PublishError(.badInput, "the manifest written would not read back (\(error.message)); nothing was published")
+        }
     }
 
     /// How long before its root expires a publish starts to say so.
@@ -300,6 +319,11 @@ public struct Publisher: Sendable {
     /// With a root: every key must be one of its signing keys, and (unless staging) there must be
     /// at least its threshold of them. Without one: at least one key, staging or not.
     private func checkKeys(against root: RootMetadata?) throws(PublishError) {
+        // Devices read at most this many signatures in a manifest file: more would publish a
+        // current manifest no device reads.
+        guard keys.count <= SignedManifest.maxSignatures else {
+            throw PublishError(.invalidArgument, "\(keys.count) --key files were given; a manifest carries at most \(SignedManifest.maxSignatures) signatures (protocol/manifest.md)")
+        }
         guard let root else {
             // Staging without a key needs a root, whose signing keys sign later: the manifest
             // names a publisher key.
