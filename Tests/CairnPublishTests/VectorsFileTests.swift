@@ -79,6 +79,31 @@ struct VectorsFileTests {
         #expect(workspace.verify().problems.isEmpty)
     }
 
+    @Test("Given a vectors file that passes its sample check, when the publish is refused after its rows were staged (a canary fails), then the embedding cache holds none of them (a publish without --vectors would ship them); once a publish of the file succeeds, it holds them all")
+    func refusedPublishLeavesTheCacheAlone() throws {
+        let workspace = try Workspace()
+        let source = try workspace.writeSource(SampleKB.chunks(count: 40))
+        let (chunks, rows) = try Self.vectors(source, workspace.embedder)
+        let file = workspace.folder + "/vectors.npy"
+        try Self.writeNPY(rows, to: file)
+        var configuration = PublishConfiguration(repository: workspace.repo, channel: "stable", source: source,
+                                                 canaries: [Canary(query: "water", expect: ["no-such-chunk"], k: 3)])
+        configuration.vectors = file
+        let publisher = Publisher(configuration: configuration, key: workspace.key, embedder: workspace.embedder,
+                                  model: workspace.model, cache: try EmbeddingCache(path: workspace.cachePath),
+                                  logger: .init(label: "test"))
+        #expect { try publisher.publish() } throws: { ($0 as? PublishError)?.code == .canaryFailed }
+        func cached() throws -> Int {
+            let cache = try EmbeddingCache(path: workspace.cachePath)
+            return try chunks.filter {
+                try cache.vector(modelKey: workspace.model.cacheKey, textHash: VectorSource.textHash($0), dimension: workspace.model.dimension) != nil
+            }.count
+        }
+        #expect(try cached() == 0)
+        _ = try publish(workspace, source, vectors: file)
+        #expect(try cached() == chunks.count)
+    }
+
     @Test("Given a vectors file checked against the source, when one chunk's text is changed after the check (same count), then the publish is refused in one line naming that chunk and row, nothing is written, and the cache holds no vector for the new text")
     func sourceChangedAfterCheck() throws {
         let workspace = try Workspace()

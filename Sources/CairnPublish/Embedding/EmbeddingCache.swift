@@ -61,6 +61,23 @@ public final class EmbeddingCache: Sendable {
         }
     }
 
+    /// Adds the entries of the cache file at `path` that this cache lacks, in one transaction;
+    /// those it holds stay (a vectors file's rows, gathered apart while a publish ran, never
+    /// replace what the model computed).
+    public func merge(from path: String) throws(PublishError) {
+        do {
+            let attach = try db.prepare("ATTACH DATABASE ?1 AS gathered")
+            try attach.bind(path, at: 1)
+            try attach.run()
+            defer { try? db.exec("DETACH DATABASE gathered") }
+            try db.transaction { () throws(IndexError) in
+                try db.exec("INSERT OR IGNORE INTO main.embeddings(model_key, text_hash, vector) SELECT model_key, text_hash, vector FROM gathered.embeddings")
+            }
+        } catch {
+            throw PublishError(.io, "cannot add the vectors file's rows to the embedding cache \(self.path): \(error.message)", cause: error)
+        }
+    }
+
     /// Stores vectors in one transaction.
     public func store(modelKey: String, _ entries: [(textHash: ContentID, vector: [Float])]) throws(PublishError) {
         do {

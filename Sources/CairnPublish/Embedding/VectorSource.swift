@@ -15,6 +15,11 @@ struct VectorSource {
     let cache: EmbeddingCache?
     /// Vectors computed elsewhere, one row per chunk in reading order (checked by a sample).
     var supplied: SuppliedVectors?
+    /// Where the rows of `supplied` are gathered for the embedding cache: a scratch cache,
+    /// merged into `cache` only once the version is written (a publish refused later, by a
+    /// canary or a source changed under it, must not leave rows a sample did not check in the
+    /// cache, where the next publish without --vectors would take them).
+    var gathered: EmbeddingCache?
     private let earlier: EarlierVectors?
     private(set) var embedded = 0
     private(set) var reusedFromSnapshot = 0
@@ -76,7 +81,7 @@ struct VectorSource {
     }
 
     /// Row `row` of `file` for each chunk, scaled to unit length (as the model's are), each
-    /// checked finite and non-zero; the embedding cache is filled from them. A chunk the earlier
+    /// checked finite and non-zero; `gathered` is filled from them. A chunk the earlier
     /// version holds with the same text keeps that version's vector when the file's row agrees
     /// with it (cosine at least `SuppliedVectors.minimumCosine`): vectors computed again
     /// elsewhere differ in their last bits (another batch, another GPU), and a changed vector is
@@ -109,7 +114,7 @@ struct VectorSource {
             vectors.append(vector)
             pending.append((Self.textHash(chunk), vector))
         }
-        try cache?.store(modelKey: model.cacheKey, pending)
+        try gathered?.store(modelKey: model.cacheKey, pending)
         return vectors
     }
 }

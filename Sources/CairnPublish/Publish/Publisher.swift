@@ -129,6 +129,7 @@ public struct Publisher: Sendable {
 
         var vectors = try VectorSource(model: model, embedder: embedder, cache: cache, bases: bases, scratch: scratch)
         vectors.supplied = supplied
+        if supplied != nil, cache != nil { vectors.gathered = try EmbeddingCache(path: scratch + "/gathered-vectors.sqlite") }
         let stream: SnapshotWriter.Stream
         do { stream = try SnapshotWriter.Stream(at: scratch + "/snapshot-\(version).sqlite", dimension: model.dimension) } catch {
             throw PublishError(.io, "cannot start the snapshot: \(error.message)", cause: error)
@@ -170,6 +171,14 @@ public struct Publisher: Sendable {
             checkpoint(.versionWritten)
             try writer.writeCurrent(bytes)
             logger.info("published", metadata: ["cairn.publish.version": "\(version)", "cairn.publish.state_root": "\(built.meta.stateRoot)"])
+        }
+        // Written: the vectors file's rows are the version's now, and may serve the next
+        // publish. The version stands whatever happens to the cache.
+        if let gathered = vectors.gathered, let cache {
+            do throws(PublishError) { try cache.merge(from: gathered.path) } catch {
+                logger.warning("the vectors file's rows were not added to the embedding cache; the next publish embeds what it cannot reuse",
+                               metadata: ["cairn.publish.error": "\(error.message)"])
+            }
         }
 
         var report = PublishReport(
