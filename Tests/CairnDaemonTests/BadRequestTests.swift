@@ -25,7 +25,16 @@ struct BadRequestTests {
             self.status = status
             self.code = code
         }
+
+        /// A body given as bytes (not UTF-8, or with a byte-order mark).
+        init(_ name: String, bytes: [UInt8], path: String = "/v1/search", status: Int, code: String) {
+            self.init(name, path: path, status: status, code: code)
+            body = bytes
+        }
     }
+
+    /// A byte-order mark: Foundation's decoder skips it, the check for repeated keys does not.
+    static let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
 
     /// Query text that must never be echoed in an error message.
     static let secret = "zebra-secret-phrase"
@@ -43,6 +52,12 @@ struct BadRequestTests {
         // A decoder would keep one of the two silently; which one is not the caller's to guess.
         Case("k twice", json: #"{"query": "\#(secret)", "k": 3, "k": 50}"#, status: 400, code: "bad_json"),
         Case("query twice, the second spelled with an escape", json: #"{"query": "\#(secret)", "\u0071uery": "other"}"#, status: 400, code: "bad_json"),
+        Case("k twice behind a byte-order mark", bytes: byteOrderMark + Array(#"{"query": "\#(secret)", "k": 3, "k": 50}"#.utf8),
+             status: 400, code: "bad_json"),
+        Case("a UTF-16 body", bytes: Array(#"{"query": "\#(secret)", "k": 3, "k": 50}"#.utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] },
+             status: 400, code: "bad_json"),
+        Case("rollback naming the channel twice behind a byte-order mark", bytes: byteOrderMark + Array(#"{"channel": "a", "channel": "b"}"#.utf8),
+             path: "/v1/rollback", status: 400, code: "bad_json"),
         Case("filter key twice", json: #"{"query": "\#(secret)", "filter": {"tags": ["a"], "tags": ["b"]}}"#, status: 400, code: "bad_json"),
         Case("empty query", json: #"{"query": ""}"#, status: 400, code: "empty_query"),
         Case("whitespace query", json: #"{"query": " \n\t "}"#, status: 400, code: "empty_query"),

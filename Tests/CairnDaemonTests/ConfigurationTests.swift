@@ -85,6 +85,8 @@ struct ConfigurationTests {
         "data_dir =   # default", "socket = # default", "data_dir = var/cairn", "socket =",
         // A single-valued key set twice: which one counts would be the file's order, silently.
         "channel = a\nchannel = b",
+        // A body is read as JSON by a parser that takes at most 1 MiB: a larger one would be refused.
+        "max_body_bytes = 1048577",
     ])
     func badLines(_ line: String) {
         #expect {

@@ -5,11 +5,30 @@ extension CanonicalJSON {
     /// callers refuse it instead. False when `bytes` is not JSON (the decoder says what is
     /// wrong), nests deeper than `maxDepth`, or is longer than `maxInputBytes`.
     public static func repeatsAKey(_ bytes: some Collection<UInt8>) -> Bool {
-        guard bytes.count <= maxInputBytes else { return false }
+        checkKeys(bytes) == .repeated
+    }
+
+    /// What `checkKeys` found.
+    public enum KeyCheck: Sendable, Equatable {
+        /// JSON (numbers of any form) whose objects name each key once.
+        case unique
+        /// An object names a key twice.
+        case repeated
+        /// Not UTF-8 JSON this parser reads: a byte-order mark, UTF-16 or UTF-32, bytes that
+        /// are not JSON, nesting deeper than `maxDepth`, more than `maxInputBytes`. Foundation's
+        /// decoder takes the first three (transcoding them) and keeps one value of a repeated
+        /// key, so a caller that checked only for `repeated` would let such a body past.
+        case unreadable
+    }
+
+    /// Whether `bytes` is UTF-8 JSON whose objects name each key once.
+    public static func checkKeys(_ bytes: some Collection<UInt8>) -> KeyCheck {
+        guard bytes.count <= maxInputBytes else { return .unreadable }
         var parser = JSONParser(bytes: Array(bytes), anyNumbers: true)
         parser.skipWhitespace()
-        do { _ = try parser.value(depth: 0) } catch { return parser.repeatedKey }
-        return false
+        do { _ = try parser.value(depth: 0) } catch { return parser.repeatedKey ? .repeated : .unreadable }
+        parser.skipWhitespace()
+        return parser.index == parser.bytes.count ? .unique : .unreadable
     }
 }
 

@@ -26,10 +26,15 @@ struct RollbackAnswer: Encodable {
 }
 
 extension DaemonAPI {
-    /// A maintenance request's body as an object; `bad_json` when it is not one, or names a key
-    /// twice.
+    /// A maintenance request's body as an object; `bad_json` when it is not one, names a key
+    /// twice, or is not UTF-8 (a byte-order mark or UTF-16 would take Foundation past the check
+    /// for repeated keys: `{"channel": "a", "channel": "b"}` read as either channel).
     static func jsonObject(_ body: [UInt8]) throws(APIError) -> [String: Any] {
-        guard !CanonicalJSON.repeatsAKey(body) else { throw APIError.repeatedKey }
+        switch CanonicalJSON.checkKeys(body) {
+        case .unique: break
+        case .repeated: throw APIError.repeatedKey
+        case .unreadable: throw APIError.badJSON()
+        }
         guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else { throw APIError.badJSON() }
         return object
     }

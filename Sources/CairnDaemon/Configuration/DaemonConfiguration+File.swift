@@ -120,7 +120,10 @@ extension DaemonConfiguration {
             case "max_queued_queries":
                 guard let n = Int(v), (0...1_000_000).contains(n) else { throw bad("a whole number 0-1000000") }
                 maxQueuedQueries = n
-            case "max_body_bytes": maxBodyBytes = try positive(v, bad)
+            // A body is read as JSON by a parser that takes at most 1 MiB (CanonicalJSON).
+            case "max_body_bytes":
+                guard let n = Int(v), (1...CanonicalJSON.maxInputBytes).contains(n) else { throw bad("a whole number 1-1048576") }
+                maxBodyBytes = n
             case "max_connections": maxConnections = try positive(v, bad)
             default: throw DaemonError(.badConfiguration, "config line \(entry.line): unknown key \"\(entry.key)\"")
             }

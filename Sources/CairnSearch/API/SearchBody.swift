@@ -82,7 +82,12 @@ public struct SearchBody: Decodable {
 
     /// Parses and validates a body, with its `channels`.
     public static func parseBody(_ bytes: some Collection<UInt8>) throws(APIError) -> SearchBody {
-        if CanonicalJSON.repeatsAKey(bytes) { throw APIError.repeatedKey }
+        switch CanonicalJSON.checkKeys(bytes) {
+        case .unique: break
+        case .repeated: throw APIError.repeatedKey
+        // Foundation would read a byte-order mark or UTF-16 past the check for repeated keys.
+        case .unreadable: throw APIError.badJSON()
+        }
         let body: SearchBody
         do {
             body = try JSONDecoder().decode(SearchBody.self, from: Data(bytes))
