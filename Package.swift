@@ -78,15 +78,17 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "CairnServer", dependencies: [
-            "CairnCore", "CairnIndex", "CairnEmbedding", "CairnSearch", "CairnStore",
+            "CairnCore", "CairnHTTP", "CairnIndex", "CairnEmbedding", "CairnSearch", "CairnStore",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
+        // The connection limits both HTTP servers share (HTTP/1.0 close, request and write deadlines).
+        .target(name: "CairnHTTP", dependencies: [.product(name: "Hummingbird", package: "hummingbird")]),
         .target(name: "CairnDaemon", dependencies: [
-            "CairnClient", "CairnCore", "CairnIndex", "CairnEmbedding", "CairnSearch", "CairnStore", "CairnSync", "CairnThreads",
+            "CairnClient", "CairnCore", "CairnHTTP", "CairnIndex", "CairnEmbedding", "CairnSearch", "CairnStore", "CairnSync", "CairnThreads",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Prometheus", package: "swift-prometheus"),

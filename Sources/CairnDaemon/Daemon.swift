@@ -1,4 +1,5 @@
 public import CairnSearch
+import CairnHTTP
 import Foundation
 import Hummingbird
 import HummingbirdCore

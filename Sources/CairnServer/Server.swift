@@ -1,3 +1,4 @@
+import CairnHTTP
 import CairnSearch
 import Foundation
 public import Hummingbird
@@ -27,8 +28,13 @@ public func buildServer(
     let responder = RepositoryResponder(root: root, documents: DocumentCache(), fileIO: FileIO(), metrics: ServerMetrics(),
                                         search: search)
     let idleTimeout = TimeAmount.seconds(Int64(configuration.idleTimeoutSeconds))
+    // A request must arrive whole, and a download keep moving, within idle_timeout: Hummingbird's
+    // own idle timer stops while an answer is being written, so a client that stops reading a
+    // blob held its connection for ever. The deadline's close passes no drain (it comes first).
     let http1 = HTTP1Channel.Configuration(
-        additionalChannelHandlers: [DrainBeforeCloseHandler(limit: idleTimeout)], idleTimeout: idleTimeout)
+        additionalChannelHandlers: [HTTP10CloseInstaller(), RequestDeadlineHandler(limit: idleTimeout),
+                                    DrainBeforeCloseHandler(limit: idleTimeout)],
+        idleTimeout: idleTimeout)
     return Application(
         responder: responder,
         server: .http1(configuration: http1),
@@ -60,7 +66,8 @@ private func makeOnlineSearch(root: RepositoryRoot, configuration: ServerConfigu
 }
 
 /// Builds the server and runs it until SIGTERM or SIGINT, then shuts down gracefully: the
-/// listener closes at once and requests in flight (downloads included) are finished first.
+/// listener closes at once and requests in flight (downloads included) are finished first, for
+/// up to `idle_timeout` (at least 30 s); then they are cut, and devices resume them.
 /// - Throws: `ServerError` from `buildServer`, `.listenFailed` when it cannot listen, or what the
 ///   server throws while running.
 public func runServer(
@@ -73,10 +80,14 @@ public func runServer(
         listening.withLock { $0 = true }
         await onRunning(port)
     }
-    let group = ServiceGroup(configuration: .init(
-        services: [application], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+    var group = ServiceGroupConfiguration(services: [application], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+    // Downloads in flight are finished first, for so long: a large one over a slow link would
+    // otherwise hold the stop until the service manager's SIGKILL cut every other download too
+    // (a device resumes a cut download where it stopped).
+    group.maximumGracefulShutdownDuration = .seconds(max(30, configuration.idleTimeoutSeconds))
+    let service = ServiceGroup(configuration: group)
     do {
-        try await group.run()
+        try await service.run()
     } catch where !listening.withLock({ $0 }) {
         let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? "\(error)"
         throw ServerError(.listenFailed, "cannot listen on \(configuration.host):\(configuration.port) (\(reason)); "
