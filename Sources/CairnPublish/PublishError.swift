@@ -27,6 +27,9 @@ public struct PublishError: Error, Sendable, CustomStringConvertible {
         /// Fewer signatures than the root's threshold (a manifest or a root rotation); nothing
         /// was released or written.
         public static let thresholdNotMet = Code("threshold_not_met")
+        /// A private signing key lies inside the repository it would sign for, whose files are
+        /// copied to web servers, buckets and sticks.
+        public static let keyExposed = Code("key_exposed")
         /// The caller passed an unusable option (channel name, key file, counts).
         public static let invalidArgument = Code("invalid_argument")
     }

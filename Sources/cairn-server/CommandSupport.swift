@@ -18,7 +18,7 @@ func exitCode(for error: PublishError) -> ExitCode {
     case .locked: ExitCode(75)            // EX_TEMPFAIL
     case .canaryFailed: ExitCode(1)
     case .model: ExitCode(3)
-    case .thresholdNotMet: ExitCode(77)   // EX_NOPERM
+    case .thresholdNotMet, .keyExposed: ExitCode(77)   // EX_NOPERM
     default: ExitCode(74)                 // EX_IOERR
     }
 }
@@ -51,9 +51,28 @@ func trustedKeys(files: [String], repository: Repository, announce: (String) -> 
 }
 
 /// The private keys in the files at `paths`, in order.
-func loadPrivate(_ paths: [String]) throws(PublishError) -> [PublisherKey] {
+/// - Parameter repository: the repository the keys sign for: a key inside it is refused
+///   (`key_exposed`, 77), since its files are carried to web servers, buckets and sticks (serve
+///   refuses such a folder; `aws s3 sync` would copy it). A key others may read is said once.
+func loadPrivate(_ paths: [String], outside repository: String? = nil) throws(PublishError) -> [PublisherKey] {
     var keys: [PublisherKey] = []
-    for path in paths { keys.append(try KeyFiles.loadPrivate(path)) }
+    let folder = repository.flatMap { realpath($0, nil) }.map { pointer in
+        defer { free(pointer) }
+        return String(cString: pointer)
+    }
+    for path in paths {
+        if let folder, let real = realpath(path, nil) {
+            defer { free(real) }
+            if String(cString: real).hasPrefix(folder + "/") {
+                throw PublishError(.keyExposed, "the private key \(path) is inside the repository \(repository ?? folder), whose files are copied to servers and sticks; move it out (and make a new key if the folder was ever served)")
+            }
+        }
+        var info = stat()
+        if stat(path, &info) == 0, info.st_mode & 0o077 != 0 {
+            printError("warning: the private key \(path) may be read by others (mode \(String(info.st_mode & 0o777, radix: 8))); chmod 600 it")
+        }
+        keys.append(try KeyFiles.loadPrivate(path))
+    }
     return keys
 }
 

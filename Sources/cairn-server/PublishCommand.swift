@@ -94,7 +94,7 @@ struct PublishCommand: ParsableCommand {
             guard chunkWords >= 1, (0...chunkWords / 2).contains(overlapWords) else {
                 throw PublishError(.invalidArgument, "--overlap-words must be from 0 to half of --chunk-words (\(max(0, chunkWords / 2))), and --chunk-words at least 1")
             }
-            let keys = try loadPrivate(key)
+            let keys = try loadPrivate(key, outside: repo)
             var configuration = PublishConfiguration(
                 repository: repo, channel: channel, source: source, keepDeltas: keepDeltas, expiresDays: expiresDays,
                 chunking: ChunkingOptions(targetWords: chunkWords, overlapWords: overlapWords), lockWait: lockWait)

@@ -38,7 +38,7 @@ struct RootCommand: ParsableCommand {
         func run() throws {
             do throws(PublishError) {
                 let root = try RootPublisher.initialize(
-                    repository: Repository(root: repo), rootKeys: try loadPrivate(rootKey), rootThreshold: rootThreshold,
+                    repository: Repository(root: repo), rootKeys: try loadPrivate(rootKey, outside: repo), rootThreshold: rootThreshold,
                     signingKeys: try loadPublic(signingKey), signingThreshold: threshold, expiresDays: expiresDays)
                 print("wrote \(repo)/root/1.root.json: \(RootCommand.describe(root))")
             } catch {
@@ -87,7 +87,7 @@ struct RootCommand: ParsableCommand {
                 rotation.removeSigningKeys = try loadPublic(removeSigningKey)
                 rotation.signingThreshold = threshold
                 rotation.expiresDays = expiresDays
-                let root = try RootPublisher.rotate(repository: Repository(root: repo), signWith: try loadPrivate(signWith),
+                let root = try RootPublisher.rotate(repository: Repository(root: repo), signWith: try loadPrivate(signWith, outside: repo),
                                                     rotation: rotation)
                 print("wrote \(repo)/root/\(root.version).root.json: \(RootCommand.describe(root))")
             } catch {

@@ -93,6 +93,29 @@ struct ProcessTests {
         #expect(workspace.repository.versionNumbers("stable").isEmpty)
     }
 
+    @Test("Given the signing key inside the repository (keys/, where publish writes the .pub), when publishing, then it is refused with exit 77 in one line and nothing is written; a key others may read is published with a warning")
+    func keyInsideRepositoryRefused() throws {
+        let workspace = try Workspace()
+        let source = try workspace.writeSource(SampleKB.chunks(count: 5))
+        let inside = workspace.repo + "/keys/publisher.key"
+        try FileManager.default.createDirectory(atPath: workspace.repo + "/keys", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: workspace.keyDir + "/publisher.key", toPath: inside)
+        var arguments = CLI.publishArguments(workspace, source: source)
+        arguments[arguments.firstIndex(of: "--key")! + 1] = inside
+        let refused = try CLI.run(arguments)
+        #expect(refused.status == 77, "\(refused.error)")
+        #expect(refused.error.contains("the private key \(inside) is inside the repository")
+                && refused.error.split(separator: "\n").count == 1, "\(refused.error)")
+        #expect(workspace.repository.versionNumbers("stable").isEmpty)
+
+        try FileManager.default.removeItem(atPath: inside)
+        chmod(workspace.keyDir + "/publisher.key", 0o644)
+        let published = try CLI.run(CLI.publishArguments(workspace, source: source))
+        #expect(published.status == 0, "\(published.error)")
+        #expect(published.error.contains("warning: the private key \(workspace.keyDir)/publisher.key may be read by others (mode 644); chmod 600 it"),
+                "\(published.error)")
+    }
+
     @Test("Given two publishes started together without pausing, when both finish, then they got distinct versions and the repository verifies")
     func racingPublishes() throws {
         let workspace = try Workspace()
