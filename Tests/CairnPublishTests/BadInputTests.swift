@@ -32,6 +32,10 @@ struct BadInputTests {
             ("kb.json", #"[{"id":"a","title":"t","content":"x","colour":"SECRET-DOCUMENT-TEXT"}]"#, "unknown field `colour`"),
             ("kb.json", #"{"id":"a"}"#, "must be an array of records"),
             ("kb.json", #"[{"id":"a","title":"t","content":"SECRET-DOCUMENT-TEXT""#, "not valid JSON"),
+            // Foundation keeps one of the two values silently: which id, which content?
+            ("kb.jsonl", #"{"id":"a","id":"b","title":"t","content":"SECRET-DOCUMENT-TEXT"}"#, "line 1: an object names a key twice"),
+            ("kb.json", #"[{"id":"a","title":"t","content":"x"},{"id":"b","title":"t","content":"x","content":"SECRET-DOCUMENT-TEXT"}]"#,
+             "an object names a key twice"),
             // Named on its own, a file of no known kind is not chunked as text.
             ("kb.ndjson", #"{"id":"a","title":"t","content":"SECRET-DOCUMENT-TEXT"}"#, ".ndjson is none of .json, .jsonl, .markdown, .md, .txt"),
           ])
@@ -65,6 +69,15 @@ struct BadInputTests {
                 "\(String(describing: error))")
         #expect(stages.lock.withLock { stages.seen }.isEmpty)
         #expect(!FileManager.default.fileExists(atPath: workspace.repo + "/blobs"))
+    }
+
+    @Test("Given a .jsonl source that is a whole array on one line of more than 64 MiB (a minified export), when read, then it is refused naming line 1 and what a .jsonl file holds, rather than gathered whole in memory")
+    func overlongLineRefused() throws {
+        let record = #"{"id":"x","title":"t","content":"SECRET-DOCUMENT-TEXT"},"#
+        let bytes = Array("[".utf8) + Array(String(repeating: record, count: (65 << 20) / record.utf8.count).utf8) + Array("]".utf8)
+        let error = try #require(try Self.refusal("kb.jsonl", bytes))
+        #expect(error.code == .badInput && error.message.contains("kb.jsonl: line 1: longer than 64 MiB"), "\(error.message)")
+        #expect(!error.message.contains(Self.secret))
     }
 
     @Test("Given a file with invalid UTF-8 on line 3, when read, then the refusal names the file and line 3")

@@ -307,6 +307,20 @@ struct PublishRoundTripTests {
         #expect(try FileManager.default.subpathsOfDirectory(atPath: workspace.repo + "/blobs").count == blobs)
     }
 
+    @Test("Given --expires-days that ends past the year 9999, when publishing, then it is refused before anything is read or written: no blob, no channel folder")
+    func expiresDaysOutOfRange() throws {
+        let workspace = try Workspace()
+        var configuration = PublishConfiguration(repository: workspace.repo, channel: "stable",
+                                                 source: try workspace.writeSource(SampleKB.chunks(count: 6)), expiresDays: 3_000_000)
+        configuration.lockWait = 0
+        let publisher = Publisher(configuration: configuration, key: workspace.key, embedder: workspace.embedder, model: workspace.model,
+                                  cache: nil, logger: .init(label: "test"))
+        let error = #expect(throws: PublishError.self) { try publisher.publish() }
+        #expect(error?.code == .invalidArgument && error?.message.contains("--expires-days 3000000 ends past the year 9999") == true,
+                "\(String(describing: error))")
+        #expect(!FileManager.default.fileExists(atPath: workspace.repo))
+    }
+
     @Test("Given --expires-at in the past, when publishing, then it is refused before anything is written: no blob, no channel")
     func pastExpiryWritesNothing() throws {
         let workspace = try Workspace()

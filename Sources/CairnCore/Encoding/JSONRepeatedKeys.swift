@@ -21,9 +21,10 @@ extension CanonicalJSON {
         case unreadable
     }
 
-    /// Whether `bytes` is UTF-8 JSON whose objects name each key once.
-    public static func checkKeys(_ bytes: some Collection<UInt8>) -> KeyCheck {
-        guard bytes.count <= maxInputBytes else { return .unreadable }
+    /// Whether `bytes` is UTF-8 JSON whose objects name each key once. Longer than `maxBytes`
+    /// (a request's limit by default; a publisher's own source files have none) is unreadable.
+    public static func checkKeys(_ bytes: some Collection<UInt8>, maxBytes: Int = maxInputBytes) -> KeyCheck {
+        guard bytes.count <= maxBytes else { return .unreadable }
         var parser = JSONParser(bytes: Array(bytes), anyNumbers: true)
         parser.skipWhitespace()
         do { _ = try parser.value(depth: 0) } catch { return parser.repeatedKey ? .repeated : .unreadable }

@@ -21,6 +21,11 @@ enum RecordParser {
         return chunks
     }
 
+    /// The longest line a `.jsonl` source may hold: a record is far shorter, and a longer line
+    /// is a whole file on one line (a minified array, or CR line ends), which would otherwise be
+    /// gathered whole in memory before being refused.
+    static let maxLineBytes = 64 << 20
+
     /// The records of the `.jsonl` file at `path`, one line at a time (read a megabyte at a
     /// time: the file is never held whole), each with its position (`line 7`).
     static func forEachLine(of path: String, _ body: (String, Chunk) throws(PublishError) -> Void) throws(PublishError) {
@@ -40,13 +45,20 @@ enum RecordParser {
             let block: Data
             do { block = try handle.read(upToCount: 1 << 20) ?? Data() } catch { throw PublishError(.io, "cannot read \(path)") }
             if block.isEmpty { break }
+            // What `pending` holds was searched already: only the new block is (a long line
+            // searched again from its start at every block took time quadratic in its length).
+            var searched = pending.endIndex
             pending += block
             var start = pending.startIndex
-            while let end = pending[start...].firstIndex(of: UInt8(ascii: "\n")) {
+            while let end = pending[max(start, searched)...].firstIndex(of: UInt8(ascii: "\n")) {
                 try line(pending[start..<end])
                 start = end + 1
+                searched = start
             }
             pending.removeSubrange(..<start)
+            guard pending.count <= maxLineBytes else {
+                throw .badInput(path, "line \(number + 1)", "longer than \(maxLineBytes >> 20) MiB: a .jsonl source holds one record per line, with LF line ends (a JSON array belongs in a .json file)")
+            }
         }
         try line(pending[...])
     }
@@ -55,7 +67,14 @@ enum RecordParser {
     static func parseJSON(_ bytes: [UInt8], file: String, position: String?) throws(PublishError) -> Any {
         let body = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? bytes[3...] : bytes[...]
         do {
-            return try JSONSerialization.jsonObject(with: Data(body), options: [.fragmentsAllowed])
+            let value = try JSONSerialization.jsonObject(with: Data(body), options: [.fragmentsAllowed])
+            // Foundation keeps one of a repeated key's values silently (`"id"` twice: which id?).
+            if CanonicalJSON.checkKeys(body, maxBytes: .max) == .repeated {
+                throw PublishError.badInput(file, position, "an object names a key twice; which value counts would be the parser's choice")
+            }
+            return value
+        } catch let error as PublishError {
+            throw error
         } catch {
             // Keep only the location from Foundation's message: it may quote document text.
             let text = "\(error)"

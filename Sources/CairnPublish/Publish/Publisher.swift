@@ -62,6 +62,16 @@ public struct Publisher: Sendable {
         if let expiresAt = config.expiresAt, expiresAt.secondsSince1970 <= Int64(Date().timeIntervalSince1970) {
             throw PublishError(.invalidArgument, "--expires-at \(expiresAt) is not in the future; nothing was written")
         }
+        // Checked again when the manifest is made; here, before hours of embedding are spent on a
+        // version whose expiry cannot be written (past the year 9999), with a day's margin.
+        if config.expiresAt == nil {
+            let (margined, over) = Int64(config.expiresDays).addingReportingOverflow(1)
+            let (days, overflow) = margined.multipliedReportingOverflow(by: 86_400)
+            let (end, endOverflow) = Int64(Date().timeIntervalSince1970).addingReportingOverflow(days)
+            guard !over, !overflow, !endOverflow, Timestamp(secondsSince1970: end) != nil else {
+                throw PublishError(.invalidArgument, "--expires-days \(config.expiresDays) ends past the year 9999, which a manifest cannot say; nothing was written")
+            }
+        }
         guard (1...2).contains(config.deltaFormat) else {
             throw PublishError(.invalidArgument, "delta-format must be 1 or 2 (protocol/delta.md)")
         }
