@@ -307,6 +307,20 @@ struct PublishRoundTripTests {
         #expect(try FileManager.default.subpathsOfDirectory(atPath: workspace.repo + "/blobs").count == blobs)
     }
 
+    @Test("Given an earlier version whose snapshot cannot be inflated because the scratch disk is full (a tmpfs), when it is read as a delta base, then the error is an I/O error, which fails the publish (74), not a corrupt blob, which skipped the version's deltas and vectors with a note")
+    func fullScratchIsNotACorruptBase() throws {
+        let workspace = try Workspace()
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 40)))
+        let disk = try Tmpfs(megabytes: 1)
+        defer { disk.unmount() }
+        disk.fill(leaving: 0)
+        let manifest = try workspace.manifest(1)
+        let error = #expect(throws: PublishError.self) {
+            try workspace.repository.extractSnapshot(of: manifest, to: disk.path + "/base-1.sqlite")
+        }
+        #expect(error?.code == .io && error?.message.contains("TMPDIR") == true, "\(String(describing: error))")
+    }
+
     @Test("Given --expires-days that ends past the year 9999, when publishing, then it is refused before anything is read or written: no blob, no channel folder")
     func expiresDaysOutOfRange() throws {
         let workspace = try Workspace()

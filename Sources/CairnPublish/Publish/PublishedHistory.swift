@@ -57,11 +57,16 @@ struct PublishedHistory {
     }
 
     /// The newest `count` versions, newest first; any that fails a check is skipped and logged.
-    mutating func loadBases(count: Int, scratch: String) -> [PublishedVersion] {
+    /// - Throws: an I/O error (the scratch folder full, a disk failing): that is no fault of the
+    ///   version, and skipping it would publish without its deltas and its vectors, saying only
+    ///   a note.
+    mutating func loadBases(count: Int, scratch: String) throws(PublishError) -> [PublishedVersion] {
         var bases: [PublishedVersion] = []
         for number in numbers.reversed().prefix(count) {
             do throws(PublishError) {
                 bases.append(try load(number, scratch: scratch))
+            } catch where error.code == .io {
+                throw error
             } catch {
                 skipped.append("v\(number): \(error.message)")
                 logger.warning("earlier version unusable; no delta from it", metadata: [

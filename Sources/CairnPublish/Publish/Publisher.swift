@@ -135,7 +135,7 @@ public struct Publisher: Sendable {
         }
         // At least the newest earlier version, whose vectors are reused (step 4 of
         // publishing.md) even with --keep-deltas 0; deltas come from the first K only.
-        let bases = history.loadBases(count: max(1, config.keepDeltas), scratch: scratch)
+        let bases = try history.loadBases(count: max(1, config.keepDeltas), scratch: scratch)
 
         var vectors = try VectorSource(model: model, embedder: embedder, cache: cache, bases: bases, scratch: scratch)
         vectors.supplied = supplied

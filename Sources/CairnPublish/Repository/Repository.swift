@@ -83,6 +83,10 @@ public struct Repository: Sendable {
         }
         do {
             try Zlib.decompressFile(blob, sha256: id, to: path, size: manifest.snapshot.uncompressedSize)
+        } catch where [.diskFull, .readOnly, .io].contains(error.code) {
+            // Not the blob's fault: the scratch folder is full or unwritable, or a disk failed.
+            // Taken for a corrupt blob, it cost the version its deltas and its vectors, silently.
+            throw PublishError(.io, "\(what): \(error.message) (if the scratch folder under TMPDIR is short of room, point TMPDIR at a disk with more)", cause: error)
         } catch {
             throw PublishError(.repositoryCorrupt, "\(what): \(error.message)", cause: error)
         }
