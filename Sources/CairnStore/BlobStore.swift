@@ -25,12 +25,14 @@ public struct BlobStore: Sendable {
         FileSystem.exists(path(of: id))
     }
 
-    /// Whether the blob is present at `size` bytes. One cut short or grown (an interrupted copy
-    /// or restore of the repository, a disk error) is not: the next `put` writes it again,
-    /// rather than every later manifest naming a blob no device can download.
+    /// Whether the blob is present whole: `size` bytes that hash to `id`. One cut short or
+    /// grown (an interrupted copy or restore of the repository), or of the right size with other
+    /// bytes (zeroes from a crash, a flipped bit), is not: the next `put` writes it again, rather
+    /// than every later manifest naming a blob no device can install. Reads the blob once.
     func holds(_ id: ContentID, size: Int64) -> Bool {
         var info = stat()
-        return stat(path(of: id), &info) == 0 && info.st_mode & S_IFMT == S_IFREG && Int64(info.st_size) == size
+        guard stat(path(of: id), &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == size else { return false }
+        return (try? FileSystem.sha256(of: path(of: id)).id) == id
     }
 
     /// Stores `bytes` under their SHA-256 and returns it; a blob already present at its size is
