@@ -79,4 +79,17 @@ struct ChannelMergeTests {
         let alike = SearchEndpoint.merge([("hybrid", hybrid), ("other", hybrid)], k: 4)
         #expect(alike.fusion == .weighted && alike.results.first?.fusedScore != expected[0])
     }
+
+    @Test("Given the daemon's own channel with a model and another without one (it answers lexically), when merged, then dense_available is false and each channel's entry says how it ranked and whether it had a model")
+    func eachChannelSaysHowItRanked() {
+        let hybrid = Self.answer(version: 9, results: [("h1", 3, 0.7, 2.0)], moments: Self.moments(lexical: [3, 1], dense: [0.7, 0.6]))
+        var lexical = Self.answer(version: 4, results: [("l1", 15, 0, 15)], moments: nil, fusion: .lexicalFallback)
+        (lexical.mode, lexical.denseAvailable) = (.lexical, false)
+        let merged = SearchEndpoint.merge([("field", hybrid), ("tools", lexical)], k: 2)
+        #expect(!merged.denseAvailable)
+        let entries = merged.channels ?? []
+        #expect(entries.map(\.mode) == [.hybrid, .lexical] && entries.map(\.fusion) == [.weighted, .lexicalFallback]
+                && entries.map(\.denseAvailable) == [true, false], "\(entries)")
+        #expect(SearchEndpoint.merge([("field", hybrid), ("other", hybrid)], k: 2).denseAvailable)
+    }
 }

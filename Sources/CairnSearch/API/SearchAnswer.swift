@@ -44,10 +44,16 @@ public struct SearchAnswer: Sendable, Hashable, Codable {
         public var online: Bool?
         public var stale: Bool?
         public var expired: Bool?
+        /// How this channel's answer was ranked, and whether its version has a usable model: a
+        /// channel without one answers lexically whatever the request's mode (optional: a
+        /// cairnd before 2026-12-06 did not send them).
+        public var mode: SearchRequest.Mode?
+        public var fusion: SearchResponse.Fusion?
+        public var denseAvailable: Bool?
 
         enum CodingKeys: String, CodingKey {
-            case channel, version, online, stale, expired
-            case stateRoot = "state_root"
+            case channel, version, online, stale, expired, mode, fusion
+            case stateRoot = "state_root", denseAvailable = "dense_available"
         }
     }
 

@@ -113,7 +113,9 @@ public struct SearchEndpoint: Sendable {
     /// channel without a usable model answers lexically; one whose cosines were degenerate for
     /// this query falls back to lexical), their scores are on different scales (−BM25 against
     /// z-scores, cosines or 1/(60 + rank)): they are merged by rank instead, each result's
-    /// `fused_score` 1/(60 + its rank in its channel), and the answer's fusion is `rrf`.
+    /// `fused_score` 1/(60 + its rank in its channel), and the answer's fusion is `rrf`. Each
+    /// channel's entry says how it ranked and whether it had a model; `dense_available` is true
+    /// only when every channel's is.
     static func merge(_ answers: [(channel: String, answer: SearchAnswer)], k: Int) -> SearchAnswer {
         var merged = answers[0].answer
         let moments = answers.compactMap(\.answer.hybridMoments)
@@ -144,8 +146,12 @@ public struct SearchEndpoint: Sendable {
         guard answers.count > 1 else { return merged }
         merged.channels = answers.map {
             .init(channel: $0.channel, version: $0.answer.version, stateRoot: $0.answer.stateRoot,
-                  online: $0.answer.online, stale: $0.answer.stale, expired: $0.answer.expired)
+                  online: $0.answer.online, stale: $0.answer.stale, expired: $0.answer.expired,
+                  mode: $0.answer.mode, fusion: $0.answer.fusion, denseAvailable: $0.answer.denseAvailable)
         }
+        // Dense search is available to the answer only where every channel had a model: a
+        // channel without one answered lexically, which its own entry says.
+        merged.denseAvailable = answers.allSatisfy(\.answer.denseAvailable)
         merged.stale = answers.contains { $0.answer.stale == true } ? true : merged.stale
         merged.expired = answers.contains { $0.answer.expired == true } ? true : merged.expired
         merged.online = answers.allSatisfy { $0.answer.online == true } ? true : answers.contains { $0.answer.online == false } ? false : nil
