@@ -63,7 +63,9 @@ struct QueryCommand: AsyncParsableCommand {
         }
         lines.append("")
         if let channels = answer.channels {
-            lines.append("channels " + channels.map { "\($0.channel) v\($0.version)" + ($0.stale == true ? " (STALE)" : "") }
+            lines.append("channels " + channels.map {
+                "\($0.channel) v\($0.version)" + ($0.stale == true ? " (STALE)" : "") + ($0.denseAvailable == false ? " (lexical only)" : "")
+            }
                 .joined(separator: ", ") + (answer.online == false ? " · offline" : ""))
         } else {
             lines.append(footer(version: answer.version, stateRoot: answer.stateRoot, online: answer.online,
