@@ -17,6 +17,9 @@ public final class DataDirectory: Sendable {
     private let lastGood = Mutex<SyncState?>(nil)
     /// The last `installed()` answer and the folder and manifest file it was read from.
     private let installedCache = Mutex<(key: String, version: InstalledVersion?)?>(nil)
+    /// The last state decoded from `state.json`, by the file's inode, time and size: every
+    /// search reads the state for its flags, and the file changes only by an atomic rename.
+    private let stateCache = Mutex<(key: String, state: SyncState)?>(nil)
     let logger: Logger
 
     public var versionsPath: String { path + "/" + DataDirectoryLayout.versionsFolder }
@@ -70,6 +73,9 @@ public final class DataDirectory: Sendable {
     /// last read or written answers, else an empty one, with an error line.
     public func readState() -> SyncState {
         if let state = unsaved.withLock({ $0 }) { return state }
+        var info = stat()
+        let key = stat(statePath, &info) == 0 ? "\(info.st_ino) \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec) \(info.st_size)" : nil
+        if let key, let cached = stateCache.withLock({ $0 }), cached.key == key { return cached.state }
         let bytes: [UInt8]
         do { bytes = try FileSystem.read(statePath) } catch {
             guard error.errno != ENOENT else { return SyncState() }
@@ -80,6 +86,9 @@ public final class DataDirectory: Sendable {
         do {
             let state = try JSONDecoder().decode(SyncState.self, from: Data(bytes))
             lastGood.withLock { $0 = state }
+            // Kept under the key taken before the read: a file replaced between the two is read
+            // again next time (its key differs), never answered stale.
+            if let key { stateCache.withLock { $0 = (key, state) } }
             return state
         } catch {
             let aside = statePath + ".unreadable"
