@@ -58,6 +58,10 @@ struct BadRequestTests {
              status: 400, code: "bad_json"),
         Case("rollback naming the channel twice behind a byte-order mark", bytes: byteOrderMark + Array(#"{"channel": "a", "channel": "b"}"#.utf8),
              path: "/v1/rollback", status: 400, code: "bad_json"),
+        // The caller's own text is not echoed in errors: an unknown key, a channel that is not a name.
+        Case("an unknown rollback field", json: #"{"\#(secret)": 1}"#, path: "/v1/rollback", status: 400, code: "unknown_field"),
+        Case("a chunk from a channel that is not a channel name", method: "GET", path: "/v1/chunks/v1-water?channel=\(secret)%20x",
+             status: 400, code: "unknown_channel"),
         Case("filter key twice", json: #"{"query": "\#(secret)", "filter": {"tags": ["a"], "tags": ["b"]}}"#, status: 400, code: "bad_json"),
         Case("empty query", json: #"{"query": ""}"#, status: 400, code: "empty_query"),
         Case("whitespace query", json: #"{"query": " \n\t "}"#, status: 400, code: "empty_query"),

@@ -39,6 +39,12 @@ extension DaemonAPI {
         return object
     }
 
+    /// An unknown key of a request, named back only when it is short and plain: it is the
+    /// caller's text.
+    static func field(_ key: String) -> String {
+        key.count <= 32 && key.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) ? "`\(key)`" : "a key"
+    }
+
     /// `POST /v1/rollback`, of the daemon's own channel or of `{"channel": NAME}`.
     func rollback(_ request: Request) async throws -> Response {
         let body = try await readBody(request)
@@ -46,7 +52,7 @@ extension DaemonAPI {
         if !body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
             let object = try Self.jsonObject(body)
             if let unknown = object.keys.sorted().first(where: { $0 != "channel" }) {
-                throw APIError(400, "unknown_field", "`\(unknown)` is not a field of a rollback request")
+                throw APIError(400, "unknown_field", "\(Self.field(unknown)) is not a field of a rollback request; it takes \"channel\"")
             }
             channel = try Self.channelField(object)
         }
@@ -61,7 +67,7 @@ extension DaemonAPI {
         let body = try await readBody(request)
         let object = try Self.jsonObject(body)
         if let unknown = object.keys.sorted().first(where: { $0 != "to" && $0 != "channel" }) {
-            throw APIError(400, "unknown_field", "`\(unknown)` is not a field of an export request")
+            throw APIError(400, "unknown_field", "\(Self.field(unknown)) is not a field of an export request; it takes \"to\" and \"channel\"")
         }
         guard let target = object["to"] as? String else {
             throw APIError(400, "bad_path", "send {\"to\": \"/absolute/folder\"}")

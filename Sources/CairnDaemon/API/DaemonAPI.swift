@@ -128,7 +128,9 @@ struct DaemonAPI: Sendable {
     /// The further channel `name` (not the daemon's own), or 400 `unknown_channel`.
     func followed(_ name: String) throws(APIError) -> ChannelHooks {
         guard let other = channels.first(where: { $0.name == name }) else {
-            throw APIError(400, "unknown_channel", "this cairnd does not follow channel \(name); it follows \(([channel] + channels.map(\.name)).joined(separator: ", "))")
+            // Named back only when it is a channel name at all: the value is the caller's text.
+            let named = Manifest.isValidChannelName(name) ? "channel \(name)" : "that channel (not a channel name)"
+            throw APIError(400, "unknown_channel", "this cairnd does not follow \(named); it follows \(([channel] + channels.map(\.name)).joined(separator: ", "))")
         }
         return other
     }
