@@ -90,9 +90,10 @@ private final class ChannelState: Sendable {
         // Another search is loading the new version: the one serving answers meanwhile, so that
         // one search thread waits for the load, not every search of the channel (which held
         // the shared pool's threads, and so stalled every other channel's searches). With
-        // nothing serving yet, the search waits for that first load.
+        // nothing serving yet (the first load after a start: minutes at a million chunks), the
+        // search is refused at once for the same reason, rather than wait on a pool thread.
         if let serving = holder.current { return serving }
-        return try loading.withLock { _ throws(APIError) -> ServingVersion in try load(file, cache: cache, logger: logger) }
+        throw Self.firstLoad
     }
 
     /// Loads the newest version if the manifest still needs a check (under `loading`).
@@ -131,4 +132,6 @@ private final class ChannelState: Sendable {
 
     static let unavailable = APIError(503, "no_index",
                                       "the channel's newest version cannot be loaded for search; see the server's log")
+    static let firstLoad = APIError(503, "no_index",
+                                    "the channel's version is being loaded for search (minutes for a large one); try again shortly")
 }
