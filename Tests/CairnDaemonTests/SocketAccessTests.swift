@@ -9,14 +9,14 @@ import Testing
 @Suite("Who can reach the socket", .offCooperativePool)
 struct SocketAccessTests {
     static let group = "cairn-test-socket"
-    static let user = "cairn-test-outsider"
+    static let user = SystemUsers.outsider
 
     @Test("Given socket_group names a group, when a local user outside it and the same user inside it search with curl, then the outsider is refused by the kernel and the member gets an answer")
     func onlyTheGroupCanQuery() async throws {
         try Tools.requireRoot("create a user and run curl as it")
         try Tools.requireCurl()
-        let socketGroup = try await Self.ensure(group: Self.group)
-        let (uid, gid) = try await Self.ensure(user: Self.user)
+        let socketGroup = try await SystemUsers.ensure(group: Self.group)
+        let (uid, gid) = try await SystemUsers.ensure(user: Self.user)
         let fixture = try DataDirectoryFixture()
         defer { fixture.remove() }
         try fixture.addVersion(1)
@@ -51,8 +51,8 @@ struct SocketAccessTests {
     @Test("Given socket_group names a group cairnd's user is not in, when cairnd starts as that user, then it refuses in one line naming the group (exit 2), rather than start with a socket the group cannot reach")
     func groupMustBeCairndsOwn() async throws {
         try Tools.requireRoot("create a user and run cairnd as it")
-        _ = try await Self.ensure(group: Self.group)
-        let (uid, gid) = try await Self.ensure(user: Self.user)
+        _ = try await SystemUsers.ensure(group: Self.group)
+        let (uid, gid) = try await SystemUsers.ensure(user: Self.user)
         let folder = "/tmp/cairn-socket-group-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -68,26 +68,5 @@ struct SocketAccessTests {
         #expect(lines.count == 1 && started.stderr.contains("socket_group \(Self.group)") && started.stderr.contains("not a member"),
                 "\(started.stderr)")
         #expect(!FileManager.default.fileExists(atPath: folder + "/cairnd.sock"))
-    }
-
-    /// The id of `group`, created as a system group if missing.
-    static func ensure(group: String) async throws -> gid_t {
-        if let entry = getgrnam(group) { return entry.pointee.gr_gid }
-        // Exit 9: another test run created it meanwhile.
-        let made = try await run("/usr/sbin/groupadd", ["--system", group])
-        guard made.status == 0 || made.status == 9, let entry = getgrnam(group) else {
-            throw TestSkip("groupadd \(group) failed: \(made.stderr)")
-        }
-        return entry.pointee.gr_gid
-    }
-
-    /// The uid and primary gid of `user`, created as a system user without a home if missing.
-    static func ensure(user: String) async throws -> (uid_t, gid_t) {
-        if let entry = getpwnam(user) { return (entry.pointee.pw_uid, entry.pointee.pw_gid) }
-        let made = try await run("/usr/sbin/useradd", ["--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", user])
-        guard made.status == 0 || made.status == 9, let entry = getpwnam(user) else {
-            throw TestSkip("useradd \(user) failed: \(made.stderr)")
-        }
-        return (entry.pointee.pw_uid, entry.pointee.pw_gid)
     }
 }

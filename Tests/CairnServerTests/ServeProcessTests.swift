@@ -42,6 +42,47 @@ struct ServeProcessTests {
         #expect(process.terminationStatus == 0)
     }
 
+    @Test("Given a blob the server's user may not read (a publish under umask 077 served by the unit's DynamicUser), when it is fetched, then the answer is 500 and the log says which file and what to do, rather than 200 and a cut connection; the manifest it can read is served")
+    func unreadableBlob() async throws {
+        try Tools.requireRoot("run the server as another user")
+        let (uid, gid) = try await SystemUsers.ensure(user: SystemUsers.outsider)
+        let repo = try TestRepository()
+        defer { repo.remove() }
+        chmod(repo.root.path + repo.blobPath, 0o600)
+        // A copy the other user can run wherever the clone is.
+        let copy = repo.base.path + "/cairn-server"
+        try FileManager.default.copyItem(atPath: Self.binary.path, toPath: copy)
+        chmod(copy, 0o755)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "--", copy,
+                             "serve", "--repo", repo.root.path, "--port", "0", "--host", "127.0.0.1"]
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let reader = output.fileHandleForReading
+        let line = try await RawHTTP.onThread { () -> String in
+            var text = ""
+            while !text.contains("\n") {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            return text
+        }
+        let prefix = "cairn-server: serving \(repo.root.path) on http://127.0.0.1:"
+        let port = try #require(Int(line.dropFirst(prefix.count).prefix { $0.isNumber }), "\(line)")
+        #expect(try await RawHTTP.send(port: port, target: repo.blobPath).status == 500)
+        #expect(try await RawHTTP.send(port: port, target: "/channels/stable/manifest.json").status == 200)
+        kill(process.processIdentifier, SIGTERM)
+        let log = try await RawHTTP.onThread { String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+        try await RawHTTP.onThread { process.waitUntilExit() }
+        #expect(log.contains("a repository file cannot be read; answered 500") && log.contains("Permission denied")
+                && log.contains(String(repo.blobPath.dropFirst())), "\(log)")
+    }
+
     @Test("Given a private key under the repository, when the binary starts, then it exits non-zero saying why")
     func refusesKey() async throws {
         let repo = try TestRepository()

@@ -1,4 +1,5 @@
 import CairnSearch
+import Foundation
 import Hummingbird
 
 /// Builds the response for a repository file: caching headers, conditional requests, byte
@@ -14,10 +15,13 @@ struct FileResponse {
         let etag: String
         let size: Int
         if let name = file.immutableName {
+            // A blob is opened only once its status and headers are sent: one this server may
+            // not read answered 200, then the connection was cut, and every device retried.
+            if let failure = unreadable(context) { return failure }
             etag = "\"\(name)\""
             size = resolved.size
         } else {
-            guard let loaded = documents.document(resolved) else { return Responses.error(.notFound) }
+            guard let loaded = documents.document(resolved) else { return unreadable(context) ?? Responses.error(.notFound) }
             document = loaded
             etag = "\"\(loaded.sha256)\""
             size = loaded.bytes.readableBytes
@@ -60,6 +64,24 @@ struct FileResponse {
         }
         let body = try await fileIO.loadFile(path: resolved.path, range: bytes, context: context)
         return Response(status: status, headers: headers, body: body)
+    }
+
+    /// A 500 when the file is there but cannot be opened (permissions: a publish under umask
+    /// 077 writes files only their owner reads; no descriptor left; a disk error), said in the
+    /// log with the remedy; nil when it opens (or has gone: the caller answers 404).
+    private func unreadable(_ context: some RequestContext) -> Response? {
+        let fd = open(resolved.path, O_RDONLY | O_CLOEXEC)
+        guard fd < 0 else {
+            close(fd)
+            return nil
+        }
+        let code = errno
+        guard code != ENOENT else { return nil }
+        context.logger.error("a repository file cannot be read; answered 500", metadata: [
+            "cairn.http.path": "\(file.relativePath)", "cairn.error": "\(String(cString: strerror(code)))",
+            "cairn.hint": "the server's user must read every file of the repository (chmod -R a+rX it; publish with umask 022)",
+        ])
+        return Responses.error(.internalServerError)
     }
 }
 
