@@ -67,7 +67,8 @@ private func makeOnlineSearch(root: RepositoryRoot, configuration: ServerConfigu
 
 /// Builds the server and runs it until SIGTERM or SIGINT, then shuts down gracefully: the
 /// listener closes at once and requests in flight (downloads included) are finished first, for
-/// up to `idle_timeout` (at least 30 s); then they are cut, and devices resume them.
+/// up to 30 s (half the shipped unit's `TimeoutStopSec`); then they are cut, and devices
+/// resume them.
 /// - Throws: `ServerError` from `buildServer`, `.listenFailed` when it cannot listen, or what the
 ///   server throws while running.
 public func runServer(
@@ -84,7 +85,7 @@ public func runServer(
     // Downloads in flight are finished first, for so long: a large one over a slow link would
     // otherwise hold the stop until the service manager's SIGKILL cut every other download too
     // (a device resumes a cut download where it stopped).
-    group.maximumGracefulShutdownDuration = .seconds(max(30, configuration.idleTimeoutSeconds))
+    group.maximumGracefulShutdownDuration = .seconds(30)
     let service = ServiceGroup(configuration: group)
     do {
         try await service.run()
