@@ -86,6 +86,9 @@ struct EvalCommand: AsyncParsableCommand {
             if let failure = error as? EvalFailure { throw failure.report() }
             throw error
         }
+        // Interrupted as its last answers came, the run may end while the handler stops cairnd:
+        // the handler's exit stands then too, not 0.
+        EvalInterruption.yieldToInterruption()
     }
 
     private func evaluate() async throws {

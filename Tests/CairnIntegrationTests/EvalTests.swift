@@ -187,6 +187,12 @@ import Testing
                 #expect(arguments.contains("--config"), "\(arguments)")
                 kill(pid, SIGSTOP)
                 kill(eval.processIdentifier, SIGINT)
+                // Thawed once the handler has begun (its SIGTERM waits on the frozen cairnd):
+                // thawed at once, the run could end with its last answers before the handler
+                // ran, which a loaded machine made happen five times in a row (2026-12-06).
+                try await waitUntil("cairn eval's handler stops its cairnd", seconds: 60) {
+                    Self.pendingSignals(pid).map { $0 & (1 << (UInt64(SIGTERM) - 1)) != 0 } ?? true
+                }
                 kill(pid, SIGCONT)
             }
             try await waitUntil("cairn eval exits", seconds: 60) { !eval.isRunning }
@@ -197,6 +203,16 @@ import Testing
             let left = (try? FileManager.default.contentsOfDirectory(atPath: temporary)) ?? ["?"]
             #expect(!left.contains { $0.hasPrefix("cairn-eval-") || $0 == "?" }, "\(left)")
             break
+        }
+    }
+
+    /// The signals pending for process `pid` (its own and its thread group's; bit n - 1 for
+    /// signal n), from /proc; nil once it has gone.
+    static func pendingSignals(_ pid: pid_t) -> UInt64? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        return text.split(separator: "\n").reduce(UInt64(0)) { mask, line in
+            guard line.hasPrefix("SigPnd:") || line.hasPrefix("ShdPnd:") else { return mask }
+            return mask | (UInt64(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces), radix: 16) ?? 0)
         }
     }
 
