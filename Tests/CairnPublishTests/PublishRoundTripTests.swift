@@ -60,6 +60,27 @@ struct PublishRoundTripTests {
         #expect(try workspace.manifest(3).deltas.isEmpty)
     }
 
+    @Test("Given a published version and a filled embedding cache, when the model's vocabulary changes under the same weights (a damaged vocab.txt replaced), then no vector is reused from that version or the cache: each chunk is embedded again")
+    func changedVocabularyStopsReuse() throws {
+        let workspace = try Workspace()
+        let source = try workspace.writeSource(SampleKB.chunks(count: 12))
+        _ = try workspace.publish(source)
+        // Another token in the last line: the same count, so the weights still fit it.
+        let vocabulary = workspace.modelDir + "/vocab.txt"
+        var lines = try String(contentsOfFile: vocabulary, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+        let last = lines.lastIndex { !$0.isEmpty }!
+        lines[last] = "zzzreplacedtoken"
+        try lines.joined(separator: "\n").write(toFile: vocabulary, atomically: true, encoding: .utf8)
+        let changed = try PublishedModel(directory: workspace.modelDir, dimension: workspace.embedder.dimension,
+                                         maxTokens: workspace.embedder.maximumTokens)
+        let publisher = Publisher(configuration: PublishConfiguration(repository: workspace.repo, channel: "stable", source: source),
+                                  key: workspace.key, embedder: workspace.embedder, model: changed,
+                                  cache: try EmbeddingCache(path: workspace.cachePath), logger: .init(label: "test"))
+        let report = try publisher.publish()
+        #expect(report.reusedFromSnapshot == 0 && report.reusedFromCache == 0 && report.embedded == 12,
+                "\(report.reusedFromSnapshot) from the snapshot, \(report.reusedFromCache) from the cache, \(report.embedded) embedded")
+    }
+
     @Test("Given a cache filled by one repository, when another repository publishes the same chunks, then nothing is embedded")
     func cacheAcrossRepositories() throws {
         let first = try Workspace()

@@ -30,15 +30,24 @@ public struct PublishedModel: Sendable {
         self.maxTokens = maxTokens
         self.files = files
         weightsHash = ContentID(hashing: files[0].1)
-        cacheKey = "\(id)@\(weightsHash.hex)"
+        // The vocabulary and the token limit too: the same weights embed a text differently
+        // under another tokenization (since 2026-12-06; a cache filled before is not used again,
+        // once). Not config.json's bytes: with the weights unchanged, what it says that matters
+        // is fixed by their shapes, and a file only reformatted must not cost a re-embedding of
+        // the whole knowledge base (and a delta of every row).
+        vocabularyHash = ContentID(hashing: files[1].1)
+        cacheKey = "\(id)@\(weightsHash.hex)/\(ContentID(hashing: Array("\(vocabularyHash.hex) \(maxTokens)".utf8)).hex.prefix(16))"
     }
 
     /// SHA-256 of `model.safetensors`, computed once (hashing ~90 MB per cache lookup made a
     /// publish of a few thousand chunks take many minutes before any embedding started).
     public let weightsHash: ContentID
+    /// SHA-256 of `vocab.txt`.
+    public let vocabularyHash: ContentID
 
-    /// The embedding cache's model key: the id and the weights' hash, so a retrained model
-    /// under the same id never reuses stale vectors.
+    /// The embedding cache's model key: the id, the weights' hash and a hash of the other files
+    /// and the token limit, so a retrained model or a changed tokenizer under the same id never
+    /// reuses stale vectors.
     public let cacheKey: String
 
     /// The manifest's model entry.

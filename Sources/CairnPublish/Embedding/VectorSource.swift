@@ -34,10 +34,15 @@ struct VectorSource {
         self.model = model
         self.embedder = embedder
         self.cache = cache
-        let weights = Manifest.ModelFile.allowedNames[0]
+        // The same model in what decides a vector: the weights, the vocabulary and the token
+        // limit (a vocabulary fixed or changed under the same weights tokenizes the same text
+        // differently; its vectors would not match the queries'), as the cache key (ModelFiles).
+        let (weights, vocabulary) = (Manifest.ModelFile.allowedNames[0], Manifest.ModelFile.allowedNames[1])
         let newest = bases.first { base in
-            base.vouched && base.manifest.model.id == model.id && base.manifest.dimension == model.dimension
-                && base.manifest.model.files.first(where: { $0.name == weights })?.sha256 == model.weightsHash
+            let earlier = base.manifest.model
+            func hash(_ name: String) -> ContentID? { earlier.files.first { $0.name == name }?.sha256 }
+            return base.vouched && earlier.id == model.id && base.manifest.dimension == model.dimension
+                && earlier.maxTokens == model.maxTokens && hash(weights) == model.weightsHash && hash(vocabulary) == model.vocabularyHash
         }
         if let newest {
             earlier = try EarlierVectors(snapshot: newest.path, dimension: model.dimension, scratch: scratch)
