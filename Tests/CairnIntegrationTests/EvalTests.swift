@@ -166,10 +166,21 @@ import Testing
     func interruptStopsCairnd() async throws {
         let workspace = try TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: workspace) }
-        let (collection, model) = try Self.tinyCollection(in: workspace)
-        // The tiny collection's evaluation can end before its cairnd is seen (it queries in well
-        // under a second, and a loaded machine starves this poll): such a run, exit 0, is tried
-        // again, up to five times. A cairnd seen is frozen (SIGSTOP) before cairn is
+        let (tiny, model) = try Self.tinyCollection(in: workspace)
+        // Queried for seconds, not milliseconds: 400 judged queries (each of the tiny
+        // collection's documents judged for 100 phrasings). The tiny collection's three queries
+        // ended before this poll saw its cairnd, five runs in a row, in a full suite on 2 cores
+        // (2026-12-06).
+        let collection = workspace + "/many"
+        try FileManager.default.createDirectory(atPath: collection + "/qrels", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: tiny + "/corpus.jsonl", toPath: collection + "/corpus.jsonl")
+        let phrasings = (0..<400).map { (id: "q\($0)", text: ["storm shelter", "generator outdoors", "crank radio news", "boil water"][$0 % 4] + " \($0)") }
+        try (phrasings.map { #"{"_id": "\#($0.id)", "text": "\#($0.text)"}"# }.joined(separator: "\n") + "\n")
+            .write(toFile: collection + "/queries.jsonl", atomically: true, encoding: .utf8)
+        try ("query-id\tcorpus-id\tscore\n" + phrasings.map { "\($0.id)\td\(Int($0.id.dropFirst())! % 4 + 3)\t1\n" }.joined())
+            .write(toFile: collection + "/qrels/test.tsv", atomically: true, encoding: .utf8)
+        // An evaluation can still end before its cairnd is seen on a starved machine: such a
+        // run, exit 0, is tried again, up to five times. A cairnd seen is frozen (SIGSTOP) before cairn is
         // interrupted, so that the run cannot end meanwhile, and thawed after.
         for attempt in 1...5 {
             let temporary = workspace + "/tmp\(attempt)"
