@@ -24,6 +24,9 @@ public struct PublishError: Error, Sendable, CustomStringConvertible {
         public static let model = Code("model")
         /// A file could not be read or written.
         public static let io = Code("io")
+        /// The publish's scratch folder (under TMPDIR) cannot take what it must hold: full,
+        /// read-only, failing. Exit 74, as `io`.
+        public static let scratchUnusable = Code("scratch_unusable")
         /// Fewer signatures than the root's threshold (a manifest or a root rotation); nothing
         /// was released or written.
         public static let thresholdNotMet = Code("threshold_not_met")

@@ -341,7 +341,7 @@ struct PublishRoundTripTests {
         let error = #expect(throws: PublishError.self) {
             try workspace.repository.extractSnapshot(of: manifest, to: disk.path + "/base-1.sqlite")
         }
-        #expect(error?.code == .io && error?.message.contains("TMPDIR") == true, "\(String(describing: error))")
+        #expect(error?.code == .scratchUnusable && error?.message.contains("TMPDIR") == true, "\(String(describing: error))")
     }
 
     @Test("Given --expires-days that ends past the year 9999, when publishing, then it is refused before anything is read or written: no blob, no channel folder")

@@ -57,15 +57,16 @@ struct PublishedHistory {
     }
 
     /// The newest `count` versions, newest first; any that fails a check is skipped and logged.
-    /// - Throws: an I/O error (the scratch folder full, a disk failing): that is no fault of the
-    ///   version, and skipping it would publish without its deltas and its vectors, saying only
-    ///   a note.
+    /// - Throws: `scratch_unusable` (the scratch folder full or failing): that is no fault of
+    ///   the version, and skipping it would publish without its deltas and its vectors, saying
+    ///   only a note. A version that cannot be read (its files another user's, damaged) is
+    ///   skipped as before.
     mutating func loadBases(count: Int, scratch: String) throws(PublishError) -> [PublishedVersion] {
         var bases: [PublishedVersion] = []
         for number in numbers.reversed().prefix(count) {
             do throws(PublishError) {
                 bases.append(try load(number, scratch: scratch))
-            } catch where error.code == .io {
+            } catch where error.code == .scratchUnusable {
                 throw error
             } catch {
                 skipped.append("v\(number): \(error.message)")

@@ -81,12 +81,21 @@ public struct Repository: Sendable {
         guard Downloaded.size(blob) == manifest.snapshot.size else {
             throw PublishError(.repositoryCorrupt, "\(what) blob \(BlobStore.relativePath(of: id)) is missing or has another size than the manifest's \(manifest.snapshot.size) bytes")
         }
+        // A blob this user cannot open (another user's publish under umask 077) is the
+        // repository's problem, as before: that version is skipped. Only the scratch side fails
+        // the publish (below).
+        let input = open(blob, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else {
+            throw PublishError(.repositoryCorrupt, "\(what) blob \(BlobStore.relativePath(of: id)) cannot be opened (\(String(cString: strerror(errno))))")
+        }
+        close(input)
         do {
             try Zlib.decompressFile(blob, sha256: id, to: path, size: manifest.snapshot.uncompressedSize)
-        } catch where [.diskFull, .readOnly, .io].contains(error.code) {
-            // Not the blob's fault: the scratch folder is full or unwritable, or a disk failed.
-            // Taken for a corrupt blob, it cost the version its deltas and its vectors, silently.
-            throw PublishError(.io, "\(what): \(error.message) (if the scratch folder under TMPDIR is short of room, point TMPDIR at a disk with more)", cause: error)
+        } catch where [.diskFull, .readOnly, .io].contains(error.code) && error.message.contains(path) {
+            // Not the blob's fault: writing the scratch copy failed (the folder full, read-only,
+            // a disk error; the message names the file it failed on). Taken for a corrupt blob,
+            // it cost the version its deltas and its vectors, silently.
+            throw PublishError(.scratchUnusable, "\(what): \(error.message) (the scratch folder is under TMPDIR; point TMPDIR at a disk with room)", cause: error)
         } catch {
             throw PublishError(.repositoryCorrupt, "\(what): \(error.message)", cause: error)
         }
