@@ -6,10 +6,11 @@ public import NIOHTTPTypes
 /// resets the timer), a body still sent after the 413 that refused it (the rest is read and
 /// dropped, part by part), a client that sends requests and never reads the answers (the timer
 /// waits for the response to be written, which its full buffer stops: a download that has
-/// stalled). Each gets `limit` (`idle_timeout`): a request must arrive whole within `limit` of
-/// its head, and a connection that cannot be written to is closed once no write has completed
-/// for `limit` (a slow link that still reads keeps its download). A request that arrived whole
-/// may take any time to answer.
+/// stalled). A request must arrive whole within `limit` (`idle_timeout`) of its head, and a
+/// connection that cannot be written to is closed once no write has completed for
+/// `stallLimit` (a slow link that still reads keeps its download: a write is a whole chunk of
+/// the answer, 128 KiB of a file, so the longest chunk a link must take within it sets the
+/// slowest rate kept). A request that arrived whole may take any time to answer.
 public final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandler {
     public typealias InboundIn = HTTPRequestPart
     public typealias InboundOut = HTTPRequestPart
@@ -17,18 +18,22 @@ public final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChanne
     public typealias OutboundOut = Any
 
     private let limit: TimeAmount
+    private let stallLimit: TimeAmount
     private var reading: Scheduled<Void>?
     private var blocked: Scheduled<Void>?
 
-    public init(limit: TimeAmount) {
+    /// - Parameter stallLimit: how long a blocked connection may go without a completed write
+    ///   (default `limit`).
+    public init(limit: TimeAmount, stallLimit: TimeAmount? = nil) {
         self.limit = limit
+        self.stallLimit = stallLimit ?? limit
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head:
             reading?.cancel()
-            reading = closing(context)
+            reading = closing(context, after: limit)
         case .end:
             reading?.cancel()
             reading = nil
@@ -44,7 +49,7 @@ public final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChanne
         tracked.futureResult.assumeIsolated().whenSuccess { _ in
             guard let blocked = self.blocked else { return }
             blocked.cancel()
-            self.blocked = self.closing(context)
+            self.blocked = self.closing(context, after: self.stallLimit)
         }
         context.write(data, promise: tracked)
     }
@@ -54,7 +59,7 @@ public final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChanne
             blocked?.cancel()
             blocked = nil
         } else if blocked == nil {
-            blocked = closing(context)
+            blocked = closing(context, after: stallLimit)
         }
         context.fireChannelWritabilityChanged()
     }
@@ -68,8 +73,8 @@ public final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChanne
         cancel()
     }
 
-    private func closing(_ context: ChannelHandlerContext) -> Scheduled<Void> {
-        context.eventLoop.assumeIsolated().scheduleTask(in: limit) { context.close(promise: nil) }
+    private func closing(_ context: ChannelHandlerContext, after delay: TimeAmount) -> Scheduled<Void> {
+        context.eventLoop.assumeIsolated().scheduleTask(in: delay) { context.close(promise: nil) }
     }
 
     private func cancel() {

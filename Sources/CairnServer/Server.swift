@@ -31,8 +31,11 @@ public func buildServer(
     // A request must arrive whole, and a download keep moving, within idle_timeout: Hummingbird's
     // own idle timer stops while an answer is being written, so a client that stops reading a
     // blob held its connection for ever. The deadline's close passes no drain (it comes first).
+    // A download is cut after 5 x idle_timeout without a 128 KiB chunk written: 5 minutes by
+    // default, so links down to about 0.45 KiB/s keep theirs (a device gives up below 1 KiB/s
+    // for stall_timeout itself), while a client that stopped reading frees its slot.
     let http1 = HTTP1Channel.Configuration(
-        additionalChannelHandlers: [HTTP10CloseInstaller(), RequestDeadlineHandler(limit: idleTimeout),
+        additionalChannelHandlers: [HTTP10CloseInstaller(), RequestDeadlineHandler(limit: idleTimeout, stallLimit: idleTimeout * 5),
                                     DrainBeforeCloseHandler(limit: idleTimeout)],
         idleTimeout: idleTimeout)
     return Application(

@@ -24,7 +24,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var logLevel: Logger.Level = .info
     /// Seconds a connection may stay without reading or writing before it is closed; this bounds
     /// slow or stalled clients (headers, bodies and downloads alike: a request must arrive whole,
-    /// and a download's writes keep completing, within it). Default 60.
+    /// and a download's 128 KiB writes keep completing within 5 times it). Default 60.
     public var idleTimeoutSeconds: Int = 60
     /// Connections served at once; further ones wait in the listen backlog. Default 1024.
     public var maxConnections: Int = 1024
