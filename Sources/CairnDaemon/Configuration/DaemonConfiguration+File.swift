@@ -120,10 +120,10 @@ extension DaemonConfiguration {
             case "max_queued_queries":
                 guard let n = Int(v), (0...1_000_000).contains(n) else { throw bad("a whole number 0-1000000") }
                 maxQueuedQueries = n
-            // A body is read as JSON by a parser that takes at most 1 MiB (CanonicalJSON).
-            case "max_body_bytes":
-                guard let n = Int(v), (1...CanonicalJSON.maxInputBytes).contains(n) else { throw bad("a whole number 1-1048576") }
-                maxBodyBytes = n
+            // A body is read as JSON by a parser that takes at most 1 MiB (CanonicalJSON): a
+            // larger value, which a file written before 2026-12-06 may hold, counts as 1 MiB
+            // rather than stop a device that started with it before.
+            case "max_body_bytes": maxBodyBytes = min(try positive(v, bad), CanonicalJSON.maxInputBytes)
             case "max_connections": maxConnections = try positive(v, bad)
             default: throw DaemonError(.badConfiguration, "config line \(entry.line): unknown key \"\(entry.key)\"")
             }
