@@ -30,8 +30,8 @@ struct DaemonConnection {
     }
 
     /// The line for a socket that cannot be reached: why, and what to do.
-    func failUnreachable(_ message: String, _ cause: (any Error)?) {
-        fail("\(message); \(Self.remedy(for: cause))" + (note.map { " (\($0))" } ?? ""))
+    func failUnreachable(_ error: ClientError) {
+        fail("\(error.message); \(Self.remedy(for: error.cause))" + (note.map { " (\($0))" } ?? ""))
     }
 
     /// What to do when the socket cannot be reached, by the connect's errno: "is cairnd
@@ -54,12 +54,12 @@ struct DaemonConnection {
     /// connection but does not answer: hung, for its 10 s rule).
     func callIfReachable(_ method: String, _ path: String, body: [UInt8]? = nil, timeout: Double = 60,
                          treating unreachableCodes: Set<ClientError.Code> = [.unreachable],
-                         unreachable: (_ message: String, _ cause: (any Error)?) -> Void) throws -> [UInt8]? {
+                         unreachable: (ClientError) -> Void) throws -> [UInt8]? {
         let response: UnixHTTPClient.Response
         do {
             response = try UnixHTTPClient(socketPath: socketPath, timeout: timeout).send(method: method, path: path, body: body)
         } catch where unreachableCodes.contains(error.code) {
-            unreachable(error.message, error.cause)
+            unreachable(error)
             return nil
         } catch {
             fail(error.message)

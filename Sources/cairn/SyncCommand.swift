@@ -14,9 +14,9 @@ struct SyncCommand: AsyncParsableCommand {
             Returns at once (see `cairn status`), or with --wait follows the attempt that answers \
             the request on every channel (a progress bar on a terminal, a line per step otherwise \
             or with TERM=dumb) and exits 0 once the newest version answers; 1 if the attempt \
-            failed, --timeout passed or cairnd restarted; 3 if cairnd cannot be reached, or \
-            answers nothing, for 10 s (a cairnd just started is waited for); 130 on Ctrl-C, \
-            which ends only the wait.
+            failed, --timeout passed or cairnd restarted; 3 if cairnd cannot be reached for 10 s \
+            (a cairnd just started is waited for) or answers nothing for two 10 s polls in a row; \
+            130 on Ctrl-C, which ends only the wait.
             """)
 
     @OptionGroup var connection: ConnectionOptions
@@ -52,15 +52,15 @@ struct SyncCommand: AsyncParsableCommand {
     private func requestWhenReachable(_ daemon: DaemonConnection) async throws -> [UInt8] {
         let since = ContinuousClock.now
         while true {
-            var failure: (message: String, cause: (any Error)?)?
-            if let body = try daemon.callIfReachable("POST", "/v1/sync", body: [], unreachable: { failure = ($0, $1) }) {
+            var failure: ClientError?
+            if let body = try daemon.callIfReachable("POST", "/v1/sync", body: [], unreachable: { failure = $0 }) {
                 return body
             }
             // Only a socket that is not there yet, or not listened on yet, can come: a path
             // this user may not use, or one too long, is said at once.
             let settled = [EACCES, EPERM, ENAMETOOLONG, ENOTDIR].contains((failure?.cause as? UnixSocket.Errno)?.code ?? 0)
             if ContinuousClock.now - since >= .seconds(10) || settled, let failure {
-                daemon.failUnreachable(failure.message, failure.cause)
+                daemon.failUnreachable(failure)
                 throw ExitCode(3)
             }
             try await Task.sleep(for: .milliseconds(250))
@@ -73,10 +73,11 @@ struct SyncCommand: AsyncParsableCommand {
         signal(SIGINT, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
         source.setEventHandler {
-            display.clear()
-            fflush(nil)
+            // write(2) and _exit: stdio's lock may be held by a progress line blocked on a full
+            // pipe or a stopped terminal, and nothing buffered is worth waiting for.
+            if display.drawsInPlace { writeStandardOutput(raw: "\r\u{1B}[K") }
             writeStandardError("cairn: interrupted; the wait ended, cairnd's attempt goes on (`cairn status` shows it)\n")
-            Glibc.exit(128 + SIGINT)
+            _exit(128 + SIGINT)
         }
         source.resume()
         return source
@@ -112,6 +113,10 @@ struct SyncCommand: AsyncParsableCommand {
         /// Since when cairnd has not been reachable (nil while it answers). Not proof of a
         /// restart by itself: a busy cairnd's full backlog refuses a connection too.
         var gone: ContinuousClock.Instant?
+        /// Polls in a row that cairnd took and did not answer within 10 s. Two count as a
+        /// cairnd that has stopped answering (hung, or stopped): one alone may be a status slow
+        /// under an install's disk load.
+        var silent = 0
         /// Ends the wait: the progress line cleared, one line said, the exit code to throw.
         func stop(_ message: String, _ code: Int32 = 1) -> ExitCode {
             daemon.fail(message)
@@ -122,22 +127,29 @@ struct SyncCommand: AsyncParsableCommand {
             // which a cairnd that does not answer counts as stopped: one that is hung (stopped,
             // swapping) still takes connections, and the status answers at once otherwise.
             let left = deadline.map { max(1, min(10, ($0 - ContinuousClock.now) / .seconds(1))) } ?? 10
-            var reason = ""
+            var failure: ClientError?
             let polled = ContinuousClock.now
             guard let body = try daemon.callIfReachable("GET", "/v1/status", timeout: left, treating: [.unreachable, .noAnswer],
-                                                        unreachable: { message, _ in reason = message }) else {
-                // cairnd restarting (`systemctl restart`) is back within seconds: the wait
-                // says so then, rather than that cairnd is not running.
-                let since = gone ?? polled
-                gone = since
-                guard ContinuousClock.now - since < .seconds(10) else { throw stop("\(reason); cairnd stopped answering during the wait", 3) }
+                                                        unreachable: { failure = $0 }) else {
+                let reason = failure?.message ?? ""
+                if failure?.code == .noAnswer {
+                    silent += 1
+                    guard silent < 2 else { throw stop("\(reason); cairnd stopped answering during the wait", 3) }
+                } else {
+                    silent = 0
+                    // cairnd restarting (`systemctl restart`) is back within seconds: the wait
+                    // says so then, rather than that cairnd is not running.
+                    let since = gone ?? polled
+                    gone = since
+                    guard ContinuousClock.now - since < .seconds(10) else { throw stop("\(reason); cairnd stopped answering during the wait", 3) }
+                }
                 if let deadline, ContinuousClock.now >= deadline {
                     throw stop("still syncing after \(timeout!) s (cairnd does not answer now: \(reason)); the attempt may go on")
                 }
                 try await Task.sleep(for: .milliseconds(250))
                 continue
             }
-            gone = nil
+            (gone, silent) = (nil, 0)
             let status = try daemon.decode(DaemonStatus.self, from: body)
             guard let listed = status.channels else {
                 throw stop("cairnd's status lists no channels this cairn can read; are cairn and cairnd of one release?")
@@ -184,6 +196,8 @@ struct SyncCommand: AsyncParsableCommand {
 /// each time the phase changes or a download passes another tenth.
 final class SyncProgressDisplay {
     private let terminal: Bool
+    /// Whether progress is drawn in place (a line to erase on the way out).
+    var drawsInPlace: Bool { terminal }
     private var last = ""
     private var drawn = false
 
