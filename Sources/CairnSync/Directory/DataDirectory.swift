@@ -105,6 +105,9 @@ public final class DataDirectory: Sendable {
         do throws(StoreError) {
             guard let data = try? encoder.encode(state) else { throw StoreError(.io, "the sync state cannot be encoded") }
             try FileSystem.writeAtomically(Array(data) + [0x0A], to: statePath)
+            // This process's own write: read again next time, whatever key the new file has (an
+            // inode freed and taken again within the clock's tick could repeat the old key).
+            stateCache.withLock { $0 = nil }
             unsaved.withLock { $0 = nil }
             lastGood.withLock { $0 = state }
         } catch {
