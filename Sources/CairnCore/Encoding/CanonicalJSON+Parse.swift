@@ -32,12 +32,16 @@ struct JSONParser {
     var index = 0
     /// Numbers of every form are skipped rather than refused (`CanonicalJSON.repeatsAKey`).
     let anyNumbers: Bool
+    /// Values are checked and dropped, not kept (`CanonicalJSON.checkKeys`): only the keys of
+    /// the objects being read are held, so a large document costs no tree beside its bytes.
+    let keepValues: Bool
     /// Set when parsing stopped at a key that its object already had.
     private(set) var repeatedKey = false
 
-    init(bytes: [UInt8], anyNumbers: Bool = false) {
+    init(bytes: [UInt8], anyNumbers: Bool = false, keepValues: Bool = true) {
         self.bytes = bytes
         self.anyNumbers = anyNumbers
+        self.keepValues = keepValues
     }
 
     func failure(_ what: String) -> CoreError {
@@ -78,6 +82,7 @@ struct JSONParser {
         guard depth <= CanonicalJSON.maxDepth else { throw failure("nesting deeper than \(CanonicalJSON.maxDepth)") }
         index += 1
         var members: [String: CanonicalJSON] = [:]
+        var keys: Set<String> = []
         skipWhitespace()
         if peek == UInt8(ascii: "}") { index += 1; return .object(members) }
         while true {
@@ -90,7 +95,8 @@ struct JSONParser {
             index += 1
             skipWhitespace()
             let member = try value(depth: depth)
-            guard members.updateValue(member, forKey: key) == nil else {
+            let repeated = keepValues ? members.updateValue(member, forKey: key) != nil : !keys.insert(key).inserted
+            guard !repeated else {
                 index = keyOffset
                 repeatedKey = true
                 throw failure("duplicate object key")
@@ -112,7 +118,8 @@ struct JSONParser {
         if peek == UInt8(ascii: "]") { index += 1; return .array(elements) }
         while true {
             skipWhitespace()
-            elements.append(try value(depth: depth))
+            let element = try value(depth: depth)
+            if keepValues { elements.append(element) }
             skipWhitespace()
             switch peek {
             case UInt8(ascii: ","): index += 1

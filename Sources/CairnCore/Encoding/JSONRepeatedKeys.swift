@@ -25,7 +25,7 @@ extension CanonicalJSON {
     /// (a request's limit by default; a publisher's own source files have none) is unreadable.
     public static func checkKeys(_ bytes: some Collection<UInt8>, maxBytes: Int = maxInputBytes) -> KeyCheck {
         guard bytes.count <= maxBytes else { return .unreadable }
-        var parser = JSONParser(bytes: Array(bytes), anyNumbers: true)
+        var parser = JSONParser(bytes: Array(bytes), anyNumbers: true, keepValues: false)
         parser.skipWhitespace()
         do { _ = try parser.value(depth: 0) } catch { return parser.repeatedKey ? .repeated : .unreadable }
         parser.skipWhitespace()
