@@ -190,6 +190,11 @@ public actor Syncer {
         // A source that has nothing newer does not end the attempt: a later one may (a stick
         // left plugged in with the installed version, ahead of the origin that has moved on).
         var upToDate: SyncOutcome?
+        /// The first failure that is news: something this channel's publisher offered that
+        /// could not be installed. Not news: a source out of reach, an older copy (a rollback),
+        /// and a source that is not this channel's or not signed by its keys (another
+        /// publisher's stick, another channel's folder): each is said in that source's health.
+        var news: SyncError?
         for source in Self.order(configuration.sources, state: state, now: now()) {
             var reached = false
             var timings = InstallTimings()
@@ -242,22 +247,30 @@ public actor Syncer {
                 }
                 // Keep the most telling error: what a source served beats not reaching one.
                 if kept == nil || (kept!.isTransport && !error.isTransport) { kept = error }
+                if news == nil, !error.isTransport, !Self.notNews.contains(error.code) { news = error }
                 if error.code == .cancelled { break }
             }
         }
         // Up to date at one source, the attempt stays so unless a later one offered something it
         // could not install (a newer version refused, a disk too full): that is said and backed
         // off from. A source out of reach, or an older copy refused as a rollback, is no news.
-        if let upToDate, unserved == nil, kept == nil || kept!.isTransport || kept!.code == .rollback || kept!.code == .cancelled {
+        if let upToDate, unserved == nil, news == nil {
             await persist(state)
             return upToDate
         }
-        let error = unserved ?? kept!
+        let error = unserved ?? news ?? kept!
         state.lastError = SyncState.LastError(code: error.code.name, message: error.message, at: SyncState.time(now()))
         await persist(state)
         logger.warning("sync refused: \(error.code): \(error.message)")
         return .failed(error)
     }
+
+    /// Refusals that say a source is not this channel's publisher's (or is behind): with
+    /// another source up to date they are that source's health, not the attempt's failure,
+    /// which would back off from the good source too.
+    static let notNews: Set<SyncError.Code> = [
+        .rollback, .cancelled, .channelMismatch, .manifestRefused, .thresholdNotMet, .keyRevoked, .rootRefused,
+    ]
 
     /// After `version` was installed but the daemon could not serve it (it serves the version
     /// before): points `current` back at that version, which `previous` names, so that the
