@@ -184,6 +184,9 @@ public struct Downloader: Sendable {
         if Self.tlsCodes.contains(outcome.code.rawValue) {
             throw SyncError(.tls, "TLS with the source failed for the \(what): \(outcome.message) (curl \(outcome.code.rawValue)); check ca_bundle, client_cert and client_key")
         }
+        if context.wrongLength {
+            throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) with \(context.contentLength ?? 0) bytes for the \(what), not the \(context.limit - (outcome.status == 206 ? context.rangeStart : 0)) asked for: not the \(what) (an error or captive-portal page?); nothing of it was kept")
+        }
         if context.misplacedRange {
             throw SyncError(.httpStatus, "the source answered HTTP 206 with \(context.contentRangeStart.map { "bytes from \($0)" } ?? "no byte range") for the \(what), not the bytes from \(context.rangeStart) asked for")
         }

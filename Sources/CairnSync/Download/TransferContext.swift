@@ -44,6 +44,12 @@ final class TransferContext: @unchecked Sendable {
     /// A 206 whose range does not start where the request asked: its bytes would land at the
     /// wrong offset, so the transfer is cut.
     var misplacedRange = false
+    /// The `Content-Length` of the current response (nil: none, or chunked).
+    var contentLength: Int64?
+    /// A file's download (a blob, a model file: its size is signed) answered with a length that
+    /// is not what the request asked for: an error or captive-portal page sent as 200, or a
+    /// broken proxy. Cut before a byte is written, so that no source resumes it as the blob.
+    var wrongLength = false
     var exceeded = false
     var writeFailed = false
     /// The errno of the failed write (ENOSPC, EFBIG, EROFS…).
@@ -67,7 +73,7 @@ final class TransferContext: @unchecked Sendable {
     /// Body bytes from libcurl. Returning fewer than `count` aborts the transfer.
     func receive(_ data: UnsafeRawPointer, _ count: Int) -> Int {
         if !statusChecked { checkStatus() }
-        if misplacedRange { return 0 }
+        if misplacedRange || wrongLength { return 0 }
         if discarding {
             if refusedBody.count < Self.refusedBodyKept {
                 refusedBody += UnsafeRawBufferPointer(start: data, count: min(count, Self.refusedBodyKept - refusedBody.count))
@@ -118,7 +124,12 @@ final class TransferContext: @unchecked Sendable {
             break // file:// (no status) honours ranges
         case 206:
             misplacedRange = contentRangeStart != rangeStart
+            if !misplacedRange, fd >= 0, let contentLength, contentLength != limit - rangeStart { wrongLength = true }
         case 200:
+            if fd >= 0, let contentLength, contentLength != limit {
+                wrongLength = true
+                return
+            }
             if rangeStart > 0, fd >= 0 {
                 _ = ftruncate(fd, 0)
                 _ = lseek(fd, 0, SEEK_SET)
@@ -136,7 +147,9 @@ final class TransferContext: @unchecked Sendable {
         let line = String(decoding: UnsafeRawBufferPointer(start: data, count: count), as: UTF8.self)
         let lowered = line.lowercased()
         if line.hasPrefix("HTTP/") {
-            (etag, contentRangeStart) = (nil, nil)
+            (etag, contentRangeStart, contentLength) = (nil, nil, nil)
+        } else if lowered.hasPrefix("content-length:") {
+            contentLength = Int64(lowered.dropFirst(15).trimmingCharacters(in: .whitespacesAndNewlines))
         } else if lowered.hasPrefix("etag:") {
             etag = line.dropFirst(5).trimmingCharacters(in: .whitespacesAndNewlines)
         } else if lowered.hasPrefix("content-range:") {
