@@ -180,8 +180,7 @@ import Testing
         try ("query-id\tcorpus-id\tscore\n" + phrasings.map { "\($0.id)\td\(Int($0.id.dropFirst())! % 4 + 3)\t1\n" }.joined())
             .write(toFile: collection + "/qrels/test.tsv", atomically: true, encoding: .utf8)
         // An evaluation can still end before its cairnd is seen on a starved machine: such a
-        // run, exit 0, is tried again, up to five times. A cairnd seen is frozen (SIGSTOP) before cairn is
-        // interrupted, so that the run cannot end meanwhile, and thawed after.
+        // run, exit 0, is tried again, up to five times.
         for attempt in 1...5 {
             let temporary = workspace + "/tmp\(attempt)"
             try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
@@ -193,18 +192,14 @@ import Testing
                 if let left = Self.cairnd(under: temporary) { kill(left.pid, SIGKILL) }  // only when the test fails
             }
             try await waitUntil("cairn eval starts its cairnd", seconds: 120) { Self.cairnd(under: temporary) != nil || !eval.isRunning }
-            if let (pid, arguments) = Self.cairnd(under: temporary) {
+            if let (_, arguments) = Self.cairnd(under: temporary) {
                 // Never the device's /etc/cairn/cairnd.conf.
                 #expect(arguments.contains("--config"), "\(arguments)")
-                kill(pid, SIGSTOP)
+                // The eval is frozen while the signal is sent, so that it cannot end meanwhile;
+                // thawed, it takes the signal at once, with seconds of queries still to send.
+                kill(eval.processIdentifier, SIGSTOP)
                 kill(eval.processIdentifier, SIGINT)
-                // Thawed once the handler has begun (its SIGTERM waits on the frozen cairnd):
-                // thawed at once, the run could end with its last answers before the handler
-                // ran, which a loaded machine made happen five times in a row (2026-12-06).
-                try await waitUntil("cairn eval's handler stops its cairnd", seconds: 60) {
-                    Self.pendingSignals(pid).map { $0 & (1 << (UInt64(SIGTERM) - 1)) != 0 } ?? true
-                }
-                kill(pid, SIGCONT)
+                kill(eval.processIdentifier, SIGCONT)
             }
             try await waitUntil("cairn eval exits", seconds: 60) { !eval.isRunning }
             if eval.terminationStatus == 0 && attempt < 5 { continue }
@@ -214,16 +209,6 @@ import Testing
             let left = (try? FileManager.default.contentsOfDirectory(atPath: temporary)) ?? ["?"]
             #expect(!left.contains { $0.hasPrefix("cairn-eval-") || $0 == "?" }, "\(left)")
             break
-        }
-    }
-
-    /// The signals pending for process `pid` (its own and its thread group's; bit n - 1 for
-    /// signal n), from /proc; nil once it has gone.
-    static func pendingSignals(_ pid: pid_t) -> UInt64? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-        return text.split(separator: "\n").reduce(UInt64(0)) { mask, line in
-            guard line.hasPrefix("SigPnd:") || line.hasPrefix("ShdPnd:") else { return mask }
-            return mask | (UInt64(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces), radix: 16) ?? 0)
         }
     }
 
