@@ -108,7 +108,11 @@ extension DaemonConfiguration {
             case "idle_timeout":
                 idleTimeout = try Self.seconds(v, bad)
             case "socket_mode":
-                guard let mode = UInt32(v, radix: 8), mode <= 0o777 else { throw bad("an octal mode like 0660") }
+                // Its owner (cairnd's user, whose `cairn` and health checks connect) must read and
+                // write it: `0000` started a daemon nobody but root could query.
+                guard let mode = UInt32(v, radix: 8), mode <= 0o777, mode & 0o600 == 0o600 else {
+                    throw bad("an octal mode that lets its owner read and write, like 0660")
+                }
                 socketMode = mode
             case "log_level":
                 guard let level = Logger.Level(rawValue: v.lowercased()) else { throw bad("a log level (info, debug, …)") }
