@@ -12,7 +12,7 @@ struct ProgressTests {
         try await run(Products.path("cairn"), ["--socket", rig.device.socket, "sync", "--wait"] + arguments)
     }
 
-    @Test("Given a slow source, when `cairn sync --wait` runs, then status shows the download's phase, version, bytes done of total and rate, and sync --wait prints its steps and exits 0 once the new version answers")
+    @Test("Given a slow source, when `cairn sync --wait` runs, then status shows the download's phase, version, bytes done of total, rate and source, and sync --wait prints its steps and exits 0 once the new version answers")
     func followsADownload() async throws {
         let rig = try await Rig()
         defer { rig.stop() }
@@ -43,7 +43,9 @@ struct ProgressTests {
         #expect(rate > 0 && rate < 4 * 5_000, "rate \(rate) for a source sending 5,000 bytes a second")
         #expect((seen["eta_seconds"] as? NSNumber).map { $0.doubleValue >= 0 } == true)
         #expect(seen["attempt"] as? Int == rig.device.syncStatus["attempts_started"] as? Int)
-        #expect(text.contains("syncing     attempt \(seen["attempt"] as? Int ?? 0) since ") && text.contains(" MB of "), "\(text)")
+        #expect(seen["source"] as? String == rig.server.url, "\(String(describing: seen["source"]))")
+        #expect(text.contains("syncing     attempt \(seen["attempt"] as? Int ?? 0) since ") && text.contains(" MB of ")
+                && text.contains("(from \(rig.server.url))"), "\(text)")
 
         let finished = try await waited
         #expect(finished.status == 0, "\(finished.stderr)")

@@ -163,9 +163,12 @@ extension DaemonStatus {
         public var etaSeconds: Double?
         /// When the attempt started (RFC 3339, UTC).
         public var started: String
+        /// The source the attempt is asking now, as configured (since 2026-12-06; nil before
+        /// the first, or from an older cairnd).
+        public var source: String?
 
         public init(attempt: Int, phase: String, version: Int?, bytesDone: Int64, bytesTotal: Int64?,
-                    bytesPerSecond: Double?, etaSeconds: Double?, started: String) {
+                    bytesPerSecond: Double?, etaSeconds: Double?, started: String, source: String? = nil) {
             self.attempt = attempt
             self.phase = phase
             self.version = version
@@ -174,10 +177,11 @@ extension DaemonStatus {
             self.bytesPerSecond = bytesPerSecond
             self.etaSeconds = etaSeconds
             self.started = started
+            self.source = source
         }
 
         enum CodingKeys: String, CodingKey {
-            case attempt, phase, version, started
+            case attempt, phase, version, started, source
             case bytesDone = "bytes_done", bytesTotal = "bytes_total", bytesPerSecond = "bytes_per_second", etaSeconds = "eta_seconds"
         }
 
@@ -191,6 +195,7 @@ extension DaemonStatus {
             try c.encode(bytesPerSecond, forKey: .bytesPerSecond)
             try c.encode(etaSeconds, forKey: .etaSeconds)
             try c.encode(started, forKey: .started)
+            try c.encode(source, forKey: .source)
         }
     }
 

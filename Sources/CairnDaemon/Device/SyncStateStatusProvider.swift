@@ -25,7 +25,7 @@ struct SyncStateStatusProvider: SyncStatusProvider {
         sync.progress = reading.current.map {
             DaemonStatus.Progress(attempt: $0.attempt, phase: $0.phase.rawValue, version: $0.version, bytesDone: $0.bytesDone,
                                   bytesTotal: $0.bytesTotal, bytesPerSecond: $0.bytesPerSecond.map { ($0 * 10).rounded() / 10 },
-                                  etaSeconds: $0.etaSeconds.map { ($0 * 10).rounded() / 10 }, started: SyncState.time($0.started))
+                                  etaSeconds: $0.etaSeconds.map { ($0 * 10).rounded() / 10 }, started: SyncState.time($0.started), source: $0.source)
         }
         if let chain = trust.current {
             let root = chain.current

@@ -33,6 +33,8 @@ public final class SyncProgress: Sendable {
         public var etaSeconds: Double?
         /// When the attempt started.
         public var started: Date
+        /// The source being asked now (its URL as configured); nil before the first.
+        public var source: String?
     }
 
     /// Everything status shows: the attempt in progress (nil between attempts), how many have
@@ -56,6 +58,7 @@ public final class SyncProgress: Sendable {
         var startedAt = Date()
         /// When the downloading phase began, on the monotonic clock.
         var downloadStart: ContinuousClock.Instant?
+        var source: String?
     }
 
     private let state = Mutex(State())
@@ -76,8 +79,14 @@ public final class SyncProgress: Sendable {
         state.withLock { state in
             state.started += 1
             state.phase = .checking
-            (state.version, state.done, state.total, state.startedAt, state.downloadStart) = (nil, 0, nil, date, nil)
+            (state.version, state.done, state.total, state.startedAt, state.downloadStart, state.source) = (nil, 0, nil, date, nil, nil)
         }
+    }
+
+    /// The attempt turns to `source` (the next in order): what status names while it is asked,
+    /// so that a slow or failing mirror shows as the one holding the attempt.
+    func asking(_ source: String) {
+        state.withLock { state in state.source = source }
     }
 
     /// The install of `version` starts downloading `bytes` (what is not already staged).
@@ -127,7 +136,8 @@ public final class SyncProgress: Sendable {
                     Double(total - state.done) / rate
                 } else { nil }
                 current = Report(attempt: state.started, phase: state.phase, version: state.version, bytesDone: state.done,
-                                 bytesTotal: total, bytesPerSecond: rate, etaSeconds: eta, started: state.startedAt)
+                                 bytesTotal: total, bytesPerSecond: rate, etaSeconds: eta, started: state.startedAt,
+                                 source: state.source)
             }
             return Reading(current: current, started: state.started, finished: state.finished, lastOutcome: state.lastOutcome)
         }

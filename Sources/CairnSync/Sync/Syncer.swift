@@ -196,6 +196,7 @@ public actor Syncer {
         /// publisher's stick, another channel's folder): each is said in that source's health.
         var news: SyncError?
         for source in Self.order(configuration.sources, state: state, now: now()) {
+            progress.asking(source)
             var reached = false
             var timings = InstallTimings()
             do throws(SyncError) {
