@@ -67,19 +67,28 @@ struct FaultTests {
         #expect(device.state.sources?.first?.lastError?.hasPrefix("rollback") == true)
     }
 
-    @Test("Given a first source that is another publisher's stick (a newer version signed by a key the device does not trust) and a second up to date, when syncing, then the attempt is up to date, not failed and backed off from, and the stick's refusal is in its health")
-    func strangersStickIsNotNews() async throws {
+    @Test("Given a first source holding another channel's manifest where this channel's goes (a folder copied wrongly) and a second up to date, when syncing, then the attempt is up to date, not failed and backed off from, and the refusal is in that source's health; a stranger's signature stays news")
+    func otherChannelsFolderIsNotNews() async throws {
         let repo = try RepoFixture(withModel: false)
         try repo.publish(version: 1)
         let other = try RepoFixture(withModel: false)
-        try other.publish(version: 5)
+        _ = try other.publish(version: 5, signer: repo.key) { $0.channel = "elsewhere" }
         let device = try Device(repo: repo, sources: ["file://" + other.root, repo.url])
         #expect(await device.syncer.syncOnce().installedVersion == 1)
         let outcome = await device.syncer.syncOnce()
         #expect(outcome.isUpToDate, "\(outcome)")
         #expect(device.state.lastError == nil)
         let stick = try #require(device.state.sources?.first { $0.url.hasPrefix("file://") })
-        #expect(stick.lastError != nil && stick.consecutiveFailures == 2, "\(String(describing: stick.lastError))")
+        #expect(stick.lastError?.hasPrefix("channel_mismatch") == true && stick.consecutiveFailures == 2,
+                "\(String(describing: stick.lastError))")
+        // A newer version signed by a key the device does not trust is news (it could be the
+        // origin's own after a rotation the device cannot follow): the attempt says so.
+        let stranger = try RepoFixture(withModel: false)
+        try stranger.publish(version: 6)
+        let signed = try Device(repo: repo, sources: ["file://" + stranger.root, repo.url])
+        #expect(await signed.syncer.syncOnce().installedVersion == 1)
+        let refused = await signed.syncer.syncOnce()
+        #expect(!refused.isUpToDate && refused.errorCode != nil, "\(refused)")
     }
 
     @Test("Given a first source up to date and a later one offering a newer version that fails (corrupt blobs), when syncing, then the attempt fails with that error, not up to date; a later source out of reach stays no news")

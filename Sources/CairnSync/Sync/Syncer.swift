@@ -190,10 +190,9 @@ public actor Syncer {
         // A source that has nothing newer does not end the attempt: a later one may (a stick
         // left plugged in with the installed version, ahead of the origin that has moved on).
         var upToDate: SyncOutcome?
-        /// The first failure that is news: something this channel's publisher offered that
-        /// could not be installed. Not news: a source out of reach, an older copy (a rollback),
-        /// and a source that is not this channel's or not signed by its keys (another
-        /// publisher's stick, another channel's folder): each is said in that source's health.
+        /// The first failure that is news: something a source offered that could not be
+        /// installed or trusted. Not news: a source out of reach, an older copy (a rollback),
+        /// another channel's manifest: each is said in that source's health.
         var news: SyncError?
         for source in Self.order(configuration.sources, state: state, now: now()) {
             progress.asking(source)
@@ -266,12 +265,12 @@ public actor Syncer {
         return .failed(error)
     }
 
-    /// Refusals that say a source is not this channel's publisher's (or is behind): with
-    /// another source up to date they are that source's health, not the attempt's failure,
-    /// which would back off from the good source too.
-    static let notNews: Set<SyncError.Code> = [
-        .rollback, .cancelled, .channelMismatch, .manifestRefused, .thresholdNotMet, .keyRevoked, .rootRefused,
-    ]
+    /// Refusals that say a source is behind or serves another channel: with another source up
+    /// to date they are that source's health, not the attempt's failure, which would back off
+    /// from the good source too. Not the trust refusals (a signature, a threshold, a revoked key,
+    /// a root step): a stranger's stick gives them, but so does an origin whose key rotation the
+    /// device cannot follow, which must not pass as up to date.
+    static let notNews: Set<SyncError.Code> = [.rollback, .cancelled, .channelMismatch]
 
     /// After `version` was installed but the daemon could not serve it (it serves the version
     /// before): points `current` back at that version, which `previous` names, so that the
