@@ -35,7 +35,7 @@ public func buildServer(
     // default, so links down to about 0.45 KiB/s keep theirs (a device gives up below 1 KiB/s
     // for stall_timeout itself), while a client that stopped reading frees its slot.
     let http1 = HTTP1Channel.Configuration(
-        additionalChannelHandlers: [HTTP10CloseInstaller(), RequestDeadlineHandler(limit: idleTimeout, stallLimit: idleTimeout * 5),
+        additionalChannelHandlers: [HTTP10CloseInstaller(), RequestDeadlineHandler(limit: idleTimeout, stallLimit: .seconds(Int64(min(configuration.idleTimeoutSeconds, 1_000_000_000)) * 5)),
                                     DrainBeforeCloseHandler(limit: idleTimeout)],
         idleTimeout: idleTimeout)
     return Application(

@@ -132,10 +132,11 @@ struct SyncCommand: AsyncParsableCommand {
             guard let body = try daemon.callIfReachable("GET", "/v1/status", timeout: left, treating: [.unreachable, .noAnswer],
                                                         unreachable: { failure = $0 }) else {
                 let reason = failure?.message ?? ""
-                if failure?.code == .noAnswer {
+                // A poll cut short by --timeout's end is no proof of silence: the deadline speaks then.
+                if failure?.code == .noAnswer, left >= 10 {
                     silent += 1
                     guard silent < 2 else { throw stop("\(reason); cairnd stopped answering during the wait", 3) }
-                } else {
+                } else if failure?.code != .noAnswer {
                     silent = 0
                     // cairnd restarting (`systemctl restart`) is back within seconds: the wait
                     // says so then, rather than that cairnd is not running.

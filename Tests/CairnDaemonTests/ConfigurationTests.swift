@@ -84,8 +84,8 @@ struct ConfigurationTests {
         "poll_interval = inf", "poll_interval = 1e17", "poll_interval = 0.0005", "idle_timeout = 1e10", "idle_timeout = nan",
         "backoff_max = inf", "stall_timeout = 1e300", "[channel x]\npoll_interval = inf",
         // Counts that trapped where the pool adds them, or started a thread each.
-        // A socket its own owner cannot connect to serves nobody but root.
-        "socket_mode = 0000", "socket_mode = 0460",
+        // A socket neither its owner nor its group can connect to serves nobody but root.
+        "socket_mode = 0000", "socket_mode = 0406",
         "max_queued_queries = 9223372036854775807", "max_concurrent_queries = 3000000000000000000", "max_concurrent_queries = 100000",
         // A comment where the value goes is no value, and paths must not depend on the working folder.
         "data_dir =   # default", "socket = # default", "data_dir = var/cairn", "socket =",

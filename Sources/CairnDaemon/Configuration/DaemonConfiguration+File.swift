@@ -108,10 +108,10 @@ extension DaemonConfiguration {
             case "idle_timeout":
                 idleTimeout = try Self.seconds(v, bad)
             case "socket_mode":
-                // Its owner (cairnd's user, whose `cairn` and health checks connect) must read and
-                // write it: `0000` started a daemon nobody but root could query.
-                guard let mode = UInt32(v, radix: 8), mode <= 0o777, mode & 0o600 == 0o600 else {
-                    throw bad("an octal mode that lets its owner read and write, like 0660")
+                // Its owner or its group must read and write it: `0000` started a daemon nobody but
+                // root could query. (A group-only `0060` with socket_group stays allowed.)
+                guard let mode = UInt32(v, radix: 8), mode <= 0o777, mode & 0o600 == 0o600 || mode & 0o060 == 0o060 else {
+                    throw bad("an octal mode that lets its owner or group read and write, like 0660")
                 }
                 socketMode = mode
             case "log_level":

@@ -93,15 +93,9 @@ private final class ChannelState: Sendable {
         // nothing serving yet (the first load after a start: minutes at a million chunks), the
         // search is refused at once for the same reason, rather than wait on a pool thread.
         if let serving = holder.current { return serving }
-        // A small version loads in moments: wait that long for it (a second, in steps) before
-        // refusing, rather than turn away a second search that came with the first.
-        for _ in 0..<100 {
-            usleep(10_000)
-            if let serving = holder.current { return serving }
-            if checked.withLock({ $0?.identity == file.identity }) { break }  // the load ended, and failed
-        }
         // A load that failed says so (503 no_index, "cannot be loaded"); one still running, that
-        // it runs.
+        // it runs. Not waited for: a wait, however short, holds a thread of the pool all
+        // channels share, once per search that comes meanwhile.
         if let fresh = try current(ifCheckedAgainst: file.identity) { return fresh }
         throw Self.firstLoad
     }
