@@ -41,6 +41,8 @@ final class TransferContext: @unchecked Sendable {
     static let discardLimit = 64 << 10
     /// The first byte of the `Content-Range` of the current response (nil: none).
     var contentRangeStart: Int64?
+    /// Its last byte (nil: none, or not a `first-last` range).
+    var contentRangeEnd: Int64?
     /// A 206 whose range does not start where the request asked: its bytes would land at the
     /// wrong offset, so the transfer is cut.
     var misplacedRange = false
@@ -124,7 +126,10 @@ final class TransferContext: @unchecked Sendable {
             break // file:// (no status) honours ranges
         case 206:
             misplacedRange = contentRangeStart != rangeStart
-            if !misplacedRange, fd >= 0, let contentLength, contentLength != limit - rangeStart { wrongLength = true }
+            // A server may cap what one range answer carries: the length must match the range
+            // it names, which need not run to the blob's end (the rest comes at the next try).
+            let named = contentRangeEnd.map { $0 - rangeStart + 1 } ?? (limit - rangeStart)
+            if !misplacedRange, fd >= 0, let contentLength, contentLength != named { wrongLength = true }
         case 200:
             if fd >= 0, let contentLength, contentLength != limit {
                 wrongLength = true
@@ -147,13 +152,14 @@ final class TransferContext: @unchecked Sendable {
         let line = String(decoding: UnsafeRawBufferPointer(start: data, count: count), as: UTF8.self)
         let lowered = line.lowercased()
         if line.hasPrefix("HTTP/") {
-            (etag, contentRangeStart, contentLength) = (nil, nil, nil)
+            (etag, contentRangeStart, contentRangeEnd, contentLength) = (nil, nil, nil, nil)
         } else if lowered.hasPrefix("content-length:") {
             contentLength = Int64(lowered.dropFirst(15).trimmingCharacters(in: .whitespacesAndNewlines))
         } else if lowered.hasPrefix("etag:") {
             etag = line.dropFirst(5).trimmingCharacters(in: .whitespacesAndNewlines)
         } else if lowered.hasPrefix("content-range:") {
             contentRangeStart = Self.rangeStart(of: lowered.dropFirst(14))
+            contentRangeEnd = Self.rangeEnd(of: lowered.dropFirst(14))
         }
         return count
     }
@@ -162,6 +168,14 @@ final class TransferContext: @unchecked Sendable {
 extension TransferContext {
     /// The first byte of a `Content-Range` value, `bytes <first>-<last>/<length>` (RFC 9110
     /// 14.4); nil for anything else.
+    static func rangeEnd(of value: Substring) -> Int64? {
+        let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard trimmed.hasPrefix("bytes "), let dash = trimmed.firstIndex(of: "-"), let slash = trimmed.firstIndex(of: "/"), dash < slash else { return nil }
+        let last = trimmed[trimmed.index(after: dash)..<slash].trimmingCharacters(in: .whitespaces)
+        guard !last.isEmpty, last.allSatisfy(\.isASCII), last.allSatisfy(\.isNumber) else { return nil }
+        return Int64(last)
+    }
+
     static func rangeStart(of value: Substring) -> Int64? {
         let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
         guard trimmed.hasPrefix("bytes "), let dash = trimmed.firstIndex(of: "-") else { return nil }
