@@ -35,7 +35,10 @@ struct SocketAccessTests {
             // cairn says what to do: the user, not cairnd, is the problem. A copy the outsider
             // can run wherever the clone is (under /root, mode 0700, it could not run the build's).
             let copy = fixture.root + "/cairn"
-            try FileManager.default.copyItem(atPath: Products.path("cairn"), toPath: copy)
+            // By cp(1): a file this process held open for writing could be inherited by a child
+            // another test forks meanwhile, and the exec would fail with ETXTBSY.
+            let copied = try await run("/bin/cp", [Products.path("cairn"), copy])
+            try #require(copied.status == 0, "\(copied.stderr)")
             chmod(copy, 0o755)
             let cairn = try await run("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "--",
                                                            copy, "--socket", socket, "status"])

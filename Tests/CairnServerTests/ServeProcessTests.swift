@@ -49,9 +49,12 @@ struct ServeProcessTests {
         let repo = try TestRepository()
         defer { repo.remove() }
         chmod(repo.root.path + repo.blobPath, 0o600)
-        // A copy the other user can run wherever the clone is.
+        // A copy the other user can run wherever the clone is, written by cp(1): a file this
+        // process held open for writing could be inherited by a child another test forks
+        // meanwhile, and its exec would then fail with ETXTBSY.
         let copy = repo.base.path + "/cairn-server"
-        try FileManager.default.copyItem(atPath: Self.binary.path, toPath: copy)
+        let copied = try await run("/bin/cp", [Self.binary.path, copy])
+        try #require(copied.status == 0, "\(copied.stderr)")
         chmod(copy, 0o755)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
@@ -73,7 +76,12 @@ struct ServeProcessTests {
             return text
         }
         let prefix = "cairn-server: serving \(repo.root.path) on http://127.0.0.1:"
-        let port = try #require(Int(line.dropFirst(prefix.count).prefix { $0.isNumber }), "\(line)")
+        guard let port = Int(line.dropFirst(prefix.count).prefix { $0.isNumber }) else {
+            process.terminate()
+            let said = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            Issue.record("no port line: \(line); standard error: \(said.suffix(600))")
+            return
+        }
         #expect(try await RawHTTP.send(port: port, target: repo.blobPath).status == 500)
         #expect(try await RawHTTP.send(port: port, target: "/channels/stable/manifest.json").status == 200)
         kill(process.processIdentifier, SIGTERM)
