@@ -95,8 +95,8 @@ final class Rig: @unchecked Sendable {
         return (lines.filter { $0.contains("sync refused: ") }, lines.filter { $0.contains("now serving") }.count)
     }
 
-    /// Asks for a sync and waits until that attempt ends; returns its error code (from the log
-    /// line) and the status's one-line last_error, or nil when the attempt succeeded.
+    /// Asks for a sync and waits until that attempt ends; returns its error code and message
+    /// (from its one-line log line), or nil when the attempt succeeded.
     func syncAttempt(during: (() -> Void)? = nil) async throws -> (code: String, message: String)? {
         let before = outcomeLines, finished = device.syncStatus["attempts_finished"] as? Int ?? 0
         let sync = try device.cairn(["sync"])
@@ -108,11 +108,18 @@ final class Rig: @unchecked Sendable {
         try await waitUntil("a sync attempt ends", seconds: 90) {
             (device.syncStatus["attempts_finished"] as? Int ?? 0) > finished
         }
+        // The first refusal after the request is this attempt's: a refused attempt is retried
+        // after the back-off (a quarter of a second here), and on a loaded machine that retry
+        // may have ended too by now, with another reason (a disk still full refused before any
+        // download), which the status's last_error would then give.
         let after = outcomeLines
-        guard after.refused.count > before.refused.count, let line = after.refused.last,
-              let range = line.range(of: "sync refused: ") else { return nil }
-        let code = line[range.upperBound...].prefix { $0 != ":" }
-        return (String(code), device.syncStatus["last_error"] as? String ?? "")
+        guard after.refused.count > before.refused.count, let range = after.refused[before.refused.count].range(of: "sync refused: ")
+        else { return nil }
+        let line = after.refused[before.refused.count]
+        let refusal = line[range.upperBound...]
+        let code = refusal.prefix { $0 != ":" }
+        let message = refusal.dropFirst(code.count).drop { $0 == ":" || $0 == " " }
+        return (String(code), String(message))
     }
 
     /// The common invariant of a refused or failed attempt at `version`: the error code is one
