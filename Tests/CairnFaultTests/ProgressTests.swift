@@ -12,6 +12,20 @@ struct ProgressTests {
         try await run(Products.path("cairn"), ["--socket", rig.device.socket, "sync", "--wait"] + arguments)
     }
 
+    /// Publishes the next version with blobs the fault server stalls after 100 bytes: the next
+    /// attempt stays downloading (stall_timeout 600).
+    static func publishStalled(_ rig: Rig) throws {
+        _ = try rig.publishNext(bulk: 100_000)
+        try rig.server.set(["stall_after": 100])
+    }
+
+    /// Until the device's attempt in progress is downloading.
+    static func waitUntilDownloading(_ rig: Rig, _ what: String = "the attempt downloads") async throws {
+        try await waitUntil(what, seconds: 60) {
+            (rig.device.syncStatus["progress"] as? [String: Any])?["phase"] as? String == "downloading"
+        }
+    }
+
     @Test("Given a slow source, when `cairn sync --wait` runs, then status shows the download's phase, version, bytes done of total, rate and source, and sync --wait prints its steps and exits 0 once the new version answers")
     func followsADownload() async throws {
         let rig = try await Rig()
@@ -102,12 +116,9 @@ struct ProgressTests {
         // Two attempts ended (the start-up one and this): the wait's attempt is the third.
         #expect(try rig.device.cairn(["sync"]).status == 0)
         try await waitUntil("the second attempt ends", seconds: 60) { rig.device.syncStatus["attempts_finished"] as? Int == 2 }
-        _ = try rig.publishNext(bulk: 100_000)
-        try rig.server.set(["stall_after": 100])
+        try Self.publishStalled(rig)
         async let waited = Self.syncWait(rig)
-        try await waitUntil("the third attempt downloads", seconds: 60) {
-            (rig.device.syncStatus["progress"] as? [String: Any])?["phase"] as? String == "downloading"
-        }
+        try await Self.waitUntilDownloading(rig, "the third attempt downloads")
         // Killed (a crash, the OOM killer): the attempt records no outcome. A cairnd stopped
         // with SIGTERM ends it as `cancelled`, which the wait reports as that attempt's failure.
         kill(rig.device.process.processIdentifier, SIGKILL)
@@ -123,12 +134,9 @@ struct ProgressTests {
     func daemonHungDuringWait() async throws {
         let rig = try await Rig(config: ["stall_timeout": "600"])
         defer { rig.stop() }
-        _ = try rig.publishNext(bulk: 100_000)
-        try rig.server.set(["stall_after": 100])
+        try Self.publishStalled(rig)
         async let waited = Self.syncWait(rig)
-        try await waitUntil("the attempt downloads", seconds: 60) {
-            (rig.device.syncStatus["progress"] as? [String: Any])?["phase"] as? String == "downloading"
-        }
+        try await Self.waitUntilDownloading(rig)
         let pid = rig.device.process.processIdentifier
         kill(pid, SIGSTOP)
         let finished = try await waited
@@ -144,8 +152,7 @@ struct ProgressTests {
     func interruptedWait() async throws {
         let rig = try await Rig(config: ["stall_timeout": "600"])
         defer { rig.stop() }
-        _ = try rig.publishNext(bulk: 100_000)
-        try rig.server.set(["stall_after": 100])
+        try Self.publishStalled(rig)
         let folder = try TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let waiting = try launch(Products.path("cairn"), ["--socket", rig.device.socket, "sync", "--wait"], logDirectory: folder)

@@ -8,6 +8,21 @@ struct ServeProcessTests {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("cairn-server")
     }
 
+    /// The first line the server writes on `output` (its port line), or what came before it
+    /// closed.
+    static func firstLine(of output: Pipe) async throws -> String {
+        let reader = output.fileHandleForReading
+        return try await RawHTTP.onThread { () -> String in
+            var text = ""
+            while !text.contains("\n") {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            return text
+        }
+    }
+
     @Test("Given the built binary with --port 0, when started, fetched from and sent SIGTERM, then it prints its port, serves, and exits 0")
     func endToEnd() async throws {
         let repo = try TestRepository()
@@ -20,16 +35,7 @@ struct ServeProcessTests {
         process.standardError = FileHandle.nullDevice
         try process.run()
         defer { if process.isRunning { process.terminate() } }
-        let reader = output.fileHandleForReading
-        let line = try await RawHTTP.onThread { () -> String in
-            var text = ""
-            while !text.contains("\n") {
-                let chunk = reader.availableData
-                if chunk.isEmpty { break }
-                text += String(decoding: chunk, as: UTF8.self)
-            }
-            return text
-        }
+        let line = try await Self.firstLine(of: output)
         let prefix = "cairn-server: serving \(repo.root.path) on http://127.0.0.1:"
         #expect(line.hasPrefix(prefix))
         let port = try #require(Int(line.dropFirst(prefix.count).prefix { $0.isNumber }))
@@ -65,16 +71,7 @@ struct ServeProcessTests {
         process.standardError = errors
         try process.run()
         defer { if process.isRunning { process.terminate() } }
-        let reader = output.fileHandleForReading
-        let line = try await RawHTTP.onThread { () -> String in
-            var text = ""
-            while !text.contains("\n") {
-                let chunk = reader.availableData
-                if chunk.isEmpty { break }
-                text += String(decoding: chunk, as: UTF8.self)
-            }
-            return text
-        }
+        let line = try await Self.firstLine(of: output)
         let prefix = "cairn-server: serving \(repo.root.path) on http://127.0.0.1:"
         guard let port = Int(line.dropFirst(prefix.count).prefix { $0.isNumber }) else {
             process.terminate()

@@ -41,27 +41,11 @@ struct ShutdownTests {
         }
     }
 
-    /// A server for `repo` with `idleTimeout` seconds, logging to `capture`, for `body`.
+    /// The shared `withServer` with `idleTimeout` seconds, logging to `capture`.
     static func withServer(_ repo: TestRepository, idleTimeout: Int, capture: LogCapture,
                            _ body: @Sendable (_ port: Int) async throws -> Void) async throws {
-        var configuration = ServerConfiguration(repository: repo.root.path)
-        configuration.port = 0
-        configuration.idleTimeoutSeconds = idleTimeout
-        let logger = Logger(label: "test", factory: { _ in capture })
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let server = try buildServer(configuration: configuration, logger: logger) { continuation.yield($0) }
-        let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            var iterator = ports.makeAsyncIterator()
-            let port = try #require(await iterator.next())
-            do { try await body(port) } catch {
-                await group.triggerGracefulShutdown()
-                throw error
-            }
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
-        }
+        try await CairnServerTests.withServer(repo, logger: Logger(label: "test", factory: { _ in capture }),
+                                              configure: { $0.idleTimeoutSeconds = idleTimeout }, body)
     }
 
     @Test("Given a client that asks for a 32 MB blob and stops reading (idle_timeout 1 s), then the server closes its connection, logged as aborted, rather than hold it and its slot for ever; the stop is not held by it")

@@ -43,10 +43,12 @@ struct TestRepository {
 func withServer<T: Sendable>(
     _ repository: TestRepository,
     logger: Logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
+    configure: (inout ServerConfiguration) -> Void = { _ in },
     _ body: @Sendable (_ port: Int) async throws -> T
 ) async throws -> T {
     var configuration = ServerConfiguration(repository: repository.root.path)
     configuration.port = 0
+    configure(&configuration)
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     let server = try buildServer(configuration: configuration, logger: logger) { continuation.yield($0) }
     let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
