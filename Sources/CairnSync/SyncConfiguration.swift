@@ -123,6 +123,21 @@ public struct TransferLimits: Sendable {
     /// the sources after it) for many minutes. Default 120; under a `bandwidthCap`, at least
     /// the time 256 KiB takes twice at the cap.
     public var smallFileSeconds = 120
+    /// A blob download that receives less than this many bytes per second over a window of
+    /// `slowSourceSeconds`, while a later source could take it over, is cut and resumed there
+    /// (the partial kept); 0 never cuts. The last source is never cut for it, so the slowest
+    /// link still finishes. Default 16 KiB/s (a 1.5 GB snapshot in a day).
+    public var slowSourceBytesPerSecond = 16 << 10
+    /// The window `slowSourceBytesPerSecond` is measured over, in seconds. Default 120.
+    public var slowSourceSeconds = 120
+
+    /// The pace a blob download keeps before a later source takes it over (nil: none): under a
+    /// receive cap at most half the cap, or a capped link would leave every source but the last.
+    public var effectiveSlowSourceRate: Int64? {
+        guard slowSourceBytesPerSecond > 0 else { return nil }
+        guard let cap = bandwidthCap else { return Int64(slowSourceBytesPerSecond) }
+        return min(Int64(slowSourceBytesPerSecond), max(1, cap / 2))
+    }
 
     /// `smallFileSeconds`, raised under a receive cap so that a large honest manifest passes.
     public var effectiveSmallFileSeconds: Int {

@@ -72,6 +72,8 @@ struct ConfigurationTests {
         // 2026-12-06) counts as 1 MiB, and does not stop the device from starting.
         try c.apply(DaemonConfiguration.parse("max_body_bytes = 4000000"))
         #expect(c.maxBodyBytes == 1 << 20)
+        try c.apply(DaemonConfiguration.parse("slow_source_rate = 0\nslow_source_window = 30"))
+        #expect(c.slowSourceRate == 0 && c.slowSourceWindow == 30)
     }
 
     @Test("Given bad lines, when parsed, then a bad_configuration error names the line", arguments: [
@@ -83,6 +85,7 @@ struct ConfigurationTests {
         // Times that trapped where they became a Duration or nanoseconds, or that polled with no wait.
         "poll_interval = inf", "poll_interval = 1e17", "poll_interval = 0.0005", "idle_timeout = 1e10", "idle_timeout = nan",
         "backoff_max = inf", "stall_timeout = 1e300", "[channel x]\npoll_interval = inf",
+        "slow_source_rate = -1", "slow_source_rate = fast", "slow_source_window = 0.5", "slow_source_window = inf",
         // Counts that trapped where the pool adds them, or started a thread each.
         // A socket neither its owner nor its group can connect to serves nobody but root.
         "socket_mode = 0000", "socket_mode = 0406",

@@ -1,3 +1,4 @@
+import CairnCore
 import CairnTestSupport
 import Foundation
 import Testing
@@ -286,5 +287,62 @@ struct NetworkFaultTests {
         #expect(waited.status == 0, "\(waited.error)")
         try await device.waitForVersion(2)
         #expect(mirror.requests.count == asked, "the mirror was asked again: \(mirror.requests.dropFirst(asked).map(\.path))")
+    }
+
+    /// Two fault servers over one repository and a device syncing from both in order, which
+    /// cuts a blob download under 8 KiB/s over 1 s while a later source remains. Once version 1
+    /// serves, version 2 is published with `bulk` bytes of random words more: `body` gets both
+    /// servers, the device and version 2's delta from version 1.
+    private static func twoSources(_ name: String, bulk: Int,
+                                   _ body: (FaultServer, FaultServer, DeviceProcess, ContentID) async throws -> Void) async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Rig.knowledgeBase(1))
+        let first = try FaultServer(root: workspace.repo)
+        defer { first.stop() }
+        let second = try FaultServer(root: workspace.repo)
+        defer { second.stop() }
+        let device = try DeviceProcess(workspace, sources: [first.url, second.url], name: name,
+                                       config: ["slow_source_rate": "8192", "slow_source_window": "1"])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        try workspace.publish(Rig.knowledgeBase(2) + [("bulk", Rig.randomWords(bytes: bulk))])
+        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: workspace.manifestPath)))
+        let key = try PublisherKey(fileText: String(contentsOfFile: workspace.key, encoding: .utf8))
+        let manifest = try SignedManifest.decodeAndVerify(bytes, trustedKeys: [key.publicKey])
+        try await body(first, second, device, try #require(manifest.deltas.first { $0.fromVersion == 1 }).sha256)
+    }
+
+    @Test("Given a first source that sends blobs under slow_source_rate and a second that does not, then the delta is cut at the first after one window, the second resumes it from the bytes held, and the version installs by the delta, the snapshot never asked for")
+    func slowMirrorHandsOver() async throws {
+        try await Self.twoSources("slow-mirror", bulk: 100_000) { mirror, origin, device, delta in
+            try mirror.set(["rate": 2000])
+            let (mirrorSeen, originSeen) = (mirror.requests.count, origin.requests.count)
+            let waited = try device.cairn(["sync", "--wait"])
+            #expect(waited.status == 0, "\(waited.error)")
+            try await device.waitForVersion(2)
+            let slow = mirror.requests.dropFirst(mirrorSeen).filter { $0.path.contains("/blobs/") }
+            let fast = origin.requests.dropFirst(originSeen).filter { $0.path.contains("/blobs/") }
+            #expect(slow.count == 1 && slow[0].path.contains(delta.hex), "\(slow)")
+            let resumedFrom = fast.first.flatMap { Int($0.range.dropFirst("bytes=".count).prefix { $0.isNumber }) } ?? 0
+            #expect(fast.count == 1 && fast[0].path.contains(delta.hex) && fast[0].status == 206 && resumedFrom > 0, "\(fast)")
+            #expect(device.log.contains("under slow_source_rate"), "\(device.log)")
+        }
+    }
+
+    @Test("Given a first source under slow_source_rate and a second that answers 500, then the first is cut once, the second refused, and the first, asked again uncut, installs the version in the same attempt")
+    func slowSourceAskedAgainLast() async throws {
+        try await Self.twoSources("slow-then-broken", bulk: 40_000) { slow, broken, device, delta in
+            try slow.set(["rate": 4000])
+            try broken.set(["status": 500])
+            let seen = slow.requests.count
+            let waited = try device.cairn(["sync", "--wait"])
+            #expect(waited.status == 0, "\(waited.error)")
+            try await device.waitForVersion(2)
+            let cuts = device.log.split(separator: "\n").filter { $0.contains("under slow_source_rate") }
+            #expect(cuts.count == 1, "\(cuts)")
+            let asked = slow.requests.dropFirst(seen).filter { $0.path.contains(delta.hex) }
+            #expect(asked.count == 2 && asked.last?.status == 206, "\(asked)")
+            #expect(device.log.contains("HTTP 500"), "the second source was not asked in between")
+        }
     }
 }

@@ -246,6 +246,16 @@ struct FaultTests {
         #expect(TransferLimits(lowSpeedBytesPerSecond: 1024, bandwidthCap: 1 << 20).effectiveLowSpeed == 1024)
     }
 
+    @Test("Given a bandwidth cap below slow_source_rate, then a source is handed over only below half the cap (a capped link would leave every source but the last); 0 turns it off")
+    func slowSourceRateUnderCap() {
+        #expect(TransferLimits().effectiveSlowSourceRate == 16384)
+        #expect(TransferLimits(bandwidthCap: 8192).effectiveSlowSourceRate == 4096)
+        #expect(TransferLimits(bandwidthCap: 1 << 20).effectiveSlowSourceRate == 16384)
+        var off = TransferLimits(bandwidthCap: 8192)
+        off.slowSourceBytesPerSecond = 0
+        #expect(off.effectiveSlowSourceRate == nil)
+    }
+
     @Test("Given a file:// source whose manifest, then whose snapshot blob, is a FIFO (a stick made by someone else), when syncing, then each attempt fails at once with io saying the file is not a regular file, instead of waiting for a writer for ever; replaced by the real file, it installs",
           .timeLimit(.minutes(1)))
     func fifoOnStick() async throws {

@@ -105,6 +105,11 @@ extension DaemonConfiguration {
                 bandwidthCap = bytes == 0 ? nil : bytes
             case "stall_timeout":
                 stallTimeout = try Self.seconds(v, bad, atLeast: 1)
+            case "slow_source_rate":
+                guard let bytes = Int(v), bytes >= 0, bytes <= 1 << 40 else { throw bad("bytes per second (0: never)") }
+                slowSourceRate = bytes
+            case "slow_source_window":
+                slowSourceWindow = try Self.seconds(v, bad, atLeast: 1)
             case "idle_timeout":
                 idleTimeout = try Self.seconds(v, bad)
             case "socket_mode":

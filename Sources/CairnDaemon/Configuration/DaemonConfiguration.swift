@@ -66,6 +66,13 @@ public struct DaemonConfiguration: Sendable, Hashable {
     /// Seconds a download may run below 1 KiB/s (half of `bandwidth_cap` when lower) before the
     /// source counts as stalled and the next one is tried (sync). [`stall_timeout`] Default 30.
     public var stallTimeout: Double = 30
+    /// A blob download that receives less than this many bytes per second over
+    /// `slowSourceWindow`, while a later source remains, goes on from that source, which resumes
+    /// it; the slow source is asked again last, uncut (sync). 0: never. [`slow_source_rate`]
+    /// Default 16384.
+    public var slowSourceRate = 16 << 10
+    /// Seconds `slowSourceRate` is measured over. [`slow_source_window`] Default 120.
+    public var slowSourceWindow: Double = 120
     /// Download speed cap in bytes per second, nil for none (sync). [`bandwidth_cap`] Default none.
     public var bandwidthCap: Int64?
     /// File mode of the socket. [`socket_mode`, octal] Default 0o660.

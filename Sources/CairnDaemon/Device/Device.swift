@@ -261,6 +261,8 @@ public struct Device: Sendable {
         var transfer = TransferLimits()
         transfer.bandwidthCap = configuration.bandwidthCap
         transfer.lowSpeedSeconds = Int(configuration.stallTimeout.rounded(.up))
+        transfer.slowSourceBytesPerSecond = configuration.slowSourceRate
+        transfer.slowSourceSeconds = Int(configuration.slowSourceWindow.rounded(.up))
         var sync = SyncConfiguration(sources: configuration.sources, channel: configuration.channel, trustedKeys: keys,
                                      dataDirectory: configuration.dataDirectory,
                                      pollInterval: duration(configuration.pollInterval),

@@ -104,9 +104,11 @@ public struct Downloader: Sendable {
     /// file starts empty (never after a resume: the caller compares what it saw with `size`); the
     /// transfer then runs on an install thread (`BackgroundWork`), as the tap's work is an install's.
     /// `progress` counts the bytes written (and, when a restart from zero discards bytes already
-    /// held, expects them again).
+    /// held, expects them again). `handingOver`: a later source can take the blob over, so a
+    /// transfer slower than `TransferLimits.effectiveSlowSourceRate` is cut (`SlowSource`), its
+    /// bytes kept for that source to resume.
     func download(url: String, to path: String, size: Int64, access: SourceAccess = .none,
-                  tap: (any DownloadTap)?, progress: SyncProgress?) async throws(SyncError) -> TransferStats {
+                  tap: (any DownloadTap)?, progress: SyncProgress?, handingOver: Bool = false) async throws(SyncError) -> TransferStats {
         if let problem = Self.localFileProblem(url, what: "blob") { throw problem }
         let headers = try access.headers()
         var stats = TransferStats()
@@ -129,6 +131,7 @@ public struct Downloader: Sendable {
             // reads the whole file again, from disk then).
             context.behind = context.tap == nil ? nil : FileSystem.WriteBehind()
             context.progress = progress
+            if handingOver, let rate = limits.effectiveSlowSourceRate { context.pace = (rate, max(1, limits.slowSourceSeconds)) }
             let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, access: access,
                                                  headers: headers, range: held, onInstallThread: context.tap != nil)
             close(fd)
@@ -171,6 +174,10 @@ public struct Downloader: Sendable {
             }
             throw SyncError(.io, "cannot write the \(what) to the staging folder: \(reason)")
         }
+        if let received = context.tooSlow, let pace = context.pace {
+            throw SyncError(.network, "the source sent \(received) bytes of the \(what) in \(pace.seconds) s, under slow_source_rate (\(pace.bytesPerSecond) bytes a second); the next source resumes its \(context.held) bytes",
+                            cause: SlowSource())
+        }
         if outcome.code == CURLE_ABORTED_BY_CALLBACK { throw SyncError(.cancelled, "the \(what) transfer was cancelled") }
         if outcome.status == 401 || (outcome.status == 403 && hasCredentials) {
             throw SyncError(.unauthorized, "the source refused access to the \(what) (HTTP \(outcome.status)); check its netrc_file or token_file")
@@ -207,6 +214,10 @@ public struct Downloader: Sendable {
 
     /// The cause of an error for a file the source does not hold (a `file://` folder without it).
     public struct NotHeld: Error, Sendable {}
+
+    /// The cause of an error for a blob download cut for its pace while a later source could
+    /// take it over (`download(…handingOver:)`).
+    public struct SlowSource: Error, Sendable {}
 
     static func fileSize(_ path: String) -> Int64 {
         var info = stat()

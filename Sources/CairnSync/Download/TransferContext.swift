@@ -65,11 +65,34 @@ final class TransferContext: @unchecked Sendable {
     /// Drops the file's pages from the page cache behind the writes (`FileSystem.WriteBehind`;
     /// set for a file written from its first byte whose bytes the tap consumes as they arrive).
     var behind: FileSystem.WriteBehind?
+    /// The least a blob download must receive per window before a later source takes it over
+    /// (`keepsPace`); nil: no floor but libcurl's low-speed limit.
+    var pace: (bytesPerSecond: Int64, seconds: Int)?
+    private var windowStart = ContinuousClock.now
+    private var heldAtWindowStart: Int64
+    /// Set when `keepsPace` cut the transfer: what its last window received.
+    private(set) var tooSlow: Int64?
 
     init(limit: Int64, held: Int64, rangeStart: Int64) {
         self.limit = limit
         self.held = held
         self.rangeStart = rangeStart
+        heldAtWindowStart = held
+    }
+
+    /// From libcurl's progress callback (at least once a second): false, which cuts the transfer,
+    /// when a whole window of `pace` ends with fewer bytes received than the pace asks.
+    func keepsPace() -> Bool {
+        guard let pace else { return true }
+        let now = ContinuousClock.now
+        guard now - windowStart >= .seconds(pace.seconds) else { return true }
+        let received = held - heldAtWindowStart
+        guard received >= pace.bytesPerSecond * Int64(pace.seconds) else {
+            tooSlow = received
+            return false
+        }
+        (windowStart, heldAtWindowStart) = (now, held)
+        return true
     }
 
     /// Body bytes from libcurl. Returning fewer than `count` aborts the transfer.
@@ -140,6 +163,7 @@ final class TransferContext: @unchecked Sendable {
                 _ = lseek(fd, 0, SEEK_SET)
                 progress?.expect(held)
                 held = 0
+                heldAtWindowStart = 0
                 restartedFromZero = true
             }
         default:
@@ -196,6 +220,7 @@ enum CurlCallbacks {
     }
     static let progress: cairn_curl_progress_callback = { context, _, _, _, _ in
         guard let context else { return 0 }
-        return Unmanaged<TransferContext>.fromOpaque(context).takeUnretainedValue().cancelled.load(ordering: .relaxed) ? 1 : 0
+        let transfer = Unmanaged<TransferContext>.fromOpaque(context).takeUnretainedValue()
+        return transfer.cancelled.load(ordering: .relaxed) || !transfer.keepsPace() ? 1 : 0
     }
 }

@@ -16,7 +16,7 @@ extension Syncer {
             let resumed = Downloader.fileSize(partial) > 0
             lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(size),
                                                                access: configuration.access(for: base), tap: nil,
-                                                               progress: progress))
+                                                               progress: progress, handingOver: handingOver))
             if try await BackgroundWork.run({ () throws(SyncError) in try Self.hashFile(partial) }) == id { return partial }
             unlink(partial)
             if !resumed { break }
@@ -47,7 +47,7 @@ extension Syncer {
             let stats: TransferStats
             do {
                 stats = try await downloader.download(url: url, to: partial, size: Int64(snapshot.size),
-                                                      access: configuration.access(for: base), tap: stream, progress: progress)
+                                                      access: configuration.access(for: base), tap: stream, progress: progress, handingOver: handingOver)
                 stream.endInput()
             } catch {
                 stream.endInput()
@@ -68,7 +68,7 @@ extension Syncer {
             unlink(index)
         }
         lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(snapshot.size),
-                                                           access: configuration.access(for: base), tap: nil, progress: progress))
+                                                           access: configuration.access(for: base), tap: nil, progress: progress, handingOver: handingOver))
         do {
             try await BackgroundWork.run { () throws(StoreError) in
                 try Zlib.decompressFile(partial, sha256: snapshot.sha256, to: index, size: snapshot.uncompressedSize,

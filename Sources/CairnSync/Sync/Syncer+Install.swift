@@ -123,7 +123,9 @@ extension Syncer {
                 // next attempt, and the spare and the previous version are not dropped for
                 // nothing. A delta that made no progress (a file the source does not hold or holds
                 // cut short, an HTTP status, a stick without it, refused credentials) falls back.
-                if error.code == .cancelled || error.code == .diskFull { throw error }
+                // A source cut for its pace (a later one takes the delta over) would send the
+                // snapshot no faster.
+                if error.code == .cancelled || error.code == .diskFull || error.cause is Downloader.SlowSource { throw error }
                 if error.code == .network, !(error.cause is Downloader.NotHeld), stagedBytes(path) > stagedBefore { throw error }
                 logger.info("delta path failed; falling back to the full snapshot",
                             metadata: ["cairn.sync.error": "\(error.code)", "cairn.sync.reason": "\(error.message)"])

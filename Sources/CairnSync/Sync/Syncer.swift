@@ -48,6 +48,9 @@ public actor Syncer {
     /// What the last install by delta was checked by (`set_hash`, `state_root` or
     /// `transaction`; protocol/snapshot.md, "Verification after a delta"), nil after a full one.
     public internal(set) var lastDeltaCheck: String?
+    /// Whether the source being asked may have its blob downloads cut for their pace
+    /// (`TransferLimits.slowSourceBytesPerSecond`): a later source could take them over.
+    var handingOver = false
     /// Whether an attempt, rollback or export runs; the actor is reentrant across their awaits.
     private var busy = false
     /// A version downloaded and then refused for what its signed bytes hold (its rows do not
@@ -194,7 +197,17 @@ public actor Syncer {
         /// installed or trusted. Not news: a source out of reach, an older copy (a rollback),
         /// another channel's manifest: each is said in that source's health.
         var news: SyncError?
-        for source in Self.order(configuration.sources, state: state, now: now()) {
+        // A source cut for its pace while a later one could take its download over is asked
+        // again after the others (once, uncut): where every source is slow, the download still
+        // ends, at the last pace it got.
+        defer { handingOver = false }
+        var queue = Self.order(configuration.sources, state: state, now: now())
+        var cutForPace: Set<String> = []
+        var next = 0
+        while next < queue.count {
+            let source = queue[next]
+            next += 1
+            handingOver = next < queue.count && !cutForPace.contains(source)
             progress.asking(source)
             var reached = false
             var timings = InstallTimings()
@@ -249,6 +262,7 @@ public actor Syncer {
                 if kept == nil || (kept!.isTransport && !error.isTransport) { kept = error }
                 if news == nil, !error.isTransport, !Self.notNews.contains(error.code) { news = error }
                 if error.code == .cancelled { break }
+                if error.cause is Downloader.SlowSource, cutForPace.insert(source).inserted { queue.append(source) }
             }
         }
         // Up to date at one source, the attempt stays so unless a later one offered something it
