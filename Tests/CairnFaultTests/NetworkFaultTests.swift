@@ -108,6 +108,27 @@ struct NetworkFaultTests {
         #expect(rig.device.log.contains("not the blob (an error or captive-portal page?)"))
     }
 
+    @Test("Given a source that answers every blob with an HTML page, when the delta is refused and the snapshot too, then the spare the delta would have used is the same file after the attempt, not removed and copied again")
+    func refusedFallbackKeepsTheSpare() async throws {
+        let rig = try await Rig(config: Self.config.merging(["spare_index_min_bytes": "0"]) { $1 })
+        defer { rig.stop() }
+        try await waitUntil("the spare is kept") { rig.device.syncStatus["spare"] as? String == "ready" }
+        let spare = rig.device.dataDirectory + "/versions/\(rig.version)/spare.sqlite"
+        var before = stat()
+        #expect(stat(spare, &before) == 0)
+        let new = try rig.publishNext()
+        try rig.server.set(["html": true])
+        let seen = rig.server.requests.count
+        let outcome = try await rig.syncAttempt()
+        #expect(outcome?.code == "http_status", "\(String(describing: outcome))")
+        let snapshot = try rig.currentManifest().snapshot.sha256.hex
+        #expect(rig.server.requests.dropFirst(seen).contains { $0.path.contains(snapshot) }, "the snapshot was not asked for")
+        var after = stat()
+        #expect(stat(spare, &after) == 0 && after.st_ino == before.st_ino, "the spare was removed (and copied again)")
+        try rig.server.clear()
+        if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
+    }
+
     @Test("Given a source that stalls, answers 500, announces wrong lengths or serves HTML, then each attempt is refused and the next succeeds")
     func badAnswers() async throws {
         let rig = try await Rig(config: Self.config)

@@ -131,9 +131,10 @@ extension Syncer {
                             metadata: ["cairn.sync.error": "\(error.code)", "cairn.sync.reason": "\(error.message)"])
                 // The delta's rows files too: a full install writes its own base and no overlay.
                 for file in [index, IndexContents.basePath(beside: index), IndexContents.overlayPath(beside: index)] { unlink(file) }
-                // The delta's disk estimate counted no copy when a spare was there to move; the
-                // full snapshot has no use for the spare.
-                unlink(spare(of: installed))
+                // The spare stays unless the snapshot needs its room (`makeRoom`): a page answered
+                // for the delta is likely answered for the snapshot too, and a spare removed for
+                // nothing is a copy of the whole index to make again. Once the snapshot installs,
+                // the spare is the previous version's, and goes (`removeUnreferenced`).
                 // A delta applied in place took the previous version's index and dropped its
                 // link: what is left of its folder is no one's.
                 // Never the version the daemon serves (`previous`, while `current` cannot be opened).
