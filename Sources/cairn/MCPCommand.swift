@@ -27,6 +27,6 @@ struct MCPCommand: ParsableCommand {
 
     func run() throws {
         let daemon = DaemonConnection(root: root.connection, local: connection)
-        MCPServer(tools: MCPTools(socketPath: daemon.socketPath, timeout: timeout)).run()
+        MCPServer(tools: MCPTools(socketPath: daemon.socketPath, timeout: timeout, note: daemon.note)).run()
     }
 }

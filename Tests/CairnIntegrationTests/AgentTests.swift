@@ -58,10 +58,11 @@ struct AgentTests {
 
     /// `cairn mcp` fed `lines` on standard input (then end of input): its answers, by id (a
     /// null id as "null"), and its exit status.
-    static func mcp(_ socket: String, _ lines: [String], folder: String,
+    /// `raw`: bytes written after the lines (one that is not UTF-8).
+    static func mcp(_ socket: String, _ lines: [String], raw: [UInt8] = [], folder: String,
                     timeout: Int = 20) async throws -> (answers: [String: [String: Any]], count: Int, status: Int32, order: [String]) {
         let input = folder + "/mcp-input-\(UUID().uuidString).jsonl"
-        try (lines.joined(separator: "\n") + "\n").write(toFile: input, atomically: true, encoding: .utf8)
+        try (Data((lines.joined(separator: "\n") + "\n").utf8) + raw).write(to: URL(fileURLWithPath: input))
         let finished = try await onThread { () throws -> (String, Int32) in
             let process = Process()
             process.executableURL = URL(fileURLWithPath: Products.path("cairn"))
@@ -91,7 +92,7 @@ struct AgentTests {
         return (answers, replies.count, finished.1, order)
     }
 
-    @Test("Given cairnd stopped (SIGSTOP: it takes connections but answers nothing), when an agent sends two searches, a ping and a cancellation of the first search, then the ping is answered at once, the second search ends as unavailable after --timeout, and the cancelled one gets no answer")
+    @Test("Given cairnd stopped (SIGSTOP: it takes connections but answers nothing), when an agent sends five searches (one more than run at once), a ping and cancellations of the first and the fifth, then the ping is answered first, the three others end as unavailable after --timeout, and neither cancelled one gets an answer")
     func mcpRunsRequestsAtOnceAndDropsCancelled() async throws {
         let rig = try await ServedDevice()
         defer { rig.stop() }
@@ -100,14 +101,22 @@ struct AgentTests {
         let search = { (id: Int) in
             #"{"jsonrpc":"2.0","id":\#(id),"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water"}}}"#
         }
-        let lines = [search(1), search(3), #"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
-                     #"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"user"}}"#]
+        let cancel = { (id: Int) in
+            #"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":\#(id),"reason":"user"}}"#
+        }
+        // Four run at once; the fifth waits, and must neither hold the ping behind it (until
+        // 2026-12-06 the reader waited for a free slot before it read the next line) nor run
+        // once cancelled.
+        let lines = [search(1), search(3), search(4), search(5), search(6), #"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+                     cancel(6), cancel(1)]
         let (answers, _, status, order) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder, timeout: 2)
         #expect(status == 0)
-        #expect(order == ["2", "3"], "\(order)")
-        let third = answers["3"]?["result"] as? [String: Any]
-        #expect(third?["isError"] as? Bool == true && (third?["structuredContent"] as? [String: Any])?["code"] as? String == "unavailable")
-        #expect(answers["1"] == nil)
+        #expect(order.first == "2" && Set(order) == ["2", "3", "4", "5"], "\(order)")
+        for id in ["3", "4", "5"] {
+            let result = answers[id]?["result"] as? [String: Any]
+            #expect(result?["isError"] as? Bool == true && (result?["structuredContent"] as? [String: Any])?["code"] as? String == "unavailable")
+        }
+        #expect(answers["1"] == nil && answers["6"] == nil)
     }
 
     @Test("Given a passage of 3,000 characters with a source (a JSON record, kept whole), when cairn mcp searches, then its text line names its id and source and is cut at 2,000 characters saying that get gives it whole; structuredContent and get keep it whole")
@@ -143,7 +152,10 @@ struct AgentTests {
         let results = (found?["structuredContent"] as? [String: Any])?["results"] as? [[String: Any]]
         #expect(results?.first?["content"] as? String == long)
         let got = answers["2"]?["result"] as? [String: Any]
-        #expect(((got?["content"] as? [[String: Any]])?.first?["text"] as? String)?.hasSuffix(long) == true)
+        let gotText = ((got?["content"] as? [[String: Any]])?.first?["text"] as? String) ?? ""
+        #expect(gotText.hasSuffix(long))
+        // Hosts give a model the text alone: the source it is asked to cite is in it.
+        #expect(gotText.hasPrefix("Boiling (id: boil-long, source: Field Manual p. 12, "), "\(gotText.prefix(80))")
     }
 
     @Test("Given cairn mcp, when a tool gets an argument its schema does not name, of the wrong type or out of range, then the call is a bad_arguments tool error naming it; malformed JSON-RPC messages get -32600/-32602 with their id, notifications and responses no answer; a --timeout that is not a positive number of seconds is refused")
@@ -167,6 +179,7 @@ struct AgentTests {
             // Nothing to search, or more than cairnd takes: said here, naming `query`.
             (11, "search", #"{"query":"\n\u200b"}"#, "`query`"),
             (12, "search", #"{"query":"\#(String(repeating: "w", count: 4_097))"}"#, "`query` is longer than 4096"),
+            (13, "search", #"{"query":"boil water","channel":""}"#, "`channel`"),
         ]
         let lines = refused.map { call($0.0, $0.1, $0.2) } + [
             call(20, "search", #"{"query":"boil water","k":2.0,"tags":[]}"#),
@@ -195,8 +208,16 @@ struct AgentTests {
             // CRLF line ends are taken.
             #"{"jsonrpc":"2.0","id":46,"method":"ping","params":{"pad":""# + String(repeating: "x", count: 5 << 20) + #""}}"#,
             #"{"jsonrpc":"2.0","id":47,"method":"ping"}"# + "\r",
+            // Nested deeper than the key check reads, and a key twice in a line over 1 MiB: until
+            // 2026-12-06 both went past the check unchecked.
+            #"{"jsonrpc":"2.0","id":48,"method":"ping","params":{"a":"# + String(repeating: "[", count: 70) + String(repeating: "]", count: 70) + "}}",
+            #"{"jsonrpc":"2.0","id":49,"method":"ping","params":{"pad":""# + String(repeating: "x", count: 3 << 19) + #"","a":1,"a":2}}"#,
+            // An explicit null is an optional argument left out (not for `channel`).
+            call(21, "search", #"{"query":"boil water","k":null,"mode":null,"scenario":null,"tags":null}"#),
         ]
-        let (answers, count, status, _) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder)
+        // A line that is not UTF-8: a string id decoded with U+FFFD would come back changed.
+        let notUTF8 = Array(#"{"jsonrpc":"2.0","id":"a"#.utf8) + [0xFF] + Array(#"","method":"ping"}"#.utf8) + [0x0A]
+        let (answers, count, status, order) = try await Self.mcp(rig.device.socket, lines, raw: notUTF8, folder: rig.workspace.folder)
         #expect(status == 0)
         for (id, tool, arguments, named) in refused {
             let result = answers["\(id)"]?["result"] as? [String: Any]
@@ -210,12 +231,16 @@ struct AgentTests {
         #expect(((found?["structuredContent"] as? [String: Any])?["results"] as? [Any])?.count == 2)
         func errorCode(_ id: String) -> Int? { (answers[id]?["error"] as? [String: Any])?["code"] as? Int }
         // id null, an empty batch, a method that is not a string, a key named twice where no id
-        // reads, a line too long: answered with id null (five answers under one key here). A batch is answered as
-        // one array, its notification not.
-        #expect(errorCode("null") == -32600)
+        // reads, a line too long, a line not UTF-8: answered with id null (six answers under one
+        // key here, the last, the line not UTF-8's, kept). A batch is answered as one array, its
+        // notification not.
+        #expect(order.filter { $0 == "null" }.count == 6 && errorCode("null") == -32700, "\(order)")
         #expect(errorCode("40") == -32600 && errorCode("41") == -32600 && errorCode("42") == -32600)
         #expect(errorCode("44") == -32600 && answers["43"] == nil)
         #expect(answers["46"] == nil && answers["47"]?["result"] != nil)
+        #expect(errorCode("48") == -32600 && errorCode("49") == -32600)
+        #expect((answers["21"]?["result"] as? [String: Any])?["isError"] as? Bool == false, "\(String(describing: answers["21"]))")
+        #expect(answers.keys.allSatisfy { !$0.contains("\u{FFFD}") }, "\(answers.keys.sorted())")
         // Every tool only reads: hosts need not ask before calling it. The query's limit is stated.
         let tools = (answers["45"]?["result"] as? [String: Any])?["tools"] as? [[String: Any]] ?? []
         #expect(tools.count == 3 && tools.allSatisfy { ($0["annotations"] as? [String: Any])?["readOnlyHint"] as? Bool == true })
@@ -226,11 +251,18 @@ struct AgentTests {
         #expect(errorCode("31") == -32600 && errorCode("32") == -32600 && errorCode("33") == -32600)
         #expect(errorCode("34") == -32602 && errorCode("35") == -32602)
         #expect(answers["38"]?["result"] != nil)
-        // 12 refusals, one search, five answers with id null (the long line's too), 31…35, one
-        // batch line, 38, 40, the batch of 41 and 42, the batch of 44, the list, 47: no answer to the notifications (alone or as a whole batch) or
-        // to the response.
-        #expect(count == 12 + 1 + 5 + 5 + 1 + 1 + 3 + 1 + 1, "\(answers.keys.sorted())")
+        // 13 refusals, one search, six answers with id null (the long line's and the one not
+        // UTF-8 too), 31…35, one batch line, 38, 40, the batch of 41 and 42, the batch of 44, the
+        // list, 47, 48, 49, 21: no answer to the notifications (alone or as a whole batch) or to
+        // the response.
+        #expect(count == 13 + 1 + 6 + 5 + 1 + 1 + 3 + 1 + 1 + 3, "\(answers.keys.sorted())")
         #expect(answers["37"] == nil)
+
+        // Why cairnd cannot be reached decides what to do: not "start cairnd" for a path too long.
+        let tooLong = rig.workspace.folder + "/" + String(repeating: "s", count: 120) + ".sock"
+        let far = try await Self.mcp(tooLong, [call(1, "search", #"{"query":"boil water"}"#)], folder: rig.workspace.folder)
+        let unreachable = (far.answers["1"]?["result"] as? [String: Any])?["structuredContent"] as? [String: Any]
+        #expect((unreachable?["message"] as? String)?.contains("shorter than 108 bytes") == true, "\(String(describing: unreachable))")
 
         for timeout in ["0", "-1", "inf", "nan", "3000000"] {
             let run = try Binaries.run("cairn", ["mcp", "--socket", rig.device.socket, "--timeout", timeout], in: rig.workspace.folder)

@@ -22,8 +22,18 @@ struct MCPServer {
     /// The longest line read (4 MiB): a tool call is a few kilobytes.
     static let maximumLineBytes = 4 << 20
 
-    /// Lines of at most `limit` bytes from `input`; a longer one is skipped to its end and given
-    /// as nil (once), without being held.
+    /// What `LineReader` read.
+    enum Line: Equatable {
+        /// A line, its newline stripped.
+        case text(String)
+        /// One over the limit, skipped to its end without being held.
+        case overlong
+        /// One that is not UTF-8 (which MCP's stdio messages must be): decoded with U+FFFD, a
+        /// string id would come back changed and its client wait for ever.
+        case notUTF8
+    }
+
+    /// Lines of at most `limit` bytes from `input`.
     struct LineReader {
         let input: FileHandle
         let limit: Int
@@ -36,20 +46,16 @@ struct MCPServer {
             self.limit = limit
         }
 
-        /// The next line (its newline stripped); `.some(nil)` for one that was too long; nil at
-        /// the end of the input.
-        mutating func next() -> String?? {
+        /// The next line; nil at the end of the input.
+        mutating func next() -> Line? {
             while true {
                 if let newline = pending.firstIndex(of: 0x0A) {
                     // CRLF too, as readLine took it.
                     let end = newline > 0 && pending[newline - 1] == 0x0D ? newline - 1 : newline
-                    let line = pending[..<end]
+                    let line = Self.line(pending[..<end], overlong: overlong)
                     pending.removeSubrange(...newline)
-                    if overlong {
-                        overlong = false
-                        return .some(nil)
-                    }
-                    return .some(String(decoding: line, as: UTF8.self))
+                    overlong = false
+                    return line
                 }
                 if pending.count > limit {
                     // Too long already: its bytes go; the rest up to its newline too.
@@ -59,35 +65,54 @@ struct MCPServer {
                 if ended {
                     guard !pending.isEmpty || overlong else { return nil }
                     defer { (pending, overlong) = ([], false) }
-                    return overlong ? .some(nil) : .some(String(decoding: pending, as: UTF8.self))
+                    return Self.line(pending[...], overlong: overlong)
                 }
                 let data = input.availableData
                 if data.isEmpty { ended = true } else { pending += data }
             }
         }
+
+        private static func line(_ bytes: ArraySlice<UInt8>, overlong: Bool) -> Line {
+            if overlong { return .overlong }
+            return String(validating: bytes, as: UTF8.self).map(Line.text) ?? .notUTF8
+        }
     }
 
-    /// Requests that run at once: an agent's parallel tool calls do not wait for each other,
-    /// nor a `ping` behind a search that waits on a slow cairnd.
+    /// Tool calls that run at once: an agent's parallel calls do not wait for each other. The
+    /// rest (`ping`, `initialize`, `tools/list`, cancellations) is answered as it is read, never
+    /// behind a tool call that waits on a slow cairnd.
     static let concurrentRequests = 4
 
+    /// Tool calls waiting for one of the `concurrentRequests`; past it a call is refused at once
+    /// (−32000), not held in memory without end.
+    static let waitingCalls = 1024
+
     /// Reads messages from standard input until it ends, writing each answer as one line to
-    /// `output` (whole lines, under a lock) as it is ready; then waits for those in flight.
-    /// `notifications/cancelled` drops the answer of a request still running.
+    /// `output` (whole lines, under a lock) as it is ready; then waits for the calls in flight.
+    /// `notifications/cancelled` drops the answer of a call still running, and a call still
+    /// waiting does not run.
     func run(output: FileHandle = .standardOutput) {
-        let slots = DispatchSemaphore(value: Self.concurrentRequests)
-        let running = DispatchGroup()
         let writing = NSLock()
         let requests = InFlight()
+        let calls = OperationQueue()
+        calls.maxConcurrentOperationCount = Self.concurrentRequests
+        let write = { @Sendable (answer: Any) in
+            let line = Self.encode(answer) + Data("\n".utf8)
+            writing.withLock { output.write(line) }
+        }
         var lines = LineReader(input: .standardInput, limit: Self.maximumLineBytes)
         while let read = lines.next() {
-            guard let line = read else {
+            let line: String
+            switch read {
+            case .overlong:
                 // Its bytes were dropped as they came: a gigabyte line does not fill memory.
-                writing.withLock {
-                    output.write(Self.encode(Self.error(id: NSNull(), code: -32600,
-                                                        "Invalid Request: a line over \(Self.maximumLineBytes) bytes")) + Data("\n".utf8))
-                }
+                write(Self.error(id: NSNull(), code: -32600, "Invalid Request: a line over \(Self.maximumLineBytes) bytes"))
                 continue
+            case .notUTF8:
+                write(Self.error(id: NSNull(), code: -32700, "Parse error: a line that is not UTF-8"))
+                continue
+            case .text(let text):
+                line = text
             }
             guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
             // Parsed once, here: the worker answers from the same object.
@@ -97,22 +122,36 @@ struct MCPServer {
                 requests.cancel(id)
                 continue
             }
+            guard Self.callsATool(object) else {
+                if let answer = handle(line: line, parsed: object) { write(answer) }
+                continue
+            }
             let id = Self.requestID(in: object)
+            guard calls.operationCount < Self.waitingCalls + Self.concurrentRequests else {
+                write(Self.error(id: (object as? [String: Any])?["id"] ?? NSNull(), code: -32000,
+                                 "Server busy: \(Self.waitingCalls) tool calls wait for cairnd; try again later"))
+                continue
+            }
             if let id { requests.start(id) }
-            slots.wait()
-            running.enter()
-            DispatchQueue.global().async {
-                defer {
-                    slots.signal()
-                    running.leave()
+            calls.addOperation {
+                // Cancelled while it waited: cairnd is not asked, and nothing is answered.
+                if let id, requests.isCancelled(id) {
+                    _ = requests.finish(id)
+                    return
                 }
                 let answer = handle(line: line, parsed: parsed.object)
                 let wanted = id.map(requests.finish) ?? true
                 guard let answer, wanted else { return }
-                writing.withLock { output.write(Self.encode(answer) + Data("\n".utf8)) }
+                write(answer)
             }
         }
-        running.wait()
+        calls.waitUntilAllOperationsAreFinished()
+    }
+
+    /// Whether a message (or a batch's member) is a `tools/call`: what waits on cairnd.
+    static func callsATool(_ object: Any?) -> Bool {
+        if let batch = object as? [Any] { return batch.contains(where: callsATool) }
+        return (object as? [String: Any])?["method"] as? String == "tools/call"
     }
 
     /// A line's decoded JSON handed to the worker that answers it.
@@ -129,6 +168,7 @@ struct MCPServer {
         private var running: [String: Bool] = [:]
         func start(_ id: String) { lock.withLock { running[id] = false } }
         func cancel(_ id: String) { lock.withLock { if running[id] != nil { running[id] = true } } }
+        func isCancelled(_ id: String) -> Bool { lock.withLock { running[id] == true } }
         /// Ends `id`; whether its answer is still wanted.
         func finish(_ id: String) -> Bool { lock.withLock { running.removeValue(forKey: id) != true } }
     }
@@ -161,8 +201,12 @@ struct MCPServer {
         }
         // Which of the two a decoder keeps is its choice (an `id`, a tool's `k`): neither counts.
         // Refused with the request's id, which a client waits on (id null only where none reads).
-        guard !CanonicalJSON.repeatsAKey(Array(line.utf8)) else {
-            let refusal = "Invalid Request: a key appears twice within one object"
+        let keys = CanonicalJSON.checkKeys(Array(line.utf8), maxBytes: Self.maximumLineBytes)
+        guard keys == .unique else {
+            // Unreadable to the key check but read by Foundation's decoder (a byte-order mark,
+            // nesting deeper than 64): its keys cannot be vouched for either.
+            let refusal = keys == .repeated ? "Invalid Request: a key appears twice within one object"
+                : "Invalid Request: JSON this server cannot check for repeated keys (a byte-order mark, or nesting deeper than \(CanonicalJSON.maxDepth))"
             // Requests only: a response (a `result` or an `error`, no `method`) is never answered.
             let ids = ((object as? [Any]) ?? [object]).compactMap { $0 as? [String: Any] }
                 .filter { $0["method"] != nil || ($0["result"] == nil && $0["error"] == nil) }

@@ -9,6 +9,8 @@ import Foundation
 struct MCPTools {
     let socketPath: String
     var timeout: Double = 30
+    /// Said beside "cannot reach": the config file whose socket was not used (`DaemonConnection.note`).
+    var note: String?
 
     static let names = Set(definitions.compactMap { $0["name"] as? String })
 
@@ -34,7 +36,7 @@ struct MCPTools {
                              "description": "hybrid (default) combines keywords and meaning; lexical: the words only; dense: the meaning only; rrf: hybrid by reciprocal rank fusion."],
                     "scenario": ["type": "string", "description": "Only passages for this scenario (e.g. flood), plus general ones."],
                     "tags": ["type": "array", "items": ["type": "string"], "description": "Only passages carrying all these tags."],
-                    "channel": ["type": "string", "description": "Only this knowledge base, when the device holds several (status lists them)."],
+                    "channel": ["type": "string", "minLength": 1, "description": "Only this knowledge base, when the device holds several (status lists them)."],
                 ] as [String: Any],
                 "required": ["query"],
                 "additionalProperties": false,
@@ -48,7 +50,7 @@ struct MCPTools {
                 "type": "object",
                 "properties": [
                     "id": ["type": "string", "description": "The passage id from a search result."],
-                    "channel": ["type": "string", "description": "The search result's channel, when the device holds several knowledge bases (ids may repeat across them)."],
+                    "channel": ["type": "string", "minLength": 1, "description": "The search result's channel, when the device holds several knowledge bases (ids may repeat across them)."],
                 ] as [String: Any],
                 "required": ["id"],
                 "additionalProperties": false,
@@ -112,6 +114,10 @@ struct MCPTools {
         guard query.utf8.count <= SearchBody.maximumQueryBytes else {
             throw bad("`query` is longer than \(SearchBody.maximumQueryBytes) UTF-8 bytes; shorten it")
         }
+        // An explicit null is the argument left out, as cairnd reads it (models and strict
+        // schemas send one for every optional field). Not for `channel`: null must not widen a
+        // search to every channel.
+        let arguments = arguments.filter { ["k", "mode", "scenario", "tags"].contains($0.key) ? !($0.value is NSNull) : true }
         var k = 5
         if let value = arguments["k"] {
             guard let integer = MCPServer.integer(value), (1...20).contains(integer) else { throw bad("`k` must be an integer from 1 to 20") }
@@ -135,7 +141,7 @@ struct MCPTools {
         }
         if !filter.isEmpty { request["filter"] = filter }
         if let value = arguments["channel"] {
-            guard let channel = value as? String else { throw bad("`channel` must be a string") }
+            guard let channel = value as? String, !channel.isEmpty else { throw bad("`channel` must be a non-empty string") }
             request["channels"] = [channel]
         }
         return request
@@ -212,7 +218,12 @@ struct MCPTools {
             throw ToolFailure(code: "bad_arguments", message: "`channel` must be a non-empty string")
         }
         let chunk = try object(try send("GET", ChunkAnswer.path(for: id, channel: channel as? String)))
-        let text = "\(chunk["title"] as? String ?? "") (id: \(id), version \(chunk["version"] as? Int ?? 0))\n\n"
+        // The source and channel in the text: most hosts give a model the text alone, and the
+        // instructions ask it to cite the source.
+        let named = [("source", chunk["source"]), ("channel", chunk["channel"])].compactMap { name, value in
+            (value as? String).flatMap { $0.isEmpty ? nil : "\(name): \($0)" }
+        }
+        let text = "\(chunk["title"] as? String ?? "") (id: \(([id] + named).joined(separator: ", ")), version \(chunk["version"] as? Int ?? 0))\n\n"
             + "\(chunk["content"] as? String ?? "")"
         return ["content": [["type": "text", "text": text]], "structuredContent": chunk, "isError": false]
     }
@@ -275,7 +286,10 @@ struct MCPTools {
             response = try UnixHTTPClient(socketPath: socketPath, timeout: timeout ?? self.timeout).send(method: method, path: path,
                                                                                         body: body.map(Array.init))
         } catch where error.code == .unreachable {
-            throw ToolFailure(code: "unavailable", message: "cairnd is not reachable at \(socketPath) (\(error.message)); start cairnd or pass --socket")
+            // What to do by the reason, as the command line says it: "start cairnd" is the wrong
+            // advice to a host whose user may not use the socket.
+            throw ToolFailure(code: "unavailable", message: "\(error.message); \(DaemonConnection.remedy(for: error.cause))"
+                                + (note.map { " (\($0))" } ?? ""))
         } catch {
             throw ToolFailure(code: "unavailable", message: error.message)
         }
