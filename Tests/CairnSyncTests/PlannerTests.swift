@@ -66,6 +66,15 @@ struct PlannerTests {
         #expect(next.version == 6)
     }
 
+    @Test("Given version 5 held back, when no version is installed (the one rolled back to was found unusable and forgotten), then 5 is installed rather than nothing answering")
+    func heldBackWithNothingInstalled() {
+        let planner = SyncPlanner(channel: "stable", installed: nil, heldBack: 5)
+        guard case .install(let next, _) = planner.decide(Self.manifest(version: 5), now: now) else {
+            Issue.record("expected version 5 installed"); return
+        }
+        #expect(next.version == 5)
+    }
+
     @Test("Given a newer manifest past its expiry, then expired_updates = refuse refuses it as expired and install installs it; another channel is refused either way")
     func expiredAndChannel() {
         let refusing = SyncPlanner(channel: "stable", installed: installed, expiredUpdates: .refuse)

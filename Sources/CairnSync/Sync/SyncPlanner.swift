@@ -101,7 +101,9 @@ public struct SyncPlanner: Sendable {
                 return .refuse(SyncError(.rollback, "the manifest reuses version \(manifest.version) with another state root; refused"))
             }
         }
-        if let heldBack, !recovering, manifest.version <= heldBack {
+        // A hold chooses between versions: with none installed (the one rolled back to was
+        // found unusable and forgotten), a held-back version beats answering nothing.
+        if let heldBack, !recovering, installed != nil, manifest.version <= heldBack {
             return .heldBack
         }
         // While recovering, the version floor is gone: an expired manifest is refused whatever the
