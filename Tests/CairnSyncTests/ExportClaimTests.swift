@@ -67,6 +67,31 @@ struct ExportStoppingTests {
         #expect(FileManager.default.fileExists(atPath: whole + "/channels/\(repo.channel)/manifest.json"))
     }
 
+    @Test("Given an export, then its manifests are written only once every file they name has been read back from the disk: a kill or a pulled stick during that read-back leaves a folder no device syncs from")
+    func manifestsAfterTheReadBack() async throws {
+        let repo = try RepoFixture()
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let target = try TemporaryDirectory.make() + "/usb"
+        let manifest = target + "/channels/\(repo.channel)/manifest.json"
+        let seen = Seen()
+        var exporter = Exporter(directory: device.directory, trustedKeys: [repo.key.publicKey], pinnedRoot: nil,
+                                freeSpaceMargin: 0, logger: Logger(label: "cairn.sync.test"))
+        // Asked before each file's read-back, among the export's other steps.
+        exporter.stopping = { seen.add(FileManager.default.fileExists(atPath: manifest)); return false }
+        let result = try exporter.export(to: target)
+        // Before 2026-12-06 both manifests were written before any file was read back.
+        #expect(seen.values.filter { $0 }.count == 2, "\(seen.values) for \(result.files) files")
+        #expect(seen.values.suffix(2) == [true, true])
+    }
+
+    final class Seen: @unchecked Sendable {
+        // @unchecked: asked from the one thread the export runs on.
+        private(set) var values: [Bool] = []
+        func add(_ value: Bool) { values.append(value) }
+    }
+
     final class Counter: @unchecked Sendable {
         // @unchecked: asked from the one thread the export runs on.
         private(set) var count = 0
@@ -102,7 +127,7 @@ struct ExportTrustTests {
 
 @Suite("An export cut short is replaced by the next")
 struct ExportCutShortTests {
-    @Test("Given a folder an export cut short left (its marker, a half-written blob, a manifest folder), when exporting there, then it is replaced and the export is whole, without the marker; a folder with the same files but no marker is refused as not empty")
+    @Test("Given a folder an export cut short left (its marker, a half-written blob, a manifest folder), when exporting there, then it is replaced and the export is whole, without the marker; a folder with the same files but no marker, or with the marker and a file no export writes, is refused as not empty and kept")
     func cutShortReplaced() async throws {
         let (repo, device) = try await DeltaTrustTests.deviceOnVersion1()
         let folder = try TemporaryDirectory.make()
@@ -122,5 +147,14 @@ struct ExportCutShortTests {
         try leftovers(in: foreign, marker: false)
         await #expect { _ = try await device.syncer.export(to: foreign) } throws: { ($0 as? SyncError)?.code == .exportTargetNotEmpty }
         #expect(FileManager.default.fileExists(atPath: foreign + "/blobs/sha256/ab/.tmp-1"))
+        // Files someone put beside an export cut short (documents copied onto the stick since)
+        // are not the export's to remove: refused, all kept (before 2026-12-06 every entry went).
+        let shared = folder + "/shared"
+        try leftovers(in: shared, marker: true)
+        try Data("mine".utf8).write(to: URL(fileURLWithPath: shared + "/notes.txt"))
+        await #expect { _ = try await device.syncer.export(to: shared) } throws: {
+            ($0 as? SyncError)?.code == .exportTargetNotEmpty && ($0 as? SyncError)?.message.contains("notes.txt") == true
+        }
+        #expect(FileManager.default.fileExists(atPath: shared + "/notes.txt") && FileManager.default.fileExists(atPath: shared + "/blobs/sha256/ab/.tmp-1"))
     }
 }

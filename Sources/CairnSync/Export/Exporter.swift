@@ -8,7 +8,8 @@ import Synchronization
 
 /// Writes a repository (protocol/repository.md) holding exactly the installed version, for
 /// another device to sync from with a `file://` source: blobs first, then the root chain the
-/// device accepted (`root/<n>.root.json`), then `channels/<c>/versions/<n>.json`, then `manifest.json`, each checked against the signed
+/// device accepted (`root/<n>.root.json`), all read back from the disk, then
+/// `channels/<c>/versions/<n>.json` and `manifest.json`, each checked against the signed
 /// manifest before it is written.
 struct Exporter {
     let directory: DataDirectory
@@ -31,6 +32,12 @@ struct Exporter {
     /// Written into the target first and removed last: a folder holding it is an export cut
     /// short (a stick pulled, a power cut, SIGKILL), which the next export may replace.
     static let unfinishedMarker = ".cairn-export-unfinished"
+
+    /// Whether an entry at a target's top level is one an export writes: its folders, the
+    /// marker, and an atomic write's temporary file (`.tmp-<uuid>`, the marker's).
+    static func isExportEntry(_ name: String) -> Bool {
+        ["blobs", "channels", "root", "keys", unfinishedMarker].contains(name) || name.hasPrefix(".tmp-")
+    }
 
     /// Claims `target` for one export (false when another holds it); `release` gives it back.
     static func claim(_ target: String) -> Bool { writing.withLock { $0.insert(Self.key(target)).inserted } }
@@ -57,9 +64,14 @@ struct Exporter {
             guard FileSystem.exists(target + "/" + Self.unfinishedMarker) else {
                 throw SyncError(.exportTargetNotEmpty, "\(target) is not empty; export into a new or empty folder")
             }
-            // An export cut short left it: what it wrote goes, the marker last.
+            // An export cut short left it: what it wrote goes, the marker last. Anything else
+            // is someone's (documents copied onto the stick since): refused, never removed.
+            let others = directory.entries(target).filter { !Self.isExportEntry($0) }
+            guard others.isEmpty else {
+                throw SyncError(.exportTargetNotEmpty, "\(target) holds an export cut short and other files (\(others.sorted().prefix(3).joined(separator: ", "))); move them, or export into a new or empty folder")
+            }
             logger.notice("removing what an export cut short left in \(target)", metadata: ["cairn.sync.path": "\(target)"])
-            removeContents(of: target, except: Self.unfinishedMarker)
+            removeExport(from: target, keepingMarker: true)
             guard directory.entries(target) == [Self.unfinishedMarker] else {
                 throw SyncError(.exportTargetNotEmpty, "\(target) holds an export cut short that cannot be removed; remove it by hand, or export into a new or empty folder")
             }
@@ -80,7 +92,7 @@ struct Exporter {
         } catch {
             // Leave nothing half-written behind: a partial repository must not look like a source.
             if existed {
-                removeContents(of: target)
+                removeExport(from: target, keepingMarker: false)
             } else {
                 try? FileManager.default.removeItem(atPath: target)
             }
@@ -146,6 +158,15 @@ struct Exporter {
                 try FileSystem.makeDirectory(target + "/keys")
                 try writeSmall(Array(key.fileText.utf8), to: "\(target)/keys/\(key.keyID.hex).pub")
             }
+        } catch {
+            throw SyncError.writing("cannot write the root chain into \(target): \(error.message)", error)
+        }
+        // Everything the manifests name is read back before they are written: until then the
+        // folder holds no manifest, so no device syncs from an export that a kill or a pulled
+        // stick cut during the read-back (minutes for a large blob on a slow stick).
+        try ExportReadBack.check(written, in: target, stopping: checkStopping)
+        let named = written.count
+        do {
             try writeSmall(signed, to: "\(channel)/versions/\(manifest.version).json")
             try writeSmall(signed, to: "\(channel)/manifest.json")
             try FileSystem.syncDirectory(target)
@@ -153,7 +174,7 @@ struct Exporter {
             throw SyncError.writing("cannot write the manifest into \(target): \(error.message)", error)
         }
         bytes += Int64(signed.count) * 2
-        try ExportReadBack.check(written, in: target, stopping: checkStopping)
+        try ExportReadBack.check(Array(written[named...]), in: target, stopping: checkStopping)
         guard unlink(marker) == 0 else { throw SyncError.system("cannot finish the export: cannot remove \(marker)") }
         do { try FileSystem.syncDirectory(target) } catch {
             throw SyncError.writing("cannot finish the export in \(target): \(error.message)", error)
@@ -232,10 +253,15 @@ struct Exporter {
         }
     }
 
-    /// Removes what `target` holds (not the folder), but `kept`.
-    private func removeContents(of target: String, except kept: String? = nil) {
-        for entry in directory.entries(target) where entry != kept {
+    /// Removes what an export writes from `target` (not the folder, nor anything else in it),
+    /// the marker last unless `keepingMarker`: a clean-up cut short leaves a folder the next
+    /// export still knows for one cut short.
+    private func removeExport(from target: String, keepingMarker: Bool) {
+        for entry in directory.entries(target) where Self.isExportEntry(entry) && entry != Self.unfinishedMarker {
             try? FileManager.default.removeItem(atPath: target + "/" + entry)
+        }
+        if !keepingMarker, directory.entries(target).allSatisfy({ $0 == Self.unfinishedMarker }) {
+            unlink(target + "/" + Self.unfinishedMarker)
         }
     }
 
