@@ -69,10 +69,7 @@ struct ExportStoppingTests {
 
     @Test("Given an export, then its manifests are written only once every file they name has been read back from the disk: a kill or a pulled stick during that read-back leaves a folder no device syncs from")
     func manifestsAfterTheReadBack() async throws {
-        let repo = try RepoFixture()
-        try repo.publish(version: 1)
-        let device = try Device(repo: repo, sources: [repo.url])
-        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let (repo, device) = try await DeltaTrustTests.deviceOnVersion1()
         let target = try TemporaryDirectory.make() + "/usb"
         let manifest = target + "/channels/\(repo.channel)/manifest.json"
         let seen = Seen()
