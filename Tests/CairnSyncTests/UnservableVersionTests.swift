@@ -146,4 +146,15 @@ struct UnservableVersionTests {
         #expect(try await device.syncer.rollback().version.version == 1)
         #expect(device.currentTarget == "versions/1" && device.state.heldBackVersion == 2)
     }
+
+    @Test("Given versions 1 and 2 installed, when version 1's manifest.json is damaged, then a rollback fails with previous_unusable saying why (not no_previous_version), and nothing changes")
+    func rollbackToDamagedPrevious() async throws {
+        let (_, _, device) = try await Self.deviceOnVersion2()
+        try Data("{".utf8).write(to: URL(fileURLWithPath: device.path + "/versions/1/manifest.json"))
+        await #expect { try await device.syncer.rollback() } throws: { error in
+            (error as? SyncError)?.code == .previousUnusable && (error as? SyncError)?.message.contains("not a manifest") == true
+        }
+        #expect(device.currentTarget == "versions/2" && device.previousTarget == "versions/1")
+        #expect(device.state.heldBackVersion == nil)
+    }
 }

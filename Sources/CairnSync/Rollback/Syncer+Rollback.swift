@@ -24,6 +24,14 @@ extension Syncer {
     }
 
     private func rollBackNow() async throws(SyncError) -> RollbackResult {
+        // A previous version whose folder does not read is kept (damage, or a downgrade of
+        // cairnd), not absent: said as unusable, with why, not as "none is kept".
+        if let current = directory.installed(), let target = directory.linkTarget(directory.previousLink),
+           target != directory.linkTarget(directory.currentLink) {
+            do { _ = try directory.readVersion(target) } catch {
+                throw SyncError(.previousUnusable, "the previous version (\(target)) cannot be read: \(error.message); version \(current.version) keeps serving")
+            }
+        }
         guard let current = directory.installed(), let previous = directory.previous(),
               let target = directory.linkTarget(directory.previousLink), previous.version != current.version else {
             throw SyncError(.noPreviousVersion, "no previous version is kept in \(directory.path); nothing to roll back to")
