@@ -52,6 +52,9 @@ struct StatusCommand: AsyncParsableCommand {
                 lines.append("recovering  version \(from) was signed only by revoked keys; the publisher's next version installs")
             }
         }
+        if let operation = sync.operation {
+            lines.append("busy        \(operation.kind == "export" ? "exporting" : "rolling back") since \(operation.started) (a sync waits for it)")
+        }
         if let progress = sync.progress {
             lines.append("syncing     attempt \(progress.attempt) since \(progress.started): " + SyncProgressDisplay.describe(progress)
                          + (progress.source.map { " (from \($0))" } ?? ""))

@@ -186,6 +186,10 @@ struct SyncCommand: AsyncParsableCommand {
             }
             display.show(pending.map { (several ? "[\($0.channel)] " : "", $0.progress) })
             if let deadline, ContinuousClock.now >= deadline {
+                // An export or rollback holds the syncer: the attempt has not begun.
+                if let busy = pending.lazy.compactMap(\.operation).first {
+                    throw stop("still waiting after \(timeout!) s: cairnd is \(busy.kind == "export" ? "exporting" : "rolling back") since \(busy.started), and the attempt starts once that ends")
+                }
                 throw stop("still syncing after \(timeout!) s; the attempt goes on (`cairn status` shows it)")
             }
             try await Task.sleep(for: .milliseconds(250))

@@ -83,6 +83,41 @@ struct ExportStoppingTests {
         #expect(seen.values.suffix(2) == [true, true])
     }
 
+    @Test("Given an export, and then a rollback, then while each runs the syncer's progress names it (status's sync.operation) and its start, and once it ends, none")
+    func operationShown() async throws {
+        let box = ProgressBox()
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url], onInstalled: { _, _ in box.record() })
+        box.progress = device.syncer.progress
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2))
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        #expect(box.seen == [nil, nil], "\(box.seen)")
+        box.seen = []
+        // Asked between the export's steps, as SIGTERM would be.
+        _ = try await device.syncer.export(to: try TemporaryDirectory.make() + "/usb", stopping: { box.record(); return false })
+        #expect(!box.seen.isEmpty && box.seen.allSatisfy { $0 == .export }, "\(box.seen)")
+        #expect(device.syncer.progress.reading().operation == nil)
+        box.seen = []
+        // The rollback hands version 1 to the query path (onInstalled) while it holds the syncer.
+        _ = try await device.syncer.rollback()
+        #expect(box.seen == [.rollback], "\(box.seen)")
+        #expect(device.syncer.progress.reading().operation == nil)
+    }
+
+    final class ProgressBox: @unchecked Sendable {
+        // @unchecked: set before the syncer runs, then recorded from the one task or thread
+        // that runs the export or rollback at a time.
+        var progress: SyncProgress?
+        var seen: [SyncProgress.Operation?] = []
+        func record() {
+            let reading = progress?.reading()
+            seen.append(reading?.operation)
+            if reading?.operation != nil { #expect(reading?.operationStarted != nil) }
+        }
+    }
+
     final class Seen: @unchecked Sendable {
         // @unchecked: asked from the one thread the export runs on.
         private(set) var values: [Bool] = []

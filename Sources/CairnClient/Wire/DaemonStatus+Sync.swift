@@ -76,6 +76,9 @@ extension DaemonStatus {
         /// The installed version's spare copy of its index: `ready`, `copying` or `declined`;
         /// nil when there is none to keep.
         public var spare: String?
+        /// The export or rollback running now (an attempt asked for meanwhile waits for it);
+        /// nil when none runs (since 2026-12-06).
+        public var operation: Operation?
 
         public init(lastAttempt: String? = nil, lastSuccess: String? = nil, lastError: String? = nil,
                     online: Bool? = nil, stale: Bool? = nil, highestVersionSeen: Int? = nil, heldBackVersion: Int? = nil,
@@ -98,6 +101,7 @@ extension DaemonStatus {
             case lastErrorCode = "last_error_code", expiredInstalls = "expired_installs", lastCheck = "last_check"
             case progress, attemptsStarted = "attempts_started", attemptsFinished = "attempts_finished", lastOutcome = "last_outcome"
             case previousVersion = "previous_version", previousDropped = "previous_dropped", maxDiskBytes = "max_disk_bytes", spare
+            case operation
         }
 
         /// Lenient: absent keys are unknown, unknown keys are ignored.
@@ -122,6 +126,7 @@ extension DaemonStatus {
             previousDropped = try? c.decodeIfPresent(Int.self, forKey: .previousDropped)
             maxDiskBytes = try? c.decodeIfPresent(Int64.self, forKey: .maxDiskBytes)
             spare = try? c.decodeIfPresent(String.self, forKey: .spare)
+            operation = try? c.decodeIfPresent(Operation.self, forKey: .operation)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -145,6 +150,18 @@ extension DaemonStatus {
             try c.encode(previousDropped, forKey: .previousDropped)
             try c.encode(maxDiskBytes, forKey: .maxDiskBytes)
             try c.encode(spare, forKey: .spare)
+            try c.encode(operation, forKey: .operation)
+        }
+    }
+
+    /// An export or rollback in progress: `kind` (`export` or `rollback`) and when it started
+    /// (RFC 3339, UTC).
+    public struct Operation: Sendable, Hashable, Codable {
+        public var kind: String
+        public var started: String
+
+        public init(kind: String, started: String) {
+            (self.kind, self.started) = (kind, started)
         }
     }
 

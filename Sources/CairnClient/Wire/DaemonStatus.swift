@@ -62,6 +62,8 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         public var progress: Progress?
         public var attemptsFinished: Int?
         public var lastOutcome: String?
+        /// The channel's export or rollback in progress (as in `sync`).
+        public var operation: Operation?
 
         public init(channel: String, serving version: Int?, stateRoot: String?, sync: Sync) {
             self.channel = channel
@@ -78,10 +80,11 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
             progress = sync.progress
             attemptsFinished = sync.attemptsFinished
             lastOutcome = sync.lastOutcome
+            operation = sync.operation
         }
 
         enum CodingKeys: String, CodingKey {
-            case channel, version, online, stale, expired, trust, progress
+            case channel, version, online, stale, expired, trust, progress, operation
             case stateRoot = "state_root", lastAttempt = "last_attempt", lastSuccess = "last_success"
             case lastError = "last_error", lastErrorCode = "last_error_code"
             case attemptsFinished = "attempts_finished", lastOutcome = "last_outcome"
@@ -103,6 +106,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
             try c.encode(progress, forKey: .progress)
             try c.encode(attemptsFinished, forKey: .attemptsFinished)
             try c.encode(lastOutcome, forKey: .lastOutcome)
+            try c.encode(operation, forKey: .operation)
         }
     }
 

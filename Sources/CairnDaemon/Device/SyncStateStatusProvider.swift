@@ -22,6 +22,9 @@ struct SyncStateStatusProvider: SyncStatusProvider {
         sync.spare = spare(installed)?.rawValue
         let reading = progress.reading()
         (sync.attemptsStarted, sync.attemptsFinished, sync.lastOutcome) = (reading.started, reading.finished, reading.lastOutcome)
+        if let operation = reading.operation, let started = reading.operationStarted {
+            sync.operation = DaemonStatus.Operation(kind: operation.rawValue, started: SyncState.time(started))
+        }
         sync.progress = reading.current.map {
             DaemonStatus.Progress(attempt: $0.attempt, phase: $0.phase.rawValue, version: $0.version, bytesDone: $0.bytesDone,
                                   bytesTotal: $0.bytesTotal, bytesPerSecond: $0.bytesPerSecond.map { ($0 * 10).rounded() / 10 },

@@ -398,10 +398,20 @@ extension Syncer {
     /// Writes a repository copy of the installed version into `target` (absent or empty),
     /// after any running attempt; no install or rollback runs meanwhile.
     public func export(to target: String) async throws(SyncError) -> ExportResult {
-        let exporter = Exporter(directory: directory, trustedKeys: configuration.trustedKeys,
+        try await export(to: target, stopping: { Stopping.isRequested })
+    }
+
+    /// `export(to:)`, asking `stopping` between its steps (tests stand in for SIGTERM with it).
+    func export(to target: String, stopping: @escaping @Sendable () -> Bool) async throws(SyncError) -> ExportResult {
+        var exporter = Exporter(directory: directory, trustedKeys: configuration.trustedKeys,
                                 pinnedRoot: configuration.trustedRoot, freeSpaceMargin: configuration.freeSpaceMargin, logger: logger)
+        exporter.stopping = stopping
         return try await exclusively { () async throws(SyncError) -> ExportResult in
-            try await BackgroundWork.run { () throws(SyncError) in try exporter.export(to: target) }
+            // Status says what holds the syncer: an attempt asked for meanwhile waits for it.
+            progress.operating(.export, at: now())
+            defer { progress.operating(nil, at: now()) }
+            let exporter = exporter
+            return try await BackgroundWork.run { () throws(SyncError) in try exporter.export(to: target) }
         }
     }
 }

@@ -20,7 +20,11 @@ extension Syncer {
     /// - Throws: `.noPreviousVersion` when there is none, `.previousUnusable` when it fails
     ///   verification (nothing changes), `.io` when the swap fails.
     public func rollback() async throws(SyncError) -> RollbackResult {
-        try await exclusively { () async throws(SyncError) -> RollbackResult in try await self.rollBackNow() }
+        try await exclusively { () async throws(SyncError) -> RollbackResult in
+            progress.operating(.rollback, at: now())
+            defer { progress.operating(nil, at: now()) }
+            return try await self.rollBackNow()
+        }
     }
 
     private func rollBackNow() async throws(SyncError) -> RollbackResult {

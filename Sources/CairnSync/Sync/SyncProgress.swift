@@ -17,6 +17,11 @@ public final class SyncProgress: Sendable {
         case installing
     }
 
+    /// What holds the syncer other than an attempt (an attempt asked for meanwhile waits for it).
+    public enum Operation: String, Sendable {
+        case export, rollback
+    }
+
     /// One reading of the attempt in progress.
     public struct Report: Sendable, Equatable {
         /// The attempt's number: attempts count from 1 at each start of the process.
@@ -45,6 +50,9 @@ public final class SyncProgress: Sendable {
         public var started: Int
         public var finished: Int
         public var lastOutcome: String?
+        /// The export or rollback running now (nil: none), and since when.
+        public var operation: Operation?
+        public var operationStarted: Date?
     }
 
     private struct State {
@@ -59,6 +67,7 @@ public final class SyncProgress: Sendable {
         /// When the downloading phase began, on the monotonic clock.
         var downloadStart: ContinuousClock.Instant?
         var source: String?
+        var operation: (Operation, Date)?
     }
 
     private let state = Mutex(State())
@@ -114,6 +123,11 @@ public final class SyncProgress: Sendable {
         state.withLock { state in state.phase = .installing }
     }
 
+    /// An export or rollback starts (`operation` since `date`), or ends (nil).
+    func operating(_ operation: Operation?, at date: Date) {
+        state.withLock { state in state.operation = operation.map { ($0, date) } }
+    }
+
     /// The attempt ended with `outcome` (its metrics label).
     func finish(outcome: String) {
         state.withLock { state in
@@ -139,7 +153,8 @@ public final class SyncProgress: Sendable {
                                  bytesTotal: total, bytesPerSecond: rate, etaSeconds: eta, started: state.startedAt,
                                  source: state.source)
             }
-            return Reading(current: current, started: state.started, finished: state.finished, lastOutcome: state.lastOutcome)
+            return Reading(current: current, started: state.started, finished: state.finished, lastOutcome: state.lastOutcome,
+                           operation: state.operation?.0, operationStarted: state.operation?.1)
         }
     }
 }
