@@ -302,6 +302,37 @@ struct DiskFaultTests {
         #expect(report.finish("refused: \(reason.prefix(80)); old version answering; installed once writable"))
     }
 
+    @Test("Given versions 1 and 2 installed and the data directory remounted read-only, or full, when cairn rollback runs, then it fails with one line saying version 1 cannot be checked (not that it is damaged); on a full disk it fails too; each time version 2 keeps serving and status holds nothing back; with room again, the rollback goes through")
+    func rollbackOnReadOnlyDisk() async throws {
+        let disk = try Tmpfs(megabytes: 80)
+        defer { disk.unmount() }
+        let rig = try await Rig(dataDirectory: disk.path + "/data")
+        defer { rig.stop() }
+        let new = try rig.publishNext()
+        if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
+        try disk.remount("ro")
+        let refused = try rig.device.cairn(["rollback"])
+        #expect(refused.status != 0 && refused.error.split(separator: "\n").count == 1, "\(refused.status) \(refused.error)")
+        // Version 1's check could not run (FTS5's is a write statement): that is no damage.
+        // Before 2026-12-06 it was said as "the full-text index does not match its chunks".
+        #expect(refused.error.contains("cannot be checked") && !refused.error.contains("does not match"), "\(refused.error)")
+        #expect(rig.device.syncStatus["held_back_version"] is NSNull, "\(rig.device.syncStatus)")
+        if let wrong = rig.wrongAnswer(expecting: new) { Issue.record("\(wrong)") }
+        try disk.remount("rw")
+        // A full disk: version 1 checks, and state.json cannot be written.
+        disk.fill(leaving: 0)
+        let full = try rig.device.cairn(["rollback"])
+        disk.emptyFiller()
+        #expect(full.status != 0 && full.error.split(separator: "\n").count == 1, "\(full.status) \(full.error)")
+        // Before 2026-12-06 the state kept in memory (state.json cannot be written) said
+        // version 2 was held back, though nothing had been rolled back.
+        #expect(rig.device.syncStatus["held_back_version"] is NSNull, "\(full.error) \(rig.device.syncStatus)")
+        if let wrong = rig.wrongAnswer(expecting: new) { Issue.record("\(wrong)") }
+        let rolled = try rig.device.cairn(["rollback"])
+        #expect(rolled.status == 0, "\(rolled.error)")
+        #expect(rig.device.syncStatus["held_back_version"] as? Int == new)
+    }
+
     @Test("Given a full disk at start-up and installed versions whose rows files must be written again, then cairnd keeps every version (in a temporary folder when it has room, serving at once; else serving nothing for now) and serves the installed one once space returns",
           arguments: [true, false])
     func fullDiskAtStartup(temporaryOnFullDisk: Bool) async throws {

@@ -159,7 +159,7 @@ struct ExportTrustTests {
 
 @Suite("An export cut short is replaced by the next")
 struct ExportCutShortTests {
-    @Test("Given a folder an export cut short left (its marker, a half-written blob, a manifest folder), when exporting there, then it is replaced and the export is whole, without the marker; a folder with the same files but no marker, or with the marker and a file no export writes, is refused as not empty and kept")
+    @Test("Given a folder an export cut short left (its marker, a half-written blob, a manifest folder), when exporting there, then it is replaced and the export is whole, without the marker; a folder with the same files but no marker, or with the marker and a file no export writes, is refused as not empty and kept; an ext4 stick's root, with only lost+found, takes the export")
     func cutShortReplaced() async throws {
         let (repo, device) = try await DeltaTrustTests.deviceOnVersion1()
         let folder = try TemporaryDirectory.make()
@@ -188,5 +188,11 @@ struct ExportCutShortTests {
             ($0 as? SyncError)?.code == .exportTargetNotEmpty && ($0 as? SyncError)?.message.contains("notes.txt") == true
         }
         #expect(FileManager.default.fileExists(atPath: shared + "/notes.txt") && FileManager.default.fileExists(atPath: shared + "/blobs/sha256/ab/.tmp-1"))
+        // An ext4 stick's root: its lost+found is no one's files, and stays.
+        let stick = folder + "/ext4-root"
+        try FileManager.default.createDirectory(atPath: stick + "/lost+found", withIntermediateDirectories: true)
+        _ = try await device.syncer.export(to: stick)
+        #expect(FileManager.default.fileExists(atPath: stick + "/channels/\(repo.channel)/manifest.json"))
+        #expect(FileManager.default.fileExists(atPath: stick + "/lost+found"))
     }
 }

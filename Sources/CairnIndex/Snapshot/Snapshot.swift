@@ -1,4 +1,5 @@
 public import CairnCore
+import CSQLite
 
 /// Reading and verifying snapshot files.
 public enum Snapshot {
@@ -54,8 +55,13 @@ public enum Snapshot {
         try quickCheck(db)
         do {
             try db.exec("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('integrity-check', 1)")
-        } catch {
+        } catch where error.sqliteCode.map({ $0 & 0xFF == SQLITE_CORRUPT }) ?? false {
             throw IndexError(.snapshotMalformed, "the snapshot's full-text index does not match its chunks", cause: error)
+        } catch {
+            // The check could not run (it is a write statement: a read-only file system, a full
+            // disk, an I/O error): that says nothing of the file's bytes, and is not called damage.
+            throw IndexError(error.code == .diskFull ? .diskFull : .io, "the full-text index's check cannot run: \(error.message)",
+                             sqliteCode: error.sqliteCode, cause: error)
         }
     }
 

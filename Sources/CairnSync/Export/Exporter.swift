@@ -33,6 +33,9 @@ struct Exporter {
     /// short (a stick pulled, a power cut, SIGKILL), which the next export may replace.
     static let unfinishedMarker = ".cairn-export-unfinished"
 
+    /// The folder `mkfs.ext4` makes at a file system's root.
+    static let fileSystemFolder = "lost+found"
+
     /// Whether an entry at a target's top level is one an export writes: its folders, the
     /// marker, and an atomic write's temporary file (`.tmp-<uuid>`, the marker's).
     static func isExportEntry(_ name: String) -> Bool {
@@ -60,19 +63,21 @@ struct Exporter {
         guard !existed || info.st_mode & S_IFMT == S_IFDIR else {
             throw SyncError(.badPath, "\(target) is not a folder; export into a new or empty folder")
         }
-        if existed, !directory.entries(target).isEmpty {
+        // An ext4 stick's root holds `lost+found` from its making (and the FAT refusal below
+        // recommends ext4): no one's files, so not "not empty", and never removed.
+        if existed, !directory.entries(target).filter({ $0 != Self.fileSystemFolder }).isEmpty {
             guard FileSystem.exists(target + "/" + Self.unfinishedMarker) else {
                 throw SyncError(.exportTargetNotEmpty, "\(target) is not empty; export into a new or empty folder")
             }
             // An export cut short left it: what it wrote goes, the marker last. Anything else
             // is someone's (documents copied onto the stick since): refused, never removed.
-            let others = directory.entries(target).filter { !Self.isExportEntry($0) }
+            let others = directory.entries(target).filter { !Self.isExportEntry($0) && $0 != Self.fileSystemFolder }
             guard others.isEmpty else {
                 throw SyncError(.exportTargetNotEmpty, "\(target) holds an export cut short and other files (\(others.sorted().prefix(3).joined(separator: ", "))); move them, or export into a new or empty folder")
             }
             logger.notice("removing what an export cut short left in \(target)", metadata: ["cairn.sync.path": "\(target)"])
             removeExport(from: target, keepingMarker: true)
-            guard directory.entries(target) == [Self.unfinishedMarker] else {
+            guard directory.entries(target).filter({ $0 != Self.fileSystemFolder }) == [Self.unfinishedMarker] else {
                 throw SyncError(.exportTargetNotEmpty, "\(target) holds an export cut short that cannot be removed; remove it by hand, or export into a new or empty folder")
             }
         }
@@ -260,7 +265,7 @@ struct Exporter {
         for entry in directory.entries(target) where Self.isExportEntry(entry) && entry != Self.unfinishedMarker {
             try? FileManager.default.removeItem(atPath: target + "/" + entry)
         }
-        if !keepingMarker, directory.entries(target).allSatisfy({ $0 == Self.unfinishedMarker }) {
+        if !keepingMarker, directory.entries(target).allSatisfy({ $0 == Self.unfinishedMarker || $0 == Self.fileSystemFolder }) {
             unlink(target + "/" + Self.unfinishedMarker)
         }
     }

@@ -1,4 +1,5 @@
 import CairnCore
+import CairnIndex
 import CairnStore
 import CairnThreads
 import Foundation
@@ -72,6 +73,10 @@ extension Syncer {
             try await BackgroundWork.run { () throws(SyncError) in
                 try IndexBuilder.verify(index: previous.indexPath, manifest: previous.manifest)
             }
+        } catch where [IndexError.Code.io, .diskFull].contains((error.cause as? IndexError)?.code) {
+            // The check could not run (a read-only or full disk): the version may be fine.
+            throw SyncError(.io, "previous version \(previous.version) cannot be checked before the rollback (\(error.message)); nothing was changed",
+                            cause: error)
         } catch {
             throw SyncError(.previousUnusable, "previous version \(previous.version) fails verification (\(error.message)); nothing was changed",
                             cause: error)
@@ -80,7 +85,13 @@ extension Syncer {
         let heldBefore = state.heldBackVersion
         let from = directory.linkTarget(directory.currentLink)
         state.heldBackVersion = current.version
-        try directory.writeState(state)
+        do { try directory.writeState(state) } catch {
+            // Nothing changed: the state kept in memory for status (the file cannot be written)
+            // must not say the version rolled back from is held back.
+            state.heldBackVersion = heldBefore
+            try? directory.writeState(state)
+            throw error
+        }
         do {
             try directory.replaceLink(directory.currentLink, with: target)
         } catch {
@@ -90,27 +101,37 @@ extension Syncer {
         }
         unlink(directory.previousLink)
         (installedRows, installedFileCheck) = (nil, nil)
-        try directory.syncFolder(directory.path)
-        guard let now = directory.installed() else {
-            throw SyncError(.io, "the rolled-back version \(previous.version) cannot be read back")
+        /// The daemon still serves the version rolled back from: the links and the state go back
+        /// to it, and the previous version stays the rollback target.
+        func putBack() async {
+            do {
+                if let from { try directory.replaceLink(directory.currentLink, with: from) }
+                try directory.replaceLink(directory.previousLink, with: target)
+                try directory.syncFolder(directory.path)
+            } catch let undo {
+                logger.error("the rollback failed, and the links cannot be put back: \(undo.message)")
+            }
+            state.heldBackVersion = heldBefore
+            state.setInstalled(current)
+            await persist(state)
+        }
+        let now: InstalledVersion
+        do throws(SyncError) {
+            try directory.syncFolder(directory.path)
+            guard let read = directory.installed() else {
+                throw SyncError(.io, "the rolled-back version \(previous.version) cannot be read back")
+            }
+            now = read
+        } catch {
+            await putBack()
+            throw error
         }
         state.setInstalled(now)
         await persist(state)
         logger.notice("rolled back", metadata: ["cairn.sync.version": "\(now.version)",
                                                 "cairn.sync.held_back_version": "\(current.version)"])
         do throws(SyncError) { try await onInstalled(now, nil) } catch {
-            // The daemon still serves the version rolled back from: the links and the state go
-            // back to it, and the previous version stays the rollback target.
-            do {
-                if let from { try directory.replaceLink(directory.currentLink, with: from) }
-                try directory.replaceLink(directory.previousLink, with: target)
-                try directory.syncFolder(directory.path)
-            } catch let undo {
-                logger.error("the rolled-back version cannot be served, and the links cannot be put back: \(undo.message)")
-            }
-            state.heldBackVersion = heldBefore
-            state.setInstalled(current)
-            await persist(state)
+            await putBack()
             throw SyncError(.previousUnusable, "previous version \(previous.version) cannot be served (\(error.message)); nothing was changed",
                             cause: error)
         }
