@@ -70,46 +70,54 @@ struct DiskFaultTests {
         return try await rig.recovery(to: version)
     }
 
+    /// A rig whose data directory is on a tmpfs of `megabytes` (`config` as `Rig`'s): `body`
+    /// gets both, and both are stopped after it.
+    static func onTmpfs(megabytes: Int, config: [String: String] = [:], _ body: (Tmpfs, Rig) async throws -> Void) async throws {
+        let disk = try Tmpfs(megabytes: megabytes)
+        defer { disk.unmount() }
+        let rig = try await Rig(config: config, dataDirectory: disk.path + "/data")
+        defer { rig.stop() }
+        try await body(disk, rig)
+    }
+
     @Test("Given the disk filling during a download and during an apply, then the attempt fails as disk_full, leaves no half version, and resumes when space returns")
     func diskFills() async throws {
         // 64 MiB is cairnd's free-space margin: the disk must pass that check, then fill.
-        let disk = try Tmpfs(megabytes: 80)
-        defer { disk.unmount() }
-        let rig = try await Rig(dataDirectory: disk.path + "/data")
-        defer { rig.stop() }
-        for (name, leave) in [("disk fills during download", Int64(0)), ("disk fills during apply", Int64(-1))] {
-            let report = FaultReport(name)
-            var reason = ""
-            for number in 1...2 {
-                await report.trial(number) {
-                    defer { disk.emptyFiller() }
-                    let old = rig.version
-                    // Blobs of several pages: tmpfs allocates by page, so a blob inside the one page
-                    // already written would never meet the full disk.
-                    let new = try rig.publishNext(bulk: 40_000)
-                    let logged = rig.device.log.utf8.count
-                    // During download: nothing left. During apply: room for the rest of the blob
-                    // but not for the new index beside the live one.
-                    let outcome = try await Self.attemptFillingDisk(rig, disk, rate: 10_000, roomForBlob: leave != 0)
-                    reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
-                    if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
-                    // When it failed, in cairnd's own words. The downloader says "while
-                    // downloading". An apply that fails says the disk filled copying the index
-                    // "to apply the delta" or "while applying the delta" (SQLite hit the full
-                    // disk in place), that the snapshot "cannot be installed" or it "cannot
-                    // create" the version folder; or this attempt's log says the "delta path
-                    // failed" (the refusal is then the full snapshot's space check).
-                    let message = outcome?.message ?? ""
-                    let attemptLog = String(decoding: rig.device.log.utf8.dropFirst(logged), as: UTF8.self)
-                    let duringApply = ["cannot be installed", "to apply the delta", "while applying the delta", "cannot create"].contains(where: message.contains)
-                        || attemptLog.contains("delta path failed")
-                    if leave == 0 ? !message.contains("while downloading") || duringApply : !duringApply {
-                        return "expected the disk to fill \(leave == 0 ? "during the download" : "after it, during the apply"): \(message)"
+        try await Self.onTmpfs(megabytes: 80) { disk, rig in
+            for (name, leave) in [("disk fills during download", Int64(0)), ("disk fills during apply", Int64(-1))] {
+                let report = FaultReport(name)
+                var reason = ""
+                for number in 1...2 {
+                    await report.trial(number) {
+                        defer { disk.emptyFiller() }
+                        let old = rig.version
+                        // Blobs of several pages: tmpfs allocates by page, so a blob inside the one page
+                        // already written would never meet the full disk.
+                        let new = try rig.publishNext(bulk: 40_000)
+                        let logged = rig.device.log.utf8.count
+                        // During download: nothing left. During apply: room for the rest of the blob
+                        // but not for the new index beside the live one.
+                        let outcome = try await Self.attemptFillingDisk(rig, disk, rate: 10_000, roomForBlob: leave != 0)
+                        reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
+                        if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
+                        // When it failed, in cairnd's own words. The downloader says "while
+                        // downloading". An apply that fails says the disk filled copying the index
+                        // "to apply the delta" or "while applying the delta" (SQLite hit the full
+                        // disk in place), that the snapshot "cannot be installed" or it "cannot
+                        // create" the version folder; or this attempt's log says the "delta path
+                        // failed" (the refusal is then the full snapshot's space check).
+                        let message = outcome?.message ?? ""
+                        let attemptLog = String(decoding: rig.device.log.utf8.dropFirst(logged), as: UTF8.self)
+                        let duringApply = ["cannot be installed", "to apply the delta", "while applying the delta", "cannot create"].contains(where: message.contains)
+                            || attemptLog.contains("delta path failed")
+                        if leave == 0 ? !message.contains("while downloading") || duringApply : !duringApply {
+                            return "expected the disk to fill \(leave == 0 ? "during the download" : "after it, during the apply"): \(message)"
+                        }
+                        return try await Self.recovers(rig, disk, to: new)
                     }
-                    return try await Self.recovers(rig, disk, to: new)
                 }
+                #expect(report.finish("\(reason.prefix(80)); no half file; installed once space returned"))
             }
-            #expect(report.finish("\(reason.prefix(80)); no half file; installed once space returned"))
         }
     }
 
@@ -118,30 +126,28 @@ struct DiskFaultTests {
     @Test("Given the disk filling while a full snapshot is inflated, its index written through the page cache (the default for a small one) or around it (direct_install_min_bytes 0), then the attempt fails as disk_full while installing, leaves no half version, and installs once space returns",
           arguments: ["64M", "0"])
     func diskFillsDuringInflation(directMinimum: String) async throws {
-        let disk = try Tmpfs(megabytes: 80)
-        defer { disk.unmount() }
-        let rig = try await Rig(config: ["direct_install_min_bytes": directMinimum], dataDirectory: disk.path + "/data")
-        defer { rig.stop() }
-        let report = FaultReport("disk fills while a snapshot inflates (direct_install_min_bytes \(directMinimum))")
-        var reason = ""
-        for number in 1...2 {
-            await report.trial(number) {
-                defer { disk.emptyFiller() }
-                let old = rig.version
-                let new = try rig.publishNext(bulk: 200_000)
-                // A publisher that offers no delta: the device installs the snapshot.
-                try rig.tamperManifest { $0.deltas = [] }
-                // Room for the rest of the blob, not for the index it inflates to.
-                let outcome = try await Self.attemptFillingDisk(rig, disk, rate: 20_000, roomForBlob: true)
-                reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
-                if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
-                if !(outcome?.message ?? "").contains("the snapshot cannot be installed") {
-                    return "expected the disk to fill while the snapshot inflated: \(outcome?.message ?? "")"
+        try await Self.onTmpfs(megabytes: 80, config: ["direct_install_min_bytes": directMinimum]) { disk, rig in
+            let report = FaultReport("disk fills while a snapshot inflates (direct_install_min_bytes \(directMinimum))")
+            var reason = ""
+            for number in 1...2 {
+                await report.trial(number) {
+                    defer { disk.emptyFiller() }
+                    let old = rig.version
+                    let new = try rig.publishNext(bulk: 200_000)
+                    // A publisher that offers no delta: the device installs the snapshot.
+                    try rig.tamperManifest { $0.deltas = [] }
+                    // Room for the rest of the blob, not for the index it inflates to.
+                    let outcome = try await Self.attemptFillingDisk(rig, disk, rate: 20_000, roomForBlob: true)
+                    reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
+                    if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
+                    if !(outcome?.message ?? "").contains("the snapshot cannot be installed") {
+                        return "expected the disk to fill while the snapshot inflated: \(outcome?.message ?? "")"
+                    }
+                    return try await Self.recovers(rig, disk, to: new)
                 }
-                return try await Self.recovers(rig, disk, to: new)
             }
+            #expect(report.finish("\(reason.prefix(90)); no half version; installed once space returned"))
         }
-        #expect(report.finish("\(reason.prefix(90)); no half version; installed once space returned"))
     }
 
     @Test("Given a full disk at start-up on which the current version cannot be opened, so the previous one serves, when a newer version is published and the disk is still full, then the attempt fails without removing the version served; once space returns the newest installs, its delta applied to a copy, never in place to the file served")
@@ -225,27 +231,25 @@ struct DiskFaultTests {
 
     @Test("Given a version installed by a delta (its snapshot must be rebuilt to export it) and a data disk without room for the rebuild, then export is refused with disk_full in one line before writing, the device keeps answering, and with room the export succeeds")
     func exportRebuildNeedsRoom() async throws {
-        let disk = try Tmpfs(megabytes: 160)
-        defer { disk.unmount() }
-        let rig = try await Rig(dataDirectory: disk.path + "/device")
-        defer { rig.stop() }
-        let version = try rig.publishNext()
-        #expect(try await ProgressTests.syncWait(rig).status == 0)
-        #expect(rig.wrongAnswer(expecting: version) == nil)
-        let target = try TemporaryDirectory.make() + "/usb"
-        disk.fill(leaving: 32 << 20)  // below the rebuild's files and the 64 MiB an install keeps
-        let full = try rig.device.cairn(["export", "--to", target])
-        #expect(full.status == 1)
-        let line = full.error.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(line.contains("rebuilding version \(version)'s snapshot") && line.hasSuffix("(disk_full)") && !line.contains("\n"),
-                "\(full.error)")
-        #expect(!FileManager.default.fileExists(atPath: target + "/channels"))
-        #expect(rig.wrongAnswer(expecting: version) == nil)
+        try await Self.onTmpfs(megabytes: 160) { disk, rig in
+            let version = try rig.publishNext()
+            #expect(try await ProgressTests.syncWait(rig).status == 0)
+            #expect(rig.wrongAnswer(expecting: version) == nil)
+            let target = try TemporaryDirectory.make() + "/usb"
+            disk.fill(leaving: 32 << 20)  // below the rebuild's files and the 64 MiB an install keeps
+            let full = try rig.device.cairn(["export", "--to", target])
+            #expect(full.status == 1)
+            let line = full.error.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(line.contains("rebuilding version \(version)'s snapshot") && line.hasSuffix("(disk_full)") && !line.contains("\n"),
+                    "\(full.error)")
+            #expect(!FileManager.default.fileExists(atPath: target + "/channels"))
+            #expect(rig.wrongAnswer(expecting: version) == nil)
 
-        disk.emptyFiller()
-        let exported = try rig.device.cairn(["export", "--to", target, "--json"])
-        #expect(exported.status == 0, "\(exported.error)")
-        #expect(exported.output.contains("rebuilt"), "\(exported.output)")
+            disk.emptyFiller()
+            let exported = try rig.device.cairn(["export", "--to", target, "--json"])
+            #expect(exported.status == 0, "\(exported.error)")
+            #expect(exported.output.contains("rebuilt"), "\(exported.output)")
+        }
     }
 
     @Test("Given cairn export to a folder under /run/media where no stick is mounted (the folder is on the device's own disk), then it is refused with bad_path saying nothing is mounted there, and nothing is written; with a file system mounted there, the same export succeeds")
@@ -274,63 +278,59 @@ struct DiskFaultTests {
 
     @Test("Given the data directory remounted read-only, then the attempt is refused with a reason in status and succeeds once it is writable")
     func readOnly() async throws {
-        let disk = try Tmpfs(megabytes: 80)
-        defer { disk.unmount() }
-        let rig = try await Rig(dataDirectory: disk.path + "/data")
-        defer { rig.stop() }
-        let report = FaultReport("data directory read-only")
-        var reason = ""
-        for number in 1...2 {
-            await report.trial(number) {
-                let old = rig.version
-                let new = try rig.publishNext()
-                try disk.remount("ro")
-                // state.json cannot be written either: the status still says why (from memory).
-                let before = rig.device.syncStatus["last_attempt"] as? String
-                _ = try rig.device.cairn(["sync"])
-                try await waitUntil("the refusal shows in status", seconds: 60) {
-                    let sync = rig.device.syncStatus
-                    return sync["last_error"] is String && (sync["last_attempt"] as? String != before || before == nil)
+        try await Self.onTmpfs(megabytes: 80) { disk, rig in
+            let report = FaultReport("data directory read-only")
+            var reason = ""
+            for number in 1...2 {
+                await report.trial(number) {
+                    let old = rig.version
+                    let new = try rig.publishNext()
+                    try disk.remount("ro")
+                    // state.json cannot be written either: the status still says why (from memory).
+                    let before = rig.device.syncStatus["last_attempt"] as? String
+                    _ = try rig.device.cairn(["sync"])
+                    try await waitUntil("the refusal shows in status", seconds: 60) {
+                        let sync = rig.device.syncStatus
+                        return sync["last_error"] is String && (sync["last_attempt"] as? String != before || before == nil)
+                    }
+                    reason = rig.device.syncStatus["last_error"] as? String ?? ""
+                    if reason.contains("\n") { return "last_error is not one line" }
+                    if let wrong = rig.wrongAnswer(expecting: old) { return wrong }
+                    try disk.remount("rw")
+                    return try await rig.recovery(to: new)
                 }
-                reason = rig.device.syncStatus["last_error"] as? String ?? ""
-                if reason.contains("\n") { return "last_error is not one line" }
-                if let wrong = rig.wrongAnswer(expecting: old) { return wrong }
-                try disk.remount("rw")
-                return try await rig.recovery(to: new)
             }
+            #expect(report.finish("refused: \(reason.prefix(80)); old version answering; installed once writable"))
         }
-        #expect(report.finish("refused: \(reason.prefix(80)); old version answering; installed once writable"))
     }
 
     @Test("Given versions 1 and 2 installed and the data directory remounted read-only, or full, when cairn rollback runs, then it fails with one line saying version 1 cannot be checked (not that it is damaged); on a full disk it fails too; each time version 2 keeps serving and status holds nothing back; with room again, the rollback goes through")
     func rollbackOnReadOnlyDisk() async throws {
-        let disk = try Tmpfs(megabytes: 80)
-        defer { disk.unmount() }
-        let rig = try await Rig(dataDirectory: disk.path + "/data")
-        defer { rig.stop() }
-        let new = try rig.publishNext()
-        if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
-        try disk.remount("ro")
-        let refused = try rig.device.cairn(["rollback"])
-        #expect(refused.status != 0 && refused.error.split(separator: "\n").count == 1, "\(refused.status) \(refused.error)")
-        // Version 1's check could not run (FTS5's is a write statement): that is no damage.
-        // Before 2026-12-06 it was said as "the full-text index does not match its chunks".
-        #expect(refused.error.contains("cannot be checked") && !refused.error.contains("does not match"), "\(refused.error)")
-        #expect(rig.device.syncStatus["held_back_version"] is NSNull, "\(rig.device.syncStatus)")
-        if let wrong = rig.wrongAnswer(expecting: new) { Issue.record("\(wrong)") }
-        try disk.remount("rw")
-        // A full disk: version 1 checks, and state.json cannot be written.
-        disk.fill(leaving: 0)
-        let full = try rig.device.cairn(["rollback"])
-        disk.emptyFiller()
-        #expect(full.status != 0 && full.error.split(separator: "\n").count == 1, "\(full.status) \(full.error)")
-        // Before 2026-12-06 the state kept in memory (state.json cannot be written) said
-        // version 2 was held back, though nothing had been rolled back.
-        #expect(rig.device.syncStatus["held_back_version"] is NSNull, "\(full.error) \(rig.device.syncStatus)")
-        if let wrong = rig.wrongAnswer(expecting: new) { Issue.record("\(wrong)") }
-        let rolled = try rig.device.cairn(["rollback"])
-        #expect(rolled.status == 0, "\(rolled.error)")
-        #expect(rig.device.syncStatus["held_back_version"] as? Int == new)
+        try await Self.onTmpfs(megabytes: 80) { disk, rig in
+            let new = try rig.publishNext()
+            if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
+            try disk.remount("ro")
+            let refused = try rig.device.cairn(["rollback"])
+            #expect(refused.status != 0 && refused.error.split(separator: "\n").count == 1, "\(refused.status) \(refused.error)")
+            // Version 1's check could not run (FTS5's is a write statement): that is no damage.
+            // Before 2026-12-06 it was said as "the full-text index does not match its chunks".
+            #expect(refused.error.contains("cannot be checked") && !refused.error.contains("does not match"), "\(refused.error)")
+            #expect(rig.device.syncStatus["held_back_version"] is NSNull, "\(rig.device.syncStatus)")
+            if let wrong = rig.wrongAnswer(expecting: new) { Issue.record("\(wrong)") }
+            try disk.remount("rw")
+            // A full disk: version 1 checks, and state.json cannot be written.
+            disk.fill(leaving: 0)
+            let full = try rig.device.cairn(["rollback"])
+            disk.emptyFiller()
+            #expect(full.status != 0 && full.error.split(separator: "\n").count == 1, "\(full.status) \(full.error)")
+            // Before 2026-12-06 the state kept in memory (state.json cannot be written) said
+            // version 2 was held back, though nothing had been rolled back.
+            #expect(rig.device.syncStatus["held_back_version"] is NSNull, "\(full.error) \(rig.device.syncStatus)")
+            if let wrong = rig.wrongAnswer(expecting: new) { Issue.record("\(wrong)") }
+            let rolled = try rig.device.cairn(["rollback"])
+            #expect(rolled.status == 0, "\(rolled.error)")
+            #expect(rig.device.syncStatus["held_back_version"] as? Int == new)
+        }
     }
 
     @Test("Given a full disk at start-up and installed versions whose rows files must be written again, then cairnd keeps every version (in a temporary folder when it has room, serving at once; else serving nothing for now) and serves the installed one once space returns",
