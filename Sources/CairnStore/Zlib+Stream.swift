@@ -20,8 +20,10 @@ extension Zlib {
     /// gives the whole file at the same level (zlib's output does not depend on how its input is
     /// cut), so a rebuilt snapshot blob matches a published one. Stops with `.sizeLimitExceeded`
     /// once the output passes `limit` bytes (a delta that would not be smaller than its snapshot).
+    /// `stopping` is asked before each megabyte (true ends it: the output is
+    /// removed and `ECANCELED` thrown): a level-9 pass over gigabytes takes minutes.
     public static func compressFile(_ input: String, to output: String, level: Int32 = 6,
-                                    limit: Int = .max) throws(StoreError) -> Compressed {
+                                    limit: Int = .max, stopping: () -> Bool = { false }) throws(StoreError) -> Compressed {
         let source = open(input, O_RDONLY | O_CLOEXEC)
         guard source >= 0 else { throw FileSystem.failure("cannot open", input) }
         defer { close(source) }
@@ -38,6 +40,7 @@ extension Zlib {
         var (read, written, finished) = (0, 0, false)
         do throws(StoreError) {
             while !finished {
+                if stopping() { throw FileSystem.failure("stopped compressing into", output, ECANCELED) }
                 let count = Glibc.read(source, inBuffer.baseAddress, inBuffer.count)
                 if count < 0 {
                     if errno == EINTR { continue }
@@ -120,7 +123,9 @@ extension FileSystem {
     /// file is first flushed (`fsync`) and its pages dropped from the page cache
     /// (`POSIX_FADV_DONTNEED`), so the bytes hashed are the ones the disk gives back, not the
     /// ones the cache still holds from the writes.
-    public static func sha256(of path: String, fromDisk: Bool = false) throws(StoreError) -> (id: ContentID, size: Int) {
+    /// `stopping` is asked before each megabyte (true ends it with `ECANCELED`).
+    public static func sha256(of path: String, fromDisk: Bool = false,
+                              stopping: () -> Bool = { false }) throws(StoreError) -> (id: ContentID, size: Int) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw failure("cannot open", path) }
         defer { close(fd) }
@@ -133,6 +138,7 @@ extension FileSystem {
         var hasher = ContentID.Hasher()
         var size = 0
         while true {
+            if stopping() { throw failure("stopped reading", path, ECANCELED) }
             let count = Glibc.read(fd, buffer.baseAddress, buffer.count)
             if count < 0 {
                 if errno == EINTR { continue }

@@ -1,6 +1,7 @@
 import CairnTestSupport
 import Foundation
 import CairnCore
+import CairnStore
 import Logging
 import Testing
 @testable import CairnSync
@@ -37,21 +38,36 @@ struct ExportClaimTests {
 /// for it, true from its n-th question on, so that each step the export asks at is reached.
 @Suite("An export stops when cairnd stops")
 struct ExportStoppingTests {
-    @Test("Given an export asked to stop at each of its steps in turn (before the snapshot's copy, during it, between model files, before each read-back), then it ends with cancelled and leaves no folder; never asked to stop, it completes")
-    func stopsAtEachStep() async throws {
+    @Test("Given an export asked to stop at each of its steps in turn (the kept blob's check, or the rebuild and compression of a version installed by a delta; before the snapshot's copy, during it, between model files, within and before each read-back), then it ends with cancelled and leaves no folder; never asked to stop, it completes",
+          arguments: [false, true])
+    func stopsAtEachStep(byDelta: Bool) async throws {
         let repo = try RepoFixture()
         try repo.publish(version: 1)
         let device = try Device(repo: repo, sources: [repo.url])
         #expect(await device.syncer.syncOnce().installedVersion == 1)
+        if byDelta {
+            // No snapshot blob kept: the export rebuilds it (minutes at a million rows).
+            try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
+            #expect(await device.syncer.syncOnce().installedVersion == 2)
+            #expect(!FileManager.default.fileExists(atPath: device.path + "/versions/2/snapshot.blob"))
+        }
         let folder = try TemporaryDirectory.make()
         var asked = 0
         var completed: String?
-        for stopAt in 1...40 {
+        // The rebuilt blob's size at each question (nil: absent): asked while it is still empty,
+        // the question came from within the compression (a level-9 pass over gigabytes).
+        let rebuilt = device.directory.stagingPath + "/export-2.sqlite.blob"
+        let sizes = Sizes()
+        for stopAt in 1...60 {
             let target = folder + "/usb-\(stopAt)"
             let questions = Counter()
             var exporter = Exporter(directory: device.directory, trustedKeys: [repo.key.publicKey], pinnedRoot: nil,
                                     freeSpaceMargin: 0, logger: Logger(label: "cairn.sync.test"))
-            exporter.stopping = { questions.next() >= stopAt }
+            sizes.values = []
+            exporter.stopping = {
+                sizes.add(rebuilt)
+                return questions.next() >= stopAt
+            }
             do {
                 _ = try exporter.export(to: target)
                 (asked, completed) = (questions.count, target)
@@ -63,6 +79,7 @@ struct ExportStoppingTests {
         }
         // The export asked at least at the snapshot's copy, each model file and each read-back.
         #expect(asked >= 4, "\(asked) questions")
+        if byDelta { #expect(sizes.values.contains(0), "\(sizes.values)") }
         let whole = try #require(completed, "the export never completed")
         #expect(FileManager.default.fileExists(atPath: whole + "/channels/\(repo.channel)/manifest.json"))
     }
@@ -75,12 +92,16 @@ struct ExportStoppingTests {
         let seen = Seen()
         var exporter = Exporter(directory: device.directory, trustedKeys: [repo.key.publicKey], pinnedRoot: nil,
                                 freeSpaceMargin: 0, logger: Logger(label: "cairn.sync.test"))
-        // Asked before each file's read-back, among the export's other steps.
+        // Asked before and during each file's read-back, among the export's other steps.
         exporter.stopping = { seen.add(FileManager.default.fileExists(atPath: manifest)); return false }
         let result = try exporter.export(to: target)
-        // Before 2026-12-06 both manifests were written before any file was read back.
-        #expect(seen.values.filter { $0 }.count == 2, "\(seen.values) for \(result.files) files")
-        #expect(seen.values.suffix(2) == [true, true])
+        // The questions one manifest's read-back asks, counted on the written file.
+        let perManifest = Counter()
+        try ExportReadBack.check([(manifest, try FileSystem.sha256(of: manifest).id)], in: target, stopping: { _ = perManifest.next() })
+        // Once the manifest is there, only the two manifests' own read-backs ask. Before
+        // 2026-12-06 both were written before any file was read back, so the blobs' asked too.
+        let asked = seen.values.drop { !$0 }
+        #expect(asked.allSatisfy { $0 } && asked.count == 2 * perManifest.count, "\(seen.values) for \(result.files) files")
     }
 
     @Test("Given an export, and then a rollback, then while each runs the syncer's progress names it (status's sync.operation) and its start, and once it ends, none")
@@ -115,6 +136,15 @@ struct ExportStoppingTests {
             let reading = progress?.reading()
             seen.append(reading?.operation)
             if reading?.operation != nil { #expect(reading?.operationStarted != nil) }
+        }
+    }
+
+    final class Sizes: @unchecked Sendable {
+        // @unchecked: set between exports, added to from the one thread an export runs on.
+        var values: [Int64?] = []
+        func add(_ path: String) {
+            var info = stat()
+            values.append(stat(path, &info) == 0 ? Int64(info.st_size) : nil)
         }
     }
 

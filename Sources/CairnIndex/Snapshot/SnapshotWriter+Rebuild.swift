@@ -7,7 +7,9 @@ extension SnapshotWriter {
     /// publisher wrote for that version, whatever rowids deltas gave the source's rows
     /// (protocol/snapshot.md, "Reproducible bytes"). The caller verifies `source` first; the
     /// state root is checked again by `create`.
-    public static func rebuild(from source: String, to output: String) throws(IndexError) {
+    /// `stopping` is asked every 4,096 rows (true ends it, `output` removed, with
+    /// an `io` error saying it stopped): a million rows take minutes.
+    public static func rebuild(from source: String, to output: String, stopping: () -> Bool = { false }) throws(IndexError) {
         let db = try Database(path: source, mode: .readOnly(immutable: true))
         let meta = try Snapshot.meta(in: db)
         // A row at a time into the writer's stream (whose bytes are `create`'s): flat memory.
@@ -15,6 +17,10 @@ extension SnapshotWriter {
         let statement = try db.prepare("SELECT \(SnapshotSchema.chunkColumns), embedding FROM chunks")
         var row = 0
         while try statement.step() {
+            if row % 4096 == 0, stopping() {
+                unlink(output)
+                throw IndexError(.io, "the snapshot's rebuild was stopped")
+            }
             let chunk = try ChunkRow.chunk(from: statement)
             guard let bytes = statement.blob(at: 6), bytes.count == meta.dimension * 4 else {
                 throw IndexError(.dimensionMismatch, "a stored vector does not have the snapshot's dimension")

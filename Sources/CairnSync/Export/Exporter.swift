@@ -196,7 +196,9 @@ struct Exporter {
     private func snapshotBlob(_ installed: InstalledVersion) throws(SyncError) -> (String, ExportResult.SnapshotOrigin) {
         let signed = installed.manifest.snapshot
         if FileSystem.exists(installed.snapshotBlobPath) {
-            if let kept = try? FileSystem.sha256(of: installed.snapshotBlobPath), kept.id == signed.sha256, kept.size == signed.size {
+            let kept = try? FileSystem.sha256(of: installed.snapshotBlobPath, stopping: stopping)
+            try checkStopping()
+            if let kept, kept.id == signed.sha256, kept.size == signed.size {
                 return (installed.snapshotBlobPath, .kept)
             }
             logger.warning("the kept snapshot blob does not match its hash; rebuilding it",
@@ -216,14 +218,16 @@ struct Exporter {
         let compressed: Zlib.Compressed
         do {
             try checkStopping()
-            try SnapshotWriter.rebuild(from: installed.indexPath, to: scratch)
+            try SnapshotWriter.rebuild(from: installed.indexPath, to: scratch, stopping: stopping)
             try checkStopping()
-            compressed = try Zlib.compressFile(scratch, to: blob, level: 9)
+            compressed = try Zlib.compressFile(scratch, to: blob, level: 9, stopping: stopping)
         } catch let error as SyncError {
             unlink(blob)
             throw error
         } catch {
             unlink(blob)
+            // Stopped (SIGTERM) inside the rebuild or the compression: said as such.
+            try checkStopping()
             let full = (error as? IndexError)?.code == .diskFull || (error as? StoreError)?.code == .diskFull
             throw SyncError(full ? .diskFull : .io, "cannot rebuild the snapshot of version \(installed.version): \(error)")
         }
@@ -294,7 +298,9 @@ public enum ExportReadBack {
             try stopping()
             let name = file.path.hasPrefix(target + "/") ? String(file.path.dropFirst(target.count + 1)) : file.path
             let back: ContentID
-            do { back = try FileSystem.sha256(of: file.path, fromDisk: true).id } catch {
+            // Asked within each file too: a gigabyte read back from a slow stick takes minutes.
+            do { back = try FileSystem.sha256(of: file.path, fromDisk: true, stopping: { (try? stopping()) == nil }).id } catch {
+                try stopping()
                 throw SyncError(.io, "cannot read \(name) back from \(target) (\(error.message)); the disk may be failing; nothing was left on it", cause: error)
             }
             guard back == file.id else {

@@ -76,7 +76,9 @@ final class RepoFixture {
         let file = try TemporaryDirectory.make() + "/index.sqlite"
         try SnapshotWriter.create(at: file, meta: meta, entries: entries)
         let raw = try FileSystem.read(file)
-        let compressed = try Zlib.compress(raw)
+        // Level 9, as the publisher's (SnapshotBuilder): a device that installed the version by
+        // a delta rebuilds these very bytes for an export.
+        let compressed = try Zlib.compress(raw, level: 9)
         let snapshot = Manifest.Snapshot(sha256: try blobs.put(compressed), size: compressed.count, uncompressedSize: raw.count)
         var deltas: [Manifest.DeltaRef] = []
         for from in deltasFrom {
