@@ -3,7 +3,9 @@ import CairnCore
 @testable import CairnDaemon
 import CairnSearch
 import CairnSync
+import CairnTestSupport
 import Foundation
+import Logging
 import Testing
 
 /// A search answer's `stale` / `expired` / `expires` are judged on the version that answered
@@ -60,5 +62,24 @@ struct SearchFlagsTests {
         // No swap: the installed version's own flags.
         let (same, _) = Self.flags(state: state, installed: freshTwo, served: freshTwo)
         #expect(same.expired == false && same.stale == false)
+    }
+}
+
+@Suite("Status lists the configured sources")
+struct StatusSourcesTests {
+    @Test("Given state.json with the health of a source since removed from the configuration, then status lists only the configured sources, in their order, a new one with no health yet")
+    func removedSourceNotListed() async throws {
+        let path = try TemporaryDirectory.make()
+        let directory = try DataDirectory(path: path, logger: Logger(label: "cairn.test"))
+        var state = SyncState()
+        state.sources = [.init(url: "https://old.example"), .init(url: "https://b.example")]
+        try directory.writeState(state)
+        let configuration = SyncConfiguration(sources: ["https://a.example", "https://b.example"], channel: "field",
+                                              trustedKeys: [], dataDirectory: path)
+        let provider = SyncStateStatusProvider(directory: directory, configuration: configuration, trust: TrustHolder(nil),
+                                               progress: SyncProgress(), spare: { _ in nil })
+        let sources = await provider.syncStatus().sources
+        // Before 2026-12-06 the removed source was listed, unhealthy, for ever.
+        #expect(sources.map(\.url) == ["https://a.example", "https://b.example"], "\(sources)")
     }
 }

@@ -80,7 +80,8 @@ struct StartupFailureTests {
         if getuid() == 0 {
             let mount = try Binaries.run("/bin/mount", ["-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", data], in: "/tmp")
             guard mount.status == 0 else { throw StepFailed("mount a read-only tmpfs: \(mount.error)") }
-            reason = "Read-only file system"
+            // Not "chown", which cannot mend it (since 2026-12-06).
+            reason = "Read-only file system); its file system is read-only: remount it read-write"
         } else {
             chmod(data, 0o555)
             reason = "Permission denied"

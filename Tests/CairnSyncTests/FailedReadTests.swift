@@ -41,4 +41,23 @@ struct FailedReadTests {
         #expect(FailedRead.remove(weights, dataDirectories: [main]).contains("removed its model folder"))
         #expect(!FileManager.default.fileExists(atPath: folder))
     }
+
+    @Test("Given another process holding the data directory's lock (a cairnd running on it), when a second start finds the marker, then it acts on nothing: the rows file it names and the marker stay, for the cairnd that holds the directory")
+    func heldDirectoryLeftAlone() throws {
+        let main = try TemporaryDirectory.make()
+        try FileManager.default.createDirectory(atPath: main + "/versions/1", withIntermediateDirectories: true)
+        let rows = main + "/versions/1/index.rows"
+        try Data("rows".utf8).write(to: URL(fileURLWithPath: rows))
+        let marker = main + "/failed-read"
+        try Data(rows.utf8).write(to: URL(fileURLWithPath: marker))
+        // Held as a running cairnd holds it: its own open of DIR/lock.
+        var running: DataDirectory? = try DataDirectory(path: main, logger: Logger(label: "cairn.sync.test"))
+        FailedRead.resolve(marker: marker, dataDirectories: [main], logger: Logger(label: "cairn.sync.test"))
+        #expect(FileManager.default.fileExists(atPath: rows) && FileManager.default.fileExists(atPath: marker))
+        #expect(running != nil)
+        running = nil
+        // Once it is let go, the next start acts on it.
+        FailedRead.resolve(marker: marker, dataDirectories: [main], logger: Logger(label: "cairn.sync.test"))
+        #expect(!FileManager.default.fileExists(atPath: rows) && !FileManager.default.fileExists(atPath: marker))
+    }
 }

@@ -157,4 +157,16 @@ struct UnservableVersionTests {
         #expect(device.currentTarget == "versions/2" && device.previousTarget == "versions/1")
         #expect(device.state.heldBackVersion == nil)
     }
+
+    @Test("Given versions 1 and 2 installed, when a rollback to version 1 cannot be served and is put back, then version 2 keeps the rows its install loaded: the next delta is checked by the set hash, not inside its transaction")
+    func rollbackPutBackKeepsRows() async throws {
+        let (repo, refusing, device) = try await Self.deviceOnVersion2()
+        refusing.versions.withLock { $0 = [1] }
+        await #expect(throws: SyncError.self) { try await device.syncer.rollback() }
+        refusing.versions.withLock { $0 = [] }
+        try repo.publish(version: 3, chunks: RepoFixture.chunks(revision: 3), deltasFrom: [2])
+        #expect(await device.syncer.syncOnce().installedVersion == 3)
+        // Before 2026-12-06 the failed rollback dropped them: "transaction".
+        #expect(await device.syncer.lastDeltaCheck == "set_hash")
+    }
 }

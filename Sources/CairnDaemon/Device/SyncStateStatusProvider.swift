@@ -20,6 +20,11 @@ struct SyncStateStatusProvider: SyncStatusProvider {
         (sync.previousVersion, sync.previousDropped, sync.maxDiskBytes) =
             (directory.previousVersion(), state.previousDropped, configuration.maxDiskBytes)
         sync.spare = spare(installed)?.rawValue
+        // The configured sources, in their order: state.json keeps the health of sources since
+        // removed from the configuration, which status would list as unhealthy for ever.
+        sync.sources = configuration.sources.map { url in
+            sync.sources.first { $0.url == url } ?? DaemonStatus.Sync.Source(url: url)
+        }
         let reading = progress.reading()
         (sync.attemptsStarted, sync.attemptsFinished, sync.lastOutcome) = (reading.started, reading.finished, reading.lastOutcome)
         if let operation = reading.operation, let started = reading.operationStarted {

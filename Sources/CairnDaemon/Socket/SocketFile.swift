@@ -59,9 +59,11 @@ final class SocketFile: Sendable {
             throw DaemonError(.socketSetup, "cannot create the socket \(path): \(folder) is not a folder; choose another --socket")
         }
         guard access(folder, W_OK | X_OK) == 0 else {
+            let readOnly = errno == EROFS
             let reason = String(cString: strerror(errno))
             throw DaemonError(.socketSetup, "cannot create the socket \(path): no write access to \(folder) (\(reason)); "
-                              + "run cairnd as a user who may write there or choose another --socket")
+                              + (readOnly ? "its file system is read-only: under the systemd unit, add the folder to ReadWritePaths=, or choose another --socket"
+                                 : "run cairnd as a user who may write there or choose another --socket"))
         }
     }
 

@@ -55,14 +55,23 @@ public enum Snapshot {
         try quickCheck(db)
         do {
             try db.exec("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('integrity-check', 1)")
-        } catch where error.sqliteCode.map({ $0 & 0xFF == SQLITE_CORRUPT }) ?? false {
-            throw IndexError(.snapshotMalformed, "the snapshot's full-text index does not match its chunks", cause: error)
-        } catch {
+        } catch where error.sqliteCode.map(Self.checkCannotRun) ?? false {
             // The check could not run (it is a write statement: a read-only file system, a full
-            // disk, an I/O error): that says nothing of the file's bytes, and is not called damage.
+            // disk, a lock): that says nothing of the file's bytes, and is not called damage.
             throw IndexError(error.code == .diskFull ? .diskFull : .io, "the full-text index's check cannot run: \(error.message)",
                              sqliteCode: error.sqliteCode, cause: error)
+        } catch {
+            // A mismatch (SQLITE_CORRUPT_VTAB), a damaged %_config row, a bad sector's read error.
+            throw IndexError(.snapshotMalformed, "the snapshot's full-text index does not match its chunks", cause: error)
         }
+    }
+
+    /// The SQLite result codes with which FTS5's integrity check (a write statement) cannot
+    /// run, whatever the file holds: read-only, busy or locked, out of memory, cannot open, disk
+    /// full, a failed write or fsync. Any other is the file's own.
+    static func checkCannotRun(_ code: Int32) -> Bool {
+        [SQLITE_READONLY, SQLITE_BUSY, SQLITE_LOCKED, SQLITE_NOMEM, SQLITE_CANTOPEN, SQLITE_FULL].contains(code & 0xFF)
+            || [SQLITE_IOERR | (3 << 8), SQLITE_IOERR | (4 << 8)].contains(code)  // SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC
     }
 
     /// The second half of `verify`: every stored hash against its data, and the recomputed chunk

@@ -29,6 +29,17 @@ public final class DataDirectory: Sendable {
     public var currentLink: String { path + "/" + DataDirectoryLayout.currentLink }
     public var previousLink: String { path + "/" + DataDirectoryLayout.previousLink }
 
+    /// Whether another open lock holds `DIR/lock` (a cairnd running on `path`): probed with a
+    /// non-blocking flock, released at once. False when there is no lock file.
+    public static func isLockedByAnother(_ path: String) -> Bool {
+        let fd = open(path + "/" + DataDirectoryLayout.lockFile, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return errno == EWOULDBLOCK }
+        flock(fd, LOCK_UN)
+        return false
+    }
+
     /// Creates the folder layout if missing, checks this process may write in it, and takes
     /// `DIR/lock` (flock, exclusive, non-blocking).
     /// - Throws: `SyncError` `.locked` when another process (or another `DataDirectory` in this
@@ -40,8 +51,12 @@ public final class DataDirectory: Sendable {
                             + "access for this user or choose another --data-dir", cause: error)
         }
         guard access(path, W_OK | X_OK) == 0 else {
-            throw SyncError(.io, "cannot write to the data directory \(path) (\(String(cString: strerror(errno)))); "
-                            + "give this user write access to it (chown) or choose another --data-dir")
+            // A read-only file system is not a matter of ownership: an SD card the kernel
+            // remounted read-only after errors, or the unit's ProtectSystem=strict.
+            let remedy = errno == EROFS
+                ? "its file system is read-only: remount it read-write (check the disk: the kernel remounts a failing one read-only), under the systemd unit add the folder to ReadWritePaths=, or choose another --data-dir"
+                : "give this user write access to it (chown) or choose another --data-dir"
+            throw SyncError(.io, "cannot write to the data directory \(path) (\(String(cString: strerror(errno)))); " + remedy)
         }
         for folder in [DataDirectoryLayout.versionsFolder, DataDirectoryLayout.modelsFolder, DataDirectoryLayout.stagingFolder] {
             do { try FileSystem.makeDirectory(path + "/" + folder) } catch {

@@ -11,8 +11,15 @@ public import Logging
 public enum FailedRead {
     /// Reads `marker`, acts on the path it names, logs one line, and removes it. Nothing happens
     /// when there is no marker.
+    /// A data directory another process holds (a second cairnd started by mistake, which exits
+    /// `locked` once it tries the lock) is not acted in: the files there are mapped by the
+    /// cairnd that holds it, and the marker is left for it.
     public static func resolve(marker: String, dataDirectories: [String], logger: Logger) {
         guard let bytes = try? FileSystem.read(marker) else { return }
+        if let held = dataDirectories.first(where: DataDirectory.isLockedByAnother) {
+            logger.notice("another process holds the data directory \(held); the failed-read marker is left for it")
+            return
+        }
         defer { unlink(marker) }
         let path = String(decoding: bytes, as: UTF8.self)
         let action = remove(path, dataDirectories: dataDirectories.map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().path })

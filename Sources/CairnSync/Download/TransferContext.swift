@@ -83,7 +83,8 @@ final class TransferContext: @unchecked Sendable {
     /// From libcurl's progress callback (at least once a second): false, which cuts the transfer,
     /// when a whole window of `pace` ends with fewer bytes received than the pace asks.
     func keepsPace() -> Bool {
-        guard let pace else { return true }
+        // An error page is read (64 KiB at most) to be refused for its status, not taken over.
+        guard let pace, !discarding else { return true }
         let now = ContinuousClock.now
         guard now - windowStart >= .seconds(pace.seconds) else { return true }
         let received = held - heldAtWindowStart

@@ -100,6 +100,8 @@ extension Syncer {
             throw error
         }
         unlink(directory.previousLink)
+        // The version served until now keeps its rows if the rollback is put back.
+        let (rowsBefore, checkBefore) = (installedRows, installedFileCheck)
         (installedRows, installedFileCheck) = (nil, nil)
         /// The daemon still serves the version rolled back from: the links and the state go back
         /// to it, and the previous version stays the rollback target.
@@ -113,6 +115,7 @@ extension Syncer {
             }
             state.heldBackVersion = heldBefore
             state.setInstalled(current)
+            (installedRows, installedFileCheck) = (rowsBefore, checkBefore)
             await persist(state)
         }
         let now: InstalledVersion

@@ -118,7 +118,9 @@ public actor Syncer {
         self.onModel = onModel
         self.servedVersion = servedVersion
         self.installedRows = installedRows
-        if let installedRows, let path = directory.installed()?.indexPath {
+        // Only a delta uses it: a device without sources never reads its rows for nothing (at a
+        // million rows, gigabytes through the page cache the queries use).
+        if let installedRows, !configuration.sources.isEmpty, let path = directory.installed()?.indexPath {
             let meta = installedRows.meta
             installedFileCheck = BackgroundWork.Pending { Snapshot.storedRowsMatch(at: path, meta: meta) }
         }
@@ -172,7 +174,10 @@ public actor Syncer {
     static func order(_ sources: [String], state: SyncState, now: Date) -> [String] {
         func demoted(_ url: String) -> Bool {
             guard let failed = state.source(url)?.lastHashMismatch.flatMap({ Timestamp(rfc3339: $0) }) else { return false }
-            return now.timeIntervalSince1970 - Double(failed.secondsSince1970) < mismatchDemotion
+            // A stamp ahead of the clock (written while it ran ahead, since set back) is stale:
+            // else the source would go last until the clock caught up, years maybe.
+            let age = now.timeIntervalSince1970 - Double(failed.secondsSince1970)
+            return age >= 0 && age < mismatchDemotion
         }
         return sources.filter { !demoted($0) } + sources.filter(demoted)
     }
@@ -207,7 +212,10 @@ public actor Syncer {
         while next < queue.count {
             let source = queue[next]
             next += 1
-            handingOver = next < queue.count && !cutForPace.contains(source)
+            // Only a source not yet cut can take over: a slow one asked again last is no
+            // later source, or the last fresh source would be cut for it (and finish at the
+            // slow one's pace).
+            handingOver = !cutForPace.contains(source) && queue[next...].contains { !cutForPace.contains($0) }
             progress.asking(source)
             var reached = false
             var timings = InstallTimings()
@@ -259,7 +267,9 @@ public actor Syncer {
                     if error.code == .hashMismatch { $0.lastHashMismatch = SyncState.time(now()) }
                 }
                 // Keep the most telling error: what a source served beats not reaching one.
-                if kept == nil || (kept!.isTransport && !error.isTransport) { kept = error }
+                // A cut for pace is no reason to end on: the source is asked again, and what
+                // happens then (or at a later source) says more.
+                if kept == nil || (kept!.isTransport && !error.isTransport) || kept!.cause is Downloader.SlowSource { kept = error }
                 if news == nil, !error.isTransport, !Self.notNews.contains(error.code) { news = error }
                 if error.code == .cancelled { break }
                 if error.cause is Downloader.SlowSource, cutForPace.insert(source).inserted { queue.append(source) }

@@ -128,8 +128,10 @@ struct MCPServer {
             }
             let id = Self.requestID(in: object)
             guard calls.operationCount < Self.waitingCalls + Self.concurrentRequests else {
-                write(Self.error(id: (object as? [String: Any])?["id"] ?? NSNull(), code: -32000,
-                                 "Server busy: \(Self.waitingCalls) tool calls wait for cairnd; try again later"))
+                // A request is answered; a notification, or a batch, is dropped.
+                if id != nil, let request = object as? [String: Any], let raw = request["id"] {
+                    write(Self.error(id: raw, code: -32000, "Server busy: \(Self.waitingCalls) tool calls wait for cairnd; try again later"))
+                }
                 continue
             }
             if let id { requests.start(id) }
