@@ -69,7 +69,7 @@ struct AgentTests {
             process.arguments = ["mcp", "--socket", socket, "--timeout", String(timeout)]
             process.environment = childEnvironment()
             process.standardInput = FileHandle(forReadingAtPath: input)
-            let out = Pipe()
+            let out = childPipe()
             process.standardOutput = out
             process.standardError = FileHandle(forWritingAtPath: "/dev/null")
             try process.run()

@@ -30,7 +30,7 @@ struct ServeProcessTests {
         let process = Process()
         process.executableURL = Self.binary
         process.arguments = ["serve", "--repo", repo.root.path, "--port", "0", "--host", "127.0.0.1"]
-        let output = Pipe()
+        let output = childPipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -66,7 +66,7 @@ struct ServeProcessTests {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
         process.arguments = ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "--", copy,
                              "serve", "--repo", repo.root.path, "--port", "0", "--host", "127.0.0.1"]
-        let output = Pipe(), errors = Pipe()
+        let output = childPipe(), errors = childPipe()
         process.standardOutput = output
         process.standardError = errors
         try process.run()
@@ -96,7 +96,7 @@ struct ServeProcessTests {
         let process = Process()
         process.executableURL = Self.binary
         process.arguments = ["serve", "--repo", repo.root.path, "--port", "0"]
-        let errors = Pipe()
+        let errors = childPipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
         try process.run()

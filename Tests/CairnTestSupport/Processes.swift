@@ -27,6 +27,19 @@ public func childEnvironment(_ extra: [String: String] = [:]) -> [String: String
     return environment
 }
 
+/// A pipe for one child's output whose descriptors close on exec: only that child holds its
+/// write end (the spawn's dup2 onto 1 or 2 clears the flag there), not every process another
+/// test starts meanwhile. A cairnd started while `cairn sync --wait` ran kept the write end of
+/// cairn's output open, so reading it to its end waited for that cairnd, which the test stopped
+/// only after the read: the suite hung.
+public func childPipe() -> Pipe {
+    let pipe = Pipe()
+    for fd in [pipe.fileHandleForReading.fileDescriptor, pipe.fileHandleForWriting.fileDescriptor] {
+        _ = fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC)
+    }
+    return pipe
+}
+
 /// Starts `executable` and returns the running process (stdout/stderr to files in `logDirectory`).
 public func launch(_ executable: String, _ arguments: [String], logDirectory: String, environment: [String: String] = childEnvironment()) throws -> Process {
     let process = Process()
@@ -49,7 +62,7 @@ public func run(_ executable: String, _ arguments: [String], environment: [Strin
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.environment = environment
-        let out = Pipe(), err = Pipe()
+        let out = childPipe(), err = childPipe()
         process.standardOutput = out
         process.standardError = err
         try process.run()
