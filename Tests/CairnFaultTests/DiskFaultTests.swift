@@ -334,6 +334,29 @@ struct DiskFaultTests {
         }
     }
 
+    @Test("Given an installed version and its data directory remounted read-only (an SD card the kernel remounted after errors), when cairnd restarts, then it serves that version and says the directory is read-only, a sync fails saying so, and once writable the next version installs")
+    func readOnlyAtStartup() async throws {
+        try await Self.onTmpfs(megabytes: 80) { disk, rig in
+            let data = rig.device.dataDirectory
+            rig.device.stop()
+            try disk.remount("ro")
+            // Before 2026-12-06 cairnd exited 1 ("give this user write access to it (chown)"),
+            // and its supervisor restarted it for ever, the device answering nothing.
+            let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "read-only", dataDirectory: data)
+            defer { device.stop() }
+            try await device.waitForVersion(1)
+            #expect(try device.query("boil water").version == 1)
+            #expect(device.log.contains("on a read-only file system"), "\(device.log)")
+            let new = try rig.publishNext()
+            let waited = try device.cairn(["sync", "--wait"])
+            #expect(waited.status != 0 && waited.error.contains("Read-only file system"), "\(waited.status) \(waited.error)")
+            #expect(try device.query("boil water").version == 1)
+            try disk.remount("rw")
+            #expect(try device.cairn(["sync", "--wait"]).status == 0)
+            try await device.waitForVersion(new)
+        }
+    }
+
     @Test("Given a full disk at start-up and installed versions whose rows files must be written again, then cairnd keeps every version (in a temporary folder when it has room, serving at once; else serving nothing for now) and serves the installed one once space returns",
           arguments: [true, false])
     func fullDiskAtStartup(temporaryOnFullDisk: Bool) async throws {

@@ -50,7 +50,16 @@ public final class DataDirectory: Sendable {
             throw SyncError(.io, "cannot create the data directory \(path) (\(error.message)); create it with write "
                             + "access for this user or choose another --data-dir", cause: error)
         }
-        guard access(path, W_OK | X_OK) == 0 else {
+        // A read-only file system holding an installed version (an SD card the kernel remounted
+        // read-only after errors): served as it is, no sync until it is writable again (each
+        // attempt fails, saying why). Refusing to start left the device answering nothing, and
+        // its supervisor restarting it for ever.
+        let readOnly = access(path, W_OK | X_OK) != 0 && errno == EROFS
+            && FileSystem.exists(path + "/" + DataDirectoryLayout.currentLink)
+        if readOnly {
+            logger.error("the data directory \(path) is on a read-only file system: the installed version is served, and nothing is synced until it is writable again (remount it read-write; check the disk: the kernel remounts a failing one read-only)")
+        }
+        guard readOnly || access(path, W_OK | X_OK) == 0 else {
             // A read-only file system is not a matter of ownership: an SD card the kernel
             // remounted read-only after errors, or the unit's ProtectSystem=strict.
             let remedy = errno == EROFS
