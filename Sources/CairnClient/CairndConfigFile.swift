@@ -40,7 +40,7 @@ public enum CairndConfigFile {
         "source", "channel", "trusted_key", "data_dir", "socket", "poll_interval", "socket_mode",
         "socket_group", "log_level", "max_concurrent_queries", "max_queued_queries", "max_body_bytes",
         "max_connections", "idle_timeout", "backoff_min", "backoff_max", "bandwidth_cap",
-        "stall_timeout", "slow_source_rate", "slow_source_window", "trusted_root", "expired_updates", "max_disk_bytes", "spare_index_min_bytes", "direct_install_min_bytes", "approximate_dense_above", "dense_shortlist", "approximate_lexical_above", "lexical_words", "lexical_postings_above",
+        "stall_timeout", "slow_source_rate", "slow_source_window", "stop_timeout", "trusted_root", "expired_updates", "max_disk_bytes", "spare_index_min_bytes", "direct_install_min_bytes", "approximate_dense_above", "dense_shortlist", "approximate_lexical_above", "lexical_words", "lexical_postings_above",
     ]).union(sectionKeys)
 
     /// The value of a setting in rows (`approximate_dense_above`, `approximate_lexical_above`,
@@ -137,6 +137,6 @@ public enum CairndConfigFile {
         guard let text = try? String(contentsOfFile: defaultPath, encoding: .utf8) else {
             return .unreadable(access(defaultPath, R_OK) == 0 ? "not UTF-8" : String(cString: strerror(errno)))
         }
-        do { return .parsed(try parse(text)) } catch { return .invalid((error as? Invalid)?.message ?? "\(error)") }
+        do { return .parsed(try parse(text)) } catch { return .invalid(error.message) }
     }
 }

@@ -93,7 +93,7 @@ struct Cairnd: AsyncParsableCommand {
         hangup.setEventHandler { _ = device.requestSync?() }
         hangup.resume()
         defer { hangup.cancel() }
-        let stops = StopSignals.watch()
+        let stops = StopSignals.watch(deadline: configuration.stopTimeout)
         defer { stops.forEach { $0.cancel() } }
         let group = ServiceGroup(configuration: .init(services: device.services, gracefulShutdownSignals: [.sigterm, .sigint],
                                                       logger: logger))

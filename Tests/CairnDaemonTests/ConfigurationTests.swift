@@ -74,6 +74,8 @@ struct ConfigurationTests {
         #expect(c.maxBodyBytes == 1 << 20)
         try c.apply(DaemonConfiguration.parse("slow_source_rate = 0\nslow_source_window = 30"))
         #expect(c.slowSourceRate == 0 && c.slowSourceWindow == 30)
+        try c.apply(DaemonConfiguration.parse("stop_timeout = 12.5"))
+        #expect(c.stopTimeout == 12.5)
     }
 
     @Test("Given bad lines, when parsed, then a bad_configuration error names the line", arguments: [
@@ -86,6 +88,7 @@ struct ConfigurationTests {
         "poll_interval = inf", "poll_interval = 1e17", "poll_interval = 0.0005", "idle_timeout = 1e10", "idle_timeout = nan",
         "backoff_max = inf", "stall_timeout = 1e300", "[channel x]\npoll_interval = inf",
         "slow_source_rate = -1", "slow_source_rate = fast", "slow_source_window = 0.5", "slow_source_window = inf",
+        "stop_timeout = 0", "stop_timeout = forever",
         // Counts that trapped where the pool adds them, or started a thread each.
         // A socket neither its owner nor its group can connect to serves nobody but root.
         "socket_mode = 0000", "socket_mode = 0406",

@@ -170,6 +170,31 @@ struct ProcessFaultTests {
         #expect(report.finish("exit 0, socket removed, restarted on a verified version, synced to v2"))
     }
 
+    @Test("Given stop_timeout 0.5 s and SIGTERM while a large version is being installed (its check is reached by no stop flag), then cairnd exits 0 within the timeout saying the stop took longer, and a restart serves a verified version and installs the new one")
+    func stopTimeoutCutsAnInstall() async throws {
+        let rig = try await Rig(config: ["stop_timeout": "0.5"])
+        defer { rig.stop() }
+        // Megabytes of distinct words: seconds of FTS5 work in the install here.
+        let new = try rig.publishNext(bulk: 6_000_000)
+        _ = try rig.device.cairn(["sync"])
+        try await waitUntil("the attempt installs", seconds: 120) {
+            (rig.device.syncStatus["progress"] as? [String: Any])?["phase"] as? String == "installing"
+        }
+        kill(rig.device.process.processIdentifier, SIGTERM)
+        // Before 2026-12-06 the stop waited for the install to end, past the unit's
+        // TimeoutStopSec, and SIGKILL ended it.
+        let status = try await waitForExit(rig.device.process, seconds: 20)
+        #expect(status == 0)
+        #expect(rig.device.log.contains("the stop took more than 0.5 s (stop_timeout)"), "\(rig.device.log.suffix(400))")
+        let restarted = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "after-stop",
+                                          dataDirectory: rig.device.dataDirectory)
+        defer { restarted.stop() }
+        try await waitUntil("cairnd answers", seconds: 60) { restarted.status()["version"] is Int }
+        let answer = try restarted.query("release notes edition", mode: "lexical")
+        #expect([1, new].contains(answer.version) && answer.ids == ["release-\(answer.version)"], "\(answer)")
+        try await restarted.waitForVersion(new, seconds: 120)
+    }
+
     @Test("Given a running cairnd, when a second starts on its data directory or its socket, then the second refuses with one line and the first keeps serving")
     func secondDaemonRefused() async throws {
         let rig = try await Rig()

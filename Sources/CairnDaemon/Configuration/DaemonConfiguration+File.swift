@@ -108,6 +108,8 @@ extension DaemonConfiguration {
             case "slow_source_rate":
                 guard let bytes = Int(v), bytes >= 0, bytes <= 1 << 40 else { throw bad("bytes per second (0: never)") }
                 slowSourceRate = bytes
+            case "stop_timeout":
+                stopTimeout = try Self.seconds(v, bad)
             case "slow_source_window":
                 slowSourceWindow = try Self.seconds(v, bad, atLeast: 1)
             case "idle_timeout":

@@ -73,6 +73,10 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var slowSourceRate = 16 << 10
     /// Seconds `slowSourceRate` is measured over. [`slow_source_window`] Default 120.
     public var slowSourceWindow: Double = 120
+    /// Seconds after SIGTERM or SIGINT by which cairnd has exited: work still running then (an
+    /// install's check) is cut, and done again at the next start. Below the service manager's
+    /// stop timeout (the unit's `TimeoutStopSec=30`). [`stop_timeout`] Default 20.
+    public var stopTimeout: Double = 20
     /// Download speed cap in bytes per second, nil for none (sync). [`bandwidth_cap`] Default none.
     public var bandwidthCap: Int64?
     /// File mode of the socket. [`socket_mode`, octal] Default 0o660.
