@@ -1,4 +1,5 @@
 import CairnCore
+import CairnStore
 import CairnTestSupport
 import Foundation
 import Testing
@@ -367,6 +368,53 @@ struct NetworkFaultTests {
             let second = slowish.requests.dropFirst(slowishSeen).filter { $0.path.contains(delta.hex) }
             #expect(second.count == 1 && second[0].status == 206, "\(second)")
         }
+    }
+
+    @Test("Given a mirror that copies snapshots only (no deltas) before the origin, then the delta the mirror lacks comes from the origin, the mirror's snapshot never asked for; with the origin down, the mirror, asked again, gives its snapshot in the same attempt")
+    func deltaFromTheNextSource() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Rig.knowledgeBase(1))
+        let copy = try TemporaryDirectory.make() + "/mirror"
+        /// The repository as the mirror copies it: every file but the deltas of `version`.
+        func mirror(version: Int) throws -> (delta: String, snapshot: String) {
+            try? FileManager.default.removeItem(atPath: copy)
+            try FileManager.default.copyItem(atPath: workspace.repo, toPath: copy)
+            let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: workspace.manifestPath)))
+            let key = try PublisherKey(fileText: String(contentsOfFile: workspace.key, encoding: .utf8))
+            let manifest = try SignedManifest.decodeAndVerify(bytes, trustedKeys: [key.publicKey])
+            for delta in manifest.deltas {
+                try FileManager.default.removeItem(atPath: copy + "/" + BlobStore.relativePath(of: delta.sha256))
+            }
+            return (manifest.deltas.first { $0.fromVersion == version - 1 }?.sha256.hex ?? "none", manifest.snapshot.sha256.hex)
+        }
+        _ = try mirror(version: 1)
+        let mirrorServer = try FaultServer(root: copy)
+        defer { mirrorServer.stop() }
+        let origin = try FaultServer(root: workspace.repo)
+        defer { origin.stop() }
+        let device = try DeviceProcess(workspace, sources: [mirrorServer.url, origin.url], name: "snapshot-mirror")
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+
+        try workspace.publish(Rig.knowledgeBase(2))
+        let two = try mirror(version: 2)
+        var (mirrorSeen, originSeen) = (mirrorServer.requests.count, origin.requests.count)
+        #expect(try device.cairn(["sync", "--wait"]).status == 0)
+        try await device.waitForVersion(2)
+        let mirrored = mirrorServer.requests.dropFirst(mirrorSeen).filter { $0.path.contains("/blobs/") }
+        // Before 2026-12-06 the mirror's 404 for the delta made it send its snapshot instead.
+        #expect(mirrored.map(\.status) == [404] && mirrored[0].path.contains(two.delta), "\(mirrored)")
+        #expect(origin.requests.dropFirst(originSeen).contains { $0.path.contains(two.delta) && $0.status == 200 })
+
+        try workspace.publish(Rig.knowledgeBase(3))
+        let three = try mirror(version: 3)
+        try origin.set(["status": 500])
+        (mirrorSeen, originSeen) = (mirrorServer.requests.count, origin.requests.count)
+        #expect(try device.cairn(["sync", "--wait"]).status == 0)
+        try await device.waitForVersion(3)
+        let again = mirrorServer.requests.dropFirst(mirrorSeen).filter { $0.path.contains("/blobs/") }
+        #expect(again.filter { $0.path.contains(three.delta) }.count == 2 && again.contains { $0.path.contains(three.snapshot) && $0.status == 200 },
+                "\(again)")
     }
 
     @Test("Given a first source under slow_source_rate and a second that answers 500, then the first is cut once, the second refused, and the first, asked again uncut, installs the version in the same attempt")

@@ -203,7 +203,9 @@ public struct Downloader: Sendable {
         // Only 200 (the whole file) and 206 (the range asked for) carry the bytes asked for;
         // file:// has no status.
         if outcome.status != 0, outcome.status != 200, outcome.status != 206 {
-            throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) for the \(what)")
+            // 404 and 410 say the source does not hold the file, as a public bucket's 403 does.
+            let notHeld = [404, 410].contains(outcome.status) || (outcome.status == 403 && !hasCredentials)
+            throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) for the \(what)", cause: notHeld ? NotHeld() : nil)
         }
         guard outcome.code == CURLE_OK else {
             // A file:// source without the file does not hold it, as a 404 says of a server.
@@ -218,6 +220,10 @@ public struct Downloader: Sendable {
     /// The cause of an error for a blob download cut for its pace while a later source could
     /// take it over (`download(…handingOver:)`).
     public struct SlowSource: Error, Sendable {}
+
+    /// The cause of an error for a delta a server or mirror does not hold while a later source
+    /// might (`Syncer.buildIndex`): asked there before this one's snapshot, tens of times larger.
+    public struct DeltaElsewhere: Error, Sendable {}
 
     static func fileSize(_ path: String) -> Int64 {
         var info = stat()

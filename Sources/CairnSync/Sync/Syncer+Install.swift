@@ -126,6 +126,13 @@ extension Syncer {
                 // A source cut for its pace (a later one takes the delta over) would send the
                 // snapshot no faster.
                 if error.code == .cancelled || error.code == .diskFull || error.cause is Downloader.SlowSource { throw error }
+                // A server that does not hold the delta (a mirror that copies snapshots only):
+                // a later source may, and its snapshot is tens of times larger. This one is asked
+                // again after the others, for the snapshot then. Not a stick: its bytes are free.
+                if handingOver, error.cause is Downloader.NotHeld, SourceURL.filePath(base) == nil {
+                    throw SyncError(error.code, "\(error.message) (the delta); the next source is asked for it before this one's snapshot",
+                                    cause: Downloader.DeltaElsewhere())
+                }
                 if error.code == .network, !(error.cause is Downloader.NotHeld), stagedBytes(path) > stagedBefore { throw error }
                 logger.info("delta path failed; falling back to the full snapshot",
                             metadata: ["cairn.sync.error": "\(error.code)", "cairn.sync.reason": "\(error.message)"])

@@ -48,8 +48,9 @@ public actor Syncer {
     /// What the last install by delta was checked by (`set_hash`, `state_root` or
     /// `transaction`; protocol/snapshot.md, "Verification after a delta"), nil after a full one.
     public internal(set) var lastDeltaCheck: String?
-    /// Whether the source being asked may have its blob downloads cut for their pace
-    /// (`TransferLimits.slowSourceBytesPerSecond`): a later source could take them over.
+    /// Whether a later source could take over from the one being asked: its blob downloads
+    /// are then cut for their pace (`TransferLimits.slowSourceBytesPerSecond`), and a delta it
+    /// does not hold is asked of the next source before its snapshot is downloaded.
     var handingOver = false
     /// Whether an attempt, rollback or export runs; the actor is reentrant across their awaits.
     private var busy = false
@@ -202,12 +203,14 @@ public actor Syncer {
         /// installed or trusted. Not news: a source out of reach, an older copy (a rollback),
         /// another channel's manifest: each is said in that source's health.
         var news: SyncError?
-        // A source cut for its pace while a later one could take its download over is asked
-        // again after the others (once, uncut): where every source is slow, the download still
-        // ends, at the last pace it got.
+        // A source cut for its pace while a later one could take its download over, or one
+        // without the delta while a later one may hold it, is asked again after the others
+        // (once, then neither cut nor handed over): where every source is slow, the download
+        // still ends, at the last pace it got, and where none holds the delta, the snapshot
+        // comes from the first.
         defer { handingOver = false }
         var queue = Self.order(configuration.sources, state: state, now: now())
-        var cutForPace: Set<String> = []
+        var askedAgain: Set<String> = []
         var next = 0
         while next < queue.count {
             let source = queue[next]
@@ -215,7 +218,7 @@ public actor Syncer {
             // Only a source not yet cut can take over: a slow one asked again last is no
             // later source, or the last fresh source would be cut for it (and finish at the
             // slow one's pace).
-            handingOver = !cutForPace.contains(source) && queue[next...].contains { !cutForPace.contains($0) }
+            handingOver = !askedAgain.contains(source) && queue[next...].contains { !askedAgain.contains($0) }
             progress.asking(source)
             var reached = false
             var timings = InstallTimings()
@@ -269,10 +272,12 @@ public actor Syncer {
                 // Keep the most telling error: what a source served beats not reaching one.
                 // A cut for pace is no reason to end on: the source is asked again, and what
                 // happens then (or at a later source) says more.
-                if kept == nil || (kept!.isTransport && !error.isTransport) || kept!.cause is Downloader.SlowSource { kept = error }
+                if kept == nil || (kept!.isTransport && !error.isTransport) || kept!.cause is Downloader.SlowSource
+                    || kept!.cause is Downloader.DeltaElsewhere { kept = error }
                 if news == nil, !error.isTransport, !Self.notNews.contains(error.code) { news = error }
                 if error.code == .cancelled { break }
-                if error.cause is Downloader.SlowSource, cutForPace.insert(source).inserted { queue.append(source) }
+                if error.cause is Downloader.SlowSource || error.cause is Downloader.DeltaElsewhere,
+                   askedAgain.insert(source).inserted { queue.append(source) }
             }
         }
         // Up to date at one source, the attempt stays so unless a later one offered something it
