@@ -330,9 +330,7 @@ struct NetworkFaultTests {
         defer { device.stop() }
         try await device.waitForVersion(1)
         try workspace.publish(Rig.knowledgeBase(2) + [("bulk", Rig.randomWords(bytes: bulk))])
-        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: workspace.manifestPath)))
-        let key = try PublisherKey(fileText: String(contentsOfFile: workspace.key, encoding: .utf8))
-        let manifest = try SignedManifest.decodeAndVerify(bytes, trustedKeys: [key.publicKey])
+        let manifest = try workspace.currentManifest()
         try await body(first, second, device, try #require(manifest.deltas.first { $0.fromVersion == 1 }).sha256)
     }
 
@@ -379,9 +377,7 @@ struct NetworkFaultTests {
         func mirror(version: Int) throws -> (delta: String, snapshot: String) {
             try? FileManager.default.removeItem(atPath: copy)
             try FileManager.default.copyItem(atPath: workspace.repo, toPath: copy)
-            let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: workspace.manifestPath)))
-            let key = try PublisherKey(fileText: String(contentsOfFile: workspace.key, encoding: .utf8))
-            let manifest = try SignedManifest.decodeAndVerify(bytes, trustedKeys: [key.publicKey])
+            let manifest = try workspace.currentManifest()
             for delta in manifest.deltas {
                 try FileManager.default.removeItem(atPath: copy + "/" + BlobStore.relativePath(of: delta.sha256))
             }

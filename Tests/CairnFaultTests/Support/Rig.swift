@@ -167,16 +167,21 @@ extension Rig {
     }
 
     /// The channel's current manifest, checked against the workspace's key.
-    func currentManifest() throws -> Manifest {
-        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: workspace.manifestPath)))
-        let key = try PublisherKey(fileText: String(contentsOfFile: workspace.key, encoding: .utf8))
-        return try SignedManifest.decodeAndVerify(bytes, trustedKeys: [key.publicKey])
-    }
+    func currentManifest() throws -> Manifest { try workspace.currentManifest() }
 
     /// Puts back the manifest the publisher wrote for `version` (after a tamper or a replay).
     func restoreManifest(_ version: Int) throws {
         let saved = workspace.repo + "/channels/field/versions/\(version).json"
         try? FileManager.default.removeItem(atPath: workspace.manifestPath)
         try FileManager.default.copyItem(atPath: saved, toPath: workspace.manifestPath)
+    }
+}
+
+extension Workspace {
+    /// The manifest the publisher last wrote, verified with its key.
+    func currentManifest() throws -> Manifest {
+        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: manifestPath)))
+        let key = try PublisherKey(fileText: String(contentsOfFile: self.key, encoding: .utf8))
+        return try SignedManifest.decodeAndVerify(bytes, trustedKeys: [key.publicKey])
     }
 }
