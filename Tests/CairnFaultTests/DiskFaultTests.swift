@@ -357,6 +357,25 @@ struct DiskFaultTests {
         }
     }
 
+    @Test("Given versions 1 and 2 installed, version 2's manifest damaged and the data directory read-only, when cairnd restarts, then it starts and version 1 serves (the links unchanged), not an exit and restarts for ever")
+    func readOnlyWithUnreadableCurrent() async throws {
+        try await Self.onTmpfs(megabytes: 80) { disk, rig in
+            let new = try rig.publishNext()
+            if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
+            let data = rig.device.dataDirectory
+            rig.device.stop()
+            try Data("{".utf8).write(to: URL(fileURLWithPath: data + "/versions/\(new)/manifest.json"))
+            try disk.remount("ro")
+            defer { try? disk.remount("rw") }
+            let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "read-only-damaged", dataDirectory: data)
+            defer { device.stop() }
+            try await waitUntil("cairnd answers", seconds: 60) { (try? device.query("release notes edition", mode: "lexical")) != nil }
+            let answer = try device.query("release notes edition", mode: "lexical")
+            #expect(answer.version == 1 && answer.ids == ["release-1"], "\(answer)")
+            #expect(try FileManager.default.destinationOfSymbolicLink(atPath: data + "/current") == "versions/\(new)")
+        }
+    }
+
     @Test("Given a full disk at start-up and installed versions whose rows files must be written again, then cairnd keeps every version (in a temporary folder when it has room, serving at once; else serving nothing for now) and serves the installed one once space returns",
           arguments: [true, false])
     func fullDiskAtStartup(temporaryOnFullDisk: Bool) async throws {

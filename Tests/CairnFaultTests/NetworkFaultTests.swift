@@ -401,6 +401,9 @@ struct NetworkFaultTests {
         // Before 2026-12-06 the mirror's 404 for the delta made it send its snapshot instead.
         #expect(mirrored.map(\.status) == [404] && mirrored[0].path.contains(two.delta), "\(mirrored)")
         #expect(origin.requests.dropFirst(originSeen).contains { $0.path.contains(two.delta) && $0.status == 200 })
+        // Handing the delta over is no failure of the mirror's (before 2026-12-06 it counted one).
+        let health = (device.state["sources"] as? [[String: Any]])?.first { $0["url"] as? String == mirrorServer.url }
+        #expect(health?["consecutive_failures"] as? Int == 0, "\(String(describing: health))")
 
         try workspace.publish(Rig.knowledgeBase(3))
         let three = try mirror(version: 3)
@@ -411,6 +414,18 @@ struct NetworkFaultTests {
         let again = mirrorServer.requests.dropFirst(mirrorSeen).filter { $0.path.contains("/blobs/") }
         #expect(again.filter { $0.path.contains(three.delta) }.count == 2 && again.contains { $0.path.contains(three.snapshot) && $0.status == 200 },
                 "\(again)")
+
+        // Neither holds the delta: the snapshot comes from the first source, as configured, not
+        // from the last one asked (before 2026-12-06 the origin's, asked last, came at once).
+        try workspace.publish(Rig.knowledgeBase(4))
+        let four = try mirror(version: 4)
+        try FileManager.default.removeItem(atPath: workspace.repo + "/" + BlobStore.relativePath(of: try #require(ContentID(hex: four.delta))))
+        try origin.clear()
+        (mirrorSeen, originSeen) = (mirrorServer.requests.count, origin.requests.count)
+        #expect(try device.cairn(["sync", "--wait"]).status == 0)
+        try await device.waitForVersion(4)
+        #expect(mirrorServer.requests.dropFirst(mirrorSeen).contains { $0.path.contains(four.snapshot) && $0.status == 200 })
+        #expect(!origin.requests.dropFirst(originSeen).contains { $0.path.contains(four.snapshot) }, "\(origin.requests.dropFirst(originSeen))")
     }
 
     @Test("Given a first source under slow_source_rate and a second that answers 500, then the first is cut once, the second refused, and the first, asked again uncut, installs the version in the same attempt")

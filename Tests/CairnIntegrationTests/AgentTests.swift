@@ -70,9 +70,10 @@ struct AgentTests {
             process.environment = childEnvironment()
             process.standardInput = FileHandle(forReadingAtPath: input)
             let out = childPipe()
-            process.standardOutput = out
+            process.standardOutput = out.fileHandleForWriting
             process.standardError = FileHandle(forWritingAtPath: "/dev/null")
             try process.run()
+            out.started()
             let stdout = out.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
             return (String(decoding: stdout, as: UTF8.self), process.terminationStatus)

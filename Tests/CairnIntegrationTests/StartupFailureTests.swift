@@ -67,6 +67,23 @@ struct StartupFailureTests {
         #expect(!FileManager.default.fileExists(atPath: folder + "/cairnd.sock"))
     }
 
+    @Test("Given a data directory holding a version under a read-only bind mount of a writable file system (as ProtectSystem=strict makes of a folder not in ReadWritePaths=), when cairnd starts, then it exits 1 naming ReadWritePaths=, not served as a failing disk's would be")
+    func cairndReadOnlyView() async throws {
+        try requireOrSkip(getuid() == 0, "a bind mount needs root")
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let data = folder + "/data"
+        try FileManager.default.createDirectory(atPath: data + "/versions/1", withIntermediateDirectories: true)
+        #expect(symlink("versions/1", data + "/current") == 0)
+        for arguments in [["--bind", data, data], ["-o", "remount,bind,ro", data]] {
+            let mount = try Binaries.run("/bin/mount", arguments, in: "/tmp")
+            guard mount.status == 0 else { throw StepFailed("mount \(arguments): \(mount.error)") }
+        }
+        defer { _ = try? Binaries.run("/bin/umount", ["-l", data], in: "/tmp") }
+        try await expectOneLine("cairnd", ["--data-dir", data, "--socket", folder + "/cairnd.sock"], in: folder, exit: 1,
+                                saying: ["cannot write to the data directory \(data)", "ReadWritePaths="])
+    }
+
     @Test("Given a data directory this user cannot write, when cairnd starts, then it exits 1 naming it and the fix")
     func cairndDataDirectoryUnwritable() async throws {
         let folder = try TemporaryDirectory.make()

@@ -10,7 +10,7 @@ struct ServeProcessTests {
 
     /// The first line the server writes on `output` (its port line), or what came before it
     /// closed.
-    static func firstLine(of output: Pipe) async throws -> String {
+    static func firstLine(of output: ChildPipe) async throws -> String {
         let reader = output.fileHandleForReading
         return try await RawHTTP.onThread { () -> String in
             var text = ""
@@ -31,9 +31,10 @@ struct ServeProcessTests {
         process.executableURL = Self.binary
         process.arguments = ["serve", "--repo", repo.root.path, "--port", "0", "--host", "127.0.0.1"]
         let output = childPipe()
-        process.standardOutput = output
+        process.standardOutput = output.fileHandleForWriting
         process.standardError = FileHandle.nullDevice
         try process.run()
+        output.started()
         defer { if process.isRunning { process.terminate() } }
         let line = try await Self.firstLine(of: output)
         let prefix = "cairn-server: serving \(repo.root.path) on http://127.0.0.1:"
@@ -67,9 +68,11 @@ struct ServeProcessTests {
         process.arguments = ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "--", copy,
                              "serve", "--repo", repo.root.path, "--port", "0", "--host", "127.0.0.1"]
         let output = childPipe(), errors = childPipe()
-        process.standardOutput = output
-        process.standardError = errors
+        process.standardOutput = output.fileHandleForWriting
+        process.standardError = errors.fileHandleForWriting
         try process.run()
+        output.started()
+        errors.started()
         defer { if process.isRunning { process.terminate() } }
         let line = try await Self.firstLine(of: output)
         let prefix = "cairn-server: serving \(repo.root.path) on http://127.0.0.1:"
@@ -97,9 +100,10 @@ struct ServeProcessTests {
         process.executableURL = Self.binary
         process.arguments = ["serve", "--repo", repo.root.path, "--port", "0"]
         let errors = childPipe()
-        process.standardError = errors
+        process.standardError = errors.fileHandleForWriting
         process.standardOutput = FileHandle.nullDevice
         try process.run()
+        errors.started()
         let text = try await RawHTTP.onThread { String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
         try await RawHTTP.onThread { process.waitUntilExit() }
         #expect(process.terminationStatus == 77)

@@ -27,18 +27,37 @@ public func childEnvironment(_ extra: [String: String] = [:]) -> [String: String
     return environment
 }
 
-/// A pipe for one child's output whose descriptors close on exec: only that child holds its
-/// write end (the spawn's dup2 onto 1 or 2 clears the flag there), not every process another
-/// test starts meanwhile. A cairnd started while `cairn sync --wait` ran kept the write end of
-/// cairn's output open, so reading it to its end waited for that cairnd, which the test stopped
-/// only after the read: the suite hung.
-public func childPipe() -> Pipe {
-    let pipe = Pipe()
-    for fd in [pipe.fileHandleForReading.fileDescriptor, pipe.fileHandleForWriting.fileDescriptor] {
-        _ = fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC)
+/// A pipe for one child's output, made close-on-exec from the start (pipe2): only that child
+/// holds its write end (the spawn's dup2 onto 1 or 2 clears the flag there), not a process
+/// another test starts meanwhile. Foundation closes a child's other descriptors from a list
+/// taken before the spawn, so a pipe made by another thread just after that list was taken was
+/// inherited: a cairnd started while `cairn sync --wait` ran kept the write end of cairn's
+/// output open, reading it to its end waited for that cairnd, which the test stopped only after
+/// the read, and the suite hung. Hand `fileHandleForWriting` to the child, then call
+/// `started()` once it runs (the parent's write end closed, so the reader sees the end).
+public final class ChildPipe: @unchecked Sendable {
+    // @unchecked: FileHandles, each read from or closed by one thread.
+    public let fileHandleForReading: FileHandle
+    public let fileHandleForWriting: FileHandle
+
+    /// glibc's pipe2, which Swift's Glibc module does not declare.
+    private static let pipe2: @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32 = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pipe2") else { fatalError("pipe2 is not in libc") }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32).self)
+    }()
+
+    public init() {
+        var ends: [Int32] = [-1, -1]
+        precondition(Self.pipe2(&ends, O_CLOEXEC) == 0, "pipe2: \(String(cString: strerror(errno)))")
+        fileHandleForReading = FileHandle(fileDescriptor: ends[0], closeOnDealloc: true)
+        fileHandleForWriting = FileHandle(fileDescriptor: ends[1], closeOnDealloc: true)
     }
-    return pipe
+
+    /// The child runs: the parent's copy of the write end goes.
+    public func started() { try? fileHandleForWriting.close() }
 }
+
+public func childPipe() -> ChildPipe { ChildPipe() }
 
 /// Starts `executable` and returns the running process (stdout/stderr to files in `logDirectory`).
 public func launch(_ executable: String, _ arguments: [String], logDirectory: String, environment: [String: String] = childEnvironment()) throws -> Process {
@@ -63,9 +82,11 @@ public func run(_ executable: String, _ arguments: [String], environment: [Strin
         process.arguments = arguments
         process.environment = environment
         let out = childPipe(), err = childPipe()
-        process.standardOutput = out
-        process.standardError = err
+        process.standardOutput = out.fileHandleForWriting
+        process.standardError = err.fileHandleForWriting
         try process.run()
+        out.started()
+        err.started()
         let deadline = ProcessDeadline(process, seconds: seconds)
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
         let stderr = err.fileHandleForReading.readDataToEndOfFile()

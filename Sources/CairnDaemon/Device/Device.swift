@@ -115,6 +115,12 @@ public struct Device: Sendable {
                 failure = error
             }
         }
+        // A read-only data directory keeps its links (`recover`): while `current` does not read,
+        // `previous` serves if it opens.
+        if installed == nil, directory.readOnly, directory.previousVersion() != nil,
+           servePrevious(configuration, holder: holder, logger: logger) == nil {
+            logger.error("serving the previous version: the current one does not read, and the read-only data directory keeps its links")
+        }
         let retried = sync.sources.isEmpty ? "cairnd opens it again when restarted" : "it is opened again at each sync"
         if let installed, let failure, failure.isEnvironmental {
             // Not the version's fault (a full disk, SQLite busy or out of memory): every link

@@ -23,8 +23,9 @@ public enum StopSignals {
             source.setEventHandler {
                 Stopping.request()
                 guard !armed.exchange(true, ordering: .relaxed) else { return }
+                let seconds = deadline == deadline.rounded() && deadline < 1e15 ? "\(Int(deadline))" : "\(deadline)"
                 DispatchQueue.global().asyncAfter(deadline: .now() + deadline) {
-                    let line = "cairnd: the stop took more than \(deadline) s (stop_timeout): exiting now; an install in progress is done again at the next start\n"
+                    let line = "cairnd: the stop took more than \(seconds) s (stop_timeout): exiting now; an install in progress is done again at the next start\n"
                     _ = line.withCString { write(2, $0, strlen($0)) }
                     _exit(0)
                 }

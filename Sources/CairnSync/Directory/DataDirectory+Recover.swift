@@ -24,14 +24,19 @@ extension DataDirectory {
             do throws(SyncError) { _ = try readVersion(currentTarget); current = currentTarget } catch { unreadable = error }
         }
         let previous = previousTarget.flatMap { loadVersion($0) == nil ? nil : $0 }
-        if current == nil, previous != nil {
+        if current == nil, previous != nil, readOnly {
+            // The links cannot change: `current` stays, and the daemon serves `previous` while
+            // `current` cannot be opened, as for any version that does not open.
+            logger.error("the current version does not read, and the read-only data directory keeps its links; the previous version serves if it opens",
+                         metadata: ["cairn.sync.version": "\(previous!)", "cairn.error": "\(unreadable.map(\.message) ?? "")"])
+        } else if current == nil, previous != nil {
             logger.error("the current version does not read; falling back to the previous one",
                          metadata: ["cairn.sync.version": "\(previous!)", "cairn.error": "\(unreadable.map(\.message) ?? "")"])
             try fallBackToPrevious()
         } else if let unreadable {
             logger.error("the installed version does not read; it is kept, and nothing is served from it until it does or a sync installs one",
                          metadata: ["cairn.sync.version": "\(currentTarget!)", "cairn.error": "\(unreadable.message)"])
-        } else {
+        } else if !readOnly {
             if current == nil { unlink(currentLink) }
             if previous == nil || previous == current { unlink(previousLink) }
             try syncFolder(path)

@@ -9,6 +9,9 @@ import Synchronization
 public final class DataDirectory: Sendable {
     public let path: String
     private let lockDescriptor: Int32
+    /// Opened on a read-only file system holding an installed version: served as it is; the
+    /// links are not changed (`recover`).
+    public let readOnly: Bool
     /// The newest state when `state.json` could not be written (a full or read-only disk), so
     /// that status still says why; nil once a write succeeds.
     private let unsaved = Mutex<SyncState?>(nil)
@@ -28,6 +31,25 @@ public final class DataDirectory: Sendable {
     public var statePath: String { path + "/" + DataDirectoryLayout.stateFile }
     public var currentLink: String { path + "/" + DataDirectoryLayout.currentLink }
     public var previousLink: String { path + "/" + DataDirectoryLayout.previousLink }
+
+    /// Whether `path` lies on a mount that is read-only over a writable file system (a
+    /// read-only bind mount, as systemd's ProtectSystem=strict makes): its mount options say
+    /// `ro`, its super options `rw` (/proc/self/mountinfo, proc(5)).
+    static func isReadOnlyView(_ path: String) -> Bool {
+        let real = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        let mounts = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
+        var best: (length: Int, view: Bool) = (-1, false)
+        for line in mounts.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: false)
+            guard fields.count > 5, let dash = fields.firstIndex(of: "-"), dash + 3 < fields.count else { continue }
+            let point = String(fields[4])
+            guard point == "/" || real == point || real.hasPrefix(point + "/"), point.count >= best.length else { continue }
+            let mountReadOnly = fields[5].split(separator: ",").contains("ro")
+            let superReadOnly = fields[dash + 3].split(separator: ",").contains("ro")
+            best = (point.count, mountReadOnly && !superReadOnly)
+        }
+        return best.view
+    }
 
     /// Whether another open lock holds `DIR/lock` (a cairnd running on `path`): probed with a
     /// non-blocking flock, released at once. False when there is no lock file.
@@ -54,11 +76,16 @@ public final class DataDirectory: Sendable {
         // read-only after errors): served as it is, no sync until it is writable again (each
         // attempt fails, saying why). Refusing to start left the device answering nothing, and
         // its supervisor restarting it for ever.
-        let readOnly = access(path, W_OK | X_OK) != 0 && errno == EROFS
-            && FileSystem.exists(path + "/" + DataDirectoryLayout.currentLink)
+        // Not a read-only view of a writable file system (ProtectSystem=strict without the folder
+        // in ReadWritePaths=): that is a setting to mend, refused below, naming it. And `current`
+        // as a link (lstat), even dangling: recover() falls back to `previous` then.
+        var link = stat()
+        let readOnly = access(path, W_OK | X_OK) != 0 && errno == EROFS && !Self.isReadOnlyView(path)
+            && lstat(path + "/" + DataDirectoryLayout.currentLink, &link) == 0
         if readOnly {
             logger.error("the data directory \(path) is on a read-only file system: the installed version is served, and nothing is synced until it is writable again (remount it read-write; check the disk: the kernel remounts a failing one read-only)")
         }
+        self.readOnly = readOnly
         guard readOnly || access(path, W_OK | X_OK) == 0 else {
             // A read-only file system is not a matter of ownership: an SD card the kernel
             // remounted read-only after errors, or the unit's ProtectSystem=strict.

@@ -129,7 +129,7 @@ extension Syncer {
                 // A server that does not hold the delta (a mirror that copies snapshots only):
                 // a later source may, and its snapshot is tens of times larger. This one is asked
                 // again after the others, for the snapshot then. Not a stick: its bytes are free.
-                if handingOver, error.cause is Downloader.NotHeld, SourceURL.filePath(base) == nil {
+                if deltaHandOver, error.cause is Downloader.NotHeld, SourceURL.filePath(base) == nil {
                     throw SyncError(error.code, "\(error.message) (the delta); the next source is asked for it before this one's snapshot",
                                     cause: Downloader.DeltaElsewhere())
                 }

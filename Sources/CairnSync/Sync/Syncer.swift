@@ -52,6 +52,8 @@ public actor Syncer {
     /// are then cut for their pace (`TransferLimits.slowSourceBytesPerSecond`), and a delta it
     /// does not hold is asked of the next source before its snapshot is downloaded.
     var handingOver = false
+    /// Whether a delta the source being asked does not hold goes to another source first.
+    var deltaHandOver = false
     /// Whether an attempt, rollback or export runs; the actor is reentrant across their awaits.
     private var busy = false
     /// A version downloaded and then refused for what its signed bytes hold (its rows do not
@@ -208,7 +210,7 @@ public actor Syncer {
         // (once, then neither cut nor handed over): where every source is slow, the download
         // still ends, at the last pace it got, and where none holds the delta, the snapshot
         // comes from the first.
-        defer { handingOver = false }
+        defer { (handingOver, deltaHandOver) = (false, false) }
         var queue = Self.order(configuration.sources, state: state, now: now())
         var askedAgain: Set<String> = []
         var next = 0
@@ -219,6 +221,10 @@ public actor Syncer {
             // later source, or the last fresh source would be cut for it (and finish at the
             // slow one's pace).
             handingOver = !askedAgain.contains(source) && queue[next...].contains { !askedAgain.contains($0) }
+            // A delta is handed to any other source still to be asked, one asked again included:
+            // where none holds it, the snapshot then comes from the first (as configured), not
+            // from the last fresh one.
+            deltaHandOver = !askedAgain.contains(source) && queue[next...].contains { $0 != source }
             progress.asking(source)
             var reached = false
             var timings = InstallTimings()
@@ -262,11 +268,15 @@ public actor Syncer {
                 logger.info("sync source refused or failed", metadata: [
                     "cairn.sync.source": "\(source)", "cairn.sync.error": "\(error.code)", "cairn.sync.message": "\(error.message)",
                 ])
+                // Handed over (a pace cut, a delta it does not hold) is no failure of the source:
+                // a mirror that copies snapshots only would show unhealthy after every version.
+                let handedOver = error.cause is Downloader.SlowSource || error.cause is Downloader.DeltaElsewhere
                 state.withSource(source) {
+                    $0.etag = nil
+                    guard !handedOver else { return }
                     $0.lastFailure = SyncState.time(now())
                     $0.consecutiveFailures += 1
                     $0.lastError = "\(error.code): \(error.message)"
-                    $0.etag = nil
                     if error.code == .hashMismatch { $0.lastHashMismatch = SyncState.time(now()) }
                 }
                 // Keep the most telling error: what a source served beats not reaching one.
@@ -276,8 +286,7 @@ public actor Syncer {
                     || kept!.cause is Downloader.DeltaElsewhere { kept = error }
                 if news == nil, !error.isTransport, !Self.notNews.contains(error.code) { news = error }
                 if error.code == .cancelled { break }
-                if error.cause is Downloader.SlowSource || error.cause is Downloader.DeltaElsewhere,
-                   askedAgain.insert(source).inserted { queue.append(source) }
+                if handedOver, askedAgain.insert(source).inserted { queue.append(source) }
             }
         }
         // Up to date at one source, the attempt stays so unless a later one offered something it
