@@ -23,7 +23,7 @@ public final class NotifySocket: @unchecked Sendable {
     public init(path: String, draining: Bool = true) throws {
         self.path = path
         self.draining = draining
-        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw StepFailed("cannot make a datagram socket: \(String(cString: strerror(errno)))") }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
