@@ -144,6 +144,7 @@ struct EvalCommand: AsyncParsableCommand {
             daemon.stop()
             finish.run()
         }
+        try daemon.start()
         defer { daemon.stop() }
         try await daemon.waitForVersion(repository.manifest.version, deadline: syncTimeout)
         try await daemon.waitForChannels(others.map(\.channel), deadline: syncTimeout)

@@ -9,8 +9,14 @@ final class DaemonProcess: @unchecked Sendable {
     let socketPath: String
     let logPath: String
     private let process = Process()
+    /// Guards `stopped` and the start against `stop` on a signal's thread.
+    private let lock = NSLock()
+    /// `stop` ran: `start` starts nothing.
+    private var stopped = false
 
-    /// Starts cairnd with `arguments` added to `--data-dir DATA --socket SOCKET`.
+    /// Prepares cairnd with `arguments` added to `--data-dir DATA --socket SOCKET`; `start`
+    /// starts it. Two steps, so that the interruption's handler can be set to stop it before it
+    /// runs: set after, a SIGINT in between left cairnd running with no one to stop it.
     init(dataDirectory: String, socketPath: String, arguments: [String]) throws(EvalFailure) {
         self.socketPath = socketPath
         logPath = dataDirectory + "/cairnd.log"
@@ -28,7 +34,14 @@ final class DaemonProcess: @unchecked Sendable {
         process.arguments = ["--data-dir", dataDirectory, "--socket", socketPath] + arguments
         process.standardOutput = FileHandle(forWritingAtPath: logPath)
         process.standardError = FileHandle(forWritingAtPath: logPath)
-        do { try process.run() } catch { throw .daemon("cannot start \(executable): \(error)") }
+    }
+
+    /// Starts cairnd, unless `stop` came first.
+    func start() throws(EvalFailure) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !stopped else { return }
+        do { try process.run() } catch { throw .daemon("cannot start \(Self.cairndPath()): \(error)") }
     }
 
     /// `cairnd` in the folder of `/proc/self/exe`.
@@ -92,9 +105,12 @@ final class DaemonProcess: @unchecked Sendable {
 
     /// SIGTERM, then waits for the exit (cairnd shuts down gracefully).
     func stop() {
-        guard process.isRunning else { return }
-        process.terminate()
-        process.waitUntilExit()
+        lock.lock()
+        stopped = true
+        let running = process.isRunning
+        if running { process.terminate() }
+        lock.unlock()
+        if running { process.waitUntilExit() }
     }
 
     deinit { stop() }
