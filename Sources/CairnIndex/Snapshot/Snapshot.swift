@@ -55,7 +55,7 @@ public enum Snapshot {
         try quickCheck(db)
         do {
             try db.exec("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('integrity-check', 1)")
-        } catch where error.sqliteCode.map(Self.checkCannotRun) ?? false {
+        } catch where Self.checkCannotRun(error) {
             // The check could not run (it is a write statement: a read-only file system, a full
             // disk, a lock): that says nothing of the file's bytes, and is not called damage.
             throw IndexError(error.code == .diskFull ? .diskFull : .io, "the full-text index's check cannot run: \(error.message)",
@@ -66,12 +66,13 @@ public enum Snapshot {
         }
     }
 
-    /// The SQLite result codes with which FTS5's integrity check (a write statement) cannot
-    /// run, whatever the file holds: read-only, busy or locked, out of memory, cannot open, disk
-    /// full, a failed write or fsync. Any other is the file's own.
-    static func checkCannotRun(_ code: Int32) -> Bool {
-        [SQLITE_READONLY, SQLITE_BUSY, SQLITE_LOCKED, SQLITE_NOMEM, SQLITE_CANTOPEN, SQLITE_FULL].contains(code & 0xFF)
-            || [SQLITE_IOERR | (3 << 8), SQLITE_IOERR | (4 << 8)].contains(code)  // SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC
+    /// Whether FTS5's integrity check (a write statement) failed for a reason outside the file's
+    /// bytes: what `IndexError.isEnvironmental` says of any version (read-only, busy or locked,
+    /// out of memory, cannot open, disk full), and a failed write or fsync, which a statement
+    /// that writes meets and a read does not. Any other result is the file's own.
+    static func checkCannotRun(_ error: IndexError) -> Bool {
+        error.isEnvironmental
+            || [SQLITE_IOERR | (3 << 8), SQLITE_IOERR | (4 << 8)].contains(error.sqliteCode ?? 0)  // IOERR_WRITE, IOERR_FSYNC
     }
 
     /// The second half of `verify`: every stored hash against its data, and the recomputed chunk

@@ -38,17 +38,7 @@ public final class DataDirectory: Sendable {
     static func isReadOnlyView(_ path: String) -> Bool {
         let real = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         let mounts = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
-        var best: (length: Int, view: Bool) = (-1, false)
-        for line in mounts.split(separator: "\n") {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: false)
-            guard fields.count > 5, let dash = fields.firstIndex(of: "-"), dash + 3 < fields.count else { continue }
-            let point = String(fields[4])
-            guard point == "/" || real == point || real.hasPrefix(point + "/"), point.count >= best.length else { continue }
-            let mountReadOnly = fields[5].split(separator: ",").contains("ro")
-            let superReadOnly = fields[dash + 3].split(separator: ",").contains("ro")
-            best = (point.count, mountReadOnly && !superReadOnly)
-        }
-        return best.view
+        return ExportRoom.mount(of: real, mountinfo: mounts).readOnlyView
     }
 
     /// Whether another open lock holds `DIR/lock` (a cairnd running on `path`): probed with a

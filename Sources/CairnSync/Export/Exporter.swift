@@ -345,17 +345,22 @@ public enum ExportRoom {
     public static func mountType(of path: String, mountinfo: String) -> String { mount(of: path, mountinfo: mountinfo).type }
 
     /// The mount that holds `path` (its point and type): the one whose mount point is the
-    /// longest prefix of it; ("/", "") when none is.
-    static func mount(of path: String, mountinfo: String) -> (point: String, type: String) {
-        var best = (point: "/", type: "", length: -1)
+    /// longest prefix of it; ("/", "") when none is. `readOnlyView`: its mount options say `ro`
+    /// and its file system's (super) options `rw`, a read-only bind mount of a writable file
+    /// system, as systemd's ProtectSystem=strict makes.
+    static func mount(of path: String, mountinfo: String) -> (point: String, type: String, readOnlyView: Bool) {
+        var best = (point: "/", type: "", readOnlyView: false, length: -1)
         for line in mountinfo.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: false)
-            guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
+            guard fields.count > 5, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
             let point = unescape(fields[4])
             let holds = point == "/" || path == point || path.hasPrefix(point + "/")
-            if holds, point.count >= best.length { best = (point, String(fields[dash + 1]), point.count) }
+            guard holds, point.count >= best.length else { continue }
+            let superReadOnly = dash + 3 < fields.count && fields[dash + 3].split(separator: ",").contains("ro")
+            let view = fields[5].split(separator: ",").contains("ro") && !superReadOnly
+            best = (point, String(fields[dash + 1]), view, point.count)
         }
-        return (best.point, best.type)
+        return (best.point, best.type, best.readOnlyView)
     }
 
     /// `bad_path` when `real` (a target's nearest existing folder, links resolved) lies under

@@ -270,7 +270,7 @@ public actor Syncer {
                 ])
                 // Handed over (a pace cut, a delta it does not hold) is no failure of the source:
                 // a mirror that copies snapshots only would show unhealthy after every version.
-                let handedOver = error.cause is Downloader.SlowSource || error.cause is Downloader.DeltaElsewhere
+                let handedOver = Self.handedOver(error)
                 state.withSource(source) {
                     $0.etag = nil
                     guard !handedOver else { return }
@@ -282,8 +282,7 @@ public actor Syncer {
                 // Keep the most telling error: what a source served beats not reaching one.
                 // A cut for pace is no reason to end on: the source is asked again, and what
                 // happens then (or at a later source) says more.
-                if kept == nil || (kept!.isTransport && !error.isTransport) || kept!.cause is Downloader.SlowSource
-                    || kept!.cause is Downloader.DeltaElsewhere { kept = error }
+                if kept == nil || (kept!.isTransport && !error.isTransport) || Self.handedOver(kept!) { kept = error }
                 if news == nil, !error.isTransport, !Self.notNews.contains(error.code) { news = error }
                 if error.code == .cancelled { break }
                 if handedOver, askedAgain.insert(source).inserted { queue.append(source) }
@@ -301,6 +300,12 @@ public actor Syncer {
         await persist(state)
         logger.warning("sync refused: \(error.code): \(error.message)")
         return .failed(error)
+    }
+
+    /// Whether a source's refusal hands its work to another source (a pace cut, a delta it does
+    /// not hold): not its failure, and it is asked again after the others.
+    static func handedOver(_ error: SyncError) -> Bool {
+        error.cause is Downloader.SlowSource || error.cause is Downloader.DeltaElsewhere
     }
 
     /// Refusals that say a source is behind or serves another channel: with another source up
