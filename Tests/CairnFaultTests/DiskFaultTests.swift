@@ -38,22 +38,31 @@ struct DiskFaultTests {
         return (rig, temporary)
     }
 
+    /// The bytes of a blob the fault server sends before it holds the rest: the disk is filled
+    /// while it holds, so the download meets the full disk however the two processes are
+    /// scheduled (a rate alone let a starved test fill the disk after the download).
+    static let heldAfter = 4_096
+
+    /// Whether a blob's download has reached the hold: its partial file holds `heldAfter` bytes.
     static func downloading(_ rig: Rig, blobs: [(sha: String, size: Int)]) -> Bool {
         let staging = rig.device.dataDirectory + "/staging"
         return eventually(within: 30) {
             blobs.contains {
-                ((try? FileManager.default.attributesOfItem(atPath: staging + "/\($0.sha).partial"))?[.size] as? Int ?? 0) > 0
+                ((try? FileManager.default.attributesOfItem(atPath: staging + "/\($0.sha).partial"))?[.size] as? Int ?? 0) >= heldAfter
             }
         }
     }
 
-    /// One sync attempt, its blobs served at `rate` bytes a second, during whose download the
-    /// disk is filled: to the last byte, or (`roomForBlob`) leaving room for the version's
-    /// largest blob but not for what the install writes beside it.
-    static func attemptFillingDisk(_ rig: Rig, _ disk: Tmpfs, rate: Int, roomForBlob: Bool) async throws -> (code: String, message: String)? {
+    /// One sync attempt during whose download the disk is filled, to the last byte or
+    /// (`roomForBlob`) leaving room for the version's largest blob but not for what the install
+    /// writes beside it; then the rest of the blob is sent.
+    static func attemptFillingDisk(_ rig: Rig, _ disk: Tmpfs, roomForBlob: Bool) async throws -> (code: String, message: String)? {
         let blobs = try rig.currentBlobs()
-        try rig.server.set(["rate": rate])
+        try rig.server.set(["hold_after": heldAfter])
         return try await rig.syncAttempt {
+            // Lifting the hold: a control file that fails to write leaves it, and libcurl's
+            // low-speed limit then ends the attempt as a transport error, which the test names.
+            defer { try? rig.server.clear() }
             guard Self.downloading(rig, blobs: blobs) else { return }
             disk.fill(leaving: roomForBlob ? Int64(blobs.map(\.size).max() ?? 0) + 8_192 : 0)
         }
@@ -97,7 +106,7 @@ struct DiskFaultTests {
                         let logged = rig.device.log.utf8.count
                         // During download: nothing left. During apply: room for the rest of the blob
                         // but not for the new index beside the live one.
-                        let outcome = try await Self.attemptFillingDisk(rig, disk, rate: 10_000, roomForBlob: leave != 0)
+                        let outcome = try await Self.attemptFillingDisk(rig, disk, roomForBlob: leave != 0)
                         reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
                         if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
                         // When it failed, in cairnd's own words. The downloader says "while
@@ -137,7 +146,7 @@ struct DiskFaultTests {
                     // A publisher that offers no delta: the device installs the snapshot.
                     try rig.tamperManifest { $0.deltas = [] }
                     // Room for the rest of the blob, not for the index it inflates to.
-                    let outcome = try await Self.attemptFillingDisk(rig, disk, rate: 20_000, roomForBlob: true)
+                    let outcome = try await Self.attemptFillingDisk(rig, disk, roomForBlob: true)
                     reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
                     if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
                     if !(outcome?.message ?? "").contains("the snapshot cannot be installed") {

@@ -17,7 +17,9 @@ request misbehaves for blob paths (/blobs/...):
                    blobs with a 200 HTML page), rate (body bytes per second, ten pieces a second),
                    error_body (as --error-body), shift_range (answer every blob GET with 206 and
                    the bytes from this offset, whatever the request asked), small_rate (as rate,
-                   for every file that is not a blob: manifests, roots)
+                   for every file that is not a blob: manifests, roots), hold_after (send a
+                   blob's first N bytes, then nothing until the control file no longer holds
+                   hold_after; then the rest)
   --port N         listen on N instead of a port chosen by the OS (to come back after a kill)
 Each request is logged to --log as one line: "<path> <status> <range or -> <body bytes sent>".
 The bound port (on 127.0.0.1, chosen by the OS) is written to --port-file once listening.
@@ -141,19 +143,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if stall:
             limit = min(limit, fault["stall_after"])
         rate = fault.get("rate") if blob else fault.get("small_rate")
-        if rate:
-            try:
-                size = max(1, min(4096, rate // 10))  # ten pieces a second
-                for piece in range(0, limit, size):
-                    self.wfile.write(body[piece:min(limit, piece + size)])
-                    self.wfile.flush()
-                    time.sleep(min(size, limit - piece) / rate)
-            except OSError:
-                log(path, status, rng, -1)
-                return
-        else:
-            self.wfile.write(body[:limit])
-            self.wfile.flush()
+        # A hold sends its first bytes, then waits for the test to lift it (a control file
+        # without hold_after) before the rest: the test acts while the client is mid-blob,
+        # however slowly either side is scheduled.
+        hold = fault.get("hold_after") if blob and not head else None
+        held = min(limit, hold) if hold is not None else limit
+        try:
+            self.send_body(body, 0, held, rate)
+            if held < limit:
+                while faults().get("hold_after") is not None:
+                    time.sleep(0.02)
+                self.send_body(body, held, limit, rate)
+        except OSError:
+            if not rate and hold is None:
+                raise
+            log(path, status, rng, -1)
+            return
         log(path, status, rng, limit)
         if stall:
             try:  # send nothing more until the client gives up (its low-speed limit)
@@ -163,6 +168,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if limit < len(body) or delta > 0:
             self.close_connection = True
             self.connection.shutdown(2)
+
+    def send_body(self, body, start, end, rate):
+        """body[start:end], at `rate` bytes a second (ten pieces a second) when given."""
+        if not rate:
+            self.wfile.write(body[start:end])
+            self.wfile.flush()
+            return
+        size = max(1, min(4096, rate // 10))
+        for piece in range(start, end, size):
+            self.wfile.write(body[piece:min(end, piece + size)])
+            self.wfile.flush()
+            time.sleep(min(size, end - piece) / rate)
 
 
 def control_active():
