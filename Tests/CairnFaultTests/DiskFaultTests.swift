@@ -261,9 +261,9 @@ struct DiskFaultTests {
         }
     }
 
-    @Test("Given cairn export to a folder under /run/media where no stick is mounted (the folder is on the device's own disk), then it is refused with bad_path saying nothing is mounted there, and nothing is written; with a file system mounted there, the same export succeeds")
-    func exportToUnmountedStick() async throws {
-        try Tools.requireRoot("make a folder under /run/media and mount a tmpfs there")
+    /// A folder made under /run/media (`media`) and one in it for a stick (`stick`), both removed
+    /// after `body`, a file system mounted on `stick` unmounted.
+    static func withMediaFolder(_ body: (_ media: String, _ stick: String) async throws -> Void) async throws {
         let media = "/run/media/cairn-test-\(UUID().uuidString.prefix(8))"
         let stick = media + "/STICK"
         try FileManager.default.createDirectory(atPath: stick, withIntermediateDirectories: true)
@@ -271,18 +271,58 @@ struct DiskFaultTests {
             _ = try? Binaries.run("/bin/umount", ["-l", stick], in: "/tmp")
             try? FileManager.default.removeItem(atPath: media)
         }
-        let rig = try await Rig()
-        defer { rig.stop() }
-        let target = stick + "/cairn"
-        let refused = try rig.device.cairn(["export", "--to", target])
-        #expect(refused.status == 1 && refused.error.contains("nothing is mounted at \(target)") && refused.error.contains("(bad_path)"),
-                "\(refused.status) \(refused.error)")
-        #expect(!FileManager.default.fileExists(atPath: target))
-        let mount = try Binaries.run("/bin/mount", ["-t", "tmpfs", "-o", "size=64m", "tmpfs", stick], in: "/tmp")
-        try #require(mount.status == 0, "\(mount.error)")
-        let exported = try rig.device.cairn(["export", "--to", target])
-        #expect(exported.status == 0, "\(exported.error)")
-        #expect(FileManager.default.fileExists(atPath: target + "/channels"))
+        try await body(media, stick)
+    }
+
+    @Test("Given cairn export to a folder under /run/media where no stick is mounted (the folder is on the device's own disk), then it is refused with bad_path saying nothing is mounted there, and nothing is written; with a file system mounted there, the same export succeeds")
+    func exportToUnmountedStick() async throws {
+        try Tools.requireRoot("make a folder under /run/media and mount a tmpfs there")
+        try await Self.withMediaFolder { _, stick in
+            let rig = try await Rig()
+            defer { rig.stop() }
+            let target = stick + "/cairn"
+            let refused = try rig.device.cairn(["export", "--to", target])
+            #expect(refused.status == 1 && refused.error.contains("nothing is mounted at \(target)") && refused.error.contains("(bad_path)"),
+                    "\(refused.status) \(refused.error)")
+            #expect(!FileManager.default.fileExists(atPath: target))
+            let mount = try Binaries.run("/bin/mount", ["-t", "tmpfs", "-o", "size=64m", "tmpfs", stick], in: "/tmp")
+            try #require(mount.status == 0, "\(mount.error)")
+            let exported = try rig.device.cairn(["export", "--to", target])
+            #expect(exported.status == 0, "\(exported.error)")
+            #expect(FileManager.default.fileExists(atPath: target + "/channels"))
+        }
+    }
+
+    @Test("Given a stick mounted below a folder only another user may enter (a desktop's /run/media/USER), when it is exported to, then the export is refused as bad_path naming that folder and cairnd's user, not as a folder nothing is mounted at, and nothing is written; with access given, it succeeds")
+    func exportBelowAFolderCairndMayNotEnter() async throws {
+        try Tools.requireRoot("mount a tmpfs under /run/media and run cairnd without CAP_DAC_OVERRIDE")
+        let (uid, gid) = try await SystemUsers.ensure(user: SystemUsers.outsider)
+        try await Self.withMediaFolder { media, stick in
+            let mount = try Binaries.run("/bin/mount", ["-t", "tmpfs", "-o", "size=64m,mode=0755,uid=\(uid),gid=\(gid)", "tmpfs", stick],
+                                         in: "/tmp")
+            try #require(mount.status == 0, "\(mount.error)")
+            // As udisks leaves it for a desktop's user: that user's, entered by no one else.
+            try #require(chown(media, uid, gid) == 0 && chmod(media, 0o700) == 0)
+            // cairnd as root without the capabilities that pass file modes by: as cairnd
+            // running as its own user meets the folder.
+            let rig = try await Rig(wrapper: ["/usr/bin/setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"])
+            defer { rig.stop() }
+            let target = stick + "/cairn"
+            let refused = try rig.device.cairn(["export", "--to", target])
+            #expect(refused.status == 1 && refused.error.contains("may not write into \(media) (permission denied)")
+                    && refused.error.contains("(user root)") && refused.error.contains("(bad_path)")
+                    && !refused.error.contains("nothing is mounted"), "\(refused.status) \(refused.error)")
+            #expect(!FileManager.default.fileExists(atPath: target))
+            // The stick's own root is still the desktop user's, entered by anyone but written
+            // by that user alone.
+            try #require(chmod(media, 0o755) == 0)
+            let stickRoot = try rig.device.cairn(["export", "--to", target])
+            #expect(stickRoot.status == 1 && stickRoot.error.contains("may not write into \(stick) (permission denied)"), "\(stickRoot.error)")
+            try #require(chmod(stick, 0o777) == 0)
+            let exported = try rig.device.cairn(["export", "--to", target])
+            #expect(exported.status == 0, "\(exported.error)")
+            #expect(FileManager.default.fileExists(atPath: target + "/channels"))
+        }
     }
 
     @Test("Given the data directory remounted read-only, then the attempt is refused with a reason in status and succeeds once it is writable")

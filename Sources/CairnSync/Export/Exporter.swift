@@ -58,6 +58,10 @@ struct Exporter {
         guard let installed = directory.installed() else {
             throw SyncError(.notInstalled, "no version is installed; nothing to export")
         }
+        // Before anything else: a folder cairnd may not enter reads as absent below (a stick a
+        // desktop mounted for its user, under /run/media/USER, 0750), and would pass for one
+        // that nothing is mounted at.
+        if let problem = ExportRoom.accessProblem(target: target) { throw problem }
         var info = stat()
         let existed = stat(target, &info) == 0
         guard !existed || info.st_mode & S_IFMT == S_IFDIR else {
@@ -371,6 +375,23 @@ public enum ExportRoom {
         guard let root = removableMediaRoots.first(where: { real == $0 || real.hasPrefix($0 + "/") }),
               mountPoint != root, !mountPoint.hasPrefix(root + "/") else { return nil }
         return SyncError(.badPath, "nothing is mounted at \(target): it is on the device's own disk (mounted at \(mountPoint)), not on a stick under \(root); mount the stick, or export to a folder outside \(removableMediaRoots.joined(separator: ", ")); nothing was written")
+    }
+
+    /// `bad_path` when this process may not enter or write into `target`'s nearest existing
+    /// folder (EACCES, EPERM), naming that folder and the user; nil otherwise, also for
+    /// errors the write itself reports better (a read-only stick, a file that is not a folder).
+    public static func accessProblem(target: String) -> SyncError? {
+        var probe = (target as NSString).standardizingPath
+        var info = stat()
+        while stat(probe, &info) != 0 {
+            guard [ENOENT, ENOTDIR, EACCES].contains(errno), probe != "/" else { return nil }
+            probe = (probe as NSString).deletingLastPathComponent
+        }
+        // Something that is not a folder is refused as that, below.
+        guard info.st_mode & S_IFMT == S_IFDIR, faccessat(AT_FDCWD, probe, W_OK | X_OK, AT_EACCESS) != 0,
+              [EACCES, EPERM].contains(errno) else { return nil }
+        let user = getpwuid(geteuid()).map { String(cString: $0.pointee.pw_name) } ?? "uid \(geteuid())"
+        return SyncError(.badPath, "cairnd (user \(user)) may not write into \(probe) (permission denied), so not into \(target): a desktop mounts a stick for its own user alone (under /media/USER or /run/media/USER); mount it where user \(user) may write, or give that user access to \(probe); nothing was written")
     }
 
     /// mountinfo's octal escapes (`\040` for a space) decoded.

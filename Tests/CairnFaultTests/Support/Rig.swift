@@ -25,8 +25,9 @@ final class Rig: @unchecked Sendable {
     /// Publishes version 1, starts the fault server and cairnd (`config` adds cairnd config
     /// lines), and waits until version 1 serves. `rootPinned`: the repository gets root 1 (root
     /// key `rootKey`, the workspace's key signs) and the device is pinned to it, not to the key.
+    /// `wrapper` starts cairnd through another program (`DeviceProcess`'s).
     init(name: String = "device", config: [String: String] = [:], dataDirectory: String? = nil,
-         workspace: Workspace? = nil, rootPinned: Bool = false) async throws {
+         workspace: Workspace? = nil, rootPinned: Bool = false, wrapper: [String] = []) async throws {
         self.workspace = try workspace ?? Workspace()
         var trust: [String]?
         if rootPinned {
@@ -39,7 +40,7 @@ final class Rig: @unchecked Sendable {
         server = try FaultServer(root: self.workspace.repo)
         do {
             device = try DeviceProcess(self.workspace, sources: [server.url], name: name, config: config,
-                                       dataDirectory: dataDirectory, trust: trust)
+                                       dataDirectory: dataDirectory, trust: trust, wrapper: wrapper)
         } catch {
             server.stop()
             throw error
