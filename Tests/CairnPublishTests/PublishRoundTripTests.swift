@@ -370,14 +370,49 @@ struct PublishRoundTripTests {
         #expect(workspace.repository.channels().isEmpty)
     }
 
+    /// A workspace whose root 1 (root key `rootKey`) has two signing keys, the workspace's and
+    /// `second`, either of which signs (threshold 1); `newKey` is made for a rotation.
+    static func twoSigningKeys() throws -> (Workspace, rootKey: PublisherKey, newKey: PublisherKey, second: PublisherKey) {
+        let workspace = try Workspace()
+        let rootKey = PublisherKey.generate(), newKey = PublisherKey.generate(), second = PublisherKey.generate()
+        _ = try RootPublisher.initialize(repository: workspace.repository, rootKeys: [rootKey], rootThreshold: 1,
+                                         signingKeys: [workspace.key.publicKey, second.publicKey], signingThreshold: 1, expiresDays: 30)
+        return (workspace, rootKey, newKey, second)
+    }
+
+    @Test("Given a manifest dated in 9999 that only the key being revoked signed (a thief's, in versions/), when root 2 removes that key, then the rotation is written and dated by the clock, not after the thief's manifest; a manifest a kept key signed a day ahead still dates the root after it")
+    func rotationNotDatedByTheRevokedKey() throws {
+        let (workspace, rootKey, newKey, second) = try Self.twoSigningKeys()
+        let repository = workspace.repository
+        _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 6)))
+        let published = try repository.manifest(at: repository.versionPath("stable", 1), trustedKeys: [workspace.key.publicKey])
+        func plant(_ version: Int, created: Int64, by key: PublisherKey) throws {
+            var manifest = published
+            manifest.version = version
+            manifest.created = try #require(Timestamp(secondsSince1970: created))
+            manifest.expires = try #require(Timestamp(secondsSince1970: created + 86_400))
+            try Data(SignedManifest.encode(manifest, signingKey: key)).write(to: URL(fileURLWithPath: repository.versionPath("stable", version)))
+        }
+        let now = Int64(Date().timeIntervalSince1970)
+        try plant(1_000_000_000, created: 253_402_214_400 - 86_401, by: workspace.key)  // 9999-12-30
+        var rotation = RootPublisher.Rotation()
+        rotation.addSigningKeys = [newKey.publicKey]
+        rotation.removeSigningKeys = [workspace.key.publicKey]
+        let root2 = try RootPublisher.rotate(repository: repository, signWith: [rootKey], rotation: rotation)
+        #expect(root2.created.secondsSince1970 < now + 600, "root 2 created \(root2.created)")
+
+        // The rule holds for the keys root 3 keeps: dated after their newest manifest.
+        try plant(3, created: now + 86_400, by: second)
+        rotation = RootPublisher.Rotation()
+        rotation.removeSigningKeys = [newKey.publicKey]
+        let root3 = try RootPublisher.rotate(repository: repository, signWith: [rootKey], rotation: rotation)
+        #expect(root3.created.secondsSince1970 == now + 86_401, "root 3 created \(root3.created)")
+    }
+
     @Test("Given a version staged under root 1 and released after root 2 replaced its signing key, when released, then the signatures root 1 counts are kept beside the new key's and verify passes; when root 1's threshold is not met, release refuses, saying to stage it again")
     func releaseAcrossARotation() throws {
-        let workspace = try Workspace()
+        let (workspace, rootKey, newKey, second) = try Self.twoSigningKeys()
         let repository = workspace.repository
-        let rootKey = PublisherKey.generate(), newKey = PublisherKey.generate(), second = PublisherKey.generate()
-        // Root 1: the workspace's key and a second one, either signs (threshold 1).
-        _ = try RootPublisher.initialize(repository: repository, rootKeys: [rootKey], rootThreshold: 1,
-                                         signingKeys: [workspace.key.publicKey, second.publicKey], signingThreshold: 1, expiresDays: 30)
         _ = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 6)), stage: true)
         // Root 2 revokes the workspace's key for a new one; the staged file gets the new key's signature.
         var rotation = RootPublisher.Rotation()
