@@ -21,6 +21,79 @@ struct TrustTests {
         return pinned
     }
 
+    /// The workspace's current manifest with `created` and `expires` changed, signed by `key`
+    /// alone (a stick made back then, or a thief's re-dating with a stolen key), written to `path`.
+    static func redated(_ w: Workspace, created: String, expires: String, key: String, to path: String) throws -> String {
+        var envelope = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: w.manifestPath))) as! [String: Any]
+        var manifest = envelope["manifest"] as! [String: Any]
+        manifest["created"] = created
+        manifest["expires"] = expires
+        envelope = ["manifest": manifest, "signatures": [Any]()]
+        try JSONSerialization.data(withJSONObject: envelope).write(to: URL(fileURLWithPath: path))
+        try w.server(["sign", "--manifest", path, "--key", key])
+        return path
+    }
+
+    /// A workspace with root 1 (root key `r`; signing key 1, or keys 1 and 2 with `bothSign`,
+    /// threshold 1), signing key 2 made, version 1 published signed by root 1's signing keys,
+    /// and root 1 copied where a device is provisioned with it.
+    static func rooted(bothSign: Bool = false) throws -> (w: Workspace, r: String, s1: String, s2: String, pinned: String) {
+        let w = try Workspace()
+        let r = try w.keygen("root"), s1 = try w.keygen("sign1"), s2 = try w.keygen("sign2")
+        let signing = bothSign ? [s1, s2] : [s1]
+        try w.server(["root", "init", "--repo", w.repo, "--root-key", r, "--signing-key"] + signing.map(Self.pub))
+        let pinned = try Self.pinnedRoot(w)
+        try w.publish(Workspace.version1, keys: signing)
+        return (w, r, s1, s2, pinned)
+    }
+
+    /// Serves `w`'s repository (`cairn-server serve`) and starts a device pinned to `pinned`
+    /// syncing from it (then from `also`); returns both once version 1 serves.
+    static func servedDevice(_ w: Workspace, pinned: String, also: [String] = []) async throws -> (server: Process, device: DeviceProcess) {
+        let (server, url, _) = try await w.serve()
+        do {
+            let device = try DeviceProcess(w, sources: [url] + also, trust: ["--trusted-root", pinned])
+            do { try await device.waitForVersion(1) } catch {
+                device.stop()
+                throw error
+            }
+            return (server, device)
+        } catch {
+            stopProcess(server)
+            throw error
+        }
+    }
+
+    /// A thief's version `version` of the workspace's current chunks, unsigned (sign it with the
+    /// stolen key): its snapshot's meta says the version, as a publish would write it.
+    static func forged(_ w: Workspace, version: Int) async throws -> String {
+        let forged = w.folder + "/forged-\(version).json"
+        let python = try requireOrSkip(["/usr/bin/python3"].first { FileManager.default.isExecutableFile(atPath: $0) },
+                                       "python3 is not installed (scripts/test installs it)")
+        let script = """
+            import hashlib, json, os, sqlite3, sys, zlib
+            repo, source, out, version = sys.argv[1:5]
+            envelope = json.load(open(source))
+            m = envelope["manifest"]
+            blob = lambda h: os.path.join(repo, "blobs/sha256", h[:2], h)
+            path = out + ".sqlite"
+            open(path, "wb").write(zlib.decompress(open(blob(m["snapshot"]["sha256"]), "rb").read()))
+            db = sqlite3.connect(path)
+            db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (version,))
+            db.commit(); db.close()
+            raw = open(path, "rb").read()
+            packed = zlib.compress(raw, 9)
+            digest = hashlib.sha256(packed).hexdigest()
+            os.makedirs(os.path.dirname(blob(digest)), exist_ok=True)
+            open(blob(digest), "wb").write(packed)
+            m.update(version=int(version), deltas=[], snapshot=dict(m["snapshot"], sha256=digest, size=len(packed), uncompressed_size=len(raw)))
+            json.dump({"manifest": m, "signatures": []}, open(out, "w"))
+            """
+        let made = try await run(python, ["-c", script, w.repo, w.manifestPath, forged, "\(version)"])
+        try #require(made.status == 0, "forging version \(version): \(made.stderr)")
+        return forged
+    }
+
     static func trust(_ device: DeviceProcess) -> [String: Any] { device.status()["trust"] as? [String: Any] ?? [:] }
 
     /// Asks for a sync and waits until an attempt that started after the request ended with
@@ -119,11 +192,8 @@ struct TrustTests {
         try w.server(["sign", "--manifest", m2 + "/1.json", "--key", k2])
         try w.server(["release", "--repo", w.repo, "--channel", "field", "--manifest", m2 + "/1.json"])
 
-        let (server, url, _) = try await w.serve()
-        defer { stopProcess(server) }
-        let device = try DeviceProcess(w, sources: [url], trust: ["--trusted-root", pinned])
-        defer { device.stop() }
-        try await device.waitForVersion(1)
+        let (server, device) = try await Self.servedDevice(w, pinned: pinned)
+        defer { stopProcess(server); device.stop() }
         let installed = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: device.dataDirectory + "/current/manifest.json"))) as! [String: Any]
         #expect((installed["signatures"] as? [Any])?.count == 2)
 
@@ -146,44 +216,14 @@ struct TrustTests {
     @Test("Given a stolen signing key used for a version far ahead (1,000,000,000) or just ahead (2) of the publisher's, when the publisher revokes it, then the version it alone signed no longer counts, the device says it is recovering, the publisher's next version installs, and a rollback refuses the thief's",
           arguments: [1_000_000_000, 2])
     func revocationAndRecovery(thief: Int) async throws {
-        let w = try Workspace()
-        let r = try w.keygen("root"), s1 = try w.keygen("sign1"), s2 = try w.keygen("sign2")
-        try w.server(["root", "init", "--repo", w.repo, "--root-key", r, "--signing-key", Self.pub(s1)])
-        let pinned = try Self.pinnedRoot(w)
-        try w.publish(Workspace.version1, keys: [s1])
+        let (w, r, s1, s2, pinned) = try Self.rooted()
         let genuine = try Data(contentsOf: URL(fileURLWithPath: w.manifestPath))
-        let (server, url, _) = try await w.serve()
-        defer { stopProcess(server) }
-        let device = try DeviceProcess(w, sources: [url], trust: ["--trusted-root", pinned])
-        defer { device.stop() }
-        try await device.waitForVersion(1)
+        let (server, device) = try await Self.servedDevice(w, pinned: pinned)
+        defer { stopProcess(server); device.stop() }
 
         // The thief signs version `thief` of the same chunks with the stolen key (its snapshot's
         // meta says so, as a publish would write it); the device takes it.
-        let forged = w.folder + "/forged.json"
-        let python = try requireOrSkip(["/usr/bin/python3"].first { FileManager.default.isExecutableFile(atPath: $0) },
-                                       "python3 is not installed (scripts/test installs it)")
-        let script = """
-            import hashlib, json, os, sqlite3, sys, zlib
-            repo, source, out, version = sys.argv[1:5]
-            envelope = json.load(open(source))
-            m = envelope["manifest"]
-            blob = lambda h: os.path.join(repo, "blobs/sha256", h[:2], h)
-            path = out + ".sqlite"
-            open(path, "wb").write(zlib.decompress(open(blob(m["snapshot"]["sha256"]), "rb").read()))
-            db = sqlite3.connect(path)
-            db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (version,))
-            db.commit(); db.close()
-            raw = open(path, "rb").read()
-            packed = zlib.compress(raw, 9)
-            digest = hashlib.sha256(packed).hexdigest()
-            os.makedirs(os.path.dirname(blob(digest)), exist_ok=True)
-            open(blob(digest), "wb").write(packed)
-            m.update(version=int(version), deltas=[], snapshot=dict(m["snapshot"], sha256=digest, size=len(packed), uncompressed_size=len(raw)))
-            json.dump({"manifest": m, "signatures": []}, open(out, "w"))
-            """
-        let made = try await run(python, ["-c", script, w.repo, w.manifestPath, forged, "\(thief)"])
-        try #require(made.status == 0, "forging version \(thief): \(made.stderr)")
+        let forged = try await Self.forged(w, version: thief)
         try w.server(["sign", "--manifest", forged, "--key", s1])
         try FileManager.default.removeItem(atPath: w.manifestPath)
         try FileManager.default.copyItem(atPath: forged, toPath: w.manifestPath)
@@ -221,18 +261,81 @@ struct TrustTests {
         #expect(device.status()["version"] as? Int == next)
     }
 
+    @Test("Given a root with two signing keys, a thief holding one who publishes version 1,000,000,000 and re-signs the installed version dated in 9999, and a rollback from the thief's version, when root 2 revokes the stolen key, then the hold and the clock floor the thief raised are lifted, the publisher's next version installs, and status is not stale")
+    func revocationBesideAKeptKey() async throws {
+        // Either key signs (threshold 1); the publisher signs with both.
+        let (w, r, s1, s2, pinned) = try Self.rooted(bothSign: true)
+        let genuine = try Data(contentsOf: URL(fileURLWithPath: w.manifestPath))
+        let (server, device) = try await Self.servedDevice(w, pinned: pinned)
+        defer { stopProcess(server); device.stop() }
+        func serve(_ file: String) throws {
+            try FileManager.default.removeItem(atPath: w.manifestPath)
+            try FileManager.default.copyItem(atPath: file, toPath: w.manifestPath)
+        }
+
+        // The thief's version 1,000,000,000, signed with key 1 alone: installed, then rolled back
+        // from (version 1 signed by both keys, so the rollback is allowed).
+        let thief = 1_000_000_000
+        let forged = try await Self.forged(w, version: thief)
+        try w.server(["sign", "--manifest", forged, "--key", s1])
+        try serve(forged)
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(thief)
+        let rollback = try device.cairn(["rollback"])
+        try #require(rollback.status == 0, "\(rollback.error)")
+        try #require(device.state["held_back_version"] as? Int == thief)
+        // Then version 1 re-signed with key 1, dated in 9999: found installed, it raises the floor.
+        try genuine.write(to: URL(fileURLWithPath: w.manifestPath))
+        try serve(try Self.redated(w, created: "9999-12-30T00:00:00Z", expires: "9999-12-31T00:00:00Z", key: s1,
+                                   to: w.folder + "/redated.json"))
+        _ = try device.cairn(["sync"])
+        try await waitUntil("the clock floor reaches 9999", seconds: 60) { (device.state["clock_floor"] as? String)?.hasPrefix("9999") == true }
+
+        // Root 2 revokes key 1; version 1 still counts (key 2 signed it), so no recovery starts.
+        try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--remove-signing-key", Self.pub(s1)])
+        try genuine.write(to: URL(fileURLWithPath: w.manifestPath))
+        try w.publish(Workspace.version2, keys: [s2])
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(2)
+        let state = device.state
+        #expect(state["held_back_version"] == nil && state["highest_version_seen"] as? Int == 2, "\(state)")
+        #expect((state["clock_floor"] as? String ?? "9999") < "2100", "\(state)")
+        #expect(state["recovering_from"] == nil)
+        #expect(device.status()["expired"] as? Bool != true)
+        #expect(device.log.contains("root 2 revokes every key that signed version \(thief)"))
+    }
+
+    @Test("Given a device syncing from an origin and from a stick made before a key rotation, when the origin is up to date after the rotation, then the stick's manifest, signed by the revoked key and older than the installed version, is an older copy in that source's health, and the attempt is up to date, not failed")
+    func oldStickAfterARotation() async throws {
+        let (w, r, s1, s2, pinned) = try Self.rooted()
+        let stick = w.folder + "/stick"
+        try FileManager.default.copyItem(atPath: w.repo, toPath: stick)
+        let (server, device) = try await Self.servedDevice(w, pinned: pinned, also: ["file://" + stick])
+        defer { stopProcess(server); device.stop() }
+
+        try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--remove-signing-key", Self.pub(s1),
+                      "--add-signing-key", Self.pub(s2)])
+        try w.publish(Workspace.version2, keys: [s2])
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(2)
+
+        let before = device.state["attempts"] as? Int ?? 0
+        let again = try device.cairn(["sync", "--wait"])
+        #expect(again.status == 0, "\(again.output) \(again.error)")
+        try await waitUntil("the attempt ends", seconds: 60) { (device.state["attempts"] as? Int ?? 0) > before }
+        let sync = device.syncStatus
+        #expect(sync["last_outcome"] as? String == "up_to_date" && sync["last_error"] as? String == nil, "\(sync)")
+        let sources = sync["sources"] as? [[String: Any]] ?? []
+        let health = sources.first { ($0["url"] as? String)?.hasPrefix("file://") == true }
+        #expect((health?["last_error"] as? String)?.hasPrefix("rollback: the source holds version 1, not newer than the installed 2") == true,
+                "\(sources)")
+    }
+
     @Test("Given a root not signed by the old threshold, a root older than the trusted one, and a forged step in the middle of a chain, then each is refused with one line and the old version keeps serving")
     func refusedRoots() async throws {
-        let w = try Workspace()
-        let r = try w.keygen("root"), s1 = try w.keygen("sign1"), s2 = try w.keygen("sign2")
-        try w.server(["root", "init", "--repo", w.repo, "--root-key", r, "--signing-key", Self.pub(s1)])
-        let pinned = try Self.pinnedRoot(w)
-        try w.publish(Workspace.version1, keys: [s1])
-        let (server, url, _) = try await w.serve()
-        defer { stopProcess(server) }
-        let device = try DeviceProcess(w, sources: [url], trust: ["--trusted-root", pinned])
-        defer { device.stop() }
-        try await device.waitForVersion(1)
+        let (w, r, s1, s2, pinned) = try Self.rooted()
+        let (server, device) = try await Self.servedDevice(w, pinned: pinned)
+        defer { stopProcess(server); device.stop() }
 
         // A root 2 that its author signed alone: it does not chain from root 1.
         let stranger = PublisherKey.generate()
@@ -298,16 +401,9 @@ struct TrustTests {
         // Version 2 as it was published five weeks ago with the usual 30 days: the publisher's
         // manifest re-dated and signed with its key, as a stick made back then would carry it.
         try w.publish(Workspace.version2, keys: [s])
-        var envelope = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: w.manifestPath))) as! [String: Any]
-        var manifest = envelope["manifest"] as! [String: Any]
         let created = Timestamp(Date().addingTimeInterval(-35 * 86_400))!
         let expires = Timestamp(Date().addingTimeInterval(-5 * 86_400))!
-        manifest["created"] = created.rfc3339
-        manifest["expires"] = expires.rfc3339
-        envelope = ["manifest": manifest, "signatures": [Any]()]
-        let old = w.folder + "/old-v2.json"
-        try JSONSerialization.data(withJSONObject: envelope).write(to: URL(fileURLWithPath: old))
-        try w.server(["sign", "--manifest", old, "--key", s])
+        let old = try Self.redated(w, created: created.rfc3339, expires: expires.rfc3339, key: s, to: w.folder + "/old-v2.json")
         for path in [w.manifestPath, w.repo + "/channels/field/versions/2.json"] {
             try FileManager.default.removeItem(atPath: path)
             try FileManager.default.copyItem(atPath: old, toPath: path)

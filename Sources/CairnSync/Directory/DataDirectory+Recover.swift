@@ -53,7 +53,7 @@ extension DataDirectory {
         if state.installedVersion != installed?.version || unfinishedRollback {
             if state.installedVersion != installed?.version { state.forgetManifestETags() }
             state.setInstalled(installed)
-            if unfinishedRollback { state.heldBackVersion = nil }
+            if unfinishedRollback { state.liftHold() }
             // A full or read-only disk must not stop the start: the state is kept in memory and
             // written by the next change that can write it.
             do { try writeState(state) } catch {

@@ -46,6 +46,10 @@ public struct SyncState: Codable, Sendable, Equatable {
     public var highestVersionSeen: Int?
     /// The version `cairn rollback` rolled back from: sync installs only newer ones.
     public var heldBackVersion: Int?
+    /// The signing keys (key ids, hex) whose signatures on `heldBackVersion` verified under the
+    /// newest root at the rollback: a root step that removes them all lifts the hold (a thief's
+    /// version). Nil on a device pinned to keys, or in a state written before it was recorded.
+    public var heldBackSigners: [String]?
     public var attempts: Int?
     public var sources: [SourceHealth]?
     /// The device never believes it is earlier than this (protocol/root.md, "Clock floor").
@@ -70,11 +74,15 @@ public struct SyncState: Codable, Sendable, Equatable {
         case installedVersion = "installed_version", installedStateRoot = "installed_state_root"
         case lastAttempt = "last_attempt", lastAttemptReachedSource = "last_attempt_reached_source"
         case lastSuccess = "last_success", lastCheck = "last_check", lastError = "last_error"
-        case highestVersionSeen = "highest_version_seen", heldBackVersion = "held_back_version", attempts, sources
+        case highestVersionSeen = "highest_version_seen", heldBackVersion = "held_back_version"
+        case heldBackSigners = "held_back_signers", attempts, sources
         case clockFloor = "clock_floor", recoveringFrom = "recovering_from", expiredInstalls = "expired_installs"
         case previousDropped = "previous_dropped"
         case forgottenVersion = "forgotten_version", forgottenStateRoot = "forgotten_state_root"
     }
+
+    /// Forgets the held-back version and its signers.
+    mutating func liftHold() { (heldBackVersion, heldBackSigners) = (nil, nil) }
 
     /// Records `version` (nil: none) as the installed one. Nothing replacing an installed
     /// version makes that one the floor (`forgotten_version`); a version installing clears it.

@@ -82,20 +82,25 @@ extension Syncer {
                             cause: error)
         }
         var state = directory.readState()
-        let heldBefore = state.heldBackVersion
+        let heldBefore = (state.heldBackVersion, state.heldBackSigners)
         let from = directory.linkTarget(directory.currentLink)
         state.heldBackVersion = current.version
+        // Who signed what is held back: a root step that revokes them all lifts the hold.
+        state.heldBackSigners = configuration.trustedRoot == nil ? nil : policy.flatMap { policy in
+            let envelope = try? SignedManifest.decodeEnvelope(try FileSystem.read(current.manifestPath))
+            return envelope.map { $0.validSigners(among: policy.keys, domain: SignedManifest.domain).map(\.description).sorted() }
+        }
         do { try directory.writeState(state) } catch {
             // Nothing changed: the state kept in memory for status (the file cannot be written)
             // must not say the version rolled back from is held back.
-            state.heldBackVersion = heldBefore
+            (state.heldBackVersion, state.heldBackSigners) = heldBefore
             try? directory.writeState(state)
             throw error
         }
         do {
             try directory.replaceLink(directory.currentLink, with: target)
         } catch {
-            state.heldBackVersion = heldBefore
+            (state.heldBackVersion, state.heldBackSigners) = heldBefore
             await persist(state)
             throw error
         }
@@ -113,7 +118,7 @@ extension Syncer {
             } catch let undo {
                 logger.error("the rollback failed, and the links cannot be put back: \(undo.message)")
             }
-            state.heldBackVersion = heldBefore
+            (state.heldBackVersion, state.heldBackSigners) = heldBefore
             state.setInstalled(current)
             (installedRows, installedFileCheck) = (rowsBefore, checkBefore)
             await persist(state)

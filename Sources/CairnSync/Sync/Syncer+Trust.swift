@@ -40,15 +40,8 @@ extension Syncer {
             try await BackgroundWork.run { () throws(SyncError) in try directory.persistRoot(bytes, version: next) }
             trust.set(chain)
             state.raiseClockFloor(to: root.created)
-            // A step that removes a signing key revokes it. With nothing installed, the floor a
-            // forgotten version left may be that key's (a thief's version 1,000,000,000 that
-            // could not be served): it goes, as recovery resets the floors of an installed one.
-            // The floors it may have raised go too, as recovery resets them.
-            if installed == nil, let forgotten = state.forgottenVersion,
-               before.signingKeys.contains(where: { !root.signingKeys.contains($0) }) {
-                (state.forgottenVersion, state.forgottenStateRoot) = (nil, nil)
-                Self.resetFloors(&state, to: root)
-                logger.notice("root \(root.version) revokes a signing key: version \(forgotten), which could not be served, is no longer the rollback floor")
+            if before.signingKeys.contains(where: { !root.signingKeys.contains($0) }) {
+                revoked(by: root, installed: installed, state: &state)
             }
             logger.notice("accepted root \(root.version): signing threshold \(root.signingThreshold) of \(root.signingKeys.count) keys",
                           metadata: ["cairn.sync.root": "\(root.version)"])
@@ -64,6 +57,29 @@ extension Syncer {
             }
         }
         return chain.policy
+    }
+
+    /// A root step that removes a signing key revokes it: what that key's signatures may have
+    /// raised goes, whether or not the installed version still counts (it may: signed by a key
+    /// the step kept, beside the stolen one). The highest version seen (the attempt's manifest
+    /// sets it again) and the clock floor (a thief could re-sign the installed version dated far
+    /// ahead) always; a held-back version when every key that signed it is removed (a thief's
+    /// version 1,000,000,000 rolled back from); with nothing installed, the floor a forgotten
+    /// version left (one that could not be served may have been the thief's).
+    private func revoked(by root: RootMetadata, installed: InstalledVersion?, state: inout SyncState) {
+        state.highestVersionSeen = nil
+        state.clockFloor = root.created.rfc3339
+        let kept = Set(root.signingKeys.map(\.keyID.description))
+        if let held = state.heldBackVersion, let signers = state.heldBackSigners, !signers.isEmpty,
+           signers.allSatisfy({ !kept.contains($0) }) {
+            state.liftHold()
+            logger.notice("root \(root.version) revokes every key that signed version \(held): it is no longer held back")
+        }
+        if installed == nil, let forgotten = state.forgottenVersion {
+            (state.forgottenVersion, state.forgottenStateRoot) = (nil, nil)
+            Self.resetFloors(&state, to: root)
+            logger.notice("root \(root.version) revokes a signing key: version \(forgotten), which could not be served, is no longer the rollback floor")
+        }
     }
 
     /// Enters recovery when the installed version is signed by no signing key of `root`, and
@@ -90,7 +106,8 @@ extension Syncer {
     /// held-back version, and the clock floor (to `root`'s `created`: the thief may have dated
     /// that version years ahead).
     private static func resetFloors(_ state: inout SyncState, to root: RootMetadata) {
-        (state.highestVersionSeen, state.heldBackVersion) = (nil, nil)
+        state.highestVersionSeen = nil
+        state.liftHold()
         state.clockFloor = root.created.rfc3339
     }
 

@@ -302,6 +302,20 @@ public actor Syncer {
         return .failed(error)
     }
 
+    /// A manifest refused for its signatures that names, unverified, a version of `channel` not
+    /// above the installed one: an older copy (a stick written before a key rotation, left
+    /// plugged in), which would be refused as a rollback even if it verified. Said as such, so
+    /// that it is that source's health and not the attempt's failure (`notNews`); nil for any
+    /// other refusal. Not while recovering: the installed version is then no floor.
+    static func olderCopy(_ bytes: [UInt8], refused: SyncError, channel: String, installed: InstalledVersion?) -> SyncError? {
+        let signatures: [CoreError.Code] = [.keyRevoked, .thresholdNotMet, .signatureInvalid, .untrustedKey]
+        guard let installed, let code = (refused.cause as? CoreError)?.code, signatures.contains(code),
+              let envelope = try? SignedManifest.decodeEnvelope(bytes), let unverified = try? Manifest(json: envelope.content),
+              unverified.channel == channel, unverified.version <= installed.version else { return nil }
+        return SyncError(.rollback, "the source holds version \(unverified.version), not newer than the installed \(installed.version), signed by no key the device trusts now (\(code.name)): an older copy, such as one written before a key rotation; nothing to install",
+                         cause: refused)
+    }
+
     /// Whether a source's refusal hands its work to another source (a pace cut, a delta it does
     /// not hold): not its failure, and it is asked again after the others.
     static func handedOver(_ error: SyncError) -> Bool {
@@ -381,7 +395,12 @@ public actor Syncer {
         reached = true
         guard case .fetched(let bytes, let newETag) = fetch else { return (.upToDate(version: installed?.version), nil) }
 
-        let manifest = try verifyManifest(bytes, policy: policy)
+        // Recovery applies only to a device pinned to a root (a key-pinned one has no rotations).
+        let recovering = state.recoveringFrom != nil && configuration.trustedRoot != nil
+        let manifest: Manifest
+        do { manifest = try verifyManifest(bytes, policy: policy) } catch {
+            throw recovering ? error : Self.olderCopy(bytes, refused: error, channel: configuration.channel, installed: installed) ?? error
+        }
         if manifest.channel == configuration.channel, manifest.version > (state.highestVersionSeen ?? 0) {
             state.highestVersionSeen = manifest.version
         }
@@ -390,8 +409,6 @@ public actor Syncer {
         // The device has now judged this instant to be at least `expires`: a clock set back later
         // must not make it acceptable again.
         if expired { state.raiseClockFloor(to: manifest.expires) }
-        // Recovery applies only to a device pinned to a root (a key-pinned one has no rotations).
-        let recovering = state.recoveringFrom != nil && configuration.trustedRoot != nil
         let planner = SyncPlanner(channel: configuration.channel, installed: installed.map {
             .init(version: $0.version, stateRoot: $0.stateRoot, dimension: $0.manifest.dimension, modelID: $0.manifest.model.id)
         }, heldBack: state.heldBackVersion, expiredUpdates: configuration.expiredUpdates, recovering: recovering,
@@ -430,7 +447,7 @@ public actor Syncer {
             (installedRows, installedFileCheck) = (contents, nil)
             Self.learnSetHash(of: contents)
             state.setInstalled(version)
-            state.heldBackVersion = nil
+            state.liftHold()
             if expired { state.expiredInstalls = (state.expiredInstalls ?? 0) + 1 }
             // Only what the device installs (or a root it accepts) moves the clock floor: a
             // manifest that is merely verified could be a revoked key's, dated far ahead.
