@@ -180,8 +180,9 @@ struct DiskBudgetTests {
         #expect(try device.query("release notes edition", mode: "dense").version == 4)
     }
 
-    @Test("Given a budget that holds a delta applied in place to the previous version's index but not one applied to a copy of the live index, when the next delta arrives, then it is applied in place and the previous version is not removed first")
-    func inPlaceCountsNoCopy() async throws {
+    @Test("Given a budget that holds a delta applied in place to the previous version's index but not one applied to a copy of the live index, when the next delta arrives, then it is applied in place and the previous version is not removed first; with the kept delta that brings the previous index up torn (a power cut), the copy is counted: the previous version goes first, and the delta is applied to a copy rather than refused after it",
+          arguments: [false, true])
+    func inPlaceCountsNoCopy(keptDeltaTorn: Bool) async throws {
         let data = try TemporaryDirectory.make() + "/device"
         let rig = try await Rig(dataDirectory: data)
         defer { rig.stop() }
@@ -190,15 +191,30 @@ struct DiskBudgetTests {
         try rig.publishNext()
         #expect(try await ProgressTests.syncWait(rig).status == 0)
         rig.device.stop()
-        try #require(FileManager.default.fileExists(atPath: data + "/versions/2/" + DataDirectoryLayout.deltaBlobFile))
+        let kept = data + "/versions/2/" + DataDirectoryLayout.deltaBlobFile
+        try #require(FileManager.default.fileExists(atPath: kept))
         try #require(!FileManager.default.fileExists(atPath: data + "/versions/2/" + DataDirectoryLayout.spareIndexFile))
         #expect(Self.versions(data) == ["1", "2"])
+        if keptDeltaTorn {
+            // Its last byte changed: the size a power cut may leave, not the bytes.
+            let handle = try FileHandle(forUpdating: URL(fileURLWithPath: kept))
+            let end = try handle.seekToEnd() - 1
+            try handle.seek(toOffset: end)
+            let last = try #require(try handle.read(upToCount: 1)?.first)
+            try handle.seek(toOffset: end)
+            try handle.write(contentsOf: [last ^ 0xFF])
+            try handle.close()
+        }
         let version = try rig.publishNext()
 
         // What version 3's delta needs when it copies the live index, and when it moves the
-        // previous one's: the budget lies halfway between, beside what the device holds.
+        // previous one's (counting version 2's kept delta, inflated beside it and applied to
+        // it): the budget lies halfway between, beside what the device holds.
         let manifest = try rig.currentManifest()
         let ref = try #require(manifest.deltas.first { $0.fromVersion == 2 })
+        // Version 2's manifest names the delta from version 1 its folder keeps.
+        let installed = try SignedManifest.decodeEnvelope(Array(Data(contentsOf: URL(fileURLWithPath: data + "/versions/2/manifest.json"))))
+        let keptRef = try #require(try Manifest(json: installed.content).deltas.first { $0.fromVersion == 1 })
         let live = try #require(try FileManager.default.attributesOfItem(
             atPath: data + "/versions/2/" + DataDirectoryLayout.indexFile)[.size] as? Int)
         func estimate(copying: Int) -> Int64 {
@@ -206,13 +222,20 @@ struct DiskBudgetTests {
                                       rowsBytes: SyncPlanner.rowsBytes(path: .delta(ref), chunks: manifest.chunkCount, dimension: manifest.dimension),
                                       missingModelBytes: 0, margin: 0)
         }
-        let budget = Self.content(data) + (estimate(copying: 0) + estimate(copying: live)) / 2
+        let budget = Self.content(data) + (estimate(copying: 2 * keptRef.uncompressedSize) + estimate(copying: live)) / 2
         let device = try await Self.syncUnderBudget(rig, name: "in-place", budget: budget, data: data, serving: 2)
         defer { device.stop() }
         #expect(try device.query("release notes edition", mode: "lexical").version == version)
-        #expect(device.log.contains("cairn.sync.path=delta-in-place"), "\(device.log)")
-        #expect(!device.log.contains("removed previous version"), "\(device.log)")
-        #expect(device.syncStatus["previous_dropped"] is NSNull || device.syncStatus["previous_dropped"] == nil)
+        let log = device.log
+        if keptDeltaTorn {
+            #expect(log.contains("removed previous version 1 to make room for version \(version)"), "\(log)")
+            #expect(log.contains("cairn.sync.path=delta-on-copy") && !log.contains("falling back to the full snapshot"), "\(log)")
+            #expect(device.syncStatus["previous_dropped"] as? Int == 1)
+        } else {
+            #expect(log.contains("cairn.sync.path=delta-in-place"), "\(log)")
+            #expect(!log.contains("removed previous version"), "\(log)")
+            #expect(device.syncStatus["previous_dropped"] is NSNull || device.syncStatus["previous_dropped"] == nil)
+        }
         #expect(Self.content(data) <= budget)
     }
 

@@ -1,4 +1,5 @@
 import CairnCore
+import CairnIndex
 import CairnStore
 import CairnThreads
 import Foundation
@@ -169,17 +170,33 @@ extension Syncer {
     }
 
     /// The bytes an install along `path` adds beside the live version, plus `margin`. A delta
-    /// counts a copy of the live index, unless it will move a file instead: the installed
-    /// version's spare, or the previous version's index brought up to date by the kept delta.
-    /// (Counting that copy anyway made a tight device drop its previous version, and with it
-    /// the file to apply in place, and copy the whole index for every delta.)
+    /// counts a copy of the live index, unless it will move a file instead (`willReuse`): the
+    /// installed version's spare, or the previous version's index brought up to date by the kept
+    /// delta, whose inflated scratch copy and growth of the file count instead. (Counting that
+    /// copy anyway made a tight device drop its previous version, and with it the file to apply
+    /// in place, and copy the whole index for every delta.)
     func installBytes(manifest: Manifest, path: SyncPlanner.Path, installed: InstalledVersion?, margin: Int64) -> Int64 {
-        let copied: Int64 = if case .delta = path, let installed, reusableFile(installed: installed) != nil { 0 } else {
+        let reused = installed.flatMap { installed in
+            reusableFile(installed: installed).flatMap { willReuse($0, installed: installed) ? $0 : nil }
+        }
+        let copied: Int64 = if case .delta = path, let reused { 2 * Int64(reused.catchUp?.ref.uncompressedSize ?? 0) } else {
             installed.map { Downloader.fileSize($0.indexPath) } ?? 0
         }
         return SyncPlanner.requiredBytes(path: path, alreadyStaged: stagedBytes(path), currentIndexSize: copied,
                                   rowsBytes: SyncPlanner.rowsBytes(path: path, chunks: manifest.chunkCount, dimension: manifest.dimension),
                                   missingModelBytes: missingModelBytes(manifest), margin: margin)
+    }
+
+    /// Whether a delta will bring `file` up in place, as `IndexBuilder.applyDelta` decides, and
+    /// not copy the live index: the file is not open, and the previous version's file has its
+    /// kept delta whole (it is kept without an fsync: a power cut may tear it) and the installed
+    /// rows to check the new delta against first. Else the copy must be counted, or a tight disk
+    /// keeps the previous version and fails `disk_full` copying, at every attempt.
+    func willReuse(_ file: IndexBuilder.ReusableFile, installed: InstalledVersion) -> Bool {
+        guard !Database.isOpenImmutable(file.path) else { return false }
+        guard let kept = file.catchUp else { return true }
+        guard let rows = installedRows, rows.meta.version == installed.version, rows.meta.stateRoot == installed.stateRoot else { return false }
+        return (try? FileSystem.sha256(of: kept.blob))?.id == kept.ref.sha256
     }
 
     /// Makes room for an install beside the live version (protocol/data-directory.md, "Disk"):
