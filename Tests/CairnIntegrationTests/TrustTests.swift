@@ -94,6 +94,29 @@ struct TrustTests {
         return forged
     }
 
+    /// Makes `file` the manifest `w` serves.
+    static func serve(_ w: Workspace, _ file: String) throws {
+        try FileManager.default.removeItem(atPath: w.manifestPath)
+        try FileManager.default.copyItem(atPath: file, toPath: w.manifestPath)
+    }
+
+    /// A thief's version `version` (`forged`) signed with the stolen key `key` and served; returns
+    /// once `device` serves it.
+    static func thiefInstalls(_ w: Workspace, _ device: DeviceProcess, version: Int, key: String) async throws {
+        let forged = try await Self.forged(w, version: version)
+        try w.server(["sign", "--manifest", forged, "--key", key])
+        try serve(w, forged)
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(version)
+    }
+
+    /// The `created` of the repository's root `version`.
+    static func rootCreated(_ w: Workspace, _ version: Int) -> String? {
+        let data = FileManager.default.contents(atPath: w.repo + "/root/\(version).root.json")
+        let envelope = data.flatMap { try? JSONSerialization.jsonObject(with: $0) } as? [String: Any]
+        return (envelope?["root"] as? [String: Any])?["created"] as? String
+    }
+
     static func trust(_ device: DeviceProcess) -> [String: Any] { device.status()["trust"] as? [String: Any] ?? [:] }
 
     /// Asks for a sync and waits until an attempt that started after the request ended with
@@ -223,12 +246,7 @@ struct TrustTests {
 
         // The thief signs version `thief` of the same chunks with the stolen key (its snapshot's
         // meta says so, as a publish would write it); the device takes it.
-        let forged = try await Self.forged(w, version: thief)
-        try w.server(["sign", "--manifest", forged, "--key", s1])
-        try FileManager.default.removeItem(atPath: w.manifestPath)
-        try FileManager.default.copyItem(atPath: forged, toPath: w.manifestPath)
-        #expect(try device.cairn(["sync"]).status == 0)
-        try await device.waitForVersion(thief)
+        try await Self.thiefInstalls(w, device, version: thief, key: s1)
 
         // The publisher revokes key 1 (root 2 adds key 2) and restores its own manifest, which
         // key 1 signed too: it no longer counts either.
@@ -268,25 +286,17 @@ struct TrustTests {
         let genuine = try Data(contentsOf: URL(fileURLWithPath: w.manifestPath))
         let (server, device) = try await Self.servedDevice(w, pinned: pinned)
         defer { stopProcess(server); device.stop() }
-        func serve(_ file: String) throws {
-            try FileManager.default.removeItem(atPath: w.manifestPath)
-            try FileManager.default.copyItem(atPath: file, toPath: w.manifestPath)
-        }
 
         // The thief's version 1,000,000,000, signed with key 1 alone: installed, then rolled back
         // from (version 1 signed by both keys, so the rollback is allowed).
         let thief = 1_000_000_000
-        let forged = try await Self.forged(w, version: thief)
-        try w.server(["sign", "--manifest", forged, "--key", s1])
-        try serve(forged)
-        #expect(try device.cairn(["sync"]).status == 0)
-        try await device.waitForVersion(thief)
+        try await Self.thiefInstalls(w, device, version: thief, key: s1)
         let rollback = try device.cairn(["rollback"])
         try #require(rollback.status == 0, "\(rollback.error)")
         try #require(device.state["held_back_version"] as? Int == thief)
         // Then version 1 re-signed with key 1, dated in 9999: found installed, it raises the floor.
         try genuine.write(to: URL(fileURLWithPath: w.manifestPath))
-        try serve(try Self.redated(w, created: "9999-12-30T00:00:00Z", expires: "9999-12-31T00:00:00Z", key: s1,
+        try Self.serve(w, try Self.redated(w, created: "9999-12-30T00:00:00Z", expires: "9999-12-31T00:00:00Z", key: s1,
                                    to: w.folder + "/redated.json"))
         _ = try device.cairn(["sync"])
         try await waitUntil("the clock floor reaches 9999", seconds: 60) { (device.state["clock_floor"] as? String)?.hasPrefix("9999") == true }
@@ -329,6 +339,32 @@ struct TrustTests {
         let health = sources.first { ($0["url"] as? String)?.hasPrefix("file://") == true }
         #expect((health?["last_error"] as? String)?.hasPrefix("rollback: the source holds version 1, not newer than the installed 2") == true,
                 "\(sources)")
+    }
+
+    @Test("Given a device recovering from a stolen key's version after root 2 revoked that key, when a stale mirror serves a version the publisher signed with the key it kept but made before the rotation, then it is refused as a rollback and the device keeps recovering; the publisher's version made since installs")
+    func staleMirrorWhileRecovering() async throws {
+        let (w, r, s1, s2, pinned) = try Self.rooted(bothSign: true)
+        let (server, device) = try await Self.servedDevice(w, pinned: pinned)
+        defer { stopProcess(server); device.stop() }
+        // Version 2, signed with key 2 alone, is what a mirror still holds after the rotation.
+        try w.publish(Workspace.version2, keys: [s2])
+        let stale = w.folder + "/stale-v2.json"
+        try FileManager.default.copyItem(atPath: w.manifestPath, toPath: stale)
+        let thief = 1_000_000_000
+        try await Self.thiefInstalls(w, device, version: thief, key: s1)
+
+        try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--remove-signing-key", Self.pub(s1)])
+        try Self.serve(w, stale)
+        let line = try await Self.waitForError(device, "rollback")
+        #expect(line.contains("version 2 was made at") && line.contains("before the rotation"), "\(line)")
+        #expect(device.status()["version"] as? Int == thief)
+        #expect(Self.trust(device)["recovering"] as? Bool == true)
+        #expect(device.state["recovering_since"] as? String == Self.rootCreated(w, 2), "\(device.state)")
+
+        try w.publish(Self.version3, keys: [s2])
+        #expect(try device.cairn(["sync"]).status == 0)
+        try await device.waitForVersion(3)
+        #expect(Self.trust(device)["recovering"] as? Bool == false && device.state["recovering_since"] == nil)
     }
 
     @Test("Given a root not signed by the old threshold, a root older than the trusted one, and a forged step in the middle of a chain, then each is refused with one line and the old version keeps serving")

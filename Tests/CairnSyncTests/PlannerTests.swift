@@ -108,6 +108,28 @@ struct PlannerTests {
         #expect([lower.version, held.version, sameNumber.version] == [2, 9, 4])
     }
 
+    @Test("Given recovery since a rotation, then a manifest made before it is refused as a rollback, even numbered above the installed version; one made since installs, expired too unless expired_updates = refuse")
+    func recoveringSinceARotation() {
+        let made = Timestamp(secondsSince1970: 1_000_000_000)!
+        let after = SyncPlanner(channel: "stable", installed: installed, recovering: true, recoveringSince: Timestamp(secondsSince1970: 1_000_000_001)!)
+        guard case .refuse(let stale) = after.decide(Self.manifest(version: 5), now: now) else {
+            Issue.record("a manifest made before the rotation installed while recovering"); return
+        }
+        #expect(stale.code == .rollback && stale.message.contains("before the rotation"), "\(stale.message)")
+        let since = SyncPlanner(channel: "stable", installed: installed, recovering: true, recoveringSince: made)
+        guard case .install(let lower, _) = since.decide(Self.manifest(version: 2), now: now),
+              case .install(let expired, _) = since.decide(Self.manifest(version: 5, expires: 1_200_000_000), now: now) else {
+            Issue.record("a manifest made since the rotation, expired or not, did not install while recovering"); return
+        }
+        #expect([lower.version, expired.version] == [2, 5])
+        var refusing = since
+        refusing.expiredUpdates = .refuse
+        guard case .refuse(let refused) = refusing.decide(Self.manifest(version: 5, expires: 1_200_000_000), now: now) else {
+            Issue.record("expired_updates = refuse installed an expired manifest"); return
+        }
+        #expect(refused.code == .expired && refused.message.contains("(expired_updates = refuse)"))
+    }
+
     @Test("Given deltas from the installed version, then the cheapest matching one is chosen, else the full snapshot")
     func pathChoice() {
         let planner = SyncPlanner(channel: "stable", installed: installed)

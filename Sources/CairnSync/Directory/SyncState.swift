@@ -57,6 +57,9 @@ public struct SyncState: Codable, Sendable, Equatable {
     /// The installed version that no signing key of the trusted root signed: its rollback floor
     /// is lifted until a version installs (protocol/root.md, "fast-forward recovery").
     public var recoveringFrom: Int?
+    /// While recovering: the `created` of the first root under which the installed version
+    /// stopped counting. A manifest made before it is refused (a stale mirror's).
+    public var recoveringSince: String?
     /// Expired-but-newer manifests installed under `expired_updates = install`.
     public var expiredInstalls: Int?
     /// The previous version removed to make room for an install (`max_disk_bytes` or a full
@@ -76,10 +79,14 @@ public struct SyncState: Codable, Sendable, Equatable {
         case lastSuccess = "last_success", lastCheck = "last_check", lastError = "last_error"
         case highestVersionSeen = "highest_version_seen", heldBackVersion = "held_back_version"
         case heldBackSigners = "held_back_signers", attempts, sources
-        case clockFloor = "clock_floor", recoveringFrom = "recovering_from", expiredInstalls = "expired_installs"
+        case clockFloor = "clock_floor", recoveringFrom = "recovering_from", recoveringSince = "recovering_since"
+        case expiredInstalls = "expired_installs"
         case previousDropped = "previous_dropped"
         case forgottenVersion = "forgotten_version", forgottenStateRoot = "forgotten_state_root"
     }
+
+    /// Ends fast-forward recovery.
+    mutating func endRecovery() { (recoveringFrom, recoveringSince) = (nil, nil) }
 
     /// Forgets the held-back version and its signers.
     mutating func liftHold() { (heldBackVersion, heldBackSigners) = (nil, nil) }

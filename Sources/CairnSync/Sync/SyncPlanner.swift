@@ -54,23 +54,28 @@ public struct SyncPlanner: Sendable {
     /// Fast-forward recovery (protocol/root.md): the installed version was signed only by revoked
     /// keys, so neither it nor a held-back version is a floor.
     public var recovering: Bool
+    /// While recovering: only a manifest made since this instant (the first root under which
+    /// the installed version stopped counting) replaces it; an older one is a stale mirror's.
+    public var recoveringSince: Timestamp?
     /// While nothing is installed: the version that was, until it could not be served
     /// (`forgotten_version`); only it (same state root) or a newer one installs.
     public var forgotten: (version: Int, stateRoot: ContentID?)?
 
     public init(channel: String, installed: Installed?, heldBack: Int? = nil, expiredUpdates: ExpiredUpdatePolicy = .install,
-                recovering: Bool = false, forgotten: (version: Int, stateRoot: ContentID?)? = nil) {
+                recovering: Bool = false, recoveringSince: Timestamp? = nil, forgotten: (version: Int, stateRoot: ContentID?)? = nil) {
         self.channel = channel
         self.installed = installed
         self.heldBack = heldBack
         self.expiredUpdates = expiredUpdates
         self.recovering = recovering
+        self.recoveringSince = recoveringSince
         self.forgotten = forgotten
     }
 
     /// Checks, in order: format, channel, version (equal: up to date; lower: rollback; not above
     /// a held-back version: skipped; while recovering only an equal version with the same state
-    /// root counts; with nothing installed, lower than a forgotten version: rollback), expiry at
+    /// root counts, and one made before `recoveringSince` is a rollback; with nothing installed,
+    /// lower than a forgotten version: rollback), expiry at
     /// `now` (refused only under `expiredUpdates == .refuse`), then chooses the cheapest path: a
     /// delta from exactly the installed version and state root with the same model, when smaller
     /// than the full snapshot.
@@ -83,6 +88,9 @@ public struct SyncPlanner: Sendable {
         }
         if let installed, recovering {
             if manifest.version == installed.version, manifest.stateRoot == installed.stateRoot { return .upToDate }
+            if let since = recoveringSince, manifest.created < since {
+                return .refuse(SyncError(.rollback, "the manifest's version \(manifest.version) was made at \(manifest.created), before the rotation (\(since)) that revoked the keys of the installed version \(installed.version); only a version made since replaces it"))
+            }
         } else if let installed {
             if manifest.version == installed.version {
                 guard manifest.stateRoot == installed.stateRoot else {
@@ -106,9 +114,9 @@ public struct SyncPlanner: Sendable {
         if let heldBack, !recovering, installed != nil, manifest.version <= heldBack {
             return .heldBack
         }
-        // While recovering, the version floor is gone: an expired manifest is refused whatever the
-        // policy, so a mirror cannot hand a recovering device an old one.
-        guard !(manifest.isExpired(at: now) && (expiredUpdates == .refuse || recovering)) else {
+        // While recovering the version floor is gone, and the `created` bound above stands in
+        // for it: expiry follows the policy, so a stick made since the rotation still serves.
+        guard !(manifest.isExpired(at: now) && expiredUpdates == .refuse) else {
             return .refuse(SyncError(.expired, "manifest version \(manifest.version) expired at \(manifest.expires); refused (expired_updates = refuse), the installed version keeps serving"))
         }
         return .install(manifest, path(for: manifest))

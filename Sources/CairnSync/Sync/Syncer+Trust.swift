@@ -48,7 +48,7 @@ extension Syncer {
         }
         let current = chain.current
         // Recovery first: it resets a clock floor that a revoked key's version may have raised.
-        noteRecovery(installed: installed, root: current, state: &state)
+        noteRecovery(installed: installed, chain: chain, state: &state)
         // The pinned root and the roots re-verified at start-up count too.
         state.raiseClockFloor(to: current.created)
         if current.isExpired(at: state.effectiveNow(now())) {
@@ -82,24 +82,32 @@ extension Syncer {
         }
     }
 
-    /// Enters recovery when the installed version is signed by no signing key of `root`, and
-    /// leaves it when it is (checked at every attempt). Entering resets the version floors and the
-    /// clock floor (to the root's `created`): what a revoked key signed may have raised them.
-    private func noteRecovery(installed: InstalledVersion?, root: RootMetadata, state: inout SyncState) {
+    /// Enters recovery when the installed version is signed by no signing key of the chain's
+    /// current root, and leaves it when it is (checked at every attempt). Entering resets the
+    /// version floors and the clock floor (to the root's `created`: what a revoked key signed
+    /// may have raised them), and records since when a manifest must be made to replace it: the
+    /// `created` of the first root under which the installed version stopped counting.
+    private func noteRecovery(installed: InstalledVersion?, chain: TrustChain, state: inout SyncState) {
         guard let installed, let bytes = try? FileSystem.read(installed.manifestPath),
               let envelope = try? SignedManifest.decodeEnvelope(bytes) else { return }
-        let counts = !envelope.validSigners(among: root.signingKeys, domain: SignedManifest.domain).isEmpty
-        if counts {
+        func counts(_ root: RootMetadata) -> Bool {
+            !envelope.validSigners(among: root.signingKeys, domain: SignedManifest.domain).isEmpty
+        }
+        let root = chain.current
+        if counts(root) {
             if state.recoveringFrom != nil {
                 logger.notice("no longer recovering: installed version \(installed.version) is signed by a signing key of root \(root.version)")
-                state.recoveringFrom = nil
+                state.endRecovery()
             }
             return
         }
+        let stopped = chain.roots.lastIndex(where: counts).map { $0 + 1 } ?? 0
+        // Also for a recovery a cairnd before 2026-12-06 began, which did not record it.
+        if state.recoveringSince == nil { state.recoveringSince = chain.roots[stopped].created.rfc3339 }
         guard state.recoveringFrom == nil else { return }
         state.recoveringFrom = installed.version
         Self.resetFloors(&state, to: root)
-        logger.warning("recovering: installed version \(installed.version) is signed only by keys that root \(root.version) revoked; the publisher's next version installs whatever its number")
+        logger.warning("recovering: installed version \(installed.version) is signed only by keys that root \(root.version) revoked; the publisher's next version made since root \(chain.roots[stopped].version) installs whatever its number")
     }
 
     /// Resets the floors a revoked key's version may have raised: the highest version seen, a

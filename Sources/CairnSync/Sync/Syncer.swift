@@ -412,6 +412,7 @@ public actor Syncer {
         let planner = SyncPlanner(channel: configuration.channel, installed: installed.map {
             .init(version: $0.version, stateRoot: $0.stateRoot, dimension: $0.manifest.dimension, modelID: $0.manifest.model.id)
         }, heldBack: state.heldBackVersion, expiredUpdates: configuration.expiredUpdates, recovering: recovering,
+           recoveringSince: recovering ? state.recoveringSince.flatMap { Timestamp(rfc3339: $0) } : nil,
            forgotten: state.forgotten)
         switch planner.decide(manifest, now: now) {
         case .upToDate:
@@ -454,7 +455,7 @@ public actor Syncer {
             state.raiseClockFloor(to: manifest.created)
             if recovering {
                 logger.notice("recovered: version \(version.version) replaces version \(state.recoveringFrom ?? 0), which only revoked keys signed")
-                state.recoveringFrom = nil
+                state.endRecovery()
             }
             state.withSource(source) { $0.etag = newETag }
             return (.installed(version), contents)
