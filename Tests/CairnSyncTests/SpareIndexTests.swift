@@ -106,6 +106,24 @@ struct SpareIndexTests {
         #expect(!FileSystem.exists(Self.spare(device, 1)))
     }
 
+    @Test("Given a spare removed to make room for a full snapshot, when the snapshot then fails its hash, then the spare is not copied again after the attempt (status: declined), so the next attempt does not remove a fresh copy")
+    func spareNotCopiedAgainAfterAFailedSnapshot() async throws {
+        let repo = try RepoFixture(withModel: false)
+        let path = try TemporaryDirectory.make()
+        try await Self.installedInFull([1], repo: repo, path: path)
+        let v2 = try repo.publish(version: 2, chunks: InPlaceDeltaTests.chunks(version: 2))
+        let budget = try Self.budgetWithoutSpare(of: 1, for: v2, repo: repo, path: path).budget
+        let blob = repo.root + "/blobs/sha256/" + String(v2.snapshot.sha256.hex.prefix(2)) + "/" + v2.snapshot.sha256.hex
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: blob))
+        bytes[bytes.count / 2] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: blob))
+        let device = try Device(repo: repo, sources: [repo.url], path: path, spareIndexMinimumBytes: 0, maxDiskBytes: budget)
+        #expect(await device.syncer.syncOnce().errorCode == "hash_mismatch")
+        await device.syncer.spareFinished()
+        #expect(!FileSystem.exists(Self.spare(device, 1)))
+        #expect(device.syncer.spareState(of: device.directory.installed()) == .declined)
+    }
+
     @Test("Given a spare and a previous version, when a full snapshot fits max_disk_bytes once either is gone, then the spare goes and the previous version is kept for rollback")
     func spareGoesBeforeThePrevious() async throws {
         let repo = try RepoFixture(withModel: false)

@@ -238,6 +238,10 @@ extension Syncer {
         }
         // A delta would move the spare rather than copy the live index: removing it frees no room.
         if overBudget || diskShort, case .full = path, let installed, unlink(spare(of: installed)) == 0 {
+            // Not made again after this attempt, should the snapshot fail (a source down, a
+            // corrupt blob): the next attempt would remove it again, a whole index copied for
+            // nothing at each back-off. A version installing ends it.
+            spareDeclined.withLock { $0 = installed.version }
             logger.notice("removed the spare copy of version \(installed.version)'s index to make room for version \(manifest.version)")
             measure()
         }
