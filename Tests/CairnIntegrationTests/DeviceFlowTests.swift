@@ -54,6 +54,24 @@ struct DeviceFlowTests {
         #expect(offline.version == 2 && offline.ids.first == "radio" && !offline.online)
     }
 
+    @Test("Given a stick with version 1 listed before an origin with version 2, when a new device syncs once, then it installs the stick's version, asks the origin at once rather than after the poll interval, and serves version 2")
+    func newerSourceAskedAfterAnInstall() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Self.version1)
+        let stick = workspace.folder + "/stick"
+        try FileManager.default.copyItem(atPath: workspace.repo, toPath: stick)
+        try workspace.publish(Self.version2)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        // An hour between polls: only the attempt right after the stick's install reaches 2.
+        let device = try DeviceProcess(workspace, sources: ["file://" + stick, url])
+        defer { device.stop() }
+        try await device.waitForVersion(2)
+        let log = device.log
+        #expect(log.contains("cairn.sync.version=1 [CairnSync] installed version") && log.contains("asking the others now"), "\(log)")
+        #expect(device.syncStatus["last_outcome"] as? String == "installed")
+    }
+
     @Test("Given a device serving version 1, when its mapped rows file is cut short under it, then the next query stops cairnd by SIGBUS with one line naming the file and records it, and a restart removes that file (a bad sector would stop it again), writes it anew and serves version 1 again")
     func failedReadOfMappedFileNamesIt() async throws {
         let workspace = try Workspace()

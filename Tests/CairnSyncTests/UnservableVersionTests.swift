@@ -45,6 +45,22 @@ struct UnservableVersionTests {
         return (repo, refusing, device)
     }
 
+    @Test("Given two sources, when the first installs a version the daemon cannot serve, then the attempt does not say it installed before asking every source (the service would ask again at once, without back-off, for ever); a version it can serve does")
+    func unservedInstallAsksNoOneAtOnce() async throws {
+        let repo = try RepoFixture(withModel: false)
+        let refusing = Refusing()
+        refusing.versions.withLock { $0 = [1] }
+        let unreachable = "http://127.0.0.1:9/repo"
+        let device = try Device(repo: repo, sources: [repo.url, unreachable],
+                                onInstalled: { version, _ throws(SyncError) in try refusing.open(version) })
+        try repo.publish(version: 1)
+        #expect(await device.syncer.syncOnce().errorCode == "install_failed")
+        #expect(await device.syncer.installedBeforeAskingAll == false)
+        refusing.versions.withLock { $0 = [] }
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        #expect(await device.syncer.installedBeforeAskingAll == true)
+    }
+
     @Test("Given versions 1 then 2 installed, when version 3 installs but cannot be served, then the attempt fails saying so, current points at version 2 again, version 3's folder is gone, and a later attempt installs it")
     func installNotServed() async throws {
         let (repo, refusing, device) = try await Self.deviceOnVersion2()

@@ -2,7 +2,8 @@ public import Logging
 public import ServiceLifecycle
 
 /// The poll loop as a `Service`: sync at start, then after each poll interval (±10 % jitter), or
-/// sooner after failures (exponential back-off), or at once when `requestSync()` is called. The
+/// sooner after failures (exponential back-off), or at once when `requestSync()` is called or
+/// an attempt installed a version before asking every source. The
 /// executable calls `requestSync()` on SIGHUP and from the socket's "sync now". Waits use the
 /// injected clock; graceful shutdown cancels the loop (an interrupted download resumes later).
 public final class SyncService: Service, Sendable {
@@ -83,7 +84,12 @@ public final class SyncService: Service, Sendable {
             onStatus(Self.statusLine(outcome, serving: Serving(syncer.servedVersion)))
             onAttempt(outcome.label, await syncer.lastInstallPath, await syncer.lastAttemptStats.totalBytes)
             let succeeded = if case .failed = outcome { false } else { true }
-            let delay = schedule.next(succeeded: succeeded, using: &random)
+            var delay = schedule.next(succeeded: succeeded, using: &random)
+            // Installed from a source before others were asked: one of them may be newer still.
+            if case .installed = outcome, await syncer.installedBeforeAskingAll {
+                logger.info("installed before every source was asked; asking the others now")
+                delay = .zero
+            }
             logger.debug("next sync", metadata: ["cairn.sync.delay_seconds": "\(delay.components.seconds)"])
             await waitForTrigger(orDelay: delay)
         }

@@ -45,6 +45,10 @@ public actor Syncer {
     public internal(set) var lastAttemptStats = TransferStats()
     /// How the last attempt installed (`delta` or `full`), nil when it installed nothing.
     public internal(set) var lastInstallPath: String?
+    /// Whether the last attempt installed a version from a source before others it did not ask:
+    /// one of those may hold a newer version still (a stick's older one installed first), and
+    /// the service asks again at once rather than after the poll interval.
+    public internal(set) var installedBeforeAskingAll = false
     /// What the last install by delta was checked by (`set_hash`, `state_root` or
     /// `transaction`; protocol/snapshot.md, "Verification after a delta"), nil after a full one.
     public internal(set) var lastDeltaCheck: String?
@@ -175,14 +179,16 @@ public actor Syncer {
     /// `mismatchDemotion`: else each new version cost a whole download from it before the next
     /// source was asked (its answering "up to date" meanwhile does not lift it).
     static func order(_ sources: [String], state: SyncState, now: Date) -> [String] {
-        func demoted(_ url: String) -> Bool {
-            guard let failed = state.source(url)?.lastHashMismatch.flatMap({ Timestamp(rfc3339: $0) }) else { return false }
-            // A stamp ahead of the clock (written while it ran ahead, since set back) is stale:
-            // else the source would go last until the clock caught up, years maybe.
-            let age = now.timeIntervalSince1970 - Double(failed.secondsSince1970)
-            return age >= 0 && age < mismatchDemotion
-        }
-        return sources.filter { !demoted($0) } + sources.filter(demoted)
+        sources.filter { !isDemoted($0, state: state, now: now) } + sources.filter { isDemoted($0, state: state, now: now) }
+    }
+
+    /// Whether `url` served a blob failing its hash within `mismatchDemotion` of `now`.
+    static func isDemoted(_ url: String, state: SyncState, now: Date) -> Bool {
+        guard let failed = state.source(url)?.lastHashMismatch.flatMap({ Timestamp(rfc3339: $0) }) else { return false }
+        // A stamp ahead of the clock (written while it ran ahead, since set back) is stale:
+        // else the source would go last until the clock caught up, years maybe.
+        let age = now.timeIntervalSince1970 - Double(failed.secondsSince1970)
+        return age >= 0 && age < mismatchDemotion
     }
 
     /// - Parameter unserved: why the installed version could not be opened again before the
@@ -195,6 +201,7 @@ public actor Syncer {
         state.lastAttemptReachedSource = false
         lastAttemptStats = TransferStats()
         lastInstallPath = nil
+        installedBeforeAskingAll = false
         lastDeltaCheck = nil
         var kept: SyncError?
         if configuration.sources.isEmpty { kept = SyncError(.noSource, "no source is configured") }
@@ -257,6 +264,10 @@ public actor Syncer {
                         await fallBack(from: version, state: &state)
                         throw error
                     }
+                    // Once it serves (a version that cannot be served is a failure, backed off
+                    // from). Not for a source demoted for a corrupt blob: it is asked last so as
+                    // not to be asked for every version.
+                    installedBeforeAskingAll = queue[next...].contains { $0 != source && !Self.isDemoted($0, state: state, now: now()) }
                     (timings.state, timings.open) = (opening - persisting, clock.now - opening)
                     logger.info("install timings", metadata: timings.metadata.merging(["cairn.sync.version": "\(version.version)"]) { $1 })
                     await removeUnreferenced()
