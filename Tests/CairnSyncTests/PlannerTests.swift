@@ -108,14 +108,16 @@ struct PlannerTests {
         #expect([lower.version, held.version, sameNumber.version] == [2, 9, 4])
     }
 
-    @Test("Given recovery since a rotation, then a manifest made before it is refused as a rollback, even numbered above the installed version; one made since installs, expired too unless expired_updates = refuse")
+    @Test("Given recovery since a rotation, then a manifest not above the installed version made before it is refused as a rollback, one above it installs (a routine rotation's next version), and one made since installs whatever its number, expired too unless expired_updates = refuse")
     func recoveringSinceARotation() {
         let made = Timestamp(secondsSince1970: 1_000_000_000)!
         let after = SyncPlanner(channel: "stable", installed: installed, recovering: true, recoveringSince: Timestamp(secondsSince1970: 1_000_000_001)!)
-        guard case .refuse(let stale) = after.decide(Self.manifest(version: 5), now: now) else {
-            Issue.record("a manifest made before the rotation installed while recovering"); return
+        guard case .refuse(let stale) = after.decide(Self.manifest(version: 3), now: now),
+              case .install(let newer, _) = after.decide(Self.manifest(version: 5), now: now) else {
+            Issue.record("a lower manifest made before the rotation installed, or a higher one did not, while recovering"); return
         }
         #expect(stale.code == .rollback && stale.message.contains("before the rotation"), "\(stale.message)")
+        #expect(newer.version == 5)
         let since = SyncPlanner(channel: "stable", installed: installed, recovering: true, recoveringSince: made)
         guard case .install(let lower, _) = since.decide(Self.manifest(version: 2), now: now),
               case .install(let expired, _) = since.decide(Self.manifest(version: 5, expires: 1_200_000_000), now: now) else {

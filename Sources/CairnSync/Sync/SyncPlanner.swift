@@ -54,8 +54,9 @@ public struct SyncPlanner: Sendable {
     /// Fast-forward recovery (protocol/root.md): the installed version was signed only by revoked
     /// keys, so neither it nor a held-back version is a floor.
     public var recovering: Bool
-    /// While recovering: only a manifest made since this instant (the first root under which
-    /// the installed version stopped counting) replaces it; an older one is a stale mirror's.
+    /// While recovering: a manifest not above the installed version replaces it only if made
+    /// since this instant (the first root under which the installed version stopped counting);
+    /// an older one is a stale mirror's.
     public var recoveringSince: Timestamp?
     /// While nothing is installed: the version that was, until it could not be served
     /// (`forgotten_version`); only it (same state root) or a newer one installs.
@@ -74,7 +75,7 @@ public struct SyncPlanner: Sendable {
 
     /// Checks, in order: format, channel, version (equal: up to date; lower: rollback; not above
     /// a held-back version: skipped; while recovering only an equal version with the same state
-    /// root counts, and one made before `recoveringSince` is a rollback; with nothing installed,
+    /// root counts, and one not above it made before `recoveringSince` is a rollback; with nothing installed,
     /// lower than a forgotten version: rollback), expiry at
     /// `now` (refused only under `expiredUpdates == .refuse`), then chooses the cheapest path: a
     /// delta from exactly the installed version and state root with the same model, when smaller
@@ -88,8 +89,12 @@ public struct SyncPlanner: Sendable {
         }
         if let installed, recovering {
             if manifest.version == installed.version, manifest.stateRoot == installed.stateRoot { return .upToDate }
-            if let since = recoveringSince, manifest.created < since {
-                return .refuse(SyncError(.rollback, "the manifest's version \(manifest.version) was made at \(manifest.created), before the rotation (\(since)) that revoked the keys of the installed version \(installed.version); only a version made since replaces it"))
+            // Above the installed version it is progress, as at any time (a device offline
+            // through a routine rotation, a version signed by the old and new keys before the
+            // old key went). At or below it (the installed version may be a thief's, numbered
+            // anything) only one made since the revocation.
+            if let since = recoveringSince, manifest.created < since, manifest.version <= installed.version {
+                return .refuse(SyncError(.rollback, "the manifest's version \(manifest.version) is not above the installed \(installed.version) and was made at \(manifest.created), before the rotation (\(since)) that revoked the installed version's keys; only a newer version, or one made since, replaces it"))
             }
         } else if let installed {
             if manifest.version == installed.version {
