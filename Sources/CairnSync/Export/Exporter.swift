@@ -378,7 +378,7 @@ public enum ExportRoom {
     }
 
     /// `bad_path` when this process may not enter or write into `target`'s nearest existing
-    /// folder (EACCES, EPERM), naming that folder and the user; nil otherwise, also for
+    /// folder (EACCES), naming that folder and the user; nil otherwise, also for
     /// errors the write itself reports better (a read-only stick, a file that is not a folder).
     public static func accessProblem(target: String) -> SyncError? {
         var probe = (target as NSString).standardizingPath
@@ -388,8 +388,10 @@ public enum ExportRoom {
             probe = (probe as NSString).deletingLastPathComponent
         }
         // Something that is not a folder is refused as that, below.
-        guard info.st_mode & S_IFMT == S_IFDIR, faccessat(AT_FDCWD, probe, W_OK | X_OK, AT_EACCESS) != 0,
-              [EACCES, EPERM].contains(errno) else { return nil }
+        // access(2), not faccessat's AT_EACCESS: glibc makes that faccessat2, which an older
+        // container's seccomp profile answers EPERM, and every export would be refused. EACCES
+        // alone: EPERM is an immutable folder, which the write reports as itself.
+        guard info.st_mode & S_IFMT == S_IFDIR, access(probe, W_OK | X_OK) != 0, errno == EACCES else { return nil }
         let user = getpwuid(geteuid()).map { String(cString: $0.pointee.pw_name) } ?? "uid \(geteuid())"
         return SyncError(.badPath, "cairnd (user \(user)) may not write into \(probe) (permission denied), so not into \(target): a desktop mounts a stick for its own user alone (under /media/USER or /run/media/USER); mount it where user \(user) may write, or give that user access to \(probe); nothing was written")
     }
