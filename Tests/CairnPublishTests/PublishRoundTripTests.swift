@@ -380,7 +380,7 @@ struct PublishRoundTripTests {
         return (workspace, rootKey, newKey, second)
     }
 
-    @Test("Given a manifest dated in 9999 that only the key being revoked signed (a thief's, in versions/), when root 2 removes that key, then the rotation is written and dated by the clock, not after the thief's manifest; a manifest a kept key signed a day ahead still dates the root after it")
+    @Test("Given a manifest dated in 9999 that only the key being revoked signed (a thief's, in versions/), when root 2 removes that key, then the rotation and the next version are written and dated by the clock, not after the thief's manifest; a manifest a kept key signed a day ahead still dates the root after it")
     func rotationNotDatedByTheRevokedKey() throws {
         let (workspace, rootKey, newKey, second) = try Self.twoSigningKeys()
         let repository = workspace.repository
@@ -400,6 +400,10 @@ struct PublishRoundTripTests {
         rotation.removeSigningKeys = [workspace.key.publicKey]
         let root2 = try RootPublisher.rotate(repository: repository, signWith: [rootKey], rotation: rotation)
         #expect(root2.created.secondsSince1970 < now + 600, "root 2 created \(root2.created)")
+        // So is the next version, signed with the new key.
+        let next = try workspace.publish(try workspace.writeSource(SampleKB.chunks(count: 7), name: "kb2.json"), signer: newKey)
+        let released = try repository.manifest(at: repository.versionPath("stable", next.version), trustedKeys: [newKey.publicKey])
+        #expect(released.created.secondsSince1970 < now + 600, "version \(next.version) created \(released.created)")
 
         // The rule holds for the keys root 3 keeps: dated after their newest manifest.
         try plant(3, created: now + 86_400, by: second)

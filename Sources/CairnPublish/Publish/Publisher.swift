@@ -115,8 +115,11 @@ public struct Publisher: Sendable {
         try checkKeys(against: trust.current)
         // Dated now, before anything is staged: an --expires-at before this version's creation
         // time (moved past the clock by a newer root or manifest) is refused with nothing written.
-        let created = try creationTime(root: trust.current,
-                                       newest: repository.newestManifestCreated(signedBy: trust.keys + trust.roots.flatMap(\.signingKeys)))
+        // A manifest only keys the newest root revoked signed counts no later than the clock.
+        let known = trust.keys + trust.roots.flatMap(\.signingKeys)
+        let newest = repository.newestManifestCreated(inForce: trust.current?.signingKeys ?? known, others: known,
+                                                      now: Int64(Date().timeIntervalSince1970))
+        let created = try creationTime(root: trust.current, newest: newest.flatMap { Timestamp(secondsSince1970: $0) })
 
         let folder = try ScratchFolder()
         defer { folder.remove() }

@@ -113,6 +113,16 @@ extension Repository {
         }
     }
 
+    /// The newest `created` a new root or manifest is dated after: that of the manifests a key
+    /// `inForce` signed, and, no later than `now`, of those only `others` signed: a revoked key's
+    /// manifest dated ahead of the clock is a thief's, and would date what follows (and every
+    /// device's clock floor) after it; in 9999, nothing could follow it.
+    func newestManifestCreated(inForce: [PublicKey], others: [PublicKey], now: Int64) -> Int64? {
+        let kept = newestManifestCreated(signedBy: inForce)?.secondsSince1970
+        let rest = newestManifestCreated(signedBy: others.filter { !inForce.contains($0) }).map { min($0.secondsSince1970, now) }
+        return [kept, rest].compactMap { $0 }.max()
+    }
+
     /// The newest `created` among every channel's published and staged manifests that one of
     /// `keys` signed (a signature checked, not a threshold: used to date a new root or manifest
     /// after them). A file no key of the repository signed (copied from another repository,

@@ -58,15 +58,12 @@ public enum RootPublisher {
         let rootKeys = current.rootKeys.filter { !rotation.removeRootKeys.contains($0) } + rotation.addRootKeys
         let signingKeys = current.signingKeys.filter { !rotation.removeSigningKeys.contains($0) } + rotation.addSigningKeys
         // Later than the current root and than every manifest, so that the root in force for a
-        // manifest is the newest one created before it. A manifest signed only by keys the new
-        // root does not hold counts no later than the clock: one dated ahead is a thief's (the
-        // key this rotation revokes), and would date the root, and every device's clock floor,
-        // after it (in 9999, the rotation could not be written at all).
-        let known = chain.roots.flatMap(\.signingKeys) + repository.storedKeys()
+        // manifest is the newest one created before it; one signed only by keys the new root
+        // does not hold counts no later than the clock (the key this rotation revokes may be
+        // a thief's: in 9999, the rotation could not be written at all).
         let now = Int64(now.timeIntervalSince1970)
-        let newest = [repository.newestManifestCreated(signedBy: signingKeys)?.secondsSince1970,
-                      repository.newestManifestCreated(signedBy: known.filter { !signingKeys.contains($0) }).map { min($0.secondsSince1970, now) }]
-        let floor = ([current.created.secondsSince1970] + newest.compactMap { $0 }).max()! + 1
+        let newest = repository.newestManifestCreated(inForce: signingKeys, others: chain.roots.flatMap(\.signingKeys) + repository.storedKeys(), now: now)
+        let floor = max(current.created.secondsSince1970, newest ?? 0) + 1
         let created = try timestamp(max(now, floor))
         let next = try make(version: current.version + 1, created: created, expiresDays: rotation.expiresDays,
                             rootKeys: rootKeys, rootThreshold: rotation.rootThreshold ?? min(current.rootThreshold, rootKeys.count),
