@@ -315,6 +315,26 @@ struct TrustTests {
         #expect(device.log.contains("root 2 revokes every key that signed version \(thief)"))
     }
 
+    @Test("Given a rollback from a version key 1 alone signed, when one walk takes root 2, which removes key 1, and root 3, which adds it back, then the hold stays (key 1 is trusted again, net) and the version rolled back from does not install again")
+    func keyRemovedAndAddedBackKeepsTheHold() async throws {
+        let (w, r, s1, _, pinned) = try Self.rooted(bothSign: true)
+        let (server, device) = try await Self.servedDevice(w, pinned: pinned)
+        defer { stopProcess(server); device.stop() }
+        let unwanted = 7
+        try await Self.thiefInstalls(w, device, version: unwanted, key: s1)
+        let rollback = try device.cairn(["rollback"])
+        try #require(rollback.status == 0, "\(rollback.error)")
+        try #require(device.state["held_back_version"] as? Int == unwanted)
+
+        try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--remove-signing-key", Self.pub(s1)])
+        try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--add-signing-key", Self.pub(s1)])
+        let waited = try device.cairn(["sync", "--wait"])
+        #expect(waited.status == 0, "\(waited.error)")
+        #expect(Self.trust(device)["root_version"] as? Int == 3)
+        #expect(device.state["held_back_version"] as? Int == unwanted, "\(device.state)")
+        #expect(device.status()["version"] as? Int == 1)
+    }
+
     @Test("Given a device syncing from an origin and from a stick made before a key rotation, when the origin is up to date after the rotation, then the stick's manifest, signed by the revoked key and older than the installed version, is an older copy in that source's health, and the attempt is up to date, not failed")
     func oldStickAfterARotation() async throws {
         let (w, r, s1, s2, pinned) = try Self.rooted()

@@ -19,6 +19,17 @@ extension Syncer {
         guard var chain = trust.current else {
             throw SyncError(.rootRefused, "the pinned root (trusted_root) is not acceptable; fix the device's configuration")
         }
+        // What the walk revokes, net: a key one step removes and a later one adds back is not.
+        // Applied once the walk ends, or when a later step is refused (the roots accepted until
+        // then stay, and the next walk starts after them).
+        let start = chain.current
+        var revocationApplied = false
+        func applyRevocation(_ state: inout SyncState) {
+            revocationApplied = true
+            let end = chain.current
+            if start.signingKeys.contains(where: { !end.signingKeys.contains($0) }) { revoked(by: end, installed: installed, state: &state) }
+        }
+        defer { if !revocationApplied { applyRevocation(&state) } }
         var steps = 0
         while true {
             guard steps < Self.maxRootSteps else {
@@ -32,7 +43,6 @@ extension Syncer {
             guard let bytes = fetched else { break }
             reached = true
             let root: RootMetadata
-            let before = chain.current
             do { root = try chain.accept(next: bytes) } catch {
                 throw SyncError(.rootRefused, "root \(next) is refused: \(error.message); keeping root \(chain.current.version)", cause: error)
             }
@@ -40,12 +50,10 @@ extension Syncer {
             try await BackgroundWork.run { () throws(SyncError) in try directory.persistRoot(bytes, version: next) }
             trust.set(chain)
             state.raiseClockFloor(to: root.created)
-            if before.signingKeys.contains(where: { !root.signingKeys.contains($0) }) {
-                revoked(by: root, installed: installed, state: &state)
-            }
             logger.notice("accepted root \(root.version): signing threshold \(root.signingThreshold) of \(root.signingKeys.count) keys",
                           metadata: ["cairn.sync.root": "\(root.version)"])
         }
+        applyRevocation(&state)
         let current = chain.current
         // Recovery first: it resets a clock floor that a revoked key's version may have raised.
         noteRecovery(installed: installed, chain: chain, state: &state)
@@ -59,7 +67,7 @@ extension Syncer {
         return chain.policy
     }
 
-    /// A root step that removes a signing key revokes it: what that key's signatures may have
+    /// A walk that removes a signing key revokes it: what that key's signatures may have
     /// raised goes, whether or not the installed version still counts (it may: signed by a key
     /// the step kept, beside the stolen one). The highest version seen (the attempt's manifest
     /// sets it again) and the clock floor (a thief could re-sign the installed version dated far
