@@ -11,9 +11,6 @@ import Glibc
 /// read-only is a real remount.
 @Suite("Faults: disk", .offCooperativePool, .serialized)
 struct DiskFaultTests {
-    /// Waits until one of `blobs` (the new version's) has bytes in the device's staging folder:
-    /// this attempt's download is in flight, so its free-space check has passed. (A partial file
-    /// of an older version, kept to resume, does not count.)
     /// A rig on `disk` that installed versions 1 and 2 (`current` and `previous`), its cairnd
     /// stopped, with the rows files of `dropRowsOf` removed (rebuilt from the index at start-up
     /// when missing; the overlay goes too, since its pages would make room on a full disk), and
@@ -43,7 +40,9 @@ struct DiskFaultTests {
     /// scheduled (a rate alone let a starved test fill the disk after the download).
     static let heldAfter = 4_096
 
-    /// Whether a blob's download has reached the hold: its partial file holds `heldAfter` bytes.
+    /// Whether one of `blobs` (the new version's) has reached the hold in the device's staging
+    /// folder: this attempt's download is in flight, so its free-space check has passed. (A
+    /// partial file of an older version, kept to resume, does not count.)
     static func downloading(_ rig: Rig, blobs: [(sha: String, size: Int)]) -> Bool {
         let staging = rig.device.dataDirectory + "/staging"
         return eventually(within: 30) {

@@ -1,4 +1,5 @@
 public import CairnCore
+import CairnStore
 
 /// A fully installed, verified version: what `current` points at.
 public struct InstalledVersion: Sendable, Equatable {
@@ -24,6 +25,13 @@ public struct InstalledVersion: Sendable, Equatable {
         self.directory = directory
         self.manifest = manifest
         self.modelDirectory = modelDirectory
+    }
+
+    /// The keys among `keys` whose signatures on its manifest file verify; nil when the file
+    /// does not read as a signed manifest.
+    public func signers(among keys: [PublicKey]) -> Set<KeyID>? {
+        guard let bytes = try? FileSystem.read(manifestPath), let envelope = try? SignedManifest.decodeEnvelope(bytes) else { return nil }
+        return envelope.validSigners(among: keys, domain: SignedManifest.domain)
     }
 
     /// The version a signed manifest file (verified when installed) describes, outside any

@@ -56,10 +56,7 @@ extension Syncer {
                 nil
             }
         if let policy {
-            func signers(_ version: InstalledVersion) -> Int {
-                let envelope = try? SignedManifest.decodeEnvelope(try FileSystem.read(version.manifestPath))
-                return envelope?.validSigners(among: policy.keys, domain: SignedManifest.domain).count ?? 0
-            }
+            func signers(_ version: InstalledVersion) -> Int { version.signers(among: policy.keys)?.count ?? 0 }
             if signers(previous) == 0 {
                 let vouched = signers(current) >= policy.threshold && current.manifest.deltas.contains {
                     $0.fromVersion == previous.version && $0.fromStateRoot == previous.stateRoot
@@ -86,10 +83,8 @@ extension Syncer {
         let from = directory.linkTarget(directory.currentLink)
         state.heldBackVersion = current.version
         // Who signed what is held back: a root step that revokes them all lifts the hold.
-        state.heldBackSigners = configuration.trustedRoot == nil ? nil : policy.flatMap { policy in
-            let envelope = try? SignedManifest.decodeEnvelope(try FileSystem.read(current.manifestPath))
-            return envelope.map { $0.validSigners(among: policy.keys, domain: SignedManifest.domain).map(\.description).sorted() }
-        }
+        state.heldBackSigners = configuration.trustedRoot == nil ? nil
+            : policy.flatMap { current.signers(among: $0.keys) }.map { $0.map(\.description).sorted() }
         do { try directory.writeState(state) } catch {
             // Nothing changed: the state kept in memory for status (the file cannot be written)
             // must not say the version rolled back from is held back.

@@ -96,11 +96,8 @@ extension Syncer {
     /// may have raised them), and records since when a manifest must be made to replace it: the
     /// `created` of the first root under which the installed version stopped counting.
     private func noteRecovery(installed: InstalledVersion?, chain: TrustChain, state: inout SyncState) {
-        guard let installed, let bytes = try? FileSystem.read(installed.manifestPath),
-              let envelope = try? SignedManifest.decodeEnvelope(bytes) else { return }
-        func counts(_ root: RootMetadata) -> Bool {
-            !envelope.validSigners(among: root.signingKeys, domain: SignedManifest.domain).isEmpty
-        }
+        guard let installed, let signers = installed.signers(among: chain.roots.flatMap(\.signingKeys)) else { return }
+        func counts(_ root: RootMetadata) -> Bool { root.signingKeys.contains { signers.contains($0.keyID) } }
         let root = chain.current
         if counts(root) {
             if state.recoveringFrom != nil {

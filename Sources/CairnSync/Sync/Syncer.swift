@@ -314,16 +314,19 @@ public actor Syncer {
     }
 
     /// A manifest refused for its signatures that names, unverified, a version of `channel` not
-    /// above the installed one: an older copy (a stick written before a key rotation, left
-    /// plugged in), which would be refused as a rollback even if it verified. Said as such, so
-    /// that it is that source's health and not the attempt's failure (`notNews`); nil for any
-    /// other refusal. Not while recovering: the installed version is then no floor.
-    static func olderCopy(_ bytes: [UInt8], refused: SyncError, channel: String, installed: InstalledVersion?) -> SyncError? {
+    /// above the installed one (or the held-back one): an older copy (a stick written before a
+    /// key rotation, left plugged in), which would be refused as a rollback, or held back, even
+    /// if it verified. Said as such, so that it is that source's health and not the attempt's
+    /// failure (`notNews`); nil for any other refusal. Not while recovering: the installed
+    /// version is then no floor.
+    static func olderCopy(_ bytes: [UInt8], refused: SyncError, channel: String, installed: InstalledVersion?,
+                          heldBack: Int?) -> SyncError? {
         let signatures: [CoreError.Code] = [.keyRevoked, .thresholdNotMet, .signatureInvalid, .untrustedKey]
         guard let installed, let code = (refused.cause as? CoreError)?.code, signatures.contains(code),
               let envelope = try? SignedManifest.decodeEnvelope(bytes), let unverified = try? Manifest(json: envelope.content),
-              unverified.channel == channel, unverified.version <= installed.version else { return nil }
-        return SyncError(.rollback, "the source holds version \(unverified.version), not newer than the installed \(installed.version), signed by no key the device trusts now (\(code.name)): an older copy, such as one written before a key rotation; nothing to install",
+              unverified.channel == channel, unverified.version <= max(installed.version, heldBack ?? 0) else { return nil }
+        let floor = unverified.version <= installed.version ? "the installed \(installed.version)" : "the held-back \(heldBack ?? 0)"
+        return SyncError(.rollback, "the source holds version \(unverified.version), not newer than \(floor), signed by no key the device trusts now (\(code.name)): an older copy, such as one written before a key rotation; nothing to install",
                          cause: refused)
     }
 
@@ -410,7 +413,8 @@ public actor Syncer {
         let recovering = state.recoveringFrom != nil && configuration.trustedRoot != nil
         let manifest: Manifest
         do { manifest = try verifyManifest(bytes, policy: policy) } catch {
-            throw recovering ? error : Self.olderCopy(bytes, refused: error, channel: configuration.channel, installed: installed) ?? error
+            throw recovering ? error : Self.olderCopy(bytes, refused: error, channel: configuration.channel, installed: installed,
+                                                      heldBack: state.heldBackVersion) ?? error
         }
         if manifest.channel == configuration.channel, manifest.version > (state.highestVersionSeen ?? 0) {
             state.highestVersionSeen = manifest.version
