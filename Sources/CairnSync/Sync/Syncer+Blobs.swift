@@ -177,9 +177,9 @@ extension Syncer {
     /// in place, and copy the whole index for every delta.)
     func installBytes(manifest: Manifest, path: SyncPlanner.Path, installed: InstalledVersion?, margin: Int64) -> Int64 {
         let reused = installed.flatMap { installed in
-            reusableFile(installed: installed).flatMap { willReuse($0, installed: installed) ? $0 : nil }
+            path.isDelta ? reusableFile(installed: installed).flatMap { willReuse($0, installed: installed) ? $0 : nil } : nil
         }
-        let copied: Int64 = if case .delta = path, let reused { 2 * Int64(reused.catchUp?.ref.uncompressedSize ?? 0) } else {
+        let copied: Int64 = if let reused { 2 * Int64(reused.catchUp?.ref.uncompressedSize ?? 0) } else {
             installed.map { Downloader.fileSize($0.indexPath) } ?? 0
         }
         return SyncPlanner.requiredBytes(path: path, alreadyStaged: stagedBytes(path), currentIndexSize: copied,
@@ -196,7 +196,12 @@ extension Syncer {
         guard !Database.isOpenImmutable(file.path) else { return false }
         guard let kept = file.catchUp else { return true }
         guard let rows = installedRows, rows.meta.version == installed.version, rows.meta.stateRoot == installed.stateRoot else { return false }
-        return (try? FileSystem.sha256(of: kept.blob))?.id == kept.ref.sha256
+        // Hashed once an attempt (makeRoom measures several times): a delta's size, read here on
+        // the actor, where the apply reads it again on an install thread.
+        if let known = keptDeltaWhole, known.blob == kept.blob { return known.whole }
+        let whole = (try? FileSystem.sha256(of: kept.blob))?.id == kept.ref.sha256
+        keptDeltaWhole = (kept.blob, whole)
+        return whole
     }
 
     /// Makes room for an install beside the live version (protocol/data-directory.md, "Disk"):

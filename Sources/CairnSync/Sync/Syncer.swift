@@ -70,6 +70,8 @@ public actor Syncer {
     /// without reading the file; nil after a rollback, or a start-up whose caller passed none
     /// (the next install then reads them).
     var installedRows: IndexContents?
+    /// `willReuse`'s answer for a kept delta blob, this attempt (its hash is read once).
+    var keptDeltaWhole: (blob: String, whole: Bool)?
     /// When `installedRows` came from the rows files at start-up rather than from an install in
     /// this process: whether the installed file still holds those rows (its stored hashes hash to
     /// their state root), checked on an install thread from start-up on. A delta waits for it; if
@@ -202,6 +204,7 @@ public actor Syncer {
         lastAttemptStats = TransferStats()
         lastInstallPath = nil
         installedBeforeAskingAll = false
+        keptDeltaWhole = nil
         lastDeltaCheck = nil
         var kept: SyncError?
         if configuration.sources.isEmpty { kept = SyncError(.noSource, "no source is configured") }
