@@ -41,6 +41,9 @@ public enum BackgroundWork {
             }
         }
 
+        /// Whether the work is done (its result ready), without waiting.
+        public var isDone: Bool { done.wait(timeout: .now()) == .success }
+
         /// Blocks until the work is done and returns its result; later calls, from any thread,
         /// return it at once.
         @discardableResult

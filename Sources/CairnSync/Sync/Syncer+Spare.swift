@@ -31,11 +31,14 @@ extension Syncer {
     /// low priority, so that the next delta moves the spare and applies to it in place instead
     /// of copying the live index first (at a million chunks, a 3.7 GB copy that made that delta
     /// take seconds). Later deltas reuse the previous version's file. Called after every sync
-    /// attempt, so a copy that an attempt stopped, or that a restart cut short, starts again.
+    /// attempt, so a copy that an install, rollback or export stopped, or that a restart cut
+    /// short, starts again; one still running goes on.
     /// The copy goes to staging, is fsynced, then renamed into the version's folder: a spare is
     /// whole or absent. Kept only when the index is at least `spareIndexMinimumBytes` and the
     /// copy fits `max_disk_bytes` and the free space (with the margin); declined once per version.
     func keepSpare() {
+        // A copy that ended (only an install, rollback or export stops one) is forgotten.
+        if let copy = spareCopy, copy.work.isDone { spareCopy = nil }
         guard spareCopy == nil, let minimum = configuration.spareIndexMinimumBytes, let version = directory.installed(),
               spareDeclined.withLock({ $0 }) != version.version,
               FileSystem.exists(version.directory + "/" + DataDirectoryLayout.snapshotBlobFile),
@@ -54,8 +57,9 @@ extension Syncer {
         }
         let partial = partialSpare(of: version)
         let spare = spare(of: version)
-        let logger = self.logger
-        spareCopy = SpareCopy { flag in
+        let (logger, before) = (self.logger, beforeSpareCopy)
+        spareCopy = SpareCopy { [self] flag in
+            before?(flag)
             let clock = ContinuousClock()
             let start = clock.now
             unlink(partial)
@@ -75,7 +79,12 @@ extension Syncer {
                 ])
             } catch {
                 unlink(partial)
-                if !flag.isStopped { logger.notice("no spare copy of the index: \(error.message)") }
+                // Not tried again for this version (a read error, a full disk): else after every
+                // attempt, for ever.
+                if !flag.isStopped {
+                    spareDeclined.withLock { $0 = version.version }
+                    logger.notice("no spare copy of the index: \(error.message); not tried again for version \(version.version) until cairnd restarts")
+                }
             }
         }
     }

@@ -82,6 +82,10 @@ public actor Syncer {
     /// The copy of the installed index to its spare, while it runs (`keepSpare`); every
     /// attempt, rollback or export stops it first.
     var spareCopy: SpareCopy?
+    /// Called on the spare copy's thread before it copies (tests hold a copy in flight with it:
+    /// a test index is copied before anything could be asked of it).
+    var beforeSpareCopy: (@Sendable (SpareCopy.Flag) -> Void)?
+    func setBeforeSpareCopy(_ body: (@Sendable (SpareCopy.Flag) -> Void)?) { beforeSpareCopy = body }
     /// The installed version whose spare did not fit (`keepSpare` does not try it again); read
     /// by status without waiting for the actor (`spareState`).
     nonisolated let spareDeclined = Mutex<Int?>(nil)
@@ -148,7 +152,7 @@ public actor Syncer {
     /// before the attempt is up to date.
     @discardableResult
     public func syncOnce() async -> SyncOutcome {
-        await exclusively { () async -> SyncOutcome in
+        await exclusively(stoppingSpare: false) { () async -> SyncOutcome in
             progress.begin(at: now())
             let unserved = await self.reopenIfUnserved()
             let outcome = await self.attemptAll(unserved: unserved)
@@ -375,15 +379,18 @@ public actor Syncer {
     }
 
     /// Runs `body` when no other attempt, rollback or export runs (FIFO), so none of them sees
-    /// another's half-done work across an `await`.
-    func exclusively<T: Sendable, E: Error>(_ body: () async throws(E) -> T) async throws(E) -> T {
+    /// another's half-done work across an `await`. A rollback or export stops the spare copy
+    /// first; a sync attempt only once it is to install (`attempt`): an attempt that finds
+    /// nothing new must not cut a copy short, or a copy longer than the polls apart (gigabytes on
+    /// an SD card, `poll_interval` of minutes) would start over for ever.
+    func exclusively<T: Sendable, E: Error>(stoppingSpare: Bool = true, _ body: () async throws(E) -> T) async throws(E) -> T {
         while busy { await withCheckedContinuation { waiting.append($0) } }
         busy = true
         defer {
             busy = false
             if !waiting.isEmpty { waiting.removeFirst().resume() }
         }
-        await stopSpare()
+        if stoppingSpare { await stopSpare() }
         return try await body()
     }
 
@@ -449,6 +456,9 @@ public actor Syncer {
                 logger.warning("installing expired version \(manifest.version) (expired at \(manifest.expires)): newer than the installed one (expired_updates = install)")
             }
             timings.manifest = clock.now - start
+            // The spare copy reads the live index and writes to staging, which the install is to
+            // use: it stops now (and starts again after the attempt, if it is still wanted).
+            await stopSpare()
             if let refused = refusedAfterDownload, refused.manifest == ContentID(hashing: bytes) {
                 throw SyncError(refused.error.code, "\(refused.error.message) (refused before; not downloaded again until the publisher changes it or cairnd restarts)")
             }

@@ -1,0 +1,42 @@
+import CairnStore
+@testable import CairnSync
+import CairnTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// A spare copy still running when the next sync attempt comes. A test index is copied before
+/// anything could be asked of it, so the copy is held at its start (`beforeSpareCopy`) until
+/// the test lets it go, or until it is stopped: the one thing here that is not produced for
+/// real is the copy's length.
+@Suite("A spare copy in flight", .offCooperativePool)
+struct SpareCopyInFlightTests {
+    /// Holds each copy that reaches it until `open()`, or until that copy is stopped.
+    final class Gate: Sendable {
+        private let state = Mutex<(started: Int, open: Bool)>((0, false))
+        var started: Int { state.withLock { $0.started } }
+        func open() { state.withLock { $0.open = true } }
+        func enter(_ flag: SpareCopy.Flag) {
+            state.withLock { $0.started += 1 }
+            // The copy's thread, not the test's, waits here: polled, as the copy polls its flag.
+            while !state.withLock({ $0.open }) && !flag.isStopped { usleep(1_000) }
+        }
+    }
+
+    @Test("Given a spare copy in flight, when a sync attempt finds nothing new, then the copy goes on (it is not cut and started over) and ends ready")
+    func attemptWithNothingNewLeavesTheCopy() async throws {
+        let (_, device) = try await SpareIndexTests.installedWithSpare()
+        let spare = SpareIndexTests.spare(device, 1)
+        #expect(unlink(spare) == 0)
+        let gate = Gate()
+        await device.syncer.setBeforeSpareCopy { gate.enter($0) }
+        // The attempt's end starts the copy, which the gate holds.
+        #expect(await device.syncer.syncOnce().isUpToDate)
+        try await waitUntil("the copy starts") { gate.started == 1 }
+        #expect(await device.syncer.syncOnce().isUpToDate)
+        gate.open()
+        await device.syncer.spareFinished()
+        #expect(gate.started == 1, "the copy was cut and started over")
+        #expect(FileManager.default.contentsEqual(atPath: spare, andPath: device.path + "/versions/1/index.sqlite"))
+    }
+}
