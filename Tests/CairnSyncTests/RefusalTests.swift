@@ -179,6 +179,51 @@ struct RefusalTests {
         #expect(device.entries("staging").isEmpty)
     }
 
+    @Test("Given a lagging mirror offering version 2 and the origin offering version 3, each failing a canary, when the device tries both again, then neither is built again: each source's refusal says it was refused before")
+    func twoRefusedVersionsRemembered() async throws {
+        let repo = try RepoFixture()
+        try repo.publish(version: 1)
+        let mirror = try TemporaryDirectory.make() + "/mirror"
+        try FileManager.default.copyItem(atPath: repo.root, toPath: mirror)
+        let device = try Device(repo: repo, sources: ["file://" + mirror, repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        // The mirror copies version 2; the origin has moved on to version 3.
+        try repo.publish(version: 2, canaries: [Canary(query: "storm water", expect: ["no-such-chunk"], k: 5)])
+        try FileManager.default.removeItem(atPath: mirror)
+        try FileManager.default.copyItem(atPath: repo.root, toPath: mirror)
+        try repo.publish(version: 3, canaries: [Canary(query: "storm water", expect: ["no-such-chunk"], k: 5)])
+        #expect(await device.syncer.syncOnce().errorCode == "canary_failed")
+        #expect(await device.syncer.syncOnce().errorCode == "canary_failed")
+        let health = device.state.sources ?? []
+        for url in ["file://" + mirror, repo.url] {
+            let error = health.first { $0.url == url }?.lastError ?? ""
+            #expect(error.hasPrefix("canary_failed") && error.contains("refused before"), "\(url): \(error)")
+        }
+    }
+
+    @Test("Given version 2 refused for a canary (its snapshot kept in staging, to try again without a download), when version 3 replaces it at the only source and is refused too, then version 2's download goes and version 3's stays; with a second source out of reach, nothing goes")
+    func refusedDownloadsDoNotPileUp() async throws {
+        let repo = try RepoFixture()
+        try repo.publish(version: 1)
+        var device: Device! = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let failing = [Canary(query: "storm water", expect: ["no-such-chunk"], k: 5)]
+        let v2 = try repo.publish(version: 2, canaries: failing)
+        #expect(await device.syncer.syncOnce().errorCode == "canary_failed")
+        #expect(device.entries("staging") == [v2.snapshot.sha256.hex + ".partial"])
+        let v3 = try repo.publish(version: 3, canaries: failing)
+        #expect(await device.syncer.syncOnce().errorCode == "canary_failed")
+        #expect(device.entries("staging") == [v3.snapshot.sha256.hex + ".partial"])
+
+        // A source not reached may still offer a download: none goes.
+        let v4 = try repo.publish(version: 4, canaries: failing)
+        let path = device.path
+        device = nil  // its lock goes with it, as with a restarted cairnd
+        let partly = try Device(repo: repo, sources: [repo.url, "http://127.0.0.1:9/repo"], path: path)
+        #expect(await partly.syncer.syncOnce().errorCode == "canary_failed")
+        #expect(Set(partly.entries("staging")) == [v3.snapshot.sha256.hex + ".partial", v4.snapshot.sha256.hex + ".partial"])
+    }
+
     /// A repository (without a model) with version 1 published, and a device that installed it.
     func versionOneInstalled() async throws -> (RepoFixture, Device) {
         let repo = try RepoFixture(withModel: false)

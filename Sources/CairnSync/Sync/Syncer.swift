@@ -63,13 +63,21 @@ public actor Syncer {
     /// A version downloaded and then refused for what its signed bytes hold (its rows do not
     /// make its state root, or a canary fails): the same manifest would be refused again, so it
     /// is not downloaded again while this process runs (a restart tries once more), but a newer
-    /// version, or the same one signed again with other bytes (corrected canaries), is.
-    var refusedAfterDownload: (manifest: ContentID, error: SyncError)?
+    /// version, or the same one signed again with other bytes (corrected canaries), is. The
+    /// newest `refusalsRemembered`: two sources may each offer one (a lagging mirror's and the
+    /// origin's), which a single entry would have each attempt build again in turn.
+    var refusedAfterDownload: [(manifest: ContentID, error: SyncError)] = []
+    static let refusalsRemembered = 8
     /// The rows of the version `current` names as the install that put it there loaded them
     /// (with their state-root leaves), so that the next delta is checked and its rows derived
     /// without reading the file; nil after a rollback, or a start-up whose caller passed none
     /// (the next install then reads them).
     var installedRows: IndexContents?
+    /// The sources that answered with a manifest (or "not modified") this attempt, and the
+    /// blobs the verified ones name: once every source has answered, a download none names
+    /// cannot be resumed from any of them.
+    var answeredSources: Set<String> = []
+    var blobsOffered: Set<ContentID> = []
     /// `willReuse`'s answer for a kept delta blob, this attempt (its hash is read once).
     var keptDeltaWhole: (blob: String, whole: Bool)?
     /// When `installedRows` came from the rows files at start-up rather than from an install in
@@ -209,6 +217,7 @@ public actor Syncer {
         lastInstallPath = nil
         installedBeforeAskingAll = false
         keptDeltaWhole = nil
+        (answeredSources, blobsOffered) = ([], [])
         lastDeltaCheck = nil
         var kept: SyncError?
         if configuration.sources.isEmpty { kept = SyncError(.noSource, "no source is configured") }
@@ -305,6 +314,14 @@ public actor Syncer {
                 if error.code == .cancelled { break }
                 if handedOver, askedAgain.insert(source).inserted { queue.append(source) }
             }
+        }
+        // Every source answered, and none names a download kept in staging (a version refused
+        // for its canaries, one cut off and since superseded): it could not be resumed from any,
+        // and would stay until an install is short of room (without max_disk_bytes, until the
+        // disk the device shares is nearly full). A source not reached may still hold it.
+        if Set(configuration.sources).isSubset(of: answeredSources) {
+            let freed = directory.removeDownloads(notIn: blobsOffered)
+            if freed > 0 { logger.notice("removed \(freed) bytes of downloads that no source offers any longer") }
         }
         // Up to date at one source, the attempt stays so unless a later one offered something it
         // could not install (a newer version refused, a disk too full): that is said and backed
@@ -417,6 +434,7 @@ public actor Syncer {
             url: "\(base)/channels/\(configuration.channel)/manifest.json", etag: etag, access: configuration.access(for: base))
         lastAttemptStats.add(stats)
         reached = true
+        answeredSources.insert(source)
         guard case .fetched(let bytes, let newETag) = fetch else { return (.upToDate(version: installed?.version), nil) }
 
         // Recovery applies only to a device pinned to a root (a key-pinned one has no rotations).
@@ -426,6 +444,7 @@ public actor Syncer {
             throw recovering ? error : Self.olderCopy(bytes, refused: error, channel: configuration.channel, installed: installed,
                                                       heldBack: state.heldBackVersion) ?? error
         }
+        blobsOffered.formUnion([manifest.snapshot.sha256] + manifest.deltas.map(\.sha256) + manifest.model.files.map(\.sha256))
         if manifest.channel == configuration.channel, manifest.version > (state.highestVersionSeen ?? 0) {
             state.highestVersionSeen = manifest.version
         }
@@ -456,12 +475,12 @@ public actor Syncer {
                 logger.warning("installing expired version \(manifest.version) (expired at \(manifest.expires)): newer than the installed one (expired_updates = install)")
             }
             timings.manifest = clock.now - start
+            if let refused = refusedAfterDownload.first(where: { $0.manifest == ContentID(hashing: bytes) }) {
+                throw SyncError(refused.error.code, "\(refused.error.message) (refused before; not downloaded again until the publisher changes it or cairnd restarts)")
+            }
             // The spare copy reads the live index and writes to staging, which the install is to
             // use: it stops now (and starts again after the attempt, if it is still wanted).
             await stopSpare()
-            if let refused = refusedAfterDownload, refused.manifest == ContentID(hashing: bytes) {
-                throw SyncError(refused.error.code, "\(refused.error.message) (refused before; not downloaded again until the publisher changes it or cairnd restarts)")
-            }
             try makeRoom(manifest: manifest, path: path, installed: installed, state: &state)
             let version: InstalledVersion, contents: IndexContents
             do throws(SyncError) {
@@ -469,7 +488,7 @@ public actor Syncer {
                                                         installed: installed, state: &state, timings: &timings)
             } catch {
                 if [.stateRootMismatch, .canaryFailed].contains(error.code) {
-                    refusedAfterDownload = (ContentID(hashing: bytes), error)
+                    refusedAfterDownload = Array(([(ContentID(hashing: bytes), error)] + refusedAfterDownload).prefix(Self.refusalsRemembered))
                 }
                 throw error
             }
