@@ -20,7 +20,7 @@ struct OlderCopyTests {
         }
     }
 
-    @Test("Given version 4 installed and version 9 held back, when a source's manifest fails its signatures, then versions up to 9 of the channel are older copies (rollback), and version 10, another channel's, or nothing installed stays the refusal it was")
+    @Test("Given version 4 installed and version 9 held back, when a source's manifest fails for its signers, then versions up to 9 of the channel are older copies (rollback), and version 10, another channel's, nothing installed, or a signature that does not verify (tampered) stays the refusal it was")
     func olderCopies() {
         for (version, older) in [(3, true), (4, true), (9, true), (10, false)] {
             let (bytes, error) = Self.refused(version)
@@ -35,5 +35,18 @@ struct OlderCopyTests {
         #expect(Syncer.olderCopy(bytes, refused: error, channel: "stable", installed: nil, heldBack: 9) == nil)
         #expect(Syncer.olderCopy(bytes, refused: SyncError(.manifestRefused, "malformed"), channel: "stable", installed: Self.installed,
                                  heldBack: nil) == nil)
+        // A signature by a trusted key that does not verify: tampered, said as such.
+        let key = PublisherKey.generate()
+        let tampered = Array(String(decoding: SignedManifest.encode(PlannerTests.manifest(version: 3), signingKey: key), as: UTF8.self)
+            .replacingOccurrences(of: "\"chunk_count\":3", with: "\"chunk_count\":999").utf8)
+        let invalid: SyncError
+        do {
+            _ = try SignedManifest.decodeAndVerify(tampered, trustedKeys: [key.publicKey])
+            invalid = SyncError(.manifestRefused, "verified")
+        } catch {
+            invalid = SyncError(.manifestRefused, error.message, cause: error)
+        }
+        #expect((invalid.cause as? CoreError)?.code == .signatureInvalid, "\(invalid.message)")
+        #expect(Syncer.olderCopy(tampered, refused: invalid, channel: "stable", installed: Self.installed, heldBack: nil) == nil)
     }
 }

@@ -345,7 +345,9 @@ public actor Syncer {
     /// version is then no floor.
     static func olderCopy(_ bytes: [UInt8], refused: SyncError, channel: String, installed: InstalledVersion?,
                           heldBack: Int?) -> SyncError? {
-        let signatures: [CoreError.Code] = [.keyRevoked, .thresholdNotMet, .signatureInvalid, .untrustedKey]
+        // Not `signature_invalid`: a signature by a trusted key that does not verify is a
+        // tampered or damaged file, which is said as such whatever version it names.
+        let signatures: [CoreError.Code] = [.keyRevoked, .thresholdNotMet, .untrustedKey]
         guard let installed, let code = (refused.cause as? CoreError)?.code, signatures.contains(code),
               let envelope = try? SignedManifest.decodeEnvelope(bytes), let unverified = try? Manifest(json: envelope.content),
               unverified.channel == channel, unverified.version <= max(installed.version, heldBack ?? 0) else { return nil }
