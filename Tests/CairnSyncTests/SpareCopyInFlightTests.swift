@@ -29,6 +29,7 @@ struct SpareCopyInFlightTests {
         let spare = SpareIndexTests.spare(device, 1)
         #expect(unlink(spare) == 0)
         let gate = Gate()
+        defer { gate.open() }  // a test that fails early leaves no copy waiting
         await device.syncer.setBeforeSpareCopy { gate.enter($0) }
         // The attempt's end starts the copy, which the gate holds.
         #expect(await device.syncer.syncOnce().isUpToDate)

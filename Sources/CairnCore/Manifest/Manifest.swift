@@ -47,6 +47,9 @@ public struct Manifest: Sendable, Equatable {
         self.publisherKeyID = publisherKeyID
     }
 
+    /// Every blob it names: the snapshot, the deltas, the model's files.
+    public var blobIDs: Set<ContentID> { Set([snapshot.sha256] + deltas.map(\.sha256) + model.files.map(\.sha256)) }
+
     /// `created` as a Foundation `Date`.
     public var createdDate: Date { created.date }
     /// `expires` as a Foundation `Date`.

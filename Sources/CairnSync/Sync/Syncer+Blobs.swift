@@ -234,7 +234,7 @@ extension Syncer {
             }
         }
         if overBudget || diskShort {
-            let wanted = Set([manifest.snapshot.sha256] + manifest.deltas.map(\.sha256) + manifest.model.files.map(\.sha256))
+            let wanted = manifest.blobIDs
             let freed = directory.removeDownloads(notIn: wanted)
             if freed > 0 {
                 logger.notice("removed \(freed) bytes of abandoned downloads to make room for version \(manifest.version)")

@@ -71,23 +71,28 @@ extension Syncer {
     /// raised goes, whether or not the installed version still counts (it may: signed by a key
     /// the step kept, beside the stolen one). The highest version seen (the attempt's manifest
     /// sets it again) and the clock floor (a thief could re-sign the installed version dated far
-    /// ahead) always; a held-back version when every key that signed it is removed (a thief's
-    /// version 1,000,000,000 rolled back from); with nothing installed, the floor a forgotten
-    /// version left (one that could not be served may have been the thief's).
+    /// ahead) always; with nothing installed, the floor a forgotten version left (one that could
+    /// not be served may have been the thief's). A held-back version is not lifted here, but
+    /// passed over while the current root holds none of its signers (`holdCounts`).
     private func revoked(by root: RootMetadata, installed: InstalledVersion?, state: inout SyncState) {
         state.highestVersionSeen = nil
         state.clockFloor = root.created.rfc3339
-        let kept = Set(root.signingKeys.map(\.keyID.description))
-        if let held = state.heldBackVersion, let signers = state.heldBackSigners, !signers.isEmpty,
-           signers.allSatisfy({ !kept.contains($0) }) {
-            state.liftHold()
-            logger.notice("root \(root.version) revokes every key that signed version \(held): it is no longer held back")
-        }
         if installed == nil, let forgotten = state.forgottenVersion {
             (state.forgottenVersion, state.forgottenStateRoot) = (nil, nil)
             Self.resetFloors(&state, to: root)
             logger.notice("root \(root.version) revokes a signing key: version \(forgotten), which could not be served, is no longer the rollback floor")
         }
+    }
+
+    /// Whether the held-back version still holds: not while the current root holds none of the
+    /// keys that signed it (`held_back_signers`), a thief's version rolled back from, which would
+    /// else hold back every version the publisher makes below its number. Asked of the current
+    /// root, not of a walk: a key removed by one source's root and added back by another's leaves
+    /// the hold as it was.
+    func holdCounts(_ state: SyncState) -> Bool {
+        guard state.heldBackVersion != nil, let signers = state.heldBackSigners, !signers.isEmpty,
+              let root = trust.current?.current else { return true }
+        return root.signingKeys.contains { signers.contains($0.keyID.description) }
     }
 
     /// Enters recovery when the installed version is signed by no signing key of the chain's

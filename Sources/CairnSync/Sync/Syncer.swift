@@ -87,8 +87,8 @@ public actor Syncer {
     /// the file's stored hashes instead, which refuses it, and the full snapshot is installed
     /// (protocol/threat-model.md, "Out of scope").
     var installedFileCheck: BackgroundWork.Pending<Bool>?
-    /// The copy of the installed index to its spare, while it runs (`keepSpare`); every
-    /// attempt, rollback or export stops it first.
+    /// The copy of the installed index to its spare, while it runs (`keepSpare`); an attempt
+    /// that is to install, a rollback or an export stops it first.
     var spareCopy: SpareCopy?
     /// Called on the spare copy's thread before it copies (tests hold a copy in flight with it:
     /// a test index is copied before anything could be asked of it).
@@ -281,9 +281,12 @@ public actor Syncer {
                         throw error
                     }
                     // Once it serves (a version that cannot be served is a failure, backed off
-                    // from). Not for a source demoted for a corrupt blob: it is asked last so as
-                    // not to be asked for every version.
-                    installedBeforeAskingAll = queue[next...].contains { $0 != source && !Self.isDemoted($0, state: state, now: now()) }
+                    // from). Not for a source asked already (handed over, queued again), nor one
+                    // demoted for a corrupt blob: it is asked last so as not to be asked for
+                    // every version.
+                    installedBeforeAskingAll = queue[next...].contains {
+                        $0 != source && !askedAgain.contains($0) && !Self.isDemoted($0, state: state, now: now())
+                    }
                     (timings.state, timings.open) = (opening - persisting, clock.now - opening)
                     logger.info("install timings", metadata: timings.metadata.merging(["cairn.sync.version": "\(version.version)"]) { $1 })
                     await removeUnreferenced()
@@ -446,7 +449,7 @@ public actor Syncer {
             throw recovering ? error : Self.olderCopy(bytes, refused: error, channel: configuration.channel, installed: installed,
                                                       heldBack: state.heldBackVersion) ?? error
         }
-        blobsOffered.formUnion([manifest.snapshot.sha256] + manifest.deltas.map(\.sha256) + manifest.model.files.map(\.sha256))
+        blobsOffered.formUnion(manifest.blobIDs)
         if manifest.channel == configuration.channel, manifest.version > (state.highestVersionSeen ?? 0) {
             state.highestVersionSeen = manifest.version
         }
@@ -455,9 +458,13 @@ public actor Syncer {
         // The device has now judged this instant to be at least `expires`: a clock set back later
         // must not make it acceptable again.
         if expired { state.raiseClockFloor(to: manifest.expires) }
+        let holds = holdCounts(state)
+        if let held = state.heldBackVersion, !holds {
+            logger.notice("version \(held), held back by a rollback, is passed over: the trusted root holds none of the keys that signed it")
+        }
         let planner = SyncPlanner(channel: configuration.channel, installed: installed.map {
             .init(version: $0.version, stateRoot: $0.stateRoot, dimension: $0.manifest.dimension, modelID: $0.manifest.model.id)
-        }, heldBack: state.heldBackVersion, expiredUpdates: configuration.expiredUpdates, recovering: recovering,
+        }, heldBack: holds ? state.heldBackVersion : nil, expiredUpdates: configuration.expiredUpdates, recovering: recovering,
            recoveringSince: recovering ? state.recoveringSince.flatMap { Timestamp(rfc3339: $0) } : nil,
            forgotten: state.forgotten)
         switch planner.decide(manifest, now: now) {
