@@ -65,6 +65,14 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
     /// The same instant as a Foundation `Date`.
     public var date: Date { Date(timeIntervalSince1970: TimeInterval(secondsSince1970)) }
 
+    /// Seconds from this stamp to `now` on the wall clock; nil for a stamp more than a minute
+    /// ahead of it (written while the clock ran ahead, or a clock without a battery back at
+    /// 1970): it has no age, neither recent nor old.
+    public func age(at now: Date) -> TimeInterval? {
+        let age = now.timeIntervalSince(date)
+        return age >= -60 ? age : nil
+    }
+
     public var description: String { rfc3339 }
 
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool { lhs.secondsSince1970 < rhs.secondsSince1970 }

@@ -62,12 +62,11 @@ public final class DaemonMetrics: Sendable {
         }
         func flag(_ value: Bool?) -> Double { value == true ? 1 : 0 }
         gauge("cairnd_installed_version", "The version being served (0: none).", Double(version ?? 0))
-        // A check stamped more than a minute ahead of the clock (stamped while it ran ahead, or
-        // a clock without a battery back at 1970) has no age: unknown, as `stale` takes it, not
-        // "just now" for as long as the clock is behind.
-        let age = status.lastCheck.flatMap(Timestamp.init(rfc3339:)).map { now.timeIntervalSince($0.date) }
+        // A check stamped more than a minute ahead of the clock has no age (`Timestamp.age`):
+        // unknown, as `stale` takes it, not "just now" for as long as the clock is behind.
+        let age = status.lastCheck.flatMap(Timestamp.init(rfc3339:))?.age(at: now)
         gauge("cairnd_seconds_since_last_check", "Seconds since a source last answered with a verified manifest (-1: never, or stamped ahead of the clock).",
-              age.map { $0 >= -60 ? max(0, $0).rounded() : -1 } ?? -1)
+              age.map { max(0, $0).rounded() } ?? -1)
         gauge("cairnd_online", "1 when the last attempt reached a source.", flag(status.online))
         gauge("cairnd_stale", "1 when the installed version is stale.", flag(status.stale))
         gauge("cairnd_expired", "1 when the installed manifest is past its expiry.", flag(status.expired))

@@ -130,7 +130,7 @@ public struct Publisher: Sendable {
         // version's vectors, which this publish would sign as its own: not a key under keys/
         // (whoever can write the folder can add one) nor one a root revoked.
         var history = PublishedHistory(repository: repository, channel: config.channel,
-                                       trustedKeys: trust.keys + trust.roots.flatMap(\.signingKeys),
+                                       trustedKeys: known,
                                        vouchingKeys: keys.map(\.publicKey) + (trust.current?.signingKeys ?? []), logger: logger)
         let version = history.nextVersion
         if let staged = repository.stagedVersions(config.channel).first {

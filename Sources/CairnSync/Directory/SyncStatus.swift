@@ -44,10 +44,7 @@ public struct SyncStatus: Sendable, Equatable {
         // stamped more than a minute ahead of the clock (set back since) is not recent: stale
         // until the next check, never fresh for the years the clock was ahead.
         let window = Double(pollInterval / .seconds(1)) * Double(max(1, staleAfterPolls))
-        let wall = Timestamp(clamping: now)
-        let checkedRecently = state.lastCheck.flatMap(Timestamp.init(rfc3339:)).map {
-            (-60...window).contains(Double(wall.secondsSince1970 - $0.secondsSince1970))
-        } ?? false
+        let checkedRecently = state.lastCheck.flatMap(Timestamp.init(rfc3339:))?.age(at: now).map { $0 <= window } ?? false
         stale = behind || !checkedRecently || expired
     }
 }
