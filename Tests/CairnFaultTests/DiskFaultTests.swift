@@ -88,43 +88,56 @@ struct DiskFaultTests {
         try await body(disk, rig)
     }
 
+    /// Two trials of one attempt whose download meets a disk filled by `attemptFillingDisk`: a
+    /// version with `bulk` bytes of random words is published (`prepare` may change its
+    /// manifest), the attempt must fail `disk_full` with the old version answering, `check` gets
+    /// cairnd's message and this attempt's log (nil when the failure came where it should), and
+    /// with space back the version installs. `done` ends the report's line.
+    static func fillingTrials(_ name: String, _ rig: Rig, _ disk: Tmpfs, bulk: Int, roomForBlob: Bool, done: String,
+                              prepare: () throws -> Void = {}, check: (_ message: String, _ log: String) -> String?) async {
+        let report = FaultReport(name)
+        var reason = ""
+        for number in 1...2 {
+            await report.trial(number) {
+                defer { disk.emptyFiller() }
+                let old = rig.version
+                let new = try rig.publishNext(bulk: bulk)
+                try prepare()
+                let logged = rig.device.log.utf8.count
+                let outcome = try await Self.attemptFillingDisk(rig, disk, roomForBlob: roomForBlob)
+                reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
+                if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
+                if let problem = check(outcome?.message ?? "", String(decoding: rig.device.log.utf8.dropFirst(logged), as: UTF8.self)) {
+                    return problem
+                }
+                return try await Self.recovers(rig, disk, to: new)
+            }
+        }
+        #expect(report.finish("\(reason.prefix(90)); \(done)"))
+    }
+
     @Test("Given the disk filling during a download and during an apply, then the attempt fails as disk_full, leaves no half version, and resumes when space returns")
     func diskFills() async throws {
         // 64 MiB is cairnd's free-space margin: the disk must pass that check, then fill.
         try await Self.onTmpfs(megabytes: 80) { disk, rig in
-            for (name, leave) in [("disk fills during download", Int64(0)), ("disk fills during apply", Int64(-1))] {
-                let report = FaultReport(name)
-                var reason = ""
-                for number in 1...2 {
-                    await report.trial(number) {
-                        defer { disk.emptyFiller() }
-                        let old = rig.version
-                        // Blobs of several pages: tmpfs allocates by page, so a blob inside the one page
-                        // already written would never meet the full disk.
-                        let new = try rig.publishNext(bulk: 40_000)
-                        let logged = rig.device.log.utf8.count
-                        // During download: nothing left. During apply: room for the rest of the blob
-                        // but not for the new index beside the live one.
-                        let outcome = try await Self.attemptFillingDisk(rig, disk, roomForBlob: leave != 0)
-                        reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
-                        if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
-                        // When it failed, in cairnd's own words. The downloader says "while
-                        // downloading". An apply that fails says the disk filled copying the index
-                        // "to apply the delta" or "while applying the delta" (SQLite hit the full
-                        // disk in place), that the snapshot "cannot be installed" or it "cannot
-                        // create" the version folder; or this attempt's log says the "delta path
-                        // failed" (the refusal is then the full snapshot's space check).
-                        let message = outcome?.message ?? ""
-                        let attemptLog = String(decoding: rig.device.log.utf8.dropFirst(logged), as: UTF8.self)
-                        let duringApply = ["cannot be installed", "to apply the delta", "while applying the delta", "cannot create"].contains(where: message.contains)
-                            || attemptLog.contains("delta path failed")
-                        if leave == 0 ? !message.contains("while downloading") || duringApply : !duringApply {
-                            return "expected the disk to fill \(leave == 0 ? "during the download" : "after it, during the apply"): \(message)"
-                        }
-                        return try await Self.recovers(rig, disk, to: new)
-                    }
+            for (name, duringDownload) in [("disk fills during download", true), ("disk fills during apply", false)] {
+                // Blobs of several pages: tmpfs allocates by page, so a blob inside the one page
+                // already written would never meet the full disk. During download: nothing left.
+                // During apply: room for the rest of the blob but not for the new index beside
+                // the live one.
+                await Self.fillingTrials(name, rig, disk, bulk: 40_000, roomForBlob: !duringDownload,
+                                         done: "no half file; installed once space returned") { message, attemptLog in
+                    // When it failed, in cairnd's own words. The downloader says "while
+                    // downloading". An apply that fails says the disk filled copying the index
+                    // "to apply the delta" or "while applying the delta" (SQLite hit the full
+                    // disk in place), that the snapshot "cannot be installed" or it "cannot
+                    // create" the version folder; or this attempt's log says the "delta path
+                    // failed" (the refusal is then the full snapshot's space check).
+                    let duringApply = ["cannot be installed", "to apply the delta", "while applying the delta", "cannot create"].contains(where: message.contains)
+                        || attemptLog.contains("delta path failed")
+                    guard duringDownload ? !message.contains("while downloading") || duringApply : !duringApply else { return nil }
+                    return "expected the disk to fill \(duringDownload ? "during the download" : "after it, during the apply"): \(message)"
                 }
-                #expect(report.finish("\(reason.prefix(80)); no half file; installed once space returned"))
             }
         }
     }
@@ -135,26 +148,13 @@ struct DiskFaultTests {
           arguments: ["64M", "0"])
     func diskFillsDuringInflation(directMinimum: String) async throws {
         try await Self.onTmpfs(megabytes: 80, config: ["direct_install_min_bytes": directMinimum]) { disk, rig in
-            let report = FaultReport("disk fills while a snapshot inflates (direct_install_min_bytes \(directMinimum))")
-            var reason = ""
-            for number in 1...2 {
-                await report.trial(number) {
-                    defer { disk.emptyFiller() }
-                    let old = rig.version
-                    let new = try rig.publishNext(bulk: 200_000)
-                    // A publisher that offers no delta: the device installs the snapshot.
-                    try rig.tamperManifest { $0.deltas = [] }
-                    // Room for the rest of the blob, not for the index it inflates to.
-                    let outcome = try await Self.attemptFillingDisk(rig, disk, roomForBlob: true)
-                    reason = outcome.map { "\($0.code): \($0.message)" } ?? ""
-                    if let problem = rig.refusal(outcome, codes: ["disk_full"], old: old) { return problem }
-                    if !(outcome?.message ?? "").contains("the snapshot cannot be installed") {
-                        return "expected the disk to fill while the snapshot inflated: \(outcome?.message ?? "")"
-                    }
-                    return try await Self.recovers(rig, disk, to: new)
-                }
+            // A publisher that offers no delta: the device installs the snapshot. Room for the
+            // rest of the blob, not for the index it inflates to.
+            await Self.fillingTrials("disk fills while a snapshot inflates (direct_install_min_bytes \(directMinimum))", rig, disk,
+                                     bulk: 200_000, roomForBlob: true, done: "no half version; installed once space returned",
+                                     prepare: { try rig.tamperManifest { $0.deltas = [] } }) { message, _ in
+                message.contains("the snapshot cannot be installed") ? nil : "expected the disk to fill while the snapshot inflated: \(message)"
             }
-            #expect(report.finish("\(reason.prefix(90)); no half version; installed once space returned"))
         }
     }
 

@@ -110,6 +110,35 @@ struct TrustTests {
         try await device.waitForVersion(version)
     }
 
+    /// A device on `rooted(bothSign: true)`'s version 1 that installed a thief's version
+    /// (`thiefInstalls`, key 1 alone) and rolled back from it: version 1 serves, the thief's is
+    /// held back. `genuine`: version 1's manifest as the publisher served it. The server and
+    /// the device are the caller's to stop.
+    struct RolledBack {
+        let w: Workspace
+        let r: String, s1: String, s2: String, pinned: String, url: String
+        let genuine: Data
+        let server: Process
+        let device: DeviceProcess
+    }
+
+    static func rolledBackFromThief(_ version: Int) async throws -> RolledBack {
+        let (w, r, s1, s2, pinned) = try rooted(bothSign: true)
+        let genuine = try Data(contentsOf: URL(fileURLWithPath: w.manifestPath))
+        let (server, url, device) = try await servedDevice(w, pinned: pinned)
+        do {
+            try await thiefInstalls(w, device, version: version, key: s1)
+            let rollback = try device.cairn(["rollback"])
+            try #require(rollback.status == 0, "\(rollback.error)")
+            try #require(device.state["held_back_version"] as? Int == version)
+        } catch {
+            stopProcess(server)
+            device.stop()
+            throw error
+        }
+        return RolledBack(w: w, r: r, s1: s1, s2: s2, pinned: pinned, url: url, genuine: genuine, server: server, device: device)
+    }
+
     /// The `created` of the repository's root `version`.
     static func rootCreated(_ w: Workspace, _ version: Int) -> String? {
         let data = FileManager.default.contents(atPath: w.repo + "/root/\(version).root.json")
@@ -281,19 +310,13 @@ struct TrustTests {
 
     @Test("Given a root with two signing keys, a thief holding one who publishes version 1,000,000,000 and re-signs the installed version dated in 9999, and a rollback from the thief's version, when root 2 revokes the stolen key, then the hold and the clock floor the thief raised are lifted, the publisher's next version installs, and status is not stale")
     func revocationBesideAKeptKey() async throws {
-        // Either key signs (threshold 1); the publisher signs with both.
-        let (w, r, s1, s2, pinned) = try Self.rooted(bothSign: true)
-        let genuine = try Data(contentsOf: URL(fileURLWithPath: w.manifestPath))
-        let (server, _, device) = try await Self.servedDevice(w, pinned: pinned)
-        defer { stopProcess(server); device.stop() }
-
-        // The thief's version 1,000,000,000, signed with key 1 alone: installed, then rolled back
-        // from (version 1 signed by both keys, so the rollback is allowed).
+        // Either key signs (threshold 1); the publisher signs with both. The thief's version
+        // 1,000,000,000, signed with key 1 alone: installed, then rolled back from (version 1
+        // signed by both keys, so the rollback is allowed).
         let thief = 1_000_000_000
-        try await Self.thiefInstalls(w, device, version: thief, key: s1)
-        let rollback = try device.cairn(["rollback"])
-        try #require(rollback.status == 0, "\(rollback.error)")
-        try #require(device.state["held_back_version"] as? Int == thief)
+        let t = try await Self.rolledBackFromThief(thief)
+        let (w, r, s1, s2, genuine, device) = (t.w, t.r, t.s1, t.s2, t.genuine, t.device)
+        defer { stopProcess(t.server); device.stop() }
         // Then version 1 re-signed with key 1, dated in 9999: found installed, it raises the floor.
         try genuine.write(to: URL(fileURLWithPath: w.manifestPath))
         try Self.serve(w, try Self.redated(w, created: "9999-12-30T00:00:00Z", expires: "9999-12-31T00:00:00Z", key: s1,
@@ -317,14 +340,10 @@ struct TrustTests {
 
     @Test("Given a rollback from a version key 1 alone signed, when one walk takes root 2, which removes key 1, and root 3, which adds it back, then the hold stays (key 1 is trusted again, net) and the version rolled back from does not install again")
     func keyRemovedAndAddedBackKeepsTheHold() async throws {
-        let (w, r, s1, _, pinned) = try Self.rooted(bothSign: true)
-        let (server, _, device) = try await Self.servedDevice(w, pinned: pinned)
-        defer { stopProcess(server); device.stop() }
         let unwanted = 7
-        try await Self.thiefInstalls(w, device, version: unwanted, key: s1)
-        let rollback = try device.cairn(["rollback"])
-        try #require(rollback.status == 0, "\(rollback.error)")
-        try #require(device.state["held_back_version"] as? Int == unwanted)
+        let t = try await Self.rolledBackFromThief(unwanted)
+        let (w, r, s1, device) = (t.w, t.r, t.s1, t.device)
+        defer { stopProcess(t.server); device.stop() }
 
         try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--remove-signing-key", Self.pub(s1)])
         try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--add-signing-key", Self.pub(s1)])
@@ -337,12 +356,10 @@ struct TrustTests {
 
     @Test("Given a rollback from a version key 1 alone signed, when a stick listed first holds root 2, which removes key 1, and the origin root 3, which adds it back, then the hold stays across the two walks and the version rolled back from does not install again")
     func keyRemovedByOneSourceAddedBackByAnother() async throws {
-        let (w, r, s1, _, pinned) = try Self.rooted(bothSign: true)
-        let (server, url, device) = try await Self.servedDevice(w, pinned: pinned)
-        defer { stopProcess(server); device.stop() }
         let unwanted = 7
-        try await Self.thiefInstalls(w, device, version: unwanted, key: s1)
-        try #require(try device.cairn(["rollback"]).status == 0)
+        let t = try await Self.rolledBackFromThief(unwanted)
+        let (w, r, s1, pinned, url, device) = (t.w, t.r, t.s1, t.pinned, t.url, t.device)
+        defer { stopProcess(t.server); device.stop() }
         device.stop()
         try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--remove-signing-key", Self.pub(s1)])
         let stick = w.folder + "/stick"

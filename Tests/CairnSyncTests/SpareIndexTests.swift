@@ -93,13 +93,19 @@ struct SpareIndexTests {
         #expect(FileSystem.exists(Self.spare(device, 2)))
     }
 
-    @Test("Given a spare, when a full snapshot fits max_disk_bytes only without it, then the spare is removed and the version installs")
-    func spareMakesRoomFirst() async throws {
+    /// A data directory that installed version 1 in full with its spare, and version 2
+    /// published, whose full snapshot fits the returned budget only once the spare is gone.
+    static func snapshotFittingOnlyWithoutSpare() async throws -> (RepoFixture, path: String, v2: Manifest, budget: Int64) {
         let repo = try RepoFixture(withModel: false)
         let path = try TemporaryDirectory.make()
-        try await Self.installedInFull([1], repo: repo, path: path)
+        try await installedInFull([1], repo: repo, path: path)
         let v2 = try repo.publish(version: 2, chunks: InPlaceDeltaTests.chunks(version: 2))
-        let budget = try Self.budgetWithoutSpare(of: 1, for: v2, repo: repo, path: path).budget
+        return (repo, path, v2, try budgetWithoutSpare(of: 1, for: v2, repo: repo, path: path).budget)
+    }
+
+    @Test("Given a spare, when a full snapshot fits max_disk_bytes only without it, then the spare is removed and the version installs")
+    func spareMakesRoomFirst() async throws {
+        let (repo, path, _, budget) = try await Self.snapshotFittingOnlyWithoutSpare()
         let device = try Device(repo: repo, sources: [repo.url], path: path, spareIndexMinimumBytes: 0, maxDiskBytes: budget)
         #expect(await device.syncer.syncOnce().installedVersion == 2)
         #expect(device.previousTarget == "versions/1")
@@ -108,11 +114,7 @@ struct SpareIndexTests {
 
     @Test("Given a spare removed to make room for a full snapshot, when the snapshot then fails its hash, then the spare is not copied again after the attempt (status: declined), so the next attempt does not remove a fresh copy")
     func spareNotCopiedAgainAfterAFailedSnapshot() async throws {
-        let repo = try RepoFixture(withModel: false)
-        let path = try TemporaryDirectory.make()
-        try await Self.installedInFull([1], repo: repo, path: path)
-        let v2 = try repo.publish(version: 2, chunks: InPlaceDeltaTests.chunks(version: 2))
-        let budget = try Self.budgetWithoutSpare(of: 1, for: v2, repo: repo, path: path).budget
+        let (repo, path, v2, budget) = try await Self.snapshotFittingOnlyWithoutSpare()
         let blob = repo.root + "/blobs/sha256/" + String(v2.snapshot.sha256.hex.prefix(2)) + "/" + v2.snapshot.sha256.hex
         var bytes = try Data(contentsOf: URL(fileURLWithPath: blob))
         bytes[bytes.count / 2] ^= 0xFF
