@@ -13,13 +13,19 @@ import Testing
 struct SpareCopyInFlightTests {
     /// Holds each copy that reaches it until `open()`, or until that copy is stopped.
     final class Gate: Sendable {
-        private let state = Mutex<(started: Int, open: Bool)>((0, false))
-        var started: Int { state.withLock { $0.started } }
-        func open() { state.withLock { $0.open = true } }
+        private let state = Mutex<(flags: [SpareCopy.Flag], open: Bool)>(([], false))
+        var started: Int { state.withLock { $0.flags.count } }
+        func open() {
+            let flags = state.withLock { state in
+                state.open = true
+                return state.flags
+            }
+            for flag in flags { flag.wake() }
+        }
+        /// On the copy's thread, not the test's.
         func enter(_ flag: SpareCopy.Flag) {
-            state.withLock { $0.started += 1 }
-            // The copy's thread, not the test's, waits here: polled, as the copy polls its flag.
-            while !state.withLock({ $0.open }) && !flag.isStopped { usleep(1_000) }
+            state.withLock { $0.flags.append(flag) }
+            flag.wait { state.withLock { $0.open } }
         }
     }
 

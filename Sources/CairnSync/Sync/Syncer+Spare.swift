@@ -7,8 +7,31 @@ import Synchronization
 /// whether it was asked to stop, which the thread reads between pieces.
 struct SpareCopy: Sendable {
     final class Flag: Sendable {
-        let stopped = Atomic<Bool>(false)
+        private let stopped = Atomic<Bool>(false)
+        /// Broadcast when the copy is stopped, or when `wake()` is called.
+        private let changed = NSCondition()
         var isStopped: Bool { stopped.load(ordering: .relaxed) }
+
+        func stop() {
+            changed.lock()
+            stopped.store(true, ordering: .relaxed)
+            changed.broadcast()
+            changed.unlock()
+        }
+
+        /// Blocks the copy's thread until it is stopped or `done()` holds, looking again at each
+        /// `wake()` (a test holding a copy in flight: `Syncer.beforeSpareCopy`).
+        func wait(until done: () -> Bool) {
+            changed.lock()
+            while !isStopped && !done() { changed.wait() }
+            changed.unlock()
+        }
+
+        func wake() {
+            changed.lock()
+            changed.broadcast()
+            changed.unlock()
+        }
     }
 
     let flag = Flag()
@@ -110,7 +133,7 @@ extension Syncer {
     func stopSpare() async {
         guard let copy = spareCopy else { return }
         spareCopy = nil
-        copy.flag.stopped.store(true, ordering: .relaxed)
+        copy.flag.stop()
         await BackgroundWork.run { copy.work.wait() }
     }
 
