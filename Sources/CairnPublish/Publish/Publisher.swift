@@ -117,9 +117,8 @@ public struct Publisher: Sendable {
         // time (moved past the clock by a newer root or manifest) is refused with nothing written.
         // A manifest only keys the newest root revoked signed counts no later than the clock.
         let known = trust.keys + trust.roots.flatMap(\.signingKeys)
-        let newest = repository.newestManifestCreated(inForce: trust.current?.signingKeys ?? known, others: known,
-                                                      now: Int64(Date().timeIntervalSince1970))
-        let created = try creationTime(root: trust.current, newest: newest.flatMap { Timestamp(secondsSince1970: $0) })
+        let newest = repository.newestManifestCreated(inForce: trust.current?.signingKeys ?? known, others: known, now: Timestamp(clamping: Date()))
+        let created = try creationTime(root: trust.current, newest: newest)
 
         let folder = try ScratchFolder()
         defer { folder.remove() }

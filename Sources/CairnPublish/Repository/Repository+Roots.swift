@@ -113,31 +113,24 @@ extension Repository {
         }
     }
 
-    /// The newest `created` a new root or manifest is dated after: that of the manifests a key
-    /// `inForce` signed, and, no later than `now`, of those only `others` signed: a revoked key's
-    /// manifest dated ahead of the clock is a thief's, and would date what follows (and every
-    /// device's clock floor) after it; in 9999, nothing could follow it.
-    func newestManifestCreated(inForce: [PublicKey], others: [PublicKey], now: Int64) -> Int64? {
-        let kept = newestManifestCreated(signedBy: inForce)?.secondsSince1970
-        let rest = newestManifestCreated(signedBy: others.filter { !inForce.contains($0) }).map { min($0.secondsSince1970, now) }
-        return [kept, rest].compactMap { $0 }.max()
-    }
-
-    /// The newest `created` among every channel's published and staged manifests that one of
-    /// `keys` signed (a signature checked, not a threshold: used to date a new root or manifest
-    /// after them). A file no key of the repository signed (copied from another repository,
-    /// planted) does not count: its far-future `created` would date every later manifest after
-    /// it, and devices would raise their clock floors to that.
-    func newestManifestCreated(signedBy keys: [PublicKey]) -> Timestamp? {
+    /// The newest `created` among every channel's published and staged manifests that a new
+    /// root or manifest is dated after: that of the manifests a key `inForce` signed, and, no
+    /// later than `now`, of those only `others` signed (a signature checked, not a threshold). A
+    /// revoked key's manifest dated ahead of the clock is a thief's, and would date what follows
+    /// (and every device's clock floor) after it; in 9999, nothing could follow it. A file no
+    /// key of the repository signed (copied from another repository, planted) does not count.
+    func newestManifestCreated(inForce: [PublicKey], others: [PublicKey], now: Timestamp) -> Timestamp? {
+        let inForceIDs = Set(inForce.map(\.keyID))
+        let keys = inForce + others.filter { !inForce.contains($0) }
         var newest: Timestamp?
         for channel in channels() {
             let paths = versionNumbers(channel).map { versionPath(channel, $0) } + stagedVersions(channel).map { stagedPath(channel, $0) }
             for path in paths {
-                guard let bytes = try? FileSystem.read(path),
-                      let envelope = try? SignedManifest.decodeEnvelope(bytes),
-                      !envelope.validSigners(among: keys, domain: SignedManifest.domain).isEmpty,
+                guard let bytes = try? FileSystem.read(path), let envelope = try? SignedManifest.decodeEnvelope(bytes),
+                      case let signers = envelope.validSigners(among: keys, domain: SignedManifest.domain), !signers.isEmpty,
                       let manifest = try? Manifest(json: envelope.content) else { continue }
-                newest = max(newest ?? manifest.created, manifest.created)
+                let created = signers.isDisjoint(with: inForceIDs) ? min(manifest.created, now) : manifest.created
+                newest = max(newest ?? created, created)
             }
         }
         return newest

@@ -61,9 +61,10 @@ public enum RootPublisher {
         // manifest is the newest one created before it; one signed only by keys the new root
         // does not hold counts no later than the clock (the key this rotation revokes may be
         // a thief's: in 9999, the rotation could not be written at all).
+        let newest = repository.newestManifestCreated(inForce: signingKeys, others: chain.roots.flatMap(\.signingKeys) + repository.storedKeys(),
+                                                      now: Timestamp(clamping: now))
+        let floor = max(current.created.secondsSince1970, newest?.secondsSince1970 ?? 0) + 1
         let now = Int64(now.timeIntervalSince1970)
-        let newest = repository.newestManifestCreated(inForce: signingKeys, others: chain.roots.flatMap(\.signingKeys) + repository.storedKeys(), now: now)
-        let floor = max(current.created.secondsSince1970, newest ?? 0) + 1
         let created = try timestamp(max(now, floor))
         let next = try make(version: current.version + 1, created: created, expiresDays: rotation.expiresDays,
                             rootKeys: rootKeys, rootThreshold: rotation.rootThreshold ?? min(current.rootThreshold, rootKeys.count),
