@@ -446,6 +446,7 @@ extension Syncer {
                                 pinnedRoot: configuration.trustedRoot, freeSpaceMargin: configuration.freeSpaceMargin, logger: logger)
         exporter.stopping = stopping
         return try await exclusively { () async throws(SyncError) -> ExportResult in
+            await stopSpare()
             // Status says what holds the syncer: an attempt asked for meanwhile waits for it.
             progress.operating(.export, at: now())
             defer { progress.operating(nil, at: now()) }

@@ -22,6 +22,7 @@ extension Syncer {
     ///   verification (nothing changes), `.io` when the swap fails.
     public func rollback() async throws(SyncError) -> RollbackResult {
         try await exclusively { () async throws(SyncError) -> RollbackResult in
+            await stopSpare()
             progress.operating(.rollback, at: now())
             defer { progress.operating(nil, at: now()) }
             return try await self.rollBackNow()
@@ -55,10 +56,11 @@ extension Syncer {
             } else {
                 nil
             }
+        // Who signed the version rolled back from, under the policy (read once: also recorded).
+        let currentSigners = policy.flatMap { current.signers(among: $0.keys) }
         if let policy {
-            func signers(_ version: InstalledVersion) -> Int { version.signers(among: policy.keys)?.count ?? 0 }
-            if signers(previous) == 0 {
-                let vouched = signers(current) >= policy.threshold && current.manifest.deltas.contains {
+            if (previous.signers(among: policy.keys)?.count ?? 0) == 0 {
+                let vouched = (currentSigners?.count ?? 0) >= policy.threshold && current.manifest.deltas.contains {
                     $0.fromVersion == previous.version && $0.fromStateRoot == previous.stateRoot
                 }
                 guard vouched else {
@@ -82,9 +84,8 @@ extension Syncer {
         let heldBefore = (state.heldBackVersion, state.heldBackSigners)
         let from = directory.linkTarget(directory.currentLink)
         state.heldBackVersion = current.version
-        // Who signed what is held back: a root step that revokes them all lifts the hold.
-        state.heldBackSigners = configuration.trustedRoot == nil ? nil
-            : policy.flatMap { current.signers(among: $0.keys) }.map { $0.map(\.description).sorted() }
+        // Who signed what is held back: while the newest root holds none of them, it is passed over.
+        state.heldBackSigners = configuration.trustedRoot == nil ? nil : currentSigners.map { $0.map(\.description).sorted() }
         do { try directory.writeState(state) } catch {
             // Nothing changed: the state kept in memory for status (the file cannot be written)
             // must not say the version rolled back from is held back.

@@ -79,7 +79,7 @@ extension Syncer {
         state.clockFloor = root.created.rfc3339
         if installed == nil, let forgotten = state.forgottenVersion {
             (state.forgottenVersion, state.forgottenStateRoot) = (nil, nil)
-            Self.resetFloors(&state, to: root)
+            state.liftHold()
             logger.notice("root \(root.version) revokes a signing key: version \(forgotten), which could not be served, is no longer the rollback floor")
         }
     }

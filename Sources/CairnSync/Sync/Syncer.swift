@@ -160,7 +160,7 @@ public actor Syncer {
     /// before the attempt is up to date.
     @discardableResult
     public func syncOnce() async -> SyncOutcome {
-        await exclusively(stoppingSpare: false) { () async -> SyncOutcome in
+        await exclusively { () async -> SyncOutcome in
             progress.begin(at: now())
             let unserved = await self.reopenIfUnserved()
             let outcome = await self.attemptAll(unserved: unserved)
@@ -401,18 +401,17 @@ public actor Syncer {
     }
 
     /// Runs `body` when no other attempt, rollback or export runs (FIFO), so none of them sees
-    /// another's half-done work across an `await`. A rollback or export stops the spare copy
-    /// first; a sync attempt only once it is to install (`attempt`): an attempt that finds
-    /// nothing new must not cut a copy short, or a copy longer than the polls apart (gigabytes on
-    /// an SD card, `poll_interval` of minutes) would start over for ever.
-    func exclusively<T: Sendable, E: Error>(stoppingSpare: Bool = true, _ body: () async throws(E) -> T) async throws(E) -> T {
+    /// another's half-done work across an `await`. Each stops the spare copy where it must
+    /// (`stopSpare`): a rollback or export first, a sync attempt only once it is to install, so
+    /// that an attempt finding nothing new does not cut a copy short (a copy longer than the
+    /// polls apart, gigabytes on an SD card, would start over for ever).
+    func exclusively<T: Sendable, E: Error>(_ body: () async throws(E) -> T) async throws(E) -> T {
         while busy { await withCheckedContinuation { waiting.append($0) } }
         busy = true
         defer {
             busy = false
             if !waiting.isEmpty { waiting.removeFirst().resume() }
         }
-        if stoppingSpare { await stopSpare() }
         return try await body()
     }
 
@@ -465,7 +464,7 @@ public actor Syncer {
         let planner = SyncPlanner(channel: configuration.channel, installed: installed.map {
             .init(version: $0.version, stateRoot: $0.stateRoot, dimension: $0.manifest.dimension, modelID: $0.manifest.model.id)
         }, heldBack: holds ? state.heldBackVersion : nil, expiredUpdates: configuration.expiredUpdates, recovering: recovering,
-           recoveringSince: recovering ? state.recoveringSince.flatMap { Timestamp(rfc3339: $0) } : nil,
+           recoveringSince: state.recoveringSince.flatMap { Timestamp(rfc3339: $0) },
            forgotten: state.forgotten)
         switch planner.decide(manifest, now: now) {
         case .upToDate:
@@ -484,7 +483,8 @@ public actor Syncer {
                 logger.warning("installing expired version \(manifest.version) (expired at \(manifest.expires)): newer than the installed one (expired_updates = install)")
             }
             timings.manifest = clock.now - start
-            if let refused = refusedAfterDownload.first(where: { $0.manifest == ContentID(hashing: bytes) }) {
+            let manifestID = ContentID(hashing: bytes)
+            if let refused = refusedAfterDownload.first(where: { $0.manifest == manifestID }) {
                 throw SyncError(refused.error.code, "\(refused.error.message) (refused before; not downloaded again until the publisher changes it or cairnd restarts)")
             }
             // The spare copy reads the live index and writes to staging, which the install is to
@@ -497,7 +497,7 @@ public actor Syncer {
                                                         installed: installed, state: &state, timings: &timings)
             } catch {
                 if [.stateRootMismatch, .canaryFailed].contains(error.code) {
-                    refusedAfterDownload = Array(([(ContentID(hashing: bytes), error)] + refusedAfterDownload).prefix(Self.refusalsRemembered))
+                    refusedAfterDownload = Array(([(manifestID, error)] + refusedAfterDownload).prefix(Self.refusalsRemembered))
                 }
                 throw error
             }
