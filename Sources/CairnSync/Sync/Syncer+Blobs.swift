@@ -196,12 +196,21 @@ extension Syncer {
         guard !Database.isOpenImmutable(file.path) else { return false }
         guard let kept = file.catchUp else { return true }
         guard let rows = installedRows, rows.meta.version == installed.version, rows.meta.stateRoot == installed.stateRoot else { return false }
-        // Hashed once an attempt (makeRoom measures several times): a delta's size, read here on
-        // the actor, where the apply reads it again on an install thread.
+        // Hashed once an attempt, off the actor (`hashKeptDelta`); makeRoom measures several times.
         if let known = keptDeltaWhole, known.blob == kept.blob { return known.whole }
         let whole = (try? FileSystem.sha256(of: kept.blob))?.id == kept.ref.sha256
         keptDeltaWhole = (kept.blob, whole)
         return whole
+    }
+
+    /// Reads the kept delta's SHA-256 for `willReuse` on an install thread, before `makeRoom`
+    /// asks: a file of a delta's size, which the actor's cooperative thread (the socket's
+    /// queries share them) must not spend its time on. Nothing for a full snapshot.
+    func hashKeptDelta(path: SyncPlanner.Path, installed: InstalledVersion?) async {
+        guard path.isDelta, let installed, let kept = reusableFile(installed: installed)?.catchUp,
+              keptDeltaWhole?.blob != kept.blob else { return }
+        let whole = await BackgroundWork.run { (try? FileSystem.sha256(of: kept.blob))?.id == kept.ref.sha256 }
+        keptDeltaWhole = (kept.blob, whole)
     }
 
     /// Makes room for an install beside the live version (protocol/data-directory.md, "Disk"):

@@ -490,6 +490,7 @@ public actor Syncer {
             // The spare copy reads the live index and writes to staging, which the install is to
             // use: it stops now (and starts again after the attempt, if it is still wanted).
             await stopSpare()
+            await hashKeptDelta(path: path, installed: installed)
             try makeRoom(manifest: manifest, path: path, installed: installed, state: &state)
             let version: InstalledVersion, contents: IndexContents
             do throws(SyncError) {
