@@ -69,19 +69,19 @@ struct Exporter {
         }
         // An ext4 stick's root holds `lost+found` from its making (and the FAT refusal below
         // recommends ext4): no one's files, so not "not empty", and never removed.
-        if existed, !directory.entries(target).filter({ $0 != Self.fileSystemFolder }).isEmpty {
+        if existed, !ownEntries(target).isEmpty {
             guard FileSystem.exists(target + "/" + Self.unfinishedMarker) else {
                 throw SyncError(.exportTargetNotEmpty, "\(target) is not empty; export into a new or empty folder")
             }
             // An export cut short left it: what it wrote goes, the marker last. Anything else
             // is someone's (documents copied onto the stick since): refused, never removed.
-            let others = directory.entries(target).filter { !Self.isExportEntry($0) && $0 != Self.fileSystemFolder }
+            let others = ownEntries(target).filter { !Self.isExportEntry($0) }
             guard others.isEmpty else {
                 throw SyncError(.exportTargetNotEmpty, "\(target) holds an export cut short and other files (\(others.sorted().prefix(3).joined(separator: ", "))); move them, or export into a new or empty folder")
             }
             logger.notice("removing what an export cut short left in \(target)", metadata: ["cairn.sync.path": "\(target)"])
             removeExport(from: target, keepingMarker: true)
-            guard directory.entries(target).filter({ $0 != Self.fileSystemFolder }) == [Self.unfinishedMarker] else {
+            guard ownEntries(target) == [Self.unfinishedMarker] else {
                 throw SyncError(.exportTargetNotEmpty, "\(target) holds an export cut short that cannot be removed; remove it by hand, or export into a new or empty folder")
             }
         }
@@ -266,6 +266,11 @@ struct Exporter {
         }
     }
 
+    /// The entries of `target` but the file system's own `lost+found`, which is no one's files.
+    private func ownEntries(_ target: String) -> [String] {
+        directory.entries(target).filter { $0 != Self.fileSystemFolder }
+    }
+
     /// Removes what an export writes from `target` (not the folder, nor anything else in it),
     /// the marker last unless `keepingMarker`: a clean-up cut short leaves a folder the next
     /// export still knows for one cut short.
@@ -273,7 +278,7 @@ struct Exporter {
         for entry in directory.entries(target) where Self.isExportEntry(entry) && entry != Self.unfinishedMarker {
             try? FileManager.default.removeItem(atPath: target + "/" + entry)
         }
-        if !keepingMarker, directory.entries(target).allSatisfy({ $0 == Self.unfinishedMarker || $0 == Self.fileSystemFolder }) {
+        if !keepingMarker, ownEntries(target).allSatisfy({ $0 == Self.unfinishedMarker }) {
             unlink(target + "/" + Self.unfinishedMarker)
         }
     }
