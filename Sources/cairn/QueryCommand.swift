@@ -7,7 +7,9 @@ import Foundation
 
 struct QueryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "query", abstract: "Search the installed knowledge base (hybrid BM25 + dense by default).")
+        commandName: "query", abstract: "Search the installed knowledge base (hybrid BM25 + dense by default).",
+        // The socket route, the MCP tool and the Python client all say search.
+        aliases: ["search"])
 
     @OptionGroup var connection: ConnectionOptions
     @ParentCommand var root: CairnCommand

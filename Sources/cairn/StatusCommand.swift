@@ -34,6 +34,8 @@ struct StatusCommand: AsyncParsableCommand {
                                                               : "none: answers are lexical only"))
         } else if let reason = status.notServing {
             lines.append("version     none answering: \(reason)")
+        } else if !status.syncAvailable {
+            lines.append("version     none installed, and this cairnd has no source to sync from")
         } else {
             lines.append("version     none installed yet (waiting for the first sync)")
         }
@@ -90,7 +92,7 @@ struct StatusCommand: AsyncParsableCommand {
             }
         }
         lines.append("disk        \(ByteCountFormatter.string(fromByteCount: status.dataDirectoryBytes, countStyle: .file)) in \(status.dataDirectory)")
-        if !status.syncAvailable { lines.append("sync        not available in this cairnd") }
+        if !status.syncAvailable { lines.append("sync        none: no source is configured (source in cairnd's configuration, or --source URL)") }
         return lines.joined(separator: "\n")
     }
 }

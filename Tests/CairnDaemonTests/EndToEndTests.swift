@@ -46,7 +46,10 @@ struct EndToEndTests {
         let empty = try await run(cairn, ["--socket", socket, "query", "   "])
         #expect(empty.status == 1 && empty.stderr.contains("empty_query"))
         let sync = try await run(cairn, ["--socket", socket, "sync"])
-        #expect(sync.status == 1 && sync.stderr.contains("sync_unavailable"))
+        #expect(sync.status == 1 && sync.stderr.contains("sync_unavailable") && sync.stderr.contains("--source URL"))
+        // `search` is `query` by the name the socket route and the MCP tool use.
+        let search = try await run(cairn, ["--socket", socket, "search", "flood maps", "--mode", "lexical"])
+        #expect(search.status == 0 && search.stdout.contains("1. Flood maps"))
         let usage = try await run(cairn, ["--socket", socket, "query", "water", "-k", "0"])
         #expect(usage.status == 2)
 
@@ -70,7 +73,7 @@ struct EndToEndTests {
         #expect(unreachable.status == 3)
     }
 
-    @Test("Given cairnd with no installed version, when cairn queries, then it exits 4 while status still works")
+    @Test("Given cairnd with no installed version and no source, when cairn queries, then it exits 4 saying no source is configured (not to wait for a sync that never comes) while status still works")
     func noIndexExitCode() async throws {
         let fixture = try DataDirectoryFixture()
         defer { fixture.remove() }
@@ -81,8 +84,9 @@ struct EndToEndTests {
         try await waitUntil("cairnd answers /healthz") { await isHealthy(socket) }
         let query = try await run(Products.path("cairn"), ["--socket", socket, "query", "water"])
         #expect(query.status == 4 && query.stderr.contains("no_index"))
+        #expect(query.stderr.contains("no source to sync from") && !query.stderr.contains("wait for the first sync"), "\(query.stderr)")
         let status = try await run(Products.path("cairn"), ["--socket", socket, "status"])
-        #expect(status.status == 0 && status.stdout.contains("none installed"))
+        #expect(status.status == 0 && status.stdout.contains("none installed, and this cairnd has no source"), "\(status.stdout)")
         daemon.terminate()
         #expect(try await waitForExit(daemon) == 0)
     }

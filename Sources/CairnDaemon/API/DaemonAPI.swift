@@ -176,7 +176,7 @@ struct DaemonAPI: Sendable {
 
     func sync() async throws -> Response {
         guard let requestSync else {
-            throw APIError(503, "sync_unavailable", "this cairnd runs without a sync component")
+            throw APIError(503, "sync_unavailable", "this cairnd has no source to sync from; " + Device.noSourceRemedy)
         }
         let attempts = await requestSync()
         return Self.json(SyncAccepted(accepted: true, attempts: attempts), status: .accepted)

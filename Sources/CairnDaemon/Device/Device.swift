@@ -68,7 +68,11 @@ public struct Device: Sendable {
         // makeChannel loaded the installed version (or the newest loadable one): not twice.
         hooks.holderLoaded = true
         let daemon = try buildDaemon(configuration: configuration, hooks: hooks, logger: logger)
-        if services.isEmpty { logger.notice("no sources configured: serving what is installed, never syncing") }
+        if services.isEmpty {
+            logger.notice("no sources configured: serving what is installed, never syncing")
+            // Else a query says "wait for the first sync", which never comes.
+            main.holder.explainNothingInstalled("no knowledge-base version is installed, and this cairnd has no source to sync from; " + Self.noSourceRemedy)
+        }
         return Device(services: [daemon] + services.map { $0 as any Service } + WatchdogService.ifEnabled(notifier),
                       requestSync: syncRequest)
     }
@@ -83,6 +87,9 @@ public struct Device: Sendable {
         let metrics: DaemonMetrics
         let service: SyncService?
     }
+
+    /// What a cairnd without sources tells a caller to do.
+    static let noSourceRemedy = "add a source (a URL, or file:///media/usb/repo for a stick) to its configuration, or start it with --source URL, and restart it"
 
     static func makeChannel(_ configuration: DaemonConfiguration, registry: MetricsRegistry, notifier: SystemdNotifier,
                             statusPrefix: String, otherChannels: [String] = [], logger: Logger) throws(DaemonError) -> ChannelParts {

@@ -12,6 +12,8 @@ public final class IndexHolder: Sendable {
     private let state: Mutex<ServingVersion?>
     /// Why nothing is served although a version is installed (it cannot be opened now), while so.
     private let unservable = Mutex<String?>(nil)
+    /// What `noIndex` says while nothing was ever installed, when the default would mislead.
+    private let nothingInstalled = Mutex<String?>(nil)
     private let logger: Logger
 
     public init(_ initial: ServingVersion? = nil, logger: Logger = Logger(label: "cairn.search.index")) {
@@ -29,10 +31,14 @@ public final class IndexHolder: Sendable {
     /// The reason `markUnservable` gave, while nothing is served.
     public var unservableReason: String? { current == nil ? unservable.withLock { $0 } : nil }
 
-    /// The 503 `no_index` a request gets while nothing is served: "nothing installed yet", or
-    /// the reason `markUnservable` gave.
+    /// Says `reason` instead of "wait for the first sync" while nothing is installed (a daemon
+    /// with no source to sync from).
+    public func explainNothingInstalled(_ reason: String) { nothingInstalled.withLock { $0 = reason } }
+
+    /// The 503 `no_index` a request gets while nothing is served: "nothing installed yet" (or
+    /// what `explainNothingInstalled` said), or the reason `markUnservable` gave.
     public var noIndex: APIError {
-        unservable.withLock { $0 }.map { APIError(503, "no_index", $0) } ?? .noIndex
+        (unservable.withLock { $0 } ?? nothingInstalled.withLock { $0 }).map { APIError(503, "no_index", $0) } ?? .noIndex
     }
 
     /// Serves `version` from now on; returns the one it replaced. Queries already running
