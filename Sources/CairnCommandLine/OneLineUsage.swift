@@ -6,7 +6,8 @@ extension AsyncParsableCommand {
     /// argument-parser's own entry point, except that a usage error is one line on standard
     /// error, `<program>: … (<program> --help)`, exiting `usage` (docs/exit-codes.md: every
     /// program says a failure in one line), and so is the program run with no command (a
-    /// script's `<program> $EMPTY` must not look like success). A command that refused an
+    /// script's `<program> $EMPTY` must not look like success), and so is a group of
+    /// commands given none of them (`cairn-server root`). A command that refused an
     /// argument itself has printed its line and thrown `ExitCode`: that passes through.
     ///
     /// A command that ran but could not write all of its standard output (a full disk, a closed
@@ -16,9 +17,12 @@ extension AsyncParsableCommand {
         let program = configuration.commandName ?? CommandLine.arguments.first ?? "?"
         do {
             var command = try parseAsRoot()
-            if command is Self {
-                let names = configuration.subcommands.map { $0.configuration.commandName ?? "" }.joined(separator: ", ")
-                writeStandardError("\(program): no command given (\(names)); \(program) --help says more\n")
+            // A group of commands (the program, or `cairn-server root`) given none of them.
+            let group = type(of: command).configuration
+            if !group.subcommands.isEmpty, group.defaultSubcommand == nil {
+                let names = group.subcommands.map { $0.configuration.commandName ?? "" }.joined(separator: ", ")
+                let (given, help) = command is Self ? ("", program) : (" to \(group.commandName ?? "")", "\(program) \(group.commandName ?? "")")
+                writeStandardError("\(program): no command given\(given) (\(names)); \(help) --help says more\n")
                 Foundation.exit(usage)
             }
             if var asyncCommand = command as? any AsyncParsableCommand {

@@ -14,7 +14,7 @@ struct KeygenCommand: ParsableCommand {
             """
     )
 
-    @Option(help: "Folder for publisher.key and publisher.pub (created if missing).")
+    @Option(help: "Folder for NAME.key and NAME.pub (created if missing).")
     var out: String
     @Option(help: "File name of the pair, without extension.")
     var name = "publisher"

@@ -192,6 +192,8 @@ struct StartupFailureTests {
         try await expectOneLine("cairn-server", ["publish"], in: folder, exit: 64, saying: ["--repo"])
         try await expectOneLine("cairn-server", ["verify", folder, "--no-such-flag"], in: folder, exit: 64, saying: ["--no-such-flag"])
         try await expectOneLine("cairn-server", [], in: folder, exit: 64, saying: ["no command given", "publish", "serve"])
+        // A group of commands given none is no success either (argument-parser prints help, exit 0).
+        try await expectOneLine("cairn-server", ["root"], in: folder, exit: 64, saying: ["no command given to root", "rotate", "cairn-server root --help"])
         // A flag out of range is a usage error too (78 is for the config file).
         try await expectOneLine("cairn-server", ["serve", "--repo", folder, "--port", "70000"], in: folder, exit: 64, saying: ["--port", "0-65535"])
         let help = try await onThread { try Binaries.run("cairn-server", ["publish", "--help"], in: folder) }
