@@ -109,6 +109,18 @@ struct NetworkFaultTests {
         #expect(rig.device.log.contains("not the blob (an error or captive-portal page?)"))
     }
 
+    @Test("Given a device pinned to a root and a host that answers every missing path with its web page and 200 (a single-page site's fallback), when the next version is published, then the page is taken as no next root and the version installs, not refused as root_refused at every attempt")
+    func missingRootAnsweredWithAPage() async throws {
+        let rig = try await Rig(config: Self.config, rootPinned: true)
+        defer { rig.stop() }
+        try rig.server.set(["missing_page": true])
+        let new = try rig.publishNext()
+        let seen = rig.server.requests.count
+        if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
+        #expect(rig.server.requests.dropFirst(seen).contains { $0.path.hasSuffix("/root/2.root.json") && $0.status == 200 })
+        #expect(rig.device.log.contains("answered root 2 with something that is not JSON"))
+    }
+
     @Test("Given a source that answers every blob with an HTML page, when the delta is refused and the snapshot too, then the spare the delta would have used is the same file after the attempt, not removed and copied again")
     func refusedFallbackKeepsTheSpare() async throws {
         let rig = try await Rig(config: Self.config.merging(["spare_index_min_bytes": "0"]) { $1 })

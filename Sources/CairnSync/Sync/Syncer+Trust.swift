@@ -42,6 +42,15 @@ extension Syncer {
             lastAttemptStats.add(stats)
             guard let bytes = fetched else { break }
             reached = true
+            // A host that answers every missing path with a page and 200 (a single-page site's
+            // fallback on a CDN, Netlify or Firebase) has no root there: nothing JSON is taken as
+            // absent, as its 404 would be. An attacker gains nothing (he can answer 404); a damaged
+            // root file still starts with its brace and is refused.
+            if bytes.first(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) != UInt8(ascii: "{") {
+                logger.warning("the source answered root \(next) with something that is not JSON (a web page?): taken as no root \(next)",
+                               metadata: ["cairn.sync.source": "\(base)"])
+                break
+            }
             let root: RootMetadata
             do { root = try chain.accept(next: bytes) } catch {
                 throw SyncError(.rootRefused, "root \(next) is refused: \(error.message); keeping root \(chain.current.version)", cause: error)

@@ -19,7 +19,8 @@ request misbehaves for blob paths (/blobs/...):
                    the bytes from this offset, whatever the request asked), small_rate (as rate,
                    for every file that is not a blob: manifests, roots), hold_after (send a
                    blob's first N bytes, then nothing until the control file no longer holds
-                   hold_after; then the rest)
+                   hold_after; then the rest), missing_page (answer a path that holds no
+                   file with a 200 HTML page, as a single-page site's fallback does)
   --port N         listen on N instead of a port chosen by the OS (to come back after a kill)
 Each request is logged to --log as one line: "<path> <status> <range or -> <body bytes sent>".
 The bound port (on 127.0.0.1, chosen by the OS) is written to --port-file once listening.
@@ -79,6 +80,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             log(path, status, rng, sent)
             return
         full = os.path.realpath(os.path.join(args.root, path.lstrip("/")))
+        if fault.get("missing_page") and not os.path.isfile(full):
+            self.send_page(b"<!DOCTYPE html><html><body><div id=app></div><script src=/app.js></script></body></html>\n",
+                           path, rng, head)
+            return
         if not full.startswith(os.path.realpath(args.root)) or not os.path.isfile(full):
             self.send_response(404)
             self.send_header("Content-Length", "0")
@@ -89,14 +94,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             data = f.read()
         blob = path.startswith("/blobs/")
         if blob and fault.get("html"):
-            page = b"<!DOCTYPE html><html><body><h1>Welcome to the captive portal</h1></body></html>\n"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(page)))
-            self.end_headers()
-            if not head:
-                self.wfile.write(page)
-            log(path, 200, rng, len(page))
+            self.send_page(b"<!DOCTYPE html><html><body><h1>Welcome to the captive portal</h1></body></html>\n", path, rng, head)
             return
         if blob and fault.get("truncate") is not None:
             data = data[:fault["truncate"]]
@@ -168,6 +166,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if limit < len(body) or delta > 0:
             self.close_connection = True
             self.connection.shutdown(2)
+
+    def send_page(self, page, path, rng, head):
+        """A 200 HTML page in place of what was asked for."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(page)
+        log(path, 200, rng, len(page))
 
     def send_body(self, body, start, end, rate):
         """body[start:end], at `rate` bytes a second (ten pieces a second) when given."""
