@@ -45,11 +45,25 @@ public enum SourceURL {
             guard let first = rest.first, first != "/", first != "?", first != "#" else {
                 return "source \(source) names no host; write \(scheme)HOST[:PORT]/PATH"
             }
+            // Status, logs and the MCP status tool show a source's URL to every caller.
+            if rest.prefix(while: { $0 != "/" && $0 != "?" && $0 != "#" }).contains("@") {
+                return "source \(source) holds credentials (user:password@): cairnd shows its sources' URLs in status and logs; put them in a netrc_file (or a token in token_file)"
+            }
+            // cairnd appends the repository's paths (channels/…, blobs/…) to the base: a query
+            // (a storage account's signed token) would end up before them, and every request
+            // would be refused as if the file were missing.
+            if rest.contains(where: { $0 == "?" || $0 == "#" }) {
+                return "source \(source) holds a query or fragment (? or #); cairnd appends the repository's paths to it, so give the folder's URL alone (a bearer token goes in token_file)"
+            }
             return nil
         }
         if lowered.hasPrefix("file://") {
             guard source.dropFirst(7).first == "/" else {
                 return "source \(source) is not an absolute file:// URL; a folder is file:// followed by its absolute path, like file:///media/usb/repo"
+            }
+            if source.contains(where: { $0 == "?" || $0 == "#" }) {
+                let folder = String(source.dropFirst(7))
+                return "source \(source) holds ? or #, which a URL does not take as part of a folder's name; percent-encode it: \(forFolder(folder.removingPercentEncoding ?? folder))"
             }
             return nil
         }
