@@ -25,7 +25,7 @@ struct RangeTests {
         }
     }
 
-    @Test("Given a blob, when an unsatisfiable or malformed range is asked for, then 416 says the size")
+    @Test("Given a blob, when an unsatisfiable or malformed range is asked for, then 416 says the size and is not cached")
     func unsatisfiable() async throws {
         let repo = try TestRepository()
         defer { repo.remove() }
@@ -36,6 +36,8 @@ struct RangeTests {
                 #expect(response.status == 416, "\(header)")
                 #expect(response.header("Content-Range") == "bytes */\(size)", "\(header)")
                 #expect(response.body.isEmpty, "\(header)")
+                // Not the blob's year-long immutable caching: a cache would answer every resume with it.
+                #expect(response.header("Cache-Control") == "no-store", "\(header)")
             }
         }
     }

@@ -46,6 +46,9 @@ struct FileResponse {
         case .unsatisfiable:
             headers[.contentRange] = "bytes */\(size)"
             headers[.contentLength] = "0"
+            // Not the file's caching: a cache that kept this answer for a year would answer
+            // every resume with it.
+            headers[.cacheControl] = "no-store"
             return Response(status: .rangeNotSatisfiable, headers: headers)
         case .full:
             status = .ok
