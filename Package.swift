@@ -126,7 +126,7 @@ let package = Package(
         .testTarget(name: "CairnIndexTests", dependencies: ["CairnIndex", "CairnTestSupport"]),
         .testTarget(name: "CairnPublishTests", dependencies: ["CairnPublish", "CairnIndex", "CairnStore", "CairnTestSupport"]),
         .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish", "CairnTestSupport", "CairnThreads"]),
-        .testTarget(name: "CairnSearchTests", dependencies: ["CairnSearch", "CairnIndex", "CairnCore"]),
+        .testTarget(name: "CairnSearchTests", dependencies: ["CairnSearch", "CairnIndex", "CairnCore", "CairnThreads"]),
         .testTarget(name: "CairnServerTests", dependencies: [
             "CairnServer", "CairnIndex", "CairnSearch", "CairnEmbedding", "CairnTestSupport",
             .product(name: "HummingbirdTesting", package: "hummingbird"),

@@ -28,6 +28,9 @@ public struct DaemonHooks: Sendable {
     /// The caller already loaded what it could into `holder` (`Device` does, keeping the rows
     /// for its syncer): an empty holder then means nothing loadable, not "load it".
     public var holderLoaded = false
+    /// The threads searches run on; nil makes them from the configuration. `Device` passes its
+    /// own, which the watchdog's liveness check reads.
+    public var searchPool: SearchPool?
 
     public init(holder: IndexHolder = IndexHolder(), status: (any SyncStatusProvider)? = nil,
                 requestSync: (@Sendable () async -> [String: Int])? = nil, maintenance: (any DeviceMaintenance)? = nil,
@@ -85,7 +88,7 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
         requestSync: hooks.requestSync, maintenance: hooks.maintenance, metrics: hooks.metrics,
         channel: configuration.channel, channels: hooks.channels,
         endpoint: SearchEndpoint(
-            pool: SearchPool(threads: configuration.maxConcurrentQueries, queueLimit: configuration.maxQueuedQueries),
+            pool: hooks.searchPool ?? SearchPool(threads: configuration.maxConcurrentQueries, queueLimit: configuration.maxQueuedQueries),
             maxBodyBytes: configuration.maxBodyBytes, logger: logger),
         dataDirectory: configuration.dataDirectory, logger: logger)
     // HEAD on every GET route (curl -I, monitors): the GET's status and headers, no body.

@@ -24,6 +24,26 @@ public final class BoundedThreadPool: Sendable {
 
     deinit { queue.stop(workers: threads) }
 
+    /// Jobs waiting or running now, and jobs finished since the pool started.
+    public struct Load: Sendable, Equatable {
+        public var pending: Int
+        public var finished: Int
+
+        public init(pending: Int, finished: Int) {
+            self.pending = pending
+            self.finished = finished
+        }
+
+        /// Whether jobs were pending at both readings and none finished between them: the
+        /// workers are stuck (a job that never returns on every worker), not busy.
+        public static func stalled(from earlier: Load, to later: Load) -> Bool {
+            earlier.pending > 0 && later.pending > 0 && later.finished == earlier.finished
+        }
+    }
+
+    /// The pool's load now.
+    public var load: Load { queue.load }
+
     /// Runs `job` on a worker and returns its result; throws `busy` when the queue is full, or
     /// what `job` throws. The caller suspends meanwhile, holding no thread.
     public func run<T: Sendable, E: Error>(busy: E, _ job: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
@@ -49,6 +69,8 @@ private final class JobQueue: Sendable {
         var head = 0  // index of the first job not yet taken
         /// Jobs accepted and not yet finished (waiting or running).
         var admitted = 0
+        /// Jobs run to their end since the pool started.
+        var finished = 0
         var stopping = false
     }
 
@@ -88,9 +110,16 @@ private final class JobQueue: Sendable {
             }
             guard let job else { return }  // a stop signal
             let deliver = job()
-            state.withLock { $0.admitted -= 1 }
+            state.withLock {
+                $0.admitted -= 1
+                $0.finished += 1
+            }
             deliver()
         }
+    }
+
+    var load: BoundedThreadPool.Load {
+        state.withLock { BoundedThreadPool.Load(pending: $0.admitted, finished: $0.finished) }
     }
 
     /// Lets every worker finish the jobs already queued, then exit.

@@ -1,3 +1,4 @@
+import CairnClient
 import CairnTestSupport
 import Foundation
 import Testing
@@ -38,6 +39,33 @@ struct OperationsTests {
 }
 
 extension OperationsTests {
+    @Test("Given WATCHDOG_USEC and a client holding cairnd's only connection (max_connections = 1), when cairnd's own socket no longer answers /healthz, then it stops feeding the watchdog, saying why in its log, and feeds it again once the connection is let go")
+    func watchdogFollowsTheSocket() async throws {
+        let notify = try NotifySocket(path: try TemporaryDirectory.make() + "/notify.sock")
+        defer { notify.close() }
+        // Checks every 0.5 s; a connection held idle is not cut for an hour.
+        let rig = try await ServedDevice(environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000"],
+                                         config: ["max_connections": "1", "idle_timeout": "3600"])
+        defer { rig.stop() }
+        let device = rig.device
+        func fed() -> Int { notify.messages.filter { $0 == "WATCHDOG=1" }.count }
+        func failedChecks() -> Int {
+            device.log.components(separatedBy: "not feeding systemd's watchdog: its socket did not answer /healthz").count - 1
+        }
+        try await waitUntil("the watchdog is fed") { fed() > 0 }
+        let held = try UnixSocket.connect(device.socket).get()
+        var open = true
+        defer { if open { close(held) } }
+        try await waitUntil("two checks fail", seconds: 30) { failedChecks() >= 2 }
+        let before = fed()
+        try await waitUntil("two more checks fail", seconds: 30) { failedChecks() >= 4 }
+        #expect(fed() == before, "the watchdog was fed while cairnd's socket did not answer")
+        close(held)
+        open = false
+        try await waitUntil("the watchdog is fed again", seconds: 30) { fed() > before }
+        #expect(device.log.contains("cairnd answers again; feeding systemd's watchdog"))
+    }
+
     @Test("Given a NOTIFY_SOCKET that nobody reads and a watchdog every millisecond, when cairnd starts, syncs and is queried, then it serves, answers and installs the next version")
     func busyManagerDoesNotStall() async throws {
         // The queue of an unread datagram socket holds net.unix.max_dgram_qlen notices (10 by

@@ -1,4 +1,5 @@
 import CairnSearch
+import CairnThreads
 import Foundation
 import Synchronization
 import Testing
@@ -27,6 +28,29 @@ struct SearchPoolTests {
         release.signal()
         #expect(try await first == 1)
         #expect(try await pool.run { () throws(APIError) -> Int in 3 } == 3)
+    }
+
+    @Test("Given a search that holds the pool's only thread, then its load says one pending and none finished, which two readings call stalled; once it ends, one finished and none pending, which is not")
+    func loadForTheWatchdog() async throws {
+        let pool = SearchPool(threads: 1, queueLimit: 1)
+        #expect(pool.load == .init(pending: 0, finished: 0))
+        let entered = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        async let held: Int = pool.run { () throws(APIError) -> Int in
+            entered.signal()
+            release.wait()
+            return 1
+        }
+        await Self.wait(entered)
+        let stuck = pool.load
+        #expect(stuck == .init(pending: 1, finished: 0))
+        // The watchdog's rule (a stuck thread, as a search that never returns would leave it):
+        #expect(BoundedThreadPool.Load.stalled(from: stuck, to: pool.load))
+        release.signal()
+        #expect(try await held == 1)
+        #expect(pool.load == .init(pending: 0, finished: 1))
+        #expect(!BoundedThreadPool.Load.stalled(from: stuck, to: pool.load))
+        // Busy, not stuck: pending at both readings, but one finished between them.
+        #expect(!BoundedThreadPool.Load.stalled(from: .init(pending: 3, finished: 7), to: .init(pending: 3, finished: 8)))
     }
 
     @Test("Given one thread and a queue of one, when a second search arrives, then it waits and runs after the first")

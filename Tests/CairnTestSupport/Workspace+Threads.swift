@@ -29,7 +29,7 @@ extension Workspace {
 }
 
 /// The common rig of process tests: a workspace with version 1 published, `cairn-server serve`
-/// carrying it, and a cairnd (given `environment`) that has installed it.
+/// carrying it, and a cairnd (given `environment` and `config` lines) that has installed it.
 public final class ServedDevice: @unchecked Sendable {
     // @unchecked: every stored property is a constant.
     public let workspace: Workspace
@@ -37,12 +37,12 @@ public final class ServedDevice: @unchecked Sendable {
     public let url: String
     public let device: DeviceProcess
 
-    public init(environment: [String: String] = [:]) async throws {
+    public init(environment: [String: String] = [:], config: [String: String] = [:]) async throws {
         workspace = try await Workspace.make()
         try await workspace.publishOnThread(Workspace.version1)
         (server, url, _) = try await workspace.serve()
         do {
-            device = try DeviceProcess(workspace, sources: [url], environment: environment)
+            device = try DeviceProcess(workspace, sources: [url], config: config, environment: environment)
         } catch {
             stopProcess(server)
             throw error

@@ -67,13 +67,17 @@ public struct Device: Sendable {
                                                                     metrics: $0.metrics, maintenance: $0.syncer) })
         // makeChannel loaded the installed version (or the newest loadable one): not twice.
         hooks.holderLoaded = true
+        let searches = SearchPool(threads: configuration.maxConcurrentQueries, queueLimit: configuration.maxQueuedQueries)
+        hooks.searchPool = searches
         let daemon = try buildDaemon(configuration: configuration, hooks: hooks, logger: logger)
         if services.isEmpty {
             logger.notice("no sources configured: serving what is installed, never syncing")
             // Else a query says "wait for the first sync", which never comes.
             main.holder.explainNothingInstalled("no knowledge-base version is installed, and this cairnd has no source to sync from; " + Self.noSourceRemedy)
         }
-        return Device(services: [daemon] + services.map { $0 as any Service } + WatchdogService.ifEnabled(notifier),
+        let liveness = LivenessProbe(socketPath: configuration.socketPath, searchLoad: { searches.load })
+        return Device(services: [daemon] + services.map { $0 as any Service }
+                          + WatchdogService.ifEnabled(notifier, probe: liveness, logger: logger),
                       requestSync: syncRequest)
     }
 

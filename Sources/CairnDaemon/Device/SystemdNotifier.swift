@@ -1,5 +1,9 @@
 public import Foundation
+import CairnClient
+import CairnThreads
+import Logging
 import ServiceLifecycle
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -15,7 +19,9 @@ import Glibc
 public struct SystemdNotifier: Sendable {
     /// The socket address, nil when not started by a service manager that asked for notices.
     public let socketPath: String?
-    /// Half of `WATCHDOG_USEC` when the watchdog is on for this process (`WATCHDOG_PID` unset or ours).
+    /// How often the watchdog is fed: a quarter of `WATCHDOG_USEC`, so that a check that fails
+    /// once or a notice lost leaves room for two more before systemd gives up; nil when the
+    /// watchdog is off for this process (`WATCHDOG_PID` set and not ours).
     public let watchdogInterval: Duration?
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
@@ -23,7 +29,7 @@ public struct SystemdNotifier: Sendable {
         socketPath = path
         if path != nil, let usec = environment["WATCHDOG_USEC"].flatMap(Int64.init), usec > 0,
            environment["WATCHDOG_PID"].flatMap(Int32.init).map({ $0 == getpid() }) ?? true {
-            watchdogInterval = .microseconds(usec / 2)
+            watchdogInterval = .microseconds(max(1, usec / 4))
         } else {
             watchdogInterval = nil
         }
@@ -57,28 +63,87 @@ public struct SystemdNotifier: Sendable {
 
     /// `STATUS=<line>`: what `systemctl status` shows.
     public func status(_ line: String) { notify(["STATUS=" + line]) }
+}
 
-    /// Sends `WATCHDOG=1` every `watchdogInterval` until the task is cancelled; returns at once
-    /// when the watchdog is off.
-    public func keepWatchdogFed() async {
-        guard let interval = watchdogInterval else { return }
-        while !Task.isCancelled {
-            notify(["WATCHDOG=1"])
-            try? await Task.sleep(for: interval)
+/// What cairnd checks before each `WATCHDOG=1`, so that systemd restarts a cairnd that no longer
+/// answers, not only one whose timer stopped: its own socket answers `GET /healthz` within the
+/// feeding interval (the event loops take connections and answer), and the search threads are
+/// not stuck (searches were pending at two checks in a row and none finished between them). A
+/// sync is not judged, however long: a multi-gigabyte download is no hang.
+struct LivenessProbe: Sendable {
+    let socketPath: String
+    let searchLoad: @Sendable () -> BoundedThreadPool.Load
+
+    /// Nil when alive, else why not, in a few words; and the search load read, for the next check.
+    func check(timeout: Duration, previous: BoundedThreadPool.Load?) -> (problem: String?, load: BoundedThreadPool.Load) {
+        let seconds = max(0.001, Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
+        var problem: String?
+        do {
+            let answer = try UnixHTTPClient(socketPath: socketPath, timeout: seconds).send(method: "GET", path: "/healthz")
+            if answer.status != 200 { problem = "its socket answered /healthz with HTTP \(answer.status)" }
+        } catch {
+            problem = "its socket did not answer /healthz: \(error.message)"
         }
+        let load = searchLoad()
+        if problem == nil, let previous, BoundedThreadPool.Load.stalled(from: previous, to: load) {
+            problem = "the search threads finished none of \(load.pending) searches since the last check"
+        }
+        return (problem, load)
     }
 }
 
-/// Feeds systemd's watchdog (`WatchdogSec=` in the unit) while cairnd runs.
+/// Feeds systemd's watchdog (`WatchdogSec=` in the unit) while cairnd answers: every
+/// `watchdogInterval`, `WATCHDOG=1` once `LivenessProbe` finds it alive; each check that fails
+/// is logged instead, and systemd restarts cairnd when none succeeds for `WatchdogSec`. Runs on
+/// a thread of its own: the check blocks, and must not wait for the cooperative threads it
+/// judges.
 struct WatchdogService: Service {
     let notifier: SystemdNotifier
+    let interval: Duration
+    let probe: LivenessProbe
+    let logger: Logger
 
     /// The service when `WATCHDOG_USEC` asks for it, else none.
-    static func ifEnabled(_ notifier: SystemdNotifier) -> [any Service] {
-        notifier.watchdogInterval == nil ? [] : [WatchdogService(notifier: notifier)]
+    static func ifEnabled(_ notifier: SystemdNotifier, probe: LivenessProbe, logger: Logger) -> [any Service] {
+        guard let interval = notifier.watchdogInterval else { return [] }
+        return [WatchdogService(notifier: notifier, interval: interval, probe: probe, logger: logger)]
     }
 
     func run() async throws {
-        await cancelWhenGracefulShutdown { await notifier.keepWatchdogFed() }
+        let stop = DispatchSemaphore(value: 0)
+        let stopped = Mutex(false)
+        let halt: @Sendable () -> Void = {
+            if stopped.withLock({ done in defer { done = true }; return !done }) { stop.signal() }
+        }
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
+                    Thread { [self] in
+                        feed(until: stop)
+                        finished.resume()
+                    }.start()
+                }
+            } onGracefulShutdown: { halt() }
+        } onCancel: { halt() }
+    }
+
+    /// Checks and feeds every `interval` until `stop` is signalled. The first check waits one
+    /// interval: the socket binds as the services start, beside this one.
+    private func feed(until stop: DispatchSemaphore) {
+        let nanoseconds = max(1, interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000)
+        var previous: BoundedThreadPool.Load?
+        var failing = false
+        while stop.wait(timeout: .now() + .nanoseconds(Int(nanoseconds))) == .timedOut {
+            let (problem, load) = probe.check(timeout: interval, previous: previous)
+            previous = load
+            if let problem {
+                logger.error("not feeding systemd's watchdog: \(problem); systemd restarts cairnd if no check succeeds within WatchdogSec")
+                failing = true
+            } else {
+                if failing { logger.notice("cairnd answers again; feeding systemd's watchdog") }
+                failing = false
+                notifier.notify(["WATCHDOG=1"])
+            }
+        }
     }
 }

@@ -1,4 +1,4 @@
-import CairnThreads
+public import CairnThreads
 
 /// Runs searches on a few threads of its own, never on Swift's cooperative pool.
 ///
@@ -14,6 +14,8 @@ import CairnThreads
 public final class SearchPool: Sendable {
     private let pool: BoundedThreadPool
     public var threads: Int { pool.threads }
+    /// Searches waiting or running, and searches finished (the watchdog's liveness check).
+    public var load: BoundedThreadPool.Load { pool.load }
 
     public init(threads: Int, queueLimit: Int) {
         pool = BoundedThreadPool(threads: threads, queueLimit: queueLimit)
