@@ -55,12 +55,16 @@ struct ChannelMergeTests {
         #expect(merged.channels?.map(\.channel) == ["big", "small"])
     }
 
-    @Test("Given one channel, when merged, then its answer is unchanged but labelled; given k = 1 over two, then one result")
+    @Test("Given one channel, when merged, then its answer is unchanged but labelled, with no channels list unless several were searched; given k = 1 over two, then one result")
     func singleAndCut() {
         let only = Self.answer(version: 3, results: [("a", 1, 0.5, 2.0), ("b", nil, 0.4, 1.0)], moments: Self.moments(lexical: [1, 0], dense: [0.5, 0.4]))
         let alone = SearchEndpoint.merge([("field", only)], k: 5)
         #expect(alone.results.map(\.fusedScore) == [2.0, 1.0] && alone.results.allSatisfy { $0.channel == "field" && $0.version == 3 })
         #expect(alone.channels == nil)
+        // Two searched, one answered (the other has nothing installed): the list says which.
+        let lone = SearchEndpoint.merge([("manuals", only)], k: 5, searched: 2)
+        #expect(lone.channels?.map(\.channel) == ["manuals"] && lone.channels?.first?.version == 3)
+        #expect(lone.results.map(\.fusedScore) == [2.0, 1.0])
         let other = Self.answer(version: 1, results: [("c", nil, 0.45, 1.5)], moments: Self.moments(lexical: [0, 0], dense: [0.45, 0.1]))
         #expect(SearchEndpoint.merge([("field", only), ("tools", other)], k: 1).results.count == 1)
     }

@@ -97,7 +97,7 @@ public struct SearchEndpoint: Sendable {
                 answers.append((channel.name, try Self.run(deep, on: serving, flags: channel.flags(serving), logger: logger)))
             }
             guard !answers.isEmpty else { throw unserved ?? APIError.noIndex }
-            return Self.merge(answers, k: request.k)
+            return Self.merge(answers, k: request.k, searched: channels.count)
         }
         // The whole of what the caller waited for once its body was read: the wait for a search
         // thread (under load, most of it) and every channel's search, not the first's alone.
@@ -106,7 +106,10 @@ public struct SearchEndpoint: Sendable {
     }
 
     /// The results of every channel's answer, labelled, best first by their ranking score, cut
-    /// to `k`; the first answer's version, mode and timings; every channel listed when several.
+    /// to `k`; the first answer's version, mode and timings; the channels that answered listed
+    /// whenever several were searched (`searched`), even if one answered alone (the others had
+    /// nothing installed): else the answer read as the first channel's, whose name and version
+    /// a caller takes from the request and status.
     /// When every answer is a weighted hybrid, each result's `fused_score` is taken again over
     /// the union of the channels' rows (their moments pooled), so a channel's size or score
     /// spread does not decide which one wins. When the answers were ranked in different ways (a
@@ -116,7 +119,7 @@ public struct SearchEndpoint: Sendable {
     /// `fused_score` 1/(60 + its rank in its channel), and the answer's fusion is `rrf`. Each
     /// channel's entry says how it ranked and whether it had a model; `dense_available` is true
     /// only when every channel's is.
-    static func merge(_ answers: [(channel: String, answer: SearchAnswer)], k: Int) -> SearchAnswer {
+    static func merge(_ answers: [(channel: String, answer: SearchAnswer)], k: Int, searched: Int? = nil) -> SearchAnswer {
         var merged = answers[0].answer
         let moments = answers.compactMap(\.answer.hybridMoments)
         let pooled = answers.count > 1 && moments.count == answers.count ? moments.dropFirst().reduce(moments[0]) { $0.pooled(with: $1) } : nil
@@ -143,7 +146,7 @@ public struct SearchEndpoint: Sendable {
             result.rank = index + 1
             return result
         }
-        guard answers.count > 1 else { return merged }
+        guard max(answers.count, searched ?? 0) > 1 else { return merged }
         merged.channels = answers.map {
             .init(channel: $0.channel, version: $0.answer.version, stateRoot: $0.answer.stateRoot,
                   online: $0.answer.online, stale: $0.answer.stale, expired: $0.answer.expired,
