@@ -64,6 +64,7 @@ struct QueryCommand: AsyncParsableCommand {
             lines.append("   " + snippet(result.chunk.content))
         }
         lines.append("")
+        if let unmatched = answer.unmatchedFilter { lines.append("note: " + unmatched.sentence) }
         if let channels = answer.channels {
             lines.append("channels " + channels.map {
                 "\($0.channel) v\($0.version)" + ($0.stale == true ? " (STALE)" : "") + ($0.denseAvailable == false ? " (lexical only)" : "")

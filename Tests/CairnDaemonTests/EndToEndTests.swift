@@ -32,6 +32,11 @@ struct EndToEndTests {
                                   environment: childEnvironment(["CAIRN_SOCKET": socket]))
         #expect(human.status == 0)
         #expect(human.stdout.contains("1. Flood maps") && human.stdout.contains("version 6"))
+        #expect(!human.stdout.contains("note:"))
+        // A guessed scenario that no chunk has is said, with the ones there are.
+        let guessed = try await run(cairn, ["--socket", socket, "query", "flood maps", "--scenario", "Flood"])
+        #expect(guessed.status == 0 && guessed.stdout.contains("note: no passage has scenario \"Flood\""), "\(guessed.stdout)")
+        #expect(guessed.stdout.contains("scenarios here: ") && guessed.stdout.contains("flood"))
 
         let status = try await run(cairn, ["status", "--socket", socket])
         #expect(status.status == 0, "\(status.stderr)")

@@ -239,6 +239,22 @@ import Testing
         }
     }
 
+    @Test("Given a scenario or tags no chunk has (a caller's guess: Flood, Water), when searching, then the answer says which values matched nothing and lists the scenarios and the tags differing only in case; values that match say nothing")
+    func unmatchedFilterValuesAreSaid() throws {
+        try withTemporaryDirectory { directory in
+            let index = try SearchIndex(path: Corpus.snapshot(in: directory))
+            let known = try index.search(SearchRequest(query: "water", k: 5, scenario: "flood", tags: ["health"]), queryVector: water)
+            #expect(known.unmatchedFilter == nil)
+            let guessed = try index.search(SearchRequest(query: "water", k: 5, scenario: "Flood", tags: ["Water", "health", "Water"]),
+                                           queryVector: water)
+            let unmatched = try #require(guessed.unmatchedFilter)
+            #expect(unmatched.scenario == "Flood" && unmatched.scenarios == ["earthquake", "flood", "general"])
+            #expect(unmatched.tags == ["Water"] && unmatched.similarTags == ["water"])
+            #expect(guessed.results.isEmpty)  // what the unknown tag did, now said
+            #expect(unmatched.sentence.contains("no passage has scenario \"Flood\"") && unmatched.sentence.contains("differing only in case: water"))
+        }
+    }
+
     @Test func givenATagFilter_whenSearching_thenOnlyChunksWithEveryTagAreReturned() throws {
         try withTemporaryDirectory { directory in
             let index = try SearchIndex(path: Corpus.snapshot(in: directory))

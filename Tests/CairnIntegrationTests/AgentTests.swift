@@ -120,7 +120,7 @@ struct AgentTests {
         #expect(answers["1"] == nil && answers["6"] == nil)
     }
 
-    @Test("Given a passage of 3,000 characters with a source (a JSON record, kept whole), when cairn mcp searches, then its text line names its id and source and is cut at 2,000 characters saying that get gives it whole; structuredContent and get keep it whole")
+    @Test("Given a passage of 3,000 characters with a source (a JSON record, kept whole), when cairn mcp searches, then its text line names its id and source and is cut at 2,000 characters saying that get gives it whole; structuredContent and get keep it whole; a tag no passage has is said in a note")
     func mcpCutsLongPassagesAndNamesSources() async throws {
         let workspace = try await Workspace.make()
         let long = String(repeating: "Boil the water for one minute before you drink it. ", count: 60)
@@ -142,6 +142,7 @@ struct AgentTests {
         let lines = [
             #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water","k":1}}}"#,
             #"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get","arguments":{"id":"boil-long"}}}"#,
+            #"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water","tags":["Water"]}}}"#,
         ]
         let (answers, _, status, _) = try await Self.mcp(device.socket, lines, folder: workspace.folder)
         #expect(status == 0)
@@ -157,6 +158,12 @@ struct AgentTests {
         #expect(gotText.hasSuffix(long))
         // Hosts give a model the text alone: the source it is asked to cite is in it.
         #expect(gotText.hasPrefix("Boiling (id: boil-long, source: Field Manual p. 12, "), "\(gotText.prefix(80))")
+        // A model's guessed tag matches nothing: said, not "No passage matches" alone.
+        let filtered = answers["3"]?["result"] as? [String: Any]
+        let filteredText = ((filtered?["content"] as? [[String: Any]])?.first?["text"] as? String) ?? ""
+        #expect(filteredText.contains("Note: no passage has tag \"Water\", so nothing passed the filter."), "\(filteredText)")
+        let unmatched = (filtered?["structuredContent"] as? [String: Any])?["unmatched_filter"] as? [String: Any]
+        #expect(unmatched?["tags"] as? [String] == ["Water"])
     }
 
     @Test("Given cairn mcp, when a tool gets an argument its schema does not name, of the wrong type or out of range, then the call is a bad_arguments tool error naming it; malformed JSON-RPC messages get -32600/-32602 with their id, notifications and responses no answer; a --timeout that is not a positive number of seconds is refused")

@@ -69,6 +69,18 @@ struct ChannelMergeTests {
         #expect(SearchEndpoint.merge([("field", only), ("tools", other)], k: 1).results.count == 1)
     }
 
+    @Test("Given two channels' unmatched filter values, when merged, then only what neither channel has stays unmatched")
+    func unmatchedOverChannels() {
+        typealias Unmatched = SearchResponse.UnmatchedFilter
+        let field = Unmatched(scenario: "fire", scenarios: ["flood", "general"], tags: ["pumps", "Water"], similarTags: ["water"])
+        let tools = Unmatched(scenario: nil, scenarios: nil, tags: ["Water"], similarTags: [])
+        let both = Unmatched.common([field, tools])
+        #expect(both?.scenario == nil && both?.scenarios == nil)  // tools has "fire"
+        #expect(both?.tags == ["Water"] && both?.similarTags == ["water"])
+        #expect(Unmatched.common([field, nil]) == nil)  // the second channel matched everything
+        #expect(Unmatched.common([field]) == field)
+    }
+
     @Test("Given one channel ranked lexically (its cosines degenerate: -BM25 15 and 10) and one by weighted hybrid (2.0 and 1.5), when merged, then they interleave by rank, each fused_score 1/(60 + rank), fusion rrf")
     func mixedFusionsByRank() {
         let lexical = Self.answer(version: 4, results: [("l1", 15, 0, 15), ("l2", 10, 0, 10)], moments: nil, fusion: .lexicalFallback)

@@ -188,7 +188,24 @@ public final class SearchIndex: Sendable {
             timings: .init(lexicalMilliseconds: Self.milliseconds(lexicalTime), denseMilliseconds: Self.milliseconds(denseTime),
                            totalMilliseconds: Self.milliseconds(clock.now - start)))
         response.hybridMoments = hybridMoments
+        response.unmatchedFilter = unmatchedFilter(scenario: request.scenario, tags: request.tags)
         return response
+    }
+
+    /// The filter values no chunk of this version carries, with the values it has instead.
+    private func unmatchedFilter(scenario: String?, tags: [String]?) -> SearchResponse.UnmatchedFilter? {
+        var unmatched = SearchResponse.UnmatchedFilter()
+        if let scenario, contents.scenarioCode[scenario] == nil {
+            unmatched.scenario = scenario
+            unmatched.scenarios = contents.scenarioNames.sorted()
+        }
+        var seen: Set<String> = []
+        unmatched.tags = (tags ?? []).filter { contents.tagCode[$0] == nil && seen.insert($0).inserted }
+        if !unmatched.tags.isEmpty {
+            let wanted = Set(unmatched.tags.map { $0.lowercased() })
+            unmatched.similarTags = contents.tagNames.filter { wanted.contains($0.lowercased()) }.sorted()
+        }
+        return unmatched.scenario == nil && unmatched.tags.isEmpty ? nil : unmatched
     }
 
     /// Whether `canary` (a known question whose answer a healthy index must find) finds every id

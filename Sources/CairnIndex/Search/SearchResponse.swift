@@ -79,6 +79,66 @@ public struct SearchResponse: Sendable, Hashable, Codable {
     /// In a weighted hybrid answer, the moments its z-scores were taken over (not on the wire):
     /// what several channels pool to standardise over their union.
     public var hybridMoments: HybridMoments?
+    /// The filter values no chunk of this version carries (nil when each names some chunk).
+    public var unmatchedFilter: UnmatchedFilter?
+
+    /// A `filter.scenario` or `filter.tags` value that no chunk carries, which then silently
+    /// lets only `general` chunks (a scenario) or nothing (a tag) through: said in the answer, with
+    /// the values the version has, so that a caller (an agent guessing "Flood" for "flood") can
+    /// correct itself instead of concluding the knowledge base holds nothing.
+    public struct UnmatchedFilter: Sendable, Hashable, Codable {
+        /// The scenario asked for, when no chunk has it.
+        public var scenario: String?
+        /// With `scenario`: every scenario the version's chunks have, sorted.
+        public var scenarios: [String]?
+        /// The tags asked for that no chunk carries, in the request's order.
+        public var tags: [String]
+        /// With `tags`: tags the version has that equal one of them but for case, sorted.
+        public var similarTags: [String]
+
+        public init(scenario: String? = nil, scenarios: [String]? = nil, tags: [String] = [], similarTags: [String] = []) {
+            self.scenario = scenario
+            self.scenarios = scenarios
+            self.tags = tags
+            self.similarTags = similarTags
+        }
+
+        /// One line for people and models: what matched nothing, what that did to the search,
+        /// and what the version has instead.
+        public var sentence: String {
+            var parts: [String] = []
+            if let scenario {
+                parts.append("no passage has scenario \"\(scenario)\", so only general passages were searched"
+                             + ((scenarios ?? []).isEmpty ? "" : " (scenarios here: \((scenarios ?? []).joined(separator: ", ")))"))
+            }
+            if !tags.isEmpty {
+                let named = tags.map { "\"\($0)\"" }.joined(separator: ", ")
+                parts.append("no passage has tag\(tags.count > 1 ? "s" : "") \(named), so nothing passed the filter"
+                             + (similarTags.isEmpty ? "" : " (tags differing only in case: \(similarTags.joined(separator: ", ")))"))
+            }
+            return parts.joined(separator: "; ")
+        }
+
+        /// What stays unmatched in every one of several answers (a value one channel has is not
+        /// unmatched); nil when nothing does.
+        public static func common(_ all: [UnmatchedFilter?]) -> UnmatchedFilter? {
+            guard let first = all.first, var common = first else { return nil }
+            for other in all.dropFirst() {
+                guard let other else { return nil }
+                if common.scenario != other.scenario { common.scenario = nil }
+                common.scenarios = common.scenario == nil ? nil : Array(Set((common.scenarios ?? []) + (other.scenarios ?? []))).sorted()
+                common.tags = common.tags.filter(other.tags.contains)
+                common.similarTags = Array(Set(common.similarTags + other.similarTags)).sorted()
+            }
+            if common.tags.isEmpty { common.similarTags = [] }
+            return common.scenario == nil && common.tags.isEmpty ? nil : common
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case scenario, scenarios, tags
+            case similarTags = "similar_tags"
+        }
+    }
 
     public init(results: [SearchResult], version: Int, stateRoot: String, mode: SearchRequest.Mode,
                 fusion: Fusion, denseAvailable: Bool, timings: Timings) {

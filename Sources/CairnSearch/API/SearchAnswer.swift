@@ -33,6 +33,9 @@ public struct SearchAnswer: Sendable, Hashable, Codable {
     public var timings: Timings
     /// With several channels searched: each one's version and flags (absent otherwise).
     public var channels: [ChannelVersion]?
+    /// The filter values no chunk carries (over several channels: none of them), absent when
+    /// every value names some chunk (protocol/socket-api.md, `unmatched_filter`).
+    public var unmatchedFilter: SearchResponse.UnmatchedFilter?
     /// The hybrid moments of the search (not on the wire; see `HybridMoments`).
     public var hybridMoments: HybridMoments? = nil
 
@@ -85,13 +88,14 @@ public struct SearchAnswer: Sendable, Hashable, Codable {
         expired = flags.expired
         expires = flags.expires
         hybridMoments = response.hybridMoments
+        unmatchedFilter = response.unmatchedFilter
         timings = Timings(embedMilliseconds: embedMilliseconds, lexicalMilliseconds: response.timings.lexicalMilliseconds,
                           denseMilliseconds: response.timings.denseMilliseconds, totalMilliseconds: totalMilliseconds)
     }
 
     enum CodingKeys: String, CodingKey {
         case results, version, mode, fusion, online, stale, expired, expires, timings, channels
-        case stateRoot = "state_root", denseAvailable = "dense_available"
+        case stateRoot = "state_root", denseAvailable = "dense_available", unmatchedFilter = "unmatched_filter"
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -108,5 +112,6 @@ public struct SearchAnswer: Sendable, Hashable, Codable {
         try c.encode(expires, forKey: .expires)
         try c.encode(timings, forKey: .timings)
         try c.encodeIfPresent(channels, forKey: .channels)
+        try c.encodeIfPresent(unmatchedFilter, forKey: .unmatchedFilter)
     }
 }

@@ -146,6 +146,7 @@ public struct SearchEndpoint: Sendable {
             result.rank = index + 1
             return result
         }
+        merged.unmatchedFilter = SearchResponse.UnmatchedFilter.common(answers.map(\.answer.unmatchedFilter))
         guard max(answers.count, searched ?? 0) > 1 else { return merged }
         merged.channels = answers.map {
             .init(channel: $0.channel, version: $0.answer.version, stateRoot: $0.answer.stateRoot,

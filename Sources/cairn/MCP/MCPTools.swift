@@ -34,8 +34,8 @@ struct MCPTools {
                     "k": ["type": "integer", "minimum": 1, "maximum": 20, "default": 5, "description": "Passages to return."],
                     "mode": ["type": "string", "enum": SearchRequest.Mode.allCases.map(\.rawValue), "default": "hybrid",
                              "description": "hybrid (default) combines keywords and meaning; lexical: the words only; dense: the meaning only; rrf: hybrid by reciprocal rank fusion."],
-                    "scenario": ["type": "string", "description": "Only passages for this scenario (e.g. flood), plus general ones."],
-                    "tags": ["type": "array", "items": ["type": "string"], "description": "Only passages carrying all these tags."],
+                    "scenario": ["type": "string", "description": "Only passages for this scenario (e.g. flood; exact, case included), plus general ones. One no passage has is said in a note naming those there are."],
+                    "tags": ["type": "array", "items": ["type": "string"], "description": "Only passages carrying all these tags (exact, case included)."],
                     "channel": ["type": "string", "minLength": 1, "description": "Only this knowledge base, when the device holds several (status lists them)."],
                 ] as [String: Any],
                 "required": ["query"],
@@ -177,6 +177,10 @@ struct MCPTools {
         }
         let freshness = freshnessLines.joined(separator: "\n")
         var lines = freshnessLines
+        // A filter value no passage has narrows the search silently: said, with what there is.
+        let unmatched = (answer["unmatched_filter"] as? [String: Any]).flatMap { try? JSONSerialization.data(withJSONObject: $0) }
+            .flatMap { try? JSONDecoder().decode(SearchResponse.UnmatchedFilter.self, from: $0) }
+        if let unmatched { lines.append("Note: " + unmatched.sentence + ".") }
         if results.isEmpty { lines.append("No passage matches this query.") }
         // With several channels a result's id is read back with its channel (`get`'s argument).
         let several = answer["channels"] != nil
@@ -195,6 +199,7 @@ struct MCPTools {
             "freshness": freshness,
         ]
         if let channels = answer["channels"] { structured["channels"] = channels }
+        if let filter = answer["unmatched_filter"] { structured["unmatched_filter"] = filter }
         return ["content": [["type": "text", "text": lines.joined(separator: "\n")]], "structuredContent": structured, "isError": false]
     }
 

@@ -122,6 +122,9 @@ class SearchAnswer:
     fusion: Optional[str] = None
     dense_available: Optional[bool] = None
     timings: Dict[str, Any] = field(default_factory=dict)
+    #: The filter values no chunk has (``scenario``/``scenarios``, ``tags``/``similar_tags``),
+    #: None when every value names some chunk: an unknown scenario leaves only general chunks.
+    unmatched_filter: Optional[Dict[str, Any]] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __iter__(self):
@@ -151,6 +154,7 @@ class SearchAnswer:
             fusion=obj.get("fusion"),
             dense_available=obj.get("dense_available"),
             timings=obj.get("timings") or {},
+            unmatched_filter=obj.get("unmatched_filter"),
             raw=obj,
         )
 

@@ -101,6 +101,10 @@ def main(argv=None) -> int:
         require(isinstance(first.content, str) and first.content, "first result has no content")
         require(isinstance(first.score, (int, float)), f"first score is {first.score!r}")
         require(isinstance(first.tags, list), f"first tags is {first.tags!r}")
+        require(answer.unmatched_filter is None, f"unmatched_filter is {answer.unmatched_filter!r} with no filter")
+        guessed = cairn.search(args.query, k=3, tags=["No-Such-Tag"])
+        require((guessed.unmatched_filter or {}).get("tags") == ["No-Such-Tag"],
+                f"unmatched_filter for a tag no chunk has is {guessed.unmatched_filter!r}")
         return f"{ids} version {answer.version} state_root {answer.state_root[:12]}… mode {answer.mode}"
 
     def check_get():
