@@ -29,6 +29,17 @@ struct DaemonConnection {
         return answer
     }
 
+    /// `call` for a request that may rightly take long (a rollback verifies a whole index, an
+    /// export copies one: `timeout` an hour), after checking within 10 s that cairnd answers at
+    /// all: one stopped or hung still takes connections, and the request would then wait the
+    /// whole hour in silence (exit 3 instead, as for `sync --wait`).
+    func callLong(_ method: String, _ path: String, body: [UInt8], timeout: Double) throws -> [UInt8] {
+        guard try callIfReachable("GET", "/healthz", timeout: 10, treating: [.unreachable, .noAnswer], unreachable: { error in
+            error.code == .noAnswer ? fail("\(error.message.prefix { $0 != ";" }): it is stopped or hung; nothing was asked of it") : failUnreachable(error)
+        }) != nil else { throw ExitCode(3) }
+        return try call(method, path, body: body, timeout: timeout)
+    }
+
     /// The line for a socket that cannot be reached: why, and what to do.
     func failUnreachable(_ error: ClientError) {
         fail("\(error.message); \(Self.remedy(for: error.cause))" + (note.map { " (\($0))" } ?? ""))

@@ -44,7 +44,7 @@ struct ExportCommand: AsyncParsableCommand {
         var fields = ["to": target]
         if let channel { fields["channel"] = channel }
         let request = try JSONSerialization.data(withJSONObject: fields)
-        let body = try daemon.call("POST", "/v1/export", body: Array(request), timeout: 3600)
+        let body = try daemon.callLong("POST", "/v1/export", body: Array(request), timeout: 3600)
         let answer = try daemon.decode(Answer.self, from: body)
         // cairnd may see another file system at that path than this shell: its unit's private
         // /tmp (PrivateTmp) holds an export nobody else can reach, reported as written.

@@ -28,7 +28,7 @@ struct RollbackCommand: AsyncParsableCommand {
         let daemon = DaemonConnection(root: root.connection, local: connection)
         // Verifying the previous version reads the whole index: allow it time.
         let request = try channel.map { try JSONSerialization.data(withJSONObject: ["channel": $0]) }.map(Array.init) ?? []
-        let body = try daemon.call("POST", "/v1/rollback", body: request, timeout: 3600)
+        let body = try daemon.callLong("POST", "/v1/rollback", body: request, timeout: 3600)
         if json { return try daemon.printJSON(body) }
         let answer = try daemon.decode(Answer.self, from: body)
         print("rolled back from version \(answer.rolled_back_from) to version \(answer.version) (state root \(answer.state_root));"

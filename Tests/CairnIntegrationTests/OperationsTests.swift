@@ -39,6 +39,24 @@ struct OperationsTests {
 }
 
 extension OperationsTests {
+    @Test("Given cairnd stopped (SIGSTOP: it takes connections but answers nothing), when cairn rollback and cairn export run, then each exits 3 within seconds saying cairnd is stopped or hung and nothing was asked of it, not after an hour")
+    func longRequestsToAStoppedDaemon() async throws {
+        let rig = try await ServedDevice()
+        defer { rig.stop() }
+        let device = rig.device
+        kill(device.process.processIdentifier, SIGSTOP)
+        defer { kill(device.process.processIdentifier, SIGCONT) }
+        for arguments in [["rollback"], ["export", "--to", rig.workspace.folder + "/stick"]] {
+            // Binaries.run's own deadline (seconds: 60) fails the test if the call waits longer.
+            let run = try await onThread { try Binaries.run("cairn", ["--socket", device.socket] + arguments, in: rig.workspace.folder, seconds: 60) }
+            #expect(run.status == 3, "\(arguments): exit \(run.status), \(run.error)")
+            #expect(run.error.contains("did not answer within 10 s: it is stopped or hung; nothing was asked of it"), "\(run.error)")
+        }
+        kill(device.process.processIdentifier, SIGCONT)
+        #expect(try device.cairn(["status"]).status == 0)
+        #expect(device.syncStatus["held_back_version"] == nil || device.syncStatus["held_back_version"] is NSNull)
+    }
+
     @Test("Given WATCHDOG_USEC and a client holding cairnd's only connection (max_connections = 1), when cairnd's own socket no longer answers /healthz, then it stops feeding the watchdog, saying why in its log, and feeds it again once the connection is let go")
     func watchdogFollowsTheSocket() async throws {
         let notify = try NotifySocket(path: try TemporaryDirectory.make() + "/notify.sock")
