@@ -75,7 +75,7 @@ struct SyncCommand: AsyncParsableCommand {
         source.setEventHandler {
             // write(2) and _exit: stdio's lock may be held by a progress line blocked on a full
             // pipe or a stopped terminal, and nothing buffered is worth waiting for.
-            if display.drawsInPlace { writeStandardOutput(raw: "\r\u{1B}[K") }
+            if display.drawsInPlace { writeStandardError("\r\u{1B}[K") }
             writeStandardError("cairn: interrupted; the wait ended, cairnd's attempt goes on (`cairn status` shows it)\n")
             _exit(128 + SIGINT)
         }
@@ -197,8 +197,9 @@ struct SyncCommand: AsyncParsableCommand {
     }
 }
 
-/// How `cairn sync --wait` shows progress: one line redrawn in place on a terminal, else a line
-/// each time the phase changes or a download passes another tenth.
+/// How `cairn sync --wait` shows progress, on standard error (standard output carries only each
+/// attempt's outcome, for `out=$(cairn sync --wait)`): one line redrawn in place on a terminal,
+/// else a line each time the phase changes or a download passes another tenth.
 final class SyncProgressDisplay {
     private let terminal: Bool
     /// Whether progress is drawn in place (a line to erase on the way out).
@@ -208,10 +209,10 @@ final class SyncProgressDisplay {
 
     init(terminal: Bool) { self.terminal = terminal }
 
-    /// Whether progress is one line redrawn in place: standard output is a terminal that
+    /// Whether progress is one line redrawn in place: standard error is a terminal that
     /// understands the erase sequence (not `TERM=dumb`, as in Emacs's shell).
     static func drawsInPlace(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
-        isatty(STDOUT_FILENO) == 1 && environment["TERM"] != "dumb"
+        isatty(STDERR_FILENO) == 1 && environment["TERM"] != "dumb"
     }
 
     func show(_ channels: [(prefix: String, progress: DaemonStatus.Progress?)]) {
@@ -221,24 +222,21 @@ final class SyncProgressDisplay {
             // Cut to the terminal's width: a line that wraps is not redrawn in place (the
             // carriage return goes back to its last row only), and a new one scrolled out with
             // every poll.
-            writeStandardOutput("\r\u{1B}[K\(Self.fit(line, columns: Self.terminalColumns()))")
+            writeStandardError("\r\u{1B}[K\(Self.fit(line, columns: Self.terminalColumns()))")
             drawn = true
         } else {
             // The coarse form: phase, version and tenths of the download.
             let line = channels.map { $0.prefix + ($0.progress.map { Self.step($0) } ?? "waiting for the attempt to start") }
                 .joined(separator: "; ")
-            if line != last {
-                print(line)
-                fflush(nil)
-            }
+            if line != last { writeStandardError(line + "\n") }
             last = line
         }
     }
 
-    /// The columns of the terminal on standard output (0 when it does not say).
+    /// The columns of the terminal on standard error (0 when it does not say).
     static func terminalColumns() -> Int {
         var size = winsize()
-        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0 else { return 0 }
+        guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0 else { return 0 }
         return Int(size.ws_col)
     }
 
@@ -250,7 +248,7 @@ final class SyncProgressDisplay {
     }
 
     func clear() {
-        if terminal && drawn { writeStandardOutput("\r\u{1B}[K") }
+        if terminal && drawn { writeStandardError("\r\u{1B}[K") }
         drawn = false
     }
 
