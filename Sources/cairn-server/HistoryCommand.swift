@@ -10,7 +10,8 @@ struct HistoryCommand: ParsableCommand {
         discussion: """
             One line per version in channels/C/versions/: version, created date, chunk count, \
             compressed snapshot size and the deltas to it (from-version:bytes). The current version \
-            is marked with *. Manifests are checked against --trusted-key files, else against the \
+            is marked with *, a version whose blobs cairn-server prune removed with "(pruned)" at the \
+            end. Manifests are checked against --trusted-key files, else against the \
             keys under REPO/keys/; one that fails is reported and the exit status is 1.
             """,
         aliases: ["list"]
@@ -30,7 +31,7 @@ struct HistoryCommand: ParsableCommand {
         print("  version  created               chunks   snapshot B  deltas (from:B)")
         for v in versions {
             let deltas = v.deltas.isEmpty ? "-" : v.deltas.map { "\($0.fromVersion):\($0.size)" }.joined(separator: " ")
-            print("\(v.isCurrent ? "*" : " ") \(pad(v.version, 7))  \(v.created.rfc3339)  \(pad(v.chunkCount, 7))  \(pad(v.snapshotSize, 11))  \(deltas)")
+            print("\(v.isCurrent ? "*" : " ") \(pad(v.version, 7))  \(v.created.rfc3339)  \(pad(v.chunkCount, 7))  \(pad(v.snapshotSize, 11))  \(deltas)\(v.isPruned ? "  (pruned)" : "")")
         }
         for problem in problems { printError(problem) }
         if versions.isEmpty && problems.isEmpty { printError("channel \(channel) has no versions in \(repo)") }

@@ -14,7 +14,10 @@ struct VerifyCommand: ParsableCommand {
             root 1: the trusted keys), and that manifest.json equals its versions/<n>.json; each blob's SHA-256 \
             and size; each snapshot (inflated within the manifest's uncompressed size, then SQLite, \
             full-text index, per-chunk hashes and state root); each delta (inflated, decoded, applied \
-            to its base version's records, giving the target's state root).
+            to its base version's records, giving the target's state root). A version that \
+            cairn-server prune pruned (at or below channels/<c>/.pruned, never the current one) \
+            may lack its blobs: it is counted as pruned in the summary, and its blobs still present \
+            are checked; a delta from it is checked but not applied.
 
             Keys: the --trusted-key files, else the keys the publisher stored under REPO/keys/ (which \
             checks integrity but not who published). Prints one line per problem and a summary; \

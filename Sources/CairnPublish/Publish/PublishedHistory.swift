@@ -63,7 +63,9 @@ struct PublishedHistory {
     ///   skipped as before.
     mutating func loadBases(count: Int, scratch: String) throws(PublishError) -> [PublishedVersion] {
         var bases: [PublishedVersion] = []
-        for number in numbers.reversed().prefix(count) {
+        // A pruned version has no snapshot to build a delta from (`cairn-server prune`).
+        let pruned = repository.prunedThrough(channel)
+        for number in numbers.reversed().filter({ $0 > pruned }).prefix(count) {
             do throws(PublishError) {
                 bases.append(try load(number, scratch: scratch))
             } catch where error.code == .scratchUnusable {

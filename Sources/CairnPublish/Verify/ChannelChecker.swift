@@ -14,6 +14,9 @@ struct ChannelChecker {
     private var records: [Int: [ChunkRecord]] = [:]
     /// The most versions' records held at once (tests: memory does not follow the history).
     private(set) var peakRecordVersions = 0
+    /// Versions whose snapshot `cairn-server prune` removed: a delta from one is checked
+    /// without being applied.
+    private var prunedSnapshots: Set<Int> = []
 
     init(repository: Repository, channel: String, trust: RepositoryTrust, scratch: String) {
         self.repository = repository
@@ -46,25 +49,38 @@ struct ChannelChecker {
         for manifest in manifests {
             for delta in manifest.deltas { lastUse[delta.fromVersion] = max(lastUse[delta.fromVersion] ?? 0, manifest.version) }
         }
+        // A version at or below channels/<c>/.pruned (never the current one) may lack any of
+        // its blobs: `prune` removed them. Those still present are checked all the same.
+        let prunedThrough = repository.prunedThrough(channel)
+        let current = try? repository.unverifiedManifest(at: repository.manifestPath(channel)).version
         for manifest in manifests {
             let prefix = "\(channel) v\(manifest.version)"
-            for file in manifest.model.files where checkedBlobs.insert(file.sha256).inserted {
+            let pruned = manifest.version <= prunedThrough && manifest.version != current
+            let blobs = repository.blobs
+            let absent = { (id: ContentID) in pruned && !blobs.contains(id) }
+            if pruned { report.prunedVersions += 1 }
+            for file in manifest.model.files where !checkedBlobs.contains(file.sha256) && !absent(file.sha256) {
+                checkedBlobs.insert(file.sha256)
                 report.blobs += 1
                 do throws(PublishError) { _ = try repository.blob(file.sha256, size: file.size, what: "\(prefix) model file \(file.name)") } catch {
                     report.problems.append(error.message)
                 }
             }
-            report.blobs += 1
-            report.snapshots += 1
-            do throws(PublishError) {
-                try checkSnapshot(manifest, keepingRecords: lastUse[manifest.version] != nil)
-            } catch {
-                report.problems.append("\(prefix): \(error.message)")
+            if absent(manifest.snapshot.sha256) {
+                prunedSnapshots.insert(manifest.version)
+            } else {
+                report.blobs += 1
+                report.snapshots += 1
+                do throws(PublishError) {
+                    try checkSnapshot(manifest, keepingRecords: lastUse[manifest.version] != nil)
+                } catch {
+                    report.problems.append("\(prefix): \(error.message)")
+                }
             }
-            for delta in manifest.deltas {
+            for delta in manifest.deltas where !absent(delta.sha256) {
                 report.blobs += 1
                 report.deltas += 1
-                do throws(PublishError) { try checkDelta(delta, to: manifest) } catch {
+                do throws(PublishError) { try checkDelta(delta, to: manifest, report: &report) } catch {
                     report.problems.append("\(channel) v\(delta.fromVersion)→v\(manifest.version) delta: \(error.message)")
                 }
             }
@@ -119,7 +135,7 @@ struct ChannelChecker {
         }
     }
 
-    private func checkDelta(_ ref: Manifest.DeltaRef, to manifest: Manifest) throws(PublishError) {
+    private func checkDelta(_ ref: Manifest.DeltaRef, to manifest: Manifest, report: inout VerifyReport) throws(PublishError) {
         let compressed = try repository.blob(ref.sha256, size: ref.size, what: "delta")
         let delta: Delta
         do {
@@ -132,6 +148,11 @@ struct ChannelChecker {
             throw PublishError(.repositoryCorrupt, "the delta's versions or state roots differ from the manifest's")
         }
         guard let base = records[ref.fromVersion] else {
+            // Hash, size, decoding and state roots checked; its base's rows are gone.
+            if prunedSnapshots.contains(ref.fromVersion) {
+                report.deltasFromPruned += 1
+                return
+            }
             throw PublishError(.repositoryCorrupt, "its base version has no verified snapshot")
         }
         do { _ = try delta.apply(to: base) } catch {

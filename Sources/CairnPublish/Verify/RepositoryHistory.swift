@@ -11,6 +11,8 @@ public struct VersionSummary: Sendable {
     /// (from version, compressed bytes) of each delta to this version.
     public var deltas: [(fromVersion: Int, size: Int)]
     public var isCurrent: Bool
+    /// At or below the channel's `.pruned` mark: `cairn-server prune` may have removed its blobs.
+    public var isPruned = false
 }
 
 extension Repository {
@@ -20,13 +22,15 @@ extension Repository {
         let trust = (try? self.trust(keys: trustedKeys)) ?? RepositoryTrust(roots: [], keys: trustedKeys)
         let current = try? manifest(at: manifestPath(channel), trust: trust)
         var versions: [VersionSummary] = [], problems: [String] = []
+        let prunedMark = self.prunedThrough(channel)
         for number in versionNumbers(channel) {
             do throws(PublishError) {
                 let m = try manifest(at: versionPath(channel, number), trust: trust)
                 versions.append(VersionSummary(version: m.version, created: m.created, expires: m.expires,
                                                chunkCount: m.chunkCount, snapshotSize: m.snapshot.size,
                                                deltas: m.deltas.map { (fromVersion: $0.fromVersion, size: $0.size) },
-                                               isCurrent: current?.version == m.version))
+                                               isCurrent: current?.version == m.version,
+                                               isPruned: m.version <= prunedMark && current?.version != m.version))
             } catch {
                 problems.append(error.message)
             }

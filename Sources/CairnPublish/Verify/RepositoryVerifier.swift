@@ -11,6 +11,10 @@ public struct VerifyReport: Sendable {
     public var snapshots = 0
     public var deltas = 0
     public var roots = 0
+    /// Versions at or below their channel's `.pruned` mark: their missing blobs are no problem.
+    public var prunedVersions = 0
+    /// Deltas from a pruned version: checked but for being applied to its rows.
+    public var deltasFromPruned = 0
     /// The most versions' records held at once to check deltas (bases still to be used).
     public var peakRecordVersions = 0
     /// One line per problem, naming the channel, version and file.
@@ -19,7 +23,9 @@ public struct VerifyReport: Sendable {
     public var isValid: Bool { problems.isEmpty }
 
     public var summary: String {
-        "\(roots) root(s), \(channels) channel(s), \(manifests) manifest(s), \(blobs) blob(s), \(snapshots) snapshot(s), \(deltas) delta(s) checked: "
+        "\(roots) root(s), \(channels) channel(s), \(manifests) manifest(s), \(blobs) blob(s), \(snapshots) snapshot(s), \(deltas) delta(s) checked"
+            + (prunedVersions > 0 ? ", \(prunedVersions) version(s) pruned" : "")
+            + (deltasFromPruned > 0 ? " (\(deltasFromPruned) delta(s) from them not applied)" : "") + ": "
             + (problems.isEmpty ? "all good" : "\(problems.count) problem(s)")
     }
 }
