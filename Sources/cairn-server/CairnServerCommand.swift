@@ -13,7 +13,7 @@ struct CairnServerCommand: AsyncParsableCommand {
             object store or CDN can carry it.
             """,
         subcommands: [KeygenCommand.self, RootCommand.self, PublishCommand.self, SignCommand.self, ReleaseCommand.self,
-                      VerifyCommand.self, HistoryCommand.self, ServeCommand.self]
+                      VerifyCommand.self, HistoryCommand.self, PruneCommand.self, ServeCommand.self]
     )
 
     /// Usage errors in one line, exit 64 (EX_USAGE), as every failure of cairn-server.

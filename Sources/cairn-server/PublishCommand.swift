@@ -63,7 +63,7 @@ struct PublishCommand: ParsableCommand {
     @Option(help: "A canaries file: JSON array of {query, expect, k?, mode?}; the new version must pass them.")
     var canaries: String?
     @Option(name: .customLong("keep-deltas"), help: "Build deltas from this many earlier versions.")
-    var keepDeltas = 5
+    var keepDeltas = PublishConfiguration.defaultKeepDeltas
     @Option(name: .customLong("expires-days"), help: "Days until the manifest expires.")
     var expiresDays = 30
     @Option(name: .customLong("model-dir"), help: "Model folder (default $CAIRN_MODEL_DIR or ~/.cache/cairn/all-MiniLM-L6-v2).")

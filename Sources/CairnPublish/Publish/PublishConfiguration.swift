@@ -11,6 +11,8 @@ public struct PublishConfiguration: Sendable {
     public var source: String
     /// Deltas are built from this many of the newest earlier versions. Default 5.
     public var keepDeltas: Int
+    /// `keepDeltas`' default; `RepositoryPruner.defaultKeep` follows it.
+    public static let defaultKeepDeltas = 5
     /// The manifest expires this many days after it is created. Default 30.
     public var expiresDays: Int
     /// Queries the new version must answer, carried in its manifest. Default none.
@@ -36,7 +38,7 @@ public struct PublishConfiguration: Sendable {
     /// reads (it installs the full snapshot instead of a delta of format 2). Default 2.
     public var deltaFormat = 2
 
-    public init(repository: String, channel: String, source: String, keepDeltas: Int = 5, expiresDays: Int = 30,
+    public init(repository: String, channel: String, source: String, keepDeltas: Int = PublishConfiguration.defaultKeepDeltas, expiresDays: Int = 30,
                 canaries: [Canary] = [], chunking: ChunkingOptions = ChunkingOptions(), lockWait: Double = 5,
                 batchSize: Int = 64) {
         self.repository = repository
