@@ -281,7 +281,7 @@ struct ProcessTests {
     @Test("Given --help for each subcommand, when printed, then it explains the command")
     func help() throws {
         for (command, phrase) in [("keygen", "0600"), ("publish", "CAIRN_PUBLISH_PAUSE_AT"), ("verify", "--trusted-key"),
-                                  ("history", "deltas"), ("root", "offline"), ("sign", "staged"), ("release", "threshold")] {
+                                  ("history", "deltas"), ("prune", "--keep"), ("root", "offline"), ("sign", "staged"), ("release", "threshold")] {
             let result = try CLI.run([command, "--help"])
             #expect(result.status == 0)
             #expect(result.output.contains(phrase), "\(command)")
