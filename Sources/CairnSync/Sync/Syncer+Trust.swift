@@ -42,12 +42,12 @@ extension Syncer {
             lastAttemptStats.add(stats)
             guard let bytes = fetched else { break }
             reached = true
-            // A host that answers every missing path with a page and 200 (a single-page site's
-            // fallback on a CDN, Netlify or Firebase) has no root there: nothing JSON is taken as
-            // absent, as its 404 would be. An attacker gains nothing (he can answer 404); a damaged
-            // root file still starts with its brace and is refused.
-            if bytes.first(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) != UInt8(ascii: "{") {
-                logger.warning("the source answered root \(next) with something that is not JSON (a web page?): taken as no root \(next)",
+            // A host that answers every missing path with its page and 200 (a single-page site's
+            // fallback on a CDN, Netlify or Firebase) has no root there: a body that starts as
+            // markup does is taken as absent, as its 404 would be. An attacker gains nothing (he
+            // can answer 404); a damaged root file (random bytes, a cut) is still refused.
+            if bytes.first(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) == UInt8(ascii: "<") {
+                logger.warning("the source answered root \(next) with a web page: taken as no root \(next)",
                                metadata: ["cairn.sync.source": "\(base)"])
                 break
             }
