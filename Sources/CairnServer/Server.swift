@@ -23,7 +23,7 @@ public func buildServer(
     logger: Logger,
     onRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) throws(ServerError) -> some ApplicationProtocol {
-    let root = try RepositoryRoot(path: configuration.repository)
+    let root = try RepositoryRoot(path: configuration.repository, logger: logger)
     let search = try configuration.onlineSearch ? makeOnlineSearch(root: root, configuration: configuration, logger: logger) : nil
     let responder = RepositoryResponder(root: root, documents: DocumentCache(), fileIO: FileIO(), metrics: ServerMetrics(),
                                         search: search)

@@ -68,6 +68,31 @@ struct TraversalTests {
         }
     }
 
+    @Test("Given --repo a symlink to the repository (a mirror updated blue/green), when the link is swapped to another folder, then the next request is served from that folder; swapped to one holding a private key, nothing is served")
+    func swappedRootSymlink() async throws {
+        let repo = try TestRepository()
+        defer { repo.remove() }
+        let link = repo.base.path + "/current"
+        let newer = Array(#"{"channel":"stable","version":4}"#.utf8)
+        try repo.write("repo-2/channels/stable/manifest.json", newer)
+        try repo.write("repo-3/channels/stable/manifest.json", newer)
+        try repo.write("repo-3/keys/publisher.key", Array("cairn-ed25519-private-v1 AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=\n".utf8))
+        /// Points the link at `folder` atomically, as `ln -sfn` does: a new link renamed over it.
+        @Sendable func point(at folder: String) throws {
+            try FileManager.default.createSymbolicLink(atPath: link + ".new", withDestinationPath: folder)
+            #expect(rename(link + ".new", link) == 0)
+        }
+        try point(at: "repo")
+        try await withServer(repo, configure: { $0.repository = link }) { port in
+            #expect(try await RawHTTP.send(port: port, target: "/channels/stable/manifest.json").body == repo.manifest)
+            try point(at: "repo-2")
+            let swapped = try await RawHTTP.send(port: port, target: "/channels/stable/manifest.json")
+            #expect(swapped.status == 200 && swapped.body == newer, "\(swapped.status)")
+            try point(at: "repo-3")
+            #expect(try await RawHTTP.send(port: port, target: "/channels/stable/manifest.json").status == 404)
+        }
+    }
+
     @Test("Given a private key copied under the root after start-up, when fetched where a key or a manifest may live, then 404 and its bytes never come back")
     func privateKeyCopiedLater() async throws {
         let repo = try TestRepository()

@@ -1,18 +1,33 @@
 import CairnCore
 import Foundation
+import Logging
+import Synchronization
 
 /// The served folder, with the one rule that keeps everything else private: a path is served
 /// only if its fully resolved form (`realpath`, so every symlink followed) lies under the
 /// resolved root and has no dot-named component on the way. A symlink inside the root to a
 /// servable file inside the root is therefore served; one that leads outside, or to a dotfile,
 /// is not (404).
+///
+/// The root is resolved again at each request: a mirror updated by swapping a symlink
+/// (`rsync` into a new folder, then `ln -sfn repo-2 /srv/repo`) serves the new folder at once,
+/// as nginx does, instead of the one the link named at start-up. A folder the root comes to
+/// name is checked for private keys once, as the first one was at start-up; one holding a key
+/// is served not at all (404, one log line).
 struct RepositoryRoot: Sendable {
-    /// The resolved root, without a trailing slash.
+    /// The folder as configured, made absolute (the symlink, when it is one).
     let path: String
+    /// Resolved roots seen, and whether each holds a private key.
+    private let checked: Checked
+    private let logger: Logger
+
+    private final class Checked: Sendable {
+        let roots = Mutex<[String: Bool]>([:])
+    }
 
     /// Resolves `path` and checks that it is a readable folder holding no private key.
     /// - Throws: `ServerError.Code.repositoryInvalid` or `.privateKeyUnderRoot`.
-    init(path: String) throws(ServerError) {
+    init(path: String, logger: Logger = Logger(label: "cairn.server")) throws(ServerError) {
         guard let resolved = Self.realPath(path) else {
             throw ServerError(.repositoryInvalid, "the repository folder \(path) does not exist or cannot be read; publish into it first (cairn-server publish --repo \(path)) or pass another --repo")
         }
@@ -20,10 +35,28 @@ struct RepositoryRoot: Sendable {
         guard stat(resolved, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
             throw ServerError(.repositoryInvalid, "the repository \(path) is not a folder; pass the repository folder with --repo")
         }
-        self.path = resolved
         if let key = Self.findPrivateKey(under: resolved) {
             throw ServerError(.privateKeyUnderRoot, "refusing to serve \(path): it contains a private signing key (\(key)); keep the key outside the served folder")
         }
+        self.path = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        checked = Checked()
+        checked.roots.withLock { $0[resolved] = false }
+        self.logger = logger
+    }
+
+    /// The folder `path` names now, nil when it cannot be resolved or holds a private key.
+    private func currentRoot() -> String? {
+        guard let resolved = Self.realPath(path) else { return nil }
+        if let hasKey = checked.roots.withLock({ $0[resolved] }) { return hasKey ? nil : resolved }
+        // A folder the root names for the first time (a swapped symlink): checked once.
+        let key = Self.findPrivateKey(under: resolved)
+        checked.roots.withLock { $0[resolved] = key != nil }
+        if let key {
+            logger.error("serving nothing from \(resolved), which \(path) now names: it contains a private signing key (\(key)); keep the key outside the served folder")
+            return nil
+        }
+        logger.notice("the repository \(path) now names \(resolved); serving it")
+        return resolved
     }
 
     /// A served file: its resolved path and what `stat` says of it.
@@ -37,8 +70,8 @@ struct RepositoryRoot: Sendable {
 
     /// The resolved regular file for a relative path, or nil if it must not be served.
     func resolve(_ relativePath: String) -> Resolved? {
-        guard let real = Self.realPath(path + "/" + relativePath), real.hasPrefix(path + "/") else { return nil }
-        let inside = real.dropFirst(path.count + 1)
+        guard let root = currentRoot(), let real = Self.realPath(root + "/" + relativePath), real.hasPrefix(root + "/") else { return nil }
+        let inside = real.dropFirst(root.count + 1)
         if inside.split(separator: "/").contains(where: { $0.hasPrefix(".") }) { return nil }
         var info = stat()
         guard stat(real, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
