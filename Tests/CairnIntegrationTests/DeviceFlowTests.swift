@@ -72,6 +72,25 @@ struct DeviceFlowTests {
         #expect(device.syncStatus["last_outcome"] as? String == "installed")
     }
 
+    @Test("Given a stick source that is not plugged in, listed before an origin that is up to date, when the device polls five times, then the stick's failure is logged at the 1st, 2nd and 4th attempt only (then at each power of two), not at every poll")
+    func repeatedSourceFailureLoggedSparingly() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Self.version1)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let device = try DeviceProcess(workspace, sources: ["file://" + workspace.folder + "/no-stick", url])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        for _ in 0..<4 {
+            let waited = try device.cairn(["sync", "--wait"])
+            #expect(waited.status == 0 && waited.output.hasSuffix("version 1 is the newest\n"), "\(waited.output) \(waited.error)")
+        }
+        let said = device.log.split(separator: "\n").filter { $0.contains("no-stick") && $0.contains("sync source refused or failed") }
+        #expect(said.map { $0.contains("cairn.sync.failures_in_a_row=") } == [true, true, true], "\(said)")
+        #expect(said.compactMap { $0.split(separator: " ").first { $0.hasPrefix("cairn.sync.failures_in_a_row=") } }
+                == ["cairn.sync.failures_in_a_row=1", "cairn.sync.failures_in_a_row=2", "cairn.sync.failures_in_a_row=4"], "\(said)")
+    }
+
     @Test("Given a device serving version 1, when its mapped rows file is cut short under it, then the next query stops cairnd by SIGBUS with one line naming the file and records it, and a restart removes that file (a bad sector would stop it again), writes it anew and serves version 1 again")
     func failedReadOfMappedFileNamesIt() async throws {
         let workspace = try Workspace()

@@ -142,6 +142,22 @@ struct RollbackExportTests {
         #expect(try device.query("generator garage").ids.first == "generator")
     }
 
+    @Test("Given a device rolled back from version 2 that syncs from a folder (file://: no ETag, so every poll reads the manifest), when it polls three times, then the hold is logged once, not at every poll while it lasts")
+    func holdSaidOnce() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(DeviceFlowTests.version1)
+        let device = try DeviceProcess(workspace, sources: ["file://" + workspace.repo])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        try workspace.publish(DeviceFlowTests.version2)
+        #expect(try device.cairn(["sync", "--wait"]).status == 0)
+        try await device.waitForVersion(2)
+        #expect(try device.cairn(["rollback"]).status == 0)
+        for _ in 0..<3 { #expect(try device.cairn(["sync", "--wait"]).status == 0) }
+        #expect(device.status()["version"] as? Int == 1)
+        #expect(device.log.components(separatedBy: "newest version is held back by a rollback").count - 1 == 1, "\(device.log)")
+    }
+
     @Test("Given cairnd in a mount namespace of its own with a private file system over a folder (as its unit's PrivateTmp gives /tmp), when cairn exports there, then it exits 1 saying this shell does not see the export, not 'exported'")
     func exportOutOfReach() async throws {
         try Tools.requireRoot("start cairnd in a mount namespace of its own")

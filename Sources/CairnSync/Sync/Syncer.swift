@@ -80,6 +80,15 @@ public actor Syncer {
     var blobsOffered: Set<ContentID> = []
     /// `willReuse`'s answer for a kept delta blob, this attempt (its hash is read once).
     var keptDeltaWhole: (blob: String, whole: Bool)?
+    /// The held-back version last said to be waited on or passed over: said again only when it changes.
+    var heldBackSaid: (version: Int, passedOver: Bool)?
+
+    /// Whether a source's `count`-th failure in a row of one kind is logged at info (the first,
+    /// the second, then the 4th, 8th, 16th…); the others at debug. A source failing the same way
+    /// at every poll for months while another answers (a stick that is not plugged in) said a
+    /// line an attempt, 288 a day at the default poll; an attempt that is refused is said each
+    /// time (the back-off spaces those out).
+    static func saysRepeat(_ count: Int) -> Bool { count <= 2 || count & (count - 1) == 0 }
     /// When `installedRows` came from the rows files at start-up rather than from an install in
     /// this process: whether the installed file still holds those rows (its stored hashes hash to
     /// their state root), checked on an install thread from start-up on. A delta waits for it; if
@@ -295,12 +304,16 @@ public actor Syncer {
             } catch {
                 // An HTTP error status is an answer: the source was reached.
                 if reached || [.httpStatus, .unauthorized, .tls].contains(error.code) { state.lastAttemptReachedSource = true }
-                logger.info("sync source refused or failed", metadata: [
-                    "cairn.sync.source": "\(source)", "cairn.sync.error": "\(error.code)", "cairn.sync.message": "\(error.message)",
-                ])
                 // Handed over (a pace cut, a delta it does not hold) is no failure of the source:
                 // a mirror that copies snapshots only would show unhealthy after every version.
                 let handedOver = Self.handedOver(error)
+                let before = state.source(source)
+                let sameAgain = before.map { $0.consecutiveFailures > 0 && $0.lastError?.hasPrefix("\(error.code): ") == true } ?? false
+                let inARow = sameAgain ? before!.consecutiveFailures + 1 : 1
+                logger.log(level: handedOver || Self.saysRepeat(inARow) ? .info : .debug, "sync source refused or failed", metadata: [
+                    "cairn.sync.source": "\(source)", "cairn.sync.error": "\(error.code)", "cairn.sync.message": "\(error.message)",
+                    "cairn.sync.failures_in_a_row": "\(inARow)",
+                ])
                 state.withSource(source) {
                     $0.etag = nil
                     guard !handedOver else { return }
@@ -336,6 +349,8 @@ public actor Syncer {
         let error = unserved ?? news ?? kept!
         state.lastError = SyncState.LastError(code: error.code.name, message: error.message, at: SyncState.time(now()))
         await persist(state)
+        // Every refused attempt is said (the back-off spaces them out to backoff_max), unlike a
+        // source's failure within an attempt that ends up to date.
         logger.warning("sync refused: \(error.code): \(error.message)")
         return .failed(error)
     }
@@ -458,7 +473,8 @@ public actor Syncer {
         // must not make it acceptable again.
         if expired { state.raiseClockFloor(to: manifest.expires) }
         let holds = holdCounts(state)
-        if let held = state.heldBackVersion, !holds {
+        if let held = state.heldBackVersion, !holds, heldBackSaid.map({ $0 != (held, true) }) ?? true {
+            heldBackSaid = (held, true)
             logger.notice("version \(held), held back by a rollback, is passed over: the trusted root holds none of the keys that signed it")
         }
         let planner = SyncPlanner(channel: configuration.channel, installed: installed.map {
@@ -472,8 +488,12 @@ public actor Syncer {
             state.withSource(source) { $0.etag = newETag }
             return (.upToDate(version: installed?.version), nil)
         case .heldBack:
-            logger.info("newest version is held back by a rollback; waiting for a newer one",
-                        metadata: ["cairn.sync.version": "\(manifest.version)"])
+            // Said once per version held back, not at every poll while it lasts.
+            if heldBackSaid.map({ $0 != (manifest.version, false) }) ?? true {
+                heldBackSaid = (manifest.version, false)
+                logger.info("newest version is held back by a rollback; waiting for a newer one",
+                            metadata: ["cairn.sync.version": "\(manifest.version)"])
+            }
             state.withSource(source) { $0.etag = newETag }
             return (.upToDate(version: installed?.version), nil)
         case .refuse(let error):
