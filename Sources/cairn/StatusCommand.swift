@@ -1,5 +1,6 @@
 import ArgumentParser
 import CairnClient
+import CairnCore
 import Foundation
 
 struct StatusCommand: AsyncParsableCommand {
@@ -18,10 +19,18 @@ struct StatusCommand: AsyncParsableCommand {
         print(Self.render(try daemon.decode(DaemonStatus.self, from: body)))
     }
 
+    /// `stamp` with how long ago it was: what a device offline for months answers from.
+    static func dated(_ stamp: String, now: Date) -> String {
+        guard let age = Timestamp(rfc3339: stamp)?.age(at: now) else { return stamp }
+        let hours = Int(max(0, age) / 3600)
+        return stamp + (hours < 48 ? " (\(hours) hour\(hours == 1 ? "" : "s") ago)" : " (\(hours / 24) days ago)")
+    }
+
     static func render(_ status: DaemonStatus) -> String {
         var lines: [String] = []
         if let version = status.version, let root = status.stateRoot {
             lines.append("version     \(version) (channel \(status.channel ?? "?"), state root \(root))")
+            if let published = status.sync.published { lines.append("published   " + Self.dated(published, now: Date())) }
             lines.append("chunks      \(status.chunkCount ?? 0)" + (status.denseSearch == "narrowed"
                 ? " (dense search narrowed by sign bits, then rescored exactly)" : ""))
             if let rows = status.rows {

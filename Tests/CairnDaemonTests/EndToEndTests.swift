@@ -41,8 +41,13 @@ struct EndToEndTests {
         let status = try await run(cairn, ["status", "--socket", socket])
         #expect(status.status == 0, "\(status.stderr)")
         #expect(status.stdout.contains("version     6"))
+        // How old the knowledge is: the installed manifest's created, made by the fixture just now.
+        #expect(status.stdout.contains("published   ") && status.stdout.contains(" (0 hours ago)"), "\(status.stdout)")
         let statusJSON = try await run(cairn, ["--socket", socket, "status", "--json"])
-        #expect(try JSONDecoder().decode(DaemonStatus.self, from: Data(statusJSON.stdout.utf8)).version == 6)
+        let decoded = try JSONDecoder().decode(DaemonStatus.self, from: Data(statusJSON.stdout.utf8))
+        #expect(decoded.version == 6)
+        let published = try #require(decoded.sync.published.flatMap(Timestamp.init(rfc3339:)))
+        #expect((published.age(at: Date()) ?? -1) >= 0 && (published.age(at: Date()) ?? .infinity) < 3600, "\(published)")
 
         let chunk = try await run(cairn, ["--socket", socket, "get", "v6-water"])
         #expect(chunk.status == 0 && chunk.stdout.hasPrefix("Boiling water"))

@@ -149,6 +149,8 @@ struct AgentTests {
         let found = answers["1"]?["result"] as? [String: Any]
         let text = ((found?["content"] as? [[String: Any]])?.first?["text"] as? String) ?? ""
         let line = String(try #require(text.split(separator: "\n").first { $0.hasPrefix("[1] ") }, "\(text)"))
+        // The freshness line says when the publisher made the version that answers.
+        #expect(text.hasPrefix("Knowledge base version 1 (channel field), published 20"), "\(text.prefix(120))")
         #expect(line.contains("(id: boil-long, source: Field Manual p. 12)"), "\(line)")
         #expect(line.contains("… (cut; `get` with this id gives the whole passage)") && line.count < 2_200, "\(line.count)")
         let results = (found?["structuredContent"] as? [String: Any])?["results"] as? [[String: Any]]

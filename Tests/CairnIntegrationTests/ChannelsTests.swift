@@ -102,14 +102,17 @@ struct ChannelsTests {
         ], folder: field.folder)
         let one = (agent.answers["1"]?["result"] as? [String: Any])?["structuredContent"] as? [String: Any]
         #expect(one?["channel"] as? String == "manuals" && one?["version"] as? Int == 1, "\(String(describing: one))")
-        #expect((one?["freshness"] as? String)?.hasPrefix("Knowledge base version 1 (channel manuals); online, checked for updates at 20") == true,
+        // When the publisher made it, then how fresh the device's knowledge of it is.
+        #expect((one?["freshness"] as? String)?.hasPrefix("Knowledge base version 1 (channel manuals), published 20") == true
+                    && (one?["freshness"] as? String)?.contains("; online, checked for updates at 20") == true,
                 "\(String(describing: one))")
         let all = (agent.answers["2"]?["result"] as? [String: Any])?["structuredContent"] as? [String: Any]
         #expect((all?["channels"] as? [[String: Any]])?.compactMap { $0["channel"] as? String } == ["field", "manuals"])
         // The search of all says each channel's freshness, one line each.
         let lines = (all?["freshness"] as? String ?? "").split(separator: "\n").map(String.init)
-        #expect(lines.count == 2 && lines[0].hasPrefix("Knowledge base version 2 (channel field); online, checked for updates at 20")
-                && lines[1].hasPrefix("Knowledge base version 1 (channel manuals); online, checked for updates at 20"), "\(lines)")
+        #expect(lines.count == 2 && lines[0].hasPrefix("Knowledge base version 2 (channel field), published 20")
+                && lines[1].hasPrefix("Knowledge base version 1 (channel manuals), published 20")
+                && lines.allSatisfy { $0.contains("; online, checked for updates at 20") }, "\(lines)")
         // Its text gives each result's channel beside its id, for `get`.
         let text = ((agent.answers["2"]?["result"] as? [String: Any])?["content"] as? [[String: Any]])?.first?["text"] as? String ?? ""
         #expect(text.contains("(id: generator, channel: manuals)"), "\(text)")

@@ -56,6 +56,8 @@ extension DaemonStatus {
         public var expired: Bool?
         /// The installed manifest's `expires`.
         public var expires: String?
+        /// The installed manifest's `created`: how old the knowledge that answers is.
+        public var published: String?
         /// The device never believes it is earlier than this (protocol/root.md).
         public var clockFloor: String?
         /// What the device trusts: a root and its thresholds, or pinned keys.

@@ -52,6 +52,8 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         public var online: Bool?
         public var stale: Bool?
         public var expired: Bool?
+        /// When the publisher made the channel's installed version (its manifest's `created`).
+        public var published: String?
         public var lastAttempt: String?
         public var lastSuccess: String?
         public var lastError: String?
@@ -72,6 +74,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
             online = sync.online
             stale = sync.stale
             expired = sync.expired
+            published = sync.published
             lastAttempt = sync.lastAttempt
             lastSuccess = sync.lastSuccess
             lastError = sync.lastError
@@ -84,7 +87,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         }
 
         enum CodingKeys: String, CodingKey {
-            case channel, version, online, stale, expired, trust, progress, operation
+            case channel, version, online, stale, expired, published, trust, progress, operation
             case stateRoot = "state_root", lastAttempt = "last_attempt", lastSuccess = "last_success"
             case lastError = "last_error", lastErrorCode = "last_error_code"
             case attemptsFinished = "attempts_finished", lastOutcome = "last_outcome"
@@ -98,6 +101,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
             try c.encode(online, forKey: .online)
             try c.encode(stale, forKey: .stale)
             try c.encode(expired, forKey: .expired)
+            try c.encode(published, forKey: .published)
             try c.encode(lastAttempt, forKey: .lastAttempt)
             try c.encode(lastSuccess, forKey: .lastSuccess)
             try c.encode(lastError, forKey: .lastError)
@@ -138,7 +142,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
 
     /// The freshness and trust fields, top-level in the body but kept in `sync` here.
     enum FreshnessKeys: String, CodingKey {
-        case trust, expired, expires
+        case trust, expired, expires, published
         case clockFloor = "clock_floor"
     }
 
@@ -166,6 +170,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         sync.trust = try? f.decodeIfPresent(Trust.self, forKey: .trust)
         sync.expired = try? f.decodeIfPresent(Bool.self, forKey: .expired)
         sync.expires = try? f.decodeIfPresent(String.self, forKey: .expires)
+        sync.published = try? f.decodeIfPresent(String.self, forKey: .published)
         sync.clockFloor = try? f.decodeIfPresent(String.self, forKey: .clockFloor)
     }
 
@@ -192,6 +197,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         try f.encode(sync.trust, forKey: .trust)
         try f.encode(sync.expired, forKey: .expired)
         try f.encode(sync.expires, forKey: .expires)
+        try f.encode(sync.published, forKey: .published)
         try f.encode(sync.clockFloor, forKey: .clockFloor)
     }
 }

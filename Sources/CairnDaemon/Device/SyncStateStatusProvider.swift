@@ -90,6 +90,7 @@ extension DaemonStatus.Sync {
         expiredInstalls = state.expiredInstalls
         expired = installed == nil ? nil : computed.expired
         expires = computed.expires
+        published = computed.published
         clockFloor = state.clockFloor
     }
 }

@@ -21,6 +21,9 @@ public struct SyncStatus: Sendable, Equatable {
     public var expired: Bool
     /// The installed manifest's `expires`.
     public var expires: String?
+    /// The installed manifest's `created`: when the publisher made the knowledge that answers,
+    /// which a version carried by a stick months later does not change.
+    public var published: String?
 
     /// The status from the persisted state, the installed version and the wall clock `now`.
     public init(state: SyncState, installed: InstalledVersion?, now: Date, pollInterval: Duration, staleAfterPolls: Int) {
@@ -36,6 +39,7 @@ public struct SyncStatus: Sendable, Equatable {
         let nowStamp = state.effectiveNow(now)
         expired = installed.map { $0.manifest.isExpired(at: nowStamp) } ?? false
         expires = installed?.manifest.expires.rfc3339
+        published = installed?.manifest.created.rfc3339
 
         // A version held back by a rollback is known and refused on purpose: not "behind".
         let behind = (state.highestVersionSeen ?? 0) > max(installed?.version ?? 0, state.heldBackVersion ?? 0)

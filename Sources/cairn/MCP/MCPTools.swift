@@ -270,7 +270,8 @@ struct MCPTools {
         guard let version = version as? Int else { return "No knowledge base is installed yet." }
         let sync = status["sync"] as? [String: Any] ?? [:]
         let lastSuccess = sync["last_success"] as? String
-        var parts = ["Knowledge base version \(version)" + ((status["channel"] as? String).map { " (channel \($0))" } ?? "")]
+        var parts = ["Knowledge base version \(version)" + ((status["channel"] as? String).map { " (channel \($0))" } ?? "")
+                     + (((status["published"] ?? sync["published"]) as? String).map { ", published \($0)" } ?? "")]
         switch answer["online"] as? Bool {
         case true?: parts.append("online, checked for updates" + ((sync["last_attempt"] as? String).map { " at \($0)" } ?? ""))
         case false?: parts.append("offline" + (lastSuccess.map { "; last update \($0)" } ?? ""))

@@ -181,6 +181,8 @@ class Status:
     trust: Optional[Dict[str, Any]] = None
     expired: Optional[bool] = None
     expires: Optional[str] = None
+    #: When the publisher made the installed version (its manifest's ``created``).
+    published: Optional[str] = None
     clock_floor: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -214,6 +216,7 @@ class Status:
             trust=_object(trust, "trust") if trust is not None else None,
             expired=obj.get("expired"),
             expires=obj.get("expires"),
+            published=obj.get("published"),
             clock_floor=obj.get("clock_floor"),
             raw=obj,
         )

@@ -84,6 +84,7 @@ def main(argv=None) -> int:
         require(isinstance(status.state_root, str) and status.state_root, f"state_root is {status.state_root!r}")
         require(isinstance(status.sync, dict), f"sync is {type(status.sync).__name__}")
         require(status.raw.get("installed") is True, "raw does not hold the answer")
+        require(isinstance(status.published, str) and status.published.startswith("20"), f"published is {status.published!r}")
         return (f"installed version {status.version} channel {status.channel} "
                 f"state_root {status.state_root[:12]}… expired {status.expired}")
 
