@@ -341,6 +341,13 @@ struct NetworkFaultTests {
                                        config: ["slow_source_rate": "8192", "slow_source_window": "1"])
         defer { device.stop() }
         try await device.waitForVersion(1)
+        // Version 1 came from the first source before the second was asked, so the second is
+        // asked at once in an attempt of its own: it must end before version 2 exists, or it
+        // starts version 2's download before `body` sets its faults.
+        try await waitUntil("the attempt that asks the second source ends") {
+            let sync = device.syncStatus
+            return (sync["attempts_finished"] as? Int ?? 0) >= 2 && sync["progress"] is NSNull
+        }
         try workspace.publish(Rig.knowledgeBase(2) + [("bulk", Rig.randomWords(bytes: bulk))])
         let manifest = try workspace.currentManifest()
         try await body(first, second, device, try #require(manifest.deltas.first { $0.fromVersion == 1 }).sha256)
