@@ -11,8 +11,9 @@ struct HistoryCommand: ParsableCommand {
             One line per version in channels/C/versions/: version, created date, chunk count, \
             compressed snapshot size and the deltas to it (from-version:bytes). The current version \
             is marked with *, a version whose blobs cairn-server prune removed with "(pruned)" at the \
-            end. Manifests are checked against --trusted-key files, else against the \
-            keys under REPO/keys/; one that fails is reported and the exit status is 1.
+            end. Each manifest is checked under the root of REPO/root/ in force when it was made; one \
+            older than root 1 (or in a repository without roots) against the --trusted-key files, \
+            else the keys under REPO/keys/. One that fails is reported and the exit status is 1.
             """,
         aliases: ["list"]
     )

@@ -14,8 +14,8 @@ struct CairnCommand: AsyncParsableCommand {
 
             Exit status: 0 ok; 1 the daemon answered with an error (its message is printed); \
             2 usage error; 3 cannot reach the socket; 4 no index installed yet; 5 no previous \
-            version to roll back to; 65, 66, 74 and 128+n from embed and eval; 74 standard output \
-            cannot be written; 130 sync --wait interrupted. docs/exit-codes.md says more.
+            version to roll back to; 65 and 128+n from eval, 66 from embed and eval (no model); 74 \
+            standard output cannot be written; 130 sync --wait interrupted. docs/exit-codes.md says more.
             """,
         subcommands: [QueryCommand.self, StatusCommand.self, SyncCommand.self, GetCommand.self, RollbackCommand.self,
                       ExportCommand.self, EmbedCommand.self, EvalCommand.self, MCPCommand.self]

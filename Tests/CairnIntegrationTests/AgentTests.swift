@@ -120,6 +120,28 @@ struct AgentTests {
         #expect(answers["1"] == nil && answers["6"] == nil)
     }
 
+    @Test("Given cairnd stopped and cairn mcp's queue full (4 calls running, 1,024 waiting), when one more call and a batch of two come, then each of the three is answered -32000 busy with its id, none left unanswered")
+    func mcpAnswersEveryRequestWhenBusy() async throws {
+        let rig = try await ServedDevice()
+        defer { rig.stop() }
+        kill(rig.device.process.processIdentifier, SIGSTOP)
+        defer { kill(rig.device.process.processIdentifier, SIGCONT) }
+        let call = { (id: Int) in
+            #"{"jsonrpc":"2.0","id":\#(id),"method":"tools/call","params":{"name":"status","arguments":{}}}"#
+        }
+        let queued = (1...1028).map(call)
+        let batch = "[" + call(3001) + "," + call(3002) + "]"
+        // The queued calls are cancelled once the busy answers are asked for: the waiting ones
+        // end at once, the four running at --timeout.
+        let cancels = (1...1028).map { #"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":\#($0)}}"# }
+        let (answers, _, status, _) = try await Self.mcp(rig.device.socket, queued + [call(2000), batch] + cancels,
+                                                         folder: rig.workspace.folder, timeout: 5)
+        #expect(status == 0)
+        for id in ["2000", "3001", "3002"] {
+            #expect((answers[id]?["error"] as? [String: Any])?["code"] as? Int == -32000, "\(id): \(String(describing: answers[id]))")
+        }
+    }
+
     @Test("Given a passage of 3,000 characters with a source (a JSON record, kept whole), when cairn mcp searches, then its text line names its id and source and is cut at 2,000 characters saying that get gives it whole; structuredContent and get keep it whole; a tag no passage has is said in a note")
     func mcpCutsLongPassagesAndNamesSources() async throws {
         let workspace = try await Workspace.make()

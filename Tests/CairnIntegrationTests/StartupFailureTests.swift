@@ -185,6 +185,16 @@ struct StartupFailureTests {
 
     // MARK: cairn-server serve
 
+    @Test("Given a key file that does not exist (a typo), when cairn-server publish runs, then it exits 74 in one line naming the file, why, and how keys are made, before loading anything")
+    func serverMissingKeyFile() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try "[]".write(toFile: folder + "/kb.json", atomically: true, encoding: .utf8)
+        try await expectOneLine("cairn-server", ["publish", "--repo", folder + "/repo", "--channel", "c", "--source", folder + "/kb.json",
+                                                 "--key", folder + "/keys/publsher.key"], in: folder, exit: 74,
+                                saying: ["cannot read the key file \(folder)/keys/publsher.key (No such file or directory)", "cairn-server keygen --out DIR"])
+    }
+
     @Test("Given a missing argument, an unknown flag, a flag out of range or no command, when cairn-server runs, then it exits 64 (EX_USAGE) with one line saying what is wrong")
     func serverUsage() async throws {
         let folder = try TemporaryDirectory.make()

@@ -40,8 +40,14 @@ public enum KeyFiles {
         } catch let error as PublishError { throw error } catch { throw PublishError(.io, "cannot read \(path)") }
     }
 
+    /// The file's text; when it cannot be read, one line with the reason and, for a missing
+    /// file, how keys are made.
     private static func text(_ path: String) throws(PublishError) -> String {
-        guard let data = FileManager.default.contents(atPath: path) else { throw PublishError(.io, "cannot read \(path)") }
-        return String(decoding: data, as: UTF8.self)
+        do { return String(decoding: try FileSystem.read(path), as: UTF8.self) } catch {
+            let reason = String(cString: strerror(error.errno ?? EIO))
+            throw PublishError(.io, "cannot read the key file \(path) (\(reason))"
+                               + (error.code == .notFound ? "; cairn-server keygen --out DIR [--name NAME] makes DIR/NAME.key and DIR/NAME.pub" : ""),
+                               cause: error)
+        }
     }
 }

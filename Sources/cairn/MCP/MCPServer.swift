@@ -128,9 +128,14 @@ struct MCPServer {
             }
             let id = Self.requestID(in: object)
             guard calls.operationCount < Self.waitingCalls + Self.concurrentRequests else {
-                // A request is answered; a notification, or a batch, is dropped.
-                if id != nil, let request = object as? [String: Any], let raw = request["id"] {
-                    write(Self.error(id: raw, code: -32000, "Server busy: \(Self.waitingCalls) tool calls wait for cairnd; try again later"))
+                // Every request is answered, each of a batch's in one array (a client without a
+                // timeout of its own would wait for ever); a notification is dropped.
+                let busy = { (raw: Any) in Self.error(id: raw, code: -32000, "Server busy: \(Self.waitingCalls) tool calls wait for cairnd; try again later") }
+                if let request = object as? [String: Any], let raw = request["id"] {
+                    write(busy(raw))
+                } else if let batch = object as? [Any] {
+                    let answers = batch.compactMap { ($0 as? [String: Any])?["id"] }.map(busy)
+                    if !answers.isEmpty { write(answers) }
                 }
                 continue
             }
