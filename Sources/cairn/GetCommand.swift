@@ -12,17 +12,20 @@ struct GetCommand: AsyncParsableCommand {
     var id: String
     @Option(help: "The channel to read from (a search result's), when cairnd follows several.")
     var channel: String?
+    @Option(name: .customLong("version"), help: "The version a search answered from: exit 1 (version_changed) if another version serves now.")
+    var version: Int?
     @Flag(help: "Print the daemon's JSON answer.")
     var json = false
 
     func validate() throws {
         try requireText(id, "the chunk id")
         try requireText(channel, "--channel")
+        if let version, version < 1 { throw ValidationError("--version must be a version number (1 or more)") }
     }
 
     func run() async throws {
         let daemon = DaemonConnection(root: root.connection, local: connection)
-        let body = try daemon.call("GET", ChunkAnswer.path(for: id, channel: channel))
+        let body = try daemon.call("GET", ChunkAnswer.path(for: id, channel: channel, version: version))
         if json { return try daemon.printJSON(body) }
         let answer = try daemon.decode(ChunkAnswer.self, from: body)
         let chunk = answer.chunk

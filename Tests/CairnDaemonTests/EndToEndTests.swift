@@ -51,6 +51,13 @@ struct EndToEndTests {
 
         let chunk = try await run(cairn, ["--socket", socket, "get", "v6-water"])
         #expect(chunk.status == 0 && chunk.stdout.hasPrefix("Boiling water"))
+        // Pinned to the version a search answered from: read back only while it serves.
+        #expect(try await run(cairn, ["--socket", socket, "get", "v6-water", "--version", "6"]).status == 0)
+        let changed = try await run(cairn, ["--socket", socket, "get", "v6-water", "--version", "5"])
+        #expect(changed.status == 1 && changed.stderr.contains("version 5 no longer answers (version 6 does)")
+                && changed.stderr.contains("(version_changed)"), "\(changed.stderr)")
+        let badVersion = try await request(socket, "GET", "/v1/chunks/v6-water?version=latest")
+        #expect(badVersion.status == 400 && object(badVersion)["code"] as? String == "bad_version")
         let missing = try await run(cairn, ["--socket", socket, "get", "v6-none"])
         #expect(missing.status == 1 && missing.stderr.contains("chunk_not_found"))
         let empty = try await run(cairn, ["--socket", socket, "query", "   "])

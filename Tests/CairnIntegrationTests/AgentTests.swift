@@ -165,6 +165,8 @@ struct AgentTests {
             #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water","k":1}}}"#,
             #"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get","arguments":{"id":"boil-long"}}}"#,
             #"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water","tags":["Water"]}}}"#,
+            #"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"get","arguments":{"id":"boil-long","version":1}}}"#,
+            #"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"get","arguments":{"id":"boil-long","version":2}}}"#,
         ]
         let (answers, _, status, _) = try await Self.mcp(device.socket, lines, folder: workspace.folder)
         #expect(status == 0)
@@ -188,6 +190,11 @@ struct AgentTests {
         #expect(filteredText.contains("Note: no passage has tag \"Water\", so nothing passed the filter."), "\(filteredText)")
         let unmatched = (filtered?["structuredContent"] as? [String: Any])?["unmatched_filter"] as? [String: Any]
         #expect(unmatched?["tags"] as? [String] == ["Water"])
+        // `get` pinned to the search's version: read back while it serves, refused once another does.
+        #expect((answers["4"]?["result"] as? [String: Any])?["isError"] as? Bool == false)
+        let moved = answers["5"]?["result"] as? [String: Any]
+        #expect(moved?["isError"] as? Bool == true && (moved?["structuredContent"] as? [String: Any])?["code"] as? String == "version_changed",
+                "\(String(describing: moved))")
     }
 
     @Test("Given cairn mcp, when a tool gets an argument its schema does not name, of the wrong type or out of range, then the call is a bad_arguments tool error naming it; malformed JSON-RPC messages get -32600/-32602 with their id, notifications and responses no answer; a --timeout that is not a positive number of seconds is refused")

@@ -13,12 +13,13 @@ public struct ChunkAnswer: Sendable, Hashable, Codable {
 
     /// `/v1/chunks/<id>` with the id percent-encoded, `/` included (the route is one segment),
     /// and `?channel=` when one is named.
-    public static func path(for id: String, channel: String? = nil) -> String {
+    public static func path(for id: String, channel: String? = nil, version: Int? = nil) -> String {
         var allowed = CharacterSet.urlPathAllowed
         allowed.remove("/")
         let path = "/v1/chunks/" + (id.addingPercentEncoding(withAllowedCharacters: allowed) ?? id)
-        guard let channel else { return path }
-        return path + "?channel=" + (channel.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? channel)
+        let query = (channel.map { ["channel=" + ($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0)] } ?? [])
+            + (version.map { ["version=\($0)"] } ?? [])
+        return query.isEmpty ? path : path + "?" + query.joined(separator: "&")
     }
 
     public init(chunk: Chunk, version: Int, stateRoot: String, channel: String? = nil) {

@@ -29,7 +29,8 @@ struct DaemonAPI: Sendable {
         router.get("metrics") { _, _ in try await metricsAnswer() }
         router.post("v1/search") { request, _ in try await search(request) }
         router.get("v1/chunks/:id") { request, context in
-            try chunk(context.parameters.require("id"), channel: request.uri.queryParameters["channel"].map(String.init))
+            try chunk(context.parameters.require("id"), channel: request.uri.queryParameters["channel"].map(String.init),
+                      version: request.uri.queryParameters["version"].map(String.init))
         }
         router.post("v1/sync") { _, _ in try await sync() }
         router.post("v1/rollback") { request, _ in try await rollback(request) }
@@ -135,14 +136,28 @@ struct DaemonAPI: Sendable {
         return other
     }
 
-    /// The chunk `rawID` of `name`'s serving version (nil: the daemon's own channel).
-    func chunk(_ rawID: String, channel name: String?) throws -> Response {
+    /// The chunk `rawID` of `name`'s serving version (nil: the daemon's own channel). With
+    /// `version` (the one a search answered from), 409 `version_changed` when another version
+    /// serves now: the passage read back must be the one the search found, or said not to be.
+    func chunk(_ rawID: String, channel name: String?, version wanted: String? = nil) throws -> Response {
+        let pinned: Int?
+        if let wanted {
+            guard let number = Int(wanted), number >= 1 else {
+                throw APIError(400, "bad_version", "version must be a version number (the `version` of a search result)")
+            }
+            pinned = number
+        } else {
+            pinned = nil
+        }
         var (holder, channel) = (self.holder, self.channel)
         if let name, name != channel {
             let other = try followed(name)
             (holder, channel) = (other.holder, other.name)
         }
         guard let serving = holder.current else { throw holder.noIndex }
+        if let pinned, pinned != serving.version {
+            throw APIError(409, "version_changed", "version \(pinned) no longer answers (version \(serving.version) does): search again for the passage as it is now")
+        }
         let id = rawID.removingPercentEncoding ?? rawID
         let found: Chunk?
         do {

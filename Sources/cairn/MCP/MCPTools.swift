@@ -51,6 +51,7 @@ struct MCPTools {
                 "properties": [
                     "id": ["type": "string", "description": "The passage id from a search result."],
                     "channel": ["type": "string", "minLength": 1, "description": "The search result's channel, when the device holds several knowledge bases (ids may repeat across them)."],
+                    "version": ["type": "integer", "minimum": 1, "description": "The search result's version: the passage is then the one that search found, or the call fails with version_changed if the knowledge base was updated since (search again)."],
                 ] as [String: Any],
                 "required": ["id"],
                 "additionalProperties": false,
@@ -222,7 +223,14 @@ struct MCPTools {
         guard channel == nil || (channel as? String).map({ !$0.isEmpty }) == true else {
             throw ToolFailure(code: "bad_arguments", message: "`channel` must be a non-empty string")
         }
-        let chunk = try object(try send("GET", ChunkAnswer.path(for: id, channel: channel as? String)))
+        var version: Int?
+        if let value = arguments["version"], !(value is NSNull) {
+            guard let number = MCPServer.integer(value), number >= 1 else {
+                throw ToolFailure(code: "bad_arguments", message: "`version` must be a version number (a search result's `version`)")
+            }
+            version = number
+        }
+        let chunk = try object(try send("GET", ChunkAnswer.path(for: id, channel: channel as? String, version: version)))
         // The source and channel in the text: most hosts give a model the text alone, and the
         // instructions ask it to cite the source.
         let named = [("source", chunk["source"]), ("channel", chunk["channel"])].compactMap { name, value in
