@@ -166,6 +166,23 @@ struct NetworkFaultTests {
         }
     }
 
+    @Test("Given a proxy that compresses blobs on the way (Content-Encoding: gzip) although cairnd asks for them as published, then the attempt is refused as http_status saying so, the old version answers, the source is not taken for a corrupt one, and without the proxy the next attempt installs")
+    func compressedOnTheWay() async throws {
+        let rig = try await Rig(config: Self.config)
+        defer { rig.stop() }
+        let old = rig.version
+        let new = try rig.publishNext()
+        try rig.server.set(["gzip": true])
+        let outcome = try await rig.syncAttempt()
+        #expect(outcome?.code == "http_status" && outcome?.message.contains("compressed (Content-Encoding: gzip)") == true,
+                "\(String(describing: outcome))")
+        #expect(rig.wrongAnswer(expecting: old) == nil)
+        let sources = rig.device.state["sources"] as? [[String: Any]] ?? []
+        #expect(sources.allSatisfy { $0["last_hash_mismatch"] == nil || $0["last_hash_mismatch"] is NSNull }, "\(sources)")
+        try rig.server.clear()
+        if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
+    }
+
     @Test("Given the source killed in the middle of a blob download, then the attempt fails, and once it is back the download resumes")
     func serverKilledMidDownload() async throws {
         let rig = try await Rig(config: Self.config)

@@ -73,7 +73,9 @@ enum CurlTransfer {
         defer { handles.giveBack(handle, origin: origin) }
         context.handle = handle
         var list: UnsafeMutablePointer<curl_slist>?
-        for header in headers { list = curl_slist_append(list, header) }
+        // Every byte is checked against a SHA-256 of the bytes as published: a proxy must not
+        // compress them on the way (one that does anyway is refused, `TransferContext.encoding`).
+        for header in headers + ["Accept-Encoding: identity"] { list = curl_slist_append(list, header) }
         defer { curl_slist_free_all(list) }
         let pointer = Unmanaged.passUnretained(context).toOpaque()
         var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)

@@ -191,6 +191,9 @@ public struct Downloader: Sendable {
         if Self.tlsCodes.contains(outcome.code.rawValue) {
             throw SyncError(.tls, "TLS with the source failed for the \(what): \(outcome.message) (curl \(outcome.code.rawValue)); check ca_bundle, client_cert and client_key")
         }
+        if let encoding = context.encoding, (200..<300).contains(outcome.status) {
+            throw SyncError(.httpStatus, "the source (or a proxy on the way) sent the \(what) compressed (Content-Encoding: \(encoding)) although cairnd asked for it as published; nothing of it was kept: check the proxy, or use https so that none can change it")
+        }
         if context.wrongLength {
             throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) with \(context.contentLength ?? 0) bytes for the \(what), not the \(context.limit - (outcome.status == 206 ? context.rangeStart : 0)) asked for: not the \(what) (an error or captive-portal page?); nothing of it was kept")
         }

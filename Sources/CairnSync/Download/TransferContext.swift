@@ -58,6 +58,9 @@ final class TransferContext: @unchecked Sendable {
     var writeErrno: Int32 = 0
     var restartedFromZero = false
     var etag: String?
+    /// The response's `Content-Encoding` when it is not `identity`: the body is not the bytes
+    /// published (a proxy compressed them although cairnd asked for identity), so it is refused.
+    var encoding: String?
     /// Sees every body byte written to `fd`, in order, after it is written.
     var tap: (any DownloadTap)?
     /// Counts the body bytes written to `fd` (status's sync progress).
@@ -100,6 +103,8 @@ final class TransferContext: @unchecked Sendable {
     func receive(_ data: UnsafeRawPointer, _ count: Int) -> Int {
         if !statusChecked { checkStatus() }
         if misplacedRange || wrongLength { return 0 }
+        // Only a success's body is the file: an error page may come compressed.
+        if encoding != nil, !discarding { return 0 }
         if discarding {
             if refusedBody.count < Self.refusedBodyKept {
                 refusedBody += UnsafeRawBufferPointer(start: data, count: min(count, Self.refusedBodyKept - refusedBody.count))
@@ -177,7 +182,10 @@ final class TransferContext: @unchecked Sendable {
         let line = String(decoding: UnsafeRawBufferPointer(start: data, count: count), as: UTF8.self)
         let lowered = line.lowercased()
         if line.hasPrefix("HTTP/") {
-            (etag, contentRangeStart, contentRangeEnd, contentLength) = (nil, nil, nil, nil)
+            (etag, contentRangeStart, contentRangeEnd, contentLength, encoding) = (nil, nil, nil, nil, nil)
+        } else if lowered.hasPrefix("content-encoding:") {
+            let value = lowered.dropFirst(17).trimmingCharacters(in: .whitespacesAndNewlines)
+            encoding = value.isEmpty || value == "identity" ? nil : value
         } else if lowered.hasPrefix("content-length:") {
             contentLength = Int64(lowered.dropFirst(15).trimmingCharacters(in: .whitespacesAndNewlines))
         } else if lowered.hasPrefix("etag:") {

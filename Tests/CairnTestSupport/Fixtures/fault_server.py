@@ -20,12 +20,15 @@ request misbehaves for blob paths (/blobs/...):
                    for every file that is not a blob: manifests, roots), hold_after (send a
                    blob's first N bytes, then nothing until the control file no longer holds
                    hold_after; then the rest), missing_page (answer a path that holds no
-                   file with a 200 HTML page, as a single-page site's fallback does)
+                   file with a 200 HTML page, as a single-page site's fallback does), gzip
+                   (answer every blob GET with 200 and the whole blob gzip-compressed, with
+                   Content-Encoding: gzip, as a compressing proxy would)
   --port N         listen on N instead of a port chosen by the OS (to come back after a kill)
 Each request is logged to --log as one line: "<path> <status> <range or -> <body bytes sent>".
 The bound port (on 127.0.0.1, chosen by the OS) is written to --port-file once listening.
 """
 import argparse
+import gzip
 import http.server
 import os
 import signal
@@ -95,6 +98,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         blob = path.startswith("/blobs/")
         if blob and fault.get("html"):
             self.send_page(b"<!DOCTYPE html><html><body><h1>Welcome to the captive portal</h1></body></html>\n", path, rng, head)
+            return
+        if blob and fault.get("gzip") and not head:
+            packed = gzip.compress(data)
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(packed)))
+            self.end_headers()
+            self.wfile.write(packed)
+            log(path, 200, rng, len(packed))
             return
         if blob and fault.get("truncate") is not None:
             data = data[:fault["truncate"]]
