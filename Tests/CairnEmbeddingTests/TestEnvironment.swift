@@ -44,7 +44,7 @@ enum TestEnvironment {
         process.standardInput = FileHandle(forReadingAtPath: files.input)
         process.standardOutput = FileHandle(forWritingAtPath: files.output)
         process.standardError = FileHandle(forWritingAtPath: files.error)
-        try process.run()
+        try process.spawn()
         process.waitUntilExit()
         let output = try Data(contentsOf: URL(fileURLWithPath: files.output))
         let error = (try? String(contentsOfFile: files.error, encoding: .utf8)) ?? ""

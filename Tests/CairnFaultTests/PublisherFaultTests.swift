@@ -75,7 +75,7 @@ struct PublisherFaultTests {
                 process.arguments = Self.publishArguments(rig, source: try Self.source(rig, rig.version + 1))
                 process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
                 process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-                try process.run()
+                try process.spawn()
                 usleep(UInt32.random(in: 0..<window))
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()

@@ -72,7 +72,7 @@ struct AgentTests {
             let out = childPipe()
             process.standardOutput = out.fileHandleForWriting
             process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-            try process.run()
+            try process.spawn()
             out.started()
             let stdout = out.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()

@@ -33,7 +33,7 @@ struct ServeProcessTests {
         let output = childPipe()
         process.standardOutput = output.fileHandleForWriting
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.spawn()
         output.started()
         defer { if process.isRunning { process.terminate() } }
         let line = try await Self.firstLine(of: output)
@@ -70,7 +70,7 @@ struct ServeProcessTests {
         let output = childPipe(), errors = childPipe()
         process.standardOutput = output.fileHandleForWriting
         process.standardError = errors.fileHandleForWriting
-        try process.run()
+        try process.spawn()
         output.started()
         errors.started()
         defer { if process.isRunning { process.terminate() } }
@@ -102,7 +102,7 @@ struct ServeProcessTests {
         let errors = childPipe()
         process.standardError = errors.fileHandleForWriting
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try process.spawn()
         errors.started()
         let text = try await RawHTTP.onThread { String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
         try await RawHTTP.onThread { process.waitUntilExit() }

@@ -21,7 +21,7 @@ public enum Binaries {
         process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         process.standardOutput = FileHandle(forWritingAtPath: out)
         process.standardError = FileHandle(forWritingAtPath: err)
-        try process.run()
+        try process.spawn()
         try ProcessDeadline(process, seconds: seconds).wait(what: name)
         return (process.terminationStatus, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
                 (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")

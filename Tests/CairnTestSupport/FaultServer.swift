@@ -43,7 +43,7 @@ public final class FaultServer: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", script, "--root", root, "--port-file", folder + "/port", "--port", String(port),
                              "--log", folder + "/requests.log", "--control", folder + "/control.json"] + options
-        try process.run()
+        try process.spawn()
         var bound = 0
         guard eventually({
             bound = Int((try? String(contentsOfFile: folder + "/port", encoding: .utf8)) ?? "") ?? 0

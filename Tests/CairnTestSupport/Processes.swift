@@ -59,6 +59,24 @@ public final class ChildPipe: @unchecked Sendable {
 
 public func childPipe() -> ChildPipe { ChildPipe() }
 
+/// One spawn at a time in the test process. Foundation's `Process.run()` makes descriptors of
+/// its own for each child (a socket pair whose closing tells it the child exited) without
+/// close-on-exec, and closes the others in the child from a list taken before the spawn: a
+/// process spawned by another thread at that moment inherited them. A cairnd started while
+/// `cairn sync --wait` was being spawned kept cairn's socket open, so Foundation never saw cairn
+/// exit, `waitUntilExit` waited for that cairnd, which the test stopped only afterwards, and the
+/// suite hung (2026-12-06, `CommandLineTests.syncWaitRidesOutAStartingDaemon`).
+private let spawning = NSLock()
+
+extension Process {
+    /// `run()`, never beside another spawn of this test process (see `spawning`).
+    public func spawn() throws {
+        spawning.lock()
+        defer { spawning.unlock() }
+        try run()
+    }
+}
+
 /// Starts `executable` and returns the running process (stdout/stderr to files in `logDirectory`).
 public func launch(_ executable: String, _ arguments: [String], logDirectory: String, environment: [String: String] = childEnvironment()) throws -> Process {
     let process = Process()
@@ -68,7 +86,7 @@ public func launch(_ executable: String, _ arguments: [String], logDirectory: St
     _ = FileManager.default.createFile(atPath: logDirectory + "/daemon.log", contents: nil)
     process.standardOutput = FileHandle(forWritingAtPath: logDirectory + "/daemon.log")
     process.standardError = FileHandle(forWritingAtPath: logDirectory + "/daemon.log")
-    try process.run()
+    try process.spawn()
     return process
 }
 
@@ -84,7 +102,7 @@ public func run(_ executable: String, _ arguments: [String], environment: [Strin
         let out = childPipe(), err = childPipe()
         process.standardOutput = out.fileHandleForWriting
         process.standardError = err.fileHandleForWriting
-        try process.run()
+        try process.spawn()
         out.started()
         err.started()
         let deadline = ProcessDeadline(process, seconds: seconds)

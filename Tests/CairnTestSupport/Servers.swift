@@ -187,7 +187,7 @@ public final class Nginx {
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: binary)
                 process.arguments = ["-e", folder + "/error.log", "-p", folder, "-c", folder + "/nginx.conf"]
-                try process.run()
+                try process.spawn()
                 return process
             }
         } catch let failure as TestSkip {

@@ -59,7 +59,7 @@ enum CLI {
         process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         process.standardOutput = FileHandle(forWritingAtPath: out)
         process.standardError = FileHandle(forWritingAtPath: err)
-        try process.run()
+        try process.spawn()
         return Running(process: process, outputPath: out, errorPath: err)
     }
 
