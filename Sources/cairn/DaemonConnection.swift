@@ -35,7 +35,7 @@ struct DaemonConnection {
     /// whole hour in silence (exit 3 instead, as for `sync --wait`).
     func callLong(_ method: String, _ path: String, body: [UInt8], timeout: Double) throws -> [UInt8] {
         guard try callIfReachable("GET", "/healthz", timeout: 10, treating: [.unreachable, .noAnswer], unreachable: { error in
-            error.code == .noAnswer ? fail("\(error.message.prefix { $0 != ";" }): it is stopped or hung; nothing was asked of it") : failUnreachable(error)
+            error.code == .noAnswer ? fail("\(error.message.prefix { $0 != ";" }): it is stopped, hung, or every connection it takes (max_connections) is held; nothing was asked of it") : failUnreachable(error)
         }) != nil else { throw ExitCode(3) }
         return try call(method, path, body: body, timeout: timeout)
     }

@@ -4,6 +4,7 @@ import CairnSearch
 import CairnSync
 import CairnThreads
 import Foundation
+import NIOPosix
 public import Logging
 public import ServiceLifecycle
 
@@ -75,7 +76,8 @@ public struct Device: Sendable {
             // Else a query says "wait for the first sync", which never comes.
             main.holder.explainNothingInstalled("no knowledge-base version is installed, and this cairnd has no source to sync from; " + Self.noSourceRemedy)
         }
-        let liveness = LivenessProbe(socketPath: configuration.socketPath, searchLoad: { searches.load })
+        // Hummingbird's default group serves the socket (buildDaemon passes none of its own).
+        let liveness = LivenessProbe(loops: MultiThreadedEventLoopGroup.singleton, searchLoad: { searches.load })
         return Device(services: [daemon] + services.map { $0 as any Service }
                           + WatchdogService.ifEnabled(notifier, probe: liveness, logger: logger),
                       requestSync: syncRequest)

@@ -1,7 +1,8 @@
 public import Foundation
-import CairnClient
 import CairnThreads
 import Logging
+import NIOCore
+import NIOPosix
 import ServiceLifecycle
 import Synchronization
 #if canImport(Glibc)
@@ -66,23 +67,29 @@ public struct SystemdNotifier: Sendable {
 }
 
 /// What cairnd checks before each `WATCHDOG=1`, so that systemd restarts a cairnd that no longer
-/// answers, not only one whose timer stopped: its own socket answers `GET /healthz` within the
-/// feeding interval (the event loops take connections and answer), and the search threads are
-/// not stuck (searches were pending at two checks in a row and none finished between them). A
+/// answers, not only one whose timer stopped: every event loop of the socket server runs a task
+/// handed to it within the check's time (a loop that turns takes connections and answers; a
+/// connection of its own would not do: with every `max_connections` slot held by busy clients it
+/// would wait in the queue, and a healthy cairnd would be restarted), and the search threads
+/// are not stuck (searches pending at two checks in a row and none finished between them). A
 /// sync is not judged, however long: a multi-gigabyte download is no hang.
 struct LivenessProbe: Sendable {
-    let socketPath: String
+    /// The socket server's event loops (Hummingbird's default group).
+    let loops: any EventLoopGroup
     let searchLoad: @Sendable () -> BoundedThreadPool.Load
 
     /// Nil when alive, else why not, in a few words; and the search load read, for the next check.
     func check(timeout: Duration, previous: BoundedThreadPool.Load?) -> (problem: String?, load: BoundedThreadPool.Load) {
-        let seconds = max(0.001, Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
+        let nanoseconds = max(1_000_000, Int(timeout.components.seconds) * 1_000_000_000 + Int(timeout.components.attoseconds / 1_000_000_000))
+        let deadline = DispatchTime.now() + .nanoseconds(nanoseconds)
         var problem: String?
-        do {
-            let answer = try UnixHTTPClient(socketPath: socketPath, timeout: seconds).send(method: "GET", path: "/healthz")
-            if answer.status != 200 { problem = "its socket answered /healthz with HTTP \(answer.status)" }
-        } catch {
-            problem = "its socket did not answer /healthz: \(error.message)"
+        for (index, loop) in loops.makeIterator().enumerated() {
+            let ran = DispatchSemaphore(value: 0)
+            loop.execute { ran.signal() }
+            if ran.wait(timeout: deadline) == .timedOut {
+                problem = "event loop \(index) of the socket server ran nothing within \(nanoseconds / 1_000_000) ms"
+                break
+            }
         }
         let load = searchLoad()
         if problem == nil, let previous, BoundedThreadPool.Load.stalled(from: previous, to: load) {
@@ -93,10 +100,11 @@ struct LivenessProbe: Sendable {
 }
 
 /// Feeds systemd's watchdog (`WatchdogSec=` in the unit) while cairnd answers: every
-/// `watchdogInterval`, `WATCHDOG=1` once `LivenessProbe` finds it alive; each check that fails
-/// is logged instead, and systemd restarts cairnd when none succeeds for `WatchdogSec`. Runs on
-/// a thread of its own: the check blocks, and must not wait for the cooperative threads it
-/// judges.
+/// `watchdogInterval` (at least 10 ms), `WATCHDOG=1` once `LivenessProbe` finds it alive; a
+/// check that fails is logged instead (the first of a run at error, the rest at debug), and
+/// systemd restarts cairnd when none succeeds for `WatchdogSec`. Runs on a thread of its own:
+/// the check blocks, and must not wait for the cooperative threads it judges. On shutdown the
+/// service ends at once; the thread ends after its check.
 struct WatchdogService: Service {
     let notifier: SystemdNotifier
     let interval: Duration
@@ -106,21 +114,29 @@ struct WatchdogService: Service {
     /// The service when `WATCHDOG_USEC` asks for it, else none.
     static func ifEnabled(_ notifier: SystemdNotifier, probe: LivenessProbe, logger: Logger) -> [any Service] {
         guard let interval = notifier.watchdogInterval else { return [] }
-        return [WatchdogService(notifier: notifier, interval: interval, probe: probe, logger: logger)]
+        return [WatchdogService(notifier: notifier, interval: max(interval, .milliseconds(10)), probe: probe, logger: logger)]
     }
 
     func run() async throws {
         let stop = DispatchSemaphore(value: 0)
+        // Resumed once: by the thread when it ends, or by a stop, whichever comes first.
+        let ended = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let end: @Sendable () -> Void = { ended.withLock { $0.take() }?.resume() }
         let stopped = Mutex(false)
         let halt: @Sendable () -> Void = {
-            if stopped.withLock({ done in defer { done = true }; return !done }) { stop.signal() }
+            if stopped.withLock({ done in defer { done = true }; return !done }) {
+                stop.signal()
+                end()
+            }
         }
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
                 await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
+                    ended.withLock { $0 = finished }
+                    if stopped.withLock({ $0 }) { return end() }
                     Thread { [self] in
                         feed(until: stop)
-                        finished.resume()
+                        end()
                     }.start()
                 }
             } onGracefulShutdown: { halt() }
@@ -130,14 +146,15 @@ struct WatchdogService: Service {
     /// Checks and feeds every `interval` until `stop` is signalled. The first check waits one
     /// interval: the socket binds as the services start, beside this one.
     private func feed(until stop: DispatchSemaphore) {
-        let nanoseconds = max(1, interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000)
+        let nanoseconds = max(1, Int(interval.components.seconds) * 1_000_000_000 + Int(interval.components.attoseconds / 1_000_000_000))
         var previous: BoundedThreadPool.Load?
         var failing = false
-        while stop.wait(timeout: .now() + .nanoseconds(Int(nanoseconds))) == .timedOut {
+        while stop.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .timedOut {
             let (problem, load) = probe.check(timeout: interval, previous: previous)
             previous = load
             if let problem {
-                logger.error("not feeding systemd's watchdog: \(problem); systemd restarts cairnd if no check succeeds within WatchdogSec")
+                logger.log(level: failing ? .debug : .error,
+                           "not feeding systemd's watchdog: \(problem); systemd restarts cairnd if no check succeeds within WatchdogSec")
                 failing = true
             } else {
                 if failing { logger.notice("cairnd answers again; feeding systemd's watchdog") }
