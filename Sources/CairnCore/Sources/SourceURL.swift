@@ -45,10 +45,6 @@ public enum SourceURL {
             guard let first = rest.first, first != "/", first != "?", first != "#" else {
                 return "source \(source) names no host; write \(scheme)HOST[:PORT]/PATH"
             }
-            // Status, logs and the MCP status tool show a source's URL to every caller.
-            if rest.prefix(while: { $0 != "/" && $0 != "?" && $0 != "#" }).contains("@") {
-                return "source \(source) holds credentials (user:password@): cairnd shows its sources' URLs in status and logs; put them in a netrc_file (or a token in token_file)"
-            }
             // cairnd appends the repository's paths (channels/…, blobs/…) to the base: a query
             // (a storage account's signed token) would end up before them, and every request
             // would be refused as if the file were missing.
