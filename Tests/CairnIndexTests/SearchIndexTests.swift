@@ -252,6 +252,10 @@ import Testing
             #expect(unmatched.tags == ["Water"] && unmatched.similarTags == ["water"])
             #expect(guessed.results.isEmpty)  // what the unknown tag did, now said
             #expect(unmatched.sentence.contains("no passage has scenario \"Flood\"") && unmatched.sentence.contains("differing only in case: water"))
+            // On the wire each part only when it applies: no empty lists.
+            let scenarioOnly = SearchResponse.UnmatchedFilter(scenario: "Flood", scenarios: ["flood"])
+            let wire = try JSONSerialization.jsonObject(with: JSONEncoder().encode(scenarioOnly)) as? [String: Any]
+            #expect(Set(wire?.keys.map { $0 } ?? []) == ["scenario", "scenarios"], "\(String(describing: wire))")
         }
     }
 

@@ -138,6 +138,23 @@ public struct SearchResponse: Sendable, Hashable, Codable {
             case scenario, scenarios, tags
             case similarTags = "similar_tags"
         }
+
+        /// Each part only when it applies (protocol/socket-api.md): no empty lists.
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encodeIfPresent(scenario, forKey: .scenario)
+            try c.encodeIfPresent(scenarios, forKey: .scenarios)
+            if !tags.isEmpty { try c.encode(tags, forKey: .tags) }
+            if !similarTags.isEmpty { try c.encode(similarTags, forKey: .similarTags) }
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            scenario = try c.decodeIfPresent(String.self, forKey: .scenario)
+            scenarios = try c.decodeIfPresent([String].self, forKey: .scenarios)
+            tags = try c.decodeIfPresent([String].self, forKey: .tags) ?? []
+            similarTags = try c.decodeIfPresent([String].self, forKey: .similarTags) ?? []
+        }
     }
 
     public init(results: [SearchResult], version: Int, stateRoot: String, mode: SearchRequest.Mode,
