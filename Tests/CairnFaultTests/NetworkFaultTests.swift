@@ -119,6 +119,9 @@ struct NetworkFaultTests {
         if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
         #expect(rig.server.requests.dropFirst(seen).contains { $0.path.hasSuffix("/root/2.root.json") && $0.status == 200 })
         #expect(rig.device.log.contains("answered root 2 with a web page: taken as no root 2"))
+        // Said once, not at every poll for as long as the host answers so.
+        #expect(try await rig.syncAttempt() == nil)
+        #expect(rig.device.log.components(separatedBy: "answered root 2 with a web page").count - 1 == 1, "\(rig.device.log)")
     }
 
     @Test("Given a source that answers every blob with an HTML page, when the delta is refused and the snapshot too, then the spare the delta would have used is the same file after the attempt, not removed and copied again")

@@ -47,8 +47,10 @@ extension Syncer {
             // markup does is taken as absent, as its 404 would be. An attacker gains nothing (he
             // can answer 404); a damaged root file (random bytes, a cut) is still refused.
             if bytes.first(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) == UInt8(ascii: "<") {
-                logger.warning("the source answered root \(next) with a web page: taken as no root \(next)",
-                               metadata: ["cairn.sync.source": "\(base)"])
+                // Said once per source and root, not at every poll for as long as the host does so.
+                logger.log(level: webPageRootsSaid.insert("\(base) \(next)").inserted ? .warning : .debug,
+                           "the source answered root \(next) with a web page: taken as no root \(next)",
+                           metadata: ["cairn.sync.source": "\(base)"])
                 break
             }
             let root: RootMetadata

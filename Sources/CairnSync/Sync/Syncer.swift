@@ -80,6 +80,8 @@ public actor Syncer {
     var blobsOffered: Set<ContentID> = []
     /// `willReuse`'s answer for a kept delta blob, this attempt (its hash is read once).
     var keptDeltaWhole: (blob: String, whole: Bool)?
+    /// Sources and root numbers a web page was taken for (warned once each).
+    var webPageRootsSaid: Set<String> = []
     /// The held-back version last said to be waited on or passed over: said again only when it changes.
     var heldBackSaid: (version: Int, passedOver: Bool)?
 
