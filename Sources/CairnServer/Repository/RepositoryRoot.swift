@@ -11,18 +11,18 @@ import Synchronization
 ///
 /// The root is resolved again at each request: a mirror updated by swapping a symlink
 /// (`rsync` into a new folder, then `ln -sfn repo-2 /srv/repo`) serves the new folder at once,
-/// as nginx does, instead of the one the link named at start-up. A folder the root comes to
-/// name is checked for private keys once, as the first one was at start-up; one holding a key
-/// is served not at all (404, one log line).
+/// as nginx does, instead of the one the link named at start-up. Only the first folder is walked
+/// for private keys (at start-up): a walk of a large repository on the request path would stall
+/// the server; a key's bytes are refused wherever they lie (`DocumentCache`).
 struct RepositoryRoot: Sendable {
     /// The folder as configured, made absolute (the symlink, when it is one).
     let path: String
-    /// Resolved roots seen, and whether each holds a private key.
+    /// Resolved roots seen (each said once in the log).
     private let checked: Checked
     private let logger: Logger
 
     private final class Checked: Sendable {
-        let roots = Mutex<[String: Bool]>([:])
+        let roots = Mutex<Set<String>>([])
     }
 
     /// Resolves `path` and checks that it is a readable folder holding no private key.
@@ -40,22 +40,16 @@ struct RepositoryRoot: Sendable {
         }
         self.path = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         checked = Checked()
-        checked.roots.withLock { $0[resolved] = false }
+        checked.roots.withLock { _ = $0.insert(resolved) }
         self.logger = logger
     }
 
-    /// The folder `path` names now, nil when it cannot be resolved or holds a private key.
+    /// The folder `path` names now, nil when it cannot be resolved.
     private func currentRoot() -> String? {
         guard let resolved = Self.realPath(path) else { return nil }
-        if let hasKey = checked.roots.withLock({ $0[resolved] }) { return hasKey ? nil : resolved }
-        // A folder the root names for the first time (a swapped symlink): checked once.
-        let key = Self.findPrivateKey(under: resolved)
-        checked.roots.withLock { $0[resolved] = key != nil }
-        if let key {
-            logger.error("serving nothing from \(resolved), which \(path) now names: it contains a private signing key (\(key)); keep the key outside the served folder")
-            return nil
+        if checked.roots.withLock({ $0.insert(resolved).inserted }) {
+            logger.notice("the repository \(path) now names \(resolved); serving it")
         }
-        logger.notice("the repository \(path) now names \(resolved); serving it")
         return resolved
     }
 
