@@ -86,7 +86,6 @@ struct DeviceFlowTests {
             #expect(waited.status == 0 && waited.output.hasSuffix("version 1 is the newest\n"), "\(waited.output) \(waited.error)")
         }
         let said = device.log.split(separator: "\n").filter { $0.contains("no-stick") && $0.contains("sync source refused or failed") }
-        #expect(said.map { $0.contains("cairn.sync.failures_in_a_row=") } == [true, true, true], "\(said)")
         #expect(said.compactMap { $0.split(separator: " ").first { $0.hasPrefix("cairn.sync.failures_in_a_row=") } }
                 == ["cairn.sync.failures_in_a_row=1", "cairn.sync.failures_in_a_row=2", "cairn.sync.failures_in_a_row=4"], "\(said)")
     }

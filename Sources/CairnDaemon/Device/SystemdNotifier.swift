@@ -79,8 +79,7 @@ struct LivenessProbe: Sendable {
     let searchLoad: @Sendable () -> BoundedThreadPool.Load
 
     /// Nil when alive, else why not, in a few words; and the search load read, for the next check.
-    func check(timeout: Duration, previous: BoundedThreadPool.Load?) -> (problem: String?, load: BoundedThreadPool.Load) {
-        let nanoseconds = max(1_000_000, Int(timeout.components.seconds) * 1_000_000_000 + Int(timeout.components.attoseconds / 1_000_000_000))
+    func check(timeout nanoseconds: Int, previous: BoundedThreadPool.Load?) -> (problem: String?, load: BoundedThreadPool.Load) {
         let deadline = DispatchTime.now() + .nanoseconds(nanoseconds)
         var problem: String?
         for (index, loop) in loops.makeIterator().enumerated() {
@@ -107,33 +106,32 @@ struct LivenessProbe: Sendable {
 /// service ends at once; the thread ends after its check.
 struct WatchdogService: Service {
     let notifier: SystemdNotifier
-    let interval: Duration
+    /// Between checks, in nanoseconds (also each check's time).
+    let interval: Int
     let probe: LivenessProbe
     let logger: Logger
 
     /// The service when `WATCHDOG_USEC` asks for it, else none.
     static func ifEnabled(_ notifier: SystemdNotifier, probe: LivenessProbe, logger: Logger) -> [any Service] {
         guard let interval = notifier.watchdogInterval else { return [] }
-        return [WatchdogService(notifier: notifier, interval: max(interval, .milliseconds(10)), probe: probe, logger: logger)]
+        let nanoseconds = Int(interval.components.seconds) * 1_000_000_000 + Int(interval.components.attoseconds / 1_000_000_000)
+        return [WatchdogService(notifier: notifier, interval: max(nanoseconds, 10_000_000), probe: probe, logger: logger)]
     }
 
     func run() async throws {
         let stop = DispatchSemaphore(value: 0)
-        // Resumed once: by the thread when it ends, or by a stop, whichever comes first.
+        // Resumed once: by the thread when it ends, or by a stop, whichever comes first. A stop
+        // before the thread starts leaves `stop` signalled: the thread then ends at once.
         let ended = Mutex<CheckedContinuation<Void, Never>?>(nil)
         let end: @Sendable () -> Void = { ended.withLock { $0.take() }?.resume() }
-        let stopped = Mutex(false)
         let halt: @Sendable () -> Void = {
-            if stopped.withLock({ done in defer { done = true }; return !done }) {
-                stop.signal()
-                end()
-            }
+            stop.signal()
+            end()
         }
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
                 await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
                     ended.withLock { $0 = finished }
-                    if stopped.withLock({ $0 }) { return end() }
                     Thread { [self] in
                         feed(until: stop)
                         end()
@@ -146,10 +144,9 @@ struct WatchdogService: Service {
     /// Checks and feeds every `interval` until `stop` is signalled. The first check waits one
     /// interval: the socket binds as the services start, beside this one.
     private func feed(until stop: DispatchSemaphore) {
-        let nanoseconds = max(1, Int(interval.components.seconds) * 1_000_000_000 + Int(interval.components.attoseconds / 1_000_000_000))
         var previous: BoundedThreadPool.Load?
         var failing = false
-        while stop.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .timedOut {
+        while stop.wait(timeout: .now() + .nanoseconds(interval)) == .timedOut {
             let (problem, load) = probe.check(timeout: interval, previous: previous)
             previous = load
             if let problem {

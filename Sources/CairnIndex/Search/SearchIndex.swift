@@ -194,6 +194,7 @@ public final class SearchIndex: Sendable {
 
     /// The filter values no chunk of this version carries, with the values it has instead.
     private func unmatchedFilter(scenario: String?, tags: [String]?) -> SearchResponse.UnmatchedFilter? {
+        guard scenario != nil || tags?.isEmpty == false else { return nil }  // most searches
         var unmatched = SearchResponse.UnmatchedFilter()
         if let scenario, contents.scenarioCode[scenario] == nil {
             unmatched.scenario = scenario
