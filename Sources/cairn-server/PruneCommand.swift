@@ -8,7 +8,9 @@ struct PruneCommand: ParsableCommand {
         abstract: "Remove the blobs of old versions, so that a repository stops growing by a snapshot per version.",
         discussion: """
             Keeps, for each channel (or the --channel given), the blobs of its newest --keep \
-            versions and of its current manifest: snapshot, deltas, model files; and every blob \
+            versions (by default 6, or more: back to the oldest version the current manifest \
+            lists a delta from, so that a publisher's larger --keep-deltas keeps its deltas) and \
+            of its current manifest: snapshot, deltas, model files; and every blob \
             that another channel's versions or a staged version name. Removes every other blob \
             under blobs/. Manifests (versions/<n>.json), roots and keys stay. Devices fetch only \
             what the current manifest names, so none is left without a way to the newest version; \
@@ -32,8 +34,8 @@ struct PruneCommand: ParsableCommand {
     var repo: String
     @Option(help: "Prune only this channel (blobs other channels name stay).")
     var channel: String?
-    @Option(help: "Versions per channel whose blobs are kept (default: publish's --keep-deltas default + 1).")
-    var keep = RepositoryPruner.defaultKeep
+    @Option(help: "Versions per channel whose blobs are kept (default: \(RepositoryPruner.defaultKeep), or back to the oldest version the current manifest has a delta from).")
+    var keep: Int?
     @Flag(name: .customLong("dry-run"), help: "Say what would be removed; remove nothing.")
     var dryRun = false
     @Option(name: .customLong("lock-wait"), help: "Seconds to wait for a publish's lock.")

@@ -93,6 +93,19 @@ struct PruneTests {
         #expect(lost.status == 1 && lost.output.contains("field v5"), "\(lost.output)")
     }
 
+    @Test("Given nine versions published with --keep-deltas 7, when pruned without --keep, then only version 1 goes (the current manifest has a delta from version 2) and the next publish with --keep-deltas 7 builds all seven deltas")
+    func defaultKeepFollowsTheChannelsDeltas() throws {
+        let workspace = try Workspace()
+        for n in 1...9 { try workspace.publish(Self.kb(n), extra: ["--keep-deltas", "7"]) }
+        let run = try Binaries.run("cairn-server", ["prune", "--repo", workspace.repo], in: workspace.folder)
+        #expect(run.status == 0, "\(run.error)")
+        #expect(run.output.contains("kept the blobs of field v2–v9"), "\(run.output)")
+        #expect(!Self.present(workspace, try Self.blobs(workspace, 1).snapshot))
+        #expect(Self.present(workspace, try Self.blobs(workspace, 2).snapshot))
+        try workspace.publish(Self.kb(10), extra: ["--keep-deltas", "7"])
+        #expect(try Self.blobs(workspace, 10).deltas.count == 7)
+    }
+
     @Test("Given a version staged for more signatures, when the channel is pruned to one version, then the staged version's blobs stay and it releases into a repository that verifies")
     func stagedSurvives() throws {
         let workspace = try Workspace()

@@ -42,14 +42,16 @@ public struct RepositoryPruner: Sendable {
     public let repository: Repository
     /// The channel to prune; nil: every channel.
     public var channel: String?
-    /// Versions per channel whose blobs are kept (at least 1).
-    public var keep: Int
+    /// Versions per channel whose blobs are kept (at least 1); nil: `defaultKeep`, or more where
+    /// the current manifest lists a delta from an older version (a publisher's larger
+    /// `--keep-deltas`), back to that version.
+    public var keep: Int?
     /// Decide and report; remove nothing, write nothing.
     public var dryRun: Bool
     /// Seconds to wait for a publish's lock.
     public var lockWait: Double
 
-    public init(repository: Repository, channel: String? = nil, keep: Int = RepositoryPruner.defaultKeep,
+    public init(repository: Repository, channel: String? = nil, keep: Int? = nil,
                 dryRun: Bool = false, lockWait: Double = 5) {
         self.repository = repository
         self.channel = channel
@@ -63,7 +65,7 @@ public struct RepositoryPruner: Sendable {
     ///   `.repositoryCorrupt` (a manifest that decides what stays does not read: nothing
     ///   removed), `.io` (a blob that cannot be removed: those before it are gone).
     public func prune(removed: (String, Int64) -> Void = { _, _ in }) throws(PublishError) -> PruneReport {
-        guard keep >= 1 else { throw PublishError(.invalidArgument, "--keep must be at least 1 (the current version's blobs always stay)") }
+        guard (keep ?? 1) >= 1 else { throw PublishError(.invalidArgument, "--keep must be at least 1 (the current version's blobs always stay)") }
         guard FileSystem.exists(repository.root + "/channels") else {
             throw PublishError(.invalidArgument, "\(repository.root) is not a repository (it has no channels/ folder)")
         }
@@ -79,15 +81,19 @@ public struct RepositoryPruner: Sendable {
             let numbers = repository.versionNumbers(name)
             // What devices fetch: kept whatever its number.
             var current: Int?
+            var oldestBase: Int?
             if FileSystem.exists(repository.manifestPath(name)) {
                 let manifest = try repository.unverifiedManifest(at: repository.manifestPath(name))
                 wanted.formUnion(manifest.blobIDs)
                 current = manifest.version
+                oldestBase = manifest.deltas.map(\.fromVersion).min()
             }
             // Versions below `from` lose their blobs; the current one never does (a killed
             // publish can leave a newer version file than manifest.json names).
             var from = repository.prunedThrough(name) + 1
-            if channel == nil || channel == name, let newest = numbers.suffix(keep).first {
+            if channel == nil || channel == name, var newest = numbers.suffix(keep ?? Self.defaultKeep).first {
+                // The next publish with the same --keep-deltas finds every base it had.
+                if keep == nil, let oldestBase { newest = min(newest, oldestBase) }
                 from = min(max(from, newest), current ?? newest)
                 if from > 1 {
                     prunedThrough.append((name, from - 1))
