@@ -45,7 +45,7 @@ struct Cairnd: AsyncParsableCommand {
                 try command.run()
             }
         } catch let error as DaemonError {
-            writeStandardError("cairnd: \(error.message)\n")
+            writeStandardError("cairnd: \(SourceURL.redactingPasswords(in: error.message))\n")
             Foundation.exit(error.code == .badConfiguration ? 2 : 1)
         } catch {
             if exitCode(for: error) == .validationFailure {
@@ -77,7 +77,7 @@ struct Cairnd: AsyncParsableCommand {
         let configuration = try resolvedConfiguration()
         let level = configuration.logLevel
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = RedactingLogHandler(wrapped: StreamLogHandler.standardError(label: label))
             handler.logLevel = level
             return handler
         }

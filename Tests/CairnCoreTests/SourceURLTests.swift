@@ -33,6 +33,18 @@ struct SourceURLTests {
         #expect(SourceURL.problem("file:///media/usb/a#1")?.contains("percent-encode it: file:///media/usb/a%231") == true)
     }
 
+    @Test("Given text naming URLs with a user and password, then redactingPasswords hides each password (and a user without one, which may be a token) and keeps the user, the host and everything else; text without one comes back as it was")
+    func passwordsRedacted() {
+        #expect(SourceURL.redactingPasswords(in: "https://ops:s3cr;et@kb.example.org/repo") == "https://ops:***@kb.example.org/repo")
+        #expect(SourceURL.redactingPasswords(in: "blob ab12… from http://u:p%40ss@10.0.0.5:8080/r does not match; next http://v:q@[::1]/r")
+                == "blob ab12… from http://u:***@10.0.0.5:8080/r does not match; next http://v:***@[::1]/r")
+        #expect(SourceURL.redactingPasswords(in: "https://ghp_token@kb.example.org/r") == "https://***@kb.example.org/r")
+        for kept in ["https://kb.example.org/repo", "mail ops@example.org: see https://kb.example.org/a@b",
+                     "file:///media/usb/a:b@c", "no URL: user:pass@host"] {
+            #expect(SourceURL.redactingPasswords(in: kept) == kept, "\(kept)")
+        }
+    }
+
     @Test("Given sources in any case of scheme, then isHTTPS and filePath read them as problem accepts them; filePath undoes forFolder")
     func schemes() {
         #expect(SourceURL.isHTTPS("https://kb.example.org") && SourceURL.isHTTPS("HTTPS://KB.EXAMPLE.ORG"))

@@ -90,6 +90,26 @@ struct DeviceFlowTests {
                 == ["cairn.sync.failures_in_a_row=1", "cairn.sync.failures_in_a_row=2", "cairn.sync.failures_in_a_row=4"], "\(said)")
     }
 
+    @Test("Given sources written with a user and password (one refusing connections, one serving), then the device syncs with them, and neither its status nor its log shows the password: each shows user:***@")
+    func sourcePasswordsNotShown() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Self.version1)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let dead = freePort()
+        let sources = ["http://ops:s3cret@127.0.0.1:\(dead)/repo", url.replacingOccurrences(of: "http://", with: "http://ops:s3cret@")]
+        let device = try DeviceProcess(workspace, sources: sources)
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        let waited = try device.cairn(["sync", "--wait"])
+        #expect(waited.status == 0, "\(waited.output) \(waited.error)")
+        let status = try device.cairn(["status", "--json"])
+        #expect(status.status == 0 && !status.output.contains("s3cret") && status.output.contains("http://ops:***@127.0.0.1:\(dead)/repo"), "\(status.output)")
+        let refused = device.log.split(separator: "\n").filter { $0.contains("sync source refused or failed") }
+        #expect(!refused.isEmpty && refused.allSatisfy { $0.contains("ops:***@127.0.0.1") }, "\(device.log)")
+        #expect(!device.log.contains("s3cret"), "\(device.log)")
+    }
+
     @Test("Given a device serving version 1, when its mapped rows file is cut short under it, then the next query stops cairnd by SIGBUS with one line naming the file and records it, and a restart removes that file (a bad sector would stop it again), writes it anew and serves version 1 again")
     func failedReadOfMappedFileNamesIt() async throws {
         let workspace = try Workspace()

@@ -21,6 +21,31 @@ public enum SourceURL {
         return encoded.removingPercentEncoding ?? encoded
     }
 
+    /// `text` with the password of every `scheme://user:password@host` in it replaced by `***`
+    /// (and a user without a password, `scheme://token@host`, too).
+    /// A source may carry its credentials (`https://user:pass@host/repo`, accepted, though
+    /// `netrc_file` is where they belong); status, the socket's errors and the log show it
+    /// through this, since the socket's group and the journal's readers are not the config
+    /// file's.
+    public static func redactingPasswords(in text: String) -> String {
+        guard text.contains("@"), text.contains("://") else { return text }
+        var result = ""
+        var rest = Substring(text)
+        while let marker = rest.range(of: "://") {
+            result += rest[..<marker.upperBound]
+            rest = rest[marker.upperBound...]
+            let end = rest.firstIndex { "/?#[\"'<>".contains($0) || $0.isWhitespace } ?? rest.endIndex
+            let authority = rest[..<end]
+            if let at = authority.lastIndex(of: "@") {
+                // A user alone may be a token (`https://TOKEN@host`): all of it goes.
+                if let colon = authority[..<at].firstIndex(of: ":") { result += authority[...colon] }
+                result += "***"
+                rest = rest[at...]
+            }
+        }
+        return result + rest
+    }
+
     /// What a path may hold unencoded in a URL: RFC 3986's unreserved characters, `/`, and the
     /// sub-delimiters and `:@` that a path segment allows; `%`, `?`, `#` and spaces are encoded.
     private static let pathCharacters = CharacterSet(charactersIn:

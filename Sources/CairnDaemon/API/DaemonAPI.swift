@@ -209,6 +209,8 @@ struct DaemonAPI: Sendable {
 
     /// The JSON error answer.
     static func response(for error: APIError) -> Response {
+        // A sync's error may name a source with its password (`SourceURL.redactingPasswords`).
+        let error = APIError(error.status, error.code, SourceURL.redactingPasswords(in: error.message), allow: error.allow)
         var response = json(bytes: error.body, status: HTTPResponse.Status(code: error.status))
         if let allow = error.allow { response.headers[.allow] = allow }
         return response

@@ -1,3 +1,4 @@
+import CairnCore
 import CairnClient
 import CairnSearch
 import CairnSync
@@ -46,7 +47,7 @@ struct SyncStateStatusProvider: SyncStatusProvider {
             sync.trust = DaemonStatus.Trust(mode: "keys", signingThreshold: 1, signingKeys: configuration.trustedKeys.map(\.keyID.hex),
                                             recovering: state.recoveringFrom != nil, recoveringFrom: state.recoveringFrom)
         }
-        return sync
+        return sync.redactingPasswords()
     }
 
     func searchFlags() async -> @Sendable (ServingVersion) -> SearchAnswer.Flags {
@@ -73,6 +74,21 @@ struct SyncStateStatusProvider: SyncStatusProvider {
 }
 
 extension DaemonStatus.Sync {
+    /// The same with every source URL's password hidden, in the URLs and in the errors that
+    /// name them (`SourceURL.redactingPasswords`): the socket's group may not read the config.
+    func redactingPasswords() -> Self {
+        let redact = SourceURL.redactingPasswords
+        var sync = self
+        sync.sources = sources.map { source in
+            var source = source
+            (source.url, source.lastError) = (redact(source.url), source.lastError.map(redact))
+            return source
+        }
+        (sync.lastError, sync.lastOutcome) = (lastError.map(redact), lastOutcome.map(redact))
+        sync.progress?.source = progress?.source.map(redact)
+        return sync
+    }
+
     /// The API fields for CairnSync's persisted `state` (the one schema of `DIR/state.json`,
     /// protocol/data-directory.md) and the installed version.
     init(state: SyncState, installed: InstalledVersion?, pollInterval: Duration, staleAfterPolls: Int) {
