@@ -186,6 +186,20 @@ struct NetworkFaultTests {
         if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
     }
 
+    @Test("Given a cache in front of the source that holds a damaged copy of every blob and checks it with the origin only when a request asks (Cache-Control: no-cache), then the first attempt is refused as hash_mismatch saying so, the old version answers, and the next attempt asks for those blobs again that way and installs")
+    func damagedCopyInACache() async throws {
+        let rig = try await Rig(config: Self.config)
+        defer { rig.stop() }
+        let old = rig.version
+        let new = try rig.publishNext()
+        try rig.server.set(["cached_corrupt": true])
+        let outcome = try await rig.syncAttempt()
+        if let problem = rig.refusal(outcome, codes: ["hash_mismatch"], old: old) { Issue.record("\(problem)") }
+        #expect(outcome?.message.contains("asks caches to revalidate") == true, "\(String(describing: outcome))")
+        // The cache keeps its damaged copy: only a request that asks it to revalidate gets the blob.
+        if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
+    }
+
     @Test("Given the source killed in the middle of a blob download, then the attempt fails, and once it is back the download resumes")
     func serverKilledMidDownload() async throws {
         let rig = try await Rig(config: Self.config)

@@ -106,11 +106,13 @@ public struct Downloader: Sendable {
     /// `progress` counts the bytes written (and, when a restart from zero discards bytes already
     /// held, expects them again). `handingOver`: a later source can take the blob over, so a
     /// transfer slower than `TransferLimits.effectiveSlowSourceRate` is cut (`SlowSource`), its
-    /// bytes kept for that source to resume.
+    /// bytes kept for that source to resume. `revalidate`: the request asks every cache on the way
+    /// to check its copy with the origin (`Cache-Control: no-cache`, and HTTP/1.0's `Pragma`).
     func download(url: String, to path: String, size: Int64, access: SourceAccess = .none,
-                  tap: (any DownloadTap)?, progress: SyncProgress?, handingOver: Bool = false) async throws(SyncError) -> TransferStats {
+                  tap: (any DownloadTap)?, progress: SyncProgress?, handingOver: Bool = false,
+                  revalidate: Bool = false) async throws(SyncError) -> TransferStats {
         if let problem = Self.localFileProblem(url, what: "blob") { throw problem }
-        let headers = try access.headers()
+        let headers = try access.headers() + (revalidate ? ["Cache-Control: no-cache", "Pragma: no-cache"] : [])
         var stats = TransferStats()
         for _ in 0..<2 {
             var held = Self.fileSize(path)

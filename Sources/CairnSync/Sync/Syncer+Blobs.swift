@@ -17,10 +17,17 @@ extension Syncer {
             let resumed = Downloader.fileSize(partial) > 0
             lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(size),
                                                                access: configuration.access(for: base), tap: nil,
-                                                               progress: progress, handingOver: handingOver))
-            if try await BackgroundWork.run({ () throws(SyncError) in try Self.hashFile(partial) }) == id { return partial }
+                                                               progress: progress, handingOver: handingOver,
+                                                               revalidate: damagedURLs.contains(url)))
+            if try await BackgroundWork.run({ () throws(SyncError) in try Self.hashFile(partial) }) == id {
+                damagedURLs.remove(url)
+                return partial
+            }
             unlink(partial)
-            if !resumed { break }
+            if !resumed {
+                damagedURLs.insert(url)
+                break
+            }
             progress.expect(Int64(size))
             logger.info("resumed blob failed its hash; downloading it again whole", metadata: ["cairn.sync.blob": "\(id.hex.prefix(12))"])
         }
@@ -28,7 +35,7 @@ extension Syncer {
     }
 
     private static func hashMismatch(_ id: ContentID, from base: String) -> SyncError {
-        SyncError(.hashMismatch, "blob \(id.hex.prefix(12))… from \(base) does not match its SHA-256; trying the next source")
+        SyncError(.hashMismatch, "blob \(id.hex.prefix(12))… from \(base) does not match its SHA-256 (a damaged file, or a cache's damaged copy: the next request for it asks caches to revalidate); trying the next source")
     }
 
     /// Downloads the full snapshot's blob (as `fetchBlob`) and inflates it into `index`. A
@@ -48,7 +55,8 @@ extension Syncer {
             let stats: TransferStats
             do {
                 stats = try await downloader.download(url: url, to: partial, size: Int64(snapshot.size),
-                                                      access: configuration.access(for: base), tap: stream, progress: progress, handingOver: handingOver)
+                                                      access: configuration.access(for: base), tap: stream, progress: progress,
+                                                      handingOver: handingOver, revalidate: damagedURLs.contains(url))
                 stream.endInput()
             } catch {
                 stream.endInput()
@@ -58,8 +66,10 @@ extension Syncer {
             if stream.received == Int64(snapshot.size) {
                 guard stream.digest == snapshot.sha256 else {
                     unlink(partial)
+                    damagedURLs.insert(url)
                     throw Self.hashMismatch(snapshot.sha256, from: base)
                 }
+                damagedURLs.remove(url)
                 try stream.finish()
                 // Kept as the version's snapshot.blob and fsynced before the swap: start its writeback.
                 FileSystem.startWriteback(path: partial)
@@ -69,7 +79,8 @@ extension Syncer {
             unlink(index)
         }
         lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(snapshot.size),
-                                                           access: configuration.access(for: base), tap: nil, progress: progress, handingOver: handingOver))
+                                                           access: configuration.access(for: base), tap: nil, progress: progress,
+                                                           handingOver: handingOver, revalidate: damagedURLs.contains(url)))
         do {
             try await BackgroundWork.run { () throws(StoreError) in
                 try Zlib.decompressFile(partial, sha256: snapshot.sha256, to: index, size: snapshot.uncompressedSize,
@@ -77,7 +88,10 @@ extension Syncer {
             }
         } catch where error.code == .hashMismatch {
             unlink(partial)
-            guard retry else { throw Self.hashMismatch(snapshot.sha256, from: base) }
+            guard retry else {
+                damagedURLs.insert(url)
+                throw Self.hashMismatch(snapshot.sha256, from: base)
+            }
             progress.expect(Int64(snapshot.size))
             logger.info("resumed blob failed its hash; downloading it again whole",
                         metadata: ["cairn.sync.blob": "\(snapshot.sha256.hex.prefix(12))"])

@@ -84,6 +84,10 @@ public actor Syncer {
     var webPageRootsSaid: Set<String> = []
     /// The held-back version last said to be waited on or passed over: said again only when it changes.
     var heldBackSaid: (version: Int, passedOver: Bool)?
+    /// Blob URLs whose last whole download failed its hash: the next request for one asks any
+    /// cache between to revalidate (`Cache-Control: no-cache`), since a CDN or proxy keeps a
+    /// damaged copy of an immutable blob for a year otherwise. Forgotten once one verifies.
+    var damagedURLs: Set<String> = []
 
     /// Whether a source's `count`-th failure in a row of one kind is logged at info (the first,
     /// the second, then the 4th, 8th, 16th…); the others at debug. A source failing the same way

@@ -22,7 +22,9 @@ request misbehaves for blob paths (/blobs/...):
                    hold_after; then the rest), missing_page (answer a path that holds no
                    file with a 200 HTML page, as a single-page site's fallback does), gzip
                    (answer every blob GET with 200 and the whole blob gzip-compressed, with
-                   Content-Encoding: gzip, as a compressing proxy would)
+                   Content-Encoding: gzip, as a compressing proxy would), cached_corrupt (as
+                   corrupt, but not for a request with Cache-Control: no-cache: a cache holding
+                   a damaged copy, which revalidates when asked to)
   --port N         listen on N instead of a port chosen by the OS (to come back after a kill)
 Each request is logged to --log as one line: "<path> <status> <range or -> <body bytes sent>".
 The bound port (on 127.0.0.1, chosen by the OS) is written to --port-file once listening.
@@ -126,7 +128,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return
             status = 206
         body = data[start:end + 1]
-        if blob and fault.get("corrupt"):
+        revalidated = "no-cache" in (self.headers.get("Cache-Control") or "")
+        if blob and (fault.get("corrupt") or (fault.get("cached_corrupt") and not revalidated)):
             body = bytes(b ^ 0xFF for b in body)
         flip = fault.get("flip_bit") if blob else None
         if flip is not None and start <= flip // 8 <= end:
