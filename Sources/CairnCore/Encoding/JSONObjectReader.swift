@@ -7,6 +7,9 @@ struct JSONObjectReader {
     let members: [String: CanonicalJSON]
     let path: String
     let code: CoreError.Code
+    /// The code of a field or a value this build does not know (`finish()`, `oneOf`), which
+    /// newer software may have written; nil: `code`. Nested readers inherit it.
+    var unknownCode: CoreError.Code?
     private var read: Set<String> = []
 
     init(_ value: CanonicalJSON, path: String, code: CoreError.Code) throws(CoreError) {
@@ -22,6 +25,12 @@ struct JSONObjectReader {
 
     func failure(_ key: String, _ what: String) -> CoreError {
         CoreError(code, "field `\(fieldPath(key))` \(what)")
+    }
+
+    /// A field or value this build does not know, under `unknownCode`.
+    private func unknownRefusal(_ message: String) -> CoreError {
+        guard let unknownCode, unknownCode != code else { return CoreError(code, message) }
+        return CoreError(unknownCode, message + "; newer software than this build wrote it: upgrade")
     }
 
     mutating func optional(_ key: String) -> CanonicalJSON? {
@@ -43,7 +52,7 @@ struct JSONObjectReader {
     mutating func string(_ key: String, oneOf allowed: [String]) throws(CoreError) -> String {
         let text = try string(key)
         guard allowed.contains(where: { Array($0.utf8) == Array(text.utf8) }) else {
-            throw failure(key, "must be one of \(allowed.map { "\"\($0)\"" }.joined(separator: ", "))")
+            throw unknownRefusal("field `\(fieldPath(key))` must be one of \(allowed.map { "\"\($0)\"" }.joined(separator: ", "))")
         }
         return text
     }
@@ -90,6 +99,7 @@ struct JSONObjectReader {
         var out: [T] = []
         for (index, value) in try array(key).enumerated() {
             var reader = try JSONObjectReader(value, path: fieldPath("\(key)[\(index)]"), code: code)
+            reader.unknownCode = unknownCode
             out.append(try body(&reader))
             try reader.finish()
         }
@@ -99,6 +109,7 @@ struct JSONObjectReader {
     /// The object `key` read by `body`.
     mutating func object<T>(_ key: String, _ body: (inout JSONObjectReader) throws(CoreError) -> T) throws(CoreError) -> T {
         var reader = try JSONObjectReader(try required(key), path: fieldPath(key), code: code)
+        reader.unknownCode = unknownCode
         let result = try body(&reader)
         try reader.finish()
         return result
@@ -114,6 +125,6 @@ struct JSONObjectReader {
         }
         let which = named ? "unknown field `\(first)`" : "an unknown field"
         let more = unknown.count > 1 ? " (and \(unknown.count - 1) more)" : ""
-        throw CoreError(code, "\(path.isEmpty ? "document" : "`\(path)`") has \(which)\(more); this build does not read it")
+        throw unknownRefusal("\(path.isEmpty ? "document" : "`\(path)`") has \(which)\(more); this build does not read it")
     }
 }

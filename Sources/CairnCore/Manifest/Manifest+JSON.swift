@@ -42,10 +42,13 @@ extension Manifest {
     }
 
     /// Parses a manifest strictly: `format_version` first (anything but 1 is
-    /// `.unsupportedFormat`), then every field, refusing missing, ill-typed, out-of-range and
-    /// unknown fields with `.manifestMalformed` naming the field.
+    /// `.unsupportedFormat`), then every field, refusing missing, ill-typed and out-of-range
+    /// fields with `.manifestMalformed` naming the field, and unknown fields and values (a
+    /// compression, a model file name) with `.unsupportedFormat` (newer software wrote them).
     public init(json: CanonicalJSON) throws(CoreError) {
         var r = try JSONObjectReader(json, path: "", code: .manifestMalformed)
+        // A field or value this build does not know: the publisher's software is newer.
+        r.unknownCode = .unsupportedFormat
         guard case .integer(let format)? = r.optional("format_version") else {
             throw r.failure("format_version", r.members["format_version"] == nil ? "is missing" : "must be an integer")
         }
