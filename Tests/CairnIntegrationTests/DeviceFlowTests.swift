@@ -110,6 +110,43 @@ struct DeviceFlowTests {
         #expect(!device.log.contains("s3cret"), "\(device.log)")
     }
 
+    @Test("Given a device on version 2 with version 1 kept, when version 2 is one a newer cairnd installed (its manifest's format_version 2) and cairnd starts on it, then version 1 answers, version 2's folder and links stay, and the log says to upgrade; once version 2 reads again (the upgrade back) it serves")
+    func versionOfANewerCairndKept() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Self.version1)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let device = try DeviceProcess(workspace, sources: [url])
+        try await device.waitForVersion(1)
+        try workspace.publish(Self.version2)
+        let synced = try device.cairn(["sync", "--wait"])
+        #expect(synced.status == 0, "\(synced.error)")
+        try await device.waitForVersion(2)
+        device.stop()
+
+        // An installed manifest is not verified again, so a changed number stands for a newer
+        // cairnd's format; this build plays the older cairnd that a downgrade puts back.
+        let manifest = device.dataDirectory + "/versions/2/manifest.json"
+        let good = try String(contentsOfFile: manifest, encoding: .utf8)
+        let newer = good.replacingOccurrences(of: "\"format_version\":1", with: "\"format_version\":2")
+        try #require(newer != good)
+        try newer.write(toFile: manifest, atomically: true, encoding: .utf8)
+        // Without a source: a sync would install version 2 again from this publisher, which
+        // writes the format this build reads.
+        let older = try DeviceProcess(workspace, sources: [], name: "older", dataDirectory: device.dataDirectory)
+        try await older.waitForVersion(1)
+        #expect(try older.query("boil water").version == 1)
+        older.stop()
+        #expect(older.log.contains("installed by a newer cairnd"), "\(older.log)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: device.dataDirectory + "/current").hasSuffix("versions/2"))
+        #expect(FileManager.default.fileExists(atPath: device.dataDirectory + "/versions/2/index.sqlite"))
+
+        try good.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let upgraded = try DeviceProcess(workspace, sources: [], name: "upgraded", dataDirectory: device.dataDirectory)
+        defer { upgraded.stop() }
+        try await upgraded.waitForVersion(2)
+    }
+
     @Test("Given a device serving version 1, when its mapped rows file is cut short under it, then the next query stops cairnd by SIGBUS with one line naming the file and records it, and a restart removes that file (a bad sector would stop it again), writes it anew and serves version 1 again")
     func failedReadOfMappedFileNamesIt() async throws {
         let workspace = try Workspace()

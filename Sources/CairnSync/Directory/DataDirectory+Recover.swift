@@ -14,6 +14,8 @@ extension DataDirectory {
     /// this one) is not removed when no other version can serve instead: its links and folder
     /// stay, nothing is served from it, and it serves again once it reads (the newer cairnd
     /// back); a sync meanwhile installs a version beside it, or over it when it is the same one.
+    /// One a newer cairnd installed is kept with its links even when `previous` can serve: the
+    /// daemon serves `previous` without relinking (`DataDirectory.currentWrittenByNewerCairnd`).
     @discardableResult
     public func recover() throws(SyncError) -> InstalledVersion? {
         for name in ["current.tmp", "previous.tmp"] { unlink(path + "/" + name) }
@@ -24,7 +26,12 @@ extension DataDirectory {
             do throws(SyncError) { _ = try readVersion(currentTarget); current = currentTarget } catch { unreadable = error }
         }
         let previous = previousTarget.flatMap { loadVersion($0) == nil ? nil : $0 }
-        if current == nil, previous != nil, readOnly {
+        if current == nil, previous != nil, unreadable?.code == .unsupportedFormat {
+            // A downgrade: the version a newer cairnd installed is not damage. It stays with its
+            // links, the daemon serves `previous`, and the upgrade back serves it again.
+            logger.error("the current version was installed by a newer cairnd; it is kept with its links, and the previous version serves until cairnd is upgraded",
+                         metadata: ["cairn.sync.version": "\(previous!)", "cairn.error": "\(unreadable!.message)"])
+        } else if current == nil, previous != nil, readOnly {
             // The links cannot change: `current` stays, and the daemon serves `previous` while
             // `current` cannot be opened, as for any version that does not open.
             logger.error("the current version does not read, and the read-only data directory keeps its links; the previous version serves if it opens",

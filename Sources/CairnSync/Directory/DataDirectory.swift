@@ -220,8 +220,8 @@ public final class DataDirectory: Sendable {
     }
 
     /// A version folder (relative name `versions/<n>`) with its index and manifest, or why it
-    /// is not one: no index, a manifest that cannot be read or parsed (damage, or one written by
-    /// a newer cairnd than this one).
+    /// is not one: no index, a manifest that cannot be read or parsed (`.io`: damage), or one
+    /// written by a newer cairnd than this one (`.unsupportedFormat`).
     func readVersion(_ relative: String) throws(SyncError) -> InstalledVersion {
         let directory = path + "/" + relative
         guard FileSystem.exists(directory + "/" + DataDirectoryLayout.indexFile) else {
@@ -231,7 +231,12 @@ public final class DataDirectory: Sendable {
         do { bytes = try FileSystem.read(directory + "/" + DataDirectoryLayout.manifestFile) } catch {
             throw SyncError(.io, error.message)
         }
-        guard let manifest = Self.parseInstalledManifest(bytes) else {
+        let manifest: Manifest
+        do {
+            manifest = try Self.readInstalledManifest(bytes)
+        } catch where error.code == .unsupportedFormat {
+            throw SyncError(.unsupportedFormat, "\(relative) was installed by a newer cairnd than this one (\(error.message)); it is kept, and serves again once cairnd is upgraded", cause: error)
+        } catch {
             throw SyncError(.io, "\(relative)/\(DataDirectoryLayout.manifestFile) is not a manifest this cairnd reads")
         }
         let model = directory + "/" + DataDirectoryLayout.modelLink
@@ -243,9 +248,23 @@ public final class DataDirectory: Sendable {
     /// The manifest inside a signed file that was verified when it was installed (keys may have
     /// rotated since, so the signature is not checked again).
     static func parseInstalledManifest(_ bytes: [UInt8]) -> Manifest? {
+        try? readInstalledManifest(bytes)
+    }
+
+    /// `parseInstalledManifest`, or why not: `.unsupportedFormat` for one a newer build wrote.
+    static func readInstalledManifest(_ bytes: [UInt8]) throws(CoreError) -> Manifest {
         guard case .object(let envelope)? = try? CanonicalJSON.parse(bytes), let json = envelope["manifest"] else {
-            return nil
+            throw CoreError(.manifestMalformed, "not a signed manifest file")
         }
-        return try? Manifest(json: json)
+        return try Manifest(json: json)
+    }
+
+    /// Why the version `current` names does not read when a newer cairnd installed it (a
+    /// downgrade): such a version is kept with its links, and `previous` serves meanwhile
+    /// (`recover`). Nil when `current` reads, or does not for another reason.
+    public func currentWrittenByNewerCairnd() -> SyncError? {
+        guard let target = linkTarget(currentLink) else { return nil }
+        do { _ = try readVersion(target) } catch where error.code == .unsupportedFormat { return error } catch {}
+        return nil
     }
 }
