@@ -197,6 +197,41 @@ struct AgentTests {
                 "\(String(describing: moved))")
     }
 
+    @Test("Given a cairnd from before 2026-12-06, which ignores ?version= and answers a chunk from the version it serves (6), when cairn get --version 5 and the MCP get tool with version 5 ask, then each fails version_changed, and cairn get exits 1 with nothing on standard output")
+    func versionPinHeldAgainstAnOlderDaemon() async throws {
+        try requireOrSkip(FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "python3 is not installed (apt-get install python3)")
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let socket = folder + "/older.sock"
+        // A stand-in for the older cairnd (no older binary is at hand): every request gets
+        // version 6's chunk, whatever its query string.
+        let body = #"{"id":"boil","title":"Boiling","content":"Boil water for one minute.","scenario":null,"tags":[],"version":6,"state_root":"00","channel":"field"}"#
+        let script = """
+            import socket, sys
+            body = sys.argv[2].encode()
+            s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8)
+            while True:
+                c, _ = s.accept(); c.recv(65536)
+                c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n" % len(body) + body); c.close()
+            """
+        let peer = try launch("/usr/bin/python3", ["-c", script, socket, body], logDirectory: folder)
+        defer { stopProcess(peer) }
+        try await waitUntil("the stand-in listens") { FileManager.default.fileExists(atPath: socket) }
+        let unpinned = try Binaries.run("cairn", ["--socket", socket, "get", "boil"], in: folder)
+        #expect(unpinned.status == 0 && unpinned.output.contains("version 6"), "\(unpinned.output) \(unpinned.error)")
+        for arguments in [["get", "boil", "--version", "5"], ["get", "boil", "--version", "5", "--json"]] {
+            let pinned = try Binaries.run("cairn", ["--socket", socket] + arguments, in: folder)
+            #expect(pinned.status == 1 && pinned.output.isEmpty, "\(arguments): \(pinned.output)")
+            #expect(pinned.error == "cairn: version 5 no longer answers (version 6 does): search again for the passage as it is now (version_changed)\n",
+                    "\(pinned.error)")
+        }
+        let line = #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get","arguments":{"id":"boil","version":5}}}"#
+        let (answers, _, _, _) = try await Self.mcp(socket, [line], folder: folder)
+        let moved = answers["1"]?["result"] as? [String: Any]
+        #expect(moved?["isError"] as? Bool == true && (moved?["structuredContent"] as? [String: Any])?["code"] as? String == "version_changed",
+                "\(String(describing: moved))")
+    }
+
     @Test("Given cairn mcp, when a tool gets an argument its schema does not name, of the wrong type or out of range, then the call is a bad_arguments tool error naming it; malformed JSON-RPC messages get -32600/-32602 with their id, notifications and responses no answer; a --timeout that is not a positive number of seconds is refused")
     func mcpRefusesWhatItCannotHonour() async throws {
         let rig = try await ServedDevice()

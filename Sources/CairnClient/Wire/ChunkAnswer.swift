@@ -22,6 +22,13 @@ public struct ChunkAnswer: Sendable, Hashable, Codable {
         return query.isEmpty ? path : path + "?" + query.joined(separator: "&")
     }
 
+    /// The message of 409 `version_changed`: the chunk was asked for as of version `pinned`,
+    /// and `serving` answers. Clients say the same when a cairnd from before 2026-12-06, which
+    /// ignores `?version=`, answers from another version.
+    public static func versionChanged(pinned: Int, serving: Int) -> String {
+        "version \(pinned) no longer answers (version \(serving) does): search again for the passage as it is now"
+    }
+
     public init(chunk: Chunk, version: Int, stateRoot: String, channel: String? = nil) {
         self.chunk = chunk
         self.version = version

@@ -156,7 +156,7 @@ struct DaemonAPI: Sendable {
         }
         guard let serving = holder.current else { throw holder.noIndex }
         if let pinned, pinned != serving.version {
-            throw APIError(409, "version_changed", "version \(pinned) no longer answers (version \(serving.version) does): search again for the passage as it is now")
+            throw APIError(409, "version_changed", ChunkAnswer.versionChanged(pinned: pinned, serving: serving.version))
         }
         let id = rawID.removingPercentEncoding ?? rawID
         let found: Chunk?

@@ -231,6 +231,10 @@ struct MCPTools {
             version = number
         }
         let chunk = try object(try send("GET", ChunkAnswer.path(for: id, channel: channel as? String, version: version)))
+        // A cairnd from before 2026-12-06 ignores ?version= and answers from the one it serves.
+        if let version, let serving = chunk["version"] as? Int, serving != version {
+            throw ToolFailure(code: "version_changed", message: ChunkAnswer.versionChanged(pinned: version, serving: serving))
+        }
         // The source and channel in the text: most hosts give a model the text alone, and the
         // instructions ask it to cite the source.
         let named = [("source", chunk["source"]), ("channel", chunk["channel"])].compactMap { name, value in
