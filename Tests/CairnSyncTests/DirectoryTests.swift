@@ -1,7 +1,7 @@
 import CairnTestSupport
 import CairnCore
 import CairnStore
-import CairnSync
+@testable import CairnSync
 import Foundation
 import Logging
 import Testing
@@ -115,6 +115,26 @@ struct DirectoryTests {
         let back = try Device(repo: repo, sources: [], path: path)
         #expect(back.directory.installed()?.version == 1)
         #expect(back.state.installedVersion == 1 && back.state.forgottenVersion == nil)
+    }
+
+    @Test("Given a state.json of which some fields do not read (an ill-typed number, a source entry without its url, a field this build does not know), when the state is read, then every other field is kept, the clock floor and the held-back version among them, and the file is not moved aside")
+    func stateFieldsReadOneByOne() throws {
+        let path = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try DataDirectory(path: path, logger: Logger(label: "test"))
+        let text = #"""
+            {"installed_version": 4, "highest_version_seen": "seven", "held_back_version": 6,
+             "clock_floor": "2026-11-30T08:00:00Z", "forgotten_version": null, "last_error": {"code": "network"},
+             "sources": [{"url": "https://kb.example.org/repo", "consecutive_failures": 2}, {"consecutive_failures": 1}],
+             "shards_seen": [1, 2]}
+            """#
+        try FileSystem.writeAtomically(Array(text.utf8), to: directory.statePath)
+        let state = directory.readState()
+        #expect(state.installedVersion == 4 && state.heldBackVersion == 6 && state.clockFloor == "2026-11-30T08:00:00Z")
+        #expect(state.highestVersionSeen == nil && state.lastError == nil)
+        #expect(state.sources?.map(\.url) == ["https://kb.example.org/repo"] && state.sources?.first?.consecutiveFailures == 2)
+        #expect(FileManager.default.fileExists(atPath: directory.statePath) && !FileManager.default.fileExists(atPath: directory.statePath + ".unreadable"))
+        #expect(DataDirectory.fieldsLeftOut(Array(text.utf8), state) == ["highest_version_seen", "last_error", "shards_seen", "sources (1 entries)"])
     }
 
     @Test("Given a state.json that cannot be read for a moment (here a folder in its place: EISDIR, as EMFILE or EIO would fail), when the state is read, then the state last written answers and the file is left where it is, not moved aside as damaged")

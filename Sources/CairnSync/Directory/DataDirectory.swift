@@ -126,6 +126,9 @@ public final class DataDirectory: Sendable {
         }
         do {
             let state = try JSONDecoder().decode(SyncState.self, from: Data(bytes))
+            if let left = Self.fieldsLeftOut(bytes, state), lastGood.withLock({ $0 }) == nil {
+                logger.error("\(statePath): \(left.joined(separator: ", ")) could not be read and are left out (written by another cairnd, or edited); every other field is kept")
+            }
             lastGood.withLock { $0 = state }
             // Kept under the key taken before the read: a file replaced between the two is read
             // again next time (its key differs), never answered stale.
@@ -137,6 +140,19 @@ public final class DataDirectory: Sendable {
             logger.error("\(statePath) cannot be read (not the JSON of a sync state); \(moved ? "moved to \(aside)" : "left as it is"); starting from an empty sync state: a held-back version, the clock floor and the highest version seen are forgotten")
             return SyncState()
         }
+    }
+
+    /// The top-level fields of `bytes` (not null) that `state` does not carry: those
+    /// `SyncState(from:)` could not read, or does not know. Nil when there are none.
+    static func fieldsLeftOut(_ bytes: [UInt8], _ state: SyncState) -> [String]? {
+        guard let raw = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any],
+              let kept = (try? JSONSerialization.jsonObject(with: JSONEncoder().encode(state))) as? [String: Any] else { return nil }
+        var left = raw.filter { !($0.value is NSNull) && kept[$0.key] == nil }.keys.sorted()
+        // An entry of `sources` that did not read.
+        if let entries = raw["sources"] as? [Any], entries.count != (state.sources?.count ?? 0), !left.contains("sources") {
+            left.append("sources (\(entries.count - (state.sources?.count ?? 0)) entries)")
+        }
+        return left.isEmpty ? nil : left
     }
 
     /// Writes `state.json` atomically.

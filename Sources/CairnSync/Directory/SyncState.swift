@@ -85,6 +85,41 @@ public struct SyncState: Codable, Sendable, Equatable {
         case forgottenVersion = "forgotten_version", forgottenStateRoot = "forgotten_state_root"
     }
 
+    /// Reads each field on its own: one that does not decode (a hand edit, another cairnd's
+    /// shape) is left out, and the others are kept. A floor (`clock_floor`,
+    /// `held_back_version`, `forgotten_version`…) must not be lost to a neighbour's damage.
+    /// `DataDirectory.readState` says which were left out.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        func field<T: Decodable>(_ key: CodingKeys) -> T? { (try? c.decodeIfPresent(T.self, forKey: key)) ?? nil }
+        installedVersion = field(.installedVersion)
+        installedStateRoot = field(.installedStateRoot)
+        lastAttempt = field(.lastAttempt)
+        lastAttemptReachedSource = field(.lastAttemptReachedSource)
+        lastSuccess = field(.lastSuccess)
+        lastCheck = field(.lastCheck)
+        lastError = field(.lastError)
+        highestVersionSeen = field(.highestVersionSeen)
+        heldBackVersion = field(.heldBackVersion)
+        heldBackSigners = field(.heldBackSigners)
+        attempts = field(.attempts)
+        // Source by source: one entry that does not read leaves the others.
+        if let entries: [LossySourceHealth] = field(.sources) { sources = entries.compactMap(\.health) }
+        clockFloor = field(.clockFloor)
+        recoveringFrom = field(.recoveringFrom)
+        recoveringSince = field(.recoveringSince)
+        expiredInstalls = field(.expiredInstalls)
+        previousDropped = field(.previousDropped)
+        forgottenVersion = field(.forgottenVersion)
+        forgottenStateRoot = field(.forgottenStateRoot)
+    }
+
+    /// One `sources` entry, or nil when it does not decode.
+    private struct LossySourceHealth: Decodable {
+        let health: SourceHealth?
+        init(from decoder: any Decoder) { health = try? SourceHealth(from: decoder) }
+    }
+
     /// Ends fast-forward recovery.
     mutating func endRecovery() { (recoveringFrom, recoveringSince) = (nil, nil) }
 
