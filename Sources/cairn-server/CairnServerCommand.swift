@@ -12,6 +12,7 @@ struct CairnServerCommand: AsyncParsableCommand {
             channel's current manifest is immutable and named by its SHA-256, so any web server, \
             object store or CDN can carry it.
             """,
+        version: "cairn-server " + CairnVersion.summary,
         subcommands: [KeygenCommand.self, RootCommand.self, PublishCommand.self, SignCommand.self, ReleaseCommand.self,
                       VerifyCommand.self, HistoryCommand.self, PruneCommand.self, ServeCommand.self]
     )

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CairnCore
 import CairnCommandLine
 import Foundation
 
@@ -17,6 +18,7 @@ struct CairnCommand: AsyncParsableCommand {
             version to roll back to; 65 and 128+n from eval, 66 from embed and eval (no model); 74 \
             standard output cannot be written; 130 sync --wait interrupted. docs/exit-codes.md says more.
             """,
+        version: "cairn " + CairnVersion.summary,
         subcommands: [QueryCommand.self, StatusCommand.self, SyncCommand.self, GetCommand.self, RollbackCommand.self,
                       ExportCommand.self, EmbedCommand.self, EvalCommand.self, MCPCommand.self]
     )

@@ -102,6 +102,7 @@ struct StatusCommand: AsyncParsableCommand {
         }
         lines.append("disk        \(ByteCountFormatter.string(fromByteCount: status.dataDirectoryBytes, countStyle: .file)) in \(status.dataDirectory)")
         if !status.syncAvailable { lines.append("sync        none: no source is configured (source in cairnd's configuration, or --source URL)") }
+        lines.append("software    cairnd \(status.software ?? "from before 2026-12-06"), cairn \(CairnVersion.date)")
         return lines.joined(separator: "\n")
     }
 }

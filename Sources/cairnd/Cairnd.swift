@@ -28,7 +28,8 @@ struct Cairnd: AsyncParsableCommand {
             directory or the socket cannot be used (held by another cairnd, folder missing or \
             not writable, cannot listen); 2 for a bad flag, config file or trusted key. Each \
             failure prints one line saying what failed, where, and what to do.
-            """
+            """,
+        version: "cairnd " + CairnVersion.summary
     )
 
     /// argument-parser's entry point, except that usage errors exit 2 (not 64), as the

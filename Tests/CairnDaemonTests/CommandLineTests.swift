@@ -1,3 +1,4 @@
+import CairnCore
 import CairnTestSupport
 import Foundation
 import Testing
@@ -21,6 +22,25 @@ struct CommandLineTests {
             // The same command to a pipe is fine.
             let piped = try await run(cairn, ["--socket", socket, "status"])
             #expect(piped.status == 0 && piped.stdout.hasPrefix("version     1"), "\(piped.stderr)")
+        }
+    }
+
+    @Test("Given the three programs, when each is asked --version, then each prints its name, this build's date and the formats it reads, exit 0; cairnd's status carries the date as `software`, and `cairn status` prints both programs' dates")
+    func versions() async throws {
+        for program in ["cairnd", "cairn", "cairn-server"] {
+            let asked = try await run(Products.path(program), ["--version"])
+            #expect(asked.status == 0 && asked.stdout == "\(program) \(CairnVersion.date) (reads \(CairnVersion.reads))\n",
+                    "\(program): \(asked.stdout) \(asked.stderr)")
+        }
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        try fixture.addVersion(1)
+        try await withDaemon(fixture) { socket in
+            let json = try await run(Products.path("cairn"), ["--socket", socket, "status", "--json"])
+            let status = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+            #expect(status?["software"] as? String == CairnVersion.date, "\(json.stdout)")
+            let text = try await run(Products.path("cairn"), ["--socket", socket, "status"])
+            #expect(text.stdout.contains("software    cairnd \(CairnVersion.date), cairn \(CairnVersion.date)\n"), "\(text.stdout)")
         }
     }
 

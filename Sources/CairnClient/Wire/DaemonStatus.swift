@@ -24,6 +24,8 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
     public var sync: Sync
     /// Every channel the daemon follows, its own first: version and sync state each.
     public var channels: [ChannelState]?
+    /// The daemon's build (`CairnVersion.date`; nil from a cairnd before 2026-12-06).
+    public var software: String?
 
     /// The served version's rows files (protocol/data-directory.md, "Rows files").
     public struct Rows: Sendable, Hashable, Codable {
@@ -133,7 +135,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case installed, version, channel, dimension, sync, channels, rows
+        case installed, version, channel, dimension, sync, channels, rows, software
         case notServing = "not_serving"
         case stateRoot = "state_root", chunkCount = "chunk_count", modelID = "model_id"
         case modelLoaded = "model_loaded", lexicalOnly = "lexical_only", denseSearch = "dense_search"
@@ -166,6 +168,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         syncAvailable = try c.decode(Bool.self, forKey: .syncAvailable)
         sync = try c.decode(Sync.self, forKey: .sync)
         channels = try? c.decodeIfPresent([ChannelState].self, forKey: .channels)
+        software = try? c.decodeIfPresent(String.self, forKey: .software)
         let f = try decoder.container(keyedBy: FreshnessKeys.self)
         sync.trust = try? f.decodeIfPresent(Trust.self, forKey: .trust)
         sync.expired = try? f.decodeIfPresent(Bool.self, forKey: .expired)
@@ -193,6 +196,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         try c.encode(syncAvailable, forKey: .syncAvailable)
         try c.encode(sync, forKey: .sync)
         try c.encodeIfPresent(channels, forKey: .channels)
+        try c.encodeIfPresent(software, forKey: .software)
         var f = encoder.container(keyedBy: FreshnessKeys.self)
         try f.encode(sync.trust, forKey: .trust)
         try f.encode(sync.expired, forKey: .expired)

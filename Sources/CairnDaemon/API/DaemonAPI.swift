@@ -179,6 +179,7 @@ struct DaemonAPI: Sendable {
                                   dataDirectoryBytes: DiskUsage.bytes(under: dataDirectory),
                                   syncAvailable: requestSync != nil, sync: sync)
         answer.notServing = holder.unservableReason
+        answer.software = CairnVersion.date
         var list = [DaemonStatus.ChannelState(channel: channel, serving: serving?.version, stateRoot: serving?.stateRoot, sync: sync)]
         for other in channels {
             let serving = other.holder.current

@@ -97,7 +97,7 @@ enum CurlTransfer {
             if let cap = limits.bandwidthCap {
                 _ = cairn_curl_setopt_offset(handle, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(cap))
             }
-            _ = cairn_curl_setopt_string(handle, CURLOPT_USERAGENT, "cairnd/1")
+            _ = cairn_curl_setopt_string(handle, CURLOPT_USERAGENT, "cairnd/" + CairnVersion.date)
             if let netrc = access.netrcFile {
                 _ = cairn_curl_setopt_long(handle, CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue))
                 _ = cairn_curl_setopt_string(handle, CURLOPT_NETRC_FILE, netrc)
