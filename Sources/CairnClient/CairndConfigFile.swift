@@ -35,7 +35,8 @@ public enum CairndConfigFile {
     /// section they apply to every source.
     public static let sectionKeys: Set<String> = ["netrc_file", "token_file", "ca_bundle", "client_cert", "client_key"]
 
-    /// The keys a config file may hold; `source` and `trusted_key` may repeat.
+    /// The keys this build reads; `source` and `trusted_key` may repeat. Any other key is
+    /// skipped (`parse`), unless it is a typo of one of these.
     public static let knownKeys: Set<String> = Set<String>([
         "source", "channel", "trusted_key", "data_dir", "socket", "poll_interval", "socket_mode",
         "socket_group", "log_level", "max_concurrent_queries", "max_queued_queries", "max_body_bytes",
@@ -88,7 +89,14 @@ public enum CairndConfigFile {
                 line = line[..<comment.lowerBound].trimmingCharacters(in: .whitespaces)
             }
             guard knownKeys.contains(key) else {
-                throw Invalid(message: "config line \(number): unknown key \"\(key)\"")
+                // A key this build does not know is skipped (cairnd warns): a file pushed to a
+                // fleet may name one a newer cairnd reads. One a letter or two off a known key
+                // is a typo, and refused.
+                if let meant = knownKeys.filter({ Self.editDistance($0, key, atMost: 2) != nil }).sorted().first {
+                    throw Invalid(message: "config line \(number): unknown key \"\(key)\"; did you mean \(meant)?")
+                }
+                entries.append(Entry(key: key, value: line, line: number, source: section, channel: channel))
+                continue
             }
             if section != nil, !sectionKeys.contains(key) {
                 throw Invalid(message: "config line \(number): \(key) does not belong in a [source] section (only \(sectionKeys.sorted().joined(separator: ", ")))")
@@ -104,6 +112,22 @@ public enum CairndConfigFile {
             entries.append(Entry(key: key, value: line, line: number, source: section, channel: channel))
         }
         return entries
+    }
+
+    /// The edit distance (insertions, deletions, substitutions) between `a` and `b`, or nil when
+    /// it is above `limit`.
+    static func editDistance(_ a: String, _ b: String, atMost limit: Int) -> Int? {
+        let (x, y) = (Array(a.utf8), Array(b.utf8))
+        guard abs(x.count - y.count) <= limit else { return nil }
+        var row = Array(0...y.count)
+        for i in 1...max(1, x.count) where !x.isEmpty {
+            var next = [i] + Array(repeating: 0, count: y.count)
+            for j in 1...max(1, y.count) where !y.isEmpty {
+                next[j] = min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (x[i - 1] == y[j - 1] ? 0 : 1))
+            }
+            row = next
+        }
+        return row[y.count] <= limit ? row[y.count] : nil
     }
 
     /// The socket a client should use: `CAIRN_SOCKET`, else `socket` in the default config file

@@ -83,6 +83,9 @@ struct Cairnd: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "cairnd")
+        for ignored in configuration.ignoredKeys {
+            logger.warning("\(ignored) is not a setting this cairnd knows (one of a newer cairnd?); skipped", metadata: ["cairn.version": "\(CairnVersion.date)"])
+        }
         // A file-size limit (ulimit -f) must fail the write with EFBIG, which the sync reports
         // as disk_full, instead of killing cairnd with SIGXFSZ.
         signal(SIGXFSZ, SIG_IGN)

@@ -78,8 +78,32 @@ struct ConfigurationTests {
         #expect(c.stopTimeout == 12.5)
     }
 
+    @Test("Given keys this build does not know (a newer cairnd's settings), at the top and in a [source] or [channel] section, when applied, then each is skipped and listed with its line, and the rest applies; a key a letter or two off a known one is refused as a typo naming that one")
+    func unknownKeysSkipped() throws {
+        var c = DaemonConfiguration()
+        try c.apply(DaemonConfiguration.parse("""
+            poll_interval = 60
+            colour = blue
+            [source https://kb.example.org/repo]
+            pinned_sha256 = abc
+            [channel tools]
+            source = https://kb.example.org/tools
+            mirror_weight = 3
+            """))
+        #expect(c.pollInterval == 60 && c.extraChannels.map(\.name) == ["tools"])
+        #expect(c.ignoredKeys == ["config line 2: colour", "config line 4: pinned_sha256", "config line 7: mirror_weight"])
+        for (line, meant) in [("max_disk_byte = 2G", "max_disk_bytes"), ("log_lvel = debug", "log_level"), ("sorce = https://a", "source")] {
+            #expect {
+                var c = DaemonConfiguration()
+                try c.apply(DaemonConfiguration.parse(line))
+            } throws: { error in
+                (error as? DaemonError)?.message.hasSuffix("did you mean \(meant)?") == true
+            }
+        }
+    }
+
     @Test("Given bad lines, when parsed, then a bad_configuration error names the line", arguments: [
-        "nonsense", "colour = blue", "socket_mode = 999", "poll_interval = -1", "log_level = loud", "max_body_bytes = 0",
+        "nonsense", "poll_intervall = 5", "socket_mode = 999", "poll_interval = -1", "log_level = loud", "max_body_bytes = 0",
         "backoff_min = 0", "bandwidth_cap = -5", "[channel x]\nsocket = /a", "[source]", "[source https://a]\nchannel = y",
         "netrc_file = relative/netrc", "expired_updates = maybe", "approximate_dense_above = -1", "dense_shortlist = 0",
         "dense_shortlist = 1.5", "spare_index_min_bytes = -1", "spare_index_min_bytes = lots",

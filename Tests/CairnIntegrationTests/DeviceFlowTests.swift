@@ -110,6 +110,19 @@ struct DeviceFlowTests {
         #expect(!device.log.contains("s3cret"), "\(device.log)")
     }
 
+    @Test("Given a config file naming a key this build does not know (pushed to a fleet for a newer cairnd), when cairnd starts, then it serves, and logs one warning naming the line and the key")
+    func unknownConfigKeySkipped() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Self.version1)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let device = try DeviceProcess(workspace, sources: [url], config: ["mirror_weight": "3"])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        let warned = device.log.split(separator: "\n").filter { $0.contains("mirror_weight is not a setting this cairnd knows") }
+        #expect(warned.count == 1 && warned[0].contains("warning") && warned[0].contains("config line 1"), "\(device.log)")
+    }
+
     @Test("Given a device on version 2 with version 1 kept, when version 2 is one a newer cairnd installed (its manifest's format_version 2) and cairnd starts on it, then version 1 answers, version 2's folder and links stay, and the log says to upgrade; once version 2 reads again (the upgrade back) it serves")
     func versionOfANewerCairndKept() async throws {
         let workspace = try Workspace()

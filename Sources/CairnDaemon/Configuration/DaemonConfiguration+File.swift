@@ -30,6 +30,11 @@ extension DaemonConfiguration {
         var sawSource = false, sawKey = false
         for entry in entries {
             let v = entry.value
+            // A key CairndConfigFile.parse let through unknown (not a typo of a known one).
+            guard CairndConfigFile.knownKeys.contains(entry.key) else {
+                ignoredKeys.append("config line \(entry.line): \(entry.key)")
+                continue
+            }
             if let name = entry.channel {
                 try applyChannel(entry, name: name)
                 continue

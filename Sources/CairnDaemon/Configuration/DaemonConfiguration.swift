@@ -85,6 +85,9 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var socketGroup: String?
     /// [`log_level`: trace, debug, info, notice, warning, error, critical] Default info.
     public var logLevel: Logger.Level
+    /// The config file's lines whose key this build does not know (`config line 12:
+    /// stop_timeout`): skipped, and logged once the log is set up (a newer cairnd's setting).
+    public var ignoredKeys: [String] = []
     /// Searches that run at once, each on a thread of the search pool. [`max_concurrent_queries`]
     /// Default 2 × active processors.
     public var maxConcurrentQueries: Int
