@@ -174,6 +174,24 @@ struct RootTests {
         #expect(coreError { _ = try RootMetadata(json: .object(sorted)) }?.code == .unsupportedFormat)
     }
 
+    @Test("Given a root 2 in a format this build does not read, when root 1's root keys signed it, then it is unsupported_format (upgrade); when a stranger signed the same content, then root_refused as not chaining, before its content is read")
+    func signaturesBeforeTheRootIsRead() throws {
+        guard case .object(var members) = Self.root2.canonicalJSON else { Issue.record("not an object"); return }
+        members["format_version"] = .integer(2)
+        members["shards"] = .integer(4)
+        let content = CanonicalJSON.object(members)
+        func file(_ signers: [String]) -> [UInt8] {
+            SignedEnvelope(content: content, signatures: SignedEnvelope.sign(content, domain: SignedRoot.domain, keys: signers.map(Self.key)))
+                .encode(field: "root")
+        }
+        var chain = try TrustChain(pinned: Self.files[0])
+        let signed = coreError { try chain.accept(next: file(["root-a", "root-b"])) }
+        #expect(signed?.code == .unsupportedFormat && signed?.message.contains("upgrade") == true, "\(String(describing: signed))")
+        let forged = coreError { try chain.accept(next: file(["stranger"])) }
+        #expect(forged?.code == .rootRefused && forged?.message.contains("does not chain") == true, "\(String(describing: forged))")
+        #expect(chain.current.version == 1)
+    }
+
     @Test("Given every prefix and random mutations of a root file, when walked, then it never crashes and never accepts a changed root")
     func mutations() throws {
         let good = Self.files[1]

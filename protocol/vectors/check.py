@@ -344,17 +344,19 @@ def accept_root(raw, trusted):
     """protocol/root.md "Verifying a root", on top of the trusted root `trusted` (None: root 1 or a
     pinned root). Returns (root, None) when accepted, (None, why) when refused (root_refused)."""
     root, entries, problems = envelope(raw, "root", 32)
-    if root is not None:
-        problems += root_problems(root)
     if problems:
         return None, "; ".join(problems)
     message = ROOT_DOMAIN + canonical(root)
+    # T's root keys are counted before the root is read (since 2026-12-06).
     if trusted is not None:
-        if root["version"] != trusted["version"] + 1:
-            return None, f"version {root['version']} does not follow {trusted['version']}"
         old = signers(message, entries, key_map(trusted["root_keys"]))
         if len(old) < trusted["root_threshold"]:
             return None, f"{len(old)} of root {trusted['version']}'s root keys signed, threshold {trusted['root_threshold']}"
+    problems = root_problems(root)
+    if problems:
+        return None, "; ".join(problems)
+    if trusted is not None and root["version"] != trusted["version"] + 1:
+        return None, f"version {root['version']} does not follow {trusted['version']}"
     own = signers(message, entries, key_map(root["root_keys"]))
     if len(own) < root["root_threshold"]:
         return None, f"{len(own)} of its own root keys signed, threshold {root['root_threshold']}"

@@ -18,11 +18,16 @@ public enum SignedRoot {
     /// - Throws: `.rootMalformed`, or `.unsupportedFormat` for another format version.
     public static func decode(_ bytes: [UInt8]) throws(CoreError) -> (root: RootMetadata, envelope: SignedEnvelope) {
         let envelope = try SignedEnvelope.parse(bytes, field: field, maxSignatures: maxSignatures, code: .rootMalformed, what: "root")
+        return (try root(of: envelope), envelope)
+    }
+
+    /// The root an envelope holds, parsed strictly.
+    private static func root(of envelope: SignedEnvelope) throws(CoreError) -> RootMetadata {
         let root = try RootMetadata(json: envelope.content)
         guard root.canonicalJSON.bytes == envelope.content.bytes else {
             throw CoreError(.rootMalformed, "the root does not re-encode to the bytes that were signed")
         }
-        return (root, envelope)
+        return root
     }
 
     /// A root accepted on its own (a pinned file, or root 1): well formed and signed by at least
@@ -38,19 +43,23 @@ public enum SignedRoot {
     }
 
     /// Root `trusted.version + 1`, accepted only when a threshold of `trusted`'s root keys and a
-    /// threshold of its own root keys signed it.
-    /// - Throws: `decode`'s errors, or `.rootRefused` saying which rule failed.
+    /// threshold of its own root keys signed it. `trusted`'s keys are counted first, over the
+    /// content as it is: a file they did not sign is refused as not chaining before its root is
+    /// read, so only a root they signed can say "upgrade" (`.unsupportedFormat`).
+    /// - Throws: the envelope's `.rootMalformed`, `.rootRefused` saying which rule failed, or the
+    ///   root's own parse errors (`.rootMalformed`, `.unsupportedFormat`) once it chains.
     public static func verifyNext(_ bytes: [UInt8], after trusted: RootMetadata) throws(CoreError) -> RootMetadata {
-        let (root, envelope) = try decode(bytes)
+        let envelope = try SignedEnvelope.parse(bytes, field: field, maxSignatures: maxSignatures, code: .rootMalformed, what: "root")
+        let old = envelope.validSigners(among: trusted.rootKeys, domain: domain).count
+        guard old >= trusted.rootThreshold else {
+            throw CoreError(.rootRefused, "root/\(trusted.version + 1).root.json is signed by \(old) of root \(trusted.version)'s root keys; \(trusted.rootThreshold) are required (it does not chain)")
+        }
+        let root = try root(of: envelope)
         guard root.version == trusted.version + 1 else {
             let why = root.version <= trusted.version
                 ? "older than or equal to the trusted root \(trusted.version) (rollback of trust)"
                 : "not the next after the trusted root \(trusted.version)"
             throw CoreError(.rootRefused, "root/\(trusted.version + 1).root.json holds root \(root.version): \(why)")
-        }
-        let old = envelope.validSigners(among: trusted.rootKeys, domain: domain).count
-        guard old >= trusted.rootThreshold else {
-            throw CoreError(.rootRefused, "root \(root.version) is signed by \(old) of root \(trusted.version)'s root keys; \(trusted.rootThreshold) are required (it does not chain)")
         }
         let own = envelope.validSigners(among: root.rootKeys, domain: domain).count
         guard own >= root.rootThreshold else {
