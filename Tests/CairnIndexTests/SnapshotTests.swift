@@ -109,6 +109,22 @@ import Testing
         }
     }
 
+    @Test("Given a snapshot whose schema revision (user_version) is newer than this build's, or whose application_id is another program's, when its meta is read, then it is malformed, saying to upgrade or that it is not a snapshot; the revision this build writes reads")
+    func schemaMarksChecked() throws {
+        try withTemporaryDirectory { directory in
+            let path = try Corpus.snapshot(in: directory)
+            #expect(try Snapshot.meta(at: path).format == SnapshotMeta.currentFormat)
+            try Database(path: path, mode: .readWrite).exec("PRAGMA user_version = \(SnapshotSchema.userVersion + 1)")
+            #expect { try Snapshot.meta(at: path) } throws: { error in
+                (error as? IndexError)?.code == .snapshotMalformed && (error as? IndexError)?.message.contains("upgrade") == true
+            }
+            try Database(path: path, mode: .readWrite).exec("PRAGMA user_version = \(SnapshotSchema.userVersion); PRAGMA application_id = 42")
+            #expect { try Snapshot.meta(at: path) } throws: { error in
+                (error as? IndexError)?.message.contains("not a Cairn snapshot (its application_id is 42)") == true
+            }
+        }
+    }
+
     @Test("Given a snapshot whose meta (covered by no hash a device checks at start-up) holds a dimension or chunk count past what the rows files hold, when its meta is read, then it is malformed, naming the key, not a count that traps the size arithmetic after")
     func outOfRangeMetaIsMalformed() throws {
         try withTemporaryDirectory { directory in

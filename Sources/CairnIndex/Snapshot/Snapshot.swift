@@ -161,6 +161,20 @@ public enum Snapshot {
     // MARK: Internals shared with the writer and the search index
 
     static func meta(in db: Database) throws(IndexError) -> SnapshotMeta {
+        // The file's own marks, before its tables: another program's database, or a schema
+        // revision newer than this build's (its tables may mean something else), is refused.
+        func pragma(_ name: String) throws(IndexError) -> Int64 {
+            let statement = try db.prepare("PRAGMA \(name)")
+            return try statement.step() ? statement.int64(at: 0) : 0
+        }
+        let application = try pragma("application_id")
+        guard application == 0 || application == Int64(SnapshotSchema.applicationID) else {
+            throw IndexError(.snapshotMalformed, "the file is not a Cairn snapshot (its application_id is \(application))")
+        }
+        let revision = try pragma("user_version")
+        guard revision <= Int64(SnapshotSchema.userVersion) else {
+            throw IndexError(.snapshotMalformed, "the snapshot's schema revision \(revision) is newer than this build reads (\(SnapshotSchema.userVersion)); upgrade the software")
+        }
         let statement: Statement
         do {
             statement = try db.prepare("SELECT key, value FROM meta")
