@@ -85,6 +85,34 @@ import Testing
         #expect(coreError { _ = try SignedManifest.decodeAndVerify(file, trustedKeys: [key.publicKey]) }?.code == .signatureInvalid)
     }
 
+    @Test("Given a manifest signed with Ed25519 and with another algorithm (a publisher moving its fleet to a second algorithm), then it verifies by its Ed25519 signature, the other entry is kept when the file is written again and never counted; signed with the other alone, it is untrusted_key naming that algorithm; an algorithm that is not a name is malformed")
+    func givenAnotherAlgorithmsSignature_whenVerified_thenItIsKeptAndNotCounted() throws {
+        let (file, key, manifest) = try fixture()
+        guard case .object(var outer) = try CanonicalJSON.parse(file), case .array(let ours)? = outer["signatures"] else {
+            Issue.record("the fixture's file has no signatures array"); return
+        }
+        let other = CanonicalJSON.object(["algorithm": .string("ml-dsa-65"), "key_id": .string("pq-2031"),
+                                          "signature": .string(String(repeating: "A", count: 4_412))])
+        outer["signatures"] = .array(ours + [other])
+        let both = CanonicalJSON.object(outer).bytes + [0x0A]
+        #expect(try SignedManifest.decodeAndVerify(both, trustedKeys: [key.publicKey]) == manifest)
+        let envelope = try SignedManifest.decodeEnvelope(both)
+        #expect(envelope.signatures.count == 1 && envelope.foreignAlgorithms == ["ml-dsa-65"])
+        #expect(envelope.adding(SignedEnvelope.sign(envelope.content, domain: SignedManifest.domain, keys: [PublisherKey.generate()]))
+                    .encode(field: "manifest").count > both.count)
+        #expect(try SignedManifest.decodeEnvelope(envelope.encode(field: "manifest")).foreign == [other])
+
+        outer["signatures"] = .array([other])
+        let alone = coreError { _ = try SignedManifest.decodeAndVerify(CanonicalJSON.object(outer).bytes + [0x0A], trustedKeys: [key.publicKey]) }
+        #expect(alone?.code == .untrustedKey && alone?.message.contains("only ml-dsa-65") == true, "\(String(describing: alone))")
+
+        for name in ["ED25519", "", String(repeating: "a", count: 33), "rsa pss"] {
+            outer["signatures"] = .array(ours + [.object(["algorithm": .string(name), "key_id": .string("k"), "signature": .string("s")])])
+            let error = coreError { _ = try SignedManifest.decodeAndVerify(CanonicalJSON.object(outer).bytes + [0x0A], trustedKeys: [key.publicKey]) }
+            #expect(error?.code == .manifestMalformed, "\(name)")
+        }
+    }
+
     @Test func givenTooManySignatures_whenVerified_thenRefusedBeforeCheckingAny() throws {
         let (file, key, _) = try fixture()
         guard case .object(var outer) = try CanonicalJSON.parse(file), case .array(let one)? = outer["signatures"] else {

@@ -206,6 +206,7 @@ ROOT_FIELDS = {"format_version", "version", "created", "expires",
                "root_keys", "root_threshold", "signing_keys", "signing_threshold"}
 TIMESTAMP = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
 KEY_ID = re.compile(r"[0-9a-f]{16}")
+ALGORITHM = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
 
 
 def strict_json(raw):
@@ -269,7 +270,11 @@ def envelope(raw, body, max_signatures):
             continue
         signature = base64_of(entry["signature"], 64)
         if entry["algorithm"] != "ed25519":
-            problems.append(f"signatures[{i}].algorithm must be ed25519")
+            # Another algorithm's entry (since 2026-12-06): kept, never verified nor counted.
+            if not isinstance(entry["algorithm"], str) or not ALGORITHM.fullmatch(entry["algorithm"]):
+                problems.append(f"signatures[{i}].algorithm must be ed25519 or another algorithm's name")
+            elif not all(isinstance(entry[k], str) and len(entry[k].encode()) <= 16384 for k in ("key_id", "signature")):
+                problems.append(f"signatures[{i}]: key_id and signature must be strings of at most 16 KiB")
         elif not isinstance(entry["key_id"], str) or not KEY_ID.fullmatch(entry["key_id"]):
             problems.append(f"signatures[{i}].key_id must be 16 lowercase hex digits")
         elif signature is None:

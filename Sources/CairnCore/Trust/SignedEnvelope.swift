@@ -18,11 +18,25 @@ public struct SignedEnvelope: Sendable {
 
     /// The signed value, exactly as parsed (re-canonicalised when its bytes are needed).
     public let content: CanonicalJSON
+    /// The Ed25519 signatures: the only ones this build verifies and counts.
     public let signatures: [Signature]
+    /// Entries of another `algorithm` (a newer publisher signing with a second algorithm while
+    /// its fleet moves over), kept as they came: never verified, never counted, written back by
+    /// `encode` (protocol/manifest.md, "The signed manifest file").
+    public let foreign: [CanonicalJSON]
 
-    public init(content: CanonicalJSON, signatures: [Signature]) {
+    public init(content: CanonicalJSON, signatures: [Signature], foreign: [CanonicalJSON] = []) {
         self.content = content
         self.signatures = signatures
+        self.foreign = foreign
+    }
+
+    /// The algorithms of `foreign`, sorted, once each.
+    public var foreignAlgorithms: [String] {
+        Set(foreign.compactMap { entry -> String? in
+            guard case .object(let members) = entry, case .string(let name)? = members["algorithm"] else { return nil }
+            return name
+        }).sorted()
     }
 
     /// The bytes every signature covers: `domain` followed by the content's canonical JSON.
@@ -43,7 +57,7 @@ public struct SignedEnvelope: Sendable {
                 "signature": .string(Base64.encode(signature.bytes)),
             ])
         }
-        return CanonicalJSON.object([field: content, "signatures": .array(entries)]).bytes + [UInt8(ascii: "\n")]
+        return CanonicalJSON.object([field: content, "signatures": .array(entries + foreign)]).bytes + [UInt8(ascii: "\n")]
     }
 
     /// This envelope with `added` appended, skipping signatures it holds already. A key's
@@ -53,7 +67,7 @@ public struct SignedEnvelope: Sendable {
     public func adding(_ added: [Signature]) -> SignedEnvelope {
         var all = signatures
         for signature in added where !all.contains(signature) { all.append(signature) }
-        return SignedEnvelope(content: content, signatures: all)
+        return SignedEnvelope(content: content, signatures: all, foreign: foreign)
     }
 
     /// This envelope with only signatures by `keys` that verify, one per key.
@@ -68,9 +82,11 @@ public struct SignedEnvelope: Sendable {
         return SignedEnvelope(content: content, signatures: kept)
     }
 
-    /// Parses the envelope strictly (not the content: its own parser does that).
+    /// Parses the envelope strictly (not the content: its own parser does that). An entry of
+    /// another algorithm (`[a-z0-9][a-z0-9-]{0,31}`, with a `key_id` and a `signature` string,
+    /// each at most 16 KiB) goes to `foreign`, unread.
     /// - Throws: `code` for bytes that are not JSON, a wrong envelope or signature entry, or
-    ///   more than `maxSignatures` signatures.
+    ///   more than `maxSignatures` entries of any algorithm.
     public static func parse(_ bytes: [UInt8], field: String, maxSignatures: Int, code: CoreError.Code,
                              what: String) throws(CoreError) -> SignedEnvelope {
         let file: CanonicalJSON
@@ -81,21 +97,42 @@ public struct SignedEnvelope: Sendable {
         }
         var envelope = try JSONObjectReader(file, path: "", code: code)
         let content = try envelope.required(field)
-        let signatures = try envelope.objects("signatures") { (s: inout JSONObjectReader) throws(CoreError) in
+        var foreign: [CanonicalJSON] = []
+        let entries = try envelope.objects("signatures") { (s: inout JSONObjectReader) throws(CoreError) -> Signature? in
+            let name = try s.string("algorithm")
+            guard Array(name.utf8) == Array(algorithm.utf8) else {
+                guard Self.isAlgorithmName(name) else {
+                    throw s.failure("algorithm", "must be \"\(algorithm)\", or another algorithm's name ([a-z0-9-], at most 32)")
+                }
+                for field in ["key_id", "signature"] where try s.string(field).utf8.count > 16_384 {
+                    throw s.failure(field, "is longer than 16 KiB")
+                }
+                return nil
+            }
             guard let keyID = KeyID(hex: try s.string("key_id")) else {
                 throw s.failure("key_id", "must be 16 lowercase hexadecimal digits")
             }
-            _ = try s.string("algorithm", oneOf: [algorithm])
             guard let signature = Base64.decode(try s.string("signature")), signature.count == 64 else {
                 throw s.failure("signature", "must be canonical base64 of 64 bytes")
             }
             return Signature(keyID: keyID, bytes: signature)
         }
         try envelope.finish()
-        guard signatures.count <= maxSignatures else {
-            throw CoreError(code, "the \(what) carries \(signatures.count) signatures; at most \(maxSignatures) are allowed")
+        guard entries.count <= maxSignatures else {
+            throw CoreError(code, "the \(what) carries \(entries.count) signatures; at most \(maxSignatures) are allowed")
         }
-        return SignedEnvelope(content: content, signatures: signatures)
+        if case .array(let raw)? = envelope.members["signatures"] {
+            foreign = zip(entries, raw).compactMap { $0 == nil ? $1 : nil }
+        }
+        return SignedEnvelope(content: content, signatures: entries.compactMap { $0 }, foreign: foreign)
+    }
+
+    /// A signature algorithm's name as an entry may carry one: `[a-z0-9][a-z0-9-]{0,31}`.
+    static func isAlgorithmName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        func allowed(_ byte: UInt8) -> Bool { (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte) }
+        guard let first = bytes.first, allowed(first), bytes.count <= 32 else { return false }
+        return bytes.allSatisfy { allowed($0) || $0 == UInt8(ascii: "-") }
     }
 
     /// The distinct keys among `keys` whose signature in this envelope verifies over

@@ -28,6 +28,9 @@ public struct SigningPolicy: Sendable, Equatable {
         if envelope.signatures.contains(where: { ids.contains($0.keyID) }) {
             throw CoreError(.signatureInvalid, "the \(what)'s signature by a trusted key does not verify; the file was altered or corrupted; try another source")
         }
+        if envelope.signatures.isEmpty, !envelope.foreign.isEmpty {
+            throw CoreError(.untrustedKey, "the \(what) carries no \(SignedEnvelope.algorithm) signature, only \(envelope.foreignAlgorithms.joined(separator: ", ")), which this build does not verify; a newer publisher signs with it: upgrade, or have it sign with \(SignedEnvelope.algorithm) too")
+        }
         throw CoreError(.untrustedKey, envelope.signatures.isEmpty
             ? "the \(what) carries no signature"
             : "the \(what) is signed by none of the \(keys.count) trusted key(s); check the configured publisher keys or trusted root")

@@ -16,7 +16,8 @@ public enum StagedRelease {
         let (envelope, manifest) = try read(path)
         // A key signing again replaces what the file held under its id (a damaged copy).
         let own = Set(keys.map(\.keyID))
-        let signed = SignedEnvelope(content: envelope.content, signatures: envelope.signatures.filter { !own.contains($0.keyID) })
+        let signed = SignedEnvelope(content: envelope.content, signatures: envelope.signatures.filter { !own.contains($0.keyID) },
+                                    foreign: envelope.foreign)
             .adding(SignedEnvelope.sign(envelope.content, domain: SignedManifest.domain, keys: keys))
         do { try FileSystem.writeAtomically(signed.encode(field: "manifest"), to: path) } catch {
             throw PublishError(.io, "cannot write \(path): \(error.message)", cause: error)
