@@ -380,7 +380,7 @@ struct PublishRoundTripTests {
         return (workspace, rootKey, newKey, second)
     }
 
-    @Test("Given a manifest dated in 9999 that only the key being revoked signed (a thief's, in versions/), when root 2 removes that key, then the rotation and the next version are written and dated by the clock, not after the thief's manifest; a manifest a kept key signed a day ahead still dates the root after it")
+    @Test("Given a manifest dated in 9999 that only the key being revoked signed (a thief's, in versions/), when root 2 removes that key, then the rotation and the next version are written and dated by the clock, not after the thief's manifest; a manifest a kept key signed a day ahead still dates the root after it, and so does one with a field this build does not read")
     func rotationNotDatedByTheRevokedKey() throws {
         let (workspace, rootKey, newKey, second) = try Self.twoSigningKeys()
         let repository = workspace.repository
@@ -411,6 +411,20 @@ struct PublishRoundTripTests {
         rotation.removeSigningKeys = [newKey.publicKey]
         let root3 = try RootPublisher.rotate(repository: repository, signWith: [rootKey], rotation: rotation)
         #expect(root3.created.secondsSince1970 == now + 86_401, "root 3 created \(root3.created)")
+
+        // And for a manifest newer software wrote (a field this build does not read): its
+        // signed `created` still dates what follows.
+        var newer = published
+        newer.version = 4
+        newer.created = try #require(Timestamp(secondsSince1970: now + 2 * 86_400))
+        newer.expires = try #require(Timestamp(secondsSince1970: now + 3 * 86_400))
+        guard case .object(var members) = newer.canonicalJSON else { Issue.record("not an object"); return }
+        members["shards"] = .integer(4)
+        let content = CanonicalJSON.object(members)
+        try Data(SignedEnvelope(content: content, signatures: SignedEnvelope.sign(content, domain: SignedManifest.domain, keys: [second]))
+                    .encode(field: "manifest")).write(to: URL(fileURLWithPath: repository.versionPath("stable", 4)))
+        let root4 = try RootPublisher.rotate(repository: repository, signWith: [rootKey], rotation: RootPublisher.Rotation())
+        #expect(root4.created.secondsSince1970 == now + 2 * 86_400 + 1, "root 4 created \(root4.created)")
     }
 
     @Test("Given a version staged under root 1 and released after root 2 replaced its signing key, when released, then the signatures root 1 counts are kept beside the new key's and verify passes; when root 1's threshold is not met, release refuses, saying to stage it again")

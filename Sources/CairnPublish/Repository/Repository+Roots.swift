@@ -128,11 +128,19 @@ extension Repository {
             for path in paths {
                 guard let bytes = try? FileSystem.read(path), let envelope = try? SignedManifest.decodeEnvelope(bytes),
                       case let signers = envelope.validSigners(among: keys, domain: SignedManifest.domain), !signers.isEmpty,
-                      let manifest = try? Manifest(json: envelope.content) else { continue }
-                let created = signers.isDisjoint(with: inForceIDs) ? min(manifest.created, now) : manifest.created
+                      let signedCreated = Self.created(of: envelope.content) else { continue }
+                let created = signers.isDisjoint(with: inForceIDs) ? min(signedCreated, now) : signedCreated
                 newest = max(newest ?? created, created)
             }
         }
         return newest
+    }
+
+    /// A signed manifest's `created`, read alone: a manifest newer software wrote (a field this
+    /// build does not know) still dates what follows it.
+    static func created(of content: CanonicalJSON) -> Timestamp? {
+        if let manifest = try? Manifest(json: content) { return manifest.created }
+        guard case .object(let members) = content, case .string(let text)? = members["created"] else { return nil }
+        return Timestamp(rfc3339: text)
     }
 }
