@@ -100,19 +100,33 @@ class Cairn:
         answer = self._request("POST", "/v1/search", body)
         return self._decode(SearchAnswer.from_json, answer, "POST /v1/search")
 
-    def get(self, chunk_id: str) -> Chunk:
+    def get(self, chunk_id: str, channel: Optional[str] = None, version: Optional[int] = None) -> Chunk:
         """``GET /v1/chunks/{id}``: one chunk of the installed version, with the ``version``
-        and ``state_root`` it came from. 404 ``chunk_not_found`` for an unknown id."""
+        and ``state_root`` it came from. 404 ``chunk_not_found`` for an unknown id.
+
+        ``channel``: the channel a search result came from (cairnd following several).
+        ``version``: the version a search answered from; when another serves now, the error
+        ``version_changed`` (409), rather than that version's text under the same id (also
+        when a cairnd from before 2026-12-06, which ignores it, answers from another)."""
         if not isinstance(chunk_id, str):
             raise TypeError(f"chunk_id must be a str, not {type(chunk_id).__name__}")
         if not chunk_id:
             raise ValueError("chunk_id is empty")
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
+            raise ValueError(f"version must be a version number (1 or more), not {version!r}")
         encoded = quote(chunk_id, safe="")
         if chunk_id in (".", ".."):
             # Keep dot segments from being read as path navigation.
             encoded = chunk_id.replace(".", "%2E")
-        answer = self._request("GET", "/v1/chunks/" + encoded)
-        return self._decode(Chunk.from_json, answer, "GET /v1/chunks/{id}")
+        query = ([f"channel={quote(channel, safe='')}"] if channel is not None else []) + (
+            [f"version={version}"] if version is not None else [])
+        answer = self._request("GET", "/v1/chunks/" + encoded + ("?" + "&".join(query) if query else ""))
+        chunk = self._decode(Chunk.from_json, answer, "GET /v1/chunks/{id}")
+        if version is not None and chunk.version != version:
+            raise CairnError("version_changed",
+                             f"version {version} no longer answers (version {chunk.version} does): "
+                             "search again for the passage as it is now", 409)
+        return chunk
 
     def status(self) -> Status:
         """``GET /v1/status``: the installed version, model, sync state, trust and

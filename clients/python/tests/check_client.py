@@ -115,6 +115,10 @@ def main(argv=None) -> int:
         require(isinstance(chunk.content, str) and chunk.content, "the chunk has no content")
         require(isinstance(chunk.version, int), f"version is {chunk.version!r}")
         require(isinstance(chunk.state_root, str) and chunk.state_root, f"state_root is {chunk.state_root!r}")
+        pinned = cairn.get(args.chunk_id, version=chunk.version)
+        require(pinned.version == chunk.version, f"pinned to version {chunk.version}, got {pinned.version}")
+        expect_error(lambda: cairn.get(args.chunk_id, version=chunk.version + 1), "version_changed", 409,
+                     f"get(version={chunk.version + 1})")
         return f"{chunk.id!r} {chunk.title!r} version {chunk.version}"
 
     def check_missing_chunk():
