@@ -50,7 +50,7 @@ struct Cairnd: AsyncParsableCommand {
             Foundation.exit(error.code == .badConfiguration ? 2 : 1)
         } catch {
             if exitCode(for: error) == .validationFailure {
-                writeStandardError("cairnd: \(message(for: error))\n")
+                writeStandardError("cairnd: \(SourceURL.redactingPasswords(in: message(for: error)))\n")
                 Foundation.exit(2)
             }
             exit(withError: error)
@@ -106,7 +106,7 @@ struct Cairnd: AsyncParsableCommand {
         } catch let error as DaemonError {
             throw error
         } catch {
-            writeStandardError("cairnd: stopped: \(error)\n")
+            writeStandardError("cairnd: stopped: \(SourceURL.redactingPasswords(in: "\(error)"))\n")
             throw ExitCode(1)
         }
     }

@@ -90,7 +90,7 @@ struct DeviceFlowTests {
                 == ["cairn.sync.failures_in_a_row=1", "cairn.sync.failures_in_a_row=2", "cairn.sync.failures_in_a_row=4"], "\(said)")
     }
 
-    @Test("Given sources written with a user and password (one refusing connections, one serving), then the device syncs with them, and neither its status nor its log shows the password: each shows user:***@")
+    @Test("Given sources written with a user and password (one refusing connections, one serving), then the device syncs with them, neither its status nor its log shows the password (each shows user:***@), and state.json, which keeps them, is its owner's alone")
     func sourcePasswordsNotShown() async throws {
         let workspace = try Workspace()
         try workspace.publish(Self.version1)
@@ -108,6 +108,9 @@ struct DeviceFlowTests {
         let refused = device.log.split(separator: "\n").filter { $0.contains("sync source refused or failed") }
         #expect(!refused.isEmpty && refused.allSatisfy { $0.contains("ops:***@127.0.0.1") }, "\(device.log)")
         #expect(!device.log.contains("s3cret"), "\(device.log)")
+        // state.json keeps the URLs as configured: its owner's alone.
+        let mode = try FileManager.default.attributesOfItem(atPath: device.dataDirectory + "/state.json")[.posixPermissions] as? Int
+        #expect(mode == 0o600, "\(String(describing: mode))")
     }
 
     @Test("Given a config file naming a key this build does not know (pushed to a fleet for a newer cairnd), when cairnd starts, then it serves, and logs one warning naming the line and the key")

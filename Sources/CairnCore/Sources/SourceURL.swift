@@ -22,11 +22,15 @@ public enum SourceURL {
     }
 
     /// `text` with the password of every `scheme://user:password@host` in it replaced by `***`
-    /// (and a user without a password, `scheme://token@host`, too).
-    /// A source may carry its credentials (`https://user:pass@host/repo`, accepted, though
-    /// `netrc_file` is where they belong); status, the socket's errors and the log show it
-    /// through this, since the socket's group and the journal's readers are not the config
-    /// file's.
+    /// (and a user without a password, `scheme://token@host`, too). A source may carry its
+    /// credentials (`https://user:pass@host/repo`, accepted, though `netrc_file` is where they
+    /// belong); status, the socket's errors and the log show it through this, since the
+    /// socket's group and the journal's readers are not the config file's.
+    ///
+    /// After each `://` the URL runs to white space or a quote; its userinfo is what comes
+    /// before its last `@`, when that holds a `:` before any `/` or holds no `/` at all, so a
+    /// password with `/`, `?` or `#` in it (not percent-encoded) is hidden whole, and a path
+    /// with an `@` in it (`/a@b`) is left alone.
     public static func redactingPasswords(in text: String) -> String {
         guard text.contains("@"), text.contains("://") else { return text }
         var result = ""
@@ -34,14 +38,19 @@ public enum SourceURL {
         while let marker = rest.range(of: "://") {
             result += rest[..<marker.upperBound]
             rest = rest[marker.upperBound...]
-            let end = rest.firstIndex { "/?#[\"'<>".contains($0) || $0.isWhitespace } ?? rest.endIndex
-            let authority = rest[..<end]
-            if let at = authority.lastIndex(of: "@") {
+            let end = rest.firstIndex { "\"'<>`".contains($0) || $0.isWhitespace } ?? rest.endIndex
+            guard let at = rest[..<end].lastIndex(of: "@") else { continue }
+            let userinfo = rest[..<at]
+            let slash = userinfo.firstIndex(of: "/")
+            if let colon = userinfo.firstIndex(of: ":"), slash.map({ colon < $0 }) ?? true {
                 // A user alone may be a token (`https://TOKEN@host`): all of it goes.
-                if let colon = authority[..<at].firstIndex(of: ":") { result += authority[...colon] }
+                result += userinfo[...colon] + "***"
+            } else if slash == nil {
                 result += "***"
-                rest = rest[at...]
+            } else {
+                continue
             }
+            rest = rest[at...]
         }
         return result + rest
     }

@@ -161,7 +161,8 @@ public final class DataDirectory: Sendable {
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         do throws(StoreError) {
             guard let data = try? encoder.encode(state) else { throw StoreError(.io, "the sync state cannot be encoded") }
-            try FileSystem.writeAtomically(Array(data) + [0x0A], to: statePath)
+            // The owner's alone: it keeps each source's URL, with any credentials written in it.
+            try FileSystem.writeAtomically(Array(data) + [0x0A], to: statePath, mode: 0o600)
             // This process's own write: read again next time, whatever key the new file has (an
             // inode freed and taken again within the clock's tick could repeat the old key).
             stateCache.withLock { $0 = nil }

@@ -1,3 +1,4 @@
+import CairnCore
 public import Logging
 public import ServiceLifecycle
 
@@ -56,7 +57,8 @@ public final class SyncService: Service, Sendable {
         case .installed(let version): "installed version \(version.version); answering queries"
         case .upToDate(let version): version.map { "version \($0) is the newest; answering queries" } ?? "nothing published yet"
         case .failed(let error):
-            "sync failed (\(error.code): \(error.message)); \(serving.told)"
+            // systemd shows this line to every local user (`systemctl status`).
+            "sync failed (\(error.code): \(SourceURL.redactingPasswords(in: error.message))); \(serving.told)"
         }
     }
 
