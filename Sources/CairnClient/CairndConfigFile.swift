@@ -88,12 +88,19 @@ public enum CairndConfigFile {
             } else if let comment = line.range(of: " #") ?? line.range(of: "\t#") {
                 line = line[..<comment.lowerBound].trimmingCharacters(in: .whitespaces)
             }
+            guard !key.isEmpty else { throw Invalid(message: "config line \(number) has no key before =") }
             guard knownKeys.contains(key) else {
                 // A key this build does not know is skipped (cairnd warns): a file pushed to a
-                // fleet may name one a newer cairnd reads. One a letter or two off a known key
-                // is a typo, and refused.
-                if let meant = knownKeys.filter({ Self.editDistance($0, key, atMost: 2) != nil }).sorted().first {
+                // fleet may name one a newer cairnd reads. Refused: a typo of a known key (a
+                // letter or two off, or another case or `-` for `_`), and one that may be about
+                // trust or access, which skipped would leave the device trusting or sending more
+                // than the file meant.
+                let folded = key.lowercased().replacingOccurrences(of: "-", with: "_")
+                if let meant = knownKeys.filter({ Self.editDistance($0, folded, atMost: 2) != nil }).sorted().first {
                     throw Invalid(message: "config line \(number): unknown key \"\(key)\"; did you mean \(meant)?")
+                }
+                if section != nil || channel != nil || !Set(folded.split(separator: "_").map(String.init)).isDisjoint(with: trustWords) {
+                    throw Invalid(message: "config line \(number): unknown key \"\(key)\"; a key about sources, trust or access that this cairnd does not know is refused, not skipped")
                 }
                 entries.append(Entry(key: key, value: line, line: number, source: section, channel: channel))
                 continue
@@ -113,6 +120,14 @@ public enum CairndConfigFile {
         }
         return entries
     }
+
+    /// Words of a key about what the device trusts or sends where: an unknown key holding one is
+    /// refused rather than skipped.
+    static let trustWords: Set<String> = [
+        "trust", "trusted", "root", "roots", "key", "keys", "ca", "cert", "certs", "certificate", "token", "netrc",
+        "expired", "expires", "expiry", "source", "sources", "tls", "ssl", "auth", "password", "signing", "signature",
+        "signer", "signers", "pin", "pinned", "proxy", "insecure", "verify", "threshold",
+    ]
 
     /// The edit distance (insertions, deletions, substitutions) between `a` and `b`, or nil when
     /// it is above `limit`.

@@ -78,26 +78,33 @@ struct ConfigurationTests {
         #expect(c.stopTimeout == 12.5)
     }
 
-    @Test("Given keys this build does not know (a newer cairnd's settings), at the top and in a [source] or [channel] section, when applied, then each is skipped and listed with its line, and the rest applies; a key a letter or two off a known one is refused as a typo naming that one")
+    @Test("Given keys this build does not know (a newer cairnd's settings), when applied, then each is skipped and listed with its line, and the rest applies; refused: a typo of a known key (a letter or two off, another case, - for _) naming that one, an unknown key about trust or access, one in a [source] or [channel] section, and an empty key")
     func unknownKeysSkipped() throws {
         var c = DaemonConfiguration()
         try c.apply(DaemonConfiguration.parse("""
             poll_interval = 60
             colour = blue
-            [source https://kb.example.org/repo]
-            pinned_sha256 = abc
+            log_colour = green
             [channel tools]
             source = https://kb.example.org/tools
-            mirror_weight = 3
             """))
         #expect(c.pollInterval == 60 && c.extraChannels.map(\.name) == ["tools"])
-        #expect(c.ignoredKeys == ["config line 2: colour", "config line 4: pinned_sha256", "config line 7: mirror_weight"])
-        for (line, meant) in [("max_disk_byte = 2G", "max_disk_bytes"), ("log_lvel = debug", "log_level"), ("sorce = https://a", "source")] {
+        #expect(c.ignoredKeys == ["config line 2: colour", "config line 3: log_colour"])
+        for (line, meant) in [("max_disk_byte = 2G", "max_disk_bytes"), ("log_lvel = debug", "log_level"), ("sorce = https://a", "source"),
+                              ("TRUSTED_ROOT = /etc/cairn/1.root.json", "trusted_root"), ("poll-interval = 5", "poll_interval")] {
             #expect {
                 var c = DaemonConfiguration()
                 try c.apply(DaemonConfiguration.parse(line))
             } throws: { error in
                 (error as? DaemonError)?.message.hasSuffix("did you mean \(meant)?") == true
+            }
+        }
+        // Unknown, and about trust or access, or in a [source] or [channel] section: refused.
+        for text in ["trusted_root_file = /etc/cairn/1.root.json", "ca_file = /etc/cairn/ca.pem", "expired_update_policy = refuse",
+                     "[source https://a]\npinned_sha256 = abc", "[channel tools]\nmirror_weight = 3", "= 5"] {
+            #expect(throws: DaemonError.self, "\(text)") {
+                var c = DaemonConfiguration()
+                try c.apply(DaemonConfiguration.parse(text))
             }
         }
     }
