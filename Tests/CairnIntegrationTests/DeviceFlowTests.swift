@@ -126,7 +126,7 @@ struct DeviceFlowTests {
         #expect(warned.count == 1 && warned[0].contains("warning") && warned[0].contains("config line 1"), "\(device.log)")
     }
 
-    @Test("Given a device on version 2 with version 1 kept, when version 2 is one a newer cairnd installed (its manifest's format_version 2) and cairnd starts on it, then version 1 answers, version 2's folder and links stay, and the log says to upgrade; once version 2 reads again (the upgrade back) it serves")
+    @Test("Given a device on version 2 with version 1 kept, when version 2 is one a newer cairnd installed (its manifest's format_version 2) and cairnd starts on it, then version 1 is current and answers, version 2 is kept under the newer link, the log says to upgrade, and export works; the upgrade back serves version 2 with version 1 as previous; a downgrade again whose sync installs version 2 in a format it reads drops the newer link")
     func versionOfANewerCairndKept() async throws {
         let workspace = try Workspace()
         try workspace.publish(Self.version1)
@@ -139,28 +139,42 @@ struct DeviceFlowTests {
         #expect(synced.status == 0, "\(synced.error)")
         try await device.waitForVersion(2)
         device.stop()
+        let data = device.dataDirectory
+        func link(_ name: String) -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/" + name) }
 
         // An installed manifest is not verified again, so a changed number stands for a newer
         // cairnd's format; this build plays the older cairnd that a downgrade puts back.
-        let manifest = device.dataDirectory + "/versions/2/manifest.json"
+        let manifest = data + "/versions/2/manifest.json"
         let good = try String(contentsOfFile: manifest, encoding: .utf8)
         let newer = good.replacingOccurrences(of: "\"format_version\":1", with: "\"format_version\":2")
         try #require(newer != good)
         try newer.write(toFile: manifest, atomically: true, encoding: .utf8)
         // Without a source: a sync would install version 2 again from this publisher, which
         // writes the format this build reads.
-        let older = try DeviceProcess(workspace, sources: [], name: "older", dataDirectory: device.dataDirectory)
+        let older = try DeviceProcess(workspace, sources: [], name: "older", dataDirectory: data)
         try await older.waitForVersion(1)
         #expect(try older.query("boil water").version == 1)
+        let export = try older.cairn(["export", "--to", workspace.folder + "/stick"])
+        #expect(export.status == 0, "\(export.error)")
         older.stop()
         #expect(older.log.contains("installed by a newer cairnd"), "\(older.log)")
-        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: device.dataDirectory + "/current").hasSuffix("versions/2"))
-        #expect(FileManager.default.fileExists(atPath: device.dataDirectory + "/versions/2/index.sqlite"))
+        #expect(link("current") == "versions/1" && link("newer") == "versions/2" && link("previous") == nil)
+        #expect(FileManager.default.fileExists(atPath: data + "/versions/2/index.sqlite"))
 
+        // The upgrade back.
         try good.write(toFile: manifest, atomically: true, encoding: .utf8)
-        let upgraded = try DeviceProcess(workspace, sources: [], name: "upgraded", dataDirectory: device.dataDirectory)
-        defer { upgraded.stop() }
+        let upgraded = try DeviceProcess(workspace, sources: [], name: "upgraded", dataDirectory: data)
         try await upgraded.waitForVersion(2)
+        upgraded.stop()
+        #expect(link("current") == "versions/2" && link("previous") == "versions/1" && link("newer") == nil)
+
+        // Down again, with a source that has version 2 in a format this build reads: installed
+        // over the folder, the newer link gone.
+        try newer.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let again = try DeviceProcess(workspace, sources: [url], name: "again", dataDirectory: data)
+        defer { again.stop() }
+        try await again.waitForVersion(2)
+        #expect(link("current") == "versions/2" && link("newer") == nil, "\(again.log)")
     }
 
     @Test("Given a device serving version 1, when its mapped rows file is cut short under it, then the next query stops cairnd by SIGBUS with one line naming the file and records it, and a restart removes that file (a bad sector would stop it again), writes it anew and serves version 1 again")

@@ -128,16 +128,14 @@ public struct Device: Sendable {
                 failure = error
             }
         }
-        // A read-only data directory keeps its links (`recover`), and so does one whose current
-        // version a newer cairnd installed: while `current` does not read, `previous` serves if
-        // it opens.
+        // A read-only data directory keeps its links (`recover`): while `current` does not read,
+        // `previous` serves if it opens.
         let newer = installed == nil ? directory.currentWrittenByNewerCairnd() : nil
-        if installed == nil, directory.readOnly || newer != nil, directory.previousVersion() != nil,
+        if installed == nil, directory.readOnly, directory.previousVersion() != nil,
            servePrevious(configuration, holder: holder, logger: logger) == nil {
-            logger.error(newer != nil
-                ? "serving the previous version: the current one was installed by a newer cairnd; upgrade cairnd to serve it"
-                : "serving the previous version: the current one does not read, and the read-only data directory keeps its links")
+            logger.error("serving the previous version: the current one does not read, and the read-only data directory keeps its links")
         } else if installed == nil, let newer {
+            // A newer cairnd's version with none before it to serve (`recover` kept it).
             holder.markUnservable(newer.message)
         }
         let retried = sync.sources.isEmpty ? "cairnd opens it again when restarted" : "it is opened again at each sync"

@@ -18,7 +18,8 @@ extension DataDirectory {
     /// daemon serves `previous` without relinking (`DataDirectory.currentWrittenByNewerCairnd`).
     @discardableResult
     public func recover() throws(SyncError) -> InstalledVersion? {
-        for name in ["current.tmp", "previous.tmp"] { unlink(path + "/" + name) }
+        for name in ["current.tmp", "previous.tmp", "newer.tmp"] { unlink(path + "/" + name) }
+        if !readOnly { try restoreNewer() }
         let currentTarget = linkTarget(currentLink), previousTarget = linkTarget(previousLink)
         var unreadable: SyncError?
         var current: String?
@@ -26,11 +27,16 @@ extension DataDirectory {
             do throws(SyncError) { _ = try readVersion(currentTarget); current = currentTarget } catch { unreadable = error }
         }
         let previous = previousTarget.flatMap { loadVersion($0) == nil ? nil : $0 }
-        if current == nil, previous != nil, unreadable?.code == .unsupportedFormat {
-            // A downgrade: the version a newer cairnd installed is not damage. It stays with its
-            // links, the daemon serves `previous`, and the upgrade back serves it again.
-            logger.error("the current version was installed by a newer cairnd; it is kept with its links, and the previous version serves until cairnd is upgraded",
-                         metadata: ["cairn.sync.version": "\(previous!)", "cairn.error": "\(unreadable!.message)"])
+        if current == nil, let previous, let currentTarget, unreadable?.code == .unsupportedFormat, !readOnly {
+            // A downgrade: the version a newer cairnd installed is not damage. It is kept under
+            // `newer`, `previous` becomes `current` (so installs, rollback, export and the disk
+            // budget all see the version that serves), and the upgrade back serves it again.
+            try replaceLink(newerLink, with: currentTarget)
+            try replaceLink(currentLink, with: previous)
+            unlink(previousLink)
+            try syncFolder(path)
+            logger.error("the current version was installed by a newer cairnd; it is kept (the newer link), and the previous version serves until cairnd is upgraded",
+                         metadata: ["cairn.sync.version": "\(previous)", "cairn.error": "\(unreadable!.message)"])
         } else if current == nil, previous != nil, readOnly {
             // The links cannot change: `current` stays, and the daemon serves `previous` while
             // `current` cannot be opened, as for any version that does not open.
@@ -69,6 +75,37 @@ extension DataDirectory {
         }
         return installed
     }
+
+    /// The upgrade back: the version `newer` names (one a newer cairnd installed, kept by a
+    /// downgraded one) becomes `current` again once it reads and is newer than `current`, which
+    /// becomes `previous`. `newer` goes when `current` is that version or a later one.
+    func restoreNewer() throws(SyncError) {
+        guard let newer = linkTarget(newerLink) else { return }
+        let current = linkTarget(currentLink)
+        let serving = current.flatMap(loadVersion)
+        guard newer != current, serving.map({ $0.version < Self.versionNumber(newer) }) ?? true else {
+            unlink(newerLink)
+            return
+        }
+        guard let back = loadVersion(newer) else { return }
+        if let current { try replaceLink(previousLink, with: current) }
+        try replaceLink(currentLink, with: newer)
+        unlink(newerLink)
+        try syncFolder(path)
+        logger.notice("version \(back.version), which a newer cairnd installed, serves again")
+    }
+
+    /// Drops the `newer` link (its folder goes with what is unreferenced); the folder's name, or
+    /// nil when there was none.
+    @discardableResult
+    func dropNewer() -> String? {
+        guard let newer = linkTarget(newerLink) else { return nil }
+        unlink(newerLink)
+        return newer
+    }
+
+    /// The number in a version folder's name (`versions/7`), 0 for another name.
+    static func versionNumber(_ folder: String) -> Int { Int((folder as NSString).lastPathComponent) ?? 0 }
 
     /// Points `current` at the version `previous` names and drops `previous` (links only; the
     /// version `current` named is left to the clean-up of what is unreferenced, and a sync
@@ -122,7 +159,7 @@ extension DataDirectory {
     /// Returns the folder names removed.
     @discardableResult
     func removeUnreferencedVersions(keeping: [String] = [], keepingPartial: Bool = false) -> [String] {
-        let keep = Set(([currentLink, previousLink].compactMap(linkTarget) + keeping).map { ($0 as NSString).lastPathComponent })
+        let keep = Set(([currentLink, previousLink, newerLink].compactMap(linkTarget) + keeping).map { ($0 as NSString).lastPathComponent })
         let removed = entries(versionsPath).filter { !keep.contains($0) && !(keepingPartial && $0.hasSuffix(".partial")) }
         for name in removed { remove(versionsPath + "/" + name) }
         return removed
@@ -132,7 +169,7 @@ extension DataDirectory {
     /// uses, and half-built ones; never `keeping` (a folder name under `models/`: the one an
     /// install in progress fetched for its new version, not yet linked).
     func removeUnusedModels(served: String? = nil, keeping: String? = nil) {
-        let versions = [currentLink, previousLink].compactMap(linkTarget) + [served].compactMap { $0 }
+        let versions = [currentLink, previousLink, newerLink].compactMap(linkTarget) + [served].compactMap { $0 }
         let used = Set(versions.compactMap { version -> String? in
             let link = path + "/" + version + "/" + DataDirectoryLayout.modelLink
             guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: link) else { return nil }

@@ -31,6 +31,7 @@ public final class DataDirectory: Sendable {
     public var statePath: String { path + "/" + DataDirectoryLayout.stateFile }
     public var currentLink: String { path + "/" + DataDirectoryLayout.currentLink }
     public var previousLink: String { path + "/" + DataDirectoryLayout.previousLink }
+    public var newerLink: String { path + "/" + DataDirectoryLayout.newerLink }
 
     /// Whether `path` lies on a mount that is read-only over a writable file system (a
     /// read-only bind mount, as systemd's ProtectSystem=strict makes): its mount options say

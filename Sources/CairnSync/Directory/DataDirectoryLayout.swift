@@ -3,7 +3,7 @@ import CairnIndex
 /// The names of the data directory's parts (protocol/data-directory.md), spelled once:
 ///
 ///     DIR/lock, DIR/state.json
-///     DIR/current -> versions/<n>, DIR/previous -> versions/<m>
+///     DIR/current -> versions/<n>, DIR/previous -> versions/<m>, [DIR/newer -> versions/<k>]
 ///     DIR/versions/<n>/{index.sqlite, index.rows, [index.overlay], manifest.json,
 ///                       model -> ../../models/<name>, snapshot.blob | delta.blob}
 ///     DIR/models/<name>/, DIR/staging/, DIR/roots/<n>.root.json
@@ -13,6 +13,9 @@ public enum DataDirectoryLayout {
     /// The links to the version being served and to the rollback target.
     public static let currentLink = "current"
     public static let previousLink = "previous"
+    /// The link to a version a newer cairnd installed, which this build does not read (a
+    /// downgrade): kept until the upgrade back serves it, or an install supersedes it.
+    public static let newerLink = "newer"
     public static let versionsFolder = "versions"
     public static let modelsFolder = "models"
     public static let stagingFolder = "staging"

@@ -256,6 +256,13 @@ extension Syncer {
                 measure()
             }
         }
+        // Then a version a newer cairnd installed, which this build cannot serve: the upgrade
+        // back fetches it again.
+        if overBudget || diskShort, let newer = directory.dropNewer() {
+            directory.removeUnreferencedVersions(keeping: servedFolder, keepingPartial: true)
+            logger.notice("removed \(newer), which a newer cairnd installed, to make room for version \(manifest.version)")
+            measure()
+        }
         if overBudget || diskShort {
             let wanted = manifest.blobIDs
             let freed = directory.removeDownloads(notIn: wanted)
