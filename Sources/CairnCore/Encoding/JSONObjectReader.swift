@@ -30,7 +30,7 @@ struct JSONObjectReader {
     /// A field or value this build does not know, under `unknownCode`.
     private func unknownRefusal(_ message: String) -> CoreError {
         guard let unknownCode, unknownCode != code else { return CoreError(code, message) }
-        return CoreError(unknownCode, message + "; newer software than this build wrote it: upgrade")
+        return CoreError(unknownCode, message + "; newer software than this build wrote it (upgrade), or a publisher that did not raise format_version")
     }
 
     mutating func optional(_ key: String) -> CanonicalJSON? {

@@ -13,12 +13,13 @@ extension Syncer {
     func fetchBlob(base: String, id: ContentID, size: Int) async throws(SyncError) -> String {
         let partial = "\(directory.stagingPath)/\(id.hex).partial"
         let url = "\(base)/\(BlobStore.relativePath(of: id))"
-        for _ in 0..<2 {
+        for round in 0..<2 {
             let resumed = Downloader.fileSize(partial) > 0
+            // The whole download after a resumed one failed its hash asks caches to revalidate too.
             lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(size),
                                                                access: configuration.access(for: base), tap: nil,
                                                                progress: progress, handingOver: handingOver,
-                                                               revalidate: damagedURLs.contains(url)))
+                                                               revalidate: round > 0 || damagedURLs.contains(url)))
             if try await BackgroundWork.run({ () throws(SyncError) in try Self.hashFile(partial) }) == id {
                 damagedURLs.remove(url)
                 return partial
@@ -35,7 +36,9 @@ extension Syncer {
     }
 
     private static func hashMismatch(_ id: ContentID, from base: String) -> SyncError {
-        SyncError(.hashMismatch, "blob \(id.hex.prefix(12))… from \(base) does not match its SHA-256 (a damaged file, or a cache's damaged copy: the next request for it asks caches to revalidate); trying the next source")
+        SyncError(.hashMismatch, "blob \(id.hex.prefix(12))… from \(base) does not match its SHA-256"
+                  + (SourceURL.filePath(base) == nil ? " (a damaged file, or a cache's damaged copy: the next request for it asks caches to revalidate)" : " (a damaged file)")
+                  + "; trying the next source")
     }
 
     /// Downloads the full snapshot's blob (as `fetchBlob`) and inflates it into `index`. A

@@ -232,7 +232,10 @@ struct MCPTools {
         }
         let chunk = try object(try send("GET", ChunkAnswer.path(for: id, channel: channel as? String, version: version)))
         // A cairnd from before 2026-12-06 ignores ?version= and answers from the one it serves.
-        if let version, let serving = chunk["version"] as? Int, serving != version {
+        if let version, chunk["version"] as? Int != version {
+            guard let serving = chunk["version"] as? Int else {
+                throw ToolFailure(code: "bad_answer", message: "cairnd's answer names no version, so it cannot be held to version \(version)")
+            }
             throw ToolFailure(code: "version_changed", message: ChunkAnswer.versionChanged(pinned: version, serving: serving))
         }
         // The source and channel in the text: most hosts give a model the text alone, and the
