@@ -127,8 +127,20 @@ public final class DataDirectory: Sendable {
         }
         do {
             let state = try JSONDecoder().decode(SyncState.self, from: Data(bytes))
-            if let left = Self.fieldsLeftOut(bytes, state), lastGood.withLock({ $0 }) == nil {
-                logger.error("\(statePath): \(left.joined(separator: ", ")) could not be read and are left out (written by another cairnd, or edited); every other field is kept")
+            // Said once per file (the cache holds it by its inode, time and size): fields this
+            // build does not know are ignored; fields it knows that do not read are left out,
+            // the file copied aside first for a person to read.
+            if let left = Self.fieldsLeftOut(bytes, state) {
+                let unknown = left.filter { SyncState.CodingKeys(stringValue: $0) == nil && !$0.hasPrefix("sources (") }
+                let unread = left.filter { !unknown.contains($0) }
+                if !unknown.isEmpty {
+                    logger.notice("\(statePath): \(unknown.joined(separator: ", ")) are not fields this cairnd knows (a newer cairnd's?); ignored")
+                }
+                if !unread.isEmpty {
+                    let aside = statePath + ".unreadable"
+                    let copied = (try? FileSystem.writeAtomically(bytes, to: aside, mode: 0o600)) != nil
+                    logger.error("\(statePath): \(unread.joined(separator: ", ")) could not be read and are left out (edited, or damaged)\(copied ? "; the file is copied to \(aside)" : ""); every other field is kept")
+                }
             }
             lastGood.withLock { $0 = state }
             // Kept under the key taken before the read: a file replaced between the two is read
