@@ -50,7 +50,7 @@ struct VerifyTests {
         #expect(workspace.verify().problems.contains { $0.contains("v1→v2 delta") })
     }
 
-    @Test("Given a version manifest whose chunk count was edited, when verified, then its signature fails")
+    @Test("Given a version manifest whose chunk count was edited, or with a field added, when verified, then its signature fails (the added field is not taken for a newer publisher's)")
     func tamperedManifest() throws {
         let workspace = try Self.twoVersions()
         let path = workspace.repository.versionPath("stable", 1)
@@ -59,6 +59,15 @@ struct VerifyTests {
             .write(toFile: path, atomically: true, encoding: .utf8)
         let problems = workspace.verify().problems
         #expect(problems.contains { $0.contains("1.json") && $0.contains("signature") })
+        // A field added by hand is the same forgery, not a newer publisher's manifest: the
+        // signature is checked before the fields are read.
+        let second = workspace.repository.versionPath("stable", 2)
+        let added = try String(contentsOfFile: second, encoding: .utf8)
+        try #require(added.contains("\"chunk_count\":"))
+        try added.replacingOccurrences(of: "\"chunk_count\":", with: "\"shards\":4,\"chunk_count\":")
+            .write(toFile: second, atomically: true, encoding: .utf8)
+        let forged = workspace.verify().problems.filter { $0.contains("versions/2.json:") }
+        #expect(!forged.isEmpty && forged.allSatisfy { $0.contains("signature") && !$0.contains("newer software") }, "\(forged)")
     }
 
     @Test("Given a repository signed by another key, when verified with a pinned key, then every manifest is refused")

@@ -91,8 +91,12 @@ extension Repository {
         }
         do throws(CoreError) {
             let envelope = try SignedManifest.decodeEnvelope(bytes)
-            let unverified = try Manifest(json: envelope.content)
-            let (policy, root) = trust.policy(forCreated: unverified.created)
+            // Its `created` alone picks the root to check it under; the signatures are checked
+            // before the rest is read, so an unsigned file is never taken for newer software's.
+            guard let created = Self.created(of: envelope.content) else {
+                throw CoreError(.manifestMalformed, "field `created` is missing or not an RFC 3339 UTC time")
+            }
+            let (policy, root) = trust.policy(forCreated: created)
             do { return (try SignedManifest.decodeAndVerify(bytes, policy: policy), envelope) } catch {
                 let under = root.map { "root \($0)" } ?? "the trusted keys"
                 throw CoreError(error.code, "\(error.message) (checked under \(under), in force when it was created)")
