@@ -86,6 +86,9 @@ struct StatusCommand: AsyncParsableCommand {
                          + "; the next delta copies the live index")
         default: break
         }
+        if let newer = sync.newerVersion {
+            lines.append("newer       version \(newer), installed by a newer cairnd, is kept: upgrade cairnd to serve it")
+        }
         if let held = sync.heldBackVersion {
             lines.append("held back   version \(held) (rolled back from; sync installs only newer versions)")
         }

@@ -113,6 +113,21 @@ struct DeviceFlowTests {
         #expect(mode == 0o600, "\(String(describing: mode))")
     }
 
+    @Test("Given a device polling once an hour on version 1, when version 2 is published and cairnd gets SIGHUP, then it syncs at once and serves version 2, still running")
+    func hangupSyncsNow() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Self.version1)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let device = try DeviceProcess(workspace, sources: [url], pollInterval: 3600)
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        try workspace.publish(Self.version2)
+        #expect(kill(device.process.processIdentifier, SIGHUP) == 0)
+        try await device.waitForVersion(2)
+        #expect(device.process.isRunning)
+    }
+
     @Test("Given a config file naming a key this build does not know (pushed to a fleet for a newer cairnd), when cairnd starts, then it serves, and logs one warning naming the line and the key")
     func unknownConfigKeySkipped() async throws {
         let workspace = try Workspace()
@@ -126,7 +141,7 @@ struct DeviceFlowTests {
         #expect(warned.count == 1 && warned[0].contains("warning") && warned[0].contains("config line 1"), "\(device.log)")
     }
 
-    @Test("Given a device on version 2 with version 1 kept, when version 2 is one a newer cairnd installed (its manifest's format_version 2) and cairnd starts on it, then version 1 is current and answers, version 2 is kept under the newer link, the log says to upgrade, and export works; the upgrade back serves version 2 with version 1 as previous; a downgrade again whose sync installs version 2 in a format it reads drops the newer link")
+    @Test("Given a device on version 2 with version 1 kept, when version 2 is one a newer cairnd installed (its manifest's format_version 2) and cairnd starts on it, then version 1 is current and answers, version 2 is kept under the newer link, the log and status say to upgrade, and export works; the upgrade back serves version 2 with version 1 as previous; a downgrade again whose sync installs version 2 in a format it reads drops the newer link")
     func versionOfANewerCairndKept() async throws {
         let workspace = try Workspace()
         try workspace.publish(Self.version1)
@@ -156,6 +171,8 @@ struct DeviceFlowTests {
         #expect(try older.query("boil water").version == 1)
         let export = try older.cairn(["export", "--to", workspace.folder + "/stick"])
         #expect(export.status == 0, "\(export.error)")
+        #expect(older.syncStatus["newer_version"] as? Int == 2)
+        #expect(try older.cairn(["status"]).output.contains("newer       version 2, installed by a newer cairnd, is kept"))
         older.stop()
         #expect(older.log.contains("installed by a newer cairnd"), "\(older.log)")
         #expect(link("current") == "versions/1" && link("newer") == "versions/2" && link("previous") == nil)

@@ -117,7 +117,7 @@ struct DirectoryTests {
         #expect(back.state.installedVersion == 1 && back.state.forgottenVersion == nil)
     }
 
-    @Test("Given a state.json of which some fields do not read (an ill-typed number, a source entry without its url, a field this build does not know), when the state is read, then every other field is kept, the clock floor and the held-back version among them, and the file stays where it is, copied aside to state.json.unreadable")
+    @Test("Given a state.json of which some fields do not read (an ill-typed number, a source entry without its url, a field this build does not know), when the state is read, then every other field is kept, the clock floor and the held-back version among them, and the file stays where it is, copied aside to state.json.unreadable; the unknown field is written back with the next state")
     func stateFieldsReadOneByOne() throws {
         let path = try TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -137,6 +137,14 @@ struct DirectoryTests {
         #expect(FileManager.default.fileExists(atPath: directory.statePath))
         #expect(try FileSystem.read(directory.statePath + ".unreadable") == Array(text.utf8))
         #expect(DataDirectory.fieldsLeftOut(Array(text.utf8), state) == ["highest_version_seen", "last_error", "shards_seen", "sources (1 entries)"])
+
+        // The field this build does not know (a newer cairnd's) is written back with the state.
+        var next = state
+        next.lastAttempt = "2026-12-01T00:00:00Z"
+        try directory.writeState(next)
+        let written = try JSONSerialization.jsonObject(with: Data(try FileSystem.read(directory.statePath))) as? [String: Any]
+        #expect(written?["shards_seen"] as? [Int] == [1, 2] && written?["last_attempt"] as? String == "2026-12-01T00:00:00Z", "\(String(describing: written))")
+        #expect(written?["highest_version_seen"] == nil)
     }
 
     @Test("Given a state.json that cannot be read for a moment (here a folder in its place: EISDIR, as EMFILE or EIO would fail), when the state is read, then the state last written answers and the file is left where it is, not moved aside as damaged")

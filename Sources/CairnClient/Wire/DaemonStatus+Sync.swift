@@ -73,6 +73,8 @@ extension DaemonStatus {
         public var previousVersion: Int?
         /// The last previous version removed to make room for an install.
         public var previousDropped: Int?
+        /// A version a newer cairnd installed, kept (`DIR/newer`) for the upgrade back; nil for none.
+        public var newerVersion: Int?
         /// The channel's disk budget (`max_disk_bytes`), nil for none.
         public var maxDiskBytes: Int64?
         /// The installed version's spare copy of its index: `ready`, `copying` or `declined`;
@@ -103,6 +105,7 @@ extension DaemonStatus {
             case lastErrorCode = "last_error_code", expiredInstalls = "expired_installs", lastCheck = "last_check"
             case progress, attemptsStarted = "attempts_started", attemptsFinished = "attempts_finished", lastOutcome = "last_outcome"
             case previousVersion = "previous_version", previousDropped = "previous_dropped", maxDiskBytes = "max_disk_bytes", spare
+            case newerVersion = "newer_version"
             case operation
         }
 
@@ -126,6 +129,7 @@ extension DaemonStatus {
             lastOutcome = try? c.decodeIfPresent(String.self, forKey: .lastOutcome)
             previousVersion = try? c.decodeIfPresent(Int.self, forKey: .previousVersion)
             previousDropped = try? c.decodeIfPresent(Int.self, forKey: .previousDropped)
+            newerVersion = try? c.decodeIfPresent(Int.self, forKey: .newerVersion)
             maxDiskBytes = try? c.decodeIfPresent(Int64.self, forKey: .maxDiskBytes)
             spare = try? c.decodeIfPresent(String.self, forKey: .spare)
             operation = try? c.decodeIfPresent(Operation.self, forKey: .operation)
@@ -150,6 +154,7 @@ extension DaemonStatus {
             try c.encode(lastOutcome, forKey: .lastOutcome)
             try c.encode(previousVersion, forKey: .previousVersion)
             try c.encode(previousDropped, forKey: .previousDropped)
+            try c.encodeIfPresent(newerVersion, forKey: .newerVersion)
             try c.encode(maxDiskBytes, forKey: .maxDiskBytes)
             try c.encode(spare, forKey: .spare)
             try c.encode(operation, forKey: .operation)

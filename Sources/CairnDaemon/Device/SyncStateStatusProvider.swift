@@ -20,6 +20,7 @@ struct SyncStateStatusProvider: SyncStatusProvider {
                                      pollInterval: configuration.pollInterval, staleAfterPolls: configuration.staleAfterPolls)
         (sync.previousVersion, sync.previousDropped, sync.maxDiskBytes) =
             (directory.previousVersion(), state.previousDropped, configuration.maxDiskBytes)
+        sync.newerVersion = directory.newerVersion()
         sync.spare = spare(installed)?.rawValue
         // The configured sources, in their order: state.json keeps the health of sources since
         // removed from the configuration, which status would list as unhealthy for ever.

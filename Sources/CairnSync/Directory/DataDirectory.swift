@@ -23,6 +23,10 @@ public final class DataDirectory: Sendable {
     /// The last state decoded from `state.json`, by the file's inode, time and size: every
     /// search reads the state for its flags, and the file changes only by an atomic rename.
     private let stateCache = Mutex<(key: String, state: SyncState)?>(nil)
+    /// The top-level fields of the `state.json` last read that this build does not know (a
+    /// newer cairnd's, before a downgrade), as a JSON object: written back with the state, so
+    /// the upgrade back finds them (a newer build's floor survives the older one's writes).
+    private let carried = Mutex<[UInt8]?>(nil)
     let logger: Logger
 
     public var versionsPath: String { path + "/" + DataDirectoryLayout.versionsFolder }
@@ -130,11 +134,12 @@ public final class DataDirectory: Sendable {
             // Said once per file (the cache holds it by its inode, time and size): fields this
             // build does not know are ignored; fields it knows that do not read are left out,
             // the file copied aside first for a person to read.
+            carried.withLock { $0 = Self.unknownFields(bytes) }
             if let left = Self.fieldsLeftOut(bytes, state) {
                 let unknown = left.filter { SyncState.CodingKeys(stringValue: $0) == nil && !$0.hasPrefix("sources (") }
                 let unread = left.filter { !unknown.contains($0) }
                 if !unknown.isEmpty {
-                    logger.notice("\(statePath): \(unknown.joined(separator: ", ")) are not fields this cairnd knows (a newer cairnd's?); ignored")
+                    logger.notice("\(statePath): \(unknown.joined(separator: ", ")) are not fields this cairnd knows (a newer cairnd's?); kept as they are")
                 }
                 if !unread.isEmpty {
                     let aside = statePath + ".unreadable"
@@ -168,12 +173,31 @@ public final class DataDirectory: Sendable {
         return left.isEmpty ? nil : left
     }
 
-    /// Writes `state.json` atomically.
+    /// The top-level fields of `bytes` (a JSON object) that `SyncState` does not know, as a JSON
+    /// object's bytes; nil when there are none.
+    static func unknownFields(_ bytes: [UInt8]) -> [UInt8]? {
+        guard let raw = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else { return nil }
+        let unknown = raw.filter { SyncState.CodingKeys(stringValue: $0.key) == nil }
+        guard !unknown.isEmpty, let data = try? JSONSerialization.data(withJSONObject: unknown, options: [.sortedKeys]) else { return nil }
+        return Array(data)
+    }
+
+    /// `encoded` (the state's JSON) with the `carried` fields added where it has none of its own.
+    static func adding(_ carried: [UInt8]?, to encoded: Data) -> Data {
+        guard let carried, let extra = (try? JSONSerialization.jsonObject(with: Data(carried))) as? [String: Any],
+              var object = (try? JSONSerialization.jsonObject(with: encoded)) as? [String: Any] else { return encoded }
+        for (key, value) in extra where object[key] == nil { object[key] = value }
+        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])) ?? encoded
+    }
+
+    /// Writes `state.json` atomically, with the fields a newer cairnd left there that this build
+    /// does not know.
     public func writeState(_ state: SyncState) throws(SyncError) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         do throws(StoreError) {
-            guard let data = try? encoder.encode(state) else { throw StoreError(.io, "the sync state cannot be encoded") }
+            guard let encoded = try? encoder.encode(state) else { throw StoreError(.io, "the sync state cannot be encoded") }
+            let data = Self.adding(carried.withLock { $0 }, to: encoded)
             // The owner's alone: it keeps each source's URL, with any credentials written in it.
             try FileSystem.writeAtomically(Array(data) + [0x0A], to: statePath, mode: 0o600)
             // This process's own write: read again next time, whatever key the new file has (an
@@ -216,6 +240,11 @@ public final class DataDirectory: Sendable {
     }
 
     /// The version `previous` names, from its link alone (no files read).
+    /// The version `newer` names: one a newer cairnd installed, kept by this one (a downgrade).
+    public func newerVersion() -> Int? {
+        linkTarget(newerLink).flatMap { Int(($0 as NSString).lastPathComponent) }
+    }
+
     public func previousVersion() -> Int? {
         linkTarget(previousLink).flatMap { Int(($0 as NSString).lastPathComponent) }
     }
