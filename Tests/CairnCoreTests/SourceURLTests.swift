@@ -40,11 +40,12 @@ struct SourceURLTests {
                 == "blob ab12… from http://u:***@10.0.0.5:8080/r does not match; next http://v:***@[::1]/r")
         #expect(SourceURL.redactingPasswords(in: "https://ghp_token@kb.example.org/r") == "https://***@kb.example.org/r")
         // Passwords with characters a URL should have encoded are hidden whole.
-        for raw in ["ab/cd+e=", "p?q#r", "x@y"] {
+        for raw in ["ab/cd+e=", "p?q#r", "x@y", "p'q", "p\"q<r>"] {
             #expect(SourceURL.redactingPasswords(in: "source https://dev:\(raw)@kb.example.org/repo refused")
                     == "source https://dev:***@kb.example.org/repo refused", "\(raw)")
         }
-        for kept in ["https://kb.example.org/repo", "mail ops@example.org: see https://kb.example.org/a@b",
+        for kept in ["https://kb.example.org/repo", "http://[::1]:8080/r/x@y", "https://kb.example.org:8443/repo?owner=ops@example.org",
+                     "https://kb.example.org:8443/r,ops@example.org", "https://kb.example.org?x=a@b", "mail ops@example.org: see https://kb.example.org/a@b",
                      "file:///media/usb/a:b@c", "no URL: user:pass@host"] {
             #expect(SourceURL.redactingPasswords(in: kept) == kept, "\(kept)")
         }

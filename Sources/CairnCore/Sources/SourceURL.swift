@@ -27,28 +27,33 @@ public enum SourceURL {
     /// belong); status, the socket's errors and the log show it through this, since the
     /// socket's group and the journal's readers are not the config file's.
     ///
-    /// After each `://` the URL runs to white space or a quote; its userinfo is what comes
-    /// before its last `@`, when that holds a `:` before any `/` or holds no `/` at all, so a
-    /// password with `/`, `?` or `#` in it (not percent-encoded) is hidden whole, and a path
-    /// with an `@` in it (`/a@b`) is left alone.
+    /// After each `://` the URL runs to white space; its userinfo is what comes before its last
+    /// `@`: `user:password` when the user holds no `/ ? #` and what follows the `:` is not a
+    /// port (digits, then `/ ? #`), else a lone token when it holds none of `/ ? # [`. So a
+    /// password with `/ ? # ' "` in it (not percent-encoded) is hidden whole, and a host's port,
+    /// an IPv6 host, a path or query with an `@` in it (`/a@b`, `?owner=ops@example.org`) are
+    /// left alone.
     public static func redactingPasswords(in text: String) -> String {
         guard text.contains("@"), text.contains("://") else { return text }
         var result = ""
         var rest = Substring(text)
+        let beyondAuthority: (Character) -> Bool = { "/?#".contains($0) }
         while let marker = rest.range(of: "://") {
             result += rest[..<marker.upperBound]
             rest = rest[marker.upperBound...]
-            let end = rest.firstIndex { "\"'<>`".contains($0) || $0.isWhitespace } ?? rest.endIndex
+            let end = rest.firstIndex { $0.isWhitespace } ?? rest.endIndex
             guard let at = rest[..<end].lastIndex(of: "@") else { continue }
             let userinfo = rest[..<at]
-            let slash = userinfo.firstIndex(of: "/")
-            if let colon = userinfo.firstIndex(of: ":"), slash.map({ colon < $0 }) ?? true {
-                // A user alone may be a token (`https://TOKEN@host`): all of it goes.
-                result += userinfo[...colon] + "***"
-            } else if slash == nil {
-                result += "***"
+            if let colon = userinfo.firstIndex(of: ":") {
+                let user = userinfo[..<colon], secret = userinfo[userinfo.index(after: colon)...]
+                let digits = secret.prefix { $0.isASCII && $0.isNumber }
+                let port = !digits.isEmpty && secret.dropFirst(digits.count).first.map(beyondAuthority) == true
+                guard !user.contains(where: beyondAuthority), !user.hasPrefix("["), !port else { continue }
+                result += user + ":***"
             } else {
-                continue
+                // A user alone may be a token (`https://TOKEN@host`): all of it goes.
+                guard !userinfo.contains(where: { beyondAuthority($0) || $0 == "[" }) else { continue }
+                result += "***"
             }
             rest = rest[at...]
         }
