@@ -147,6 +147,17 @@ struct DirectoryTests {
         #expect(written?["highest_version_seen"] == nil)
     }
 
+    @Test("Given a newer link (a version a newer cairnd installed, kept by a downgrade) whose folder is gone, when the directory is recovered, then the link goes instead of being reported for ever")
+    func danglingNewerLinkDropped() throws {
+        let path = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let directory = try DataDirectory(path: path, logger: Logger(label: "test"))
+        try FileManager.default.createSymbolicLink(atPath: directory.newerLink, withDestinationPath: "versions/9")
+        #expect(directory.newerVersion() == 9)
+        try directory.recover()
+        #expect(directory.newerVersion() == nil && (try? FileManager.default.destinationOfSymbolicLink(atPath: directory.newerLink)) == nil)
+    }
+
     @Test("Given a state.json that cannot be read for a moment (here a folder in its place: EISDIR, as EMFILE or EIO would fail), when the state is read, then the state last written answers and the file is left where it is, not moved aside as damaged")
     func stateUnreadableForAMoment() async throws {
         let (_, device) = try await DeltaTrustTests.deviceOnVersion1()

@@ -31,8 +31,11 @@ extension DataDirectory {
             // A downgrade: the version a newer cairnd installed is not damage. It is kept under
             // `newer`, `previous` becomes `current` (so installs, rollback, export and the disk
             // budget all see the version that serves), and the upgrade back serves it again.
+            // Each step made durable before the next: a power cut keeps a link to every version.
             try replaceLink(newerLink, with: currentTarget)
+            try syncFolder(path)
             try replaceLink(currentLink, with: previous)
+            try syncFolder(path)
             unlink(previousLink)
             try syncFolder(path)
             logger.error("the current version was installed by a newer cairnd; it is kept (the newer link), and the previous version serves until cairnd is upgraded",
@@ -83,13 +86,15 @@ extension DataDirectory {
         guard let newer = linkTarget(newerLink) else { return }
         let current = linkTarget(currentLink)
         let serving = current.flatMap(loadVersion)
-        guard newer != current, serving.map({ $0.version < Self.versionNumber(newer) }) ?? true else {
+        guard newer != current, FileSystem.exists(path + "/" + newer),
+              serving.map({ $0.version < Self.versionNumber(newer) }) ?? true else {
             unlink(newerLink)
             return
         }
         guard let back = loadVersion(newer) else { return }
         if let current { try replaceLink(previousLink, with: current) }
         try replaceLink(currentLink, with: newer)
+        try syncFolder(path)
         unlink(newerLink)
         try syncFolder(path)
         logger.notice("version \(back.version), which a newer cairnd installed, serves again")

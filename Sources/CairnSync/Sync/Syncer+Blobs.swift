@@ -259,13 +259,6 @@ extension Syncer {
                 measure()
             }
         }
-        // Then a version a newer cairnd installed, which this build cannot serve: the upgrade
-        // back fetches it again.
-        if overBudget || diskShort, let newer = directory.dropNewer() {
-            directory.removeUnreferencedVersions(keeping: servedFolder, keepingPartial: true)
-            logger.notice("removed \(newer), which a newer cairnd installed, to make room for version \(manifest.version)")
-            measure()
-        }
         if overBudget || diskShort {
             let wanted = manifest.blobIDs
             let freed = directory.removeDownloads(notIn: wanted)
@@ -289,6 +282,13 @@ extension Syncer {
                   unlink(other + "/" + current + "/" + DataDirectoryLayout.spareIndexFile) == 0 else { continue }
             logger.notice("removed the spare copy of another channel's index to make room for version \(manifest.version)",
                           metadata: ["cairn.sync.other_channel": "\((other as NSString).lastPathComponent)"])
+            measure()
+        }
+        // Then a version a newer cairnd installed, which this build cannot serve (the upgrade
+        // back fetches it again), before the rollback target.
+        if overBudget || diskShort, let newer = directory.dropNewer() {
+            directory.removeUnreferencedVersions(keeping: servedFolder, keepingPartial: true)
+            logger.notice("removed \(newer), which a newer cairnd installed, to make room for version \(manifest.version)")
             measure()
         }
         // Never the version the daemon serves (`previous`, while `current` cannot be opened now).

@@ -248,6 +248,11 @@ extension Syncer {
                 try Self.fsyncFile(partial + "/" + DataDirectoryLayout.snapshotBlobFile)
             }
             try FileSystem.syncDirectory(partial)
+            // Installed over the folder of a version a newer cairnd installed: its link goes first.
+            if directory.linkTarget(directory.newerLink) == DataDirectoryLayout.versionFolder(manifest.version) {
+                directory.dropNewer()
+                try directory.syncFolder(directory.path)
+            }
             try? FileManager.default.removeItem(atPath: final)
             guard rename(partial, final) == 0 else { throw SyncError.system("cannot rename \(partial) into place") }
             try FileSystem.syncDirectory(directory.versionsPath)
