@@ -288,6 +288,9 @@ extension Syncer {
         // back fetches it again), before the rollback target.
         if overBudget || diskShort, let newer = directory.dropNewer() {
             directory.removeUnreferencedVersions(keeping: servedFolder, keepingPartial: true)
+            // Its model too, unless this install needs it (a model changes with a format, often).
+            directory.removeUnusedModels(served: servedFolder.first,
+                                         keeping: existingModelFolder(manifest).map { ($0 as NSString).lastPathComponent })
             logger.notice("removed \(newer), which a newer cairnd installed, to make room for version \(manifest.version)")
             measure()
         }
