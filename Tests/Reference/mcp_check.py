@@ -38,6 +38,9 @@ async def main(args):
         tools = (await session.list_tools()).tools
         names = sorted(t.name for t in tools)
         check("tools are get, search, status", names == ["get", "search", "status"], names)
+        # The SDK checks each structured result against its tool's outputSchema (an error if not).
+        check("every tool declares an outputSchema", all(t.output_schema for t in tools),
+              {t.name: bool(t.output_schema) for t in tools})
         search_tool = next(t for t in tools if t.name == "search")
         check("search says when to use it", "before answering" in (search_tool.description or ""))
         check("search requires a query", search_tool.input_schema.get("required") == ["query"], search_tool.input_schema)

@@ -41,6 +41,27 @@ struct MCPTools {
                 "required": ["query"],
                 "additionalProperties": false,
             ] as [String: Any],
+            "outputSchema": [
+                "type": "object",
+                "description": "The passages whole (the text cuts long ones), and how fresh the knowledge is.",
+                "properties": [
+                    "results": ["type": "array", "items": [
+                        "type": "object",
+                        "properties": Self.passageProperties.merging([
+                            "rank": ["type": "integer", "minimum": 1], "score": ["type": ["number", "null"]],
+                        ] as [String: Any]) { $1 },
+                        "required": ["rank", "id", "title", "content"],
+                    ] as [String: Any]],
+                    "version": ["type": ["integer", "null"]], "state_root": ["type": ["string", "null"]],
+                    "mode": ["type": ["string", "null"]], "online": ["type": ["boolean", "null"]],
+                    "stale": ["type": ["boolean", "null"]], "expired": ["type": ["boolean", "null"]],
+                    "expires": ["type": ["string", "null"]], "channel": ["type": ["string", "null"]],
+                    "freshness": ["type": "string", "description": "One line per channel: version, when published, online or not, stale, expired."],
+                    "channels": ["type": "array", "items": ["type": "object"], "description": "Each channel that answered, when several were searched."],
+                    "unmatched_filter": ["type": "object", "description": "Filter values no passage has (scenario, tags)."],
+                ] as [String: Any],
+                "required": ["results", "freshness"],
+            ] as [String: Any],
         ],
         [
             "name": "get",
@@ -56,12 +77,31 @@ struct MCPTools {
                 "required": ["id"],
                 "additionalProperties": false,
             ] as [String: Any],
+            "outputSchema": [
+                "type": "object",
+                "description": "The passage whole, with the version and channel it came from.",
+                "properties": Self.passageProperties.merging([
+                    "state_root": ["type": "string"],
+                ] as [String: Any]) { $1 },
+                "required": ["id", "title", "content", "version"],
+            ] as [String: Any],
         ],
         [
             "name": "status",
             "title": "Knowledge base status",
             "description": "Which version of the offline knowledge base is installed, how fresh it is (online, stale, expired, last update) and whom it trusts. Use it when the user asks how current the information is.",
             "inputSchema": ["type": "object", "properties": [String: Any](), "additionalProperties": false] as [String: Any],
+            "outputSchema": [
+                "type": "object",
+                "description": "cairnd's GET /v1/status answer (protocol/socket-api.md).",
+                "properties": [
+                    "installed": ["type": "boolean"], "version": ["type": ["integer", "null"]],
+                    "channel": ["type": ["string", "null"]], "published": ["type": ["string", "null"]],
+                    "expired": ["type": ["boolean", "null"]], "not_serving": ["type": ["string", "null"]],
+                    "sync": ["type": "object"], "channels": ["type": "array", "items": ["type": "object"]],
+                ] as [String: Any],
+                "required": ["installed", "sync"],
+            ] as [String: Any],
         ],
     ].map { tool in
         // Each only reads the device's knowledge base: hosts need not ask before a call.
@@ -69,6 +109,14 @@ struct MCPTools {
         tool["annotations"] = ["readOnlyHint": true, "idempotentHint": true, "openWorldHint": false]
         return tool
     } }
+
+    /// A passage's fields in `search` results and `get`'s answer (`outputSchema`).
+    static var passageProperties: [String: Any] { [
+        "id": ["type": "string"], "title": ["type": "string"], "content": ["type": "string"],
+        "scenario": ["type": ["string", "null"]], "tags": ["type": "array", "items": ["type": "string"]],
+        "source": ["type": ["string", "null"]], "channel": ["type": ["string", "null"]],
+        "version": ["type": ["integer", "null"], "description": "The version it came from: pass it to get to read this passage as found."],
+    ] }
 
     /// The `tools/call` result for `name`.
     func call(_ name: String, arguments: [String: Any]) -> [String: Any] {
