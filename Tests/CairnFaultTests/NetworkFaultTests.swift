@@ -359,6 +359,16 @@ struct NetworkFaultTests {
         #expect(mirror.requests.count == asked, "the mirror was asked again: \(mirror.requests.dropFirst(asked).map(\.path))")
     }
 
+    /// Version 1 came from the first source before the second was asked, so the second is asked
+    /// at once in an attempt of its own: waits for it to end, which must come before version 2
+    /// exists, or that attempt may take version 2 from the second source first.
+    static func secondSourceAsked(_ device: DeviceProcess) async throws {
+        try await waitUntil("the attempt that asks the second source ends") {
+            let sync = device.syncStatus
+            return (sync["attempts_finished"] as? Int ?? 0) >= 2 && sync["progress"] is NSNull
+        }
+    }
+
     /// Two fault servers over one repository and a device syncing from both in order, which
     /// cuts a blob download under 8 KiB/s over 1 s while a later source remains. Once version 1
     /// serves, version 2 is published with `bulk` bytes of random words more: `body` gets both
@@ -375,13 +385,8 @@ struct NetworkFaultTests {
                                        config: ["slow_source_rate": "8192", "slow_source_window": "1"])
         defer { device.stop() }
         try await device.waitForVersion(1)
-        // Version 1 came from the first source before the second was asked, so the second is
-        // asked at once in an attempt of its own: it must end before version 2 exists, or it
-        // starts version 2's download before `body` sets its faults.
-        try await waitUntil("the attempt that asks the second source ends") {
-            let sync = device.syncStatus
-            return (sync["attempts_finished"] as? Int ?? 0) >= 2 && sync["progress"] is NSNull
-        }
+        // Else it starts version 2's download before `body` sets its faults.
+        try await Self.secondSourceAsked(device)
         try workspace.publish(Rig.knowledgeBase(2) + [("bulk", Rig.randomWords(bytes: bulk))])
         let manifest = try workspace.currentManifest()
         try await body(first, second, device, try #require(manifest.deltas.first { $0.fromVersion == 1 }).sha256)
@@ -444,6 +449,8 @@ struct NetworkFaultTests {
         let device = try DeviceProcess(workspace, sources: [mirrorServer.url, origin.url], name: "snapshot-mirror")
         defer { device.stop() }
         try await device.waitForVersion(1)
+        // Else it may install version 2 from the origin before the mirror holds it.
+        try await Self.secondSourceAsked(device)
 
         try workspace.publish(Rig.knowledgeBase(2))
         let two = try mirror(version: 2)
