@@ -130,15 +130,15 @@ public enum CairndConfigFile {
     ]
 
     /// The edit distance (insertions, deletions, substitutions) between `a` and `b`, or nil when
-    /// it is above `limit`.
+    /// it is above `limit`: one row of the table at a time.
     static func editDistance(_ a: String, _ b: String, atMost limit: Int) -> Int? {
         let (x, y) = (Array(a.utf8), Array(b.utf8))
         guard abs(x.count - y.count) <= limit else { return nil }
         var row = Array(0...y.count)
-        for i in 1...max(1, x.count) where !x.isEmpty {
-            var next = [i] + Array(repeating: 0, count: y.count)
-            for j in 1...max(1, y.count) where !y.isEmpty {
-                next[j] = min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (x[i - 1] == y[j - 1] ? 0 : 1))
+        for (i, byte) in x.enumerated() {
+            var next = [i + 1]
+            for (j, other) in y.enumerated() {
+                next.append(min(row[j + 1] + 1, next[j] + 1, row[j] + (byte == other ? 0 : 1)))
             }
             row = next
         }

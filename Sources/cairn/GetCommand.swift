@@ -26,13 +26,15 @@ struct GetCommand: AsyncParsableCommand {
     func run() async throws {
         let daemon = DaemonConnection(root: root.connection, local: connection)
         let body = try daemon.call("GET", ChunkAnswer.path(for: id, channel: channel, version: version))
-        // A cairnd from before 2026-12-06 ignores ?version= and answers from the one it serves.
-        if let version, case let served = try daemon.decode(ChunkAnswer.self, from: body).version, served != version {
-            daemon.fail("\(ChunkAnswer.versionChanged(pinned: version, serving: served)) (version_changed)")
+        // Printed as it came unless pinned: then read first, as a cairnd from before 2026-12-06
+        // ignores ?version= and answers from the version it serves.
+        if json, version == nil { return try daemon.printJSON(body) }
+        let answer = try daemon.decode(ChunkAnswer.self, from: body)
+        if let version, answer.version != version {
+            daemon.fail("\(ChunkAnswer.versionChanged(pinned: version, serving: answer.version)) (version_changed)")
             throw ExitCode(1)
         }
         if json { return try daemon.printJSON(body) }
-        let answer = try daemon.decode(ChunkAnswer.self, from: body)
         let chunk = answer.chunk
         print(chunk.title)
         print("id \(chunk.id) · scenario \(chunk.scenario ?? "none") · tags \(chunk.tags.joined(separator: ", "))"

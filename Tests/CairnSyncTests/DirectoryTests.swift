@@ -136,7 +136,7 @@ struct DirectoryTests {
         // Kept in place, and copied aside for a person to read.
         #expect(FileManager.default.fileExists(atPath: directory.statePath))
         #expect(try FileSystem.read(directory.statePath + ".unreadable") == Array(text.utf8))
-        #expect(DataDirectory.fieldsLeftOut(Array(text.utf8), state) == ["highest_version_seen", "last_error", "shards_seen", "sources (1 entries)"])
+        #expect(DataDirectory.fieldsLeftOut(DataDirectory.jsonObject(Array(text.utf8)) ?? [:], state) == ["highest_version_seen", "last_error", "shards_seen", "sources (1 entries)"])
 
         // The field this build does not know (a newer cairnd's) is written back with the state.
         var next = state

@@ -65,7 +65,7 @@ public struct RepositoryPruner: Sendable {
     ///   `.repositoryCorrupt` (a manifest that decides what stays does not read: nothing
     ///   removed), `.io` (a blob that cannot be removed: those before it are gone).
     public func prune(removed: (String, Int64) -> Void = { _, _ in }) throws(PublishError) -> PruneReport {
-        guard (keep ?? 1) >= 1 else { throw PublishError(.invalidArgument, "--keep must be at least 1 (the current version's blobs always stay)") }
+        if let keep, keep < 1 { throw PublishError(.invalidArgument, "--keep must be at least 1 (the current version's blobs always stay)") }
         guard FileSystem.exists(repository.root + "/channels") else {
             throw PublishError(.invalidArgument, "\(repository.root) is not a repository (it has no channels/ folder)")
         }

@@ -140,10 +140,9 @@ extension Repository {
         return newest
     }
 
-    /// A signed manifest's `created`, read alone: a manifest newer software wrote (a field this
-    /// build does not know) still dates what follows it.
+    /// A signed manifest's `created`, read alone (as `Manifest(json:)` reads it): a manifest newer
+    /// software wrote (a field this build does not know) still dates what follows it.
     static func created(of content: CanonicalJSON) -> Timestamp? {
-        if let manifest = try? Manifest(json: content) { return manifest.created }
         guard case .object(let members) = content, case .string(let text)? = members["created"] else { return nil }
         return Timestamp(rfc3339: text)
     }

@@ -14,8 +14,8 @@ extension DataDirectory {
     /// this one) is not removed when no other version can serve instead: its links and folder
     /// stay, nothing is served from it, and it serves again once it reads (the newer cairnd
     /// back); a sync meanwhile installs a version beside it, or over it when it is the same one.
-    /// One a newer cairnd installed is kept with its links even when `previous` can serve: the
-    /// daemon serves `previous` without relinking (`DataDirectory.currentWrittenByNewerCairnd`).
+    /// One a newer cairnd installed (a downgrade) is kept under `newer` while `previous` becomes
+    /// `current`; without `previous`, its links stay (protocol/data-directory.md, "A downgrade").
     @discardableResult
     public func recover() throws(SyncError) -> InstalledVersion? {
         for name in ["current.tmp", "previous.tmp", "newer.tmp"] { unlink(path + "/" + name) }
@@ -87,7 +87,7 @@ extension DataDirectory {
         let current = linkTarget(currentLink)
         let serving = current.flatMap(loadVersion)
         guard newer != current, FileSystem.exists(path + "/" + newer),
-              serving.map({ $0.version < Self.versionNumber(newer) }) ?? true else {
+              serving.map({ $0.version < DataDirectoryLayout.versionNumber(of: newer) ?? 0 }) ?? true else {
             unlink(newerLink)
             return
         }
@@ -108,9 +108,6 @@ extension DataDirectory {
         unlink(newerLink)
         return newer
     }
-
-    /// The number in a version folder's name (`versions/7`), 0 for another name.
-    static func versionNumber(_ folder: String) -> Int { Int((folder as NSString).lastPathComponent) ?? 0 }
 
     /// Points `current` at the version `previous` names and drops `previous` (links only; the
     /// version `current` named is left to the clean-up of what is unreferenced, and a sync

@@ -134,8 +134,9 @@ public final class DataDirectory: Sendable {
             // Said once per file (the cache holds it by its inode, time and size): fields this
             // build does not know are ignored; fields it knows that do not read are left out,
             // the file copied aside first for a person to read.
-            carried.withLock { $0 = Self.unknownFields(bytes) }
-            if let left = Self.fieldsLeftOut(bytes, state) {
+            let raw = Self.jsonObject(bytes) ?? [:]
+            carried.withLock { $0 = Self.unknownFields(raw) }
+            if let left = Self.fieldsLeftOut(raw, state) {
                 let unknown = left.filter { SyncState.CodingKeys(stringValue: $0) == nil && !$0.hasPrefix("sources (") }
                 let unread = left.filter { !unknown.contains($0) }
                 if !unknown.isEmpty {
@@ -160,11 +161,15 @@ public final class DataDirectory: Sendable {
         }
     }
 
-    /// The top-level fields of `bytes` (not null) that `state` does not carry: those
-    /// `SyncState(from:)` could not read, or does not know. Nil when there are none.
-    static func fieldsLeftOut(_ bytes: [UInt8], _ state: SyncState) -> [String]? {
-        guard let raw = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any],
-              let kept = (try? JSONSerialization.jsonObject(with: JSONEncoder().encode(state))) as? [String: Any] else { return nil }
+    /// `bytes` as a JSON object, nil when they are not one.
+    static func jsonObject(_ bytes: [UInt8]) -> [String: Any]? {
+        (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any]
+    }
+
+    /// The top-level fields of `raw` (a state file's object; not null) that `state` does not
+    /// carry: those `SyncState(from:)` could not read, or does not know. Nil when there are none.
+    static func fieldsLeftOut(_ raw: [String: Any], _ state: SyncState) -> [String]? {
+        guard let kept = (try? JSONEncoder().encode(state)).flatMap({ jsonObject(Array($0)) }) else { return nil }
         var left = raw.filter { !($0.value is NSNull) && kept[$0.key] == nil }.keys.sorted()
         // An entry of `sources` that did not read.
         if let entries = raw["sources"] as? [Any], entries.count != (state.sources?.count ?? 0), !left.contains("sources") {
@@ -173,10 +178,9 @@ public final class DataDirectory: Sendable {
         return left.isEmpty ? nil : left
     }
 
-    /// The top-level fields of `bytes` (a JSON object) that `SyncState` does not know, as a JSON
-    /// object's bytes; nil when there are none.
-    static func unknownFields(_ bytes: [UInt8]) -> [UInt8]? {
-        guard let raw = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else { return nil }
+    /// The top-level fields of `raw` (a state file's object) that `SyncState` does not know, as
+    /// a JSON object's bytes; nil when there are none.
+    static func unknownFields(_ raw: [String: Any]) -> [UInt8]? {
         let unknown = raw.filter { SyncState.CodingKeys(stringValue: $0.key) == nil }
         guard !unknown.isEmpty, let data = try? JSONSerialization.data(withJSONObject: unknown, options: [.sortedKeys]) else { return nil }
         return Array(data)
@@ -184,8 +188,7 @@ public final class DataDirectory: Sendable {
 
     /// `encoded` (the state's JSON) with the `carried` fields added where it has none of its own.
     static func adding(_ carried: [UInt8]?, to encoded: Data) -> Data {
-        guard let carried, let extra = (try? JSONSerialization.jsonObject(with: Data(carried))) as? [String: Any],
-              var object = (try? JSONSerialization.jsonObject(with: encoded)) as? [String: Any] else { return encoded }
+        guard let carried, let extra = jsonObject(carried), var object = jsonObject(Array(encoded)) else { return encoded }
         for (key, value) in extra where object[key] == nil { object[key] = value }
         return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])) ?? encoded
     }
@@ -240,13 +243,13 @@ public final class DataDirectory: Sendable {
     }
 
     /// The version `previous` names, from its link alone (no files read).
-    /// The version `newer` names: one a newer cairnd installed, kept by this one (a downgrade).
-    public func newerVersion() -> Int? {
-        linkTarget(newerLink).flatMap { Int(($0 as NSString).lastPathComponent) }
+    public func previousVersion() -> Int? {
+        linkTarget(previousLink).flatMap(DataDirectoryLayout.versionNumber(of:))
     }
 
-    public func previousVersion() -> Int? {
-        linkTarget(previousLink).flatMap { Int(($0 as NSString).lastPathComponent) }
+    /// The version `newer` names: one a newer cairnd installed, kept by this one (a downgrade).
+    public func newerVersion() -> Int? {
+        linkTarget(newerLink).flatMap(DataDirectoryLayout.versionNumber(of:))
     }
 
     /// Removes the previous version (its link first, then its folder and any model only it

@@ -50,4 +50,8 @@ public enum DataDirectoryLayout {
 
     /// `versions/<n>`, relative to the data directory (what the links point at).
     public static func versionFolder(_ version: Int) -> String { "\(versionsFolder)/\(version)" }
+
+    /// The version a folder's name gives (`versions/7`: 7), the inverse of `versionFolder`; nil
+    /// for another name.
+    public static func versionNumber(of folder: String) -> Int? { folder.split(separator: "/").last.flatMap { Int($0) } }
 }

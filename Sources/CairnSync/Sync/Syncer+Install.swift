@@ -267,9 +267,8 @@ extension Syncer {
             try directory.replaceLink(directory.previousLink, with: old)
         }
         try directory.replaceLink(directory.currentLink, with: target)
-        // A version a newer cairnd installed is superseded by this one, or was its folder.
-        if let newer = directory.linkTarget(directory.newerLink),
-           newer == target || DataDirectory.versionNumber(newer) <= manifest.version {
+        // A version a newer cairnd installed is superseded by this one (or was its folder).
+        if let newer = directory.newerVersion(), newer <= manifest.version {
             directory.dropNewer()
         }
         try directory.syncFolder(directory.path)
