@@ -119,7 +119,7 @@ let package = Package(
         // Shared by the test targets: the tiny random model, temporary folders, processes, the
         // fault server, the fault reporter.
         .target(name: "CairnTestSupport", dependencies: ["CairnEmbedding"], path: "Tests/CairnTestSupport",
-                exclude: ["Fixtures/fault_server.py"]),
+                exclude: ["Fixtures/fault_server.py", "Fixtures/forward_proxy.py"]),
         .testTarget(name: "CairnCoreTests", dependencies: ["CairnCore", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "CairnEmbeddingTests", dependencies: ["CairnEmbedding", "CairnTestSupport", "CairnThreads"]),
         .testTarget(name: "CairnStoreTests", dependencies: ["CairnStore", "CairnTestSupport"]),

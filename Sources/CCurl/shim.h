@@ -35,4 +35,6 @@ static inline CURLcode cairn_curl_getinfo_offset(CURL *handle, CURLINFO info, cu
 static inline CURLcode cairn_curl_getinfo_double(CURL *handle, CURLINFO info, double *value) {
     return curl_easy_getinfo(handle, info, value);
 }
+// CURLAUTH_BASIC is a cast expression Swift does not import.
+static inline long cairn_curl_auth_basic(void) { return (long)CURLAUTH_BASIC; }
 #endif

@@ -31,9 +31,10 @@ public enum CairndConfigFile {
     public static let channelKeys: Set<String> = ["source", "trusted_key", "trusted_root", "poll_interval", "expired_updates",
                                                   "max_disk_bytes"]
 
-    /// The keys a `[source URL]` section may hold (files for a private source); outside a
-    /// section they apply to every source.
-    public static let sectionKeys: Set<String> = ["netrc_file", "token_file", "ca_bundle", "client_cert", "client_key"]
+    /// The keys a `[source URL]` section may hold (files for a private source, the proxy on the
+    /// way); outside a section they apply to every source.
+    public static let sectionKeys: Set<String> = ["netrc_file", "token_file", "ca_bundle", "client_cert", "client_key",
+                                                  "proxy", "proxy_auth_file"]
 
     /// The keys this build reads; `source` and `trusted_key` may repeat. Any other key is
     /// skipped (`parse`), unless it is a typo of one of these.

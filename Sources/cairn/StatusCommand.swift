@@ -94,7 +94,8 @@ struct StatusCommand: AsyncParsableCommand {
         }
         for source in sync.sources {
             let health = source.healthy.map { $0 ? "healthy" : "failing" } ?? "unknown"
-            lines.append("source      \(source.url) \(health)" + (source.lastError.map { " (\($0))" } ?? ""))
+            let proxy = source.proxy.map { $0 == "none" ? " direct (proxy none)" : " via proxy \($0)" } ?? ""
+            lines.append("source      \(source.url) \(health)" + proxy + (source.lastError.map { " (\($0))" } ?? ""))
         }
         if let channels = status.channels, channels.count > 1 {
             for channel in channels {

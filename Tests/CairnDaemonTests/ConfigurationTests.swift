@@ -169,6 +169,35 @@ struct ConfigurationTests {
         #expect(a.tokenFile == "/etc/a.token" && a.clientCertificate == "/etc/a.pem" && a.caBundle == nil)
     }
 
+    @Test("Given proxy settings, when parsed, then a global proxy applies to every source, a section's proxy = none sends its source direct, and a proxy with credentials, another scheme or no host, or a relative proxy_auth_file, is refused in one line that shows no password")
+    func proxies() throws {
+        var c = DaemonConfiguration()
+        try c.apply(DaemonConfiguration.parse("""
+            source = https://a.example/repo
+            source = http://lan.example/repo
+            proxy = http://proxy.example:3128
+            proxy_auth_file = /etc/cairn/proxy-login
+            [source http://lan.example/repo]
+            proxy = none
+            """))
+        #expect(c.defaultSourceAccess.proxy == "http://proxy.example:3128" && c.defaultSourceAccess.proxyAuthFile == "/etc/cairn/proxy-login")
+        #expect(c.sourceAccess["http://lan.example/repo"]?.proxy == "")
+        for (line, says) in [("proxy = http://site:hunter2@proxy.example:3128", "proxy_auth_file"),
+                             ("proxy = ftp://proxy.example", "must be none or start with"),
+                             ("proxy = proxy.example:3128", "must be none or start with"),
+                             ("proxy = http://:3128", "names no host"),
+                             ("proxy_auth_file = proxy-login", "absolute file path")] {
+            var d = DaemonConfiguration()
+            #expect {
+                try d.apply(DaemonConfiguration.parse(line))
+            } throws: { error in
+                let message = (error as? DaemonError)?.message ?? ""
+                return (error as? DaemonError)?.code == .badConfiguration && message.contains(says) && message.hasPrefix("config line 1")
+                    && !message.contains("hunter2") && !message.contains("\n")
+            }
+        }
+    }
+
     @Test("Given a [source URL] section for a further channel's source, then the daemon accepts it and that channel gets its files; a section naming no source is refused")
     func sourceSectionForAChannel() throws {
         let key = NSTemporaryDirectory() + "cairn-config-\(UUID().uuidString).pub"

@@ -40,9 +40,15 @@ public final class FaultServer: @unchecked Sendable {
 
     private static func start(_ process: Process, root: String, folder: String, options: [String], port: Int) throws -> Int {
         try? FileManager.default.removeItem(atPath: folder + "/port")
+        return try spawn(process, script: script, folder: folder, what: "the fault server",
+                         ["--root", root, "--port", String(port), "--control", folder + "/control.json"] + options)
+    }
+
+    /// Starts the fixture `script` with python3, its port file and request log in `folder`, and
+    /// returns the port once it listens (a `TestSkip` naming `what` if it does not).
+    static func spawn(_ process: Process, script: String, folder: String, what: String, _ arguments: [String]) throws -> Int {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script, "--root", root, "--port-file", folder + "/port", "--port", String(port),
-                             "--log", folder + "/requests.log", "--control", folder + "/control.json"] + options
+        process.arguments = ["python3", script, "--port-file", folder + "/port", "--log", folder + "/requests.log"] + arguments
         try process.spawn()
         var bound = 0
         guard eventually({
@@ -50,7 +56,7 @@ public final class FaultServer: @unchecked Sendable {
             return bound > 0 && isListening(bound)
         }) else {
             stopProcess(process)
-            throw TestSkip("the fault server did not start (python3 missing?)")
+            throw TestSkip("\(what) did not start (python3 missing?)")
         }
         return bound
     }
@@ -88,4 +94,36 @@ public func eventuallyAsync(within seconds: Double = 20, _ condition: () -> Bool
         try? await Task.sleep(for: .milliseconds(20))
     }
     return condition()
+}
+
+/// Tests/CairnTestSupport/Fixtures/forward_proxy.py: a real forward proxy on loopback (absolute-form
+/// requests relayed, CONNECT tunnels), optionally asking for Basic credentials, as a site's proxy
+/// stands between its devices and the net.
+public final class ForwardProxy: @unchecked Sendable {
+    // @unchecked: every stored property is a constant.
+    public let folder: String
+    public let port: Int
+    private let process = Process()
+    public var url: String { "http://127.0.0.1:\(port)" }
+    /// One entry per request: method, target (an absolute URL, or host:port for CONNECT), status.
+    public var requests: [(method: String, target: String, status: Int)] {
+        ((try? String(contentsOfFile: folder + "/requests.log", encoding: .utf8)) ?? "").split(separator: "\n").map {
+            let f = $0.split(separator: " ").map(String.init)
+            return (f[0], f[1], Int(f[2]) ?? 0)
+        }
+    }
+
+    /// `auth`: `user:password` it asks for (407 without); nil asks for none. Skips the test where
+    /// python3 is missing (fails it under CAIRN_REQUIRE_MODEL=1).
+    public init(auth: String? = nil) throws {
+        try requireOrSkip(FaultServer.available, "python3 is not installed (apt-get install python3)")
+        let folder = try TemporaryDirectory.make()
+        self.folder = folder
+        let script = URL(fileURLWithPath: FaultServer.script).deletingLastPathComponent().appendingPathComponent("forward_proxy.py").path
+        port = try FaultServer.spawn(process, script: script, folder: folder, what: "the forward proxy", auth.map { ["--auth", $0] } ?? [])
+    }
+
+    public func stop() { stopProcess(process) }
+
+    deinit { stopProcess(process) }
 }

@@ -9,16 +9,21 @@ extension DaemonStatus {
             public var healthy: Bool?
             public var lastSuccess: String?
             public var lastError: String?
+            /// The proxy cairnd.conf sets for the source (`none`: direct); nil (absent) when it
+            /// sets none, and libcurl's proxy environment applies. Added 2026-12-06.
+            public var proxy: String?
 
-            public init(url: String, healthy: Bool? = nil, lastSuccess: String? = nil, lastError: String? = nil) {
+            public init(url: String, healthy: Bool? = nil, lastSuccess: String? = nil, lastError: String? = nil,
+                        proxy: String? = nil) {
                 self.url = url
                 self.healthy = healthy
                 self.lastSuccess = lastSuccess
                 self.lastError = lastError
+                self.proxy = proxy
             }
 
             enum CodingKeys: String, CodingKey {
-                case url, healthy
+                case url, healthy, proxy
                 case lastSuccess = "last_success"
                 case lastError = "last_error"
             }
@@ -29,6 +34,7 @@ extension DaemonStatus {
                 try c.encode(healthy, forKey: .healthy)
                 try c.encode(lastSuccess, forKey: .lastSuccess)
                 try c.encode(lastError, forKey: .lastError)
+                try c.encodeIfPresent(proxy, forKey: .proxy)
             }
         }
 

@@ -40,7 +40,11 @@ extension DaemonConfiguration {
                 continue
             }
             if CairndConfigFile.sectionKeys.contains(entry.key) {
-                guard !v.isEmpty, v.hasPrefix("/") else {
+                if entry.key == "proxy" {
+                    if let problem = SourceAccess.proxyProblem(v) {
+                        throw DaemonError(.badConfiguration, "config line \(entry.line): \(problem)")
+                    }
+                } else if v.isEmpty || !v.hasPrefix("/") {
                     throw DaemonError(.badConfiguration, "config line \(entry.line): \(entry.key) must be an absolute file path")
                 }
                 if let source = entry.source {

@@ -25,7 +25,11 @@ struct SyncStateStatusProvider: SyncStatusProvider {
         // The configured sources, in their order: state.json keeps the health of sources since
         // removed from the configuration, which status would list as unhealthy for ever.
         sync.sources = configuration.sources.map { url in
-            sync.sources.first { $0.url == url } ?? DaemonStatus.Sync.Source(url: url)
+            var source = sync.sources.first { $0.url == url } ?? DaemonStatus.Sync.Source(url: url)
+            if url.lowercased().hasPrefix("http") {
+                source.proxy = configuration.access(for: url).proxy.map { $0.isEmpty ? "none" : $0 }
+            }
+            return source
         }
         let reading = progress.reading()
         (sync.attemptsStarted, sync.attemptsFinished, sync.lastOutcome) = (reading.started, reading.finished, reading.lastOutcome)

@@ -32,6 +32,8 @@ struct CurlOutcome: Sendable {
     var message: String
     var status: Int
     var stats: TransferStats
+    /// The proxy's answer to a CONNECT for an https source (`CURLINFO_HTTP_CONNECTCODE`); 0 without one.
+    var proxyStatus = 0
 }
 
 /// One libcurl easy transfer, run on a Dispatch queue (never on the cooperative pool, because
@@ -41,21 +43,24 @@ enum CurlTransfer {
     private static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
     private static let queue = DispatchQueue(label: "cairn.sync.curl", qos: .utility, attributes: .concurrent)
 
-    /// - Parameter onInstallThread: run on a `BackgroundWork` thread (below the queries' priority),
-    ///   for a transfer whose callbacks do an install's work.
+    /// - Parameters:
+    ///   - proxyLogin: `user:password` for the proxy (`SourceAccess.proxyCredentials`).
+    ///   - onInstallThread: run on a `BackgroundWork` thread (below the queries' priority),
+    ///     for a transfer whose callbacks do an install's work.
     static func run(url: String, limits: TransferLimits, context: TransferContext, handles: CurlHandles,
-                    access: SourceAccess = .none, headers: [String] = [], range: Int64 = 0,
+                    access: SourceAccess = .none, headers: [String] = [], proxyLogin: String? = nil, range: Int64 = 0,
                     onInstallThread: Bool = false) async -> CurlOutcome {
         await withTaskCancellationHandler {
             if onInstallThread {
                 return await BackgroundWork.run {
-                    perform(url: url, limits: limits, context: context, handles: handles, access: access, headers: headers, range: range)
+                    perform(url: url, limits: limits, context: context, handles: handles, access: access, headers: headers,
+                            proxyLogin: proxyLogin, range: range)
                 }
             }
             return await withCheckedContinuation { (continuation: CheckedContinuation<CurlOutcome, Never>) in
                 queue.async {
                     continuation.resume(returning: perform(url: url, limits: limits, context: context, handles: handles,
-                                                           access: access, headers: headers, range: range))
+                                                           access: access, headers: headers, proxyLogin: proxyLogin, range: range))
                 }
             }
         } onCancel: {
@@ -64,7 +69,7 @@ enum CurlTransfer {
     }
 
     private static func perform(url: String, limits: TransferLimits, context: TransferContext, handles: CurlHandles,
-                                access: SourceAccess, headers: [String], range: Int64) -> CurlOutcome {
+                                access: SourceAccess, headers: [String], proxyLogin: String?, range: Int64) -> CurlOutcome {
         // A kept handle carries its TLS and credential options: one per origin and access.
         let origin = Substring(CurlHandles.origin(of: url) + "\u{0}" + access.handleKey)
         guard globalInit, let handle = handles.take(for: origin) else {
@@ -105,6 +110,16 @@ enum CurlTransfer {
             if let ca = access.caBundle { _ = cairn_curl_setopt_string(handle, CURLOPT_CAINFO, ca) }
             if let certificate = access.clientCertificate { _ = cairn_curl_setopt_string(handle, CURLOPT_SSLCERT, certificate) }
             if let key = access.clientKey { _ = cairn_curl_setopt_string(handle, CURLOPT_SSLKEY, key) }
+            // Unset, libcurl takes the proxy from the environment (https_proxy, no_proxy, …);
+            // "" (proxy = none) goes direct whatever the environment says.
+            if let proxy = access.proxy { _ = cairn_curl_setopt_string(handle, CURLOPT_PROXY, proxy) }
+            if let proxyLogin {
+                // Basic, sent with the first request: asking the proxy which scheme it takes
+                // would cost a round trip per request (a handle forgets it between transfers),
+                // over a link where one may take a second.
+                _ = cairn_curl_setopt_string(handle, CURLOPT_PROXYUSERPWD, proxyLogin)
+                _ = cairn_curl_setopt_long(handle, CURLOPT_PROXYAUTH, cairn_curl_auth_basic())
+            }
             _ = cairn_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, list)
             if range > 0 {
                 // CURLOPT_RANGE rather than RESUME_FROM: on a 200 (range ignored) libcurl
@@ -132,6 +147,8 @@ enum CurlTransfer {
         _ = cairn_curl_getinfo_long(handle, CURLINFO_HEADER_SIZE, &header)
         var connections = 0
         _ = cairn_curl_getinfo_long(handle, CURLINFO_NUM_CONNECTS, &connections)
+        var proxyStatus = 0
+        _ = cairn_curl_getinfo_long(handle, CURLINFO_HTTP_CONNECTCODE, &proxyStatus)
         var stats = TransferStats()
         stats.requests = 1
         stats.bodyBytes = Int64(body)
@@ -140,7 +157,7 @@ enum CurlTransfer {
         let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
         context.handle = nil
-        return CurlOutcome(code: code, message: message, status: status, stats: stats)
+        return CurlOutcome(code: code, message: message, status: status, stats: stats, proxyStatus: proxyStatus)
     }
 }
 

@@ -66,7 +66,7 @@ public struct Downloader: Sendable {
         let headers = try access.headers() + (etag.map { ["If-None-Match: \($0)"] } ?? [])
         let started = ContinuousClock.now
         let outcome = await CurlTransfer.run(url: url, limits: smallFileLimits, context: context, handles: handles, access: access,
-                                             headers: headers)
+                                             headers: headers, proxyLogin: try access.proxyCredentials())
         try checkSmallFileTime(outcome, started: started, what: "manifest")
         // A 304 means "the ETag sent still holds": to a request that sent none it says nothing,
         // and taking it for "up to date" would keep a device without a version from installing.
@@ -85,7 +85,7 @@ public struct Downloader: Sendable {
         let context = TransferContext(limit: Int64(limits.maxManifestBytes), held: 0, rangeStart: 0)
         let started = ContinuousClock.now
         let outcome = await CurlTransfer.run(url: url, limits: smallFileLimits, context: context, handles: handles, access: access,
-                                             headers: try access.headers())
+                                             headers: try access.headers(), proxyLogin: try access.proxyCredentials())
         try checkSmallFileTime(outcome, started: started, what: "root")
         if [403, 404, 410].contains(outcome.status) || outcome.code == CURLE_FILE_COULDNT_READ_FILE { return (nil, outcome.stats) }
         try check(outcome, context, what: "root", url: url, access: access)
@@ -113,6 +113,7 @@ public struct Downloader: Sendable {
                   revalidate: Bool = false) async throws(SyncError) -> TransferStats {
         if let problem = Self.localFileProblem(url, what: "blob") { throw problem }
         let headers = try access.headers() + (revalidate ? ["Cache-Control: no-cache", "Pragma: no-cache"] : [])
+        let proxyLogin = try access.proxyCredentials()
         var stats = TransferStats()
         for _ in 0..<2 {
             var held = Self.fileSize(path)
@@ -135,7 +136,8 @@ public struct Downloader: Sendable {
             context.progress = progress
             if handingOver, let rate = limits.effectiveSlowSourceRate { context.pace = (rate, max(1, limits.slowSourceSeconds)) }
             let outcome = await CurlTransfer.run(url: url, limits: limits, context: context, handles: handles, access: access,
-                                                 headers: headers, range: held, onInstallThread: context.tap != nil)
+                                                 headers: headers, proxyLogin: proxyLogin, range: held,
+                                                 onInstallThread: context.tap != nil)
             close(fd)
             stats.add(outcome.stats)
             if outcome.status == 416 {
@@ -181,6 +183,15 @@ public struct Downloader: Sendable {
                             cause: SlowSource())
         }
         if outcome.code == CURLE_ABORTED_BY_CALLBACK { throw SyncError(.cancelled, "the \(what) transfer was cancelled") }
+        // A proxy's own refusals: its 407 to a plain-HTTP request, or its answer to the CONNECT
+        // that tunnels to an https source.
+        let proxy = access.proxyNamed.map { "the proxy \($0)" } ?? "the proxy"
+        if outcome.status == 407 || outcome.proxyStatus == 407 {
+            throw SyncError(.unauthorized, "\(proxy) refused the \(what) transfer for want of credentials (HTTP 407); check proxy_auth_file")
+        }
+        if outcome.proxyStatus >= 300 {
+            throw SyncError(.httpStatus, "\(proxy) refused to tunnel to the source for the \(what) (HTTP \(outcome.proxyStatus) to CONNECT)")
+        }
         if outcome.status == 401 || (outcome.status == 403 && hasCredentials) {
             throw SyncError(.unauthorized, "the source refused access to the \(what) (HTTP \(outcome.status)); check its netrc_file or token_file")
         }
@@ -214,7 +225,8 @@ public struct Downloader: Sendable {
         }
         guard outcome.code == CURLE_OK else {
             // A file:// source without the file does not hold it, as a 404 says of a server.
-            throw SyncError(.network, "the \(what) transfer failed: \(outcome.message) (curl \(outcome.code.rawValue))",
+            let through = access.proxyNamed.map { " through the proxy \($0)" } ?? ""
+            throw SyncError(.network, "the \(what) transfer failed\(through): \(outcome.message) (curl \(outcome.code.rawValue))",
                             cause: outcome.code == CURLE_FILE_COULDNT_READ_FILE ? NotHeld() : nil)
         }
     }
