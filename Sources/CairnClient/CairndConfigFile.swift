@@ -34,7 +34,7 @@ public enum CairndConfigFile {
     /// The keys a `[source URL]` section may hold (files for a private source, the proxy on the
     /// way); outside a section they apply to every source.
     public static let sectionKeys: Set<String> = ["netrc_file", "token_file", "ca_bundle", "client_cert", "client_key",
-                                                  "proxy", "proxy_auth_file"]
+                                                  "proxy", "proxy_auth_file", "proxy_ca_bundle"]
 
     /// The keys this build reads; `source` and `trusted_key` may repeat. Any other key is
     /// skipped (`parse`), unless it is a typo of one of these.

@@ -182,17 +182,34 @@ struct ConfigurationTests {
             """))
         #expect(c.defaultSourceAccess.proxy == "http://proxy.example:3128" && c.defaultSourceAccess.proxyAuthFile == "/etc/cairn/proxy-login")
         #expect(c.sourceAccess["http://lan.example/repo"]?.proxy == "")
+        // What each source's transfers get: a stick and a source going direct no proxy login.
+        let key = NSTemporaryDirectory() + "cairn-config-\(UUID().uuidString).pub"
+        try PublisherKey.generate().publicKey.fileText.write(toFile: key, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: key) }
+        c.trustedKeys = [key]
+        let sync = try Device.syncConfiguration(c)
+        #expect(sync.access(for: "https://a.example/repo").proxyAuthFile == "/etc/cairn/proxy-login")
+        let lan = sync.access(for: "http://lan.example/repo"), stick = sync.access(for: "file:///media/usb/repo")
+        #expect(lan.proxy == "" && lan.proxyAuthFile == nil && stick.proxy == nil && stick.proxyAuthFile == nil)
+        try c.apply(DaemonConfiguration.parse("proxy = socks5h://[fd00::1]:1080/"))
+        #expect(c.defaultSourceAccess.proxy == "socks5h://[fd00::1]:1080/")
+        #expect(c.defaultSourceAccess.proxyCABundle == nil)
         for (line, says) in [("proxy = http://site:hunter2@proxy.example:3128", "proxy_auth_file"),
-                             ("proxy = ftp://proxy.example", "must be none or start with"),
+                             ("proxy = http://site:hunter2/x@proxy.example:3128", "proxy_auth_file"),
+                             ("proxy = ftp://proxy.example:21", "must be none or start with"),
                              ("proxy = proxy.example:3128", "must be none or start with"),
-                             ("proxy = http://:3128", "names no host"),
-                             ("proxy_auth_file = proxy-login", "absolute file path")] {
+                             ("proxy = http://:3128", "SCHEME://HOST:PORT"),
+                             ("proxy = http://proxy.example", "the port given"),
+                             ("proxy = http://proxy.example:3128/path", "SCHEME://HOST:PORT"),
+                             ("proxy_auth_file = proxy-login", "absolute file path"),
+                             ("proxy_ca_bundle = ca.pem", "absolute file path"),
+                             ("[source file:///media/usb/repo]\nproxy = none", "for http(s) sources")] {
             var d = DaemonConfiguration()
             #expect {
                 try d.apply(DaemonConfiguration.parse(line))
             } throws: { error in
                 let message = (error as? DaemonError)?.message ?? ""
-                return (error as? DaemonError)?.code == .badConfiguration && message.contains(says) && message.hasPrefix("config line 1")
+                return (error as? DaemonError)?.code == .badConfiguration && message.contains(says) && message.hasPrefix("config line")
                     && !message.contains("hunter2") && !message.contains("\n")
             }
         }

@@ -44,7 +44,7 @@ struct PrivateRepositoryTests {
     /// A cairnd on `dataDirectory` whose config is `config`; waits for an attempt that ends with
     /// `code` (nil: for version 1 to serve). Returns it running.
     static func device(_ workspace: Workspace, source: String, name: String, dataDirectory: String, config: String,
-                       expecting code: String?, environment: [String: String] = [:]) async throws -> DeviceProcess {
+                       expecting code: String?) async throws -> DeviceProcess {
         let folder = workspace.folder + "/" + name
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try write(config, folder + "/private.conf")
@@ -53,8 +53,7 @@ struct PrivateRepositoryTests {
             .flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
         let before = state["attempts"] as? Int ?? 0
         let device = try DeviceProcess(workspace, sources: [source], name: name, dataDirectory: dataDirectory,
-                                       trust: ["--trusted-key", workspace.publicKey, "--config", folder + "/private.conf"],
-                                       environment: environment)
+                                       trust: ["--trusted-key", workspace.publicKey, "--config", folder + "/private.conf"])
         do {
             if let code {
                 try await waitUntil("the device reports \(code) on its socket", seconds: 60) {

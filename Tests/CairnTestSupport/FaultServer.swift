@@ -104,23 +104,28 @@ public final class ForwardProxy: @unchecked Sendable {
     public let folder: String
     public let port: Int
     private let process = Process()
-    public var url: String { "http://127.0.0.1:\(port)" }
+    /// Whether it speaks TLS to its clients (an `https://` proxy).
+    public let https: Bool
+    public var url: String { "\(https ? "https" : "http")://127.0.0.1:\(port)" }
     /// One entry per request: method, target (an absolute URL, or host:port for CONNECT), status.
     public var requests: [(method: String, target: String, status: Int)] {
-        ((try? String(contentsOfFile: folder + "/requests.log", encoding: .utf8)) ?? "").split(separator: "\n").map {
+        ((try? String(contentsOfFile: folder + "/requests.log", encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
             let f = $0.split(separator: " ").map(String.init)
-            return (f[0], f[1], Int(f[2]) ?? 0)
+            return f.count == 3 ? (f[0], f[1], Int(f[2]) ?? 0) : nil  // a line being written is not one yet
         }
     }
 
-    /// `auth`: `user:password` it asks for (407 without); nil asks for none. Skips the test where
-    /// python3 is missing (fails it under CAIRN_REQUIRE_MODEL=1).
-    public init(auth: String? = nil) throws {
+    /// `auth`: `user:password` it asks for (407 without); nil asks for none. `tls`: its
+    /// certificate and key (PEM files), for an `https://` proxy. Skips the test where python3 is
+    /// missing (fails it under CAIRN_REQUIRE_MODEL=1).
+    public init(auth: String? = nil, tls: (certificate: String, key: String)? = nil) throws {
         try requireOrSkip(FaultServer.available, "python3 is not installed (apt-get install python3)")
         let folder = try TemporaryDirectory.make()
         self.folder = folder
+        https = tls != nil
         let script = URL(fileURLWithPath: FaultServer.script).deletingLastPathComponent().appendingPathComponent("forward_proxy.py").path
-        port = try FaultServer.spawn(process, script: script, folder: folder, what: "the forward proxy", auth.map { ["--auth", $0] } ?? [])
+        port = try FaultServer.spawn(process, script: script, folder: folder, what: "the forward proxy",
+                                     (auth.map { ["--auth", $0] } ?? []) + (tls.map { ["--tls-cert", $0.certificate, "--tls-key", $0.key] } ?? []))
     }
 
     public func stop() { stopProcess(process) }

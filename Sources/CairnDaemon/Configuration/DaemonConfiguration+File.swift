@@ -40,6 +40,9 @@ extension DaemonConfiguration {
                 continue
             }
             if CairndConfigFile.sectionKeys.contains(entry.key) {
+                if let source = entry.source, entry.key.hasPrefix("proxy"), !source.lowercased().hasPrefix("http") {
+                    throw DaemonError(.badConfiguration, "config line \(entry.line): \(entry.key) is for http(s) sources; \(source) is not one")
+                }
                 if entry.key == "proxy" {
                     if let problem = SourceAccess.proxyProblem(v) {
                         throw DaemonError(.badConfiguration, "config line \(entry.line): \(problem)")

@@ -34,6 +34,8 @@ struct CurlOutcome: Sendable {
     var stats: TransferStats
     /// The proxy's answer to a CONNECT for an https source (`CURLINFO_HTTP_CONNECTCODE`); 0 without one.
     var proxyStatus = 0
+    /// Whether the certificate of an `https://` proxy did not verify (`CURLINFO_PROXY_SSL_VERIFYRESULT`).
+    var proxyTLSFailed = false
 }
 
 /// One libcurl easy transfer, run on a Dispatch queue (never on the cooperative pool, because
@@ -111,8 +113,14 @@ enum CurlTransfer {
             if let certificate = access.clientCertificate { _ = cairn_curl_setopt_string(handle, CURLOPT_SSLCERT, certificate) }
             if let key = access.clientKey { _ = cairn_curl_setopt_string(handle, CURLOPT_SSLKEY, key) }
             // Unset, libcurl takes the proxy from the environment (https_proxy, no_proxy, …);
-            // "" (proxy = none) goes direct whatever the environment says.
-            if let proxy = access.proxy { _ = cairn_curl_setopt_string(handle, CURLOPT_PROXY, proxy) }
+            // "" (proxy = none) goes direct whatever the environment says, and a proxy set in
+            // cairnd.conf is not undone by an environment's no_proxy (a source to go direct
+            // says so in its own section).
+            if let proxy = access.proxy {
+                _ = cairn_curl_setopt_string(handle, CURLOPT_PROXY, proxy)
+                if !proxy.isEmpty { _ = cairn_curl_setopt_string(handle, CURLOPT_NOPROXY, "") }
+            }
+            if let ca = access.proxyCABundle { _ = cairn_curl_setopt_string(handle, CURLOPT_PROXY_CAINFO, ca) }
             if let proxyLogin {
                 // Basic, sent with the first request: asking the proxy which scheme it takes
                 // would cost a round trip per request (a handle forgets it between transfers),
@@ -149,6 +157,8 @@ enum CurlTransfer {
         _ = cairn_curl_getinfo_long(handle, CURLINFO_NUM_CONNECTS, &connections)
         var proxyStatus = 0
         _ = cairn_curl_getinfo_long(handle, CURLINFO_HTTP_CONNECTCODE, &proxyStatus)
+        var proxyVerify = 0
+        _ = cairn_curl_getinfo_long(handle, CURLINFO_PROXY_SSL_VERIFYRESULT, &proxyVerify)
         var stats = TransferStats()
         stats.requests = 1
         stats.bodyBytes = Int64(body)
@@ -157,7 +167,8 @@ enum CurlTransfer {
         let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
         context.handle = nil
-        return CurlOutcome(code: code, message: message, status: status, stats: stats, proxyStatus: proxyStatus)
+        return CurlOutcome(code: code, message: message, status: status, stats: stats, proxyStatus: proxyStatus,
+                           proxyTLSFailed: proxyVerify != 0)
     }
 }
 

@@ -187,7 +187,14 @@ public struct Downloader: Sendable {
         // that tunnels to an https source.
         let proxy = access.proxyNamed.map { "the proxy \($0)" } ?? "the proxy"
         if outcome.status == 407 || outcome.proxyStatus == 407 {
-            throw SyncError(.unauthorized, "\(proxy) refused the \(what) transfer for want of credentials (HTTP 407); check proxy_auth_file")
+            let login = access.proxyAuthFile.map { "refused the login in proxy_auth_file \($0)" } ?? "asks for a login; set proxy_auth_file"
+            throw SyncError(.unauthorized, "\(proxy) \(login) (HTTP 407 for the \(what))")
+        }
+        // Through an https:// proxy, a TLS failure before the proxy answered a CONNECT is the
+        // proxy's own.
+        let beforeTheTunnel = access.proxyNamed?.lowercased().hasPrefix("https://") == true && outcome.proxyStatus == 0
+        if outcome.proxyTLSFailed || (beforeTheTunnel && Self.tlsCodes.contains(outcome.code.rawValue)) {
+            throw SyncError(.tls, "TLS with \(proxy) failed for the \(what): \(outcome.message) (curl \(outcome.code.rawValue)); check proxy_ca_bundle")
         }
         if outcome.proxyStatus >= 300 {
             throw SyncError(.httpStatus, "\(proxy) refused to tunnel to the source for the \(what) (HTTP \(outcome.proxyStatus) to CONNECT)")

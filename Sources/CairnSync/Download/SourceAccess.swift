@@ -23,10 +23,12 @@ public struct SourceAccess: Sendable, Hashable {
     public var proxy: String?
     /// A file holding `user:password` for a proxy that asks for them (HTTP 407).
     public var proxyAuthFile: String?
+    /// PEM certificates to trust for an `https://` proxy instead of the system's.
+    public var proxyCABundle: String?
 
     public init(netrcFile: String? = nil, tokenFile: String? = nil, caBundle: String? = nil,
                 clientCertificate: String? = nil, clientKey: String? = nil, proxy: String? = nil,
-                proxyAuthFile: String? = nil) {
+                proxyAuthFile: String? = nil, proxyCABundle: String? = nil) {
         self.netrcFile = netrcFile
         self.tokenFile = tokenFile
         self.caBundle = caBundle
@@ -34,13 +36,14 @@ public struct SourceAccess: Sendable, Hashable {
         self.clientKey = clientKey
         self.proxy = proxy
         self.proxyAuthFile = proxyAuthFile
+        self.proxyCABundle = proxyCABundle
     }
 
     /// No credentials, the system's CAs.
     public static let none = SourceAccess()
 
     /// Sets the field a config key names (`netrc_file`, `token_file`, `ca_bundle`, `client_cert`,
-    /// `client_key`, `proxy_auth_file`; `proxy`, whose `none` is stored as `""`).
+    /// `client_key`, `proxy_auth_file`, `proxy_ca_bundle`; `proxy`, whose `none` is stored as `""`).
     public mutating func set(_ key: String, _ value: String) {
         switch key {
         case "netrc_file": netrcFile = value
@@ -49,6 +52,7 @@ public struct SourceAccess: Sendable, Hashable {
         case "client_cert": clientCertificate = value
         case "proxy": proxy = value == "none" ? "" : value
         case "proxy_auth_file": proxyAuthFile = value
+        case "proxy_ca_bundle": proxyCABundle = value
         default: clientKey = value
         }
     }
@@ -58,12 +62,12 @@ public struct SourceAccess: Sendable, Hashable {
         SourceAccess(netrcFile: netrcFile ?? defaults.netrcFile, tokenFile: tokenFile ?? defaults.tokenFile,
                      caBundle: caBundle ?? defaults.caBundle, clientCertificate: clientCertificate ?? defaults.clientCertificate,
                      clientKey: clientKey ?? defaults.clientKey, proxy: proxy ?? defaults.proxy,
-                     proxyAuthFile: proxyAuthFile ?? defaults.proxyAuthFile)
+                     proxyAuthFile: proxyAuthFile ?? defaults.proxyAuthFile, proxyCABundle: proxyCABundle ?? defaults.proxyCABundle)
     }
 
     /// Distinguishes kept connections made with different access (`CurlHandles`).
     var handleKey: String {
-        [netrcFile, tokenFile, caBundle, clientCertificate, clientKey, proxy, proxyAuthFile].map { $0 ?? "" }
+        [netrcFile, tokenFile, caBundle, clientCertificate, clientKey, proxy, proxyAuthFile, proxyCABundle].map { $0 ?? "" }
             .joined(separator: "\u{1}")
     }
 
@@ -71,20 +75,26 @@ public struct SourceAccess: Sendable, Hashable {
     var proxyNamed: String? { proxy.flatMap { $0.isEmpty ? nil : $0 } }
 
     /// Nil when `value` is usable as `proxy`, else what is wrong with it, one line: `none`, or
-    /// `SCHEME://HOST[:PORT]` with a scheme libcurl proxies through, and no credentials (they
-    /// go in `proxy_auth_file`: the config file is read by every client, for `socket`).
+    /// `SCHEME://HOST:PORT` with a scheme libcurl proxies through, and no credentials (they go
+    /// in `proxy_auth_file`: the config file is read by every client, for `socket`). The port is
+    /// required: without one libcurl takes 1080, a SOCKS port, whatever the scheme.
     public static func proxyProblem(_ value: String) -> String? {
         if value == "none" { return nil }
         let schemes = ["http", "https", "socks4", "socks4a", "socks5", "socks5h"]
+        // Not shown: what is wrong may be a password, which may hold any character.
+        if value.contains("@") {
+            return "proxy holds an @, as credentials in a URL do; put user:password in a file named by proxy_auth_file (this file is read by every client)"
+        }
         guard let separator = value.range(of: "://"), schemes.contains(value[..<separator.lowerBound].lowercased()) else {
-            return "proxy \(SourceURL.redactingPasswords(in: value)) must be none or start with \(schemes.map { $0 + "://" }.joined(separator: ", "))"
+            return "proxy \(value) must be none or start with \(schemes.map { $0 + "://" }.joined(separator: ", "))"
         }
-        let authority = value[separator.upperBound...].prefix { $0 != "/" }
-        if authority.contains("@") {
-            return "proxy \(SourceURL.redactingPasswords(in: value)) holds credentials; put user:password in a file named by proxy_auth_file (this file is read by every client)"
-        }
-        if authority.isEmpty || authority.hasPrefix(":") || value.contains(where: { $0.isWhitespace || $0 == "?" || $0 == "#" }) {
-            return "proxy \(value) names no host, or holds white space, ? or #; write SCHEME://HOST:PORT"
+        var authority = value[separator.upperBound...]
+        if authority.hasSuffix("/") { authority = authority.dropLast() }
+        let port = authority.lastIndex(of: ":").map { authority[authority.index(after: $0)...] } ?? ""
+        let host = authority.dropLast(port.count + 1)
+        guard !host.isEmpty, !host.contains(where: { "/?# \t".contains($0) }),
+              port.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int(port), (1...65535).contains(number) else {
+            return "proxy \(value) must be SCHEME://HOST:PORT, the port given (libcurl would take 1080)"
         }
         return nil
     }
@@ -103,19 +113,28 @@ public struct SourceAccess: Sendable, Hashable {
         return ["Authorization: Bearer " + token]
     }
 
-    /// `user:password` for the proxy, read now; nil without `proxyAuthFile`.
+    /// `user:password` for the proxy, read now, as libcurl's `CURLOPT_PROXYUSERPWD` takes it:
+    /// each part percent-encoded, since libcurl decodes them (a `%41` in a password would
+    /// otherwise be sent as `A`). Nil without `proxyAuthFile`. The file's one line is taken as
+    /// it is but for its line end: a password may begin or end with a space.
     /// - Throws: `.unauthorized` when the file cannot be read or does not hold one such line.
     func proxyCredentials() throws(SyncError) -> String? {
         guard let proxyAuthFile else { return nil }
-        let line: String
-        do { line = try FileSystem.readText(proxyAuthFile).trimmingCharacters(in: .whitespacesAndNewlines) } catch {
+        var line: Substring
+        do { line = try FileSystem.readText(proxyAuthFile)[...] } catch {
             throw SyncError(.unauthorized, "cannot read proxy_auth_file \(proxyAuthFile) (\(error.reason))")
         }
-        guard line.contains(":"), !line.contains(where: \.isNewline) else {
+        if line.hasSuffix("\n") { line = line.dropLast() }
+        if line.hasSuffix("\r") { line = line.dropLast() }
+        guard let colon = line.firstIndex(of: ":"), colon != line.startIndex, !line.contains(where: \.isNewline) else {
             throw SyncError(.unauthorized, "proxy_auth_file \(proxyAuthFile) must hold user:password on one line")
         }
-        return line
+        let encode = { (part: Substring) in part.addingPercentEncoding(withAllowedCharacters: Self.unreserved) ?? "" }
+        return encode(line[..<colon]) + ":" + encode(line[line.index(after: colon)...])
     }
+
+    /// RFC 3986's unreserved characters: all a percent-encoded login keeps as it is.
+    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 }
 
 extension SourceAccess {

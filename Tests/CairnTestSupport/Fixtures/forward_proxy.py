@@ -6,6 +6,8 @@ host in origin form with `Connection: close`, and relays the answer; takes `CONN
 (for https sources), answers 200 and relays bytes both ways until either side closes.
   --auth USER:PASSWORD  answer 407 (Proxy-Authenticate: Basic) to any request without these
                         credentials in Proxy-Authorization
+  --tls-cert PEM --tls-key PEM
+                        speak TLS to the client (an https:// proxy) with this certificate
 Each request is logged to --log as one line: "<method> <target> <status>" (407 for refused,
 502 when the host could not be reached, else 200 for CONNECT and the origin's status line's code
 for the rest). The bound port (on 127.0.0.1, chosen by the OS) is written to --port-file once
@@ -18,6 +20,7 @@ import select
 import signal
 import socket
 import socketserver
+import ssl
 import threading
 import urllib.parse
 
@@ -34,7 +37,10 @@ def relay(a, b):
     """Copies bytes both ways until one side closes."""
     sockets = [a, b]
     while True:
-        readable, _, _ = select.select(sockets, [], [], 60)
+        # A TLS socket may hold decrypted bytes that select() cannot see.
+        readable = [s for s in sockets if isinstance(s, ssl.SSLSocket) and s.pending()]
+        if not readable:
+            readable, _, _ = select.select(sockets, [], [], 60)
         if not readable:
             return
         for s in readable:
@@ -123,6 +129,14 @@ class Handler(socketserver.StreamRequestHandler):
 class Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
+    tls = None
+
+    def get_request(self):
+        connection, address = super().get_request()
+        if self.tls is not None:
+            # The handshake happens at the first read, on the connection's own thread.
+            connection = self.tls.wrap_socket(connection, server_side=True, do_handshake_on_connect=False)
+        return connection, address
 
 
 def main():
@@ -131,11 +145,16 @@ def main():
     parser.add_argument("--port-file", required=True)
     parser.add_argument("--log", required=True)
     parser.add_argument("--auth")
+    parser.add_argument("--tls-cert")
+    parser.add_argument("--tls-key")
     args = parser.parse_args()
     # Spawned by a test runner whose threads block signals: SIGTERM must still stop it.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     server = Server(("127.0.0.1", 0), Handler)
+    if args.tls_cert:
+        server.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server.tls.load_cert_chain(args.tls_cert, args.tls_key)
     with open(args.port_file + ".tmp", "w") as f:
         f.write(str(server.server_address[1]))
     os.rename(args.port_file + ".tmp", args.port_file)
