@@ -118,7 +118,8 @@ let package = Package(
 
         // Shared by the test targets: the tiny random model, temporary folders, processes, the
         // fault server, the fault reporter.
-        .target(name: "CairnTestSupport", dependencies: ["CairnEmbedding"], path: "Tests/CairnTestSupport",
+        .target(name: "CairnTestSupport", dependencies: ["CairnEmbedding", .product(name: "Logging", package: "swift-log")],
+                path: "Tests/CairnTestSupport",
                 exclude: ["Fixtures/fault_server.py", "Fixtures/forward_proxy.py"]),
         .testTarget(name: "CairnCoreTests", dependencies: ["CairnCore", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "CairnEmbeddingTests", dependencies: ["CairnEmbedding", "CairnTestSupport", "CairnThreads"]),

@@ -156,5 +156,15 @@ struct ChannelsTests {
         #expect(try device.cairn(["export", "--to", usb, "--channel", "manuals"]).status == 0)
         #expect(FileManager.default.fileExists(atPath: usb + "/channels/manuals/manifest.json"))
         #expect(try device.cairn(["rollback", "--channel", "nope"]).status == 1)
+
+        // manuals dropped from the configuration: its folder stays (a typo must not cost a
+        // channel), said at start with its size, as nothing else counts or removes it.
+        device.stop()
+        let alone = try DeviceProcess(field, sources: [fieldURL], name: "alone", dataDirectory: device.dataDirectory)
+        defer { alone.stop() }
+        try await alone.waitForVersion(2)
+        let said = alone.log.split(separator: "\n").first { $0.contains("/channels/manuals (") }.map(String.init) ?? ""
+        #expect(said.contains("is a channel no longer followed") && !said.contains("(0 bytes)"), "\(alone.log)")
+        #expect(FileManager.default.fileExists(atPath: device.dataDirectory + "/channels/manuals/current"))
     }
 }

@@ -1,3 +1,4 @@
+import CairnTestSupport
 import Logging
 import Testing
 

@@ -43,8 +43,13 @@ struct DirectoryTests {
         let resumable = String(repeating: "ab", count: 32) + ".partial"
         try Data("resume me".utf8).write(to: URL(fileURLWithPath: path + "/staging/" + resumable))
         try Data("junk".utf8).write(to: URL(fileURLWithPath: path + "/staging/.tmp-123"))
+        // An atomic write cut in a root's folder and in a version's (a power cut leaves them).
+        try fm.createDirectory(atPath: path + "/roots", withIntermediateDirectories: true)
+        try Data("half a root".utf8).write(to: URL(fileURLWithPath: path + "/roots/.tmp-4f2a"))
+        try Data("half a manifest".utf8).write(to: URL(fileURLWithPath: path + "/versions/2/.tmp-9c1e"))
 
         let restarted = try Device(repo: repo, sources: [repo.url], path: path) // runs recover()
+        #expect(restarted.entries("roots").isEmpty && !restarted.entries("versions/2").contains(".tmp-9c1e"))
         #expect(restarted.directory.installed()?.version == 2)
         #expect(restarted.entries("versions") == ["1", "2"])
         #expect(!fm.fileExists(atPath: path + "/current.tmp"))
@@ -145,6 +150,36 @@ struct DirectoryTests {
         let written = try JSONSerialization.jsonObject(with: Data(try FileSystem.read(directory.statePath))) as? [String: Any]
         #expect(written?["shards_seen"] as? [Int] == [1, 2] && written?["last_attempt"] as? String == "2026-12-01T00:00:00Z", "\(String(describing: written))")
         #expect(written?["highest_version_seen"] == nil)
+    }
+
+    @Test("Given a state.json holding a field a newer cairnd wrote (kept by a downgrade), when the state is read and written back at every attempt, then the notice naming the field is logged once, not at every poll")
+    func unknownFieldsSaidOnce() throws {
+        let path = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let capture = LogCapture()
+        let directory = try DataDirectory(path: path, logger: Logger(label: "test") { _ in capture })
+        try FileSystem.writeAtomically(Array(#"{"installed_version": 4, "shards_seen": [1, 2]}"#.utf8), to: directory.statePath)
+        for attempt in 1...3 {
+            var state = directory.readState()
+            state.attempts = attempt
+            try directory.writeState(state)
+            let written = try JSONSerialization.jsonObject(with: Data(try FileSystem.read(directory.statePath))) as? [String: Any]
+            #expect(written?["attempts"] as? Int == attempt && written?["shards_seen"] != nil, "the file was not written again")
+        }
+        #expect(capture.entries.filter { $0.message.contains("shards_seen") }.count == 1, "\(capture.entries.map(\.message))")
+    }
+
+    @Test("Given the health of a source no longer configured in state.json (a URL since changed, with its credentials), when the device syncs, then the entry is dropped")
+    func removedSourcesForgotten() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        var state = device.directory.readState()
+        state.withSource("https://device:old-secret@old.example/repo") { $0.consecutiveFailures = 3 }
+        try device.directory.writeState(state)
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        #expect(device.directory.readState().sources?.map(\.url) == [repo.url])
+        #expect(try !FileSystem.readText(device.directory.statePath).contains("old-secret"))
     }
 
     @Test("Given a newer link (a version a newer cairnd installed, kept by a downgrade) whose folder is gone, when the directory is recovered, then the link goes instead of being reported for ever")

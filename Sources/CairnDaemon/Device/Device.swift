@@ -23,6 +23,15 @@ public struct Device: Sendable {
     /// Throws `bad_configuration` (exit 2) for unreadable keys, `data_dir_locked` when another
     /// cairnd holds the directory, `data_dir_unusable` when it cannot be created or written,
     /// `socket_in_use` for a live socket, `socket_setup` when its folder is missing or closed.
+    /// The folders under `DIR/channels` of channels the configuration no longer names, with the
+    /// bytes each holds (a channel dropped from cairnd.conf leaves its versions, model and spare,
+    /// which no budget counts), by name.
+    static func unfollowedChannels(in dataDirectory: String, followed: [String]) -> [(name: String, bytes: Int64)] {
+        let folder = dataDirectory + "/channels"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        return names.filter { !followed.contains($0) }.sorted().map { ($0, DiskUsage.bytes(under: folder + "/" + $0)) }
+    }
+
     public static func build(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) -> Device {
         // The socket's folder first: a start that cannot answer leaves no data directory behind.
         try SocketFile.checkFolder(of: configuration.socketPath)
@@ -55,6 +64,9 @@ public struct Device: Sendable {
             }
             extras.append(try makeChannel(channel, registry: registry, notifier: notifier, statusPrefix: "[\(settings.name)] ",
                                           otherChannels: others(channel.dataDirectory), logger: logger))
+        }
+        for (name, bytes) in unfollowedChannels(in: configuration.dataDirectory, followed: extras.map(\.name)) {
+            logger.warning("\(configuration.dataDirectory)/channels/\(name) (\(bytes) bytes) is a channel no longer followed: nothing reads, counts or removes it; delete it to free the space, or follow the channel again")
         }
         let followed = ([main] + extras).compactMap { parts in parts.service.map { (name: parts.name, service: $0) } }
         let services = followed.map(\.service)

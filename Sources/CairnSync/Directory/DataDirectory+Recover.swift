@@ -195,11 +195,12 @@ extension DataDirectory {
         return freed
     }
 
-    /// Removes what a killed write left in `DIR` and in the version folders kept: an atomic
-    /// write's `.tmp-<uuid>` (state.json, a manifest) and a rows file's `<name>.tmp-<pid>-<n>`
-    /// (a start-up scan writes one of a version's size). Only at start-up, under the lock.
+    /// Removes what a killed write left in `DIR`, `DIR/roots` and the version folders kept: an
+    /// atomic write's `.tmp-<uuid>` (state.json, a manifest, a root) and a rows file's
+    /// `<name>.tmp-<pid>-<n>` (a start-up scan writes one of a version's size). Only at start-up,
+    /// under the lock.
     func removeTemporaryFiles() {
-        let folders = [path] + [currentLink, previousLink].compactMap(linkTarget).map { path + "/" + $0 }
+        let folders = [path, rootsPath] + [currentLink, previousLink, newerLink].compactMap(linkTarget).map { path + "/" + $0 }
         for folder in folders {
             for name in entries(folder) where name.contains(".tmp-") {
                 remove(folder + "/" + name)

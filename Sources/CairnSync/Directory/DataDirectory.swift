@@ -27,6 +27,9 @@ public final class DataDirectory: Sendable {
     /// newer cairnd's, before a downgrade), as a JSON object: written back with the state, so
     /// the upgrade back finds them (a newer build's floor survives the older one's writes).
     private let carried = Mutex<[UInt8]?>(nil)
+    /// The unknown fields of `state.json` said at notice so far: once per process, as every
+    /// write carries them back (a new file each attempt, which would say them each poll).
+    private let unknownFieldsSaid = Mutex<Set<[String]>>([])
     let logger: Logger
 
     public var versionsPath: String { path + "/" + DataDirectoryLayout.versionsFolder }
@@ -139,7 +142,7 @@ public final class DataDirectory: Sendable {
             if let left = Self.fieldsLeftOut(raw, state) {
                 let unknown = left.filter { SyncState.CodingKeys(stringValue: $0) == nil && !$0.hasPrefix("sources (") }
                 let unread = left.filter { !unknown.contains($0) }
-                if !unknown.isEmpty {
+                if !unknown.isEmpty, unknownFieldsSaid.withLock({ $0.insert(unknown).inserted }) {
                     logger.notice("\(statePath): \(unknown.joined(separator: ", ")) are not fields this cairnd knows (a newer cairnd's?); kept as they are")
                 }
                 if !unread.isEmpty {

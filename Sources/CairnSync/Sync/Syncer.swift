@@ -225,6 +225,10 @@ public actor Syncer {
     ///   with nothing newer does not make the device answer).
     private func attemptAll(unserved: SyncError?) async -> SyncOutcome {
         var state = directory.readState()
+        // Sources no longer configured (removed, or their URL changed) are forgotten: status
+        // lists only those configured, and the file would carry them, with any credentials in
+        // their URLs, for the device's life.
+        state.sources = state.sources?.filter { configuration.sources.contains($0.url) }
         state.lastAttempt = SyncState.time(now())
         state.attempts = (state.attempts ?? 0) + 1
         state.lastAttemptReachedSource = false
