@@ -84,6 +84,49 @@ struct UnservableVersionTests {
         #expect(device.state.lastError == nil && device.state.installedVersion == 3)
     }
 
+    @Test("Given versions 1 then 2 installed, when version 3 installs but cannot be opened for a reason outside its bytes (out of memory, a full disk), then it stays installed (current, its folder) while version 2 answers, the next attempt opens it again without installing it again, and once the cause passes it serves")
+    func installNotOpenableNow() async throws {
+        let repo = try RepoFixture(withModel: false)
+        final class Daemon: Sendable {
+            let served = Mutex<Int?>(nil), failing = Mutex(false)
+        }
+        let daemon = Daemon()
+        // The daemon's side, as cairnd's `onInstalled` answers a version whose open fails with
+        // SQLite out of memory: such a failure cannot be made on demand here.
+        let device = try Device(repo: repo, sources: [repo.url], onInstalled: { version, _ throws(SyncError) in
+            if daemon.failing.withLock({ $0 }) {
+                throw SyncError(.installFailed, "version \(version.version) is installed but cannot be opened now: out of memory",
+                                cause: Syncer.CannotOpenNow(SyncError(.io, "SQLITE_NOMEM")))
+            }
+            daemon.served.withLock { $0 = version.version }
+        }, servedVersion: { daemon.served.withLock { $0 } })
+        try repo.publish(version: 1)
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+
+        daemon.failing.withLock { $0 = true }
+        try repo.publish(version: 3, chunks: RepoFixture.chunks(revision: 3), deltasFrom: [2])
+        #expect(await device.syncer.syncOnce().errorCode == "install_failed")
+        #expect(device.currentTarget == "versions/3" && device.previousTarget == "versions/2")
+        #expect(device.state.installedVersion == 3 && daemon.served.withLock { $0 } == 2)
+        func inode(_ path: String) -> UInt64 {
+            var info = stat()
+            return stat(path, &info) == 0 ? UInt64(info.st_ino) : 0
+        }
+        let index = device.path + "/versions/3/index.sqlite", before = inode(index)
+        #expect(before != 0)
+
+        // Still failing: opened again, not downloaded and built again.
+        #expect(await device.syncer.syncOnce().errorCode == "install_failed")
+        #expect(inode(index) == before && device.currentTarget == "versions/3")
+
+        daemon.failing.withLock { $0 = false }
+        let outcome = await device.syncer.syncOnce()
+        #expect(outcome.errorCode == nil && daemon.served.withLock { $0 } == 3)
+        #expect(inode(index) == before && device.state.lastError == nil)
+    }
+
     @Test("Given a first install of version 1 not served, when the attempt fails, then it says why and current is dropped (nothing to fall back to), and the next attempt installs version 1 again instead of finding it up to date")
     func firstInstallNotServed() async throws {
         let (repo, refusing, device) = try Self.device(refusing: [1])

@@ -186,6 +186,14 @@ public struct Device: Sendable {
                 logger.info("now serving", metadata: ["cairn.channel": "\(sync.channel)", "cairn.version": "\(installed.version)",
                                                       "cairn.model": "\(model)"])
             } catch {
+                if error.isEnvironmental {
+                    // Kept installed, opened again at the next attempt (`Syncer.CannotOpenNow`).
+                    if holder.current == nil {
+                        holder.markUnservable("version \(installed.version) is installed but cannot be opened now (\(error.message)); it is opened again at each sync")
+                    }
+                    throw SyncError(.installFailed, "version \(installed.version) is installed but cannot be opened now: \(error.message); it is kept and opened again at the next attempt",
+                                    cause: Syncer.CannotOpenNow(error))
+                }
                 logger.error("installed version cannot be served; keeping the previous one",
                              metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(error)"])
                 throw SyncError(.installFailed, "version \(installed.version) cannot be served: \(error.message)", cause: error)

@@ -200,6 +200,14 @@ public actor Syncer {
         }
     }
 
+    /// The cause of `onInstalled`'s error for a version that cannot be opened now for a reason
+    /// outside its bytes (out of memory, a full disk, SQLite busy): the version is kept
+    /// installed and opened again at the next attempt, not removed and installed again.
+    public struct CannotOpenNow: Error, Sendable {
+        public let underlying: any Error & Sendable
+        public init(_ underlying: any Error & Sendable) { self.underlying = underlying }
+    }
+
     /// How long a source whose blob failed its SHA-256 is tried after the others.
     static let mismatchDemotion: TimeInterval = 24 * 3600
 
@@ -296,6 +304,16 @@ public actor Syncer {
                     let opening = clock.now
                     do throws(SyncError) { try await onInstalled(version, contents) } catch {
                         state.lastSuccess = succeeded
+                        if error.cause is CannotOpenNow {
+                            // Its bytes verified; what failed is outside them (memory, a full
+                            // disk, SQLite busy). Removed, it would be downloaded and built
+                            // again at every back-off while the cause lasts: it stays current,
+                            // the version before answers meanwhile, and the next attempt opens
+                            // it again (`reopenIfUnserved`).
+                            logger.error("installed version cannot be opened now; it is kept and opened again at the next attempt",
+                                         metadata: ["cairn.sync.version": "\(version.version)", "cairn.sync.error": "\(error.message)"])
+                            throw error
+                        }
                         await fallBack(from: version, state: &state)
                         throw error
                     }

@@ -15,13 +15,14 @@ struct Device {
     /// `trustedRoot` pins a root instead of `keys`; `expiredUpdates` is the device's policy;
     /// `spareIndexMinimumBytes` as cairnd's `spare_index_min_bytes` (its default keeps no spare
     /// of a test-sized index); `directInstallMinimumBytes` as `direct_install_min_bytes`;
-    /// `onModel` and `onInstalled` as the syncer's.
+    /// `onModel`, `onInstalled` and `servedVersion` as the syncer's.
     init(repo: RepoFixture, sources: [String], keys: [PublicKey]? = nil, transfer: TransferLimits = TransferLimits(),
          path: String? = nil, trustedRoot: [UInt8]? = nil, expiredUpdates: ExpiredUpdatePolicy = .install,
          now: @escaping @Sendable () -> Date = { Date() }, openRowsFiles: Bool = false,
          spareIndexMinimumBytes: Int64? = 256 << 20, directInstallMinimumBytes: Int64? = 64 << 20, maxDiskBytes: Int64? = nil,
          otherChannels: [String] = [], onModel: @escaping @Sendable (String) -> Void = { _ in },
-         onInstalled: @escaping @Sendable (InstalledVersion, IndexContents?) async throws(SyncError) -> Void = { _, _ in }) throws {
+         onInstalled: @escaping @Sendable (InstalledVersion, IndexContents?) async throws(SyncError) -> Void = { _, _ in },
+         servedVersion: (@Sendable () -> Int?)? = nil) throws {
         self.path = try path ?? TemporaryDirectory.make()
         var configuration = SyncConfiguration(sources: sources, channel: repo.channel,
                                               trustedKeys: trustedRoot == nil ? keys ?? [repo.key.publicKey] : [],
@@ -41,7 +42,7 @@ struct Device {
         // opened for queries, handed to the syncer.
         let rows = openRowsFiles ? try directory.installed().map { try SearchIndex(path: $0.indexPath).contents } : nil
         syncer = Syncer(configuration: configuration, directory: directory, logger: logger, now: now, installedRows: rows,
-                        onInstalled: onInstalled, onModel: onModel)
+                        onInstalled: onInstalled, onModel: onModel, servedVersion: servedVersion)
     }
 
     /// Takes the data directory's lock. Restarting on a folder a previous `Device` of this test
