@@ -32,4 +32,28 @@ struct SharedDiskTests {
         #expect(first.directory.installed()?.version == 1)
         #expect(FileManager.default.fileExists(atPath: first.path + "/versions/1/index.sqlite"))
     }
+
+    @Test("Given a device keeping a spare copy of its index on a small disk, when something else fills the disk under the free-space margin, then the next attempt, finding nothing new, removes the spare and status says declined; the version keeps its files, and with room again the spare stays declined")
+    func spareGivenBackWhenTheDiskFills() async throws {
+        let disk = try Tmpfs(megabytes: 64)
+        defer { disk.unmount() }
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1, chunks: RepoFixture.chunks(count: 10_000))
+        let device = try Device(repo: repo, sources: [repo.url], path: disk.path + "/data", spareIndexMinimumBytes: 0)
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let spare = device.path + "/versions/1/spare.sqlite"
+        try await waitUntil("the device keeps a spare", seconds: 60) { FileManager.default.fileExists(atPath: spare) }
+        #expect(device.syncer.spareState(of: device.directory.installed()) == .ready)
+
+        disk.fill(leaving: 512 << 10)  // under the device's 1 MiB margin
+        let outcome = await device.syncer.syncOnce()
+        #expect(outcome.errorCode == nil, "\(outcome)")
+        #expect(!FileManager.default.fileExists(atPath: spare))
+        #expect(device.syncer.spareState(of: device.directory.installed()) == .declined)
+        #expect(FileManager.default.fileExists(atPath: device.path + "/versions/1/index.sqlite"))
+        disk.emptyFiller()
+        await device.syncer.syncOnce()
+        // With room again, the version's spare stays declined (until cairnd restarts).
+        #expect(device.syncer.spareState(of: device.directory.installed()) == .declined)
+    }
 }

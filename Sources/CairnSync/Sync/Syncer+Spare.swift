@@ -62,6 +62,7 @@ extension Syncer {
     func keepSpare() {
         // A copy that ended (only an install, rollback or export stops one) is forgotten.
         if let copy = spareCopy, copy.work.isDone { spareCopy = nil }
+        giveSpareBackIfTheDiskFilled()
         guard spareCopy == nil, let minimum = configuration.spareIndexMinimumBytes, let version = directory.installed(),
               spareDeclined.withLock({ $0 }) != version.version,
               FileSystem.exists(version.directory + "/" + DataDirectoryLayout.snapshotBlobFile),
@@ -110,6 +111,20 @@ extension Syncer {
                 }
             }
         }
+    }
+
+    /// Removes the installed version's spare when the disk's free space has fallen under the
+    /// margin since it was made (logs, a database, another program filled it): the spare only
+    /// saves the next delta a copy, and a device may go months without an install, the one time
+    /// `makeRoom` would take it back. Not made again for this version.
+    func giveSpareBackIfTheDiskFilled() {
+        guard spareCopy == nil, let version = directory.installed(), FileSystem.exists(spare(of: version)),
+              let available = try? FileSystem.availableBytes(at: directory.path), available < configuration.freeSpaceMargin else { return }
+        let bytes = Downloader.fileSize(spare(of: version))
+        guard unlink(spare(of: version)) == 0 else { return }
+        try? FileSystem.syncDirectory(version.directory)
+        spareDeclined.withLock { $0 = version.version }
+        logger.notice("removed the spare copy of the index (\(bytes) bytes): the disk has \(available) bytes free, under the \(configuration.freeSpaceMargin) kept free; the next delta copies the live index")
     }
 
     /// The spare of the installed version `version`, for status (protocol/socket-api.md,
