@@ -82,8 +82,8 @@ public struct SyncConfiguration: Sendable {
 extension SyncConfiguration {
     /// The access for the source at `base` (with or without a trailing `/`). Credentials (netrc,
     /// token) go only to `https://` sources: over plain HTTP anyone on the path could read them.
-    /// A proxy and its login only to `http(s)://` sources that go through one: a stick or a
-    /// mirror set to go direct must not fail for a proxy_auth_file it does not use.
+    /// A proxy and its login only to `http(s)://` sources not set to go direct (`proxy = none`):
+    /// a stick or a LAN mirror must not fail for a proxy_auth_file it does not use.
     public func access(for base: String) -> SourceAccess {
         let key = SourceAccess.base(of: base)
         var chosen = (access[key] ?? .none).over(defaultAccess)
@@ -92,7 +92,9 @@ extension SyncConfiguration {
             chosen.tokenFile = nil
         }
         if !base.lowercased().hasPrefix("http") { chosen.proxy = nil }
-        if chosen.proxyNamed == nil {
+        // Kept for a proxy the environment names (`proxy` unset): libcurl sends the login only
+        // to a proxy it uses.
+        if chosen.proxy == "" || !base.lowercased().hasPrefix("http") {
             chosen.proxyAuthFile = nil
             chosen.proxyCABundle = nil
         }

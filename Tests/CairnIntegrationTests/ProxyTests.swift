@@ -145,10 +145,14 @@ struct ProxyTests {
         #expect(Self.source(of: device)["proxy"] as? String == "none")
         device.stop()
 
-        // An environment's no_proxy applies to its own proxy, so the tests' is cleared here.
-        let live = try ForwardProxy()
+        // An environment's no_proxy applies to its own proxy, so the tests' is cleared here; the
+        // environment's proxy gets proxy_auth_file's login.
+        let live = try ForwardProxy(auth: Self.login)
         defer { live.stop() }
+        try Private.write(Self.login + "\n", workspace.folder + "/proxy-login")
+        try Private.write("proxy_auth_file = \(workspace.folder)/proxy-login\n", workspace.folder + "/environment.conf")
         device = try DeviceProcess(workspace, sources: [origin.url], name: "environment", dataDirectory: workspace.folder + "/environment-data",
+                                   trust: ["--trusted-key", workspace.publicKey, "--config", workspace.folder + "/environment.conf"],
                                    environment: ["http_proxy": live.url, "no_proxy": "", "NO_PROXY": ""])
         defer { device.stop() }
         try await device.waitForVersion(1)

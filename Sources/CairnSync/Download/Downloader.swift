@@ -193,7 +193,9 @@ public struct Downloader: Sendable {
         // Through an https:// proxy, a TLS failure before the proxy answered a CONNECT is the
         // proxy's own.
         let beforeTheTunnel = access.proxyNamed?.lowercased().hasPrefix("https://") == true && outcome.proxyStatus == 0
-        if outcome.proxyTLSFailed || (beforeTheTunnel && Self.tlsCodes.contains(outcome.code.rawValue)) {
+        // (libcurl marks the proxy's certificate unverified as a handshake begins: a handshake
+        // cut by a timeout or a reset is a network failure, not the certificate's.)
+        if (outcome.proxyTLSFailed || beforeTheTunnel) && Self.tlsCodes.contains(outcome.code.rawValue) {
             throw SyncError(.tls, "TLS with \(proxy) failed for the \(what): \(outcome.message) (curl \(outcome.code.rawValue)); check proxy_ca_bundle")
         }
         if outcome.proxyStatus >= 300 {
