@@ -458,9 +458,10 @@ struct DiskFaultTests {
                     "\(notify.messages)")
             let sync = try device.cairn(["sync", "--wait", "--timeout", "60"])
             #expect(sync.status == 1, "\(sync)")
-            #expect((device.syncStatus["last_error"] as? String)?.contains("version 2 cannot be served") == true, "\(device.syncStatus)")
+            #expect((device.syncStatus["last_error"] as? String)?.contains("version 2 is installed but cannot be opened now") == true,
+                    "\(device.syncStatus)")
             #expect(device.syncStatus["last_error_code"] as? String == "install_failed")
-            #expect(notify.messages.contains { $0.hasPrefix("STATUS=sync failed (install_failed: version 2 cannot be served")
+            #expect(notify.messages.contains { $0.hasPrefix("STATUS=sync failed (install_failed: version 2 is installed but cannot be opened now")
                                                && $0.hasSuffix("; not answering queries") }, "\(notify.messages)")
         } else {
             try await device.waitForVersion(2)

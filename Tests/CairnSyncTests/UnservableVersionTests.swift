@@ -84,7 +84,7 @@ struct UnservableVersionTests {
         #expect(device.state.lastError == nil && device.state.installedVersion == 3)
     }
 
-    @Test("Given versions 1 then 2 installed, when version 3 installs but cannot be opened for a reason outside its bytes (out of memory, a full disk), then it stays installed (current, its folder) while version 2 answers, the next attempt opens it again without installing it again, and once the cause passes it serves")
+    @Test("Given versions 1 then 2 installed, when version 3 installs but cannot be opened for a reason outside its bytes (out of memory, a full disk), then it stays installed (current, its folder) while version 2 answers and version 1 goes, the next attempt opens it again without installing it again; version 4 arriving meanwhile keeps version 2, served, as its previous; once the cause passes the newest serves")
     func installNotOpenableNow() async throws {
         let repo = try RepoFixture(withModel: false)
         final class Daemon: Sendable {
@@ -117,14 +117,24 @@ struct UnservableVersionTests {
         let index = device.path + "/versions/3/index.sqlite", before = inode(index)
         #expect(before != 0)
 
+        // Version 1 went (the room may be what is short); version 2, served, stays linked.
+        #expect(device.entries("versions") == ["2", "3"])
+
         // Still failing: opened again, not downloaded and built again.
         #expect(await device.syncer.syncOnce().errorCode == "install_failed")
         #expect(inode(index) == before && device.currentTarget == "versions/3")
 
+        // Version 4 arrives while the cause lasts: the version served, not the one kept, is
+        // its rollback target, so no link leaves the served folder to a restart's clean-up.
+        try repo.publish(version: 4, chunks: RepoFixture.chunks(revision: 4), deltasFrom: [3])
+        #expect(await device.syncer.syncOnce().errorCode == "install_failed")
+        #expect(device.currentTarget == "versions/4" && device.previousTarget == "versions/2", "\(device.entries("versions"))")
+        #expect(device.entries("versions") == ["2", "4"] && daemon.served.withLock { $0 } == 2)
+
         daemon.failing.withLock { $0 = false }
         let outcome = await device.syncer.syncOnce()
-        #expect(outcome.errorCode == nil && daemon.served.withLock { $0 } == 3)
-        #expect(inode(index) == before && device.state.lastError == nil)
+        #expect(outcome.errorCode == nil && daemon.served.withLock { $0 } == 4)
+        #expect(device.state.lastError == nil && device.currentTarget == "versions/4")
     }
 
     @Test("Given a first install of version 1 not served, when the attempt fails, then it says why and current is dropped (nothing to fall back to), and the next attempt installs version 1 again instead of finding it up to date")

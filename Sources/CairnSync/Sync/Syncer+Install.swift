@@ -261,9 +261,14 @@ extension Syncer {
         } catch {
             throw SyncError.writing("cannot finish installing version \(name): \(error)", error)
         }
-        let old = directory.linkTarget(directory.currentLink)
         let target = DataDirectoryLayout.versionFolder(manifest.version)
-        if let old, old != target {
+        // The rollback target is the version the daemon serves: `current` but for one kept
+        // that cannot be opened now (`CannotOpenNow`), when the version before it answers. That
+        // one must stay linked, or a restart's clean-up would remove the folder it serves.
+        let served = servedVersion?().map(DataDirectoryLayout.versionFolder).flatMap {
+            FileSystem.exists(directory.path + "/" + $0) ? $0 : nil
+        }
+        if let old = served ?? directory.linkTarget(directory.currentLink), old != target {
             try directory.replaceLink(directory.previousLink, with: old)
         }
         try directory.replaceLink(directory.currentLink, with: target)

@@ -312,6 +312,8 @@ public actor Syncer {
                             // it again (`reopenIfUnserved`).
                             logger.error("installed version cannot be opened now; it is kept and opened again at the next attempt",
                                          metadata: ["cairn.sync.version": "\(version.version)", "cairn.sync.error": "\(error.message)"])
+                            // The version before the one served goes (a full disk needs its room).
+                            await removeUnreferenced()
                             throw error
                         }
                         await fallBack(from: version, state: &state)
