@@ -118,7 +118,7 @@ struct ProxyTests {
         #expect(proxy.requests.contains { $0.target.hasPrefix(origin.url + "/blobs/") && $0.status == 200 }, "\(proxy.requests)")
     }
 
-    @Test("Given a proxy that is down, when the device syncs through it, then network names the proxy in one line; a source set to proxy = none goes direct past the proxy environment and past an unreadable proxy_auth_file; a live proxy in the environment is used when cairnd.conf names none")
+    @Test("Given a proxy that is down, when the device syncs through it, then network names the proxy in one line; a source set to proxy = none goes direct past the proxy environment and past an unreadable proxy_auth_file, as does a source without proxy where the environment names none; a live proxy in the environment is used when cairnd.conf names none")
     func proxyDownAndTheEnvironment() async throws {
         let workspace = try await Workspace.make()
         try await workspace.publishOnThread(Workspace.version1)
@@ -143,6 +143,15 @@ struct ProxyTests {
                                    environment: ["http_proxy": gone.url, "no_proxy": "", "NO_PROXY": ""])
         try await device.waitForVersion(1)
         #expect(Self.source(of: device)["proxy"] as? String == "none")
+        device.stop()
+
+        // A login file for the environment's proxy, where the environment names none: the
+        // source goes direct, and the file is not needed.
+        try Private.write("proxy_auth_file = \(workspace.folder)/no-such-login\n", workspace.folder + "/no-proxy.conf")
+        device = try DeviceProcess(workspace, sources: [origin.url], name: "no-proxy", dataDirectory: workspace.folder + "/no-proxy-data",
+                                   trust: ["--trusted-key", workspace.publicKey, "--config", workspace.folder + "/no-proxy.conf"],
+                                   environment: ["http_proxy": "", "https_proxy": "", "all_proxy": ""])
+        try await device.waitForVersion(1)
         device.stop()
 
         // An environment's no_proxy applies to its own proxy, so the tests' is cleared here; the

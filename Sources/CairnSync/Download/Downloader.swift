@@ -66,7 +66,7 @@ public struct Downloader: Sendable {
         let headers = try access.headers() + (etag.map { ["If-None-Match: \($0)"] } ?? [])
         let started = ContinuousClock.now
         let outcome = await CurlTransfer.run(url: url, limits: smallFileLimits, context: context, handles: handles, access: access,
-                                             headers: headers, proxyLogin: try access.proxyCredentials())
+                                             headers: headers, proxyLogin: try access.proxyLoginForTransfer())
         try checkSmallFileTime(outcome, started: started, what: "manifest")
         // A 304 means "the ETag sent still holds": to a request that sent none it says nothing,
         // and taking it for "up to date" would keep a device without a version from installing.
@@ -85,7 +85,7 @@ public struct Downloader: Sendable {
         let context = TransferContext(limit: Int64(limits.maxManifestBytes), held: 0, rangeStart: 0)
         let started = ContinuousClock.now
         let outcome = await CurlTransfer.run(url: url, limits: smallFileLimits, context: context, handles: handles, access: access,
-                                             headers: try access.headers(), proxyLogin: try access.proxyCredentials())
+                                             headers: try access.headers(), proxyLogin: try access.proxyLoginForTransfer())
         try checkSmallFileTime(outcome, started: started, what: "root")
         if [403, 404, 410].contains(outcome.status) || outcome.code == CURLE_FILE_COULDNT_READ_FILE { return (nil, outcome.stats) }
         try check(outcome, context, what: "root", url: url, access: access)
@@ -113,7 +113,7 @@ public struct Downloader: Sendable {
                   revalidate: Bool = false) async throws(SyncError) -> TransferStats {
         if let problem = Self.localFileProblem(url, what: "blob") { throw problem }
         let headers = try access.headers() + (revalidate ? ["Cache-Control: no-cache", "Pragma: no-cache"] : [])
-        let proxyLogin = try access.proxyCredentials()
+        let proxyLogin = try access.proxyLoginForTransfer()
         var stats = TransferStats()
         for _ in 0..<2 {
             var held = Self.fileSize(path)
@@ -187,7 +187,8 @@ public struct Downloader: Sendable {
         // that tunnels to an https source.
         let proxy = access.proxyNamed.map { "the proxy \($0)" } ?? "the proxy"
         if outcome.status == 407 || outcome.proxyStatus == 407 {
-            let login = access.proxyAuthFile.map { "refused the login in proxy_auth_file \($0)" } ?? "asks for a login; set proxy_auth_file"
+            var login = access.proxyAuthFile.map { "refused the login in proxy_auth_file \($0)" } ?? "asks for a login; set proxy_auth_file"
+            do { _ = try access.proxyCredentials() } catch { login = "asks for a login, and \(error.message)" }
             throw SyncError(.unauthorized, "\(proxy) \(login) (HTTP 407 for the \(what))")
         }
         // Through an https:// proxy, a TLS failure before the proxy answered a CONNECT is the

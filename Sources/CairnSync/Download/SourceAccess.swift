@@ -133,6 +133,15 @@ public struct SourceAccess: Sendable, Hashable {
         return encode(line[..<colon]) + ":" + encode(line[line.index(after: colon)...])
     }
 
+    /// The proxy login a transfer sends: `proxyCredentials`, whose failure fails the transfer
+    /// when cairnd.conf names the proxy; for a proxy the environment may name (or not), a file
+    /// that cannot be read is no error until a proxy asks for the login (HTTP 407, which then
+    /// says why), so a source that goes direct still works without it.
+    func proxyLoginForTransfer() throws(SyncError) -> String? {
+        guard proxyNamed == nil else { return try proxyCredentials() }
+        return try? proxyCredentials()
+    }
+
     /// RFC 3986's unreserved characters: all a percent-encoded login keeps as it is.
     private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 }
