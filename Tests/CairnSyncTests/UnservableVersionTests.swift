@@ -84,7 +84,7 @@ struct UnservableVersionTests {
         #expect(device.state.lastError == nil && device.state.installedVersion == 3)
     }
 
-    @Test("Given versions 1 then 2 installed, when version 3 installs but cannot be opened for a reason outside its bytes (out of memory, a full disk), then it stays installed (current, its folder) while version 2 answers and version 1 goes, the next attempt opens it again without installing it again; version 4 arriving meanwhile keeps version 2, served, as its previous; once the cause passes the newest serves")
+    @Test("Given versions 1 then 2 installed, when version 3 installs but cannot be opened for a reason outside its bytes (out of memory, a full disk), then it stays installed (current, its folder) while version 2 answers and version 1 goes, the next attempt opens it again without installing it again; a rollback to version 2, served, needs no open; version 4 arriving meanwhile keeps version 2, served, as its previous; once the cause passes the newest serves")
     func installNotOpenableNow() async throws {
         let repo = try RepoFixture(withModel: false)
         final class Daemon: Sendable {
@@ -123,6 +123,11 @@ struct UnservableVersionTests {
         // Still failing: opened again, not downloaded and built again.
         #expect(await device.syncer.syncOnce().errorCode == "install_failed")
         #expect(inode(index) == before && device.currentTarget == "versions/3")
+
+        // A rollback goes to version 2, which answers already: nothing to open again (the
+        // cause would fail it). Version 3 is held back.
+        #expect(try await device.syncer.rollback().version.version == 2)
+        #expect(device.currentTarget == "versions/2" && device.state.heldBackVersion == 3)
 
         // Version 4 arrives while the cause lasts: the version served, not the one kept, is
         // its rollback target, so no link leaves the served folder to a restart's clean-up.

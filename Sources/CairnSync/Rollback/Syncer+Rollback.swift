@@ -134,7 +134,9 @@ extension Syncer {
         await persist(state)
         logger.notice("rolled back", metadata: ["cairn.sync.version": "\(now.version)",
                                                 "cairn.sync.held_back_version": "\(current.version)"])
-        do throws(SyncError) { try await onInstalled(now, nil) } catch {
+        // Served already (a version kept that cannot be opened now was current): opening it
+        // again could only fail for the cause that keeps the other one unopened.
+        do throws(SyncError) { if servedVersion?() != now.version { try await onInstalled(now, nil) } } catch {
             await putBack()
             throw SyncError(.previousUnusable, "previous version \(previous.version) cannot be served (\(error.message)); nothing was changed",
                             cause: error)
