@@ -201,6 +201,7 @@ struct ConfigurationTests {
                              ("proxy = http://:3128", "SCHEME://HOST:PORT"),
                              ("proxy = http://proxy.example", "the port given"),
                              ("proxy = http://proxy.example:3128/path", "SCHEME://HOST:PORT"),
+                             ("proxy = http://fd00::1:3128", "SCHEME://HOST:PORT"),
                              ("proxy_auth_file = proxy-login", "absolute file path"),
                              ("proxy_ca_bundle = ca.pem", "absolute file path"),
                              ("[source file:///media/usb/repo]\nproxy = none", "for http(s) sources")] {

@@ -92,9 +92,11 @@ public struct SourceAccess: Sendable, Hashable {
         if authority.hasSuffix("/") { authority = authority.dropLast() }
         let port = authority.lastIndex(of: ":").map { authority[authority.index(after: $0)...] } ?? ""
         let host = authority.dropLast(port.count + 1)
-        guard !host.isEmpty, !host.contains(where: { "/?# \t".contains($0) }),
+        // An IPv6 address in brackets (`[fd00::1]:3128`): bare, its colons read as a port.
+        let bracketed = host.hasPrefix("[") && host.hasSuffix("]")
+        guard !host.isEmpty, !host.contains(where: { "/?# \t".contains($0) }), bracketed || !host.contains(where: { ":[]".contains($0) }),
               port.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int(port), (1...65535).contains(number) else {
-            return "proxy \(value) must be SCHEME://HOST:PORT, the port given (libcurl would take 1080)"
+            return "proxy \(value) must be SCHEME://HOST:PORT, the port given (libcurl would take 1080), an IPv6 address in brackets"
         }
         return nil
     }
