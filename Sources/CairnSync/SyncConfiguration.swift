@@ -91,10 +91,10 @@ extension SyncConfiguration {
             chosen.netrcFile = nil
             chosen.tokenFile = nil
         }
-        if !base.lowercased().hasPrefix("http") { chosen.proxy = nil }
+        if !SourceURL.isHTTP(base) { chosen.proxy = nil }
         // Kept for a proxy the environment names (`proxy` unset): libcurl sends the login only
         // to a proxy it uses.
-        if chosen.proxy == "" || !base.lowercased().hasPrefix("http") {
+        if chosen.proxy == "" || !SourceURL.isHTTP(base) {
             chosen.proxyAuthFile = nil
             chosen.proxyCABundle = nil
         }

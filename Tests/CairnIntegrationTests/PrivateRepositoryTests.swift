@@ -41,10 +41,10 @@ struct PrivateRepositoryTests {
         "[source \(source)]\n" + files.compactMap { key, value in value.map { "\(key) = \($0)" } }.sorted().joined(separator: "\n") + "\n"
     }
 
-    /// A cairnd on `dataDirectory` whose config is `config`; waits for an attempt that ends with
-    /// `code` (nil: for version 1 to serve). Returns it running.
+    /// A cairnd on `dataDirectory` whose config is `config`, `environment` added to its own;
+    /// waits for an attempt that ends with `code` (nil: for version 1 to serve). Returns it running.
     static func device(_ workspace: Workspace, source: String, name: String, dataDirectory: String, config: String,
-                       expecting code: String?) async throws -> DeviceProcess {
+                       expecting code: String?, environment: [String: String] = [:]) async throws -> DeviceProcess {
         let folder = workspace.folder + "/" + name
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try write(config, folder + "/private.conf")
@@ -53,7 +53,8 @@ struct PrivateRepositoryTests {
             .flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
         let before = state["attempts"] as? Int ?? 0
         let device = try DeviceProcess(workspace, sources: [source], name: name, dataDirectory: dataDirectory,
-                                       trust: ["--trusted-key", workspace.publicKey, "--config", folder + "/private.conf"])
+                                       trust: ["--trusted-key", workspace.publicKey, "--config", folder + "/private.conf"],
+                                       environment: environment)
         do {
             if let code {
                 try await waitUntil("the device reports \(code) on its socket", seconds: 60) {

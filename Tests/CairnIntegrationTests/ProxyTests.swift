@@ -137,21 +137,16 @@ struct ProxyTests {
         // login for the global proxy is not read for a source that goes direct.
         let direct = "proxy = \(gone.url)\nproxy_auth_file = \(workspace.folder)/no-such-login\n"
             + Private.config(source: origin.url, ["proxy": "none"])
-        try Private.write(direct, workspace.folder + "/direct.conf")
-        device = try DeviceProcess(workspace, sources: [origin.url], name: "direct", dataDirectory: workspace.folder + "/direct-data",
-                                   trust: ["--trusted-key", workspace.publicKey, "--config", workspace.folder + "/direct.conf"],
-                                   environment: ["http_proxy": gone.url, "no_proxy": "", "NO_PROXY": ""])
-        try await device.waitForVersion(1)
+        device = try await Private.device(workspace, source: origin.url, name: "direct", dataDirectory: workspace.folder + "/direct-data",
+                                          config: direct, expecting: nil, environment: ["http_proxy": gone.url, "no_proxy": "", "NO_PROXY": ""])
         #expect(Self.source(of: device)["proxy"] as? String == "none")
         device.stop()
 
         // A login file for the environment's proxy, where the environment names none: the
         // source goes direct, and the file is not needed.
-        try Private.write("proxy_auth_file = \(workspace.folder)/no-such-login\n", workspace.folder + "/no-proxy.conf")
-        device = try DeviceProcess(workspace, sources: [origin.url], name: "no-proxy", dataDirectory: workspace.folder + "/no-proxy-data",
-                                   trust: ["--trusted-key", workspace.publicKey, "--config", workspace.folder + "/no-proxy.conf"],
-                                   environment: ["http_proxy": "", "https_proxy": "", "all_proxy": ""])
-        try await device.waitForVersion(1)
+        device = try await Private.device(workspace, source: origin.url, name: "no-proxy", dataDirectory: workspace.folder + "/no-proxy-data",
+                                          config: "proxy_auth_file = \(workspace.folder)/no-such-login\n", expecting: nil,
+                                          environment: ["http_proxy": "", "https_proxy": "", "all_proxy": ""])
         device.stop()
 
         // An environment's no_proxy applies to its own proxy, so the tests' is cleared here; the
@@ -159,12 +154,11 @@ struct ProxyTests {
         let live = try ForwardProxy(auth: Self.login)
         defer { live.stop() }
         try Private.write(Self.login + "\n", workspace.folder + "/proxy-login")
-        try Private.write("proxy_auth_file = \(workspace.folder)/proxy-login\n", workspace.folder + "/environment.conf")
-        device = try DeviceProcess(workspace, sources: [origin.url], name: "environment", dataDirectory: workspace.folder + "/environment-data",
-                                   trust: ["--trusted-key", workspace.publicKey, "--config", workspace.folder + "/environment.conf"],
-                                   environment: ["http_proxy": live.url, "no_proxy": "", "NO_PROXY": ""])
+        device = try await Private.device(workspace, source: origin.url, name: "environment",
+                                          dataDirectory: workspace.folder + "/environment-data",
+                                          config: "proxy_auth_file = \(workspace.folder)/proxy-login\n", expecting: nil,
+                                          environment: ["http_proxy": live.url, "no_proxy": "", "NO_PROXY": ""])
         defer { device.stop() }
-        try await device.waitForVersion(1)
         #expect(live.requests.contains { $0.target.hasPrefix(origin.url + "/blobs/") && $0.status == 200 }, "\(live.requests)")
         let source = Self.source(of: device)
         #expect(source["url"] as? String == origin.url && source["proxy"] == nil, "status names no proxy cairnd.conf did not set: \(source)")

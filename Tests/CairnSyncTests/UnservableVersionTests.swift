@@ -96,7 +96,7 @@ struct UnservableVersionTests {
         let device = try Device(repo: repo, sources: [repo.url], onInstalled: { version, _ throws(SyncError) in
             if daemon.failing.withLock({ $0 }) {
                 throw SyncError(.installFailed, "version \(version.version) is installed but cannot be opened now: out of memory",
-                                cause: Syncer.CannotOpenNow(SyncError(.io, "SQLITE_NOMEM")))
+                                cause: Syncer.CannotOpenNow())
             }
             daemon.served.withLock { $0 = version.version }
         }, servedVersion: { daemon.served.withLock { $0 } })

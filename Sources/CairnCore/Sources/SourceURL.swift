@@ -13,6 +13,9 @@ public enum SourceURL {
     /// Whether `url` is an `https://` URL (the scheme in any case, as `problem` accepts it).
     public static func isHTTPS(_ url: String) -> Bool { url.lowercased().hasPrefix("https://") }
 
+    /// Whether `url` is an `http://` or `https://` URL: a server, not a `file://` folder.
+    public static func isHTTP(_ url: String) -> Bool { isHTTPS(url) || url.lowercased().hasPrefix("http://") }
+
     /// The local path a `file://` URL names, percent-decoded (the inverse of `forFolder`); nil
     /// for any other URL.
     public static func filePath(_ url: String) -> String? {

@@ -40,7 +40,7 @@ extension DaemonConfiguration {
                 continue
             }
             if CairndConfigFile.sectionKeys.contains(entry.key) {
-                if let source = entry.source, entry.key.hasPrefix("proxy"), !source.lowercased().hasPrefix("http") {
+                if let source = entry.source, entry.key.hasPrefix("proxy"), !SourceURL.isHTTP(source) {
                     throw DaemonError(.badConfiguration, "config line \(entry.line): \(entry.key) is for http(s) sources; \(source) is not one")
                 }
                 if entry.key == "proxy" {

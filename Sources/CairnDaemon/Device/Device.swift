@@ -18,11 +18,6 @@ public struct Device: Sendable {
     /// channel, the number of the attempt that answers it.
     public let requestSync: (@Sendable () -> [String: Int])?
 
-    /// Locks and recovers the data directory, loads the trusted keys and builds the services.
-    /// Rollback and export work with or without sources.
-    /// Throws `bad_configuration` (exit 2) for unreadable keys, `data_dir_locked` when another
-    /// cairnd holds the directory, `data_dir_unusable` when it cannot be created or written,
-    /// `socket_in_use` for a live socket, `socket_setup` when its folder is missing or closed.
     /// The folders under `DIR/channels` of channels the configuration no longer names, with the
     /// bytes each holds (a channel dropped from cairnd.conf leaves its versions, model and spare,
     /// which no budget counts), by name.
@@ -32,6 +27,11 @@ public struct Device: Sendable {
         return names.filter { !followed.contains($0) }.sorted().map { ($0, DiskUsage.bytes(under: folder + "/" + $0)) }
     }
 
+    /// Locks and recovers the data directory, loads the trusted keys and builds the services.
+    /// Rollback and export work with or without sources.
+    /// Throws `bad_configuration` (exit 2) for unreadable keys, `data_dir_locked` when another
+    /// cairnd holds the directory, `data_dir_unusable` when it cannot be created or written,
+    /// `socket_in_use` for a live socket, `socket_setup` when its folder is missing or closed.
     public static func build(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) -> Device {
         // The socket's folder first: a start that cannot answer leaves no data directory behind.
         try SocketFile.checkFolder(of: configuration.socketPath)
@@ -192,7 +192,7 @@ public struct Device: Sendable {
                         holder.markUnservable("version \(installed.version) is installed but cannot be opened now (\(error.message)); it is opened again at each sync")
                     }
                     throw SyncError(.installFailed, "version \(installed.version) is installed but cannot be opened now: \(error.message); it is kept and opened again at the next attempt",
-                                    cause: Syncer.CannotOpenNow(error))
+                                    cause: Syncer.CannotOpenNow())
                 }
                 logger.error("installed version cannot be served; keeping the previous one",
                              metadata: ["cairn.version": "\(installed.version)", "cairn.error": "\(error)"])

@@ -26,9 +26,8 @@ struct SyncStateStatusProvider: SyncStatusProvider {
         // removed from the configuration, which status would list as unhealthy for ever.
         sync.sources = configuration.sources.map { url in
             var source = sync.sources.first { $0.url == url } ?? DaemonStatus.Sync.Source(url: url)
-            if url.lowercased().hasPrefix("http") {
-                source.proxy = configuration.access(for: url).proxy.map { $0.isEmpty ? "none" : $0 }
-            }
+            // nil for a file:// source (`access(for:)`).
+            source.proxy = configuration.access(for: url).proxy.map { $0.isEmpty ? "none" : $0 }
             return source
         }
         let reading = progress.reading()

@@ -118,10 +118,10 @@ extension Syncer {
     /// saves the next delta a copy, and a device may go months without an install, the one time
     /// `makeRoom` would take it back. Not made again for this version.
     func giveSpareBackIfTheDiskFilled() {
-        guard spareCopy == nil, let version = directory.installed(), FileSystem.exists(spare(of: version)),
+        guard spareCopy == nil, let version = directory.installed(), case let file = spare(of: version), FileSystem.exists(file),
               let available = try? FileSystem.availableBytes(at: directory.path), available < configuration.freeSpaceMargin else { return }
-        let bytes = Downloader.fileSize(spare(of: version))
-        guard unlink(spare(of: version)) == 0 else { return }
+        let bytes = Downloader.fileSize(file)
+        guard unlink(file) == 0 else { return }
         try? FileSystem.syncDirectory(version.directory)
         spareDeclined.withLock { $0 = version.version }
         logger.notice("removed the spare copy of the index (\(bytes) bytes): the disk has \(available) bytes free, under the \(configuration.freeSpaceMargin) kept free; the next delta copies the live index")

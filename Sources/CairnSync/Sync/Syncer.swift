@@ -204,8 +204,7 @@ public actor Syncer {
     /// outside its bytes (out of memory, a full disk, SQLite busy): the version is kept
     /// installed and opened again at the next attempt, not removed and installed again.
     public struct CannotOpenNow: Error, Sendable {
-        public let underlying: any Error & Sendable
-        public init(_ underlying: any Error & Sendable) { self.underlying = underlying }
+        public init() {}
     }
 
     /// How long a source whose blob failed its SHA-256 is tried after the others.
