@@ -17,7 +17,8 @@ struct SharedDiskTests {
         let first = try Device(repo: big, sources: [big.url], path: disk.path + "/data", spareIndexMinimumBytes: 0)
         #expect(await first.syncer.syncOnce().installedVersion == 1)
         let spare = first.path + "/versions/1/spare.sqlite"
-        try await waitUntil("the first channel keeps a spare", seconds: 60) { FileManager.default.fileExists(atPath: spare) }
+        await first.syncer.spareFinished()
+        try #require(FileManager.default.fileExists(atPath: spare), "the first channel keeps a spare")
         let spareBytes = try #require(try FileManager.default.attributesOfItem(atPath: spare)[.size] as? Int)
 
         let second = try Device(repo: small, sources: [small.url], path: disk.path + "/data/channels/small",
@@ -42,7 +43,10 @@ struct SharedDiskTests {
         let device = try Device(repo: repo, sources: [repo.url], path: disk.path + "/data", spareIndexMinimumBytes: 0)
         #expect(await device.syncer.syncOnce().installedVersion == 1)
         let spare = device.path + "/versions/1/spare.sqlite"
-        try await waitUntil("the device keeps a spare", seconds: 60) { FileManager.default.fileExists(atPath: spare) }
+        // The copy's thread ended, not only its file renamed into place: an attempt leaves a
+        // copy still running alone.
+        await device.syncer.spareFinished()
+        try #require(FileManager.default.fileExists(atPath: spare), "the device keeps a spare")
         #expect(device.syncer.spareState(of: device.directory.installed()) == .ready)
 
         disk.fill(leaving: 512 << 10)  // under the device's 1 MiB margin
