@@ -142,6 +142,43 @@ struct UnservableVersionTests {
         #expect(device.state.lastError == nil && device.currentTarget == "versions/4")
     }
 
+    @Test("Given version 3 installed but kept unopened (it could not be opened now) while version 2 answers, when the next attempt's open fails on its own bytes (damaged since), then it goes as a version that cannot be served: current points at version 2 again and the same attempt installs version 3 afresh, which serves")
+    func keptVersionDamagedSince() async throws {
+        let repo = try RepoFixture(withModel: false)
+        enum Open: Sendable { case opens, cannotNow, damagedOnce }
+        let served = Mutex<Int?>(nil), open = Mutex(Open.opens)
+        // The daemon's side, as cairnd's `onInstalled` answers: out of memory first, then a
+        // damaged index (neither can be made on demand here).
+        let device = try Device(repo: repo, sources: [repo.url], onInstalled: { version, _ throws(SyncError) in
+            switch open.withLock({ $0 }) {
+            case .cannotNow:
+                throw SyncError(.installFailed, "version \(version.version) is installed but cannot be opened now: out of memory",
+                                cause: Syncer.CannotOpenNow())
+            case .damagedOnce:
+                open.withLock { $0 = .opens }
+                throw SyncError(.installFailed, "version \(version.version) cannot be served: database disk image is malformed")
+            case .opens:
+                served.withLock { $0 = version.version }
+            }
+        }, servedVersion: { served.withLock { $0 } })
+        try repo.publish(version: 1)
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        open.withLock { $0 = .cannotNow }
+        try repo.publish(version: 3, chunks: RepoFixture.chunks(revision: 3), deltasFrom: [2])
+        #expect(await device.syncer.syncOnce().errorCode == "install_failed")
+        #expect(device.currentTarget == "versions/3" && served.withLock { $0 } == 2)
+
+        // Installed again (not opened again, as before: up to date at its source, the attempt
+        // failed for ever).
+        open.withLock { $0 = .damagedOnce }
+        let outcome = await device.syncer.syncOnce()
+        #expect(outcome.installedVersion == 3, "\(outcome)")
+        #expect(served.withLock { $0 } == 3 && device.currentTarget == "versions/3" && device.previousTarget == "versions/2")
+        #expect(device.state.lastError == nil)
+    }
+
     @Test("Given a first install of version 1 not served, when the attempt fails, then it says why and current is dropped (nothing to fall back to), and the next attempt installs version 1 again instead of finding it up to date")
     func firstInstallNotServed() async throws {
         let (repo, refusing, device) = try Self.device(refusing: [1])

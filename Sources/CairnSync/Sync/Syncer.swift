@@ -186,14 +186,22 @@ public actor Syncer {
     }
 
     /// Opens the installed version again when the daemon does not serve it: it did not open at
-    /// start-up for a reason outside its bytes (a full disk), and was kept. Returns why it still
-    /// cannot be opened (nil: it serves now, or nothing was to be opened).
+    /// start-up or after its install for a reason outside its bytes (a full disk), and was kept.
+    /// Returns why it still cannot be opened (nil: it serves now, or nothing was to be opened).
+    /// When its own bytes fail this time (damaged since), it goes as a version that cannot be
+    /// served does (`fallBack`), and this attempt installs it again: opened again at every
+    /// attempt until a restart, it would never serve.
     private func reopenIfUnserved() async -> SyncError? {
         guard let servedVersion, let installed = directory.installed(), servedVersion() != installed.version else { return nil }
         do throws(SyncError) {
             try await onInstalled(installed, nil)
             return nil
         } catch {
+            guard error.cause is CannotOpenNow else {
+                var state = directory.readState()
+                await fallBack(from: installed, state: &state)
+                return error
+            }
             logger.warning("the installed version still cannot be opened; trying again at the next attempt",
                            metadata: ["cairn.sync.version": "\(installed.version)", "cairn.sync.error": "\(error.message)"])
             return error
