@@ -84,8 +84,9 @@ struct CommandLineTests {
         let socket = folder + "/other.sock"
         // A peer that is not cairnd: each connection gets a 200 whose body is not JSON.
         let script = """
-            import socket, sys
-            s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8)
+            import os, socket, sys
+            s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1] + ".new"); s.listen(8)
+            os.rename(sys.argv[1] + ".new", sys.argv[1])  # the socket file appears listening
             print("ready", flush=True)
             while True:
                 c, _ = s.accept(); c.recv(65536)

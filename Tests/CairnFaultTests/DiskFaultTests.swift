@@ -182,7 +182,12 @@ struct DiskFaultTests {
         try await device.waitForVersion(third)
         // Version 2's kept delta could bring version 1's index up to date for the new delta, but
         // that is the file being served: the delta is applied to a copy instead.
-        let timings = device.log.split(separator: "\n").first { $0.contains("install timings") && $0.contains("cairn.sync.version=\(third)") }
+        // (Logged after the version serves.)
+        var timings: Substring?
+        try await waitUntil("the install's timings are logged", seconds: 60) {
+            timings = device.log.split(separator: "\n").first { $0.contains("install timings") && $0.contains("cairn.sync.version=\(third)") }
+            return timings != nil
+        }
         #expect(timings?.contains("cairn.sync.path=delta") == true && timings?.contains("delta-in-place") == false, "\(device.log)")
     }
 

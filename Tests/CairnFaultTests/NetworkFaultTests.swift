@@ -277,9 +277,11 @@ struct NetworkFaultTests {
         let rig = try await Rig(config: Self.config)
         defer { rig.stop() }
         rig.device.stop()
-        // Back-off from 0.25 s doubling to 2 s, past the 1 s poll interval: a device that kept
+        // Back-off from 0.5 s doubling to 2 s, past the 1 s poll interval: a device that kept
         // polling at its interval would space its attempts 1 s apart, below the later minimums.
-        let backoff = (minimum: 0.25, maximum: 2.0)
+        // (Each attempt must be seen on its own: a test starved for longer than the shortest
+        // back-off would miss one.)
+        let backoff = (minimum: 0.5, maximum: 2.0)
         let device = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "long-down",
                                        config: ["backoff_min": "\(backoff.minimum)", "backoff_max": "\(backoff.maximum)"],
                                        dataDirectory: rig.device.dataDirectory, pollInterval: 1)
@@ -400,6 +402,11 @@ struct NetworkFaultTests {
             let waited = try device.cairn(["sync", "--wait"])
             #expect(waited.status == 0, "\(waited.error)")
             try await device.waitForVersion(2)
+            // The mirror logs a request cut off when its next write fails (a tenth of a second
+            // at this rate): maybe after the origin has served the rest.
+            try await waitUntil("the mirror logs the request cut off", seconds: 30) {
+                mirror.requests.dropFirst(mirrorSeen).contains { $0.path.contains("/blobs/") }
+            }
             let slow = mirror.requests.dropFirst(mirrorSeen).filter { $0.path.contains("/blobs/") }
             let fast = origin.requests.dropFirst(originSeen).filter { $0.path.contains("/blobs/") }
             #expect(slow.count == 1 && slow[0].path.contains(delta.hex), "\(slow)")

@@ -48,10 +48,15 @@ struct ProcessFaultTests {
             usleep(1_000)
         }
         let window = max(20_000, microseconds(ContinuousClock.now - started))
-        try await timing.waitForVersion(target)
-        let total = timing.log.components(separatedBy: "cairn.sync.total_ms=").dropFirst().last
-            .flatMap { UInt32($0.prefix { $0.isNumber }) } ?? 0
-        return (window, window - min(window, total * 1_000))
+        // The install's timings line comes after the version serves (status says so first).
+        var total: UInt32?
+        try await waitUntil("kill-timing: the install's timings are logged", seconds: 60) {
+            total = timing.log.components(separatedBy: "cairn.sync.total_ms=").dropFirst().last
+                .flatMap { UInt32($0.prefix { $0.isNumber }) }
+            return total != nil
+        }
+        // Never the whole window: a range drawn from would be empty.
+        return (window, window - min(window - 1, total! * 1_000))
     }
 
     static func copy(_ data: String, to name: String, in workspace: Workspace) throws -> String {

@@ -207,9 +207,10 @@ struct AgentTests {
         // version 6's chunk, whatever its query string.
         let body = #"{"id":"boil","title":"Boiling","content":"Boil water for one minute.","scenario":null,"tags":[],"version":6,"state_root":"00","channel":"field"}"#
         let script = """
-            import socket, sys
+            import os, socket, sys
             body = sys.argv[2].encode()
-            s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8)
+            s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1] + ".new"); s.listen(8)
+            os.rename(sys.argv[1] + ".new", sys.argv[1])  # the socket file appears listening
             while True:
                 c, _ = s.accept(); c.recv(65536)
                 c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n" % len(body) + body); c.close()

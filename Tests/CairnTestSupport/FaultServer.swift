@@ -17,9 +17,9 @@ public final class FaultServer: @unchecked Sendable {
     public var url: String { "http://127.0.0.1:\(port)" }
     /// One entry per request: path, status, range, body bytes sent.
     public var requests: [(path: String, status: Int, range: String, sent: Int)] {
-        ((try? String(contentsOfFile: folder + "/requests.log", encoding: .utf8)) ?? "").split(separator: "\n").map {
+        ((try? String(contentsOfFile: folder + "/requests.log", encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
             let f = $0.split(separator: " ").map(String.init)
-            return (f[0], Int(f[1]) ?? 0, f[2], Int(f[3]) ?? 0)
+            return f.count == 4 ? (f[0], Int(f[1]) ?? 0, f[2], Int(f[3]) ?? 0) : nil  // a line being written is not one yet
         }
     }
     public static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()

@@ -110,8 +110,8 @@ final class Rig: @unchecked Sendable {
             (device.syncStatus["attempts_finished"] as? Int ?? 0) > finished
         }
         // The first refusal after the request is this attempt's: a refused attempt is retried
-        // after the back-off (a quarter of a second here), and on a loaded machine that retry
-        // may have ended too by now, with another reason (a disk still full refused before any
+        // after the back-off (backoff_min, 30 s unless a test sets less), and on a loaded
+        // machine that retry may have ended too by now, with another reason (a disk still full refused before any
         // download), which the status's last_error would then give.
         let after = outcomeLines
         guard after.refused.count > before.refused.count, let range = after.refused[before.refused.count].range(of: "sync refused: ")
