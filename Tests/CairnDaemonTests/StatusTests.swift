@@ -25,7 +25,8 @@ struct StatusTests {
             #expect(status.denseSearch == "flat")
             #expect(status.sync.lastAttempt == "2024-05-01T10:00:00Z" && status.sync.lastError == "all sources failed")
             #expect(status.sync.online == false && status.sync.stale == true && status.sync.highestVersionSeen == 6)
-            #expect(status.sync.sources == [DaemonStatus.Sync.Source(url: "https://a.example/repo", healthy: false, lastError: "timeout")])
+            #expect(status.sync.sources == [DaemonStatus.Sync.Source(url: "https://a.example/repo", healthy: false, lastError: "timeout",
+                                                                            failuresInARow: 2)])
             #expect(status.dataDirectoryBytes > 0)
             #expect(!status.syncAvailable)
             let search = try await request(socket, "POST", "/v1/search", json: #"{"query": "water"}"#)

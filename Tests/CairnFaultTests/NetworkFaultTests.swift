@@ -249,9 +249,9 @@ struct NetworkFaultTests {
             try await waitUntil("cairnd answers", seconds: 30) { alone.status()["version"] is Int }
             let new = try rig.publishNext()
             _ = new
-            let before = alone.state["attempts"] as? Int ?? 0
+            let before = alone.attemptsFinished
             _ = try alone.cairn(["sync"])
-            try await waitUntil("the attempt is recorded", seconds: 60) { (alone.state["attempts"] as? Int ?? 0) > before }
+            try await waitUntil("the attempt ends", seconds: 60) { alone.attemptsFinished > before }
             guard alone.lastErrorCode == "network" else { return "error \(String(describing: alone.lastErrorCode))" }
             guard alone.syncStatus["online"] as? Bool == false else { return "status does not say offline" }
             let answer = try alone.query("release notes edition", mode: "lexical")
@@ -292,19 +292,19 @@ struct NetworkFaultTests {
             try await waitUntil("cairnd answers", seconds: 30) { device.status()["version"] as? Int == 1 }
             let lastSuccess = device.state["last_success"] as? String
             rig.server.kill()
-            let before = device.state["attempts"] as? Int ?? 0
-            // Each attempt as state.json shows it once written (at its end): its number, the
-            // source's consecutive failures, and when the test first saw it. A look is stamped
-            // after the read, so it is never early, and late by at most two pauses between looks.
+            let before = device.attemptsFinished
+            // Each attempt as status shows it once ended: its number, the source's failures in a
+            // row, and when the test first saw it. A look is stamped after the read, so it is
+            // never early, and late by at most two pauses between looks.
             var seen: [(attempt: Int, failures: Int, at: ContinuousClock.Instant)] = []
             var widestPause = Duration.zero, lastLook = ContinuousClock.now
             try await waitUntil("ten failed polls", seconds: 90) {
-                let state = device.state
+                let sync = device.syncStatus
                 let now = ContinuousClock.now
                 widestPause = max(widestPause, now - lastLook)
                 lastLook = now
-                let attempt = state["attempts"] as? Int ?? 0
-                let failures = (state["sources"] as? [[String: Any]])?.first?["consecutive_failures"] as? Int ?? 0
+                let attempt = sync["attempts_finished"] as? Int ?? 0
+                let failures = (sync["sources"] as? [[String: Any]])?.first?["failures_in_a_row"] as? Int ?? 0
                 if attempt > before, attempt != seen.last?.attempt { seen.append((attempt, failures, now)) }
                 return attempt >= before + 10
             }
@@ -334,7 +334,7 @@ struct NetworkFaultTests {
             try await device.waitForVersion(new)
             return device.syncStatus["online"] as? Bool == true ? nil : "status does not say online again"
         }
-        let polls = device.state["attempts"] as? Int ?? 0
+        let polls = device.attemptsFinished
         #expect(report.finish("\(polls) polls, spaced \(spacings.joined(separator: ", ")) s by back-off, offline, last success kept, resumed by itself"))
     }
 

@@ -48,17 +48,14 @@ struct PrivateRepositoryTests {
         let folder = workspace.folder + "/" + name
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         try write(config, folder + "/private.conf")
-        // The data directory is shared: only an attempt this cairnd makes counts.
-        let state = (try? Data(contentsOf: URL(fileURLWithPath: dataDirectory + "/state.json")))
-            .flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
-        let before = state["attempts"] as? Int ?? 0
         let device = try DeviceProcess(workspace, sources: [source], name: name, dataDirectory: dataDirectory,
                                        trust: ["--trusted-key", workspace.publicKey, "--config", folder + "/private.conf"],
                                        environment: environment)
         do {
             if let code {
                 try await waitUntil("the device reports \(code) on its socket", seconds: 60) {
-                    (device.state["attempts"] as? Int ?? 0) > before && device.syncStatus["last_error_code"] as? String == code
+                    // The data directory is shared: only an attempt this cairnd makes counts.
+                    device.attemptsFinished > 0 && device.lastErrorCode == code
                 }
             } else {
                 try await device.waitForVersion(1)

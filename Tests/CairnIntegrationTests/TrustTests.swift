@@ -151,10 +151,10 @@ struct TrustTests {
     /// Asks for a sync and waits until an attempt that started after the request ended with
     /// `code`; returns the status's one-line message.
     static func waitForError(_ device: DeviceProcess, _ code: String) async throws -> String {
-        let before = device.state["attempts"] as? Int ?? 0
+        let before = device.attemptsFinished
         _ = try device.cairn(["sync"])
         try await waitUntil("the device refuses with \(code)", seconds: 60) {
-            (device.state["attempts"] as? Int ?? 0) > before && device.lastErrorCode == code
+            device.attemptsFinished > before && device.lastErrorCode == code
         }
         return device.syncStatus["last_error"] as? String ?? ""
     }
@@ -390,10 +390,10 @@ struct TrustTests {
         #expect(try device.cairn(["sync"]).status == 0)
         try await device.waitForVersion(2)
 
-        let before = device.state["attempts"] as? Int ?? 0
+        let before = device.attemptsFinished
         let again = try device.cairn(["sync", "--wait"])
         #expect(again.status == 0, "\(again.output) \(again.error)")
-        try await waitUntil("the attempt ends", seconds: 60) { (device.state["attempts"] as? Int ?? 0) > before }
+        #expect(device.attemptsFinished > before)
         let sync = device.syncStatus
         #expect(sync["last_outcome"] as? String == "up_to_date" && sync["last_error"] as? String == nil, "\(sync)")
         let sources = sync["sources"] as? [[String: Any]] ?? []

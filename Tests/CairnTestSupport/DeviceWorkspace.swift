@@ -148,8 +148,12 @@ public final class DeviceProcess: @unchecked Sendable {
         return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
     }
 
-    /// The stable code of the last sync error, from state.json.
-    public var lastErrorCode: String? { (state["last_error"] as? [String: Any])?["code"] as? String }
+    /// The stable code of the last sync error, from status (state.json may not hold an
+    /// attempt's routine changes yet: protocol/data-directory.md, "state.json").
+    public var lastErrorCode: String? { syncStatus["last_error_code"] as? String }
+
+    /// The sync attempts ended since cairnd started (status), 0 when it does not answer.
+    public var attemptsFinished: Int { syncStatus["attempts_finished"] as? Int ?? 0 }
 
     public func waitForVersion(_ version: Int, seconds: Double = 60) async throws {
         try await waitUntil("cairnd serves version \(version)", seconds: seconds) { status()["version"] as? Int == version }

@@ -9,16 +9,19 @@ extension DaemonStatus {
             public var healthy: Bool?
             public var lastSuccess: String?
             public var lastError: String?
+            /// The attempts in a row it failed (0 after one it answered). Added 2026-12-06.
+            public var failuresInARow: Int?
             /// The proxy cairnd.conf sets for the source (`none`: direct); nil (absent) when it
             /// sets none, and libcurl's proxy environment applies. Added 2026-12-06.
             public var proxy: String?
 
             public init(url: String, healthy: Bool? = nil, lastSuccess: String? = nil, lastError: String? = nil,
-                        proxy: String? = nil) {
+                        failuresInARow: Int? = nil, proxy: String? = nil) {
                 self.url = url
                 self.healthy = healthy
                 self.lastSuccess = lastSuccess
                 self.lastError = lastError
+                self.failuresInARow = failuresInARow
                 self.proxy = proxy
             }
 
@@ -26,6 +29,7 @@ extension DaemonStatus {
                 case url, healthy, proxy
                 case lastSuccess = "last_success"
                 case lastError = "last_error"
+                case failuresInARow = "failures_in_a_row"
             }
 
             public func encode(to encoder: any Encoder) throws {
@@ -34,6 +38,7 @@ extension DaemonStatus {
                 try c.encode(healthy, forKey: .healthy)
                 try c.encode(lastSuccess, forKey: .lastSuccess)
                 try c.encode(lastError, forKey: .lastError)
+                try c.encode(failuresInARow, forKey: .failuresInARow)
                 try c.encodeIfPresent(proxy, forKey: .proxy)
             }
         }

@@ -100,7 +100,8 @@ extension DaemonStatus.Sync {
                                             pollInterval: pollInterval, staleAfterPolls: staleAfterPolls)
         let sources = (state.sources ?? []).map { health in
             DaemonStatus.Sync.Source(url: health.url, healthy: health.consecutiveFailures == 0 && health.lastOK != nil,
-                              lastSuccess: health.lastOK, lastError: health.lastError)
+                              lastSuccess: health.lastOK, lastError: health.lastError,
+                              failuresInARow: health.consecutiveFailures)
         }
         self.init(lastAttempt: state.lastAttempt, lastSuccess: state.lastSuccess, lastError: state.lastError?.message,
                   online: state.lastAttempt == nil ? nil : computed.online, stale: computed.stale,
