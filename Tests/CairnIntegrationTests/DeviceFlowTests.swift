@@ -72,7 +72,7 @@ struct DeviceFlowTests {
         #expect(device.syncStatus["last_outcome"] as? String == "installed")
     }
 
-    @Test("Given a stick source that is not plugged in, listed before an origin that is up to date, when the device polls five times, then the stick's failure is logged at the 1st, 2nd and 4th attempt only (then at each power of two), not at every poll")
+    @Test("Given a stick source that is not plugged in, listed before an origin that is up to date, when the device polls five times, then the stick's failure is logged at the 1st, 2nd and 4th attempt only (then at each power of two), not at every poll; status counts its failures in a row, and state.json, not written again for these routine attempts, holds them once cairnd stops")
     func repeatedSourceFailureLoggedSparingly() async throws {
         let workspace = try Workspace()
         try workspace.publish(Self.version1)
@@ -88,6 +88,17 @@ struct DeviceFlowTests {
         let said = device.log.split(separator: "\n").filter { $0.contains("no-stick") && $0.contains("sync source refused or failed") }
         #expect(said.compactMap { $0.split(separator: " ").first { $0.hasPrefix("cairn.sync.failures_in_a_row=") } }
                 == ["cairn.sync.failures_in_a_row=1", "cairn.sync.failures_in_a_row=2", "cairn.sync.failures_in_a_row=4"], "\(said)")
+        let stick = (device.syncStatus["sources"] as? [[String: Any]])?.first
+        #expect(stick?["failures_in_a_row"] as? Int == 5 && stick?["healthy"] as? Bool == false, "\(String(describing: stick))")
+        #expect(try device.cairn(["status"]).output.contains("no-stick failing (5 attempts in a row)"))
+        // The attempts after the first changed only routine fields: kept in memory, written as
+        // cairnd stops (SIGTERM).
+        func stickOnDisk() -> Int? {
+            (device.state["sources"] as? [[String: Any]])?.first { ($0["url"] as? String)?.hasSuffix("no-stick") == true }?["consecutive_failures"] as? Int
+        }
+        #expect(stickOnDisk() == 1 && device.state["attempts"] as? Int == 1, "\(device.state)")
+        device.stop()
+        #expect(stickOnDisk() == 5 && device.state["attempts"] as? Int == 5, "\(device.state)")
     }
 
     @Test("Given sources written with a user and password (one refusing connections, one serving), then the device syncs with them, neither its status nor its log shows the password (each shows user:***@), and state.json, which keeps them, is its owner's alone")

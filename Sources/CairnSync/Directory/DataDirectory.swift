@@ -12,8 +12,9 @@ public final class DataDirectory: Sendable {
     /// Opened on a read-only file system holding an installed version: served as it is; the
     /// links are not changed (`recover`).
     public let readOnly: Bool
-    /// The newest state when `state.json` could not be written (a full or read-only disk), so
-    /// that status still says why; nil once a write succeeds.
+    /// The newest state when `state.json` does not hold it: its write failed (a full or
+    /// read-only disk), so that status still says why, or an attempt that changed only routine
+    /// fields kept it in memory (`keepUnwritten`); nil once a write succeeds.
     private let unsaved = Mutex<SyncState?>(nil)
     /// The state last read whole or written: what a read that fails for a moment (no file
     /// descriptor left under a burst of connections) answers instead of an empty state.
@@ -195,6 +196,13 @@ public final class DataDirectory: Sendable {
         for (key, value) in extra where object[key] == nil { object[key] = value }
         return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])) ?? encoded
     }
+
+    /// Keeps `state` as the newest without writing it (`Syncer.persist`): `readState` answers
+    /// it until the next write.
+    func keepUnwritten(_ state: SyncState) { unsaved.withLock { $0 = state } }
+
+    /// The newest state when `state.json` does not hold it (kept in memory, or its write failed).
+    var unwrittenState: SyncState? { unsaved.withLock { $0 } }
 
     /// Writes `state.json` atomically, with the fields a newer cairnd left there that this build
     /// does not know.

@@ -120,6 +120,25 @@ public struct SyncState: Codable, Sendable, Equatable {
         init(from decoder: any Decoder) { health = try? SourceHealth(from: decoder) }
     }
 
+    /// This state without what every attempt moves: when it ran and checked and how many ran
+    /// (`last_attempt`, `attempts`, `last_check`, each source's `last_ok` and `last_failure`),
+    /// how many failures in a row past the first, and an error's wording and time where its
+    /// code stays (libcurl's words carry the milliseconds waited). Two states alike here differ
+    /// by routine alone (`Syncer.persist`).
+    var routineBlanked: SyncState {
+        var blanked = self
+        (blanked.lastAttempt, blanked.attempts, blanked.lastCheck) = (nil, nil, nil)
+        blanked.lastError = lastError.map { LastError(code: $0.code, message: "", at: "") }
+        blanked.sources = sources?.map {
+            var health = $0
+            (health.lastOK, health.lastFailure) = (nil, nil)
+            health.consecutiveFailures = min(health.consecutiveFailures, 1)
+            health.lastError = health.lastError.map { String($0.prefix { $0 != ":" }) }
+            return health
+        }
+        return blanked
+    }
+
     /// Ends fast-forward recovery.
     mutating func endRecovery() { (recoveringFrom, recoveringSince) = (nil, nil) }
 

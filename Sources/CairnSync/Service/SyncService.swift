@@ -74,6 +74,8 @@ public final class SyncService: Service, Sendable {
         await cancelWhenGracefulShutdown {
             await self.loop()
         }
+        // What the last attempts kept in memory (routine changes) is written as cairnd stops.
+        await syncer.flushState()
     }
 
     private func loop() async {
