@@ -90,14 +90,23 @@ public struct TinyModel: Sendable {
         let model = TinyModel(seed: seed)
         return [("model.safetensors", Array(model.safetensorsBytes)),
                 ("vocab.txt", Array((vocabulary.joined(separator: "\n") + "\n").utf8)),
-                ("config.json", Array(try! JSONEncoder().encode(configuration)))]
+                ("config.json", Array(try! configurationJSON))]
     }
 
     func writeFiles(to folder: String) throws {
         try safetensorsBytes.write(to: URL(fileURLWithPath: folder + "/model.safetensors"))
         try (Self.vocabulary.joined(separator: "\n") + "\n").write(toFile: folder + "/vocab.txt", atomically: true, encoding: .utf8)
-        let config = try JSONEncoder().encode(configuration)
-        try config.write(to: URL(fileURLWithPath: folder + "/config.json"))
+        try Self.configurationJSON.write(to: URL(fileURLWithPath: folder + "/config.json"))
+    }
+
+    /// config.json's bytes, the same at every call (keys sorted): models made from one seed are
+    /// one model, whose folder name channels share.
+    static var configurationJSON: Data {
+        get throws {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            return try encoder.encode(configuration)
+        }
     }
 
     /// The model computed the plain way, in Double, one sequence at a time with loops: the

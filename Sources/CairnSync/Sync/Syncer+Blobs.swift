@@ -4,6 +4,7 @@ import CairnStore
 import CairnThreads
 import Foundation
 import Logging
+import Synchronization
 
 extension Syncer {
     /// Downloads blob `id` of `size` bytes from `base` into `staging/<hex>.partial` (resuming what
@@ -115,8 +116,15 @@ extension Syncer {
 
     /// The model folder `models/<Manifest.Model.folderName>` for `manifest`, downloading and
     /// verifying missing files first. Nil when the manifest names no weights (lexical-only).
+    /// Another channel of this process fetching the same model is waited for, and a channel
+    /// that holds it is linked (`adoptModelFromOtherChannels`): channels that start together
+    /// download it once.
     func ensureModel(_ manifest: Manifest, base: String) async throws(SyncError) -> String? {
         guard let name = manifest.model.folderName else { return nil }
+        if let existing = existingModelFolder(manifest) { return existing }
+        while !ModelFetches.shared.begin(name) { await ModelFetches.shared.wait(for: name) }
+        defer { ModelFetches.shared.end(name) }
+        await adoptModelFromOtherChannels(manifest)
         if let existing = existingModelFolder(manifest) { return existing }
         let folder = "\(directory.modelsPath)/\(name)"
         var staged: [(String, String)] = []
@@ -131,20 +139,59 @@ extension Syncer {
                 guard rename(path, "\(partial)/\(name)") == 0 else { throw SyncError.system("cannot move \(name) into \(partial)") }
                 try Self.fsyncFile("\(partial)/\(name)")
             }
-            try FileSystem.syncDirectory(partial)
-            // An incomplete folder of that name goes aside first (its files stay open where a
-            // served version loaded them).
-            let aside = folder + ".incomplete"
-            try? FileManager.default.removeItem(atPath: aside)
-            if FileSystem.exists(folder), rename(folder, aside) == 0 { try? FileManager.default.removeItem(atPath: aside) }
-            guard rename(partial, folder) == 0 else { throw SyncError.system("cannot rename \(partial) into place") }
-            try FileSystem.syncDirectory(directory.modelsPath)
+            try Self.placeModelFolder(partial, at: folder, in: directory.modelsPath)
         } catch let error as SyncError {
             throw error
         } catch {
             throw SyncError.writing("cannot install the model folder: \(error)", error)
         }
         return folder
+    }
+
+    /// Renames the model folder `partial`, its files durable, into place at `folder`.
+    private static func placeModelFolder(_ partial: String, at folder: String, in models: String) throws {
+        try FileSystem.syncDirectory(partial)
+        // An incomplete folder of that name goes aside first (its files stay open where a
+        // served version loaded them).
+        let aside = folder + ".incomplete"
+        try? FileManager.default.removeItem(atPath: aside)
+        if FileSystem.exists(folder), rename(folder, aside) == 0 { try? FileManager.default.removeItem(atPath: aside) }
+        guard rename(partial, folder) == 0 else { throw SyncError.system("cannot rename \(partial) into place") }
+        try FileSystem.syncDirectory(models)
+    }
+
+    /// Links `manifest`'s model folder from another channel of this cairnd that holds it whole
+    /// (`models/<name>` in its data directory), each file checked against its signed hash,
+    /// instead of downloading it again: some 90 MB over a link the channels share, and as much
+    /// disk. Hard links: model files are never written in place, and each channel removes only
+    /// its own names. Nothing when the model is here already, when no other channel holds it
+    /// on this file system, or when a file fails its hash (the download then fetches it).
+    func adoptModelFromOtherChannels(_ manifest: Manifest) async {
+        guard let name = manifest.model.folderName, existingModelFolder(manifest) == nil,
+              let source = configuration.otherChannelDirectories.lazy.map({ "\($0)/\(DataDirectoryLayout.modelsFolder)/\(name)" })
+                  .first(where: { manifest.model.isWhole(in: $0) }) else { return }
+        let (files, models, logger) = (manifest.model.files, directory.modelsPath, logger)
+        let folder = "\(models)/\(name)", partial = folder + ".partial"
+        await BackgroundWork.run {
+            try? FileManager.default.removeItem(atPath: partial)
+            do {
+                try FileSystem.makeDirectory(partial, syncingParents: false)
+                for file in files {
+                    let target = "\(partial)/\(file.name)"
+                    guard link("\(source)/\(file.name)", target) == 0 else {
+                        throw SyncError.system("cannot link \(file.name) from \(source)")
+                    }
+                    guard try FileSystem.sha256(of: target).id == file.sha256 else {
+                        throw SyncError(.hashMismatch, "\(source)/\(file.name) does not have its signed SHA-256")
+                    }
+                }
+                try Self.placeModelFolder(partial, at: folder, in: models)
+                logger.info("linked the model from another channel's folder instead of downloading it", metadata: ["cairn.sync.model": "\(source)"])
+            } catch {
+                try? FileManager.default.removeItem(atPath: partial)
+                logger.notice("the model is downloaded: another channel's copy cannot be linked (\(error))")
+            }
+        }
     }
 
     /// The folder in `models/` that holds `manifest`'s model files: the one named for them, or
@@ -355,5 +402,38 @@ extension Syncer {
         guard fd >= 0 else { throw SyncError.system("cannot open \(path) to fsync it") }
         defer { close(fd) }
         guard fsync(fd) == 0 else { throw SyncError.system("cannot fsync \(path)") }
+    }
+}
+
+/// The model folders (by name) that a channel of this process is fetching: another channel that
+/// needs the same one waits, then links it rather than download it too (`Syncer.ensureModel`).
+final class ModelFetches: Sendable {
+    static let shared = ModelFetches()
+    private let fetching = Mutex<[String: [CheckedContinuation<Void, Never>]]>([:])
+
+    /// Marks `name` as fetched by the caller, who must call `end`; false when another fetches it.
+    func begin(_ name: String) -> Bool {
+        fetching.withLock { fetching in
+            guard fetching[name] == nil else { return false }
+            fetching[name] = []
+            return true
+        }
+    }
+
+    /// Ends the fetch of `name`: whoever waits for it goes on.
+    func end(_ name: String) {
+        for waiter in fetching.withLock({ $0.removeValue(forKey: name) }) ?? [] { waiter.resume() }
+    }
+
+    /// Returns once no fetch of `name` runs.
+    func wait(for name: String) async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let now = fetching.withLock { fetching -> Bool in
+                guard fetching[name] != nil else { return true }
+                fetching[name]!.append(waiter)
+                return false
+            }
+            if now { waiter.resume() }
+        }
     }
 }

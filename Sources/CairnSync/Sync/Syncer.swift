@@ -580,6 +580,8 @@ public actor Syncer {
             // use: it stops now (and starts again after the attempt, if it is still wanted).
             await stopSpare()
             await hashKeptDelta(path: path, installed: installed)
+            // Before room is counted: a model linked needs none.
+            await adoptModelFromOtherChannels(manifest)
             try makeRoom(manifest: manifest, path: path, installed: installed, state: &state)
             let version: InstalledVersion, contents: IndexContents
             do throws(SyncError) {

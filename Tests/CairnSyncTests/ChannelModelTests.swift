@@ -1,0 +1,70 @@
+import CairnTestSupport
+import CairnStore
+import CairnSync
+import Foundation
+import Testing
+
+/// Channels of one cairnd that use the same model (`DIR/channels/<name>` beside `DIR`).
+@Suite("A model shared by channels", .offCooperativePool)
+struct ChannelModelTests {
+    @Test("Given a channel that holds a model, when another channel's first install needs the same model, then its model folder is linked from the first (the same files, no second copy on disk) and it installs; a copy that fails its signed hash is not linked, and the model is downloaded instead")
+    func modelLinkedFromAnotherChannel() async throws {
+        let first = try RepoFixture(), second = try RepoFixture(), third = try RepoFixture()
+        for repo in [first, second, third] { try repo.publish(version: 1) }
+        let holder = try Device(repo: first, sources: [first.url])
+        #expect(await holder.syncer.syncOnce().installedVersion == 1)
+        let models = holder.path + "/models"
+        let name = try #require(holder.entries("models").first)
+        let files = try FileManager.default.contentsOfDirectory(atPath: models + "/" + name).sorted()
+        #expect(!files.isEmpty)
+        func inode(_ path: String) -> UInt64 {
+            var info = stat()
+            return stat(path, &info) == 0 ? UInt64(info.st_ino) : 0
+        }
+
+        let linked = try Device(repo: second, sources: [second.url], path: holder.path + "/channels/second", otherChannels: [holder.path])
+        #expect(await linked.syncer.syncOnce().installedVersion == 1)
+        #expect(linked.entries("models") == [name])
+        for file in files {
+            #expect(inode(linked.path + "/models/\(name)/\(file)") == inode(models + "/\(name)/\(file)"), "\(file)")
+        }
+
+        // A damaged copy (the same size): the third channel downloads its own.
+        let damaged = models + "/\(name)/vocab.txt"
+        var bytes = try FileSystem.read(damaged)
+        bytes[0] ^= 0x20
+        try FileSystem.writeAtomically(bytes, to: damaged, mode: 0o644)
+        let downloaded = try Device(repo: third, sources: [third.url], path: holder.path + "/channels/third",
+                                    otherChannels: [holder.path])
+        #expect(await downloaded.syncer.syncOnce().installedVersion == 1)
+        #expect(inode(downloaded.path + "/models/\(name)/vocab.txt") != inode(damaged))
+        let sha = try FileSystem.sha256(of: downloaded.path + "/models/\(name)/vocab.txt").id
+        #expect(sha != (try FileSystem.sha256(of: damaged).id))
+    }
+
+    @Test("Given two channels whose first installs need the same model, when the second reaches the model while the first is still downloading it, then the second waits and links the first's folder rather than download it too")
+    func channelsStartingTogetherDownloadTheModelOnce() async throws {
+        let first = try RepoFixture(), second = try RepoFixture()
+        for repo in [first, second] { try repo.publish(version: 1) }
+        // The first channel's source sends blobs slowly: its model is in flight for seconds.
+        let slow = try FaultServer(root: first.root)
+        defer { slow.stop() }
+        try slow.set(["rate": 4000])
+        let holder = try Device(repo: first, sources: [slow.url])
+        let linked = try Device(repo: second, sources: [second.url], path: holder.path + "/channels/second", otherChannels: [holder.path])
+        let staged = Set(first.modelFiles.map { "\($0.sha256.hex).partial" })
+        async let firstOutcome = holder.syncer.syncOnce()
+        try await waitUntil("the first channel downloads the model", seconds: 60) {
+            holder.entries("staging").contains { staged.contains($0) }
+        }
+        #expect(await linked.syncer.syncOnce().installedVersion == 1)
+        #expect(await firstOutcome.installedVersion == 1)
+        let name = try #require(holder.entries("models").first)
+        #expect(linked.entries("models") == [name])
+        for file in first.modelFiles {
+            var a = stat(), b = stat()
+            #expect(stat(holder.path + "/models/\(name)/\(file.name)", &a) == 0 && stat(linked.path + "/models/\(name)/\(file.name)", &b) == 0)
+            #expect(a.st_ino == b.st_ino, "\(file.name)")
+        }
+    }
+}
