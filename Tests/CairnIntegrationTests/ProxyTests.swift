@@ -20,7 +20,7 @@ struct ProxyTests {
         (device.syncStatus["sources"] as? [[String: Any]])?.first ?? [:]
     }
 
-    @Test("Given a proxy that asks for a login, when the device has none, then it says unauthorized naming proxy_auth_file; with the file (a password holding % : @ and a space), then it installs through the proxy (manifest and blob asked of it in absolute form), sending the login with each request, status names the proxy, and the password is shown nowhere")
+    @Test("Given a proxy that asks for a login, when the device has none, then it says unauthorized naming proxy_auth_file; with the file (a password holding % : @ and a space), then it installs through the proxy (manifest and blob asked of it in absolute form), sending the login with each request, status names the proxy, and the password is shown nowhere; with the source down, the proxy's 502 is said as possibly the proxy's own")
     func plainHTTPThroughAnAuthenticatingProxy() async throws {
         let workspace = try await Workspace.make()
         try await workspace.publishOnThread(Workspace.version1)
@@ -55,6 +55,12 @@ struct ProxyTests {
         #expect(printed.contains("source      \(origin.url) healthy via proxy \(proxy.url)"), "\(printed)")
         let json = try device.cairn(["status", "--json"]).output
         for shown in [device.log, printed, json] { #expect(!shown.contains("pr%41xy") && !shown.contains("pa ss")) }
+
+        // The source down behind the proxy: the proxy's 502 is said as possibly its own.
+        origin.stop()
+        #expect(try device.cairn(["sync", "--wait"]).status != 0)
+        let down = device.syncStatus["last_error"] as? String ?? ""
+        #expect(down.contains("HTTP 502") && down.contains("may be the proxy's own") && down.contains(proxy.url), "\(down)")
     }
 
     @Test("Given an https source behind a proxy that asks for a login, set in the source's section, when the device has no login, then the CONNECT's 407 is unauthorized; without the CA bundle, then tls for the source; with both, then it tunnels (CONNECT only, nothing in the clear) and installs")

@@ -231,7 +231,12 @@ public struct Downloader: Sendable {
         if outcome.status != 0, outcome.status != 200, outcome.status != 206 {
             // 404 and 410 say the source does not hold the file, as a public bucket's 403 does.
             let notHeld = [404, 410].contains(outcome.status) || (outcome.status == 403 && !hasCredentials)
-            throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) for the \(what)", cause: notHeld ? NotHeld() : nil)
+            // A plain-HTTP request through an HTTP proxy gets the proxy's own answer when it
+            // cannot reach the source (through a CONNECT tunnel the source answers itself).
+            let proxied = access.proxyNamed.map { $0.lowercased().hasPrefix("http") } == true && !SourceURL.isHTTPS(url)
+                && [502, 503, 504].contains(outcome.status)
+            let whose = proxied ? " (through \(proxy): a 502, 503 or 504 may be the proxy's own, unable to reach the source)" : ""
+            throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) for the \(what)\(whose)", cause: notHeld ? NotHeld() : nil)
         }
         guard outcome.code == CURLE_OK else {
             // A file:// source without the file does not hold it, as a 404 says of a server.
