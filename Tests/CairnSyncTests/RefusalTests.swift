@@ -145,6 +145,22 @@ struct RefusalTests {
         #expect(device.currentTarget == nil && device.entries("versions").isEmpty)
     }
 
+    @Test("Given a source failing, when it answers again but the version does not fit the device's disk budget, then the attempt fails disk_budget and the source is healthy: the failure is the device's")
+    func devicesOwnFailureLeavesTheSourceHealthy() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url], maxDiskBytes: 1024)
+        let away = repo.root + ".away"
+        #expect(rename(repo.root, away) == 0)
+        #expect(await device.syncer.syncOnce().errorCode != nil)
+        #expect(device.state.sources?.first?.consecutiveFailures == 1)
+        #expect(rename(away, repo.root) == 0)
+        #expect(await device.syncer.syncOnce().errorCode == "disk_budget")
+        let health = try #require(device.state.sources?.first)
+        #expect(health.consecutiveFailures == 0 && health.lastError == nil && health.lastOK != nil, "\(health)")
+        #expect(device.state.lastError?.code == "disk_budget")
+    }
+
     @Test("Given a manifest stating a 2^53-byte snapshot, then it is refused for disk space before any blob is requested")
     func hugeBlob() async throws {
         let repo = try RepoFixture()

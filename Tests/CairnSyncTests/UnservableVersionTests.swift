@@ -84,7 +84,7 @@ struct UnservableVersionTests {
         #expect(device.state.lastError == nil && device.state.installedVersion == 3)
     }
 
-    @Test("Given versions 1 then 2 installed, when version 3 installs but cannot be opened for a reason outside its bytes (out of memory, a full disk), then it stays installed (current, its folder) while version 2 answers and version 1 goes, the next attempt opens it again without installing it again; a rollback to version 2, served, needs no open; version 4 arriving meanwhile keeps version 2, served, as its previous; once the cause passes the newest serves")
+    @Test("Given versions 1 then 2 installed, when version 3 installs but cannot be opened for a reason outside its bytes (out of memory, a full disk), then it stays installed (current, its folder) while version 2 answers and version 1 goes, the next attempt opens it again without installing it again; a rollback to version 2, served, needs no open; version 4 arriving meanwhile keeps version 2, served, as its previous; once the cause passes the newest serves; the source stays healthy throughout")
     func installNotOpenableNow() async throws {
         let repo = try RepoFixture(withModel: false)
         final class Daemon: Sendable {
@@ -110,6 +110,7 @@ struct UnservableVersionTests {
         #expect(await device.syncer.syncOnce().errorCode == "install_failed")
         #expect(device.currentTarget == "versions/3" && device.previousTarget == "versions/2")
         #expect(device.state.installedVersion == 3 && daemon.served.withLock { $0 } == 2)
+        #expect(device.state.sources?.first?.consecutiveFailures == 0, "the source is not failing: the device cannot open now")
         func inode(_ path: String) -> UInt64 {
             var info = stat()
             return stat(path, &info) == 0 ? UInt64(info.st_ino) : 0

@@ -347,6 +347,7 @@ public actor Syncer {
                 // Handed over (a pace cut, a delta it does not hold) is no failure of the source:
                 // a mirror that copies snapshots only would show unhealthy after every version.
                 let handedOver = Self.handedOver(error)
+                let ownFailure = Self.isDevicesOwn(error)
                 let before = state.source(source)
                 let sameAgain = before.map { $0.consecutiveFailures > 0 && $0.lastError?.hasPrefix("\(error.code): ") == true } ?? false
                 let inARow = sameAgain ? before!.consecutiveFailures + 1 : 1
@@ -356,7 +357,12 @@ public actor Syncer {
                 ])
                 state.withSource(source) {
                     $0.etag = nil
-                    guard !handedOver else { return }
+                    // The device's own failure after the source answered: the source is healthy
+                    // (else status says "failing" of a source that is not, while a disk is full).
+                    if ownFailure, reached {
+                        ($0.lastOK, $0.consecutiveFailures, $0.lastError) = (SyncState.time(now()), 0, nil)
+                    }
+                    guard !handedOver, !ownFailure else { return }
                     $0.lastFailure = SyncState.time(now())
                     $0.consecutiveFailures += 1
                     $0.lastError = "\(error.code): \(error.message)"
@@ -412,6 +418,13 @@ public actor Syncer {
         let floor = unverified.version <= installed.version ? "the installed \(installed.version)" : "the held-back \(heldBack ?? 0)"
         return SyncError(.rollback, "the source holds version \(unverified.version), not newer than \(floor), signed by no key the device trusts now (\(code.name)): an older copy, such as one written before a key rotation; nothing to install",
                          cause: refused)
+    }
+
+    /// Whether `error` is the device's and not the source's: its disk full or its budget passed,
+    /// its data directory locked, a version it cannot open now, a stop. The source's health is
+    /// left as it was (marked answering when it answered).
+    static func isDevicesOwn(_ error: SyncError) -> Bool {
+        [.diskFull, .diskBudget, .locked, .cancelled].contains(error.code) || error.cause is CannotOpenNow
     }
 
     /// Whether a source's refusal hands its work to another source (a pace cut, a delta it does
