@@ -1,6 +1,7 @@
 import CairnTestSupport
+import CairnCore
 import CairnStore
-import CairnSync
+@testable import CairnSync
 import Foundation
 import Testing
 
@@ -46,21 +47,29 @@ struct ChannelModelTests {
     func channelsStartingTogetherDownloadTheModelOnce() async throws {
         let first = try RepoFixture(), second = try RepoFixture()
         for repo in [first, second] { try repo.publish(version: 1) }
-        // The first channel's source sends blobs slowly: its model is in flight for seconds.
-        let slow = try FaultServer(root: first.root)
-        defer { slow.stop() }
-        try slow.set(["rate": 4000])
-        let holder = try Device(repo: first, sources: [slow.url])
-        let linked = try Device(repo: second, sources: [second.url], path: holder.path + "/channels/second", otherChannels: [holder.path])
+        // The first channel's source holds each blob after its first bytes until the test lets go.
+        let held = try FaultServer(root: first.root)
+        defer { held.stop() }
+        try held.set(["hold_after": 16])
+        // As cairnd configures them: each channel names the others.
+        let root = try TemporaryDirectory.make(), sub = root + "/channels/second"
+        let holder = try Device(repo: first, sources: [held.url], path: root, otherChannels: [sub])
+        let linked = try Device(repo: second, sources: [second.url], path: sub, otherChannels: [root])
         let staged = Set(first.modelFiles.map { "\($0.sha256.hex).partial" })
         async let firstOutcome = holder.syncer.syncOnce()
         try await waitUntil("the first channel downloads the model", seconds: 60) {
             holder.entries("staging").contains { staged.contains($0) }
         }
-        #expect(await linked.syncer.syncOnce().installedVersion == 1)
+        async let secondOutcome = linked.syncer.syncOnce()
+        let name = try #require(Manifest.Model(id: "m", dimension: 8, maxTokens: 16, files: first.modelFiles).folderName)
+        let key = try #require(linked.syncer.modelFetchKey(name))
+        try await waitUntil("the second channel waits for the first's model", seconds: 60) {
+            ModelFetches.shared.waiting(for: key) == 1
+        }
+        try held.clear()
         #expect(await firstOutcome.installedVersion == 1)
-        let name = try #require(holder.entries("models").first)
-        #expect(linked.entries("models") == [name])
+        #expect(await secondOutcome.installedVersion == 1)
+        #expect(holder.entries("models") == [name] && linked.entries("models") == [name])
         for file in first.modelFiles {
             var a = stat(), b = stat()
             #expect(stat(holder.path + "/models/\(name)/\(file.name)", &a) == 0 && stat(linked.path + "/models/\(name)/\(file.name)", &b) == 0)

@@ -116,15 +116,16 @@ extension Syncer {
 
     /// The model folder `models/<Manifest.Model.folderName>` for `manifest`, downloading and
     /// verifying missing files first. Nil when the manifest names no weights (lexical-only).
-    /// Another channel of this process fetching the same model is waited for, and a channel
+    /// Another channel of this cairnd fetching the same model is waited for, and a channel
     /// that holds it is linked (`adoptModelFromOtherChannels`): channels that start together
     /// download it once.
     func ensureModel(_ manifest: Manifest, base: String) async throws(SyncError) -> String? {
         guard let name = manifest.model.folderName else { return nil }
         if let existing = existingModelFolder(manifest) { return existing }
-        while !ModelFetches.shared.begin(name) { await ModelFetches.shared.wait(for: name) }
-        defer { ModelFetches.shared.end(name) }
-        await adoptModelFromOtherChannels(manifest)
+        let key = modelFetchKey(name)
+        if let key { while !ModelFetches.shared.begin(key) { await ModelFetches.shared.wait(for: key) } }
+        defer { if let key { ModelFetches.shared.end(key) } }
+        await adoptModelFromOtherChannels(manifest, waiting: false)
         if let existing = existingModelFolder(manifest) { return existing }
         let folder = "\(directory.modelsPath)/\(name)"
         var staged: [(String, String)] = []
@@ -160,19 +161,29 @@ extension Syncer {
         try FileSystem.syncDirectory(models)
     }
 
+    /// The key under which the channels of this cairnd take turns fetching model folder `name`
+    /// (`ModelFetches`): the name and every channel's data directory. Nil for a lone channel.
+    nonisolated func modelFetchKey(_ name: String) -> String? {
+        guard !configuration.otherChannelDirectories.isEmpty else { return nil }
+        return ([name] + ([directory.path] + configuration.otherChannelDirectories).sorted()).joined(separator: "\n")
+    }
+
     /// Links `manifest`'s model folder from another channel of this cairnd that holds it whole
     /// (`models/<name>` in its data directory), each file checked against its signed hash,
     /// instead of downloading it again: some 90 MB over a link the channels share, and as much
     /// disk. Hard links: model files are never written in place, and each channel removes only
     /// its own names. Nothing when the model is here already, when no other channel holds it
-    /// on this file system, or when a file fails its hash (the download then fetches it).
-    func adoptModelFromOtherChannels(_ manifest: Manifest) async {
-        guard let name = manifest.model.folderName, existingModelFolder(manifest) == nil,
-              let source = configuration.otherChannelDirectories.lazy.map({ "\($0)/\(DataDirectoryLayout.modelsFolder)/\(name)" })
-                  .first(where: { manifest.model.isWhole(in: $0) }) else { return }
+    /// on this file system, or when a file fails its hash (the download then fetches it; that
+    /// folder is not tried again in this attempt). With `waiting`, a fetch of that model by
+    /// another channel is waited for first (the room an install needs is counted after this).
+    func adoptModelFromOtherChannels(_ manifest: Manifest, waiting: Bool) async {
+        guard let name = manifest.model.folderName, existingModelFolder(manifest) == nil else { return }
+        if waiting, let key = modelFetchKey(name) { await ModelFetches.shared.wait(for: key) }
+        guard let source = configuration.otherChannelDirectories.lazy.map({ "\($0)/\(DataDirectoryLayout.modelsFolder)/\(name)" })
+                  .first(where: { !modelLinksRefused.contains($0) && manifest.model.isWhole(in: $0) }) else { return }
         let (files, models, logger) = (manifest.model.files, directory.modelsPath, logger)
         let folder = "\(models)/\(name)", partial = folder + ".partial"
-        await BackgroundWork.run {
+        let linked = await BackgroundWork.run { () -> Bool in
             try? FileManager.default.removeItem(atPath: partial)
             do {
                 try FileSystem.makeDirectory(partial, syncingParents: false)
@@ -187,11 +198,14 @@ extension Syncer {
                 }
                 try Self.placeModelFolder(partial, at: folder, in: models)
                 logger.info("linked the model from another channel's folder instead of downloading it", metadata: ["cairn.sync.model": "\(source)"])
+                return true
             } catch {
                 try? FileManager.default.removeItem(atPath: partial)
                 logger.notice("the model is downloaded: another channel's copy cannot be linked (\(error))")
+                return false
             }
         }
+        if !linked { modelLinksRefused.insert(source) }
     }
 
     /// The folder in `models/` that holds `manifest`'s model files: the one named for them, or
@@ -405,35 +419,39 @@ extension Syncer {
     }
 }
 
-/// The model folders (by name) that a channel of this process is fetching: another channel that
-/// needs the same one waits, then links it rather than download it too (`Syncer.ensureModel`).
+/// The model folders that a channel of this process is fetching, by `Syncer.modelFetchKey`:
+/// another channel of the same cairnd that needs the same one waits, then links it rather than
+/// download it too (`Syncer.ensureModel`).
 final class ModelFetches: Sendable {
     static let shared = ModelFetches()
     private let fetching = Mutex<[String: [CheckedContinuation<Void, Never>]]>([:])
 
-    /// Marks `name` as fetched by the caller, who must call `end`; false when another fetches it.
-    func begin(_ name: String) -> Bool {
+    /// Marks `key` as fetched by the caller, who must call `end`; false when another fetches it.
+    func begin(_ key: String) -> Bool {
         fetching.withLock { fetching in
-            guard fetching[name] == nil else { return false }
-            fetching[name] = []
+            guard fetching[key] == nil else { return false }
+            fetching[key] = []
             return true
         }
     }
 
-    /// Ends the fetch of `name`: whoever waits for it goes on.
-    func end(_ name: String) {
-        for waiter in fetching.withLock({ $0.removeValue(forKey: name) }) ?? [] { waiter.resume() }
+    /// Ends the fetch of `key`: whoever waits for it goes on.
+    func end(_ key: String) {
+        for waiter in fetching.withLock({ $0.removeValue(forKey: key) }) ?? [] { waiter.resume() }
     }
 
-    /// Returns once no fetch of `name` runs.
-    func wait(for name: String) async {
+    /// Returns once no fetch of `key` runs.
+    func wait(for key: String) async {
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
             let now = fetching.withLock { fetching -> Bool in
-                guard fetching[name] != nil else { return true }
-                fetching[name]!.append(waiter)
+                guard fetching[key] != nil else { return true }
+                fetching[key]!.append(waiter)
                 return false
             }
             if now { waiter.resume() }
         }
     }
+
+    /// How many wait for the fetch of `key` (tests).
+    func waiting(for key: String) -> Int { fetching.withLock { $0[key]?.count ?? 0 } }
 }

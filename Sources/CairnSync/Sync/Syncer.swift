@@ -26,7 +26,8 @@ public enum SyncOutcome: Sendable {
 
 /// Runs sync attempts (one at a time: it is an actor): for each source in order, fetch the
 /// manifest, verify it, decide, download, verify, install beside the live version and swap.
-/// Every refusal is recorded in `state.json` as the last error and logged as one line.
+/// Every refusal is recorded in the sync state as the last error (`state.json`, or in memory
+/// until its next write: `persist`) and logged as one line.
 public actor Syncer {
     let configuration: SyncConfiguration
     let directory: DataDirectory
@@ -61,6 +62,9 @@ public actor Syncer {
     /// The state this syncer last wrote to `state.json`, and when (`now()`); nil before its
     /// first write and after a failed one (`persist`).
     var stateWritten: (state: SyncState, at: Date)?
+    /// Other channels' model folders that could not be linked in this attempt (a file failing
+    /// its hash, another file system): not read again until the next attempt.
+    var modelLinksRefused: Set<String> = []
     /// Whether an attempt, rollback or export runs; the actor is reentrant across their awaits.
     private var busy = false
     /// A version downloaded and then refused for what its signed bytes hold (its rows do not
@@ -192,8 +196,8 @@ public actor Syncer {
     /// start-up or after its install for a reason outside its bytes (a full disk), and was kept.
     /// Returns why it still cannot be opened (nil: it serves now, or nothing was to be opened).
     /// When its own bytes fail this time (damaged since), it goes as a version that cannot be
-    /// served does (`fallBack`), and this attempt installs it again: opened again at every
-    /// attempt until a restart, it would never serve.
+    /// served does (`fallBack`), and this attempt installs it again (and says that install's
+    /// outcome): opened again at every attempt until a restart, it would never serve.
     private func reopenIfUnserved() async -> SyncError? {
         guard let servedVersion, let installed = directory.installed(), servedVersion() != installed.version else { return nil }
         do throws(SyncError) {
@@ -201,9 +205,13 @@ public actor Syncer {
             return nil
         } catch {
             guard error.cause is CannotOpenNow else {
+                // A read-only directory keeps its links (`DataDirectory.recover`).
+                guard !directory.readOnly else { return error }
                 var state = directory.readState()
                 await fallBack(from: installed, state: &state)
-                return error
+                // Said by `fallBack`; the attempt installs it again and says how that went.
+                // Links that could not change: the version is still the one that fails.
+                return directory.installed()?.version == installed.version ? error : nil
             }
             logger.warning("the installed version still cannot be opened; trying again at the next attempt",
                            metadata: ["cairn.sync.version": "\(installed.version)", "cairn.sync.error": "\(error.message)"])
@@ -254,6 +262,7 @@ public actor Syncer {
         lastInstallPath = nil
         installedBeforeAskingAll = false
         keptDeltaWhole = nil
+        modelLinksRefused = []
         (answeredSources, blobsOffered) = ([], [])
         lastDeltaCheck = nil
         var kept: SyncError?
@@ -359,7 +368,7 @@ public actor Syncer {
                     $0.etag = nil
                     // The device's own failure after the source answered: the source is healthy
                     // (else status says "failing" of a source that is not, while a disk is full).
-                    if ownFailure, reached {
+                    if ownFailure, reached, error.code != .cancelled {
                         ($0.lastOK, $0.consecutiveFailures, $0.lastError) = (SyncState.time(now()), 0, nil)
                     }
                     guard !handedOver, !ownFailure else { return }
@@ -421,10 +430,10 @@ public actor Syncer {
     }
 
     /// Whether `error` is the device's and not the source's: its disk full or its budget passed,
-    /// its data directory locked, a version it cannot open now, a stop. The source's health is
-    /// left as it was (marked answering when it answered).
+    /// a version it cannot open now, a stop. The source's health is left as it was (marked
+    /// answering when it answered, unless the stop cut the attempt short).
     static func isDevicesOwn(_ error: SyncError) -> Bool {
-        [.diskFull, .diskBudget, .locked, .cancelled].contains(error.code) || error.cause is CannotOpenNow
+        [.diskFull, .diskBudget, .cancelled].contains(error.code) || error.cause is CannotOpenNow
     }
 
     /// Whether a source's refusal hands its work to another source (a pace cut, a delta it does
@@ -594,7 +603,7 @@ public actor Syncer {
             await stopSpare()
             await hashKeptDelta(path: path, installed: installed)
             // Before room is counted: a model linked needs none.
-            await adoptModelFromOtherChannels(manifest)
+            await adoptModelFromOtherChannels(manifest, waiting: true)
             try makeRoom(manifest: manifest, path: path, installed: installed, state: &state)
             let version: InstalledVersion, contents: IndexContents
             do throws(SyncError) {
