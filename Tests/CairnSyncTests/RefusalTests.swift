@@ -161,6 +161,28 @@ struct RefusalTests {
         #expect(device.state.lastError?.code == "disk_budget")
     }
 
+    @Test("Given a model damaged on the device's disk since it was installed (its sizes unchanged), when the next version's canaries cannot load it, then the attempt fails io saying so, the model folder is removed, the source is not counted failing, and the next attempt downloads the model and installs the version")
+    func damagedModelDownloadedAgain() async throws {
+        let repo = try RepoFixture()
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let name = try #require(device.entries("models").first)
+        let weights = device.path + "/models/\(name)/model.safetensors"
+        var bytes = try FileSystem.read(weights)
+        for i in 0..<8 { bytes[i] = 0xFF }  // the header's length: no model reads
+        try Data(bytes).write(to: URL(fileURLWithPath: weights))
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1],
+                         canaries: [Canary(query: "flood maps", expect: ["chunk-000"], k: 40, mode: "hybrid")])
+        let failed = await device.syncer.syncOnce()
+        #expect(failed.errorCode == "io" && device.state.lastError?.message.contains("signed SHA-256") == true, "\(failed)")
+        #expect(device.entries("models").isEmpty)
+        #expect(device.state.sources?.first?.consecutiveFailures == 0)
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        let signed = try #require(repo.modelFiles.first { $0.name == "model.safetensors" })
+        #expect(try FileSystem.sha256(of: weights).id == signed.sha256)
+    }
+
     @Test("Given a manifest stating a 2^53-byte snapshot, then it is refused for disk space before any blob is requested")
     func hugeBlob() async throws {
         let repo = try RepoFixture()

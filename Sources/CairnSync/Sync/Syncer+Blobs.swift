@@ -225,6 +225,26 @@ extension Syncer {
         return legacy
     }
 
+    /// Whether the model folder `manifest` uses here has a file that no longer has its signed
+    /// SHA-256 (bit rot, a bad sector: `existingModelFolder` checks sizes only, and every
+    /// install would fail its canaries for ever); such a folder is removed, so that the next
+    /// install downloads it. A version serving keeps the files it mapped. Reads the folder
+    /// (some 90 MB) on an install thread; called only after a failure.
+    func removeModelIfDamaged(_ manifest: Manifest) async -> Bool {
+        guard let folder = existingModelFolder(manifest) else { return false }
+        let (files, logger) = (manifest.model.files, logger)
+        return await BackgroundWork.run { () -> Bool in
+            let damaged = files.filter { (try? FileSystem.sha256(of: folder + "/" + $0.name).id) != $0.sha256 }.map(\.name)
+            guard !damaged.isEmpty else { return false }
+            let aside = folder + ".incomplete"
+            try? FileManager.default.removeItem(atPath: aside)
+            guard rename(folder, aside) == 0 else { return false }
+            try? FileManager.default.removeItem(atPath: aside)
+            logger.error("the model folder \(folder) no longer has its signed hashes (\(damaged.joined(separator: ", ")) damaged on this disk); removed, to be downloaded again")
+            return true
+        }
+    }
+
     /// The bytes of the model files `manifest` needs that the device does not have.
     func missingModelBytes(_ manifest: Manifest) -> Int64 {
         guard manifest.model.folderName != nil, existingModelFolder(manifest) == nil else { return 0 }

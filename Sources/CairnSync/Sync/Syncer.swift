@@ -430,11 +430,15 @@ public actor Syncer {
     }
 
     /// Whether `error` is the device's and not the source's: its disk full or its budget passed,
-    /// a version it cannot open now, a stop. The source's health is left as it was (marked
+    /// a version it cannot open now, its model damaged on its disk, a stop. The source's health is left as it was (marked
     /// answering when it answered, unless the stop cut the attempt short).
     static func isDevicesOwn(_ error: SyncError) -> Bool {
-        [.diskFull, .diskBudget, .cancelled].contains(error.code) || error.cause is CannotOpenNow
+        [.diskFull, .diskBudget, .cancelled].contains(error.code) || error.cause is CannotOpenNow || error.cause is ModelDamaged
     }
+
+    /// The cause of an install's failure when the model folder it used no longer has its signed
+    /// hashes (`removeModelIfDamaged`).
+    struct ModelDamaged: Error, Sendable {}
 
     /// Whether a source's refusal hands its work to another source (a pace cut, a delta it does
     /// not hold): not its failure, and it is asked again after the others.
@@ -610,6 +614,12 @@ public actor Syncer {
                 (version, contents) = try await install(manifest: manifest, bytes: bytes, path: path, base: base,
                                                         installed: installed, state: &state, timings: &timings)
             } catch {
+                // The model kept from before may be what fails (its bytes damaged on the disk since
+                // their hashes were checked): then it is no refusal of this version.
+                if [.canaryFailed, .modelIncompatible].contains(error.code), await removeModelIfDamaged(manifest) {
+                    throw SyncError(.io, "the model's files no longer have their signed SHA-256 (damaged on this disk); the model is removed and downloaded again at the next attempt (\(error.message))",
+                                    cause: ModelDamaged())
+                }
                 if [.stateRootMismatch, .canaryFailed].contains(error.code) {
                     refusedAfterDownload = Array(([(manifestID, error)] + refusedAfterDownload).prefix(Self.refusalsRemembered))
                 }
