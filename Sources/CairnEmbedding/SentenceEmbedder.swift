@@ -15,12 +15,32 @@ public final class SentenceEmbedder: Sendable {
     public let tokenizer: WordPieceTokenizer
     public let encoder: BertEncoder
     public let maximumTokens: Int
+    /// The files it was loaded from (`filesIdentity(of:)`); nil for one built from parts.
+    public let files: String?
     public var dimension: Int { encoder.configuration.hiddenSize }
 
-    public init(tokenizer: WordPieceTokenizer, encoder: BertEncoder, maximumTokens: Int = defaultMaximumTokens) {
+    public init(tokenizer: WordPieceTokenizer, encoder: BertEncoder, maximumTokens: Int = defaultMaximumTokens,
+                files: String? = nil) {
         self.tokenizer = tokenizer
         self.encoder = encoder
         self.maximumTokens = min(maximumTokens, encoder.maximumSequenceLength)
+        self.files = files
+    }
+
+    /// The device and inode of each file of the model folder `directory`: another when the
+    /// folder was replaced at the same path (removed as damaged and downloaded again), so that
+    /// an embedder still mapping the old files is not taken for one of the new.
+    public static func filesIdentity(of directory: String) -> String {
+        [File.weights, File.vocabulary, File.configuration].map { name in
+            var info = stat()
+            guard stat((directory as NSString).appendingPathComponent(name), &info) == 0 else { return "-" }
+            return "\(info.st_dev):\(info.st_ino)"
+        }.joined(separator: " ")
+    }
+
+    /// Whether it was loaded from the files `directory` holds now.
+    public func isLoaded(from directory: String) -> Bool {
+        files == Self.filesIdentity(of: directory)
     }
 
     /// Loads `model.safetensors`, `vocab.txt` and `config.json` from `directory`.
@@ -28,6 +48,8 @@ public final class SentenceEmbedder: Sendable {
     public convenience init(directory: String, maximumTokens: Int = defaultMaximumTokens,
                             kernels: EncoderKernels = .best) throws(EmbeddingError) {
         let path = { (name: String) in (directory as NSString).appendingPathComponent(name) }
+        // Taken before the files are read: a folder replaced meanwhile reads as another.
+        let files = Self.filesIdentity(of: directory)
         let configuration = try BertConfiguration(path: path(File.configuration))
         let weights = try SafeTensors(path: path(File.weights))
         let tokenizer = try WordPieceTokenizer(vocabularyPath: path(File.vocabulary))
@@ -36,7 +58,7 @@ public final class SentenceEmbedder: Sendable {
         }
         self.init(tokenizer: tokenizer,
                   encoder: try BertEncoder(weights: weights, configuration: configuration, kernels: kernels),
-                  maximumTokens: maximumTokens)
+                  maximumTokens: maximumTokens, files: files)
     }
 
     /// The model folder to use: `CAIRN_MODEL_DIR`, else `$XDG_CACHE_HOME/cairn/all-MiniLM-L6-v2`,

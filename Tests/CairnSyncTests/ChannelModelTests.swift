@@ -3,6 +3,7 @@ import CairnCore
 import CairnStore
 @testable import CairnSync
 import Foundation
+import Synchronization
 import Testing
 
 /// Channels of one cairnd that use the same model (`DIR/channels/<name>` beside `DIR`).
@@ -75,5 +76,24 @@ struct ChannelModelTests {
             #expect(stat(holder.path + "/models/\(name)/\(file.name)", &a) == 0 && stat(linked.path + "/models/\(name)/\(file.name)", &b) == 0)
             #expect(a.st_ino == b.st_ino, "\(file.name)")
         }
+    }
+
+    @Test("Given another channel's fetch of a model that does not end, when a channel waits for it, then the wait ends at its limit and leaves no waiter behind (the channel then fetches the model itself); a fetch that ends lets its waiter go at once")
+    func waitForAnotherChannelsModelIsBounded() async throws {
+        let fetches = ModelFetches()
+        #expect(fetches.begin("m"))
+        final class Ended: Sendable { let flag = Mutex(false) }
+        let ended = Ended()
+        Task {
+            await fetches.wait(for: "m", atMost: .milliseconds(20))
+            ended.flag.withLock { $0 = true }
+        }
+        try await waitUntil("the wait ends at its limit", seconds: 30) { ended.flag.withLock { $0 } }
+        #expect(fetches.waiting(for: "m") == 0 && !fetches.begin("m"))
+        async let waited: Void = fetches.wait(for: "m", atMost: .seconds(600))
+        try await waitUntil("the second wait is registered") { fetches.waiting(for: "m") == 1 }
+        fetches.end("m")
+        await waited
+        #expect(fetches.begin("m"))
     }
 }

@@ -200,7 +200,8 @@ public struct Device: Sendable {
             }
         }, onModel: { folder in
             // The serving version's model is reused; another one loads while the index is built.
-            guard let resolved = VersionLoader.resolve(folder), holder.current?.modelDirectory != resolved else { return }
+            guard let resolved = VersionLoader.resolve(folder),
+                  holder.current?.modelDirectory != resolved || holder.current?.embedder?.isLoaded(from: resolved) != true else { return }
             preload.start(folder: resolved)
         }, servedVersion: { holder.current?.index.meta.version })
         let status = SyncStateStatusProvider(directory: directory, configuration: sync, trust: syncer.trust, progress: syncer.progress,

@@ -13,16 +13,20 @@ import Synchronization
 final class ModelPreload: Sendable {
     private struct Loading: Sendable {
         let folder: String
+        /// `SentenceEmbedder.filesIdentity(of: folder)` when the load started.
+        let files: String
         let work: BackgroundWork.Pending<SentenceEmbedder?>
     }
 
     private let loading = Mutex<Loading?>(nil)
 
-    /// Starts loading the model in `folder` (resolved), unless it is loading already.
+    /// Starts loading the model in `folder` (resolved), unless it is loading already from the
+    /// files the folder holds now.
     func start(folder: String) {
+        let files = SentenceEmbedder.filesIdentity(of: folder)
         loading.withLock { current in
-            guard current?.folder != folder else { return }
-            current = Loading(folder: folder, work: BackgroundWork.Pending { try? SentenceEmbedder(directory: folder) })
+            guard current?.folder != folder || current?.files != files else { return }
+            current = Loading(folder: folder, files: files, work: BackgroundWork.Pending { try? SentenceEmbedder(directory: folder) })
         }
     }
 

@@ -8,7 +8,8 @@ extension ServingVersion {
     /// differs from the index's.
     /// - Parameters:
     ///   - reusing: a version whose embedder is reused when it came from the same folder (a
-    ///     model is shared across versions; loading it again costs seconds).
+    ///     model is shared across versions; loading it again costs seconds), and from the files
+    ///     it holds now (not from a folder since removed as damaged and downloaded again).
     ///   - preloaded: the embedder already loaded from `modelFolder` while the version installed.
     public static func embedder(for index: SearchIndex, modelFolder: String?, reusing: ServingVersion?,
                                 preloaded: SentenceEmbedder? = nil, logger: Logger) -> SentenceEmbedder? {
@@ -18,10 +19,10 @@ extension ServingVersion {
             return nil
         }
         if let reusing, reusing.modelDirectory == modelFolder, let embedder = reusing.embedder,
-           embedder.dimension == index.meta.dimension {
+           embedder.dimension == index.meta.dimension, embedder.isLoaded(from: modelFolder) {
             return embedder
         }
-        if let preloaded, preloaded.dimension == index.meta.dimension { return preloaded }
+        if let preloaded, preloaded.dimension == index.meta.dimension, preloaded.isLoaded(from: modelFolder) { return preloaded }
         do {
             let embedder = try SentenceEmbedder(directory: modelFolder)
             guard embedder.dimension == index.meta.dimension else {

@@ -122,9 +122,18 @@ extension Syncer {
     func ensureModel(_ manifest: Manifest, base: String) async throws(SyncError) -> String? {
         guard let name = manifest.model.folderName else { return nil }
         if let existing = existingModelFolder(manifest) { return existing }
+        // Waited for `ModelFetches.waitLimit` at most: past it (another channel's source slower
+        // than this one's), this channel downloads the model too, without the turn.
         let key = modelFetchKey(name)
-        if let key { while !ModelFetches.shared.begin(key) { await ModelFetches.shared.wait(for: key) } }
-        defer { if let key { ModelFetches.shared.end(key) } }
+        var turn = false
+        if let key {
+            let deadline = ContinuousClock.now + ModelFetches.waitLimit
+            while !turn, ContinuousClock.now < deadline {
+                turn = ModelFetches.shared.begin(key)
+                if !turn { await ModelFetches.shared.wait(for: key, atMost: deadline - ContinuousClock.now) }
+            }
+        }
+        defer { if turn, let key { ModelFetches.shared.end(key) } }
         await adoptModelFromOtherChannels(manifest, waiting: false)
         if let existing = existingModelFolder(manifest) { return existing }
         let folder = "\(directory.modelsPath)/\(name)"
@@ -178,7 +187,7 @@ extension Syncer {
     /// another channel is waited for first (the room an install needs is counted after this).
     func adoptModelFromOtherChannels(_ manifest: Manifest, waiting: Bool) async {
         guard let name = manifest.model.folderName, existingModelFolder(manifest) == nil else { return }
-        if waiting, let key = modelFetchKey(name) { await ModelFetches.shared.wait(for: key) }
+        if waiting, let key = modelFetchKey(name) { await ModelFetches.shared.wait(for: key, atMost: ModelFetches.waitLimit) }
         guard let source = configuration.otherChannelDirectories.lazy.map({ "\($0)/\(DataDirectoryLayout.modelsFolder)/\(name)" })
                   .first(where: { !modelLinksRefused.contains($0) && manifest.model.isWhole(in: $0) }) else { return }
         let (files, models, logger) = (manifest.model.files, directory.modelsPath, logger)
@@ -234,7 +243,13 @@ extension Syncer {
         guard let folder = existingModelFolder(manifest) else { return false }
         let (files, logger) = (manifest.model.files, logger)
         return await BackgroundWork.run { () -> Bool in
-            let damaged = files.filter { (try? FileSystem.sha256(of: folder + "/" + $0.name).id) != $0.sha256 }.map(\.name)
+            // A file that cannot be read now (no descriptor, no memory) is not called damaged;
+            // one whose read fails for its bytes (EIO) is.
+            let damaged = files.filter { file in
+                do throws(StoreError) { return try FileSystem.sha256(of: folder + "/" + file.name).id != file.sha256 } catch {
+                    return error.errno == EIO
+                }
+            }.map(\.name)
             guard !damaged.isEmpty else { return false }
             let aside = folder + ".incomplete"
             try? FileManager.default.removeItem(atPath: aside)
@@ -444,7 +459,14 @@ extension Syncer {
 /// download it too (`Syncer.ensureModel`).
 final class ModelFetches: Sendable {
     static let shared = ModelFetches()
-    private let fetching = Mutex<[String: [CheckedContinuation<Void, Never>]]>([:])
+    /// How long a channel waits for another's fetch of a model before fetching it itself.
+    static let waitLimit = Duration.seconds(600)
+    private struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Void, Never>
+    }
+    private let fetching = Mutex<[String: [Waiter]]>([:])
+    private let nextID = Atomic<UInt64>(0)
 
     /// Marks `key` as fetched by the caller, who must call `end`; false when another fetches it.
     func begin(_ key: String) -> Bool {
@@ -457,18 +479,31 @@ final class ModelFetches: Sendable {
 
     /// Ends the fetch of `key`: whoever waits for it goes on.
     func end(_ key: String) {
-        for waiter in fetching.withLock({ $0.removeValue(forKey: key) }) ?? [] { waiter.resume() }
+        for waiter in fetching.withLock({ $0.removeValue(forKey: key) }) ?? [] { waiter.continuation.resume() }
     }
 
-    /// Returns once no fetch of `key` runs.
-    func wait(for key: String) async {
-        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+    /// Returns once no fetch of `key` runs, or after `limit`.
+    func wait(for key: String, atMost limit: Duration) async {
+        let id = nextID.add(1, ordering: .relaxed).newValue
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = fetching.withLock { fetching -> Bool in
                 guard fetching[key] != nil else { return true }
-                fetching[key]!.append(waiter)
+                fetching[key]!.append(Waiter(id: id, continuation: continuation))
                 return false
             }
-            if now { waiter.resume() }
+            if now {
+                continuation.resume()
+                return
+            }
+            Task {
+                try? await Task.sleep(for: limit)
+                // Still waiting (`end` resumes and removes every waiter): let go of it.
+                let waiter = fetching.withLock { fetching -> Waiter? in
+                    guard let index = fetching[key]?.firstIndex(where: { $0.id == id }) else { return nil }
+                    return fetching[key]!.remove(at: index)
+                }
+                waiter?.continuation.resume()
+            }
         }
     }
 
