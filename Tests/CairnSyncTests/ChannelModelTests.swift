@@ -82,13 +82,21 @@ struct ChannelModelTests {
     func waitForAnotherChannelsModelIsBounded() async throws {
         let fetches = ModelFetches()
         #expect(fetches.begin("m"))
-        final class Ended: Sendable { let flag = Mutex(false) }
-        let ended = Ended()
-        Task {
-            await fetches.wait(for: "m", atMost: .milliseconds(20))
-            ended.flag.withLock { $0 = true }
+        // Were the limit not kept, the fetch is ended after 30 s, and the test fails (not hangs).
+        final class Flag: Sendable { let raised = Mutex(false) }
+        let endedByTest = Flag()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await fetches.wait(for: "m", atMost: .milliseconds(20)) }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(30))
+                guard !Task.isCancelled else { return }
+                endedByTest.raised.withLock { $0 = true }
+                fetches.end("m")
+            }
+            await group.next()
+            group.cancelAll()
         }
-        try await waitUntil("the wait ends at its limit", seconds: 30) { ended.flag.withLock { $0 } }
+        #expect(!endedByTest.raised.withLock { $0 }, "the wait did not end at its limit")
         #expect(fetches.waiting(for: "m") == 0 && !fetches.begin("m"))
         async let waited: Void = fetches.wait(for: "m", atMost: .seconds(600))
         try await waitUntil("the second wait is registered") { fetches.waiting(for: "m") == 1 }

@@ -482,29 +482,39 @@ final class ModelFetches: Sendable {
         for waiter in fetching.withLock({ $0.removeValue(forKey: key) }) ?? [] { waiter.continuation.resume() }
     }
 
-    /// Returns once no fetch of `key` runs, or after `limit`.
+    /// Returns once no fetch of `key` runs, or after `limit`. (Its timer is a child task, so it
+    /// runs where the caller's tasks run.)
     func wait(for key: String, atMost limit: Duration) async {
         let id = nextID.add(1, ordering: .relaxed).newValue
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.park(key, id) }
+            group.addTask { try? await Task.sleep(for: limit) }
+            await group.next()
+            // The limit passed (or the fetch ended): a waiter still parked goes on.
+            release(key, id)
+            group.cancelAll()
+        }
+    }
+
+    /// Returns when `end(key)` or `release(key, id)` lets it go; at once when no fetch runs.
+    private func park(_ key: String, _ id: UInt64) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = fetching.withLock { fetching -> Bool in
                 guard fetching[key] != nil else { return true }
                 fetching[key]!.append(Waiter(id: id, continuation: continuation))
                 return false
             }
-            if now {
-                continuation.resume()
-                return
-            }
-            Task {
-                try? await Task.sleep(for: limit)
-                // Still waiting (`end` resumes and removes every waiter): let go of it.
-                let waiter = fetching.withLock { fetching -> Waiter? in
-                    guard let index = fetching[key]?.firstIndex(where: { $0.id == id }) else { return nil }
-                    return fetching[key]!.remove(at: index)
-                }
-                waiter?.continuation.resume()
-            }
+            if now { continuation.resume() }
         }
+    }
+
+    /// Lets waiter `id` go when it is still parked (`end` removes every waiter it resumes).
+    private func release(_ key: String, _ id: UInt64) {
+        let waiter = fetching.withLock { fetching -> Waiter? in
+            guard let index = fetching[key]?.firstIndex(where: { $0.id == id }) else { return nil }
+            return fetching[key]!.remove(at: index)
+        }
+        waiter?.continuation.resume()
     }
 
     /// How many wait for the fetch of `key` (tests).
