@@ -78,28 +78,41 @@ struct ChannelModelTests {
         }
     }
 
-    @Test("Given another channel's fetch of a model that does not end, when a channel waits for it, then the wait ends at its limit and leaves no waiter behind (the channel then fetches the model itself); a fetch that ends lets its waiter go at once")
+    @Test("Given another channel's fetch of a model that does not end, when a channel waits for it, then the wait ends at its limit (a limit of zero too, its timer ending before it parks), or when its task is cancelled (cairnd stopping), and leaves nothing behind; a fetch that ends lets its waiter go at once")
     func waitForAnotherChannelsModelIsBounded() async throws {
         let fetches = ModelFetches()
         #expect(fetches.begin("m"))
-        // Were the limit not kept, the fetch is ended after 30 s, and the test fails (not hangs).
+        // Were a wait not to end, the fetch is ended after 30 s, and the test fails (not hangs).
         final class Flag: Sendable { let raised = Mutex(false) }
-        let endedByTest = Flag()
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await fetches.wait(for: "m", atMost: .milliseconds(20)) }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(30))
-                guard !Task.isCancelled else { return }
-                endedByTest.raised.withLock { $0 = true }
-                fetches.end("m")
+        func bounded(_ what: String, _ body: @escaping @Sendable () async -> Void) async {
+            _ = fetches.begin("m")  // running (again, if a failed case ended it)
+            let endedByTest = Flag()
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await body() }
+                group.addTask {
+                    try? await Task.sleep(for: .seconds(30))
+                    guard !Task.isCancelled else { return }
+                    endedByTest.raised.withLock { $0 = true }
+                    fetches.end("m")
+                }
+                await group.next()
+                group.cancelAll()
             }
-            await group.next()
-            group.cancelAll()
+            #expect(!endedByTest.raised.withLock { $0 }, "\(what) did not end")
+            #expect(fetches.waiting(for: "m") == 0 && fetches.marks == 0, "\(what)")
         }
-        #expect(!endedByTest.raised.withLock { $0 }, "the wait did not end at its limit")
-        #expect(fetches.waiting(for: "m") == 0 && !fetches.begin("m"))
+        await bounded("a wait of 20 ms") { await fetches.wait(for: "m", atMost: .milliseconds(20)) }
+        await bounded("100 waits of 0 ms") { for _ in 0..<100 { await fetches.wait(for: "m", atMost: .zero) } }
+        await bounded("a cancelled wait") {
+            await withTaskGroup(of: Void.self) { waiter in
+                waiter.addTask { await fetches.wait(for: "m", atMost: .seconds(600)) }
+                let until = ContinuousClock.now + .seconds(30)
+                while fetches.waiting(for: "m") == 0, ContinuousClock.now < until { await Task.yield() }
+                waiter.cancelAll()
+            }
+        }
         async let waited: Void = fetches.wait(for: "m", atMost: .seconds(600))
-        try await waitUntil("the second wait is registered") { fetches.waiting(for: "m") == 1 }
+        try await waitUntil("the last wait is registered") { fetches.waiting(for: "m") == 1 }
         fetches.end("m")
         await waited
         #expect(fetches.begin("m"))

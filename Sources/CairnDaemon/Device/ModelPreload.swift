@@ -33,10 +33,12 @@ final class ModelPreload: Sendable {
     /// The model loaded from `folder`, once its load has ended (nil when none was started for
     /// that folder, or it failed: the caller then loads it and reports why). Forgets it.
     func take(folder: String?) -> SentenceEmbedder? {
+        let files = folder.map(SentenceEmbedder.filesIdentity(of:))
         let taken = loading.withLock { current -> Loading? in
             guard let folder, let loading = current, loading.folder == folder else { return nil }
             current = nil
-            return loading
+            // A load of files since replaced (a damaged folder downloaded again) is not waited for.
+            return loading.files == files ? loading : nil
         }
         return taken?.work.wait()
     }

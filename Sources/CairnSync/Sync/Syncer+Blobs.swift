@@ -124,11 +124,14 @@ extension Syncer {
         if let existing = existingModelFolder(manifest) { return existing }
         // Waited for `ModelFetches.waitLimit` at most: past it (another channel's source slower
         // than this one's), this channel downloads the model too, without the turn.
+        // One limit for the attempt, counted from its first wait (`modelWaitDeadline`).
         let key = modelFetchKey(name)
         var turn = false
         if let key {
-            let deadline = ContinuousClock.now + ModelFetches.waitLimit
+            let deadline = modelWaitDeadline ?? ContinuousClock.now + ModelFetches.waitLimit
+            modelWaitDeadline = deadline
             while !turn, ContinuousClock.now < deadline {
+                guard !Task.isCancelled else { throw SyncError(.cancelled, "stopped while waiting for another channel's model") }
                 turn = ModelFetches.shared.begin(key)
                 if !turn { await ModelFetches.shared.wait(for: key, atMost: deadline - ContinuousClock.now) }
             }
@@ -187,7 +190,11 @@ extension Syncer {
     /// another channel is waited for first (the room an install needs is counted after this).
     func adoptModelFromOtherChannels(_ manifest: Manifest, waiting: Bool) async {
         guard let name = manifest.model.folderName, existingModelFolder(manifest) == nil else { return }
-        if waiting, let key = modelFetchKey(name) { await ModelFetches.shared.wait(for: key, atMost: ModelFetches.waitLimit) }
+        if waiting, let key = modelFetchKey(name) {
+            let deadline = modelWaitDeadline ?? ContinuousClock.now + ModelFetches.waitLimit
+            modelWaitDeadline = deadline
+            await ModelFetches.shared.wait(for: key, atMost: deadline - ContinuousClock.now)
+        }
         guard let source = configuration.otherChannelDirectories.lazy.map({ "\($0)/\(DataDirectoryLayout.modelsFolder)/\(name)" })
                   .first(where: { !modelLinksRefused.contains($0) && manifest.model.isWhole(in: $0) }) else { return }
         let (files, models, logger) = (manifest.model.files, directory.modelsPath, logger)
@@ -465,58 +472,71 @@ final class ModelFetches: Sendable {
         let id: UInt64
         let continuation: CheckedContinuation<Void, Never>
     }
-    private let fetching = Mutex<[String: [Waiter]]>([:])
+    private struct State {
+        var fetching: [String: [Waiter]] = [:]
+        /// Waits let go before they parked (their limit passed first, or they were cancelled).
+        var released: Set<UInt64> = []
+    }
+    private let state = Mutex(State())
     private let nextID = Atomic<UInt64>(0)
 
     /// Marks `key` as fetched by the caller, who must call `end`; false when another fetches it.
     func begin(_ key: String) -> Bool {
-        fetching.withLock { fetching in
-            guard fetching[key] == nil else { return false }
-            fetching[key] = []
+        state.withLock { state in
+            guard state.fetching[key] == nil else { return false }
+            state.fetching[key] = []
             return true
         }
     }
 
     /// Ends the fetch of `key`: whoever waits for it goes on.
     func end(_ key: String) {
-        for waiter in fetching.withLock({ $0.removeValue(forKey: key) }) ?? [] { waiter.continuation.resume() }
+        for waiter in state.withLock({ $0.fetching.removeValue(forKey: key) }) ?? [] { waiter.continuation.resume() }
     }
 
-    /// Returns once no fetch of `key` runs, or after `limit`. (Its timer is a child task, so it
-    /// runs where the caller's tasks run.)
+    /// Returns once no fetch of `key` runs, after `limit`, or when the task is cancelled (its
+    /// timer, a child task that runs where the caller's tasks run, then ends at once).
     func wait(for key: String, atMost limit: Duration) async {
         let id = nextID.add(1, ordering: .relaxed).newValue
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.park(key, id) }
             group.addTask { try? await Task.sleep(for: limit) }
             await group.next()
-            // The limit passed (or the fetch ended): a waiter still parked goes on.
+            // The limit passed, the fetch ended, or the wait was cancelled: it goes on.
             release(key, id)
             group.cancelAll()
         }
+        // Both children have ended: a mark `release` left is no longer read.
+        state.withLock { _ = $0.released.remove(id) }
     }
 
-    /// Returns when `end(key)` or `release(key, id)` lets it go; at once when no fetch runs.
+    /// Returns when `end(key)` or `release(key, id)` lets it go (before or after it parks); at
+    /// once when no fetch runs.
     private func park(_ key: String, _ id: UInt64) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = fetching.withLock { fetching -> Bool in
-                guard fetching[key] != nil else { return true }
-                fetching[key]!.append(Waiter(id: id, continuation: continuation))
+            let now = state.withLock { state -> Bool in
+                if state.released.remove(id) != nil { return true }
+                guard state.fetching[key] != nil else { return true }
+                state.fetching[key]!.append(Waiter(id: id, continuation: continuation))
                 return false
             }
             if now { continuation.resume() }
         }
     }
 
-    /// Lets waiter `id` go when it is still parked (`end` removes every waiter it resumes).
+    /// Lets wait `id` go: resumes it when parked, else marks it so that it does not park.
     private func release(_ key: String, _ id: UInt64) {
-        let waiter = fetching.withLock { fetching -> Waiter? in
-            guard let index = fetching[key]?.firstIndex(where: { $0.id == id }) else { return nil }
-            return fetching[key]!.remove(at: index)
+        let waiter = state.withLock { state -> Waiter? in
+            if let index = state.fetching[key]?.firstIndex(where: { $0.id == id }) { return state.fetching[key]!.remove(at: index) }
+            state.released.insert(id)
+            return nil
         }
         waiter?.continuation.resume()
     }
 
     /// How many wait for the fetch of `key` (tests).
-    func waiting(for key: String) -> Int { fetching.withLock { $0[key]?.count ?? 0 } }
+    func waiting(for key: String) -> Int { state.withLock { $0.fetching[key]?.count ?? 0 } }
+
+    /// Marks left by `release` (tests: none once every wait has returned).
+    var marks: Int { state.withLock { $0.released.count } }
 }

@@ -65,6 +65,9 @@ public actor Syncer {
     /// Other channels' model folders that could not be linked in this attempt (a file failing
     /// its hash, another file system): not read again until the next attempt.
     var modelLinksRefused: Set<String> = []
+    /// When this attempt stops waiting for another channel's fetch of its model
+    /// (`ModelFetches.waitLimit` after its first wait); nil before it waits.
+    var modelWaitDeadline: ContinuousClock.Instant?
     /// Whether an attempt, rollback or export runs; the actor is reentrant across their awaits.
     private var busy = false
     /// A version downloaded and then refused for what its signed bytes hold (its rows do not
@@ -262,7 +265,7 @@ public actor Syncer {
         lastInstallPath = nil
         installedBeforeAskingAll = false
         keptDeltaWhole = nil
-        modelLinksRefused = []
+        (modelLinksRefused, modelWaitDeadline) = ([], nil)
         (answeredSources, blobsOffered) = ([], [])
         lastDeltaCheck = nil
         var kept: SyncError?
