@@ -51,7 +51,9 @@ public final class FaultServer: @unchecked Sendable {
         process.arguments = ["python3", script, "--port-file", folder + "/port", "--log", folder + "/requests.log"] + arguments
         try process.spawn()
         var bound = 0
-        guard eventually({
+        // python3's start-up can take over ten seconds in the loaded parallel suite (a missing
+        // python3 is skipped before this, by `available`).
+        guard eventually(within: 60, {
             bound = Int((try? String(contentsOfFile: folder + "/port", encoding: .utf8)) ?? "") ?? 0
             return bound > 0 && isListening(bound)
         }) else {
