@@ -35,17 +35,36 @@ public struct BlobStore: Sendable {
         return (try? FileSystem.sha256(of: path(of: id)).id) == id
     }
 
+    /// What a `put` did: wrote a blob that was absent, found it whole, or wrote again a file of
+    /// its name that was not (`holds`), which a cache or CDN in front of the repository may still
+    /// hold.
+    public enum Stored: Sendable, Equatable {
+        case written, present, repaired
+    }
+
+    /// What a `put` of blob `id` of `size` bytes finds: present whole, absent, or damaged.
+    func finding(_ id: ContentID, size: Int64) -> Stored? {
+        if holds(id, size: size) { return .present }
+        return contains(id) ? .repaired : nil
+    }
+
     /// Stores `bytes` under their SHA-256 and returns it; a blob already present at its size is
     /// not rewritten.
     @discardableResult
     public func put(_ bytes: [UInt8]) throws(StoreError) -> ContentID {
+        try store(bytes).id
+    }
+
+    /// Stores `bytes` under their SHA-256, as `put` does, and says what it did.
+    public func store(_ bytes: [UInt8]) throws(StoreError) -> (id: ContentID, stored: Stored) {
         let id = ContentID(hashing: bytes)
-        if holds(id, size: Int64(bytes.count)) { return id }
+        let found = finding(id, size: Int64(bytes.count))
+        if found == .present { return (id, .present) }
         let hex = id.hex
         let folder = root + "/blobs/sha256/\(hex.prefix(2))"
         try FileSystem.makeDirectory(folder)
         try FileSystem.writeAtomically(bytes, to: path(of: id))
-        return id
+        return (id, found ?? .written)
     }
 
     /// The blob's bytes, checked against its name: a corrupt file is an error, never data.

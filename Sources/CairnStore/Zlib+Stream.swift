@@ -169,10 +169,12 @@ extension BlobStore {
     /// renamed into place, its folder fsynced); a blob already present at the file's size is not
     /// rewritten. The caller computed `id` over the very bytes of the file (`Zlib.compressFile`).
     /// `stopping` is asked during the copy (true ends it: the copy is removed and an error thrown).
-    public func put(file path: String, id: ContentID, stopping: (() -> Bool)? = nil) throws(StoreError) {
+    @discardableResult
+    public func put(file path: String, id: ContentID, stopping: (() -> Bool)? = nil) throws(StoreError) -> Stored {
         var info = stat()
         guard stat(path, &info) == 0 else { throw FileSystem.failure("cannot read", path) }
-        if holds(id, size: Int64(info.st_size)) { return }
+        let found = finding(id, size: Int64(info.st_size))
+        if found == .present { return .present }
         let folder = root + "/blobs/sha256/\(id.hex.prefix(2))"
         try FileSystem.makeDirectory(folder)
         let temporary = folder + "/.tmp-\(UUID().uuidString)"
@@ -191,5 +193,6 @@ extension BlobStore {
             throw error
         }
         try FileSystem.syncDirectory(folder)
+        return found ?? .written
     }
 }

@@ -81,6 +81,26 @@ struct PublishRoundTripTests {
                 "\(report.reusedFromSnapshot) from the snapshot, \(report.reusedFromCache) from the cache, \(report.embedded) embedded")
     }
 
+    @Test("Given a published version whose model blob was since damaged in the repository (the same size, other bytes), when the next version is published, then the blob is written whole again and a warning names it and says to purge it from a cache or CDN; a publish that repairs nothing warns of nothing")
+    func repairedBlobNamed() throws {
+        let workspace = try Workspace()
+        let chunks = SampleKB.chunks(count: 5)
+        _ = try workspace.publish(try workspace.writeSource(chunks), cache: false)
+        let vocabulary = try #require(try workspace.manifest().model.files.first { $0.name == "vocab.txt" })
+        let path = BlobStore(root: workspace.repo).path(of: vocabulary.sha256)
+        var bytes = try FileSystem.read(path)
+        bytes[0] ^= 0x20
+        try FileSystem.writeAtomically(bytes, to: path, mode: 0o644)
+        var changed = chunks
+        changed[0].content += " again"
+        let report = try workspace.publish(try workspace.writeSource(changed), cache: false)
+        let warning = report.warnings.first { $0.contains("damaged") } ?? ""
+        #expect(warning.contains(vocabulary.sha256.hex) && warning.contains("purge") && warning.contains("CDN"), "\(report.warnings)")
+        #expect(try FileSystem.sha256(of: path).id == vocabulary.sha256)
+        changed[1].content += " again"
+        #expect(try workspace.publish(try workspace.writeSource(changed), cache: false).warnings.allSatisfy { !$0.contains("damaged") })
+    }
+
     @Test("Given a cache filled by one repository, when another repository publishes the same chunks, then nothing is embedded")
     func cacheAcrossRepositories() throws {
         let first = try Workspace()

@@ -164,10 +164,10 @@ public struct Publisher: Sendable {
                                             withSetHash: config.deltaFormat == 2, scratch: scratch)
 
         let writer = RepositoryWriter(repository: repository, channel: config.channel)
-        try writer.putBlob(file: built.blobPath, id: built.blob.sha256)
+        var repaired = [try writer.putBlob(file: built.blobPath, id: built.blob.sha256)]
         checkpoint(.snapshotStored)
-        for delta in deltas.built { try writer.putBlob(file: delta.blobPath, id: delta.ref.sha256) }
-        for file in model.files { try writer.putBlob(file.bytes) }
+        for delta in deltas.built { repaired.append(try writer.putBlob(file: delta.blobPath, id: delta.ref.sha256)) }
+        for file in model.files { repaired.append(try writer.putBlob(file.bytes)) }
         for key in keys { try writer.storePublicKey(key.publicKey) }
         checkpoint(.blobsStored)
 
@@ -202,7 +202,17 @@ public struct Publisher: Sendable {
         if let root = trust.current, let warning = Self.rootExpiryWarning(root, created: manifest.created, expires: manifest.expires) {
             report.warnings.append(warning)  // printed by the command, once
         }
+        if let warning = Self.repairedBlobsWarning(repaired.compactMap { $0 }) { report.warnings.append(warning) }
         return report
+    }
+
+    /// The warning for blobs found damaged in the repository and written again, nil for none:
+    /// a cache or CDN in front of it may still hold the damaged copies, which devices refuse
+    /// (`hash_mismatch`) until they expire or are purged.
+    static func repairedBlobsWarning(_ ids: [ContentID]) -> String? {
+        guard !ids.isEmpty else { return nil }
+        let named = ids.map { "blobs/sha256/\($0.hex.prefix(2))/\($0.hex)" }.joined(separator: ", ")
+        return "\(ids.count) blob(s) in the repository were damaged and have been written again (\(named)); purge them from any cache or CDN in front of the repository, which may still hold the damaged copies that devices refuse"
     }
 
     /// Refuses a manifest file devices would not read, before it is written: over the size a

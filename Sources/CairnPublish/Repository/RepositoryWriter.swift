@@ -9,15 +9,20 @@ struct RepositoryWriter {
     let repository: Repository
     let channel: String
 
-    func putBlob(_ bytes: [UInt8]) throws(PublishError) {
-        do { try repository.blobs.put(bytes) } catch {
+    /// `bytes` stored as a blob; its id when a damaged file of its name was written again.
+    func putBlob(_ bytes: [UInt8]) throws(PublishError) -> ContentID? {
+        do {
+            let (id, stored) = try repository.blobs.store(bytes)
+            return stored == .repaired ? id : nil
+        } catch {
             throw PublishError(.io, "cannot store a blob: \(error.message)", cause: error)
         }
     }
 
-    /// The file at `path`, whose SHA-256 is `id`, stored as a blob.
-    func putBlob(file path: String, id: ContentID) throws(PublishError) {
-        do { try repository.blobs.put(file: path, id: id) } catch {
+    /// The file at `path`, whose SHA-256 is `id`, stored as a blob; `id` when a damaged file of
+    /// its name was written again.
+    func putBlob(file path: String, id: ContentID) throws(PublishError) -> ContentID? {
+        do { return try repository.blobs.put(file: path, id: id) == .repaired ? id : nil } catch {
             throw PublishError(.io, "cannot store a blob: \(error.message)", cause: error)
         }
     }
