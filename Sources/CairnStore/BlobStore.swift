@@ -45,7 +45,9 @@ public struct BlobStore: Sendable {
     /// What a `put` of blob `id` of `size` bytes finds: present whole, absent, or damaged.
     func finding(_ id: ContentID, size: Int64) -> Stored? {
         if holds(id, size: size) { return .present }
-        return contains(id) ? .repaired : nil
+        // Any entry of its name, a dangling link included: what a cache may hold there is not it.
+        var info = stat()
+        return lstat(path(of: id), &info) == 0 ? .repaired : nil
     }
 
     /// Stores `bytes` under their SHA-256 and returns it; a blob already present at its size is

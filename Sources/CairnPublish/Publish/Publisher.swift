@@ -165,6 +165,12 @@ public struct Publisher: Sendable {
 
         let writer = RepositoryWriter(repository: repository, channel: config.channel)
         var repaired = [try writer.putBlob(file: built.blobPath, id: built.blob.sha256)]
+        // Said in the report; logged instead when a later step fails (the blobs are written, and
+        // the next publish finds them whole: it would never say them).
+        var repairsReported = false
+        defer {
+            if !repairsReported, let warning = Self.repairedBlobsWarning(repaired.compactMap { $0 }) { logger.warning("\(warning)") }
+        }
         checkpoint(.snapshotStored)
         for delta in deltas.built { repaired.append(try writer.putBlob(file: delta.blobPath, id: delta.ref.sha256)) }
         for file in model.files { repaired.append(try writer.putBlob(file.bytes)) }
@@ -203,6 +209,7 @@ public struct Publisher: Sendable {
             report.warnings.append(warning)  // printed by the command, once
         }
         if let warning = Self.repairedBlobsWarning(repaired.compactMap { $0 }) { report.warnings.append(warning) }
+        repairsReported = true
         return report
     }
 

@@ -128,12 +128,15 @@ extension Syncer {
         let key = modelFetchKey(name)
         var turn = false
         if let key {
-            let deadline = modelWaitDeadline ?? ContinuousClock.now + ModelFetches.waitLimit
-            modelWaitDeadline = deadline
-            while !turn, ContinuousClock.now < deadline {
+            while !turn {
                 guard !Task.isCancelled else { throw SyncError(.cancelled, "stopped while waiting for another channel's model") }
                 turn = ModelFetches.shared.begin(key)
-                if !turn { await ModelFetches.shared.wait(for: key, atMost: deadline - ContinuousClock.now) }
+                if turn { break }
+                // Counted from the attempt's first wait that found a fetch running.
+                let deadline = modelWaitDeadline ?? ContinuousClock.now + ModelFetches.waitLimit
+                modelWaitDeadline = deadline
+                guard ContinuousClock.now < deadline else { break }
+                await ModelFetches.shared.wait(for: key, atMost: deadline - ContinuousClock.now)
             }
         }
         defer { if turn, let key { ModelFetches.shared.end(key) } }
@@ -190,7 +193,7 @@ extension Syncer {
     /// another channel is waited for first (the room an install needs is counted after this).
     func adoptModelFromOtherChannels(_ manifest: Manifest, waiting: Bool) async {
         guard let name = manifest.model.folderName, existingModelFolder(manifest) == nil else { return }
-        if waiting, let key = modelFetchKey(name) {
+        if waiting, let key = modelFetchKey(name), ModelFetches.shared.isFetching(key) {
             let deadline = modelWaitDeadline ?? ContinuousClock.now + ModelFetches.waitLimit
             modelWaitDeadline = deadline
             await ModelFetches.shared.wait(for: key, atMost: deadline - ContinuousClock.now)
@@ -533,6 +536,9 @@ final class ModelFetches: Sendable {
         }
         waiter?.continuation.resume()
     }
+
+    /// Whether a channel fetches `key` now.
+    func isFetching(_ key: String) -> Bool { state.withLock { $0.fetching[key] != nil } }
 
     /// How many wait for the fetch of `key` (tests).
     func waiting(for key: String) -> Int { state.withLock { $0.fetching[key]?.count ?? 0 } }
