@@ -42,12 +42,13 @@ public struct BlobStore: Sendable {
         case written, present, repaired
     }
 
-    /// What a `put` of blob `id` of `size` bytes finds: present whole, absent, or damaged.
-    func finding(_ id: ContentID, size: Int64) -> Stored? {
-        if holds(id, size: size) { return .present }
-        // Any entry of its name, a dangling link included: what a cache may hold there is not it.
+    /// What a `put` of blob `id` of `size` bytes is to do: nothing (`present` whole), write it
+    /// (`written`: absent), or write it again (`repaired`: any other entry of its name, a
+    /// dangling link included, which a cache may hold as it is).
+    func finding(_ id: ContentID, size: Int64) -> Stored {
         var info = stat()
-        return lstat(path(of: id), &info) == 0 ? .repaired : nil
+        guard lstat(path(of: id), &info) == 0 else { return .written }
+        return holds(id, size: size) ? .present : .repaired
     }
 
     /// Stores `bytes` under their SHA-256 and returns it; a blob already present at its size is
@@ -61,12 +62,12 @@ public struct BlobStore: Sendable {
     public func store(_ bytes: [UInt8]) throws(StoreError) -> (id: ContentID, stored: Stored) {
         let id = ContentID(hashing: bytes)
         let found = finding(id, size: Int64(bytes.count))
-        if found == .present { return (id, .present) }
+        if found == .present { return (id, found) }
         let hex = id.hex
         let folder = root + "/blobs/sha256/\(hex.prefix(2))"
         try FileSystem.makeDirectory(folder)
         try FileSystem.writeAtomically(bytes, to: path(of: id))
-        return (id, found ?? .written)
+        return (id, found)
     }
 
     /// The blob's bytes, checked against its name: a corrupt file is an error, never data.

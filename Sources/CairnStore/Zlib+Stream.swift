@@ -174,7 +174,7 @@ extension BlobStore {
         var info = stat()
         guard stat(path, &info) == 0 else { throw FileSystem.failure("cannot read", path) }
         let found = finding(id, size: Int64(info.st_size))
-        if found == .present { return .present }
+        if found == .present { return found }
         let folder = root + "/blobs/sha256/\(id.hex.prefix(2))"
         try FileSystem.makeDirectory(folder)
         let temporary = folder + "/.tmp-\(UUID().uuidString)"
@@ -193,6 +193,6 @@ extension BlobStore {
             throw error
         }
         try FileSystem.syncDirectory(folder)
-        return found ?? .written
+        return found
     }
 }

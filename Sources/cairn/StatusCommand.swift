@@ -93,7 +93,7 @@ struct StatusCommand: AsyncParsableCommand {
             lines.append("held back   version \(held) (rolled back from; sync installs only newer versions)")
         }
         for source in sync.sources {
-            let inARow = (source.failuresInARow ?? 0) > 1 ? " (\(source.failuresInARow!) attempts in a row)" : ""
+            let inARow = source.failuresInARow.map { $0 > 1 ? " (\($0) attempts in a row)" : "" } ?? ""
             let health = source.healthy.map { $0 ? "healthy" : "failing" + inARow } ?? "unknown"
             let proxy = source.proxy.map { $0 == "none" ? " direct (proxy none)" : " via proxy \($0)" } ?? ""
             lines.append("source      \(source.url) \(health)" + proxy + (source.lastError.map { " (\($0))" } ?? ""))

@@ -164,16 +164,18 @@ public struct Publisher: Sendable {
                                             withSetHash: config.deltaFormat == 2, scratch: scratch)
 
         let writer = RepositoryWriter(repository: repository, channel: config.channel)
-        var repaired = [try writer.putBlob(file: built.blobPath, id: built.blob.sha256)]
-        // Said in the report; logged instead when a later step fails (the blobs are written, and
-        // the next publish finds them whole: it would never say them).
+        // Blobs found damaged and written again: said in the report, or logged when a later step
+        // fails (the next publish finds them whole, and would never say them).
+        var repaired: [ContentID] = []
         var repairsReported = false
         defer {
-            if !repairsReported, let warning = Self.repairedBlobsWarning(repaired.compactMap { $0 }) { logger.warning("\(warning)") }
+            if !repairsReported, let warning = Self.repairedBlobsWarning(repaired) { logger.warning("\(warning)") }
         }
+        func note(_ id: ContentID?) { if let id { repaired.append(id) } }
+        note(try writer.putBlob(file: built.blobPath, id: built.blob.sha256))
         checkpoint(.snapshotStored)
-        for delta in deltas.built { repaired.append(try writer.putBlob(file: delta.blobPath, id: delta.ref.sha256)) }
-        for file in model.files { repaired.append(try writer.putBlob(file.bytes)) }
+        for delta in deltas.built { note(try writer.putBlob(file: delta.blobPath, id: delta.ref.sha256)) }
+        for file in model.files { note(try writer.putBlob(file.bytes)) }
         for key in keys { try writer.storePublicKey(key.publicKey) }
         checkpoint(.blobsStored)
 
@@ -208,7 +210,7 @@ public struct Publisher: Sendable {
         if let root = trust.current, let warning = Self.rootExpiryWarning(root, created: manifest.created, expires: manifest.expires) {
             report.warnings.append(warning)  // printed by the command, once
         }
-        if let warning = Self.repairedBlobsWarning(repaired.compactMap { $0 }) { report.warnings.append(warning) }
+        if let warning = Self.repairedBlobsWarning(repaired) { report.warnings.append(warning) }
         repairsReported = true
         return report
     }
@@ -218,7 +220,7 @@ public struct Publisher: Sendable {
     /// (`hash_mismatch`) until they expire or are purged.
     static func repairedBlobsWarning(_ ids: [ContentID]) -> String? {
         guard !ids.isEmpty else { return nil }
-        let named = ids.map { "blobs/sha256/\($0.hex.prefix(2))/\($0.hex)" }.joined(separator: ", ")
+        let named = ids.map(BlobStore.relativePath(of:)).joined(separator: ", ")
         return "\(ids.count) blob(s) in the repository were damaged and have been written again (\(named)); purge them from any cache or CDN in front of the repository, which may still hold the damaged copies that devices refuse"
     }
 

@@ -193,7 +193,7 @@ public struct Downloader: Sendable {
         }
         // Through an https:// proxy, a TLS failure before the proxy answered a CONNECT is the
         // proxy's own.
-        let beforeTheTunnel = access.proxyNamed?.lowercased().hasPrefix("https://") == true && outcome.proxyStatus == 0
+        let beforeTheTunnel = access.proxyNamed.map(SourceURL.isHTTPS) == true && outcome.proxyStatus == 0
         // (libcurl marks the proxy's certificate unverified as a handshake begins: a handshake
         // cut by a timeout or a reset is a network failure, not the certificate's.)
         if (outcome.proxyTLSFailed || beforeTheTunnel) && Self.tlsCodes.contains(outcome.code.rawValue) {
@@ -233,7 +233,7 @@ public struct Downloader: Sendable {
             let notHeld = [404, 410].contains(outcome.status) || (outcome.status == 403 && !hasCredentials)
             // A plain-HTTP request through an HTTP proxy gets the proxy's own answer when it
             // cannot reach the source (through a CONNECT tunnel the source answers itself).
-            let proxied = access.proxyNamed.map { $0.lowercased().hasPrefix("http") } == true && !SourceURL.isHTTPS(url)
+            let proxied = access.proxyNamed.map(SourceURL.isHTTP) == true && !SourceURL.isHTTPS(url)
                 && [502, 503, 504].contains(outcome.status)
             let whose = proxied ? " (through \(proxy): a 502, 503 or 504 may be the proxy's own, unable to reach the source)" : ""
             throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) for the \(what)\(whose)", cause: notHeld ? NotHeld() : nil)

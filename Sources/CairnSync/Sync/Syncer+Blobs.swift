@@ -122,26 +122,19 @@ extension Syncer {
     func ensureModel(_ manifest: Manifest, base: String) async throws(SyncError) -> String? {
         guard let name = manifest.model.folderName else { return nil }
         if let existing = existingModelFolder(manifest) { return existing }
-        // Waited for `ModelFetches.waitLimit` at most: past it (another channel's source slower
-        // than this one's), this channel downloads the model too, without the turn.
-        // One limit for the attempt, counted from its first wait (`modelWaitDeadline`).
+        // Past the wait's limit (another channel's source slower than this one's), this channel
+        // downloads the model too, without the turn.
         let key = modelFetchKey(name)
         var turn = false
         if let key {
-            while !turn {
+            while true {
                 guard !Task.isCancelled else { throw SyncError(.cancelled, "stopped while waiting for another channel's model") }
                 turn = ModelFetches.shared.begin(key)
-                if turn { break }
-                // Counted from the attempt's first wait that found a fetch running.
-                let deadline = modelWaitDeadline ?? ContinuousClock.now + ModelFetches.waitLimit
-                modelWaitDeadline = deadline
-                guard ContinuousClock.now < deadline else { break }
-                await ModelFetches.shared.wait(for: key, atMost: deadline - ContinuousClock.now)
+                guard !turn, await waitForModelFetch(key) else { break }
             }
         }
         defer { if turn, let key { ModelFetches.shared.end(key) } }
-        await adoptModelFromOtherChannels(manifest, waiting: false)
-        if let existing = existingModelFolder(manifest) { return existing }
+        if let linked = await adoptModelFromOtherChannels(manifest, waiting: false) { return linked }
         let folder = "\(directory.modelsPath)/\(name)"
         var staged: [(String, String)] = []
         for file in manifest.model.files {
@@ -167,13 +160,33 @@ extension Syncer {
     /// Renames the model folder `partial`, its files durable, into place at `folder`.
     private static func placeModelFolder(_ partial: String, at folder: String, in models: String) throws {
         try FileSystem.syncDirectory(partial)
-        // An incomplete folder of that name goes aside first (its files stay open where a
-        // served version loaded them).
-        let aside = folder + ".incomplete"
-        try? FileManager.default.removeItem(atPath: aside)
-        if FileSystem.exists(folder), rename(folder, aside) == 0 { try? FileManager.default.removeItem(atPath: aside) }
+        // An incomplete folder of that name goes first.
+        removeModelFolder(folder)
         guard rename(partial, folder) == 0 else { throw SyncError.system("cannot rename \(partial) into place") }
         try FileSystem.syncDirectory(models)
+    }
+
+    /// Removes the model folder `folder`, renamed aside first (`.incomplete`) so that its name is
+    /// free at once (its files stay open where a served version loaded them). False when it
+    /// cannot be renamed (absent).
+    @discardableResult
+    private static func removeModelFolder(_ folder: String) -> Bool {
+        let aside = folder + ".incomplete"
+        try? FileManager.default.removeItem(atPath: aside)
+        guard rename(folder, aside) == 0 else { return false }
+        try? FileManager.default.removeItem(atPath: aside)
+        return true
+    }
+
+    /// Waits for another channel's fetch of `key`, within the attempt's limit
+    /// (`modelWaitDeadline`, `ModelFetches.waitLimit` after its first wait that found a fetch
+    /// running). False once the limit has passed.
+    func waitForModelFetch(_ key: String) async -> Bool {
+        let deadline = modelWaitDeadline ?? ContinuousClock.now + ModelFetches.waitLimit
+        modelWaitDeadline = deadline
+        guard ContinuousClock.now < deadline else { return false }
+        await ModelFetches.shared.wait(for: key, atMost: deadline - ContinuousClock.now)
+        return true
     }
 
     /// The key under which the channels of this cairnd take turns fetching model folder `name`
@@ -191,15 +204,14 @@ extension Syncer {
     /// on this file system, or when a file fails its hash (the download then fetches it; that
     /// folder is not tried again in this attempt). With `waiting`, a fetch of that model by
     /// another channel is waited for first (the room an install needs is counted after this).
-    func adoptModelFromOtherChannels(_ manifest: Manifest, waiting: Bool) async {
-        guard let name = manifest.model.folderName, existingModelFolder(manifest) == nil else { return }
-        if waiting, let key = modelFetchKey(name), ModelFetches.shared.isFetching(key) {
-            let deadline = modelWaitDeadline ?? ContinuousClock.now + ModelFetches.waitLimit
-            modelWaitDeadline = deadline
-            await ModelFetches.shared.wait(for: key, atMost: deadline - ContinuousClock.now)
-        }
+    /// Returns the model folder here, linked or found; nil when there is none.
+    @discardableResult
+    func adoptModelFromOtherChannels(_ manifest: Manifest, waiting: Bool) async -> String? {
+        guard let name = manifest.model.folderName else { return nil }
+        if let existing = existingModelFolder(manifest) { return existing }
+        if waiting, let key = modelFetchKey(name), ModelFetches.shared.isFetching(key) { _ = await waitForModelFetch(key) }
         guard let source = configuration.otherChannelDirectories.lazy.map({ "\($0)/\(DataDirectoryLayout.modelsFolder)/\(name)" })
-                  .first(where: { !modelLinksRefused.contains($0) && manifest.model.isWhole(in: $0) }) else { return }
+                  .first(where: { !modelLinksRefused.contains($0) && manifest.model.isWhole(in: $0) }) else { return nil }
         let (files, models, logger) = (manifest.model.files, directory.modelsPath, logger)
         let folder = "\(models)/\(name)", partial = folder + ".partial"
         let linked = await BackgroundWork.run { () -> Bool in
@@ -225,6 +237,7 @@ extension Syncer {
             }
         }
         if !linked { modelLinksRefused.insert(source) }
+        return linked ? folder : nil
     }
 
     /// The folder in `models/` that holds `manifest`'s model files: the one named for them, or
@@ -260,11 +273,7 @@ extension Syncer {
                     return error.errno == EIO
                 }
             }.map(\.name)
-            guard !damaged.isEmpty else { return false }
-            let aside = folder + ".incomplete"
-            try? FileManager.default.removeItem(atPath: aside)
-            guard rename(folder, aside) == 0 else { return false }
-            try? FileManager.default.removeItem(atPath: aside)
+            guard !damaged.isEmpty, Self.removeModelFolder(folder) else { return false }
             logger.error("the model folder \(folder) no longer has its signed hashes (\(damaged.joined(separator: ", ")) damaged on this disk); removed, to be downloaded again")
             return true
         }

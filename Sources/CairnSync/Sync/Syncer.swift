@@ -59,9 +59,10 @@ public actor Syncer {
     var handingOver = false
     /// Whether a delta the source being asked does not hold goes to another source first.
     var deltaHandOver = false
-    /// The state this syncer last wrote to `state.json`, and when (`now()`); nil before its
-    /// first write and after a failed one (`persist`).
-    var stateWritten: (state: SyncState, at: Date)?
+    /// The state this syncer last wrote to `state.json`, routine fields blanked
+    /// (`SyncState.routineBlanked`), and when (`now()`); nil before its first write and after a
+    /// failed one (`persist`).
+    var stateWritten: (blanked: SyncState, at: Date)?
     /// Other channels' model folders that could not be linked in this attempt (a file failing
     /// its hash, another file system): not read again until the next attempt.
     var modelLinksRefused: Set<String> = []
@@ -514,7 +515,7 @@ public actor Syncer {
         let now = self.now()
         // A clock set back since the last write (a negative age) writes, as a change would.
         if routine, let written = stateWritten, case let age = now.timeIntervalSince(written.at),
-           age >= 0, age < Self.routineStateInterval, state.routineBlanked == written.state.routineBlanked {
+           age >= 0, age < Self.routineStateInterval, state.routineBlanked == written.blanked {
             directory.keepUnwritten(state)
             return
         }
@@ -528,7 +529,7 @@ public actor Syncer {
                 return false
             }
         }
-        stateWritten = wrote ? (state, now) : nil
+        stateWritten = wrote ? (state.routineBlanked, now) : nil
     }
 
     /// Writes the state that attempts kept in memory (`persist`), as cairnd stops.
