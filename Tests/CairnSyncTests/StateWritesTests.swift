@@ -8,7 +8,7 @@ import Testing
 /// for years, often on an SD card or eMMC.
 @Suite("state.json writes", .offCooperativePool)
 struct StateWritesTests {
-    @Test("Given a device up to date that polls, when attempts change only routine fields (when they ran, how many, failures in a row past the first, an error's time and wording), then state.json is not written again until an hour has passed since its last write, a field that matters changes (a source failing, answering again) or the state is flushed; the state read (status) has every attempt meanwhile")
+    @Test("Given a device up to date that polls, when attempts change only routine fields (when they ran, how many, failures in a row past the first, an error's time), then state.json is not written again until an hour has passed since its last write, a field that matters changes (a source failing, answering again) or the state is flushed; the state read (status) has every attempt meanwhile")
     func routineAttemptsKeptInMemory() async throws {
         let repo = try RepoFixture(withModel: false)
         try repo.publish(version: 1)
