@@ -506,7 +506,13 @@ struct NetworkFaultTests {
             try await device.waitForVersion(2)
             let cuts = device.log.split(separator: "\n").filter { $0.contains("under slow_source_rate") }
             #expect(cuts.count == 1, "\(cuts)")
-            let asked = slow.requests.dropFirst(seen).filter { $0.path.contains(delta.hex) }
+            // The source logs a request once its last byte is written: maybe after cairnd has
+            // installed from it.
+            var asked: [(path: String, status: Int, range: String, sent: Int)] = []
+            _ = await eventuallyAsync(within: 30) {
+                asked = slow.requests.dropFirst(seen).filter { $0.path.contains(delta.hex) }
+                return asked.count >= 2
+            }
             #expect(asked.count == 2 && asked.last?.status == 206, "\(asked)")
             #expect(device.log.contains("HTTP 500"), "the second source was not asked in between")
         }
