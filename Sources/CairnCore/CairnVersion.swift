@@ -3,7 +3,7 @@
 /// CHANGELOG.md that it includes (a test holds the two equal), and says what it reads.
 public enum CairnVersion {
     /// The newest date in CHANGELOG.md's section headings.
-    public static let date = "2026-12-06"
+    public static let date = "2026-12-07"
 
     /// What a repository must be written in for this build to read it.
     public static var reads: String {

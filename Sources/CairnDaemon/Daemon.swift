@@ -92,7 +92,7 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
             maxBodyBytes: configuration.maxBodyBytes, logger: logger),
         dataDirectory: configuration.dataDirectory, logger: logger)
     // HEAD on every GET route (curl -I, monitors): the GET's status and headers, no body.
-    let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
+    let router = Router(context: DaemonRequestContext.self, options: .autoGenerateHeadEndpoints)
     api.addRoutes(to: router)
     let idle = TimeAmount.nanoseconds(Int64(configuration.idleTimeout * 1e9))
     let app = Application(

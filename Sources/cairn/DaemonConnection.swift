@@ -86,7 +86,8 @@ struct DaemonConnection {
     }
 
     /// Error codes with an exit code of their own (protocol/socket-api.md, "The cairn client").
-    static let exitCodes = ["no_index": Int32(4), "no_previous_version": 5]
+    /// `forbidden` is sysexits' EX_NOPERM, as cairn-server's refusals of a key are.
+    static let exitCodes = ["no_index": Int32(4), "no_previous_version": 5, "forbidden": 77]
 
     func decode<T: Decodable>(_ type: T.Type, from body: [UInt8]) throws -> T {
         do {

@@ -141,6 +141,55 @@ struct RollbackExportTests {
         #expect(try device.query("generator garage").ids.first == "generator")
     }
 
+    @Test("Given a user in the socket's group (an agent's account), when it asks cairnd to roll back or export, then it is refused with 403 forbidden (cairn exits 77 in one line) and nothing changes, while it may still query and root may roll back")
+    func onlyTheOperatorChangesTheDevice() async throws {
+        try Tools.requireRoot("create a user and run cairn as it")
+        try Tools.requireCurl()
+        let socketGroup = try await SystemUsers.ensure(group: "cairn-test-socket")
+        let (uid, gid) = try await SystemUsers.ensure(user: SystemUsers.outsider)
+        let workspace = try Workspace()
+        try workspace.publish(DeviceFlowTests.version1)
+        let device = try DeviceProcess(workspace, sources: ["file://" + workspace.repo], config: ["socket_group": "cairn-test-socket"])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        try workspace.publish(DeviceFlowTests.version2)
+        #expect(try device.cairn(["sync", "--wait"]).status == 0)
+        try await device.waitForVersion(2)
+        // A copy of cairn the user can run (the build's may lie under a folder only root enters),
+        // by cp(1): a file this process held open for writing could be inherited by a child
+        // another test forks meanwhile, and its exec would fail with ETXTBSY.
+        let cairn = device.folder + "/cairn-for-member"
+        let copied = try await CairnTestSupport.run("/bin/cp", [Products.path("cairn"), cairn])
+        try #require(copied.status == 0, "\(copied.stderr)")
+        chmod(cairn, 0o755)
+        func asMember(_ program: String, _ arguments: [String]) async throws -> Finished {
+            try await CairnTestSupport.run("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)", "--groups=\(socketGroup)", "--", program] + arguments)
+        }
+
+        let query = try await asMember(cairn, ["--socket", device.socket, "query", "boil water", "--json"])
+        #expect(query.status == 0 && query.stdout.contains("\"version\":2"), "query: exit \(query.status): \(query.stderr)")
+        let stick = device.folder + "/stick"
+        for arguments in [["rollback"], ["export", "--to", stick]] {
+            let refused = try await asMember(cairn, ["--socket", device.socket] + arguments)
+            #expect(refused.status == 77, "\(arguments[0]): exit \(refused.status): \(refused.stderr)")
+            #expect(refused.stderr.hasPrefix("cairn: \(arguments[0]) is only for root (cairnd's user), and this caller is user \(SystemUsers.outsider) (uid \(uid))")
+                    && refused.stderr.hasSuffix("(forbidden)\n") && refused.stderr.split(separator: "\n").count == 1, "\(refused.stderr)")
+        }
+        // Refused before the body is read: a body that is not even JSON gets 403, not 400.
+        let curl = try await asMember("/usr/bin/curl", ["-s", "-w", "\n%{http_code}", "--unix-socket", device.socket,
+                                                        "http://localhost/v1/rollback", "-d", "not json"])
+        #expect(curl.stdout.hasSuffix("\n403") && curl.stdout.contains(#""code":"forbidden""#), "\(curl.stdout)")
+
+        // Nothing changed: version 2 serves, nothing is held back, nothing was written.
+        #expect(device.status()["version"] as? Int == 2 && Self.sync(device)["held_back_version"] is NSNull)
+        #expect(!FileManager.default.fileExists(atPath: stick))
+        #expect(device.log.contains("rollback refused to user \(SystemUsers.outsider) (uid \(uid))"), "\(device.log)")
+
+        // Root may: the same rollback goes through.
+        #expect(try device.cairn(["rollback"]).status == 0)
+        #expect(device.status()["version"] as? Int == 1)
+    }
+
     @Test("Given a device rolled back from version 2 that syncs from a folder (file://: no ETag, so every poll reads the manifest), when it polls three times, then the hold is logged once, not at every poll while it lasts")
     func holdSaidOnce() async throws {
         let workspace = try Workspace()

@@ -22,7 +22,7 @@ struct DaemonAPI: Sendable {
     let dataDirectory: String
     let logger: Logger
 
-    func addRoutes(to router: Router<BasicRequestContext>) {
+    func addRoutes(to router: Router<DaemonRequestContext>) {
         router.add(middleware: ErrorMiddleware(logger: logger))
         router.get("healthz") { _, _ in Self.json(["ok": true]) }
         router.get("v1/status") { _, _ in try await statusAnswer() }
@@ -33,8 +33,14 @@ struct DaemonAPI: Sendable {
                       version: request.uri.queryParameters["version"].map(String.init))
         }
         router.post("v1/sync") { _, _ in try await sync() }
-        router.post("v1/rollback") { request, _ in try await rollback(request) }
-        router.post("v1/export") { request, _ in try await export(request) }
+        router.post("v1/rollback") { request, context in
+            try await requireOperator(context, for: "rollback")
+            return try await rollback(request)
+        }
+        router.post("v1/export") { request, context in
+            try await requireOperator(context, for: "export")
+            return try await export(request)
+        }
     }
 
     /// The allowed methods of each route, for 405 answers (`*` matches one path segment).

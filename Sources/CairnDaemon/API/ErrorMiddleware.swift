@@ -6,7 +6,7 @@ import Logging
 /// a known path with the wrong method into 405 `method_not_allowed` (with `Allow`), anything
 /// unexpected into 500 `internal` (logged with detail, never sent).
 struct ErrorMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
+    typealias Context = DaemonRequestContext
     let logger: Logger
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {

@@ -1,0 +1,66 @@
+import CairnSearch
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+
+/// A request's context, with the connection it came on: rollback and export ask the kernel who
+/// is calling (`SO_PEERCRED`) before they change anything.
+struct DaemonRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        channel = source.channel
+    }
+}
+
+/// Who is on the other end of a connection to the socket, as the kernel recorded it when the
+/// caller connected.
+struct SocketCaller: Sendable, Equatable {
+    var uid: uid_t
+    var pid: pid_t
+
+    /// The caller of `channel`; nil when the kernel cannot say (not a Unix socket).
+    static func of(_ channel: any Channel) async -> SocketCaller? {
+        guard let provider = channel as? any SocketOptionProvider else { return nil }
+        // Linux's `struct ucred` (pid, uid, gid: three 32-bit fields), which Glibc's module
+        // leaves out without _GNU_SOURCE; a homogeneous tuple is laid out as the C array would be.
+        guard let credentials: (UInt32, UInt32, UInt32) = try? await provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)).get() else { return nil }
+        return SocketCaller(uid: credentials.1, pid: pid_t(bitPattern: credentials.0))
+    }
+
+    /// cairnd's own user and root may change what the device serves; the socket's group, which
+    /// may query, may not (protocol/threat-model.md, "Local callers of the daemon socket").
+    var isOperator: Bool { uid == 0 || uid == geteuid() }
+
+    /// "user cairn (uid 998)", or "uid 998" for a uid with no name here.
+    static func describe(_ uid: uid_t) -> String {
+        var entry = passwd(), found: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &found) == 0, found != nil, let name = entry.pw_name else { return "uid \(uid)" }
+        return "user \(String(cString: name)) (uid \(uid))"
+    }
+}
+
+extension DaemonAPI {
+    /// Refuses `action` (rollback, export) to a caller that is neither cairnd's user nor root,
+    /// with 403 `forbidden`, before its body is read; logs who asked either way.
+    func requireOperator(_ context: DaemonRequestContext, for action: String) async throws(APIError) {
+        guard let caller = await SocketCaller.of(context.channel) else {
+            logger.warning("\(action) refused: the caller's user is unknown", metadata: ["cairn.error": "forbidden"])
+            throw APIError(403, "forbidden", "\(action) is refused: cairnd cannot tell which user is calling")
+        }
+        let metadata: Logger.Metadata = ["cairn.caller.uid": "\(caller.uid)", "cairn.caller.pid": "\(caller.pid)"]
+        guard caller.isOperator else {
+            let allowed = geteuid() == 0 ? "root (cairnd's user)" : "cairnd's user (\(SocketCaller.describe(geteuid()))) or root"
+            let asking = SocketCaller.describe(caller.uid)
+            logger.warning("\(action) refused to \(asking): only \(allowed) may ask", metadata: metadata.merging(["cairn.error": "forbidden"]) { $1 })
+            throw APIError(403, "forbidden", "\(action) is only for \(allowed), and this caller is \(asking): "
+                           + "run it with sudo or as that user (the socket's group may query, not change what the device serves)")
+        }
+        logger.info("\(action) asked", metadata: metadata)
+    }
+}
