@@ -308,6 +308,46 @@ struct TrustTests {
         #expect(device.status()["version"] as? Int == next)
     }
 
+    @Test("Given a thief's version 2 installed with a stolen key, when the publisher revokes the key and publishes its own version 2, then the device installs it over the thief's folder under query load: no query fails, the publisher's state root and chunks answer, and the thief's folder is gone")
+    func recoveryAtTheSameNumber() async throws {
+        let (w, r, s1, s2, pinned) = try Self.rooted()
+        let genuine = try Data(contentsOf: URL(fileURLWithPath: w.manifestPath))
+        let (server, _, device) = try await Self.servedDevice(w, pinned: pinned)
+        defer { stopProcess(server); device.stop() }
+        try await Self.thiefInstalls(w, device, version: 2, key: s1)
+        let thiefRoot = try #require(device.status()["state_root"] as? String)
+        #expect(try device.query("sandbags pyramid").ids.first != "sandbag")
+        try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--remove-signing-key", Self.pub(s1),
+                      "--add-signing-key", Self.pub(s2)])
+        try genuine.write(to: URL(fileURLWithPath: w.manifestPath))
+        _ = try await Self.waitForError(device, "key_revoked")
+        try w.publish(Workspace.version2, keys: [s2])
+        let published = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: w.manifestPath))) as? [String: Any]
+        let manifest = try #require(published?["manifest"] as? [String: Any])
+        try #require(manifest["version"] as? Int == 2, "the publisher's next version is \(manifest["version"] ?? "none")")
+        let publisherRoot = try #require(manifest["state_root"] as? String)
+        #expect(publisherRoot != thiefRoot)
+
+        // Queries in a loop from before the sync until after the publisher's version serves.
+        let done = RollbackExportTests.Flag(), answered = RollbackExportTests.Counter()
+        let socket = device.socket, loopFolder = device.folder + "/query-loop"
+        async let load = RollbackExportTests.queryLoop(socket: socket, folder: loopFolder, versions: [2], done: done, answered: answered)
+        try await waitUntil("the query loop answers", seconds: 60) { answered.count > 0 }
+        let synced = try device.cairn(["sync", "--wait"])
+        done.set()
+        let (queries, failures) = try await load
+        #expect(synced.status == 0, "\(synced.error)")
+        #expect(failures.isEmpty, "\(failures.count) of \(queries.count) queries failed: \(failures.prefix(3))")
+
+        #expect(device.status()["state_root"] as? String == publisherRoot)
+        #expect(Self.trust(device)["recovering"] as? Bool == false)
+        #expect(device.log.contains("recovered: version 2 replaces version 2"))
+        // The thief's version 2 held version 1's chunks; the publisher's adds "sandbag".
+        #expect(try device.query("sandbags pyramid").ids.first == "sandbag")
+        let folders = try FileManager.default.contentsOfDirectory(atPath: device.dataDirectory + "/versions").sorted()
+        #expect(!folders.contains { $0.hasSuffix(".replaced") }, "\(folders)")
+    }
+
     @Test("Given a root with two signing keys, a thief holding one who publishes version 1,000,000,000 and re-signs the installed version dated in 9999, and a rollback from the thief's version, when root 2 revokes the stolen key, then the hold and the clock floor the thief raised are lifted, the publisher's next version installs, and status is not stale")
     func revocationBesideAKeptKey() async throws {
         // Either key signs (threshold 1); the publisher signs with both. The thief's version

@@ -45,6 +45,10 @@ public enum DataDirectoryLayout {
     /// sector), written by the SIGBUS handler and acted on at the next start (`FailedRead`).
     public static let failedReadFile = "failed-read"
 
+    /// `versions/<n>.replaced`: a version folder an install of the same number moved aside (it may
+    /// still serve until the new one is handed over); removed with unreferenced versions.
+    public static let replacedSuffix = ".replaced"
+
     /// `<n>.root.json`: a root's file name, in `DIR/roots/` and in a repository's `root/`.
     public static func rootFile(_ version: Int) -> String { "\(version).root.json" }
 

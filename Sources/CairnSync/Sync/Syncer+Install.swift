@@ -253,7 +253,15 @@ extension Syncer {
                 directory.dropNewer()
                 try directory.syncFolder(directory.path)
             }
-            try? FileManager.default.removeItem(atPath: final)
+            // A folder of the same number (a trust recovery replacing a thief's version N with
+            // the publisher's, a damaged copy) is renamed aside, not removed: it may be the one
+            // the daemon serves until the new version is handed over, and the clean-up after
+            // that removes it (start-up recovery, after a crash).
+            if FileSystem.exists(final) {
+                let aside = final + DataDirectoryLayout.replacedSuffix
+                try? FileManager.default.removeItem(atPath: aside)
+                guard rename(final, aside) == 0 else { throw SyncError.system("cannot move the folder of version \(name) aside") }
+            }
             guard rename(partial, final) == 0 else { throw SyncError.system("cannot rename \(partial) into place") }
             try FileSystem.syncDirectory(directory.versionsPath)
         } catch let error as SyncError {
