@@ -9,6 +9,7 @@
 // direct I/O is refused, is the default VFS's.
 #define _GNU_SOURCE
 #include "stream_vfs.h"
+#include "shim_vfs.h"
 
 #include <aio.h>
 #include <errno.h>
@@ -58,7 +59,6 @@ typedef struct StreamFile {
     sqlite3_int64 clock;
 } StreamFile;
 
-static sqlite3_vfs *base_vfs(sqlite3_vfs *vfs) { return (sqlite3_vfs *)vfs->pAppData; }
 static sqlite3_file *real(sqlite3_file *file) { return ((StreamFile *)file)->real; }
 
 // Whether `*buffer` holds a run's room, allocated now if it did not.
@@ -228,7 +228,7 @@ static int stream_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *handle,
     // has opened it: both then read one file.
     file->direct = name && (flags & SQLITE_OPEN_MAIN_DB) && (flags & SQLITE_OPEN_READONLY)
         ? open(name, O_RDONLY | O_DIRECT | O_CLOEXEC) : -1;
-    int rc = base_vfs(vfs)->xOpen(base_vfs(vfs), name, file->real, flags, outFlags);
+    int rc = shim_base(vfs)->xOpen(shim_base(vfs), name, file->real, flags, outFlags);
     if (rc != SQLITE_OK) {
         if (file->real->pMethods) file->real->pMethods->xClose(file->real);
         if (file->direct >= 0) close(file->direct);
@@ -244,49 +244,13 @@ static int stream_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *handle,
     return SQLITE_OK;
 }
 
-// The VFS's other calls are the default VFS's, called with the default VFS (its own calls may
-// read their `pAppData`).
-static int stream_delete(sqlite3_vfs *v, const char *n, int sync) { return base_vfs(v)->xDelete(base_vfs(v), n, sync); }
-static int stream_access(sqlite3_vfs *v, const char *n, int flags, int *out) { return base_vfs(v)->xAccess(base_vfs(v), n, flags, out); }
-static int stream_full_pathname(sqlite3_vfs *v, const char *n, int size, char *out) {
-    return base_vfs(v)->xFullPathname(base_vfs(v), n, size, out);
-}
-static void *stream_dl_open(sqlite3_vfs *v, const char *n) { return base_vfs(v)->xDlOpen(base_vfs(v), n); }
-static void stream_dl_error(sqlite3_vfs *v, int size, char *out) { base_vfs(v)->xDlError(base_vfs(v), size, out); }
-static void (*stream_dl_sym(sqlite3_vfs *v, void *h, const char *s))(void) { return base_vfs(v)->xDlSym(base_vfs(v), h, s); }
-static void stream_dl_close(sqlite3_vfs *v, void *h) { base_vfs(v)->xDlClose(base_vfs(v), h); }
-static int stream_randomness(sqlite3_vfs *v, int size, char *out) { return base_vfs(v)->xRandomness(base_vfs(v), size, out); }
-static int stream_sleep(sqlite3_vfs *v, int micros) { return base_vfs(v)->xSleep(base_vfs(v), micros); }
-static int stream_current_time(sqlite3_vfs *v, double *out) { return base_vfs(v)->xCurrentTime(base_vfs(v), out); }
-static int stream_last_error(sqlite3_vfs *v, int size, char *out) { return base_vfs(v)->xGetLastError(base_vfs(v), size, out); }
-static int stream_current_time64(sqlite3_vfs *v, sqlite3_int64 *out) { return base_vfs(v)->xCurrentTimeInt64(base_vfs(v), out); }
-
 static sqlite3_vfs stream_vfs;
 static int registered = SQLITE_ERROR;
 
 static void register_once(void) {
     sqlite3_vfs *base = sqlite3_vfs_find(NULL);
     if (!base || base->iVersion < 2) return;
-    stream_vfs = (sqlite3_vfs){
-        .iVersion = 2,
-        .szOsFile = (int)sizeof(StreamFile) + base->szOsFile,
-        .mxPathname = base->mxPathname,
-        .zName = cairn_stream_vfs_name,
-        .pAppData = base,
-        .xOpen = stream_open,
-        .xDelete = stream_delete,
-        .xAccess = stream_access,
-        .xFullPathname = stream_full_pathname,
-        .xDlOpen = stream_dl_open,
-        .xDlError = stream_dl_error,
-        .xDlSym = stream_dl_sym,
-        .xDlClose = stream_dl_close,
-        .xRandomness = stream_randomness,
-        .xSleep = stream_sleep,
-        .xCurrentTime = stream_current_time,
-        .xGetLastError = stream_last_error,
-        .xCurrentTimeInt64 = stream_current_time64,
-    };
+    stream_vfs = shim_vfs(base, cairn_stream_vfs_name, (int)sizeof(StreamFile) + base->szOsFile, stream_open, NULL);
     registered = sqlite3_vfs_register(&stream_vfs, 0);
 }
 

@@ -5,46 +5,55 @@ import Testing
 
 /// The served index's connections when its path comes to name another file: an install of the
 /// same version number (a trust recovery putting the publisher's version N over a thief's)
-/// renames its folder over the served one before the query path lets go of it.
-@Suite("A served index's connections when its path names another file", .offCooperativePool)
+/// renames a new file to that path while the query path still serves the old one.
+@Suite("A served index's connections when its path names another file")
 struct ConnectionPoolTests {
-    @Test("Given a served index whose path now names another snapshot of the same version number, when a query needs a connection while the pool's only one is in use, then it waits for that one and reads the served snapshot, not the new file")
-    func freshConnectionReadsTheServedFile() async throws {
+    /// A served snapshot (version 1 of the corpus), then version 1 again of other chunks (another
+    /// state root) renamed over its path. Returns the index and the served meta.
+    static func replacedIndex(in directory: String) throws -> (SearchIndex, SnapshotMeta) {
+        let path = try Corpus.snapshot(in: directory)
+        let index = try SearchIndex(path: path, configuration: RankingConfiguration(connectionPoolSize: 1))
+        let replacement = try Corpus.snapshot(in: directory, name: "replacement.sqlite", entries: Array(Corpus.entries.prefix(3)))
+        try #require(rename(replacement, path) == 0)
+        #expect(try Snapshot.meta(at: path) != index.meta)
+        return (index, index.meta)
+    }
+
+    @Test("Given a served index whose path now names another snapshot of the same version number, when a query needs a second connection while the pool's only one is in use (a lexical query scoring its halves on two), then the new connection reads the served snapshot, not the new file, and it does not wait for the first")
+    func freshConnectionReadsTheServedFile() throws {
+        let directory = makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let (index, served) = try Self.replacedIndex(in: directory)
+        let (outer, inner) = try index.pool.withConnection { (outer) throws(IndexError) in
+            (try Snapshot.meta(in: outer), try index.pool.withConnection { (inner) throws(IndexError) in try Snapshot.meta(in: inner) })
+        }
+        #expect(outer == served && inner == served, "the new connection read \(inner.stateRoot.hex.prefix(12)), not the served \(served.stateRoot.hex.prefix(12))")
+        // And after the served file's path is gone altogether (the clean-up removed the folder).
+        try FileManager.default.removeItem(atPath: directory + "/snapshot.sqlite")
+        let again = try index.pool.withConnection { (_) throws(IndexError) in
+            try index.pool.withConnection { (inner) throws(IndexError) in try Snapshot.meta(in: inner) }
+        }
+        #expect(again == served)
+    }
+
+    @Test("Given a pool that cannot hold a descriptor of its file (no /proc), when a query needs a new connection after another file took the path, then it fails with one line saying so rather than read that file")
+    func withoutProcTheReplacedPathIsRefused() throws {
         let directory = makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let path = try Corpus.snapshot(in: directory)
-        let index = try SearchIndex(path: path, configuration: RankingConfiguration(connectionPoolSize: 1))
-        // Version 1 again, of other chunks (another state root), renamed over the served file.
+        let first = try Database(path: path, mode: .readOnly(immutable: true))
+        let pool = ConnectionPool(path: path, capacity: 1, first: first, pinning: false)
+        // Before the path changes, a second connection opens by it.
+        let before = try pool.withConnection { (_) throws(IndexError) in
+            try pool.withConnection { (inner) throws(IndexError) in try Snapshot.meta(in: inner) }
+        }
+        #expect(before == (try Snapshot.meta(in: first)))
         let replacement = try Corpus.snapshot(in: directory, name: "replacement.sqlite", entries: Array(Corpus.entries.prefix(3)))
         try #require(rename(replacement, path) == 0)
-        let served = index.meta
-        #expect(try Snapshot.meta(at: path) != served)
-
-        // A holds the only connection until B is seen waiting, then gives it back.
-        let holding = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
-        let pool = index.pool
-        async let first = onThread { () throws -> SnapshotMeta in
-            try pool.withConnection { (db) throws(IndexError) -> SnapshotMeta in
-                holding.signal()
-                release.wait()
-                return try Snapshot.meta(in: db)
+        #expect(throws: IndexError.self) {
+            try pool.withConnection { (_) throws(IndexError) in
+                try pool.withConnection { (inner) throws(IndexError) in try Snapshot.meta(in: inner) }
             }
         }
-        holding.wait()
-        async let second = onThread { () throws -> SnapshotMeta in
-            try pool.withConnection { (db) throws(IndexError) in try Snapshot.meta(in: db) }
-        }
-        let waited: Bool
-        do {
-            try await waitUntil("the second query waits for the served file's connection") { pool.waiting == 1 }
-            waited = true
-        } catch {
-            waited = false
-        }
-        release.signal()
-        let (a, b) = try await (first, second)
-        #expect(waited, "the second query opened its own connection instead of waiting")
-        #expect(a == served && b == served, "the second query read \(b.stateRoot.hex.prefix(12)), not the served \(served.stateRoot.hex.prefix(12))")
-        #expect(pool.waiting == 0)
     }
 }

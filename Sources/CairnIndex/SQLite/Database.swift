@@ -25,11 +25,15 @@ public final class Database: @unchecked Sendable {
         case readWrite
         /// Read and write, creating the file if it does not exist.
         case readWriteCreate
+        /// Read only and immutable, through a descriptor: `path` is `/proc/self/fd/N`, and the
+        /// connection reads the file N holds, whatever its original path names now (the
+        /// `cairn-pinned` VFS, Sources/CSQLiteStream).
+        case pinned
     }
 
     let handle: OpaquePointer
     /// The file (device, inode) when opened immutable: counted in `immutableOpens` while open.
-    private let immutableFile: FileKey?
+    let immutableFile: FileKey?
 
     /// Milliseconds a statement waits for another connection's lock before failing.
     public static let defaultBusyTimeout: Int32 = 5_000
@@ -47,6 +51,13 @@ public final class Database: @unchecked Sendable {
             // process's on it. Where the VFS cannot be registered, the default one reads the file.
             flags |= SQLITE_OPEN_READONLY
             if cairn_stream_vfs_register() == SQLITE_OK { vfs = cairn_stream_vfs_name }
+        case .pinned:
+            // The default VFS would resolve the descriptor's link to its path: another file.
+            flags |= SQLITE_OPEN_READONLY
+            guard cairn_pinned_vfs_register() == SQLITE_OK else {
+                throw IndexError(.sqlite, "cannot open \(path): the cairn-pinned VFS is not registered")
+            }
+            vfs = cairn_pinned_vfs_name
         case .readWrite:
             flags |= SQLITE_OPEN_READWRITE
         case .readWriteCreate:
@@ -90,7 +101,7 @@ public final class Database: @unchecked Sendable {
 
     private static let immutableOpens = Mutex<[FileKey: Int]>([:])
 
-    private struct FileKey: Hashable {
+    struct FileKey: Hashable {
         let device: UInt64
         let inode: UInt64
 
@@ -104,7 +115,7 @@ public final class Database: @unchecked Sendable {
 
     private static func immutableFlag(_ mode: OpenMode) -> Bool {
         switch mode {
-        case .readOnly(immutable: true), .streaming: true
+        case .readOnly(immutable: true), .streaming, .pinned: true
         default: false
         }
     }

@@ -80,7 +80,7 @@ public final class SearchIndex: Sendable {
         sample = narrowsDense ? MomentSample(loaded) : MomentSample()
         let lengths = DocumentLengths(contents: loaded)
         try BM25Function.register(on: db, lengths: lengths)
-        self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, first: db, meta: meta) {
+        self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, first: db) {
             (connection) throws(IndexError) in try BM25Function.register(on: connection, lengths: lengths)
         }
     }

@@ -257,12 +257,18 @@ extension Syncer {
             // the publisher's, a damaged copy) is renamed aside, not removed: it may be the one
             // the daemon serves until the new version is handed over, and the clean-up after
             // that removes it (start-up recovery, after a crash).
-            if FileSystem.exists(final) {
-                let aside = final + DataDirectoryLayout.replacedSuffix
+            let aside = final + DataDirectoryLayout.replacedSuffix
+            let movedAside = FileSystem.exists(final)
+            if movedAside {
                 try? FileManager.default.removeItem(atPath: aside)
                 guard rename(final, aside) == 0 else { throw SyncError.system("cannot move the folder of version \(name) aside") }
             }
-            guard rename(partial, final) == 0 else { throw SyncError.system("cannot rename \(partial) into place") }
+            guard rename(partial, final) == 0 else {
+                let error = SyncError.system("cannot rename \(partial) into place")
+                // Put back what the links name.
+                if movedAside { rename(aside, final) }
+                throw error
+            }
             try FileSystem.syncDirectory(directory.versionsPath)
         } catch let error as SyncError {
             throw error
