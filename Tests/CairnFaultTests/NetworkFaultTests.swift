@@ -209,7 +209,9 @@ struct NetworkFaultTests {
             await report.trial(number) {
                 let old = rig.version
                 let new = try rig.publishNext()
-                try rig.server.set(["rate": 2_000])
+                // The server sends a blob's first 64 bytes, then holds the rest until it is
+                // killed (a rate left a small delta time to arrive whole before the kill).
+                try rig.server.set(["hold_after": 64])
                 let staging = rig.device.dataDirectory + "/staging"
                 let outcome = try await rig.syncAttempt {
                     // Kill the server once the device holds part of a blob.

@@ -68,6 +68,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if fault.get("status"):
             status = fault["status"]
             size = 0 if status in (204, 304) else fault.get("error_body") or len(b"fault server error\n")
+            # A body the socket takes at once is logged before it goes (the client may act on
+            # it before this thread runs again); a larger one once the client stopped reading.
+            small = size <= 65536
+            if small:
+                log(path, status, rng, size)
             self.send_response(status)
             if status not in (204, 304):
                 self.send_header("Content-Length", str(size))
@@ -82,7 +87,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     sent += len(chunk)
             except OSError:
                 self.close_connection = True
-            log(path, status, rng, sent)
+            if not small:
+                log(path, status, rng, sent)
             return
         full = os.path.realpath(os.path.join(args.root, path.lstrip("/")))
         if fault.get("missing_page") and not os.path.isfile(full):
@@ -90,10 +96,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                            path, rng, head)
             return
         if not full.startswith(os.path.realpath(args.root)) or not os.path.isfile(full):
+            log(path, 404, rng, 0)
             self.send_response(404)
             self.send_header("Content-Length", "0")
             self.end_headers()
-            log(path, 404, rng, 0)
             return
         with open(full, "rb") as f:
             data = f.read()
@@ -103,12 +109,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         if blob and fault.get("gzip") and not head:
             packed = gzip.compress(data)
+            log(path, 200, rng, len(packed))
             self.send_response(200)
             self.send_header("Content-Encoding", "gzip")
             self.send_header("Content-Length", str(len(packed)))
             self.end_headers()
             self.wfile.write(packed)
-            log(path, 200, rng, len(packed))
             return
         if blob and fault.get("truncate") is not None:
             data = data[:fault["truncate"]]
@@ -120,11 +126,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             start = int(first)
             end = int(last) if last else len(data) - 1
             if start >= len(data):
+                log(path, 416, rng, 0)
                 self.send_response(416)
                 self.send_header("Content-Range", f"bytes */{len(data)}")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
-                log(path, 416, rng, 0)
                 return
             status = 206
         body = data[start:end + 1]
@@ -142,10 +148,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if status == 206:
             self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
         self.send_header("Accept-Ranges", "bytes")
-        self.end_headers()
         if head:
             log(path, status, rng, 0)
+            self.end_headers()
             return
+        self.end_headers()
         limit = len(body)
         if blob and delta < 0:
             limit = len(body) + delta
@@ -161,18 +168,26 @@ class Handler(http.server.BaseHTTPRequestHandler):
         # however slowly either side is scheduled.
         hold = fault.get("hold_after") if blob and not head else None
         held = min(limit, hold) if hold is not None else limit
+        # The line is logged before the last byte goes: a client that has the whole body (and
+        # acted on it) finds its request in the log.
+        last = max(0, limit - 1)
+        logged = False
         try:
-            self.send_body(body, 0, held, rate)
+            self.send_body(body, 0, min(held, last), rate)
             if held < limit:
                 while faults().get("hold_after") is not None:
                     time.sleep(0.02)
-                self.send_body(body, held, limit, rate)
+                self.send_body(body, min(held, last), last, rate)
+            log(path, status, rng, limit)
+            logged = True
+            self.send_body(body, last, limit, None)
         except OSError:
+            if logged:
+                return
             if not rate and hold is None:
                 raise
             log(path, status, rng, -1)
             return
-        log(path, status, rng, limit)
         if stall:
             try:  # send nothing more until the client gives up (its low-speed limit)
                 self.rfile.read(1)
@@ -184,13 +199,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def send_page(self, page, path, rng, head):
         """A 200 HTML page in place of what was asked for."""
+        log(path, 200, rng, len(page))
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(page)))
         self.end_headers()
         if not head:
             self.wfile.write(page)
-        log(path, 200, rng, len(page))
 
     def send_body(self, body, start, end, rate):
         """body[start:end], at `rate` bytes a second (ten pieces a second) when given."""
