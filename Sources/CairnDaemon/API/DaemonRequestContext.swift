@@ -34,7 +34,16 @@ struct SocketCaller: Sendable, Equatable {
 
     /// cairnd's own user and root may change what the device serves; the socket's group, which
     /// may query, may not (protocol/threat-model.md, "Local callers of the daemon socket").
-    var isOperator: Bool { uid == 0 || uid == geteuid() }
+    /// The overflow uid (nobody, 65534) is never cairnd's own: the kernel reports every caller
+    /// from a user namespace that does not map its user as that uid.
+    var isOperator: Bool { uid == 0 || (uid == geteuid() && uid != Self.overflowUID) }
+
+    /// The kernel's overflow uid (/proc/sys/kernel/overflowuid; 65534 unless changed).
+    static let overflowUID: uid_t = {
+        guard let text = try? String(contentsOfFile: "/proc/sys/kernel/overflowuid", encoding: .utf8),
+              let value = uid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { return 65534 }
+        return value
+    }()
 
     /// "user cairn (uid 998)", or "uid 998" for a uid with no name here.
     static func describe(_ uid: uid_t) -> String {
