@@ -276,7 +276,7 @@ final class SyncProgressDisplay {
     }
 
     static func head(_ progress: DaemonStatus.Progress) -> String {
-        progress.phase + (progress.version.map { " version \($0)" } ?? "")
+        progress.phase + (progress.version.map { " version \($0)" } ?? "") + (progress.waiting.map { ", waiting for \($0)" } ?? "")
     }
 
     /// The bytes, rate and time left; nil while checking.

@@ -65,6 +65,9 @@ struct ChannelModelTests {
         try await waitUntil("the second channel waits for the first's model", seconds: 60) {
             ModelFetches.shared.waiting(for: key) == 1
         }
+        // Status says what the second attempt waits for (it asks no source meanwhile).
+        #expect(linked.syncer.progress.reading().current?.waiting == Syncer.waitingForModel)
+        #expect(holder.syncer.progress.reading().current?.waiting == nil)
         try held.clear()
         #expect(await firstOutcome.installedVersion == 1)
         #expect(await secondOutcome.installedVersion == 1)

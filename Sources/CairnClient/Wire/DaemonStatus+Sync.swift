@@ -201,9 +201,12 @@ extension DaemonStatus {
         /// The source the attempt is asking now, as configured (since 2026-12-06; nil before
         /// the first, or from an older cairnd).
         public var source: String?
+        /// What the attempt waits for other than a source (another channel's download of the same
+        /// model; since 2026-12-07); nil when it does not wait, or from an older cairnd.
+        public var waiting: String?
 
         public init(attempt: Int, phase: String, version: Int?, bytesDone: Int64, bytesTotal: Int64?,
-                    bytesPerSecond: Double?, etaSeconds: Double?, started: String, source: String? = nil) {
+                    bytesPerSecond: Double?, etaSeconds: Double?, started: String, source: String? = nil, waiting: String? = nil) {
             self.attempt = attempt
             self.phase = phase
             self.version = version
@@ -213,10 +216,11 @@ extension DaemonStatus {
             self.etaSeconds = etaSeconds
             self.started = started
             self.source = source
+            self.waiting = waiting
         }
 
         enum CodingKeys: String, CodingKey {
-            case attempt, phase, version, started, source
+            case attempt, phase, version, started, source, waiting
             case bytesDone = "bytes_done", bytesTotal = "bytes_total", bytesPerSecond = "bytes_per_second", etaSeconds = "eta_seconds"
         }
 
@@ -231,6 +235,7 @@ extension DaemonStatus {
             try c.encode(etaSeconds, forKey: .etaSeconds)
             try c.encode(started, forKey: .started)
             try c.encode(source, forKey: .source)
+            try c.encode(waiting, forKey: .waiting)
         }
     }
 

@@ -38,7 +38,8 @@ struct SyncStateStatusProvider: SyncStatusProvider {
         sync.progress = reading.current.map {
             DaemonStatus.Progress(attempt: $0.attempt, phase: $0.phase.rawValue, version: $0.version, bytesDone: $0.bytesDone,
                                   bytesTotal: $0.bytesTotal, bytesPerSecond: $0.bytesPerSecond.map { ($0 * 10).rounded() / 10 },
-                                  etaSeconds: $0.etaSeconds.map { ($0 * 10).rounded() / 10 }, started: SyncState.time($0.started), source: $0.source)
+                                  etaSeconds: $0.etaSeconds.map { ($0 * 10).rounded() / 10 }, started: SyncState.time($0.started), source: $0.source,
+                                  waiting: $0.waiting)
         }
         if let chain = trust.current {
             let root = chain.current

@@ -40,6 +40,9 @@ public final class SyncProgress: Sendable {
         public var started: Date
         /// The source being asked now (its URL as configured); nil before the first.
         public var source: String?
+        /// What the attempt waits for, when it waits on something other than a source (another
+        /// channel's download of the same model); nil otherwise.
+        public var waiting: String?
     }
 
     /// Everything status shows: the attempt in progress (nil between attempts), how many have
@@ -67,6 +70,7 @@ public final class SyncProgress: Sendable {
         /// When the downloading phase began, on the monotonic clock.
         var downloadStart: ContinuousClock.Instant?
         var source: String?
+        var waiting: String?
         var operation: (Operation, Date)?
     }
 
@@ -89,6 +93,7 @@ public final class SyncProgress: Sendable {
             state.started += 1
             state.phase = .checking
             (state.version, state.done, state.total, state.startedAt, state.downloadStart, state.source) = (nil, 0, nil, date, nil, nil)
+            state.waiting = nil
         }
     }
 
@@ -96,6 +101,11 @@ public final class SyncProgress: Sendable {
     /// so that a slow or failing mirror shows as the one holding the attempt.
     func asking(_ source: String) {
         state.withLock { state in state.source = source }
+    }
+
+    /// The attempt waits for `what` (nil: no longer), which status names.
+    func waiting(for what: String?) {
+        state.withLock { state in state.waiting = what }
     }
 
     /// The install of `version` starts downloading `bytes` (what is not already staged).
@@ -151,7 +161,7 @@ public final class SyncProgress: Sendable {
                 } else { nil }
                 current = Report(attempt: state.started, phase: state.phase, version: state.version, bytesDone: state.done,
                                  bytesTotal: total, bytesPerSecond: rate, etaSeconds: eta, started: state.startedAt,
-                                 source: state.source)
+                                 source: state.source, waiting: state.waiting)
             }
             return Reading(current: current, started: state.started, finished: state.finished, lastOutcome: state.lastOutcome,
                            operation: state.operation?.0, operationStarted: state.operation?.1)

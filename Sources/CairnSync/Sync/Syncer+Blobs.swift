@@ -185,9 +185,14 @@ extension Syncer {
         let deadline = modelWaitDeadline ?? ContinuousClock.now + ModelFetches.waitLimit
         modelWaitDeadline = deadline
         guard ContinuousClock.now < deadline else { return false }
+        progress.waiting(for: Self.waitingForModel)
         await ModelFetches.shared.wait(for: key, atMost: deadline - ContinuousClock.now)
+        progress.waiting(for: nil)
         return true
     }
+
+    /// What status says an attempt waits for while another channel downloads its model.
+    static let waitingForModel = "another channel of this cairnd downloading the same model (at most 10 minutes, then this channel downloads it)"
 
     /// The key under which the channels of this cairnd take turns fetching model folder `name`
     /// (`ModelFetches`): the name and every channel's data directory. Nil for a lone channel.
