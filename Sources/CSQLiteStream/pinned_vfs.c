@@ -32,6 +32,7 @@ typedef struct PinnedFile {
 static int descriptor_of(const char *name) {
     if (!name || strncmp(name, descriptors, sizeof descriptors - 1) != 0) return -1;
     const char *digits = name + sizeof descriptors - 1;
+    if (*digits < '0' || *digits > '9') return -1;
     char *end = NULL;
     errno = 0;
     long number = strtol(digits, &end, 10);

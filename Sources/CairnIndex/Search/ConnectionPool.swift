@@ -17,41 +17,64 @@ import Synchronization
 final class ConnectionPool: Sendable {
     let path: String
     let capacity: Int
-    /// The file the pool reads (device, inode), when known.
-    private let file: Database.FileKey?
+    /// The file the pool reads (device, inode).
+    private let file: Database.FileKey
     /// A descriptor of that file, or -1: fresh connections then open `path`.
     private let pinned: Int32
     /// Run on every connection the pool opens (e.g. to register functions); `first` has had it.
     private let prepare: @Sendable (Database) throws(IndexError) -> Void
     private let idle: Mutex<[Database]>
 
-    /// `pinning: false` opens fresh connections by the path, as where /proc is not mounted.
-    init(path: String, capacity: Int, first: Database, pinning: Bool = true,
+    /// The first connection of a pool on `path`, and what the pool needs to open more on the
+    /// same file: a descriptor taken before the connection is opened through it, so that a file
+    /// renamed over the path meanwhile is not the one pinned. Without /proc (or with
+    /// `pinning: false`, for tests), the path is opened, and only if it named the same file
+    /// just before and just after.
+    struct Opened {
+        let first: Database
+        let pinned: Int32
+        let file: Database.FileKey
+    }
+
+    static func open(_ path: String, pinning: Bool = true) throws(IndexError) -> Opened {
+        if pinning {
+            let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+            if descriptor >= 0 {
+                if access("/proc/self/fd/\(descriptor)", F_OK) == 0 {
+                    do {
+                        let first = try Database(path: "/proc/self/fd/\(descriptor)", mode: .pinned)
+                        if let file = first.immutableFile { return Opened(first: first, pinned: descriptor, file: file) }
+                    } catch {
+                        close(descriptor)
+                        throw error
+                    }
+                }
+                close(descriptor)
+            }
+        }
+        guard let before = Database.FileKey(path: path) else {
+            throw IndexError(.sqlite, "cannot open the database: \(path) is missing")
+        }
+        let first = try Database(path: path, mode: .readOnly(immutable: true))
+        guard first.immutableFile == before else { throw replaced(path) }
+        return Opened(first: first, pinned: -1, file: before)
+    }
+
+    init(path: String, capacity: Int, opened: Opened,
          prepare: @escaping @Sendable (Database) throws(IndexError) -> Void = { _ in }) {
         self.path = path
         self.capacity = max(1, capacity)
         self.prepare = prepare
-        file = first.immutableFile
-        pinned = pinning ? Self.pin(path, file: first.immutableFile) : -1
-        idle = Mutex([first])
+        file = opened.file
+        pinned = opened.pinned
+        idle = Mutex([opened.first])
     }
 
+    // Closing a descriptor drops this process's POSIX locks on the file (as the stream VFS's
+    // does, Database.OpenMode.streaming): harmless here, since a served snapshot is never
+    // written and its readers take no locks (immutable).
     deinit {
         if pinned >= 0 { close(pinned) }
-    }
-
-    /// A descriptor of the file at `path` when it is `file` (the one `first` opened), else -1.
-    private static func pin(_ path: String, file: Database.FileKey?) -> Int32 {
-        guard let file else { return -1 }
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return -1 }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0, UInt64(info.st_dev) == file.device, UInt64(info.st_ino) == file.inode,
-              access("/proc/self/fd/\(descriptor)", F_OK) == 0 else {
-            close(descriptor)
-            return -1
-        }
-        return descriptor
     }
 
     func withConnection<T>(_ body: (Database) throws(IndexError) -> T) throws(IndexError) -> T {
@@ -65,15 +88,18 @@ final class ConnectionPool: Sendable {
         return try body(database)
     }
 
+    private static func replaced(_ path: String) -> IndexError {
+        IndexError(.sqlite, "the index file \(path) was replaced while its version served; ask again")
+    }
+
     private func openFresh() throws(IndexError) -> Database {
         let database: Database
         if pinned >= 0 {
             database = try Database(path: "/proc/self/fd/\(pinned)", mode: .pinned)
         } else {
-            let replaced = IndexError(.sqlite, "the index file \(path) was replaced while its version served; ask again")
-            guard Database.FileKey(path: path) == file else { throw replaced }
+            guard Database.FileKey(path: path) == file else { throw Self.replaced(path) }
             database = try Database(path: path, mode: .readOnly(immutable: true))
-            guard database.immutableFile == file else { throw replaced }
+            guard database.immutableFile == file else { throw Self.replaced(path) }
         }
         try prepare(database)
         return database

@@ -60,7 +60,8 @@ public final class SearchIndex: Sendable {
     ///   version are refused with `.snapshotMalformed`.
     public init(path: String, configuration: RankingConfiguration = RankingConfiguration(),
                 contents: IndexContents? = nil) throws(IndexError) {
-        let db = try Database(path: path, mode: .readOnly(immutable: true))
+        let opened = try ConnectionPool.open(path)
+        let db = opened.first
         let meta = try Snapshot.meta(in: db)
         let loaded: IndexContents
         if let contents {
@@ -80,7 +81,7 @@ public final class SearchIndex: Sendable {
         sample = narrowsDense ? MomentSample(loaded) : MomentSample()
         let lengths = DocumentLengths(contents: loaded)
         try BM25Function.register(on: db, lengths: lengths)
-        self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, first: db) {
+        self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, opened: opened) {
             (connection) throws(IndexError) in try BM25Function.register(on: connection, lengths: lengths)
         }
     }

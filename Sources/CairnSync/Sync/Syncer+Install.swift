@@ -264,9 +264,11 @@ extension Syncer {
                 guard rename(final, aside) == 0 else { throw SyncError.system("cannot move the folder of version \(name) aside") }
             }
             guard rename(partial, final) == 0 else {
-                let error = SyncError.system("cannot rename \(partial) into place")
+                var error = SyncError.system("cannot rename \(partial) into place")
                 // Put back what the links name.
-                if movedAside { rename(aside, final) }
+                if movedAside, rename(aside, final) != 0 {
+                    error = SyncError.system("cannot rename \(partial) into place, nor move version \(name)'s folder back from \(aside); current names no folder until the next install")
+                }
                 throw error
             }
             try FileSystem.syncDirectory(directory.versionsPath)
