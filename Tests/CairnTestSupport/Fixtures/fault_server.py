@@ -8,7 +8,7 @@ request misbehaves for blob paths (/blobs/...):
   --corrupt        every blob body is served with its bytes inverted
   --status CODE    every request is answered with CODE and a short body (none for 204 and 304)
   --error-body N   with --status: the body is N bytes, sent in 64 KiB pieces until the client
-                   stops reading (logged: the bytes the socket took)
+                   stops reading (logged: the bytes the socket took, for a body over 64 KiB)
   --control FILE   a JSON object read at every request; while present its keys replace the
                    flags above (cut_after, stall_after, corrupt, status, applied to every blob
                    response, not once) and add: flip_bit (absolute bit offset in the blob to
@@ -26,7 +26,10 @@ request misbehaves for blob paths (/blobs/...):
                    corrupt, but not for a request with Cache-Control: no-cache: a cache holding
                    a damaged copy, which revalidates when asked to)
   --port N         listen on N instead of a port chosen by the OS (to come back after a kill)
-Each request is logged to --log as one line: "<path> <status> <range or -> <body bytes sent>".
+Each request is logged to --log as one line: "<path> <status> <range or -> <body bytes>", before
+the last byte of its answer goes (a client that has the whole answer finds the line): the body
+bytes the answer sends, or -1 for a slowed or held body the client stopped reading, or the bytes
+the socket took of an error body over 64 KiB (logged once the client stopped reading).
 The bound port (on 127.0.0.1, chosen by the OS) is written to --port-file once listening.
 """
 import argparse
@@ -143,43 +146,46 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body[flip // 8 - start] ^= 1 << (flip % 8)
             body = bytes(body)
         delta = fault.get("length_delta", 0) if blob else 0
+        limit, stall, rate, hold = len(body), False, None, None
+        if not head:
+            if blob and delta < 0:
+                limit = len(body) + delta
+            if blob and fault.get("cut_after") is not None and (control_active() or not cut_done.is_set()):
+                cut_done.set()
+                limit = min(limit, fault["cut_after"])
+            stall = blob and fault.get("stall_after") is not None
+            if stall:
+                limit = min(limit, fault["stall_after"])
+            rate = fault.get("rate") if blob else fault.get("small_rate")
+            # A hold sends its first bytes, then waits for the test to lift it (a control file
+            # without hold_after) before the rest: the test acts while the client is mid-blob,
+            # however slowly either side is scheduled.
+            hold = fault.get("hold_after") if blob else None
         self.send_response(status)
         self.send_header("Content-Length", str(max(0, len(body) + delta)))
         if status == 206:
             self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
         self.send_header("Accept-Ranges", "bytes")
-        if head:
+        # With no body to send, the line goes before the headers (below: before the last byte).
+        if head or limit == 0:
             log(path, status, rng, 0)
-            self.end_headers()
-            return
         self.end_headers()
-        limit = len(body)
-        if blob and delta < 0:
-            limit = len(body) + delta
-        if blob and fault.get("cut_after") is not None and (control_active() or not cut_done.is_set()):
-            cut_done.set()
-            limit = min(limit, fault["cut_after"])
-        stall = blob and fault.get("stall_after") is not None
-        if stall:
-            limit = min(limit, fault["stall_after"])
-        rate = fault.get("rate") if blob else fault.get("small_rate")
-        # A hold sends its first bytes, then waits for the test to lift it (a control file
-        # without hold_after) before the rest: the test acts while the client is mid-blob,
-        # however slowly either side is scheduled.
-        hold = fault.get("hold_after") if blob and not head else None
+        if head:
+            return
         held = min(limit, hold) if hold is not None else limit
         # The line is logged before the last byte goes: a client that has the whole body (and
         # acted on it) finds its request in the log.
         last = max(0, limit - 1)
-        logged = False
+        logged = limit == 0
         try:
             self.send_body(body, 0, min(held, last), rate)
             if held < limit:
                 while faults().get("hold_after") is not None:
                     time.sleep(0.02)
                 self.send_body(body, min(held, last), last, rate)
-            log(path, status, rng, limit)
-            logged = True
+            if not logged:
+                log(path, status, rng, limit)
+                logged = True
             self.send_body(body, last, limit, None)
         except OSError:
             if logged:
