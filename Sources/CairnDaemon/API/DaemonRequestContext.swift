@@ -64,7 +64,9 @@ extension DaemonAPI {
         }
         let metadata: Logger.Metadata = ["cairn.caller.uid": "\(caller.uid)", "cairn.caller.pid": "\(caller.pid)"]
         guard caller.isOperator else {
-            let allowed = geteuid() == 0 ? "root (cairnd's user)" : "cairnd's user (\(SocketCaller.describe(geteuid()))) or root"
+            let allowed = geteuid() == 0 ? "root (cairnd's user)"
+                : geteuid() == SocketCaller.overflowUID ? "root (cairnd runs as the overflow uid, which any unmapped caller shows as)"
+                : "cairnd's user (\(SocketCaller.describe(geteuid()))) or root"
             let asking = SocketCaller.describe(caller.uid)
             logger.warning("\(action) refused to \(asking): only \(allowed) may ask", metadata: metadata.merging(["cairn.error": "forbidden"]) { $1 })
             throw APIError(403, "forbidden", "\(action) is only for \(allowed), and this caller is \(asking): "
