@@ -34,20 +34,22 @@ final class ConnectionPool: Sendable {
         let first: Database
         let pinned: Int32
         let file: Database.FileKey
+
+        /// Closes the descriptor of an `Opened` no pool took (its owner failed before).
+        func close() {
+            if pinned >= 0 { Glibc.close(pinned) }
+        }
     }
 
     static func open(_ path: String, pinning: Bool = true) throws(IndexError) -> Opened {
         if pinning {
             let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
             if descriptor >= 0 {
-                if access("/proc/self/fd/\(descriptor)", F_OK) == 0 {
-                    do {
-                        let first = try Database(path: "/proc/self/fd/\(descriptor)", mode: .pinned)
-                        if let file = first.immutableFile { return Opened(first: first, pinned: descriptor, file: file) }
-                    } catch {
-                        close(descriptor)
-                        throw error
-                    }
+                // A pinned open that fails (the VFS not registered, say) falls back to the path,
+                // which says what is wrong with the file if anything is.
+                if access("/proc/self/fd/\(descriptor)", F_OK) == 0,
+                   let first = try? Database(path: "/proc/self/fd/\(descriptor)", mode: .pinned), let file = first.immutableFile {
+                    return Opened(first: first, pinned: descriptor, file: file)
                 }
                 close(descriptor)
             }
@@ -88,7 +90,7 @@ final class ConnectionPool: Sendable {
         return try body(database)
     }
 
-    private static func replaced(_ path: String) -> IndexError {
+    static func replaced(_ path: String) -> IndexError {
         IndexError(.sqlite, "the index file \(path) was replaced while its version served; ask again")
     }
 

@@ -61,6 +61,9 @@ public final class SearchIndex: Sendable {
     public init(path: String, configuration: RankingConfiguration = RankingConfiguration(),
                 contents: IndexContents? = nil) throws(IndexError) {
         let opened = try ConnectionPool.open(path)
+        // The pool owns the descriptor once it exists; until then a failure closes it here.
+        var pooled = false
+        defer { if !pooled { opened.close() } }
         let db = opened.first
         let meta = try Snapshot.meta(in: db)
         let loaded: IndexContents
@@ -72,7 +75,11 @@ public final class SearchIndex: Sendable {
         } else if let opened = IndexContents.open(beside: path, meta: meta) {
             (loaded, rowsSource) = (opened, .rowsFiles)
         } else {
-            (loaded, rowsSource) = (try Snapshot.scanWritingRows(at: path), .scanned)
+            // By the path: the file opened must still be there (a rename over it would give
+            // another version's rows beside this file's connections).
+            let scanned = try Snapshot.scanWritingRows(at: path)
+            guard scanned.meta == meta else { throw ConnectionPool.replaced(path) }
+            (loaded, rowsSource) = (scanned, .scanned)
         }
         self.meta = meta
         self.configuration = configuration
@@ -84,6 +91,7 @@ public final class SearchIndex: Sendable {
         self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, opened: opened) {
             (connection) throws(IndexError) in try BM25Function.register(on: connection, lengths: lengths)
         }
+        pooled = true
     }
 
     // MARK: Search

@@ -267,7 +267,7 @@ extension Syncer {
                 var error = SyncError.system("cannot rename \(partial) into place")
                 // Put back what the links name.
                 if movedAside, rename(aside, final) != 0 {
-                    error = SyncError.system("cannot rename \(partial) into place, nor move version \(name)'s folder back from \(aside); current names no folder until the next install")
+                    error = SyncError.system("cannot rename \(partial) into place, nor move the folder that was version \(name)'s back from \(aside); the links may name a missing folder until the next install")
                 }
                 throw error
             }
