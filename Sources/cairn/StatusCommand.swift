@@ -68,7 +68,7 @@ struct StatusCommand: AsyncParsableCommand {
         }
         if let progress = sync.progress {
             lines.append("syncing     attempt \(progress.attempt) since \(progress.started): " + SyncProgressDisplay.describe(progress)
-                         + (progress.source.map { " (from \($0))" } ?? ""))
+                         + (progress.waiting == nil ? progress.source.map { " (from \($0))" } ?? "" : ""))
         }
         lines.append("last sync   attempt \(sync.lastAttempt ?? "never"), success \(sync.lastSuccess ?? "never")")
         if let error = sync.lastError { lines.append("last error  \(error)") }

@@ -103,9 +103,13 @@ public final class SyncProgress: Sendable {
         state.withLock { state in state.source = source }
     }
 
-    /// The attempt waits for `what` (nil: no longer), which status names.
+    /// The attempt waits for `what` (nil: no longer), which status names. A download's rate
+    /// counts from the end of a wait that came before its first byte.
     func waiting(for what: String?) {
-        state.withLock { state in state.waiting = what }
+        state.withLock { state in
+            state.waiting = what
+            if what == nil, state.done == 0, state.downloadStart != nil { state.downloadStart = .now }
+        }
     }
 
     /// The install of `version` starts downloading `bytes` (what is not already staged).
