@@ -149,7 +149,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         limit, stall, rate, hold = len(body), False, None, None
         if not head:
             if blob and delta < 0:
-                limit = len(body) + delta
+                limit = max(0, len(body) + delta)
             if blob and fault.get("cut_after") is not None and (control_active() or not cut_done.is_set()):
                 cut_done.set()
                 limit = min(limit, fault["cut_after"])
