@@ -57,11 +57,11 @@ struct ConnectionPoolTests {
         }
     }
 
-    /// The descriptors this process has open on the file at `path` (other suites' files, opened
-    /// and closed meanwhile, are not counted).
-    static func descriptors(on path: String) -> Int {
+    /// The descriptors this process has open on `file` (device and inode: other suites' files,
+    /// opened and closed meanwhile, are not counted, and a path's spelling does not matter).
+    static func descriptors(on file: Database.FileKey) -> Int {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        return entries.filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == path }.count
+        return entries.filter { Database.FileKey(path: "/proc/self/fd/" + $0) == file }.count
     }
 
     @Test("Given an index whose pool opens many connections beyond the ones it keeps, when they are given back and the index is released, then no descriptor of its file is left open; nor after an index that fails to open (rows of another file)")
@@ -71,6 +71,7 @@ struct ConnectionPoolTests {
         let path = try Corpus.snapshot(in: directory)
         let other = try Corpus.snapshot(in: directory, name: "other.sqlite", entries: Array(Corpus.entries.prefix(3)))
         let otherRows = try SearchIndex(path: other).contents
+        let file = try #require(Database.FileKey(path: path))
         do {
             let index = try SearchIndex(path: path, configuration: RankingConfiguration(connectionPoolSize: 1))
             func nest(_ depth: Int) throws(IndexError) {
@@ -79,10 +80,15 @@ struct ConnectionPoolTests {
             }
             try nest(20)
             // The pool's descriptor and the one connection it keeps.
-            #expect(Self.descriptors(on: path) == 2)
+            #expect(Self.descriptors(on: file) == 2)
         }
-        #expect(Self.descriptors(on: path) == 0)
-        #expect(throws: IndexError.self) { try SearchIndex(path: path, contents: otherRows) }
-        #expect(Self.descriptors(on: path) == 0)
+        #expect(Self.descriptors(on: file) == 0)
+        do {
+            _ = try SearchIndex(path: path, contents: otherRows)
+            Issue.record("rows of another file were taken")
+        } catch {
+            #expect(error.code == .snapshotMalformed, "\(error)")
+        }
+        #expect(Self.descriptors(on: file) == 0)
     }
 }

@@ -90,8 +90,10 @@ final class ConnectionPool: Sendable {
         return try body(database)
     }
 
+    /// The path named another file than the one being read: not damage (an install renamed a
+    /// new file over it), so `.io`, which callers take for a cause outside the file.
     static func replaced(_ path: String) -> IndexError {
-        IndexError(.sqlite, "the index file \(path) was replaced while its version served; ask again")
+        IndexError(.io, "the index file \(path) was replaced while it was being read; read it again")
     }
 
     private func openFresh() throws(IndexError) -> Database {

@@ -72,8 +72,8 @@ public final class SearchIndex: Sendable {
                 throw IndexError(.snapshotMalformed, "the preloaded rows belong to another file than the one opened")
             }
             (loaded, rowsSource) = (contents, .rowsFiles)
-        } else if let opened = IndexContents.open(beside: path, meta: meta) {
-            (loaded, rowsSource) = (opened, .rowsFiles)
+        } else if let found = IndexContents.open(beside: path, meta: meta) {
+            (loaded, rowsSource) = (found, .rowsFiles)
         } else {
             // By the path: the file opened must still be there (a rename over it would give
             // another version's rows beside this file's connections).
@@ -88,6 +88,8 @@ public final class SearchIndex: Sendable {
         sample = narrowsDense ? MomentSample(loaded) : MomentSample()
         let lengths = DocumentLengths(contents: loaded)
         try BM25Function.register(on: db, lengths: lengths)
+        // Nothing that throws between the pool taking the descriptor and `pooled`: the defer
+        // would close it under the pool.
         self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, opened: opened) {
             (connection) throws(IndexError) in try BM25Function.register(on: connection, lengths: lengths)
         }
