@@ -1,4 +1,5 @@
 import CairnSearch
+import CairnStore
 import Foundation
 import Hummingbird
 import Logging
@@ -47,10 +48,7 @@ struct SocketCaller: Sendable, Equatable {
 
     /// "user cairn (uid 998)", or "uid 998" for a uid with no name here.
     static func describe(_ uid: uid_t) -> String {
-        var entry = passwd(), found: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 4096)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &found) == 0, found != nil, let name = entry.pw_name else { return "uid \(uid)" }
-        return "user \(String(cString: name)) (uid \(uid))"
+        FileSystem.userName(of: uid).map { "user \($0) (uid \(uid))" } ?? "uid \(uid)"
     }
 }
 

@@ -397,7 +397,7 @@ public enum ExportRoom {
         // container's seccomp profile answers EPERM, and every export would be refused. EACCES
         // alone: EPERM is an immutable folder, which the write reports as itself.
         guard info.st_mode & S_IFMT == S_IFDIR, access(probe, W_OK | X_OK) != 0, errno == EACCES else { return nil }
-        let user = getpwuid(geteuid()).map { String(cString: $0.pointee.pw_name) } ?? "uid \(geteuid())"
+        let user = FileSystem.userName(of: geteuid()) ?? "uid \(geteuid())"
         return SyncError(.badPath, "cairnd (user \(user)) may not write into \(probe) (permission denied), so not into \(target): a desktop mounts a stick for its own user alone (under /media/USER or /run/media/USER); mount it where user \(user) may write, or give that user access to \(probe); nothing was written")
     }
 
