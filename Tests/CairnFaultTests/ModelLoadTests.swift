@@ -8,13 +8,16 @@ import Testing
 /// against the fault server (no faults).
 @Suite("The new version's model: loaded during the install, then reused (real processes)", .offCooperativePool)
 struct ModelLoadTests {
+    /// The "now serving" line of `version` in the rig's cairnd log.
+    static func servingLine(_ rig: Rig, _ version: Int) -> Substring? {
+        rig.device.log.split(separator: "\n").first { $0.contains("cairn.version=\(version) ") && $0.contains("now serving") }
+    }
+
     @Test("Given a fresh device, when version 1 installs, then its model was loaded during the install; when version 2 with the same model installs, then the model is reused")
     func preloadedThenReused() async throws {
         let rig = try await Rig()
         defer { rig.stop() }
-        let serving = { (version: Int) in
-            rig.device.log.split(separator: "\n").first { $0.contains("cairn.version=\(version) ") && $0.contains("now serving") }
-        }
+        let serving = { (version: Int) in Self.servingLine(rig, version) }
         let first = try #require(serving(1), "\(rig.device.log)")
         #expect(first.contains("cairn.model=preloaded"), "\(first)")
         let version = try rig.publishNext()
@@ -40,9 +43,14 @@ struct ModelLoadTests {
         #expect(try await ProgressTests.syncWait(rig).status != 0)
         let said = rig.device.syncStatus["last_error"] as? String ?? ""
         #expect(rig.device.lastErrorCode == "io" && said.contains("signed SHA-256"), "\(said)")
+        let weightsBlob = try #require(rig.currentManifest().model.files.first { $0.name == "model.safetensors" }).sha256.hex
+        let seen = rig.server.requests.count
         #expect(try await ProgressTests.syncWait(rig).status == 0)
+        // The weights were downloaded again (the server logs a request before its last byte).
+        #expect(rig.server.requests.dropFirst(seen).contains { $0.path.contains(weightsBlob) && $0.status == 200 },
+                "\(rig.server.requests.dropFirst(seen).map(\.path))")
         #expect(rig.wrongAnswer(expecting: version) == nil)
-        let line = rig.device.log.split(separator: "\n").first { $0.contains("cairn.version=\(version) ") && $0.contains("now serving") }
+        let line = Self.servingLine(rig, version)
         #expect(line?.contains("cairn.model=reused") == false && line?.contains("cairn.model=none") == false, "\(String(describing: line))")
         // (The tests' tiny model ranks at random: that dense search answers is what counts.)
         let dense = try rig.device.query("how do I make water safe to drink", mode: "dense")

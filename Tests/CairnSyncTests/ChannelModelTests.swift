@@ -106,14 +106,14 @@ struct ChannelModelTests {
         await bounded("a cancelled wait") {
             await withTaskGroup(of: Void.self) { waiter in
                 waiter.addTask { await fetches.wait(for: "m", atMost: .seconds(600)) }
-                _ = await eventuallyAsync(within: 30) { fetches.waiting(for: "m") == 1 }
+                #expect(await eventuallyAsync(within: 30) { fetches.waiting(for: "m") == 1 }, "the waiter never parked")
                 waiter.cancelAll()
             }
         }
         await bounded("a wait for a fetch that ends") {
             await withTaskGroup(of: Void.self) { waiter in
                 waiter.addTask { await fetches.wait(for: "m", atMost: .seconds(600)) }
-                _ = await eventuallyAsync(within: 30) { fetches.waiting(for: "m") == 1 }
+                #expect(await eventuallyAsync(within: 30) { fetches.waiting(for: "m") == 1 }, "the waiter never parked")
                 fetches.end("m")
             }
         }

@@ -133,6 +133,7 @@ struct UnservableVersionTests {
         #expect(await device.syncer.syncOnce().errorCode == "install_failed")
         #expect(device.currentTarget == "versions/4" && device.previousTarget == "versions/2", "\(device.entries("versions"))")
         #expect(device.entries("versions") == ["2", "4"] && daemon.served.withLock { $0 } == 2)
+        #expect(device.state.sources?.first?.consecutiveFailures == 0, "the source is not failing: the device cannot open now")
 
         daemon.failing.withLock { $0 = false }
         let outcome = await device.syncer.syncOnce()
