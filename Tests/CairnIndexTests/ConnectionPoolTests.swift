@@ -41,13 +41,13 @@ struct ConnectionPoolTests {
         let directory = makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let path = try Corpus.snapshot(in: directory)
-        let opened = try ConnectionPool.open(path, pinning: false)
-        let pool = ConnectionPool(path: path, capacity: 1, opened: opened)
+        let (file, first) = try ConnectionPool.open(path, pinning: false)
+        let pool = ConnectionPool(file: file, first: first, capacity: 1)
         // Before the path changes, a second connection opens by it.
         let before = try pool.withConnection { (_) throws(IndexError) in
             try pool.withConnection { (inner) throws(IndexError) in try Snapshot.meta(in: inner) }
         }
-        #expect(before == (try Snapshot.meta(in: opened.first)))
+        #expect(before == (try Snapshot.meta(in: first)))
         let replacement = try Corpus.snapshot(in: directory, name: "replacement.sqlite", entries: Array(Corpus.entries.prefix(3)))
         try #require(rename(replacement, path) == 0)
         do {

@@ -105,11 +105,14 @@ public final class Database: @unchecked Sendable {
         let device: UInt64
         let inode: UInt64
 
+        init(device: UInt64, inode: UInt64) {
+            (self.device, self.inode) = (device, inode)
+        }
+
         init?(path: String) {
             var info = stat()
             guard stat(path, &info) == 0 else { return nil }
-            device = UInt64(info.st_dev)
-            inode = UInt64(info.st_ino)
+            self.init(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
         }
     }
 

@@ -60,11 +60,7 @@ public final class SearchIndex: Sendable {
     ///   version are refused with `.snapshotMalformed`.
     public init(path: String, configuration: RankingConfiguration = RankingConfiguration(),
                 contents: IndexContents? = nil) throws(IndexError) {
-        let opened = try ConnectionPool.open(path)
-        // The pool owns the descriptor once it exists; until then a failure closes it here.
-        var pooled = false
-        defer { if !pooled { opened.close() } }
-        let db = opened.first
+        let (file, db) = try ConnectionPool.open(path)
         let meta = try Snapshot.meta(in: db)
         let loaded: IndexContents
         if let contents {
@@ -78,7 +74,7 @@ public final class SearchIndex: Sendable {
             // By the path: the file opened must still be there (a rename over it would give
             // another version's rows beside this file's connections).
             let scanned = try Snapshot.scanWritingRows(at: path)
-            guard scanned.meta == meta else { throw ConnectionPool.replaced(path) }
+            guard scanned.meta == meta else { throw PinnedFile.replaced(path) }
             (loaded, rowsSource) = (scanned, .scanned)
         }
         self.meta = meta
@@ -88,12 +84,9 @@ public final class SearchIndex: Sendable {
         sample = narrowsDense ? MomentSample(loaded) : MomentSample()
         let lengths = DocumentLengths(contents: loaded)
         try BM25Function.register(on: db, lengths: lengths)
-        // Nothing that throws between the pool taking the descriptor and `pooled`: the defer
-        // would close it under the pool.
-        self.pool = ConnectionPool(path: path, capacity: configuration.connectionPoolSize, opened: opened) {
+        self.pool = ConnectionPool(file: file, first: db, capacity: configuration.connectionPoolSize) {
             (connection) throws(IndexError) in try BM25Function.register(on: connection, lengths: lengths)
         }
-        pooled = true
     }
 
     // MARK: Search
