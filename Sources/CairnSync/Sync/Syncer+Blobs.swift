@@ -192,7 +192,8 @@ extension Syncer {
     }
 
     /// What status says an attempt waits for while another channel downloads its model.
-    static let waitingForModel = "another channel of this cairnd downloading the same model (at most 10 minutes, then this channel downloads it)"
+    static let waitingForModel = "another channel of this cairnd downloading the same model (at most "
+        + "\(ModelFetches.waitLimit.components.seconds / 60) minutes, then this channel downloads it)"
 
     /// The key under which the channels of this cairnd take turns fetching model folder `name`
     /// (`ModelFetches`): the name and every channel's data directory. Nil for a lone channel.
@@ -207,14 +208,18 @@ extension Syncer {
     /// disk. Hard links: model files are never written in place, and each channel removes only
     /// its own names. Nothing when the model is here already, when no other channel holds it
     /// on this file system, or when a file fails its hash (the download then fetches it; that
-    /// folder is not tried again in this attempt). With `waiting`, a fetch of that model by
-    /// another channel is waited for first (the room an install needs is counted after this).
-    /// Returns the model folder here, linked or found; nil when there is none.
+    /// folder is not tried again in this attempt). With `waiting` (the first look of an
+    /// install), the folder here is looked for first, then a fetch of that model by another
+    /// channel is waited for (the room an install needs is counted after this); without, the
+    /// caller has looked (`ensureModel`, after its own wait). Returns the model folder here,
+    /// linked or found; nil when there is none, and for a channel alone in its cairnd.
     @discardableResult
     func adoptModelFromOtherChannels(_ manifest: Manifest, waiting: Bool) async -> String? {
-        guard let name = manifest.model.folderName else { return nil }
-        if let existing = existingModelFolder(manifest) { return existing }
-        if waiting, let key = modelFetchKey(name), ModelFetches.shared.isFetching(key) { _ = await waitForModelFetch(key) }
+        guard let name = manifest.model.folderName, !configuration.otherChannelDirectories.isEmpty else { return nil }
+        if waiting {
+            if let existing = existingModelFolder(manifest) { return existing }
+            if let key = modelFetchKey(name), ModelFetches.shared.isFetching(key) { _ = await waitForModelFetch(key) }
+        }
         guard let source = configuration.otherChannelDirectories.lazy.map({ "\($0)/\(DataDirectoryLayout.modelsFolder)/\(name)" })
                   .first(where: { !modelLinksRefused.contains($0) && manifest.model.isWhole(in: $0) }) else { return nil }
         let (files, models, logger) = (manifest.model.files, directory.modelsPath, logger)
