@@ -261,7 +261,7 @@ struct DeviceFlowTests {
         defer { device.stop() }
         try await device.waitForVersion(2)
         #expect(try device.query("sandbags pyramid").ids.first == "sandbag")
-        #expect(nginx.accessLog.contains { $0.contains("/channels/field/manifest.json") })
+        #expect(await nginx.logged { $0.contains("/channels/field/manifest.json") })
     }
 
     /// Every row's stored hash in a version's file broken: a pass over its rows refuses it.

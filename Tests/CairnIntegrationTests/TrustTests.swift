@@ -201,7 +201,7 @@ struct TrustTests {
         #expect(try online.cairn(["sync"]).status == 0)
         try await online.waitForVersion(4)
         #expect(Self.trust(online)["root_version"] as? Int == 4)
-        #expect(nginx.accessLog.contains { $0.contains("/root/4.root.json") })
+        #expect(await nginx.logged { $0.contains("/root/4.root.json") })
 
         // Its export carries the chain; a device pinned to root 1 that never saw a network takes
         // version 4 from the folder alone.

@@ -29,7 +29,7 @@ struct InstallTests {
         #expect(installed.modelDirectory != nil)
         #expect(device.state.installedVersion == 1 && device.state.lastError == nil)
         #expect(device.entries("staging").isEmpty)
-        #expect(nginx.accessLog.contains { $0.hasPrefix("/blobs/") && $0.contains(" 200 ") })
+        #expect(await nginx.logged { $0.hasPrefix("/blobs/") && $0.contains(" 200 ") })
     }
 
     @Test("Given a repository on a USB stick (file://), when the device syncs, then it installs the version")
@@ -103,7 +103,8 @@ struct InstallTests {
         #expect(delta.size < v2.snapshot.size)
         let before = nginx.accessLog.count
         #expect(await device.syncer.syncOnce().installedVersion == 2)
-        let requests = nginx.accessLog.dropFirst(before)
+        // The manifest and the delta.
+        let requests = await nginx.accessLog(after: before, atLeast: 2)
         #expect(requests.contains { $0.hasPrefix("/" + BlobStore.relativePath(of: delta.sha256)) })
         #expect(!requests.contains { $0.hasPrefix("/" + BlobStore.relativePath(of: v2.snapshot.sha256)) })
         let installed = try #require(device.directory.installed())
@@ -135,7 +136,7 @@ struct InstallTests {
 
         let before = nginx.accessLog.count
         #expect(await device.syncer.syncOnce().installedVersion == 2)
-        let requests = Array(nginx.accessLog.dropFirst(before))
+        let requests = await nginx.accessLog(after: before, atLeast: 2)
         // nginx's `$connection`, the serial number of the connection a request came on, ends each line.
         let connections = Set(requests.compactMap { $0.split(separator: " ").last })
         #expect(requests.count == 2 && requests[0].contains("manifest.json") && requests[1].hasPrefix("/blobs/"))
@@ -152,7 +153,7 @@ struct InstallTests {
         let before = nginx.accessLog.count
         #expect(await device.syncer.syncOnce().isUpToDate)
         let stats = await device.syncer.lastAttemptStats
-        let requests = Array(nginx.accessLog.dropFirst(before))
+        let requests = await nginx.accessLog(after: before, atLeast: 1)
         #expect(stats.requests == 1)
         #expect(stats.totalBytes < 2_048, "a no-change poll took \(stats.totalBytes) bytes")
         #expect(requests.count == 1 && requests[0].contains(" 304 "))

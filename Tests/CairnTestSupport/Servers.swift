@@ -151,6 +151,19 @@ public final class Nginx {
         ((try? String(contentsOfFile: folder + "/access.log", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
     }
 
+    /// The access log's lines after its first `before`, once at least `count` of them are there
+    /// (or as they are after 30 s): nginx writes a request's line after its answer, so a client
+    /// that has the answer may look before the line is written.
+    public func accessLog(after before: Int, atLeast count: Int) async -> [String] {
+        _ = await eventuallyAsync(within: 30) { accessLog.count - before >= count }
+        return Array(accessLog.dropFirst(before))
+    }
+
+    /// Whether a line of the access log satisfies `line`, waiting up to 30 s for it to be written.
+    public func logged(_ line: (String) -> Bool) async -> Bool {
+        await eventuallyAsync(within: 30) { accessLog.contains(where: line) }
+    }
+
     /// TLS for the server: its certificate and key (PEM files); `serverLines` are added to the
     /// `server` block (client verification, authentication).
     public struct TLS {
