@@ -1,3 +1,4 @@
+import CairnCore
 import CairnIndex
 import CairnTestSupport
 import Foundation
@@ -152,20 +153,31 @@ struct DeviceFlowTests {
         #expect(warned.count == 1 && warned[0].contains("warning") && warned[0].contains("config line 1"), "\(device.log)")
     }
 
+    /// A served workspace and the data directory of a device that installed version 1, then
+    /// version 2 by a sync (so version 1 is kept as previous), and stopped; the server runs on.
+    static func stoppedOnVersion2(_ workspace: Workspace) async throws -> (server: Process, url: String, data: String) {
+        try workspace.publish(Self.version1)
+        let (server, url, _) = try await workspace.serve()
+        do {
+            let device = try DeviceProcess(workspace, sources: [url])
+            defer { device.stop() }
+            try await device.waitForVersion(1)
+            try workspace.publish(Self.version2)
+            let synced = try device.cairn(["sync", "--wait"])
+            #expect(synced.status == 0, "\(synced.error)")
+            try await device.waitForVersion(2)
+            return (server, url, device.dataDirectory)
+        } catch {
+            stopProcess(server)
+            throw error
+        }
+    }
+
     @Test("Given a device on version 2 with version 1 kept, when version 2 is one a newer cairnd installed (its manifest's format_version 2) and cairnd starts on it, then version 1 is current and answers, version 2 is kept under the newer link, the log and status say to upgrade, and export works; the upgrade back serves version 2 with version 1 as previous; a downgrade again whose sync installs version 2 in a format it reads drops the newer link")
     func versionOfANewerCairndKept() async throws {
         let workspace = try Workspace()
-        try workspace.publish(Self.version1)
-        let (server, url, _) = try await workspace.serve()
+        let (server, url, data) = try await Self.stoppedOnVersion2(workspace)
         defer { stopProcess(server) }
-        let device = try DeviceProcess(workspace, sources: [url])
-        try await device.waitForVersion(1)
-        try workspace.publish(Self.version2)
-        let synced = try device.cairn(["sync", "--wait"])
-        #expect(synced.status == 0, "\(synced.error)")
-        try await device.waitForVersion(2)
-        device.stop()
-        let data = device.dataDirectory
         func link(_ name: String) -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/" + name) }
 
         // An installed manifest is not verified again, so a changed number stands for a newer
@@ -203,6 +215,50 @@ struct DeviceFlowTests {
         defer { again.stop() }
         try await again.waitForVersion(2)
         #expect(link("current") == "versions/2" && link("newer") == nil, "\(again.log)")
+    }
+
+    @Test("Given a device on version 2 with version 1 kept, when version 2's installed manifest holds a value this build does not know, then cairnd keeps it as a newer cairnd's only while the publisher's signature over it verifies: a new field the publisher's key signed goes under the newer link; one bit flipped on the disk (float32 read as float33) is damage, so version 1 serves, no newer link is kept, and the log says the manifest changed on the disk")
+    func damagedManifestIsNotANewerCairnds() async throws {
+        let workspace = try Workspace()
+        let (server, _, data) = try await Self.stoppedOnVersion2(workspace)
+        defer { stopProcess(server) }
+        func link(_ name: String) -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/" + name) }
+        #expect(link("current") == "versions/2" && link("previous") == "versions/1")
+        let manifest = data + "/versions/2/manifest.json"
+        let good = try #require(FileManager.default.contents(atPath: manifest))
+
+        // A newer cairnd's: the same format with a field this build does not know, signed by
+        // the publisher's key, as a newer publisher would.
+        var envelope = try SignedManifest.decodeEnvelope(Array(good))
+        guard case .object(var fields) = envelope.content else { Issue.record("not an object"); return }
+        fields["regions"] = .array([.string("north")])
+        let key = try PublisherKey(fileText: String(contentsOfFile: workspace.key, encoding: .utf8))
+        envelope = SignedEnvelope(content: .object(fields), signatures: SignedEnvelope.sign(.object(fields), domain: SignedManifest.domain, keys: [key]))
+        try Data(envelope.encode(field: "manifest")).write(to: URL(fileURLWithPath: manifest), options: .atomic)
+        let older = try DeviceProcess(workspace, sources: [], name: "older", dataDirectory: data)
+        try await older.waitForVersion(1)
+        older.stop()
+        #expect(older.log.contains("installed by a newer cairnd"), "\(older.log)")
+        #expect(link("current") == "versions/1" && link("newer") == "versions/2")
+
+        // The upgrade back, then one bit of the intact file flipped.
+        try good.write(to: URL(fileURLWithPath: manifest), options: .atomic)
+        let upgraded = try DeviceProcess(workspace, sources: [], name: "upgraded", dataDirectory: data)
+        try await upgraded.waitForVersion(2)
+        upgraded.stop()
+        #expect(link("current") == "versions/2" && link("previous") == "versions/1" && link("newer") == nil)
+        let text = String(decoding: good, as: UTF8.self)
+        let flipped = text.replacingOccurrences(of: #""dtype":"float32""#, with: #""dtype":"float33""#)
+        try #require(flipped != text)
+        try Data(flipped.utf8).write(to: URL(fileURLWithPath: manifest), options: .atomic)
+        let damaged = try DeviceProcess(workspace, sources: [], name: "damaged", dataDirectory: data)
+        defer { damaged.stop() }
+        try await damaged.waitForVersion(1)
+        #expect(try damaged.query("boil water").version == 1)
+        #expect(damaged.syncStatus["newer_version"] is NSNull || damaged.syncStatus["newer_version"] == nil)
+        #expect(damaged.log.contains("changed on the disk since its install"), "\(damaged.log)")
+        #expect(!damaged.log.contains("installed by a newer cairnd"), "\(damaged.log)")
+        #expect(link("current") == "versions/1" && link("newer") == nil)
     }
 
     @Test("Given a device serving version 1, when its mapped rows file is cut short under it, then the next query stops cairnd by SIGBUS with one line naming the file and records it, and a restart removes that file (a bad sector would stop it again), writes it anew and serves version 1 again")

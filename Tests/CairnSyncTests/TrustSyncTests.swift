@@ -1,5 +1,6 @@
 import CairnTestSupport
 import CairnCore
+import CairnStore
 import CairnSync
 import Foundation
 import Synchronization
@@ -98,5 +99,39 @@ struct TrustSyncTests {
         let status = SyncStatus(state: device.state, installed: device.directory.installed(), now: Date(),
                                 pollInterval: .seconds(900), staleAfterPolls: 3)
         #expect(status.expired && status.expires == v2.expires.rfc3339 && status.stale)
+    }
+
+    @Test("Given a device pinned to root 1 whose persisted root 2 replaced signing key A by B, when version 1's installed manifest (signed by A) holds a field this build does not know, then it reads as a newer cairnd's while A's signature over it verifies (a revoked key still proves the bytes intact), and as damage once it does not; with no signers named it cannot tell and reads as a newer cairnd's")
+    func installedManifestJudgedByEveryKeyOfTheChain() async throws {
+        let repo = try RepoFixture(withModel: false)
+        let rootKey = PublisherKey.generate(), next = PublisherKey.generate()
+        let pinned = try Self.root(1, rootKey: rootKey, signingKey: repo.key, signers: [rootKey])
+        try Self.put(pinned, root: 1, in: repo)
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url], trustedRoot: pinned)
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        try device.directory.persistRoot(try Self.root(2, rootKey: rootKey, signingKey: next, signers: [rootKey]), version: 2)
+        let keys = device.directory.signingKeysOfChain(pinned: pinned)
+        #expect(keys == [repo.key.publicKey, next.publicKey])
+
+        let manifest = device.path + "/versions/1/manifest.json"
+        guard case .object(var fields) = try SignedManifest.decodeEnvelope(try FileSystem.read(manifest)).content else {
+            Issue.record("the manifest is not an object"); return
+        }
+        fields["regions"] = .array([.string("north")])
+        let signed = SignedEnvelope(content: .object(fields),
+                                    signatures: SignedEnvelope.sign(.object(fields), domain: SignedManifest.domain, keys: [repo.key]))
+        device.directory.knowManifestSigners(keys)
+        try FileSystem.writeAtomically(signed.encode(field: "manifest"), to: manifest)
+        #expect(device.directory.currentWrittenByNewerCairnd() != nil)
+
+        // The same bytes under the original signature: what a change on the disk leaves.
+        let changed = SignedEnvelope(content: .object(fields), signatures: SignedEnvelope.sign(.object(fields.filter { $0.key != "regions" }),
+                                                                                          domain: SignedManifest.domain, keys: [repo.key]))
+        try FileSystem.writeAtomically(changed.encode(field: "manifest"), to: manifest)
+        #expect(device.directory.currentWrittenByNewerCairnd() == nil)
+        #expect(device.directory.installed() == nil)
+        device.directory.knowManifestSigners([])
+        #expect(device.directory.currentWrittenByNewerCairnd() != nil)
     }
 }

@@ -111,9 +111,12 @@ public struct Device: Sendable {
 
     static func makeChannel(_ configuration: DaemonConfiguration, registry: MetricsRegistry, notifier: SystemdNotifier,
                             statusPrefix: String, otherChannels: [String] = [], logger: Logger) throws(DaemonError) -> ChannelParts {
+        let sync = try syncConfiguration(configuration, otherChannels: otherChannels)
         let directory: DataDirectory
         do {
             directory = try DataDirectory(path: configuration.dataDirectory, logger: logger)
+            // Before `recover`: they tell an installed manifest a newer cairnd wrote from a damaged one.
+            directory.knowManifestSigners(sync.trustedRoot.map { directory.signingKeysOfChain(pinned: $0) } ?? sync.trustedKeys)
             if let recovered = try directory.recover() {
                 logger.info("recovered the installed version", metadata: ["cairn.channel": "\(configuration.channel)",
                                                                           "cairn.version": "\(recovered.version)"])
@@ -121,7 +124,6 @@ public struct Device: Sendable {
         } catch {
             throw DaemonError(error.code == .locked ? .dataDirectoryLocked : .dataDirectoryUnusable, error.message, cause: error)
         }
-        let sync = try syncConfiguration(configuration, otherChannels: otherChannels)
         let holder = IndexHolder()
         // The installed version, opened from its rows files (memory-mapped: no row is read),
         // which the syncer checks the next delta against before applying it to the previous

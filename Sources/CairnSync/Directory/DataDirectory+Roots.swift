@@ -46,12 +46,29 @@ extension DataDirectory {
     /// file that does not verify: what an export hands on (a device pinned to the same root
     /// walks them from the export alone).
     func persistedRoots(pinned: [UInt8]) -> [(version: Int, bytes: [UInt8])] {
-        guard var chain = try? TrustChain(pinned: pinned) else { return [] }
-        var roots = [(chain.current.version, pinned)]
-        while let next = try? FileSystem.read(rootPath(chain.current.version + 1)), (try? chain.accept(next: next)) != nil {
-            roots.append((chain.current.version, next))
+        persistedChain(pinned: pinned)?.files ?? []
+    }
+
+    /// Every key that signed or signs manifests under the chain from `pinned` through the
+    /// persisted roots, revoked ones included (`knowManifestSigners`). Reads only: nothing is
+    /// persisted, so a read-only data directory gives the same answer.
+    public func signingKeysOfChain(pinned: [UInt8]) -> [PublicKey] {
+        var keys: [PublicKey] = []
+        for key in persistedChain(pinned: pinned)?.chain.roots.flatMap(\.signingKeys) ?? [] where !keys.contains(key) {
+            keys.append(key)
         }
-        return roots
+        return keys
+    }
+
+    /// The chain from `pinned` through the persisted roots until a gap or a file that does not
+    /// verify, with each root's bytes; nil when `pinned` is not a root.
+    private func persistedChain(pinned: [UInt8]) -> (chain: TrustChain, files: [(version: Int, bytes: [UInt8])])? {
+        guard var chain = try? TrustChain(pinned: pinned) else { return nil }
+        var files = [(chain.current.version, pinned)]
+        while let next = try? FileSystem.read(rootPath(chain.current.version + 1)), (try? chain.accept(next: next)) != nil {
+            files.append((chain.current.version, next))
+        }
+        return (chain, files)
     }
 
     func rootPath(_ version: Int) -> String { rootsPath + "/" + DataDirectoryLayout.rootFile(version) }

@@ -1,4 +1,4 @@
-import CairnCore
+public import CairnCore
 import CairnStore
 import Foundation
 public import Logging
@@ -31,6 +31,9 @@ public final class DataDirectory: Sendable {
     /// The unknown fields of `state.json` said at notice so far: once per process, as every
     /// write carries them back (a new file each attempt, which would say them each poll).
     private let unknownFieldsSaid = Mutex<Set<[String]>>([])
+    /// The keys that may have signed an installed manifest (`knowManifestSigners`): empty until
+    /// the opener names them.
+    private let manifestSigners = Mutex<[PublicKey]>([])
     let logger: Logger
 
     public var versionsPath: String { path + "/" + DataDirectoryLayout.versionsFolder }
@@ -308,6 +311,9 @@ public final class DataDirectory: Sendable {
         do {
             manifest = try Self.readInstalledManifest(bytes)
         } catch where error.code == .unsupportedFormat {
+            if let damage = Self.brokenSignature(bytes, signers: manifestSigners.withLock { $0 }) {
+                throw SyncError(.io, "\(relative)/\(DataDirectoryLayout.manifestFile) changed on the disk since its install (\(damage)); it is damage, not a newer cairnd's", cause: error)
+            }
             throw SyncError(.unsupportedFormat, "\(relative) was installed by a newer cairnd than this one (\(error.message)); it is kept, and serves again once cairnd is upgraded", cause: error)
         } catch {
             throw SyncError(.io, "\(relative)/\(DataDirectoryLayout.manifestFile) is not a manifest this cairnd reads")
@@ -316,6 +322,28 @@ public final class DataDirectory: Sendable {
         let hasModel = FileSystem.exists(model + "/model.safetensors")
         return InstalledVersion(version: manifest.version, stateRoot: manifest.stateRoot, directory: directory,
                                 manifest: manifest, modelDirectory: hasModel ? model : nil)
+    }
+
+    /// Names the keys that may have signed the installed manifests (the pinned keys, or the
+    /// signing keys of every root of the chain), before `recover`: with them a manifest of this
+    /// build's format that holds what it does not know is told from damage (`readVersion`).
+    public func knowManifestSigners(_ keys: [PublicKey]) {
+        manifestSigners.withLock { $0 = keys }
+    }
+
+    /// Why an installed manifest that does not parse as this build's is damage rather than a
+    /// newer cairnd's: it claims this build's `format_version`, so its signed bytes are its
+    /// canonical JSON under this format's domain, yet no signature in it by one of `signers`
+    /// verifies while one claims such a key. Nil when it cannot tell (another format, no known
+    /// key, no signers named) or a known key's signature verifies (intact: a newer cairnd's).
+    static func brokenSignature(_ bytes: [UInt8], signers: [PublicKey]) -> String? {
+        guard !signers.isEmpty, let envelope = try? SignedManifest.decodeEnvelope(bytes),
+              case .object(let fields) = envelope.content,
+              fields["format_version"] == .integer(Int64(Manifest.currentFormatVersion)),
+              envelope.validSigners(among: signers, domain: SignedManifest.domain).isEmpty else { return nil }
+        let known = Set(signers.map(\.keyID))
+        guard let claimed = envelope.signatures.first(where: { known.contains($0.keyID) }) else { return nil }
+        return "its signature by key \(claimed.keyID.hex) does not verify"
     }
 
     /// The manifest inside a signed file that was verified when it was installed (keys may have
