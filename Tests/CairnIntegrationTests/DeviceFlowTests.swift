@@ -217,10 +217,10 @@ struct DeviceFlowTests {
         #expect(link("current") == "versions/2" && link("newer") == nil, "\(again.log)")
     }
 
-    @Test("Given a device on version 2 with version 1 kept, when version 2's installed manifest holds a value this build does not know, then cairnd keeps it as a newer cairnd's only while the publisher's signature over it verifies: a new field the publisher's key signed goes under the newer link; one bit flipped on the disk (float32 read as float33) is damage, so version 1 serves, no newer link is kept, and the log says the manifest changed on the disk")
+    @Test("Given a device on version 2 with version 1 kept, when version 2's installed manifest holds a value this build does not know, then cairnd keeps it as a newer cairnd's only while the publisher's signature over it verifies: a new field the publisher's key signed goes under the newer link; one bit flipped on the disk (float32 read as float33) is damage, so version 1 serves, no newer link is kept, and the log says the manifest changed on the disk; a kept newer version damaged later is dropped at the next start")
     func damagedManifestIsNotANewerCairnds() async throws {
         let workspace = try Workspace()
-        let (server, _, data) = try await Self.stoppedOnVersion2(workspace)
+        let (server, url, data) = try await Self.stoppedOnVersion2(workspace)
         defer { stopProcess(server) }
         func link(_ name: String) -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/" + name) }
         #expect(link("current") == "versions/2" && link("previous") == "versions/1")
@@ -252,13 +252,32 @@ struct DeviceFlowTests {
         try #require(flipped != text)
         try Data(flipped.utf8).write(to: URL(fileURLWithPath: manifest), options: .atomic)
         let damaged = try DeviceProcess(workspace, sources: [], name: "damaged", dataDirectory: data)
-        defer { damaged.stop() }
         try await damaged.waitForVersion(1)
         #expect(try damaged.query("boil water").version == 1)
         #expect(damaged.syncStatus["newer_version"] is NSNull || damaged.syncStatus["newer_version"] == nil)
+        damaged.stop()
         #expect(damaged.log.contains("changed on the disk since its install"), "\(damaged.log)")
         #expect(!damaged.log.contains("installed by a newer cairnd"), "\(damaged.log)")
         #expect(link("current") == "versions/1" && link("newer") == nil)
+
+        // A newer cairnd's version kept under the newer link (as a build before this rule kept a
+        // damaged one too), damaged while kept: dropped at the next start, not kept for ever.
+        let synced = try DeviceProcess(workspace, sources: [url], name: "synced", dataDirectory: data)
+        try await synced.waitForVersion(2)
+        synced.stop()
+        try Data(envelope.encode(field: "manifest")).write(to: URL(fileURLWithPath: manifest), options: .atomic)
+        let downgraded = try DeviceProcess(workspace, sources: [], name: "downgraded", dataDirectory: data)
+        try await downgraded.waitForVersion(1)
+        downgraded.stop()
+        #expect(link("current") == "versions/1" && link("newer") == "versions/2")
+        let kept = String(decoding: envelope.encode(field: "manifest"), as: UTF8.self)
+        try Data(kept.replacingOccurrences(of: "north", with: "nortj").utf8).write(to: URL(fileURLWithPath: manifest), options: .atomic)
+        let again = try DeviceProcess(workspace, sources: [], name: "again", dataDirectory: data)
+        defer { again.stop() }
+        try await again.waitForVersion(1)
+        #expect(await eventuallyAsync { again.log.contains("the version the newer link names does not read; it is dropped") }, "\(again.log)")
+        #expect(again.syncStatus["newer_version"] is NSNull || again.syncStatus["newer_version"] == nil)
+        #expect(link("current") == "versions/1" && link("newer") == nil && !FileManager.default.fileExists(atPath: data + "/versions/2"))
     }
 
     @Test("Given a device serving version 1, when its mapped rows file is cut short under it, then the next query stops cairnd by SIGBUS with one line naming the file and records it, and a restart removes that file (a bad sector would stop it again), writes it anew and serves version 1 again")

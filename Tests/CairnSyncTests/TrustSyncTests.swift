@@ -101,7 +101,7 @@ struct TrustSyncTests {
         #expect(status.expired && status.expires == v2.expires.rfc3339 && status.stale)
     }
 
-    @Test("Given a device pinned to root 1 whose persisted root 2 replaced signing key A by B, when version 1's installed manifest (signed by A) holds a field this build does not know, then it reads as a newer cairnd's while A's signature over it verifies (a revoked key still proves the bytes intact), and as damage once it does not; with no signers named it cannot tell and reads as a newer cairnd's")
+    @Test("Given a device pinned to root 1 whose persisted root 2 replaced signing key A by B, when version 1's installed manifest (signed by A) holds a field this build does not know, then it reads as a newer cairnd's while A's signature over it verifies (a revoked key still proves the bytes intact), and as damage once it does not; beside a signature by an unknown key, or with no signers named, it cannot tell and reads as a newer cairnd's")
     func installedManifestJudgedByEveryKeyOfTheChain() async throws {
         let repo = try RepoFixture(withModel: false)
         let rootKey = PublisherKey.generate(), next = PublisherKey.generate()
@@ -121,7 +121,7 @@ struct TrustSyncTests {
         fields["regions"] = .array([.string("north")])
         let signed = SignedEnvelope(content: .object(fields),
                                     signatures: SignedEnvelope.sign(.object(fields), domain: SignedManifest.domain, keys: [repo.key]))
-        device.directory.knowManifestSigners(keys)
+        device.directory.knowManifestSigners(of: device.configuration)
         try FileSystem.writeAtomically(signed.encode(field: "manifest"), to: manifest)
         #expect(device.directory.currentWrittenByNewerCairnd() != nil)
 
@@ -131,6 +131,14 @@ struct TrustSyncTests {
         try FileSystem.writeAtomically(changed.encode(field: "manifest"), to: manifest)
         #expect(device.directory.currentWrittenByNewerCairnd() == nil)
         #expect(device.directory.installed() == nil)
+        // Beside a signature by a key this device does not know (a newer root's, which a newer
+        // cairnd may have checked alone), it cannot tell.
+        let stranger = PublisherKey.generate()
+        let alsoSigned = SignedEnvelope(content: changed.content, signatures: changed.signatures
+                                        + SignedEnvelope.sign(changed.content, domain: SignedManifest.domain, keys: [stranger]))
+        try FileSystem.writeAtomically(alsoSigned.encode(field: "manifest"), to: manifest)
+        #expect(device.directory.currentWrittenByNewerCairnd() != nil)
+        try FileSystem.writeAtomically(changed.encode(field: "manifest"), to: manifest)
         device.directory.knowManifestSigners([])
         #expect(device.directory.currentWrittenByNewerCairnd() != nil)
     }

@@ -116,7 +116,7 @@ public struct Device: Sendable {
         do {
             directory = try DataDirectory(path: configuration.dataDirectory, logger: logger)
             // Before `recover`: they tell an installed manifest a newer cairnd wrote from a damaged one.
-            directory.knowManifestSigners(sync.trustedRoot.map { directory.signingKeysOfChain(pinned: $0) } ?? sync.trustedKeys)
+            directory.knowManifestSigners(of: sync)
             if let recovered = try directory.recover() {
                 logger.info("recovered the installed version", metadata: ["cairn.channel": "\(configuration.channel)",
                                                                           "cairn.version": "\(recovered.version)"])

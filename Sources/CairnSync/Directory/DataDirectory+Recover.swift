@@ -91,7 +91,15 @@ extension DataDirectory {
             unlink(newerLink)
             return
         }
-        guard let back = loadVersion(newer) else { return }
+        let back: InstalledVersion
+        do { back = try readVersion(newer) } catch where error.code == .unsupportedFormat { return } catch {
+            // Damage, not a newer cairnd's (a downgrade before 2026-12-07 kept such a version
+            // too): the link goes, its folder with what is unreferenced, and a sync installs it.
+            unlink(newerLink)
+            try syncFolder(path)
+            logger.error("the version the newer link names does not read; it is dropped: \(error.message)")
+            return
+        }
         if let current { try replaceLink(previousLink, with: current) }
         try replaceLink(currentLink, with: newer)
         try syncFolder(path)

@@ -331,18 +331,25 @@ public final class DataDirectory: Sendable {
         manifestSigners.withLock { $0 = keys }
     }
 
+    /// `knowManifestSigners` with what `configuration` trusts: every signing key of the chain
+    /// from its pinned root, or its pinned keys.
+    public func knowManifestSigners(of configuration: SyncConfiguration) {
+        knowManifestSigners(configuration.trustedRoot.map { signingKeysOfChain(pinned: $0) } ?? configuration.trustedKeys)
+    }
+
     /// Why an installed manifest that does not parse as this build's is damage rather than a
     /// newer cairnd's: it claims this build's `format_version`, so its signed bytes are its
-    /// canonical JSON under this format's domain, yet no signature in it by one of `signers`
-    /// verifies while one claims such a key. Nil when it cannot tell (another format, no known
-    /// key, no signers named) or a known key's signature verifies (intact: a newer cairnd's).
+    /// canonical JSON under this format's domain, yet no signature in it verifies, and every one
+    /// is by a key of `signers`. Nil when it cannot tell (another format, a signature by a key
+    /// this device does not know, which may be all a newer cairnd checked; no signers named) or
+    /// a known key's signature verifies (intact: a newer cairnd's).
     static func brokenSignature(_ bytes: [UInt8], signers: [PublicKey]) -> String? {
         guard !signers.isEmpty, let envelope = try? SignedManifest.decodeEnvelope(bytes),
               case .object(let fields) = envelope.content,
               fields["format_version"] == .integer(Int64(Manifest.currentFormatVersion)),
               envelope.validSigners(among: signers, domain: SignedManifest.domain).isEmpty else { return nil }
         let known = Set(signers.map(\.keyID))
-        guard let claimed = envelope.signatures.first(where: { known.contains($0.keyID) }) else { return nil }
+        guard let claimed = envelope.signatures.first, envelope.signatures.allSatisfy({ known.contains($0.keyID) }) else { return nil }
         return "its signature by key \(claimed.keyID.hex) does not verify"
     }
 
