@@ -30,6 +30,11 @@ public struct SyncConfiguration: Sendable {
     public var backoffMinimum: Duration
     /// Longest wait after failures. Default 3600 s.
     public var backoffMaximum: Duration
+    /// Requested attempts (`SyncService.requestSync()`) start `requestBurst` at once, then one
+    /// per this long; polls on the schedule do not count. Zero: no limit. Default 10 s.
+    public var requestInterval: Duration = .seconds(10)
+    /// How many requested attempts start at once before `requestInterval` spaces them.
+    public static let requestBurst = 5
     /// Status turns stale when no check succeeded within this many poll intervals. Default 3.
     public var staleAfterPolls: Int
     /// Missed polls after which the installed version counts as stale. Default 3.

@@ -184,11 +184,14 @@ struct SyncCommand: AsyncParsableCommand {
                 if failed { throw ExitCode(1) }
                 return
             }
-            display.show(pending.map { (several ? "[\($0.channel)] " : "", $0.progress) })
+            display.show(pending.map { (several ? "[\($0.channel)] " : "", $0.progress, $0.requestHeldUntil) })
             if let deadline, ContinuousClock.now >= deadline {
                 // An export or rollback holds the syncer: the attempt has not begun.
                 if let busy = pending.lazy.compactMap(\.operation).first {
                     throw stop("still waiting after \(timeout!) s: cairnd is \(busy.kind == "export" ? "exporting" : "rolling back") since \(busy.started), and the attempt starts once that ends")
+                }
+                if let held = pending.lazy.compactMap(\.requestHeldUntil).first {
+                    throw stop("still waiting after \(timeout!) s: \(SyncProgressDisplay.held(held)); the request stands")
                 }
                 throw stop("still syncing after \(timeout!) s; the attempt goes on (`cairn status` shows it)")
             }
@@ -215,9 +218,19 @@ final class SyncProgressDisplay {
         isatty(STDERR_FILENO) == 1 && environment["TERM"] != "dumb"
     }
 
-    func show(_ channels: [(prefix: String, progress: DaemonStatus.Progress?)]) {
+    /// Why a requested attempt has not started, from status's `request_held_until`.
+    static func held(_ until: String) -> String {
+        "requested syncs come faster than cairnd starts them (sync_request_interval), and the attempt starts at \(until)"
+    }
+
+    /// What a channel shows before its attempt starts.
+    private static func notStarted(_ heldUntil: String?) -> String {
+        "waiting for the attempt to start" + (heldUntil.map { ": " + held($0) } ?? "")
+    }
+
+    func show(_ channels: [(prefix: String, progress: DaemonStatus.Progress?, heldUntil: String?)]) {
         if terminal {
-            let line = channels.map { $0.prefix + ($0.progress.map { Self.bar($0) } ?? "waiting for the attempt to start") }
+            let line = channels.map { $0.prefix + ($0.progress.map { Self.bar($0) } ?? Self.notStarted($0.heldUntil)) }
                 .joined(separator: "  ")
             // Cut to the terminal's width: a line that wraps is not redrawn in place (the
             // carriage return goes back to its last row only), and a new one scrolled out with
@@ -226,7 +239,7 @@ final class SyncProgressDisplay {
             drawn = true
         } else {
             // The coarse form: phase, version and tenths of the download.
-            let line = channels.map { $0.prefix + ($0.progress.map { Self.step($0) } ?? "waiting for the attempt to start") }
+            let line = channels.map { $0.prefix + ($0.progress.map { Self.step($0) } ?? Self.notStarted($0.heldUntil)) }
                 .joined(separator: "; ")
             if line != last { writeStandardError(line + "\n") }
             last = line

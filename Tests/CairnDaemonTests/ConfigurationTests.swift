@@ -76,6 +76,11 @@ struct ConfigurationTests {
         #expect(c.slowSourceRate == 0 && c.slowSourceWindow == 30)
         try c.apply(DaemonConfiguration.parse("stop_timeout = 12.5"))
         #expect(c.stopTimeout == 12.5)
+        #expect(c.syncRequestInterval == 10)
+        try c.apply(DaemonConfiguration.parse("sync_request_interval = 0"))
+        #expect(c.syncRequestInterval == 0)
+        try c.apply(DaemonConfiguration.parse("sync_request_interval = 2.5"))
+        #expect(c.syncRequestInterval == 2.5)
     }
 
     @Test("Given keys this build does not know (a newer cairnd's settings), when applied, then each is skipped and listed with its line, and the rest applies; refused: a typo of a known key (a letter or two off, another case, - for _) naming that one, an unknown key about trust or access, one in a [source] or [channel] section, and an empty key")
@@ -120,6 +125,7 @@ struct ConfigurationTests {
         "backoff_max = inf", "stall_timeout = 1e300", "[channel x]\npoll_interval = inf",
         "slow_source_rate = -1", "slow_source_rate = fast", "slow_source_window = 0.5", "slow_source_window = inf",
         "stop_timeout = 0", "stop_timeout = forever",
+        "sync_request_interval = -1", "sync_request_interval = inf", "sync_request_interval = often",
         // Counts that trapped where the pool adds them, or started a thread each.
         // A socket neither its owner nor its group can connect to serves nobody but root.
         "socket_mode = 0000", "socket_mode = 0406",

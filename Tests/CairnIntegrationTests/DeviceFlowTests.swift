@@ -73,6 +73,30 @@ struct DeviceFlowTests {
         #expect(device.syncStatus["last_outcome"] as? String == "installed")
     }
 
+    @Test("Given cairnd with sync_request_interval = 3600, when a caller asks for a sync six times in a row, then five `cairn sync --wait` get their attempt, and the sixth's waits: status says when it starts, `cairn sync --wait --timeout` says why it still waits, and the log says once that requests come faster than cairnd takes them")
+    func requestedSyncsAreLimited() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Self.version1)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let device = try DeviceProcess(workspace, sources: [url], config: ["sync_request_interval": "3600"])
+        defer { device.stop() }
+        try await device.waitForVersion(1)
+        for request in 1...5 {
+            let waited = try device.cairn(["sync", "--wait"])
+            #expect(waited.status == 0 && waited.output == "version 1 is the newest\n", "request \(request): \(waited.output) \(waited.error)")
+        }
+        let finished = device.attemptsFinished
+        let held = try device.cairn(["sync", "--wait", "--timeout", "2"])
+        #expect(held.status == 1 && held.error.contains("requested syncs come faster than cairnd starts them (sync_request_interval), and the attempt starts at "),
+                "\(held.error)")
+        let until = try #require((device.syncStatus["request_held_until"] as? String).flatMap { ISO8601DateFormatter().date(from: $0) })
+        #expect(until.timeIntervalSinceNow > 3000, "\(until)")
+        #expect(device.attemptsFinished == finished)
+        let said = device.log.split(separator: "\n").filter { $0.contains("requested syncs come faster than 5 at once, then one per 3600 s") }
+        #expect(said.count == 1 && said[0].contains("notice"), "\(device.log)")
+    }
+
     @Test("Given a stick source that is not plugged in, listed before an origin that is up to date, when the device polls five times, then the stick's failure is logged at the 1st, 2nd and 4th attempt only (then at each power of two), not at every poll; status counts its failures in a row, and state.json, not written again for these routine attempts, holds them once cairnd stops")
     func repeatedSourceFailureLoggedSparingly() async throws {
         let workspace = try Workspace()

@@ -98,7 +98,10 @@ public struct Workspace: Sendable {
 }
 
 /// A running `cairnd` (channel `field`, trusting the workspace's key) and `cairn` calls against
-/// its socket. `config` adds lines to a config file (`idle_timeout`, `backoff_min`…).
+/// its socket. `config` adds lines to a config file (`idle_timeout`, `backoff_min`…). Requested
+/// syncs are not limited unless `config` names `sync_request_interval` (or `trust` names a
+/// config file of the test's own): tests ask for many in a row, and the default allowance (five
+/// at once, then one per 10 s) would only slow them.
 public final class DeviceProcess: @unchecked Sendable {
     // @unchecked: every stored property is a constant; Process is only read (pid, isRunning).
     public let socket: String
@@ -120,9 +123,12 @@ public final class DeviceProcess: @unchecked Sendable {
         var arguments = sources.flatMap { ["--source", $0] } + [
             "--channel", "field"] + (trust ?? ["--trusted-key", workspace.publicKey]) + ["--data-dir", self.dataDirectory,
             "--socket", socket, "--poll-interval", String(pollInterval)]
-        if !config.isEmpty {
+        // The test's lines first: a test may name the line a setting is on. A test that hands
+        // cairnd a config file of its own (in `trust`) keeps it, and the default allowance.
+        if !arguments.contains("--config") {
+            let lines = config.map { "\($0.key) = \($0.value)" } + (config["sync_request_interval"] == nil ? ["sync_request_interval = 0"] : [])
             let file = folder + "/cairnd.conf"
-            try config.map { "\($0.key) = \($0.value)" }.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            try lines.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
             arguments += ["--config", file]
         }
         let cairnd = Products.path("cairnd")

@@ -94,6 +94,9 @@ extension DaemonStatus {
         /// The export or rollback running now (an attempt asked for meanwhile waits for it);
         /// nil when none runs (since 2026-12-06).
         public var operation: Operation?
+        /// When a requested attempt that waits for the request allowance (`sync_request_interval`)
+        /// starts; nil when none waits (since 2026-12-07).
+        public var requestHeldUntil: String?
 
         public init(lastAttempt: String? = nil, lastSuccess: String? = nil, lastError: String? = nil,
                     online: Bool? = nil, stale: Bool? = nil, highestVersionSeen: Int? = nil, heldBackVersion: Int? = nil,
@@ -118,6 +121,7 @@ extension DaemonStatus {
             case previousVersion = "previous_version", previousDropped = "previous_dropped", maxDiskBytes = "max_disk_bytes", spare
             case newerVersion = "newer_version"
             case operation
+            case requestHeldUntil = "request_held_until"
         }
 
         /// Lenient: absent keys are unknown, unknown keys are ignored.
@@ -144,6 +148,7 @@ extension DaemonStatus {
             maxDiskBytes = try? c.decodeIfPresent(Int64.self, forKey: .maxDiskBytes)
             spare = try? c.decodeIfPresent(String.self, forKey: .spare)
             operation = try? c.decodeIfPresent(Operation.self, forKey: .operation)
+            requestHeldUntil = try? c.decodeIfPresent(String.self, forKey: .requestHeldUntil)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -169,6 +174,7 @@ extension DaemonStatus {
             try c.encode(maxDiskBytes, forKey: .maxDiskBytes)
             try c.encode(spare, forKey: .spare)
             try c.encode(operation, forKey: .operation)
+            try c.encode(requestHeldUntil, forKey: .requestHeldUntil)
         }
     }
 

@@ -68,6 +68,8 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
         public var lastOutcome: String?
         /// The channel's export or rollback in progress (as in `sync`).
         public var operation: Operation?
+        /// When the channel's requested attempt that waits for the request allowance starts (as in `sync`).
+        public var requestHeldUntil: String?
 
         public init(channel: String, serving version: Int?, stateRoot: String?, sync: Sync) {
             self.channel = channel
@@ -86,6 +88,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
             attemptsFinished = sync.attemptsFinished
             lastOutcome = sync.lastOutcome
             operation = sync.operation
+            requestHeldUntil = sync.requestHeldUntil
         }
 
         enum CodingKeys: String, CodingKey {
@@ -93,6 +96,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
             case stateRoot = "state_root", lastAttempt = "last_attempt", lastSuccess = "last_success"
             case lastError = "last_error", lastErrorCode = "last_error_code"
             case attemptsFinished = "attempts_finished", lastOutcome = "last_outcome"
+            case requestHeldUntil = "request_held_until"
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -113,6 +117,7 @@ public struct DaemonStatus: Sendable, Hashable, Codable {
             try c.encode(attemptsFinished, forKey: .attemptsFinished)
             try c.encode(lastOutcome, forKey: .lastOutcome)
             try c.encode(operation, forKey: .operation)
+            try c.encode(requestHeldUntil, forKey: .requestHeldUntil)
         }
     }
 

@@ -112,6 +112,8 @@ extension DaemonConfiguration {
             case "backoff_min", "backoff_max":
                 let seconds = try Self.seconds(v, bad)
                 if entry.key == "backoff_min" { backoffMinimum = seconds } else { backoffMaximum = seconds }
+            case "sync_request_interval":
+                syncRequestInterval = try Self.seconds(v, bad, atLeast: 0)
             case "bandwidth_cap":
                 guard let bytes = Int64(v), bytes >= 0 else { throw bad("bytes per second (0 for no cap)") }
                 bandwidthCap = bytes == 0 ? nil : bytes
@@ -234,7 +236,7 @@ extension DaemonConfiguration {
     /// wait at all.
     static func seconds(_ value: String, _ bad: (String) -> DaemonError, atLeast minimum: Double = 0.001) throws(DaemonError) -> Double {
         guard let seconds = Double(value), secondsInRange(seconds, atLeast: minimum) else {
-            throw bad("a number of seconds from \(minimum == 1 ? "1" : "0.001") to 1000000000")
+            throw bad("a number of seconds from \(minimum == 1 ? "1" : minimum == 0 ? "0" : "0.001") to 1000000000")
         }
         return seconds
     }

@@ -63,6 +63,9 @@ public struct DaemonConfiguration: Sendable, Hashable {
     /// [`backoff_min`, `backoff_max`, seconds] Default 30 and 3600.
     public var backoffMinimum: Double = 30
     public var backoffMaximum: Double = 3600
+    /// Requested attempts (`POST /v1/sync`, SIGHUP) start five at once, then one per this many
+    /// seconds, per channel (sync). 0: no limit. [`sync_request_interval`] Default 10.
+    public var syncRequestInterval: Double = 10
     /// Seconds a download may run below 1 KiB/s (half of `bandwidth_cap` when lower) before the
     /// source counts as stalled and the next one is tried (sync). [`stall_timeout`] Default 30.
     public var stallTimeout: Double = 30

@@ -314,6 +314,7 @@ public struct Device: Sendable {
                                      pollInterval: duration(configuration.pollInterval),
                                      backoffMinimum: duration(configuration.backoffMinimum),
                                      backoffMaximum: duration(configuration.backoffMaximum), transfer: transfer)
+        sync.requestInterval = duration(configuration.syncRequestInterval)
         sync.trustedRoot = root
         sync.defaultAccess = configuration.defaultSourceAccess
         sync.access = configuration.sourceAccess

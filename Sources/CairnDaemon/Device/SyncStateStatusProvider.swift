@@ -32,6 +32,7 @@ struct SyncStateStatusProvider: SyncStatusProvider {
         }
         let reading = progress.reading()
         (sync.attemptsStarted, sync.attemptsFinished, sync.lastOutcome) = (reading.started, reading.finished, reading.lastOutcome)
+        sync.requestHeldUntil = reading.requestHeldUntil.map(SyncState.time)
         if let operation = reading.operation, let started = reading.operationStarted {
             sync.operation = DaemonStatus.Operation(kind: operation.rawValue, started: SyncState.time(started))
         }

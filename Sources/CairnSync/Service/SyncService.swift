@@ -1,16 +1,17 @@
 import CairnCore
+import Foundation
 public import Logging
 public import ServiceLifecycle
 
 /// The poll loop as a `Service`: sync at start, then after each poll interval (±10 % jitter), or
-/// sooner after failures (exponential back-off), or at once when `requestSync()` is called or
-/// an attempt installed a version before asking every source. The
-/// executable calls `requestSync()` on SIGHUP and from the socket's "sync now". Waits use the
-/// injected clock; graceful shutdown cancels the loop (an interrupted download resumes later).
+/// sooner after failures (exponential back-off), or when `requestSync()` is called (at once,
+/// within the request allowance: `SyncConfiguration.requestInterval`), or at once when an
+/// attempt installed a version before asking every source. The executable calls
+/// `requestSync()` on SIGHUP and from the socket's "sync now". Graceful shutdown cancels the
+/// loop (an interrupted download resumes later).
 public final class SyncService: Service, Sendable {
     public let syncer: Syncer
     private let configuration: SyncConfiguration
-    private let clock: any Clock<Duration>
     private let logger: Logger
     private let trigger = SyncTrigger()
     /// Told one line as each attempt starts and ends (cairnd sends them to systemd as `STATUS=`).
@@ -19,12 +20,10 @@ public final class SyncService: Service, Sendable {
     /// installed (`delta`, `full`, nil) and the bytes it received (cairnd's metrics).
     private let onAttempt: @Sendable (_ outcome: String, _ path: String?, _ bytes: Int64) -> Void
 
-    public init(syncer: Syncer, configuration: SyncConfiguration, clock: any Clock<Duration> = ContinuousClock(),
-                logger: Logger, onStatus: @escaping @Sendable (String) -> Void = { _ in },
+    public init(syncer: Syncer, configuration: SyncConfiguration, logger: Logger, onStatus: @escaping @Sendable (String) -> Void = { _ in },
                 onAttempt: @escaping @Sendable (_ outcome: String, _ path: String?, _ bytes: Int64) -> Void = { _, _, _ in }) {
         self.syncer = syncer
         self.configuration = configuration
-        self.clock = clock
         self.logger = logger
         self.onStatus = onStatus
         self.onAttempt = onAttempt
@@ -70,6 +69,13 @@ public final class SyncService: Service, Sendable {
         syncer.progress.request { trigger.fire() }
     }
 
+    /// The first attempt to start after a request answers it (`requestSync()`'s number): as an
+    /// attempt starts, the requests before it are spent, so none of them asks for another.
+    private func spendRequestsAsAttemptsBegin() {
+        let trigger = self.trigger
+        syncer.progress.onBegin { trigger.spend() }
+    }
+
     public func run() async throws {
         await cancelWhenGracefulShutdown {
             await self.loop()
@@ -82,6 +88,9 @@ public final class SyncService: Service, Sendable {
         var schedule = PollSchedule(interval: configuration.pollInterval, backoffMinimum: configuration.backoffMinimum,
                                     backoffMaximum: configuration.backoffMaximum)
         var random = SystemRandomNumberGenerator()
+        var allowance = RequestAllowance(interval: configuration.requestInterval, burst: SyncConfiguration.requestBurst)
+        var heldSaid: ContinuousClock.Instant?
+        spendRequestsAsAttemptsBegin()
         while !Task.isCancelled {
             onStatus("syncing from \(configuration.sources.count) source(s)")
             let outcome = await syncer.syncOnce()
@@ -95,19 +104,50 @@ public final class SyncService: Service, Sendable {
                 delay = .zero
             }
             logger.debug("next sync", metadata: ["cairn.sync.delay_seconds": "\(delay.components.seconds)"])
-            await waitForTrigger(orDelay: delay)
+            // Not a request: no wait, and nothing of the allowance taken (a request made
+            // meanwhile is answered by this attempt).
+            if delay == .zero { continue }
+            let pollDue = ContinuousClock.now + delay
+            if await waitForTrigger(orDelay: delay) { await holdRequested(&allowance, pollDue: pollDue, said: &heldSaid) }
         }
     }
 
-    /// Returns after `delay` on the clock, on `requestSync()`, or on cancellation.
-    private func waitForTrigger(orDelay delay: Duration) async {
-        let clock = self.clock
+    /// A requested attempt starts once the request allowance has it, or at `pollDue` when the
+    /// schedule's poll comes first (which takes nothing of it): until then the wait shows in
+    /// status (`request_held_until`), and further requests join this one. Said at notice once
+    /// an hour, at debug otherwise: a caller in a loop would fill the log.
+    private func holdRequested(_ allowance: inout RequestAllowance, pollDue: ContinuousClock.Instant,
+                               said: inout ContinuousClock.Instant?) async {
+        while !Task.isCancelled, let wait = allowance.take(at: .now) {
+            let now = ContinuousClock.now
+            let pollFirst = pollDue <= now + wait
+            let pause = pollFirst ? max(.zero, pollDue - now) : wait
+            // Whole seconds, rounded up, as status's times are: never earlier than it starts.
+            let until = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + pause / .seconds(1)).rounded(.up))
+            syncer.progress.holdingRequests(until: until)
+            let interval = configuration.requestInterval / .seconds(1)
+            let line: Logger.Message = "requested syncs come faster than \(SyncConfiguration.requestBurst) at once, then one per \(interval.rounded() == interval ? String(Int(interval)) : String(interval)) s (sync_request_interval); the next starts at \(SyncState.time(until))"
+            if said.map({ now - $0 >= .seconds(3600) }) ?? true {
+                logger.notice(line)
+                said = now
+            } else {
+                logger.debug(line)
+            }
+            do { try await Task.sleep(for: pause) } catch { break }
+            if pollFirst { break }
+        }
+        syncer.progress.holdingRequests(until: nil)
+    }
+
+    /// Returns after `delay` (false), on `requestSync()` (true), or on cancellation (false).
+    private func waitForTrigger(orDelay delay: Duration) async -> Bool {
         let trigger = self.trigger
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await clock.sleep(for: delay) }
-            group.addTask { await trigger.wait() }
-            await group.next()
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask { try? await Task.sleep(for: delay); return false }
+            group.addTask { await trigger.wait(); return !Task.isCancelled }
+            let requested = await group.next() ?? false
             group.cancelAll()
+            return requested
         }
     }
 }

@@ -21,6 +21,14 @@ final class SyncTrigger: Sendable {
         waiter?.resume()
     }
 
+    /// Forgets the requests made so far: the attempt starting now answers them.
+    func spend() {
+        state.withLock { state in state.pending = false }
+    }
+
+    /// Whether a request waits for `wait()` to take it.
+    var isPending: Bool { state.withLock { $0.pending } }
+
     func wait() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

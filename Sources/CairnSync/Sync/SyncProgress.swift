@@ -56,6 +56,8 @@ public final class SyncProgress: Sendable {
         /// The export or rollback running now (nil: none), and since when.
         public var operation: Operation?
         public var operationStarted: Date?
+        /// When a requested attempt that waits for the request allowance starts; nil when none waits.
+        public var requestHeldUntil: Date?
     }
 
     private struct State {
@@ -72,6 +74,9 @@ public final class SyncProgress: Sendable {
         var source: String?
         var waiting: String?
         var operation: (Operation, Date)?
+        var requestHeldUntil: Date?
+        /// Run as each attempt starts, under the lock `request` holds (`onBegin`).
+        var beginHook: (@Sendable () -> Void)?
     }
 
     private let state = Mutex(State())
@@ -87,9 +92,16 @@ public final class SyncProgress: Sendable {
         }
     }
 
+    /// Runs `hook` as each attempt starts, atomically with the count `request` answers from:
+    /// a request either gets this attempt's number and is spent by `hook`, or the next one's.
+    func onBegin(_ hook: @escaping @Sendable () -> Void) {
+        state.withLock { state in state.beginHook = hook }
+    }
+
     /// An attempt starts: phase `checking`, nothing received.
     func begin(at date: Date) {
         state.withLock { state in
+            state.beginHook?()
             state.started += 1
             state.phase = .checking
             (state.version, state.done, state.total, state.startedAt, state.downloadStart, state.source) = (nil, 0, nil, date, nil, nil)
@@ -137,6 +149,11 @@ public final class SyncProgress: Sendable {
         state.withLock { state in state.phase = .installing }
     }
 
+    /// A requested attempt waits for the request allowance until `date` (nil: no longer).
+    func holdingRequests(until date: Date?) {
+        state.withLock { state in state.requestHeldUntil = date }
+    }
+
     /// An export or rollback starts (`operation` since `date`), or ends (nil).
     func operating(_ operation: Operation?, at date: Date) {
         state.withLock { state in state.operation = operation.map { ($0, date) } }
@@ -168,7 +185,8 @@ public final class SyncProgress: Sendable {
                                  source: state.source, waiting: state.waiting)
             }
             return Reading(current: current, started: state.started, finished: state.finished, lastOutcome: state.lastOutcome,
-                           operation: state.operation?.0, operationStarted: state.operation?.1)
+                           operation: state.operation?.0, operationStarted: state.operation?.1,
+                           requestHeldUntil: state.requestHeldUntil)
         }
     }
 }
