@@ -91,13 +91,17 @@ extension DataDirectory {
             unlink(newerLink)
             return
         }
-        let back: InstalledVersion
-        do { back = try readVersion(newer) } catch where error.code == .unsupportedFormat { return } catch {
-            // Damage, not a newer cairnd's (a downgrade before 2026-12-07 kept such a version
-            // too): the link goes, its folder with what is unreferenced, and a sync installs it.
-            unlink(newerLink)
-            try syncFolder(path)
-            logger.error("the version the newer link names does not read; it is dropped: \(error.message)")
+        guard let back = loadVersion(newer) else {
+            // Its manifest damaged, not a newer cairnd's (a downgrade before 2026-12-07 kept such
+            // a version too): the link goes, its folder with what is unreferenced, and a sync
+            // installs it. Only on that verdict: a read that fails (EIO, EACCES) keeps it.
+            if let bytes = try? FileSystem.read(path + "/" + newer + "/" + DataDirectoryLayout.manifestFile) {
+                do { _ = try judgeManifest(bytes, of: newer) } catch where error.code == .io {
+                    unlink(newerLink)
+                    try syncFolder(path)
+                    logger.error("the version the newer link names does not read; it is dropped: \(error.message)")
+                } catch {}
+            }
             return
         }
         if let current { try replaceLink(previousLink, with: current) }

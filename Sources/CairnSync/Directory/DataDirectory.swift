@@ -307,9 +307,19 @@ public final class DataDirectory: Sendable {
         do { bytes = try FileSystem.read(directory + "/" + DataDirectoryLayout.manifestFile) } catch {
             throw SyncError(.io, error.message)
         }
-        let manifest: Manifest
+        let manifest = try judgeManifest(bytes, of: relative)
+        let model = directory + "/" + DataDirectoryLayout.modelLink
+        let hasModel = FileSystem.exists(model + "/model.safetensors")
+        return InstalledVersion(version: manifest.version, stateRoot: manifest.stateRoot, directory: directory,
+                                manifest: manifest, modelDirectory: hasModel ? model : nil)
+    }
+
+    /// The manifest of version folder `relative` from its bytes, or why not: `.io` for damage
+    /// (not a manifest this build reads, or one of its format whose known signatures all fail),
+    /// `.unsupportedFormat` for one a newer cairnd installed.
+    func judgeManifest(_ bytes: [UInt8], of relative: String) throws(SyncError) -> Manifest {
         do {
-            manifest = try Self.readInstalledManifest(bytes)
+            return try Self.readInstalledManifest(bytes)
         } catch where error.code == .unsupportedFormat {
             if let damage = Self.brokenSignature(bytes, signers: manifestSigners.withLock { $0 }) {
                 throw SyncError(.io, "\(relative)/\(DataDirectoryLayout.manifestFile) changed on the disk since its install (\(damage)); it is damage, not a newer cairnd's", cause: error)
@@ -318,10 +328,6 @@ public final class DataDirectory: Sendable {
         } catch {
             throw SyncError(.io, "\(relative)/\(DataDirectoryLayout.manifestFile) is not a manifest this cairnd reads")
         }
-        let model = directory + "/" + DataDirectoryLayout.modelLink
-        let hasModel = FileSystem.exists(model + "/model.safetensors")
-        return InstalledVersion(version: manifest.version, stateRoot: manifest.stateRoot, directory: directory,
-                                manifest: manifest, modelDirectory: hasModel ? model : nil)
     }
 
     /// Names the keys that may have signed the installed manifests (the pinned keys, or the
