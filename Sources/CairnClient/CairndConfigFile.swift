@@ -40,7 +40,7 @@ public enum CairndConfigFile {
     /// skipped (`parse`), unless it is a typo of one of these.
     public static let knownKeys: Set<String> = Set<String>([
         "source", "channel", "trusted_key", "data_dir", "socket", "poll_interval", "socket_mode",
-        "socket_group", "log_level", "max_concurrent_queries", "max_queued_queries", "max_body_bytes",
+        "socket_group", "operator_group", "log_level", "max_concurrent_queries", "max_queued_queries", "max_body_bytes",
         "max_connections", "idle_timeout", "backoff_min", "backoff_max", "sync_request_interval", "bandwidth_cap",
         "stall_timeout", "slow_source_rate", "slow_source_window", "stop_timeout", "trusted_root", "expired_updates", "max_disk_bytes", "spare_index_min_bytes", "direct_install_min_bytes", "approximate_dense_above", "dense_shortlist", "approximate_lexical_above", "lexical_words", "lexical_postings_above",
     ]).union(sectionKeys)

@@ -1,5 +1,6 @@
 public import CairnSearch
 import CairnHTTP
+import CairnStore
 import Foundation
 import Hummingbird
 import HummingbirdCore
@@ -90,7 +91,14 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
         endpoint: SearchEndpoint(
             pool: hooks.searchPool ?? SearchPool(threads: configuration.maxConcurrentQueries, queueLimit: configuration.maxQueuedQueries),
             maxBodyBytes: configuration.maxBodyBytes, logger: logger),
-        dataDirectory: configuration.dataDirectory, logger: logger)
+        dataDirectory: configuration.dataDirectory, operatorGroup: configuration.operatorGroup, logger: logger)
+    if let name = configuration.operatorGroup {
+        if FileSystem.groupID(named: name) == nil {
+            logger.warning("operator_group \(name) names no group on this system; only root and cairnd's user may roll back until it exists")
+        } else if name == configuration.socketGroup {
+            logger.warning("operator_group is the socket's group (\(name)): every caller that may query may also roll back")
+        }
+    }
     // HEAD on every GET route (curl -I, monitors): the GET's status and headers, no body.
     let router = Router(context: DaemonRequestContext.self, options: .autoGenerateHeadEndpoints)
     api.addRoutes(to: router)

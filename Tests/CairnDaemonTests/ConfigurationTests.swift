@@ -81,6 +81,11 @@ struct ConfigurationTests {
         #expect(c.syncRequestInterval == 0)
         try c.apply(DaemonConfiguration.parse("sync_request_interval = 2.5"))
         #expect(c.syncRequestInterval == 2.5)
+        #expect(c.operatorGroup == nil)
+        try c.apply(DaemonConfiguration.parse("operator_group = cairn-admin"))
+        #expect(c.operatorGroup == "cairn-admin")
+        try c.apply(DaemonConfiguration.parse("operator_group ="))
+        #expect(c.operatorGroup == nil)
     }
 
     @Test("Given keys this build does not know (a newer cairnd's settings), when applied, then each is skipped and listed with its line, and the rest applies; refused: a typo of a known key (a letter or two off, another case, - for _) naming that one, an unknown key about trust or access, one in a [source] or [channel] section, and an empty key")

@@ -148,22 +148,11 @@ struct RollbackExportTests {
         let socketGroup = try await SystemUsers.ensure(group: "cairn-test-socket")
         let (uid, gid) = try await SystemUsers.ensure(user: SystemUsers.outsider)
         let workspace = try Workspace()
-        try workspace.publish(DeviceFlowTests.version1)
-        let device = try DeviceProcess(workspace, sources: ["file://" + workspace.repo], config: ["socket_group": "cairn-test-socket"])
+        let device = try await Self.onVersion2(workspace, config: ["socket_group": "cairn-test-socket"])
         defer { device.stop() }
-        try await device.waitForVersion(1)
-        try workspace.publish(DeviceFlowTests.version2)
-        #expect(try device.cairn(["sync", "--wait"]).status == 0)
-        try await device.waitForVersion(2)
-        // A copy of cairn the user can run (the build's may lie under a folder only root enters),
-        // by cp(1): a file this process held open for writing could be inherited by a child
-        // another test forks meanwhile, and its exec would fail with ETXTBSY.
-        let cairn = device.folder + "/cairn-for-member"
-        let copied = try await CairnTestSupport.run("/bin/cp", [Products.path("cairn"), cairn])
-        try #require(copied.status == 0, "\(copied.stderr)")
-        chmod(cairn, 0o755)
+        let cairn = try await Self.cairnOthersMayRun(in: device.folder)
         func asMember(_ program: String, _ arguments: [String]) async throws -> Finished {
-            try await CairnTestSupport.run("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)", "--groups=\(socketGroup)", "--", program] + arguments)
+            try await Self.run(program, arguments, as: uid, gid, groups: [socketGroup])
         }
 
         let query = try await asMember(cairn, ["--socket", device.socket, "query", "boil water", "--json"])
@@ -188,6 +177,59 @@ struct RollbackExportTests {
         // Root may: the same rollback goes through.
         #expect(try device.cairn(["rollback"]).status == 0)
         #expect(device.status()["version"] as? Int == 1)
+    }
+
+    /// A device with `config` that installed version 1 from a folder, then version 2 by a sync.
+    static func onVersion2(_ workspace: Workspace, config: [String: String]) async throws -> DeviceProcess {
+        try workspace.publish(DeviceFlowTests.version1)
+        let device = try DeviceProcess(workspace, sources: ["file://" + workspace.repo], config: config)
+        try await device.waitForVersion(1)
+        try workspace.publish(DeviceFlowTests.version2)
+        #expect(try device.cairn(["sync", "--wait"]).status == 0)
+        try await device.waitForVersion(2)
+        return device
+    }
+
+    /// A copy of cairn another user can run (the build's may lie under a folder only root
+    /// enters), by cp(1): a file this process held open for writing could be inherited by a child
+    /// another test forks meanwhile, and its exec would fail with ETXTBSY.
+    static func cairnOthersMayRun(in folder: String) async throws -> String {
+        let cairn = folder + "/cairn-for-others"
+        let copied = try await CairnTestSupport.run("/bin/cp", [Products.path("cairn"), cairn])
+        try #require(copied.status == 0, "\(copied.stderr)")
+        chmod(cairn, 0o755)
+        return cairn
+    }
+
+    /// `program` run as user `uid` with primary group `gid` and exactly `groups` besides.
+    static func run(_ program: String, _ arguments: [String], as uid: uid_t, _ gid: gid_t, groups: [gid_t]) async throws -> Finished {
+        try await CairnTestSupport.run("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)",
+                                                           "--groups=\(groups.map(String.init).joined(separator: ","))", "--", program] + arguments)
+    }
+
+    @Test("Given operator_group naming a group one user belongs to (in the group database) and another user outside it, both in the socket's group, when each asks cairnd to roll back, then the member's rollback goes through, though its process does not hold that group, and the outsider's is refused with exit 77, the line naming the group; the member's export is refused (it writes as cairnd's user)")
+    func operatorGroupMayRollBack() async throws {
+        try Tools.requireRoot("create users and run cairn as them")
+        let socketGroup = try await SystemUsers.ensure(group: "cairn-test-socket")
+        let (outsider, outsiderGroup) = try await SystemUsers.ensure(user: SystemUsers.outsider)
+        let (member, memberGroup) = try await SystemUsers.ensure(user: "cairn-test-operator", memberOf: "cairn-test-operators")
+        let workspace = try Workspace()
+        let device = try await Self.onVersion2(workspace, config: ["socket_group": "cairn-test-socket", "operator_group": "cairn-test-operators"])
+        defer { device.stop() }
+        let cairn = try await Self.cairnOthersMayRun(in: device.folder)
+
+        let refused = try await Self.run(cairn, ["--socket", device.socket, "rollback"], as: outsider, outsiderGroup, groups: [socketGroup])
+        #expect(refused.status == 77 && refused.stderr.contains("or a member of group cairn-test-operators (operator_group, as `id USER` lists it), and this caller is user \(SystemUsers.outsider)"),
+                "exit \(refused.status): \(refused.stderr)")
+        #expect(device.status()["version"] as? Int == 2)
+        // An export writes wherever cairnd's user may: not for the group.
+        let stick = device.folder + "/stick"
+        let export = try await Self.run(cairn, ["--socket", device.socket, "export", "--to", stick], as: member, memberGroup, groups: [socketGroup])
+        #expect(export.status == 77 && !export.stderr.contains("operator_group") && !FileManager.default.fileExists(atPath: stick),
+                "exit \(export.status): \(export.stderr)")
+        let allowed = try await Self.run(cairn, ["--socket", device.socket, "rollback"], as: member, memberGroup, groups: [socketGroup])
+        #expect(allowed.status == 0, "exit \(allowed.status): \(allowed.stderr)")
+        #expect(device.status()["version"] as? Int == 1 && Self.sync(device)["held_back_version"] as? Int == 2)
     }
 
     @Test("Given a device rolled back from version 2 that syncs from a folder (file://: no ETag, so every poll reads the manifest), when it polls three times, then the hold is logged once, not at every poll while it lasts")

@@ -27,4 +27,13 @@ public enum SystemUsers {
         }
         return (entry.pointee.pw_uid, entry.pointee.pw_gid)
     }
+
+    /// `ensure(user:)`, with `group` among its supplementary groups in the group database.
+    public static func ensure(user: String, memberOf group: String) async throws -> (uid_t, gid_t) {
+        _ = try await ensure(group: group)
+        let ids = try await ensure(user: user)
+        let added = try await run("/usr/sbin/usermod", ["--append", "--groups", group, user])
+        guard added.status == 0 else { throw TestSkip("usermod --append --groups \(group) \(user) failed: \(added.stderr)") }
+        return ids
+    }
 }

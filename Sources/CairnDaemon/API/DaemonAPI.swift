@@ -20,6 +20,8 @@ struct DaemonAPI: Sendable {
     let channels: [ChannelHooks]
     let endpoint: SearchEndpoint
     let dataDirectory: String
+    /// `operator_group`: its members may roll back too (`requireOperator`).
+    var operatorGroup: String?
     let logger: Logger
 
     func addRoutes(to router: Router<DaemonRequestContext>) {
@@ -34,11 +36,11 @@ struct DaemonAPI: Sendable {
         }
         router.post("v1/sync") { _, _ in try await sync() }
         router.post("v1/rollback") { request, context in
-            try await requireOperator(context, for: "rollback")
+            try await requireOperator(context, for: "rollback", .withGroup)
             return try await rollback(request)
         }
         router.post("v1/export") { request, context in
-            try await requireOperator(context, for: "export")
+            try await requireOperator(context, for: "export", .cairndsUserAndRoot)
             return try await export(request)
         }
     }

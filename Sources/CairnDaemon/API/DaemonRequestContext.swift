@@ -1,4 +1,5 @@
 import CairnSearch
+import CairnThreads
 import CairnStore
 import Foundation
 import Hummingbird
@@ -39,6 +40,12 @@ struct SocketCaller: Sendable, Equatable {
     /// from a user namespace that does not map its user as that uid.
     var isOperator: Bool { uid == 0 || (uid == geteuid() && uid != Self.overflowUID) }
 
+    /// `isOperator`, or a member of group `gid` (`operator_group`) as the group database lists
+    /// the caller's user; never the overflow uid.
+    func mayOperate(operatorGroup gid: gid_t?) -> Bool {
+        isOperator || (gid.map { uid != Self.overflowUID && FileSystem.isMember(uid, ofGroup: $0) } ?? false)
+    }
+
     /// The kernel's overflow uid (/proc/sys/kernel/overflowuid; 65534 unless changed).
     static let overflowUID: uid_t = {
         guard let text = try? String(contentsOfFile: "/proc/sys/kernel/overflowuid", encoding: .utf8),
@@ -53,23 +60,42 @@ struct SocketCaller: Sendable, Equatable {
 }
 
 extension DaemonAPI {
-    /// Refuses `action` (rollback, export) to a caller that is neither cairnd's user nor root,
-    /// with 403 `forbidden`, before its body is read; logs who asked either way.
-    func requireOperator(_ context: DaemonRequestContext, for action: String) async throws(APIError) {
+    /// Who may ask for an action that changes the device.
+    enum Operators {
+        /// Rollback: cairnd's user, root, and `operator_group`'s members.
+        case withGroup
+        /// Export, which writes wherever cairnd's user may: cairnd's user and root only.
+        case cairndsUserAndRoot
+    }
+
+    /// Refuses `action` (rollback, export) to a caller that `operators` does not name, with 403
+    /// `forbidden`, before its body is read; logs who asked either way. The user and group
+    /// look-ups (which may ask a directory service) run on a thread of their own.
+    func requireOperator(_ context: DaemonRequestContext, for action: String, _ operators: Operators) async throws(APIError) {
         guard let caller = await SocketCaller.of(context.channel) else {
             logger.warning("\(action) refused: the caller's user is unknown", metadata: ["cairn.error": "forbidden"])
             throw APIError(403, "forbidden", "\(action) is refused: cairnd cannot tell which user is calling")
         }
         let metadata: Logger.Metadata = ["cairn.caller.uid": "\(caller.uid)", "cairn.caller.pid": "\(caller.pid)"]
-        guard caller.isOperator else {
-            let allowed = geteuid() == 0 ? "root (cairnd's user)"
+        let groupName = operators == .withGroup ? operatorGroup : nil
+        let refusal: (allowed: String, asking: String, missingGroup: Bool)? = await BackgroundWork.run {
+            let group = groupName.flatMap(FileSystem.groupID(named:))
+            if caller.mayOperate(operatorGroup: group) { return nil }
+            var allowed = geteuid() == 0 ? "root (cairnd's user)"
                 : geteuid() == SocketCaller.overflowUID ? "root (cairnd runs as the overflow uid, which any unmapped caller shows as)"
                 : "cairnd's user (\(SocketCaller.describe(geteuid()))) or root"
-            let asking = SocketCaller.describe(caller.uid)
-            logger.warning("\(action) refused to \(asking): only \(allowed) may ask", metadata: metadata.merging(["cairn.error": "forbidden"]) { $1 })
-            throw APIError(403, "forbidden", "\(action) is only for \(allowed), and this caller is \(asking): "
-                           + "run it with sudo or as that user (the socket's group may query, not change what the device serves)")
+            if let groupName, group != nil { allowed += " or a member of group \(groupName) (operator_group, as `id USER` lists it)" }
+            return (allowed, SocketCaller.describe(caller.uid), groupName != nil && group == nil)
         }
-        logger.info("\(action) asked", metadata: metadata)
+        guard let refusal else {
+            logger.info("\(action) asked", metadata: metadata)
+            return
+        }
+        if refusal.missingGroup, let groupName {
+            logger.warning("operator_group \(groupName) names no group on this system; only root and cairnd's user may roll back")
+        }
+        logger.warning("\(action) refused to \(refusal.asking): only \(refusal.allowed) may ask", metadata: metadata.merging(["cairn.error": "forbidden"]) { $1 })
+        throw APIError(403, "forbidden", "\(action) is only for \(refusal.allowed), and this caller is \(refusal.asking): "
+                       + "run it with sudo or as that user (the socket's group may query, not change what the device serves)")
     }
 }

@@ -107,6 +107,7 @@ extension DaemonConfiguration {
                 guard v.hasPrefix("/") else { throw bad("an absolute path") }
                 socketPath = v
             case "socket_group": socketGroup = v.isEmpty ? nil : v
+            case "operator_group": operatorGroup = v.isEmpty ? nil : v
             case "poll_interval":
                 pollInterval = try Self.seconds(v, bad)
             case "backoff_min", "backoff_max":
