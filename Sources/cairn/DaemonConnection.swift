@@ -12,8 +12,12 @@ struct DaemonConnection {
     let note: String?
     /// Runs before a failure's line is written (`sync --wait` clears its progress bar).
     var beforeFailing: (() -> Void)?
+    /// `--json`: a failure is also printed on standard output, as the socket's error object.
+    var jsonErrors = false
 
-    init(root: ConnectionOptions, local: ConnectionOptions, environment: [String: String] = ProcessInfo.processInfo.environment) {
+    init(root: ConnectionOptions, local: ConnectionOptions, json: Bool = false,
+         environment: [String: String] = ProcessInfo.processInfo.environment) {
+        jsonErrors = json
         socketPath = local.socket ?? root.socket ?? Self.defaultSocket(environment: environment)
         note = local.socket ?? root.socket == nil ? CairndConfigFile.skippedNote(environment: environment) : nil
     }
@@ -35,14 +39,14 @@ struct DaemonConnection {
     /// whole hour in silence (exit 3 instead, as for `sync --wait`).
     func callLong(_ method: String, _ path: String, body: [UInt8], timeout: Double) throws -> [UInt8] {
         guard try callIfReachable("GET", "/healthz", timeout: 10, treating: [.unreachable, .noAnswer], unreachable: { error in
-            error.code == .noAnswer ? fail("\(error.message.prefix { $0 != ";" }): it is stopped, hung, or every connection it takes (max_connections) is held; nothing was asked of it") : failUnreachable(error)
+            error.code == .noAnswer ? fail("\(error.message.prefix { $0 != ";" }): it is stopped, hung, or every connection it takes (max_connections) is held; nothing was asked of it", code: "\(error.code)") : failUnreachable(error)
         }) != nil else { throw ExitCode(3) }
         return try call(method, path, body: body, timeout: timeout)
     }
 
     /// The line for a socket that cannot be reached: why, and what to do.
     func failUnreachable(_ error: ClientError) {
-        fail("\(error.message); \(Self.remedy(for: error.cause))" + (note.map { " (\($0))" } ?? ""))
+        fail("\(error.message); \(Self.remedy(for: error.cause))" + (note.map { " (\($0))" } ?? ""), code: "\(error.code)")
     }
 
     /// What to do when the socket cannot be reached, by the connect's errno: "is cairnd
@@ -73,13 +77,14 @@ struct DaemonConnection {
             unreachable(error)
             return nil
         } catch {
-            fail(error.message)
+            fail(error.message, code: "\(error.code)")
             throw ExitCode(1)
         }
         guard (200..<300).contains(response.status) else {
             let problem = try? JSONDecoder().decode([String: String].self, from: Data(response.body))
             let code = problem?["code"] ?? "http_\(response.status)"
-            fail("\(problem?["message"] ?? "cairnd answered \(response.status)") (\(code))")
+            let message = problem?["message"] ?? "cairnd answered \(response.status)"
+            fail("\(message) (\(code))", code: code, message: message)
             throw ExitCode(Self.exitCodes[code] ?? 1)
         }
         return response.body
@@ -93,14 +98,22 @@ struct DaemonConnection {
         do {
             return try JSONDecoder().decode(type, from: Data(body))
         } catch {
-            fail("cairnd's answer is not the expected JSON; is the daemon the same version as this CLI?")
+            fail("cairnd's answer is not the expected JSON; is the daemon the same version as this CLI?", code: "bad_answer")
             throw ExitCode(1)
         }
     }
 
-    func fail(_ message: String) {
+    /// Says why the command fails: `cairn: LINE` on standard error, and under `--json` the
+    /// socket's error object, `code` and `message` (the line when nil), on standard output
+    /// (protocol/socket-api.md, "The `cairn` client"). No `code`: the line alone.
+    func fail(_ line: String, code: String? = nil, message: String? = nil) {
         beforeFailing?()
-        writeStandardError("cairn: \(message)\n")
+        writeStandardError("cairn: \(line)\n")
+        if jsonErrors, let code,
+           let object = try? JSONSerialization.data(withJSONObject: ["code": code, "message": message ?? line], options: [.sortedKeys]) {
+            print(String(decoding: object, as: UTF8.self))
+            fflush(nil)
+        }
     }
 }
 
@@ -109,7 +122,7 @@ extension DaemonConnection {
     /// must not get exit 0 with an answer cut short, or one from something else on the socket.
     func printJSON(_ body: [UInt8]) throws {
         guard (try? JSONSerialization.jsonObject(with: Data(body), options: [.fragmentsAllowed])) != nil else {
-            fail("cairnd's answer is not JSON; is the daemon the same version as this CLI?")
+            fail("cairnd's answer is not JSON; is the daemon the same version as this CLI?", code: "bad_answer")
             throw ExitCode(1)
         }
         print(String(decoding: body, as: UTF8.self))

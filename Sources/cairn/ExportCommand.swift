@@ -39,7 +39,7 @@ struct ExportCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let daemon = DaemonConnection(root: root.connection, local: connection)
+        let daemon = DaemonConnection(root: root.connection, local: connection, json: json)
         let target = URL(fileURLWithPath: to).standardizedFileURL.path
         var fields = ["to": target]
         if let channel { fields["channel"] = channel }
@@ -52,7 +52,7 @@ struct ExportCommand: AsyncParsableCommand {
         // Only its absence: a folder this user may not enter (cairnd's umask) says nothing.
         var info = stat()
         guard stat(manifest, &info) == 0 || errno != ENOENT else {
-            daemon.fail("cairnd wrote version \(answer.version) to \(answer.to), but \(manifest) is not there for this shell: cairnd sees other files at that path (its unit's PrivateTmp or ProtectHome); export to a folder under /media, /mnt or /run/media")
+            daemon.fail("cairnd wrote version \(answer.version) to \(answer.to), but \(manifest) is not there for this shell: cairnd sees other files at that path (its unit's PrivateTmp or ProtectHome); export to a folder under /media, /mnt or /run/media", code: "export_not_visible")
             throw ExitCode(1)
         }
         if json { return try daemon.printJSON(body) }

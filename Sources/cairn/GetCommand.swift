@@ -24,14 +24,15 @@ struct GetCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let daemon = DaemonConnection(root: root.connection, local: connection)
+        let daemon = DaemonConnection(root: root.connection, local: connection, json: json)
         let body = try daemon.call("GET", ChunkAnswer.path(for: id, channel: channel, version: version))
         // Printed as it came unless pinned: then read first, as a cairnd from before 2026-12-06
         // ignores ?version= and answers from the version it serves.
         if json, version == nil { return try daemon.printJSON(body) }
         let answer = try daemon.decode(ChunkAnswer.self, from: body)
         if let version, answer.version != version {
-            daemon.fail("\(ChunkAnswer.versionChanged(pinned: version, serving: answer.version)) (version_changed)")
+            let message = ChunkAnswer.versionChanged(pinned: version, serving: answer.version)
+            daemon.fail("\(message) (version_changed)", code: "version_changed", message: message)
             throw ExitCode(1)
         }
         if json { return try daemon.printJSON(body) }

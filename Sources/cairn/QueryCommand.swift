@@ -45,7 +45,7 @@ struct QueryCommand: AsyncParsableCommand {
         if !filter.isEmpty { request["filter"] = filter }
         if !channels.isEmpty { request["channels"] = channels }
         let body = try JSONSerialization.data(withJSONObject: request)
-        let daemon = DaemonConnection(root: root.connection, local: connection)
+        let daemon = DaemonConnection(root: root.connection, local: connection, json: json)
         let answer = try daemon.call("POST", "/v1/search", body: Array(body))
         if json { return try daemon.printJSON(answer) }
         let decoded = try daemon.decode(SearchAnswer.self, from: answer)

@@ -25,7 +25,7 @@ struct RollbackCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let daemon = DaemonConnection(root: root.connection, local: connection)
+        let daemon = DaemonConnection(root: root.connection, local: connection, json: json)
         // Verifying the previous version reads the whole index: allow it time.
         let request = try channel.map { try JSONSerialization.data(withJSONObject: ["channel": $0]) }.map(Array.init) ?? []
         let body = try daemon.callLong("POST", "/v1/rollback", body: request, timeout: 3600)

@@ -13,7 +13,7 @@ struct StatusCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let daemon = DaemonConnection(root: root.connection, local: connection)
+        let daemon = DaemonConnection(root: root.connection, local: connection, json: json)
         let body = try daemon.call("GET", "/v1/status")
         if json { return try daemon.printJSON(body) }
         print(Self.render(try daemon.decode(DaemonStatus.self, from: body)))

@@ -76,7 +76,7 @@ struct CommandLineTests {
         }
     }
 
-    @Test("Given something other than cairnd on the socket answering 200 with bytes that are not JSON, when `cairn status --json` asks, then it exits 1 saying the answer is not JSON, and prints nothing on standard output")
+    @Test("Given something other than cairnd on the socket answering 200 with bytes that are not JSON, when `cairn status --json` asks, then it exits 1 saying the answer is not JSON, and prints on standard output the error object (bad_answer), never the peer's bytes")
     func jsonAnswerChecked() async throws {
         try requireOrSkip(FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "python3 is not installed (apt-get install python3)")
         let folder = try TemporaryDirectory.make()
@@ -97,7 +97,35 @@ struct CommandLineTests {
         try await waitUntil("the peer listens") { FileManager.default.fileExists(atPath: socket) }
         let finished = try await run(Products.path("cairn"), ["--socket", socket, "status", "--json"])
         #expect(finished.status == 1, "exit \(finished.status): \(finished.stderr)")
-        #expect(finished.stdout.isEmpty, "\(finished.stdout)")
+        #expect(try Self.errorObject(finished.stdout) == ["code": "bad_answer", "message": "cairnd's answer is not JSON; is the daemon the same version as this CLI?"],
+                "\(finished.stdout)")
         #expect(finished.stderr == "cairn: cairnd's answer is not JSON; is the daemon the same version as this CLI?\n", "\(finished.stderr)")
+    }
+
+    /// The one JSON object a failing `--json` command prints on standard output.
+    static func errorObject(_ stdout: String) throws -> [String: String] {
+        #expect(stdout.hasSuffix("}\n") && stdout.split(separator: "\n").count == 1, "\(stdout)")
+        return try JSONDecoder().decode([String: String].self, from: Data(stdout.utf8))
+    }
+
+    @Test("Given --json, when a command fails (cairnd without an index asked a query, a socket nothing listens on), then standard output holds the socket's error object {code, message}, standard error the same line as without --json, and the exit code is the documented one; without --json standard output stays empty")
+    func jsonFailuresOnStandardOutput() async throws {
+        let fixture = try DataDirectoryFixture()
+        defer { fixture.remove() }
+        let cairn = Products.path("cairn")
+        try await withDaemon(fixture) { socket in
+            let plain = try await run(cairn, ["--socket", socket, "query", "boil water"])
+            let json = try await run(cairn, ["--socket", socket, "query", "boil water", "--json"])
+            #expect(plain.status == 4 && json.status == 4 && plain.stdout.isEmpty, "exit \(plain.status), \(json.status): \(plain.stdout)")
+            #expect(json.stderr == plain.stderr && plain.stderr.hasSuffix(" (no_index)\n"), "\(plain.stderr)")
+            let object = try Self.errorObject(json.stdout)
+            #expect(object["code"] == "no_index" && "cairn: \(object["message"] ?? "") (no_index)\n" == plain.stderr, "\(object)")
+        }
+        let nowhere = fixture.dataDirectory + "/nobody-listens.sock"
+        let plain = try await run(cairn, ["--socket", nowhere, "status"])
+        let json = try await run(cairn, ["--socket", nowhere, "status", "--json"])
+        #expect(plain.status == 3 && json.status == 3 && plain.stdout.isEmpty && json.stderr == plain.stderr, "\(plain.stderr)")
+        let object = try Self.errorObject(json.stdout)
+        #expect(object["code"] == "unreachable" && plain.stderr == "cairn: \(object["message"] ?? "")\n", "\(object)")
     }
 }
