@@ -95,12 +95,20 @@ extension DataDirectory {
             // Its manifest damaged, not a newer cairnd's (a downgrade before 2026-12-07 kept such
             // a version too): the link goes, its folder with what is unreferenced, and a sync
             // installs it. Only on that verdict: a read that fails (EIO, EACCES) keeps it.
-            if let bytes = try? FileSystem.read(path + "/" + newer + "/" + DataDirectoryLayout.manifestFile) {
-                do { _ = try judgeManifest(bytes, of: newer) } catch where error.code == .io {
-                    unlink(newerLink)
-                    try syncFolder(path)
-                    logger.error("the version the newer link names does not read; it is dropped: \(error.message)")
-                } catch {}
+            let manifest = path + "/" + newer + "/" + DataDirectoryLayout.manifestFile
+            guard let bytes = try? FileSystem.read(manifest) else {
+                logger.warning("the version the newer link names cannot be read now (\(manifest)); it is kept")
+                return
+            }
+            do {
+                _ = try judgeManifest(bytes, of: newer)
+                logger.warning("the version the newer link names has no \(DataDirectoryLayout.indexFile) now; it is kept")
+            } catch where error.code == .io {
+                unlink(newerLink)
+                try syncFolder(path)
+                logger.error("the version the newer link names does not read; it is dropped: \(error.message)")
+            } catch {
+                // A newer cairnd's, as the link says: status tells to upgrade.
             }
             return
         }
