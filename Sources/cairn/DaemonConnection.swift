@@ -110,7 +110,7 @@ struct DaemonConnection {
         beforeFailing?()
         writeStandardError("cairn: \(line)\n")
         if jsonErrors, let code,
-           let object = try? JSONSerialization.data(withJSONObject: ["code": code, "message": message ?? line], options: [.sortedKeys]) {
+           let object = try? JSONSerialization.data(withJSONObject: ["code": code, "message": message ?? line], options: [.sortedKeys, .withoutEscapingSlashes]) {
             print(String(decoding: object, as: UTF8.self))
             fflush(nil)
         }

@@ -127,5 +127,7 @@ struct CommandLineTests {
         #expect(plain.status == 3 && json.status == 3 && plain.stdout.isEmpty && json.stderr == plain.stderr, "\(plain.stderr)")
         let object = try Self.errorObject(json.stdout)
         #expect(object["code"] == "unreachable" && plain.stderr == "cairn: \(object["message"] ?? "")\n", "\(object)")
+        // Paths as a person reads them: JSON allows "/" unescaped.
+        #expect(json.stdout.contains(nowhere) && !json.stdout.contains("\\/"), "\(json.stdout)")
     }
 }
