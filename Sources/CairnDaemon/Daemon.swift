@@ -91,12 +91,15 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
         endpoint: SearchEndpoint(
             pool: hooks.searchPool ?? SearchPool(threads: configuration.maxConcurrentQueries, queueLimit: configuration.maxQueuedQueries),
             maxBodyBytes: configuration.maxBodyBytes, logger: logger),
-        dataDirectory: configuration.dataDirectory, operatorGroup: configuration.operatorGroup, logger: logger)
+        dataDirectory: configuration.dataDirectory, callers: CallerDirectory(operatorGroup: configuration.operatorGroup), logger: logger)
     if let name = configuration.operatorGroup {
-        if FileSystem.groupID(named: name) == nil {
-            logger.warning("operator_group \(name) names no group on this system; only root and cairnd's user may roll back until it exists")
-        } else if name == configuration.socketGroup {
-            logger.warning("operator_group is the socket's group (\(name)): every caller that may query may also roll back")
+        if let gid = FileSystem.groupID(named: name) {
+            // The socket's group: socket_group's, or else the process's own.
+            if gid == configuration.socketGroup.flatMap(FileSystem.groupID(named:)) ?? getegid() {
+                logger.warning("operator_group \(name) is the socket's group: every caller that may query may also roll back")
+            }
+        } else {
+            logger.warning("operator_group \(name) resolves to no group (none by that name, or the group database cannot say); only root and cairnd's user may roll back until it does")
         }
     }
     // HEAD on every GET route (curl -I, monitors): the GET's status and headers, no body.

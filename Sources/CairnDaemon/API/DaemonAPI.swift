@@ -20,8 +20,8 @@ struct DaemonAPI: Sendable {
     let channels: [ChannelHooks]
     let endpoint: SearchEndpoint
     let dataDirectory: String
-    /// `operator_group`: its members may roll back too (`requireOperator`).
-    var operatorGroup: String?
+    /// `operator_group` and the look-ups that judge its members (`requireOperator`).
+    let callers: CallerDirectory
     let logger: Logger
 
     func addRoutes(to router: Router<DaemonRequestContext>) {

@@ -1,10 +1,11 @@
 import CairnSearch
-import CairnThreads
 import CairnStore
+import CairnThreads
 import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import Synchronization
 
 /// A request's context, with the connection it came on: rollback and export ask the kernel who
 /// is calling (`SO_PEERCRED`) before they change anything.
@@ -40,12 +41,6 @@ struct SocketCaller: Sendable, Equatable {
     /// from a user namespace that does not map its user as that uid.
     var isOperator: Bool { uid == 0 || (uid == geteuid() && uid != Self.overflowUID) }
 
-    /// `isOperator`, or a member of group `gid` (`operator_group`) as the group database lists
-    /// the caller's user; never the overflow uid.
-    func mayOperate(operatorGroup gid: gid_t?) -> Bool {
-        isOperator || (gid.map { uid != Self.overflowUID && FileSystem.isMember(uid, ofGroup: $0) } ?? false)
-    }
-
     /// The kernel's overflow uid (/proc/sys/kernel/overflowuid; 65534 unless changed).
     static let overflowUID: uid_t = {
         guard let text = try? String(contentsOfFile: "/proc/sys/kernel/overflowuid", encoding: .utf8),
@@ -59,6 +54,52 @@ struct SocketCaller: Sendable, Equatable {
     }
 }
 
+/// The look-ups the rollback check needs beyond the caller's uid (the operator group's id, a
+/// caller's membership, a user's name), each remembered for a minute and made on a thread of its
+/// own: they may ask a directory service (LDAP, sssd) that is slow or away on an offline device,
+/// and a caller asking in a loop must not ask it each time.
+final class CallerDirectory: Sendable {
+    /// `operator_group`, by name; nil for none.
+    let operatorGroup: String?
+    private static let remembered: Duration = .seconds(60)
+    private struct Entries {
+        var group: (gid: gid_t?, at: ContinuousClock.Instant)?
+        var members: [uid_t: (member: Bool, at: ContinuousClock.Instant)] = [:]
+        var names: [uid_t: (text: String, at: ContinuousClock.Instant)] = [:]
+    }
+    private let entries = Mutex(Entries())
+
+    init(operatorGroup: String?) {
+        self.operatorGroup = operatorGroup
+    }
+
+    /// The operator group's id (nil: none set, or the name resolves to no group now), and
+    /// whether this call looked it up (so that a name that resolves to none is said once a minute).
+    func operatorGroupID() async -> (gid: gid_t?, lookedUp: Bool) {
+        guard let name = operatorGroup else { return (nil, false) }
+        if let known = entries.withLock({ $0.group }), ContinuousClock.now - known.at < Self.remembered { return (known.gid, false) }
+        let gid = await BackgroundWork.run { FileSystem.groupID(named: name) }
+        entries.withLock { $0.group = (gid, .now) }
+        return (gid, true)
+    }
+
+    /// Whether the user `uid` is a member of group `gid` as the group database lists it.
+    func isMember(_ uid: uid_t, of gid: gid_t) async -> Bool {
+        if let known = entries.withLock({ $0.members[uid] }), ContinuousClock.now - known.at < Self.remembered { return known.member }
+        let member = await BackgroundWork.run { FileSystem.isMember(uid, ofGroup: gid) }
+        entries.withLock { $0.members[uid] = (member, .now) }
+        return member
+    }
+
+    /// "user cairn (uid 998)", or "uid 998" for a uid with no name here.
+    func describe(_ uid: uid_t) async -> String {
+        if let known = entries.withLock({ $0.names[uid] }), ContinuousClock.now - known.at < Self.remembered { return known.text }
+        let text = await BackgroundWork.run { SocketCaller.describe(uid) }
+        entries.withLock { $0.names[uid] = (text, .now) }
+        return text
+    }
+}
+
 extension DaemonAPI {
     /// Who may ask for an action that changes the device.
     enum Operators {
@@ -69,33 +110,37 @@ extension DaemonAPI {
     }
 
     /// Refuses `action` (rollback, export) to a caller that `operators` does not name, with 403
-    /// `forbidden`, before its body is read; logs who asked either way. The user and group
-    /// look-ups (which may ask a directory service) run on a thread of their own.
+    /// `forbidden`, before its body is read; logs who asked either way. cairnd's user and root
+    /// are told by the uid alone; the group's look-ups go through `callers`.
     func requireOperator(_ context: DaemonRequestContext, for action: String, _ operators: Operators) async throws(APIError) {
         guard let caller = await SocketCaller.of(context.channel) else {
             logger.warning("\(action) refused: the caller's user is unknown", metadata: ["cairn.error": "forbidden"])
             throw APIError(403, "forbidden", "\(action) is refused: cairnd cannot tell which user is calling")
         }
         let metadata: Logger.Metadata = ["cairn.caller.uid": "\(caller.uid)", "cairn.caller.pid": "\(caller.pid)"]
-        let groupName = operators == .withGroup ? operatorGroup : nil
-        let refusal: (allowed: String, asking: String, missingGroup: Bool)? = await BackgroundWork.run {
-            let group = groupName.flatMap(FileSystem.groupID(named:))
-            if caller.mayOperate(operatorGroup: group) { return nil }
-            var allowed = geteuid() == 0 ? "root (cairnd's user)"
-                : geteuid() == SocketCaller.overflowUID ? "root (cairnd runs as the overflow uid, which any unmapped caller shows as)"
-                : "cairnd's user (\(SocketCaller.describe(geteuid()))) or root"
-            if let groupName, group != nil { allowed += " or a member of group \(groupName) (operator_group, as `id USER` lists it)" }
-            return (allowed, SocketCaller.describe(caller.uid), groupName != nil && group == nil)
+        var group: gid_t?
+        if !caller.isOperator, operators == .withGroup, let name = callers.operatorGroup {
+            let (gid, lookedUp) = await callers.operatorGroupID()
+            if gid == nil, lookedUp {
+                logger.warning("operator_group \(name) resolves to no group now (none by that name, or the group database cannot say); only root and cairnd's user may roll back")
+            }
+            group = gid
         }
-        guard let refusal else {
+        if let group, caller.uid != SocketCaller.overflowUID, await callers.isMember(caller.uid, of: group) {
+            logger.info("\(action) asked by a member of operator_group", metadata: metadata)
+            return
+        }
+        guard !caller.isOperator else {
             logger.info("\(action) asked", metadata: metadata)
             return
         }
-        if refusal.missingGroup, let groupName {
-            logger.warning("operator_group \(groupName) names no group on this system; only root and cairnd's user may roll back")
-        }
-        logger.warning("\(action) refused to \(refusal.asking): only \(refusal.allowed) may ask", metadata: metadata.merging(["cairn.error": "forbidden"]) { $1 })
-        throw APIError(403, "forbidden", "\(action) is only for \(refusal.allowed), and this caller is \(refusal.asking): "
+        var allowed = geteuid() == 0 ? "root (cairnd's user)"
+            : geteuid() == SocketCaller.overflowUID ? "root (cairnd runs as the overflow uid, which any unmapped caller shows as)"
+            : "cairnd's user (\(await callers.describe(geteuid()))) or root"
+        if group != nil, let name = callers.operatorGroup { allowed += " or a member of group \(name) (operator_group, as `id USER` lists it)" }
+        let asking = await callers.describe(caller.uid)
+        logger.warning("\(action) refused to \(asking): only \(allowed) may ask", metadata: metadata.merging(["cairn.error": "forbidden"]) { $1 })
+        throw APIError(403, "forbidden", "\(action) is only for \(allowed), and this caller is \(asking): "
                        + "run it with sudo or as that user (the socket's group may query, not change what the device serves)")
     }
 }

@@ -86,7 +86,7 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var socketMode: UInt32
     /// Group of the socket, by name; nil keeps the process's group. [`socket_group`] Default nil.
     public var socketGroup: String?
-    /// The group whose members may also roll back and export, by name (its members as the
+    /// The group whose members may also roll back (not export), by name (its members as the
     /// group database lists them); nil: only cairnd's user and root. [`operator_group`] Default nil.
     public var operatorGroup: String?
     /// [`log_level`: trace, debug, info, notice, warning, error, critical] Default info.
