@@ -1,6 +1,5 @@
 public import CairnSearch
 import CairnHTTP
-import CairnStore
 import Foundation
 import Hummingbird
 import HummingbirdCore
@@ -92,14 +91,10 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
             pool: hooks.searchPool ?? SearchPool(threads: configuration.maxConcurrentQueries, queueLimit: configuration.maxQueuedQueries),
             maxBodyBytes: configuration.maxBodyBytes, logger: logger),
         dataDirectory: configuration.dataDirectory, callers: CallerDirectory(operatorGroup: configuration.operatorGroup), logger: logger)
-    if let name = configuration.operatorGroup {
-        if let gid = FileSystem.groupID(named: name) {
-            // The socket's group: socket_group's, or else the process's own.
-            if gid == configuration.socketGroup.flatMap(FileSystem.groupID(named:)) ?? getegid() {
-                logger.warning("operator_group \(name) is the socket's group: every caller that may query may also roll back")
-            }
-        } else {
-            logger.warning("operator_group \(name) resolves to no group (none by that name, or the group database cannot say); only root and cairnd's user may roll back until it does")
+    if configuration.operatorGroup != nil {
+        // Not awaited: start-up does not wait on the group directory.
+        Task { [callers = api.callers, socketGroup = configuration.socketGroup] in
+            await callers.checkAtStart(socketGroup: socketGroup, logger: logger)
         }
     }
     // HEAD on every GET route (curl -I, monitors): the GET's status and headers, no body.

@@ -232,6 +232,21 @@ struct RollbackExportTests {
         #expect(device.status()["version"] as? Int == 1 && Self.sync(device)["held_back_version"] as? Int == 2)
     }
 
+    @Test("Given operator_group naming no group, or the socket's own group (cairnd's, with no socket_group), when cairnd starts, then it serves and says so in one warning")
+    func operatorGroupSurprisesSaid() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(DeviceFlowTests.version1)
+        let own = try #require(getgrgid(getegid()).map { String(cString: $0.pointee.gr_name) })
+        for (group, said) in [("cairn-test-no-such-group", "operator_group cairn-test-no-such-group resolves to no group"),
+                              (own, "operator_group \(own) is the socket's group: every caller that may query may also roll back")] {
+            let device = try DeviceProcess(workspace, sources: ["file://" + workspace.repo], name: "device-\(group)", config: ["operator_group": group])
+            defer { device.stop() }
+            try await device.waitForVersion(1)
+            #expect(await eventuallyAsync { device.log.contains(said) }, "\(device.log)")
+            #expect(device.log.components(separatedBy: said).count == 2, "said once: \(device.log)")
+        }
+    }
+
     @Test("Given a device rolled back from version 2 that syncs from a folder (file://: no ETag, so every poll reads the manifest), when it polls three times, then the hold is logged once, not at every poll while it lasts")
     func holdSaidOnce() async throws {
         let workspace = try Workspace()

@@ -5,7 +5,6 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
-import Synchronization
 
 /// A request's context, with the connection it came on: rollback and export ask the kernel who
 /// is calling (`SO_PEERCRED`) before they change anything.
@@ -55,19 +54,29 @@ struct SocketCaller: Sendable, Equatable {
 }
 
 /// The look-ups the rollback check needs beyond the caller's uid (the operator group's id, a
-/// caller's membership, a user's name), each remembered for a minute and made on a thread of its
-/// own: they may ask a directory service (LDAP, sssd) that is slow or away on an offline device,
-/// and a caller asking in a loop must not ask it each time.
-final class CallerDirectory: Sendable {
+/// caller's membership, a user's name), each made on a thread of its own, once for all callers
+/// who ask meanwhile, and remembered for a minute: they may ask a directory service (LDAP, sssd)
+/// that is slow or away on an offline device, and callers asking at once or in a loop must not
+/// each ask it. A membership change counts within that minute.
+actor CallerDirectory {
     /// `operator_group`, by name; nil for none.
-    let operatorGroup: String?
+    nonisolated let operatorGroup: String?
     private static let remembered: Duration = .seconds(60)
-    private struct Entries {
-        var group: (gid: gid_t?, at: ContinuousClock.Instant)?
-        var members: [uid_t: (member: Bool, at: ContinuousClock.Instant)] = [:]
-        var names: [uid_t: (text: String, at: ContinuousClock.Instant)] = [:]
+    /// At most this many answers are kept (one per uid that asked); past it, all are forgotten.
+    private static let mostRemembered = 4096
+
+    private enum Question: Hashable {
+        case group
+        case member(uid_t, of: gid_t)
+        case name(uid_t)
     }
-    private let entries = Mutex(Entries())
+    private enum Answer: Sendable {
+        case group(gid_t?)
+        case member(Bool)
+        case name(String)
+    }
+    private var answers: [Question: (answer: Answer, at: ContinuousClock.Instant)] = [:]
+    private var asking: [Question: Task<Answer, Never>] = [:]
 
     init(operatorGroup: String?) {
         self.operatorGroup = operatorGroup
@@ -77,26 +86,49 @@ final class CallerDirectory: Sendable {
     /// whether this call looked it up (so that a name that resolves to none is said once a minute).
     func operatorGroupID() async -> (gid: gid_t?, lookedUp: Bool) {
         guard let name = operatorGroup else { return (nil, false) }
-        if let known = entries.withLock({ $0.group }), ContinuousClock.now - known.at < Self.remembered { return (known.gid, false) }
-        let gid = await BackgroundWork.run { FileSystem.groupID(named: name) }
-        entries.withLock { $0.group = (gid, .now) }
-        return (gid, true)
+        guard case (.group(let gid), let lookedUp) = await answer(.group, { .group(FileSystem.groupID(named: name)) }) else { return (nil, false) }
+        return (gid, lookedUp)
     }
 
     /// Whether the user `uid` is a member of group `gid` as the group database lists it.
     func isMember(_ uid: uid_t, of gid: gid_t) async -> Bool {
-        if let known = entries.withLock({ $0.members[uid] }), ContinuousClock.now - known.at < Self.remembered { return known.member }
-        let member = await BackgroundWork.run { FileSystem.isMember(uid, ofGroup: gid) }
-        entries.withLock { $0.members[uid] = (member, .now) }
+        guard case (.member(let member), _) = await answer(.member(uid, of: gid), { .member(FileSystem.isMember(uid, ofGroup: gid)) }) else { return false }
         return member
     }
 
     /// "user cairn (uid 998)", or "uid 998" for a uid with no name here.
     func describe(_ uid: uid_t) async -> String {
-        if let known = entries.withLock({ $0.names[uid] }), ContinuousClock.now - known.at < Self.remembered { return known.text }
-        let text = await BackgroundWork.run { SocketCaller.describe(uid) }
-        entries.withLock { $0.names[uid] = (text, .now) }
+        guard case (.name(let text), _) = await answer(.name(uid), { .name(SocketCaller.describe(uid)) }) else { return "uid \(uid)" }
         return text
+    }
+
+    /// Says at start what would surprise an operator: `operator_group` resolving to no group, or
+    /// being the socket's group (`socket_group`'s, else cairnd's own), so that every caller who
+    /// may query may also roll back. Off the start-up path: the directory may be slow.
+    func checkAtStart(socketGroup: String?, logger: Logger) async {
+        guard let name = operatorGroup else { return }
+        let (gid, _) = await operatorGroupID()
+        guard let gid else {
+            logger.warning("operator_group \(name) resolves to no group (none by that name, or the group database cannot say); only root and cairnd's user may roll back until it does")
+            return
+        }
+        let socketGID = await BackgroundWork.run { socketGroup.flatMap(FileSystem.groupID(named:)) ?? getegid() }
+        if gid == socketGID {
+            logger.warning("operator_group \(name) is the socket's group: every caller that may query may also roll back")
+        }
+    }
+
+    /// The answer to `question`: remembered, or the look-up already under way, or a new one.
+    private func answer(_ question: Question, _ lookUp: @escaping @Sendable () -> Answer) async -> (Answer, lookedUp: Bool) {
+        if let known = answers[question], ContinuousClock.now - known.at < Self.remembered { return (known.answer, false) }
+        if let running = asking[question] { return (await running.value, false) }
+        let running = Task { await BackgroundWork.run(lookUp) }
+        asking[question] = running
+        let answer = await running.value
+        asking[question] = nil
+        if answers.count >= Self.mostRemembered { answers.removeAll() }
+        answers[question] = (answer, .now)
+        return (answer, true)
     }
 }
 
