@@ -79,7 +79,8 @@ struct DeviceFlowTests {
         try workspace.publish(Self.version1)
         let (server, url, _) = try await workspace.serve()
         defer { stopProcess(server) }
-        let device = try DeviceProcess(workspace, sources: [url], config: ["sync_request_interval": "3600"])
+        // Polls a day apart: the time status gives is the allowance's, not the next poll's.
+        let device = try DeviceProcess(workspace, sources: [url], config: ["sync_request_interval": "3600"], pollInterval: 86_400)
         defer { device.stop() }
         try await device.waitForVersion(1)
         for request in 1...5 {

@@ -69,12 +69,7 @@ public final class SyncService: Service, Sendable {
         syncer.progress.request { trigger.fire() }
     }
 
-    /// The first attempt to start after a request answers it (`requestSync()`'s number): as an
-    /// attempt starts, the requests before it are spent, so none of them asks for another.
-    private func spendRequestsAsAttemptsBegin() {
-        let trigger = self.trigger
-        syncer.progress.onBegin { trigger.spend() }
-    }
+
 
     public func run() async throws {
         await cancelWhenGracefulShutdown {
@@ -90,7 +85,9 @@ public final class SyncService: Service, Sendable {
         var random = SystemRandomNumberGenerator()
         var allowance = RequestAllowance(interval: configuration.requestInterval, burst: SyncConfiguration.requestBurst)
         var heldSaid: ContinuousClock.Instant?
-        spendRequestsAsAttemptsBegin()
+        // The first attempt to start after a request answers it (`requestSync()`'s number): as
+        // an attempt starts, the requests before it are spent, so none of them asks for another.
+        syncer.progress.onBegin { [trigger] in trigger.spend() }
         while !Task.isCancelled {
             onStatus("syncing from \(configuration.sources.count) source(s)")
             let outcome = await syncer.syncOnce()
