@@ -35,6 +35,30 @@ struct TrustSyncTests {
         try Data(bytes).write(to: URL(fileURLWithPath: repo.root + "/root/\(version).root.json"))
     }
 
+    /// A device pinned to root 1, whose signing key is `repo.key` (A), with version 1 installed;
+    /// `next` (B) for a root 2. `namingSigners`: told the chain's keys first, as cairnd is at start.
+    static func pinnedOnVersion1(namingSigners: Bool = false) async throws
+        -> (repo: RepoFixture, device: Device, rootKey: PublisherKey, next: PublisherKey, pinned: [UInt8]) {
+        let repo = try RepoFixture(withModel: false)
+        let rootKey = PublisherKey.generate(), next = PublisherKey.generate()
+        let pinned = try root(1, rootKey: rootKey, signingKey: repo.key, signers: [rootKey])
+        try put(pinned, root: 1, in: repo)
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url], trustedRoot: pinned)
+        if namingSigners { device.directory.knowManifestSigners(of: device.configuration) }
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        return (repo, device, rootKey, next, pinned)
+    }
+
+    /// The installed manifest at `path` with a field this build does not know added (what a
+    /// newer publisher could sign, or a change on the disk), and the signatures it carried.
+    static func withUnknownField(_ path: String) throws -> (content: CanonicalJSON, signatures: [SignedEnvelope.Signature]) {
+        let envelope = try SignedManifest.decodeEnvelope(try FileSystem.read(path))
+        guard case .object(var fields) = envelope.content else { throw StepFailed("\(path) is not a manifest object") }
+        fields["regions"] = .array([.string("north")])
+        return (.object(fields), envelope.signatures)
+    }
+
     @Test("Given roots 2 and 3 that chain and a forged root 4, when the device walks, then 2 and 3 are persisted before the refusal, root 3 is current, and a restart keeps them")
     func walkPersistsEachStep() async throws {
         let repo = try RepoFixture(withModel: false)
@@ -103,31 +127,20 @@ struct TrustSyncTests {
 
     @Test("Given a device pinned to root 1 whose persisted root 2 replaced signing key A by B, when version 1's installed manifest (signed by A) holds a field this build does not know, then it reads as a newer cairnd's while A's signature over it verifies (a revoked key still proves the bytes intact), and as damage once it does not; beside a signature by an unknown key, or with no signers named, it cannot tell and reads as a newer cairnd's")
     func installedManifestJudgedByEveryKeyOfTheChain() async throws {
-        let repo = try RepoFixture(withModel: false)
-        let rootKey = PublisherKey.generate(), next = PublisherKey.generate()
-        let pinned = try Self.root(1, rootKey: rootKey, signingKey: repo.key, signers: [rootKey])
-        try Self.put(pinned, root: 1, in: repo)
-        try repo.publish(version: 1)
-        let device = try Device(repo: repo, sources: [repo.url], trustedRoot: pinned)
-        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let (repo, device, rootKey, next, pinned) = try await Self.pinnedOnVersion1()
         try device.directory.persistRoot(try Self.root(2, rootKey: rootKey, signingKey: next, signers: [rootKey]), version: 2)
         let keys = device.directory.signingKeysOfChain(pinned: pinned)
         #expect(keys == [repo.key.publicKey, next.publicKey])
 
         let manifest = device.path + "/versions/1/manifest.json"
-        guard case .object(var fields) = try SignedManifest.decodeEnvelope(try FileSystem.read(manifest)).content else {
-            Issue.record("the manifest is not an object"); return
-        }
-        fields["regions"] = .array([.string("north")])
-        let signed = SignedEnvelope(content: .object(fields),
-                                    signatures: SignedEnvelope.sign(.object(fields), domain: SignedManifest.domain, keys: [repo.key]))
+        let (content, original) = try Self.withUnknownField(manifest)
+        let signed = SignedEnvelope(content: content, signatures: SignedEnvelope.sign(content, domain: SignedManifest.domain, keys: [repo.key]))
         device.directory.knowManifestSigners(of: device.configuration)
         try FileSystem.writeAtomically(signed.encode(field: "manifest"), to: manifest)
         #expect(device.directory.currentWrittenByNewerCairnd() != nil)
 
         // The same bytes under the original signature: what a change on the disk leaves.
-        let changed = SignedEnvelope(content: .object(fields), signatures: SignedEnvelope.sign(.object(fields.filter { $0.key != "regions" }),
-                                                                                          domain: SignedManifest.domain, keys: [repo.key]))
+        let changed = SignedEnvelope(content: content, signatures: original)
         try FileSystem.writeAtomically(changed.encode(field: "manifest"), to: manifest)
         #expect(device.directory.currentWrittenByNewerCairnd() == nil)
         #expect(device.directory.installed() == nil)
@@ -141,5 +154,19 @@ struct TrustSyncTests {
         try FileSystem.writeAtomically(changed.encode(field: "manifest"), to: manifest)
         device.directory.knowManifestSigners([])
         #expect(device.directory.currentWrittenByNewerCairnd() != nil)
+    }
+
+    @Test("Given a device pinned to root 1 (signing key A) that accepts root 2 (key B) while it runs and installs version 2 signed by B, when version 2's manifest then changes on the disk (a field added under B's signature), then it is damage: B counts as a known signer from the rotation on, not only from the next start")
+    func signersFollowARotation() async throws {
+        let (repo, device, rootKey, next, _) = try await Self.pinnedOnVersion1(namingSigners: true)
+        try Self.put(try Self.root(2, rootKey: rootKey, signingKey: next, signers: [rootKey]), root: 2, in: repo)
+        try repo.publish(version: 2, signer: next)
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+
+        let manifest = device.path + "/versions/2/manifest.json"
+        let (content, signatures) = try Self.withUnknownField(manifest)
+        try FileSystem.writeAtomically(SignedEnvelope(content: content, signatures: signatures).encode(field: "manifest"), to: manifest)
+        #expect(device.directory.currentWrittenByNewerCairnd() == nil)
+        #expect(device.directory.installed() == nil)
     }
 }

@@ -83,6 +83,14 @@ public struct TrustChain: Sendable, Equatable {
     /// The newest accepted root.
     public var current: RootMetadata { roots[roots.count - 1] }
 
+    /// Every key that signs or signed manifests under this chain, revoked ones included, once
+    /// each, in the order the roots name them: what an installed manifest's signature may be by.
+    public var everySigningKey: [PublicKey] {
+        var keys: [PublicKey] = []
+        for key in roots.flatMap(\.signingKeys) where !keys.contains(key) { keys.append(key) }
+        return keys
+    }
+
     /// What manifests are checked against: the current root's signing keys and threshold, with
     /// the signing keys of earlier roots it dropped as revoked.
     public var policy: SigningPolicy { current.signingPolicy(earlier: Array(roots.dropLast())) }

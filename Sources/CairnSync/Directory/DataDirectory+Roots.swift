@@ -53,11 +53,7 @@ extension DataDirectory {
     /// persisted roots, revoked ones included (`knowManifestSigners`). Reads only: nothing is
     /// persisted, so a read-only data directory gives the same answer.
     public func signingKeysOfChain(pinned: [UInt8]) -> [PublicKey] {
-        var keys: [PublicKey] = []
-        for key in persistedChain(pinned: pinned)?.chain.roots.flatMap(\.signingKeys) ?? [] where !keys.contains(key) {
-            keys.append(key)
-        }
-        return keys
+        persistedChain(pinned: pinned)?.chain.everySigningKey ?? []
     }
 
     /// The chain from `pinned` through the persisted roots until a gap or a file that does not

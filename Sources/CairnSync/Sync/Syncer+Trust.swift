@@ -60,6 +60,8 @@ extension Syncer {
             let directory = self.directory
             try await BackgroundWork.run { () throws(SyncError) in try directory.persistRoot(bytes, version: next) }
             trust.set(chain)
+            // Its signing keys may have signed what is installed next: judged by them too.
+            directory.knowManifestSigners(chain.everySigningKey)
             state.raiseClockFloor(to: root.created)
             logger.notice("accepted root \(root.version): signing threshold \(root.signingThreshold) of \(root.signingKeys.count) keys",
                           metadata: ["cairn.sync.root": "\(root.version)"])
