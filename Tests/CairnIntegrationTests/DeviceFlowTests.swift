@@ -305,6 +305,28 @@ struct DeviceFlowTests {
         #expect(link("current") == "versions/1" && link("newer") == nil && !FileManager.default.fileExists(atPath: data + "/versions/2"))
     }
 
+    @Test("Given a device serving version 1, when one hex digit of its installed manifest's snapshot hash changes on the disk (the manifest still reads), then cairnd serves version 1 on and says in one error line that the manifest changed since its install")
+    func readableDamagedManifestSaid() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Self.version1)
+        let device = try DeviceProcess(workspace, sources: ["file://" + workspace.repo])
+        try await device.waitForVersion(1)
+        device.stop()
+        let manifest = device.dataDirectory + "/versions/1/manifest.json"
+        var text = try String(contentsOfFile: manifest, encoding: .utf8)
+        let snapshot = try #require(text.range(of: #""snapshot":{"#))
+        let hash = try #require(text.range(of: #""sha256":""#, range: snapshot.upperBound..<text.endIndex))
+        let digit = text[hash.upperBound]
+        text.replaceSubrange(hash.upperBound...hash.upperBound, with: digit == "0" ? "1" : "0")
+        try text.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let again = try DeviceProcess(workspace, sources: [], name: "again", dataDirectory: device.dataDirectory)
+        defer { again.stop() }
+        try await again.waitForVersion(1)
+        #expect(try again.query("boil water").version == 1)
+        let said = again.log.split(separator: "\n").filter { $0.contains("changed on the disk since its install") }
+        #expect(said.count == 1 && said[0].contains("error") && said[0].contains("it still reads, so version 1 serves"), "\(again.log)")
+    }
+
     @Test("Given a device serving version 1, when its mapped rows file is cut short under it, then the next query stops cairnd by SIGBUS with one line naming the file and records it, and a restart removes that file (a bad sector would stop it again), writes it anew and serves version 1 again")
     func failedReadOfMappedFileNamesIt() async throws {
         let workspace = try Workspace()

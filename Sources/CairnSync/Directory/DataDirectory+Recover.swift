@@ -62,6 +62,13 @@ extension DataDirectory {
         removeTemporaryFiles()
 
         let installed = installed()
+        // Damage that leaves the manifest readable (a digit of a hash) serves on: the index was
+        // checked at its install; the manifest is only said, so that a failing card is seen.
+        if let installed, let bytes = try? FileSystem.read(installed.manifestPath),
+           let damage = Self.brokenSignature(bytes, signers: manifestSigners.withLock { $0 }) {
+            logger.error("\(installed.manifestPath) changed on the disk since its install (\(damage)); it still reads, so version \(installed.version) serves; an export refuses it, and the next install replaces it",
+                         metadata: ["cairn.sync.version": "\(installed.version)"])
+        }
         var state = readState()
         // A rollback records its held-back version before it swaps: equal to the installed one,
         // the swap never happened.

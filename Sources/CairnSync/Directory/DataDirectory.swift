@@ -33,7 +33,7 @@ public final class DataDirectory: Sendable {
     private let unknownFieldsSaid = Mutex<Set<[String]>>([])
     /// The keys that may have signed an installed manifest (`knowManifestSigners`): empty until
     /// the opener names them.
-    private let manifestSigners = Mutex<[PublicKey]>([])
+    let manifestSigners = Mutex<[PublicKey]>([])
     let logger: Logger
 
     public var versionsPath: String { path + "/" + DataDirectoryLayout.versionsFolder }
