@@ -236,7 +236,8 @@ struct RollbackExportTests {
     func operatorGroupSurprisesSaid() async throws {
         let workspace = try Workspace()
         try workspace.publish(DeviceFlowTests.version1)
-        let own = try #require(getgrgid(getegid()).map { String(cString: $0.pointee.gr_name) })
+        let own = try requireOrSkip(getgrgid(getegid()).map { String(cString: $0.pointee.gr_name) },
+                                    "this process's group (gid \(getegid())) has no name here")
         for (group, said) in [("cairn-test-no-such-group", "operator_group cairn-test-no-such-group resolves to no group"),
                               (own, "operator_group \(own) is the socket's group: every caller that may query may also roll back")] {
             let device = try DeviceProcess(workspace, sources: ["file://" + workspace.repo], name: "device-\(group)", config: ["operator_group": group])

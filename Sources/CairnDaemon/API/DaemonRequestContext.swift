@@ -5,6 +5,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import Synchronization
 
 /// A request's context, with the connection it came on: rollback and export ask the kernel who
 /// is calling (`SO_PEERCRED`) before they change anything.
@@ -78,15 +79,25 @@ actor CallerDirectory {
     private var answers: [Question: (answer: Answer, at: ContinuousClock.Instant)] = [:]
     private var asking: [Question: Task<Answer, Never>] = [:]
 
-    init(operatorGroup: String?) {
+    /// How long a caller waits for a look-up (a directory that hangs, LDAP with a hard bind
+    /// policy); past it, the answer that grants nothing stands for a minute.
+    private let patience: Duration
+    /// The group's id by name (the group database; a test stands in for a directory that hangs).
+    private let groupID: @Sendable (String) -> gid_t?
+
+    init(operatorGroup: String?, patience: Duration = .seconds(10),
+         groupID: @escaping @Sendable (String) -> gid_t? = { FileSystem.groupID(named: $0) }) {
         self.operatorGroup = operatorGroup
+        self.patience = patience
+        self.groupID = groupID
     }
 
     /// The operator group's id (nil: none set, or the name resolves to no group now), and
     /// whether this call looked it up (so that a name that resolves to none is said once a minute).
     func operatorGroupID() async -> (gid: gid_t?, lookedUp: Bool) {
         guard let name = operatorGroup else { return (nil, false) }
-        guard case (.group(let gid), let lookedUp) = await answer(.group, { .group(FileSystem.groupID(named: name)) }) else { return (nil, false) }
+        let groupID = self.groupID
+        guard case (.group(let gid), let lookedUp) = await answer(.group, { .group(groupID(name)) }) else { return (nil, false) }
         return (gid, lookedUp)
     }
 
@@ -119,16 +130,48 @@ actor CallerDirectory {
     }
 
     /// The answer to `question`: remembered, or the look-up already under way, or a new one.
+    /// The answer to `question`: remembered, or the look-up already under way, or a new one. One
+    /// that outlasts `patience` answers `unanswered` (no group, not a member, no name), remembered
+    /// as any answer is: a hung directory holds each caller `patience` at most, and starts a
+    /// look-up thread at most once a minute per question.
     private func answer(_ question: Question, _ lookUp: @escaping @Sendable () -> Answer) async -> (Answer, lookedUp: Bool) {
         if let known = answers[question], ContinuousClock.now - known.at < Self.remembered { return (known.answer, false) }
-        if let running = asking[question] { return (await running.value, false) }
+        if let running = asking[question] { return (await Self.first(of: running, within: patience) ?? Self.unanswered(question), false) }
         let running = Task { await BackgroundWork.run(lookUp) }
         asking[question] = running
-        let answer = await running.value
-        asking[question] = nil
+        let answer = await Self.first(of: running, within: patience) ?? Self.unanswered(question)
+        if asking[question] == running { asking[question] = nil }
         if answers.count >= Self.mostRemembered { answers.removeAll() }
         answers[question] = (answer, .now)
         return (answer, true)
+    }
+
+    /// What grants nothing: no group, not a member, a uid with no name.
+    private static func unanswered(_ question: Question) -> Answer {
+        switch question {
+        case .group: .group(nil)
+        case .member: .member(false)
+        case .name(let uid): .name("uid \(uid)")
+        }
+    }
+
+    /// `task`'s answer, or nil when it takes longer than `limit` (the task runs on).
+    private static func first(of task: Task<Answer, Never>, within limit: Duration) async -> Answer? {
+        await withCheckedContinuation { continuation in
+            let waiting = Waiting(continuation)
+            Task { waiting.resume(returning: await task.value) }
+            Task {
+                try? await Task.sleep(for: limit)
+                waiting.resume(returning: nil)
+            }
+        }
+    }
+
+    /// A continuation resumed once, by whichever comes first.
+    private final class Waiting: Sendable {
+        private let continuation: Mutex<CheckedContinuation<Answer?, Never>?>
+        init(_ continuation: CheckedContinuation<Answer?, Never>) { self.continuation = Mutex(continuation) }
+        func resume(returning answer: Answer?) { continuation.withLock { $0.take() }?.resume(returning: answer) }
     }
 }
 
