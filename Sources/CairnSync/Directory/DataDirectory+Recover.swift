@@ -66,7 +66,7 @@ extension DataDirectory {
         // checked at its install; the manifest is only said, so that a failing card is seen.
         if let installed, let bytes = try? FileSystem.read(installed.manifestPath),
            let damage = Self.brokenSignature(bytes, signers: manifestSigners.withLock { $0 }) {
-            logger.error("\(installed.manifestPath) changed on the disk since its install (\(damage)); it still reads, so version \(installed.version) serves; an export refuses it, and the next install replaces it",
+            logger.error("\(installed.manifestPath) changed on the disk since its install (\(damage)); it still reads, so version \(installed.version) serves if its index opens; an export refuses it, and the next install replaces it",
                          metadata: ["cairn.sync.version": "\(installed.version)"])
         }
         var state = readState()

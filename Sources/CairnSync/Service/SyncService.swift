@@ -69,8 +69,6 @@ public final class SyncService: Service, Sendable {
         syncer.progress.request { trigger.fire() }
     }
 
-
-
     public func run() async throws {
         await cancelWhenGracefulShutdown {
             await self.loop()
