@@ -93,7 +93,7 @@ public func buildDaemon(configuration: DaemonConfiguration, hooks: DaemonHooks =
         dataDirectory: configuration.dataDirectory, callers: CallerDirectory(operatorGroup: configuration.operatorGroup), logger: logger)
     if configuration.operatorGroup != nil {
         // Not awaited: start-up does not wait on the group directory.
-        Task { [callers = api.callers, socketGroup = configuration.socketGroup] in
+        Task { [callers = api.callers, socketGroup = socket.groupID ?? getegid()] in
             await callers.checkAtStart(socketGroup: socketGroup, logger: logger)
         }
     }

@@ -43,15 +43,10 @@ struct SocketCaller: Sendable, Equatable {
 
     /// The kernel's overflow uid (/proc/sys/kernel/overflowuid; 65534 unless changed).
     static let overflowUID: uid_t = {
-        guard let text = try? String(contentsOfFile: "/proc/sys/kernel/overflowuid", encoding: .utf8),
+        guard let text = try? FileSystem.readText("/proc/sys/kernel/overflowuid"),
               let value = uid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { return 65534 }
         return value
     }()
-
-    /// "user cairn (uid 998)", or "uid 998" for a uid with no name here.
-    static func describe(_ uid: uid_t) -> String {
-        FileSystem.userName(of: uid).map { "user \($0) (uid \(uid))" } ?? "uid \(uid)"
-    }
 }
 
 /// The look-ups the rollback check needs beyond the caller's uid (the operator group's id, a
@@ -109,27 +104,26 @@ actor CallerDirectory {
 
     /// "user cairn (uid 998)", or "uid 998" for a uid with no name here.
     func describe(_ uid: uid_t) async -> String {
-        guard case (.name(let text), _) = await answer(.name(uid), { .name(SocketCaller.describe(uid)) }) else { return "uid \(uid)" }
+        guard case (.name(let text), _) = await answer(.name(uid), { .name(FileSystem.userName(of: uid).map { "user \($0) (uid \(uid))" } ?? "uid \(uid)") }) else { return "uid \(uid)" }
         return text
     }
 
     /// Says at start what would surprise an operator: `operator_group` resolving to no group, or
-    /// being the socket's group (`socket_group`'s, else cairnd's own), so that every caller who
-    /// may query may also roll back. Off the start-up path: the directory may be slow.
-    func checkAtStart(socketGroup: String?, logger: Logger) async {
+    /// being the socket's group (`socketGroup`: `socket_group`'s id, resolved when the socket was
+    /// set up, else cairnd's own), so that every caller who may query may also roll back. Off the
+    /// start-up path: the directory may be slow.
+    func checkAtStart(socketGroup socketGID: gid_t, logger: Logger) async {
         guard let name = operatorGroup else { return }
         let (gid, _) = await operatorGroupID()
         guard let gid else {
             logger.warning("operator_group \(name) resolves to no group (none by that name, or the group database cannot say); only root and cairnd's user may roll back until it does")
             return
         }
-        let socketGID = await BackgroundWork.run { socketGroup.flatMap(FileSystem.groupID(named:)) ?? getegid() }
         if gid == socketGID {
             logger.warning("operator_group \(name) is the socket's group: every caller that may query may also roll back")
         }
     }
 
-    /// The answer to `question`: remembered, or the look-up already under way, or a new one.
     /// The answer to `question`: remembered, or the look-up already under way, or a new one. One
     /// that outlasts `patience` answers `unanswered` (no group, not a member, no name), remembered
     /// as any answer is: a hung directory holds each caller `patience` at most, and starts a
@@ -159,10 +153,13 @@ actor CallerDirectory {
     private static func first(of task: Task<Answer, Never>, within limit: Duration) async -> Answer? {
         await withCheckedContinuation { continuation in
             let waiting = Waiting(continuation)
-            Task { waiting.resume(returning: await task.value) }
-            Task {
+            let sleeper = Task {
                 try? await Task.sleep(for: limit)
                 waiting.resume(returning: nil)
+            }
+            Task {
+                waiting.resume(returning: await task.value)
+                sleeper.cancel()
             }
         }
     }

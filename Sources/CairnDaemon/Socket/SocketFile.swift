@@ -1,4 +1,5 @@
 import CairnClient
+import CairnStore
 import Foundation
 import Synchronization
 
@@ -20,10 +21,9 @@ final class SocketFile: Sendable {
         self.path = path
         self.mode = mode
         if let group {
-            guard let entry = getgrnam(group) else {
+            guard let gid = FileSystem.groupID(named: group) else {
                 throw DaemonError(.badConfiguration, "socket_group names no group on this system")
             }
-            let gid = entry.pointee.gr_gid
             // Only root, or a member, may give a file to a group: else the chown after bind would
             // fail and the group's members be refused, with cairnd answering no one it meant to.
             guard Self.mayGive(to: gid) else {
