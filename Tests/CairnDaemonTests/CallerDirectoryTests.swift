@@ -29,13 +29,13 @@ struct CallerDirectoryTests {
     @Test("Given a group look-up that does not return (a hung directory), then a caller waits its patience and is answered \"no group\", which grants nothing; the next caller within a minute gets that answer without waiting or a new look-up")
     func hungLookUpGrantsNothing() async {
         let lookUps = Atomic<Int>(0)
-        let release = Atomic<Bool>(false)
+        let release = DispatchSemaphore(value: 0)
         let directory = CallerDirectory(operatorGroup: "admins", patience: .milliseconds(200)) { _ in
             lookUps.add(1, ordering: .relaxed)
-            while !release.load(ordering: .relaxed) { usleep(10_000) }
+            release.wait() // the directory answers only when the test ends
             return 4242
         }
-        defer { release.store(true, ordering: .relaxed) }
+        defer { release.signal() }
         let first = await directory.operatorGroupID()
         #expect(first.gid == nil && first.lookedUp)
         let second = await directory.operatorGroupID()
