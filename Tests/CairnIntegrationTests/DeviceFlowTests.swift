@@ -331,6 +331,35 @@ struct DeviceFlowTests {
         #expect(said.count == 1 && said[0].contains("error") && said[0].contains("it still reads, so version 1 serves if its index opens"), "\(again.log)")
     }
 
+    @Test("Given a device serving version 1 from an HTTP source (its ETag kept), when a digit of version 1's state root changes in its manifest on the disk (it still reads) and cairnd restarts, then its sync writes the source's copy over it (the ETag not sent: a 304 would say up to date), in one warning line, without downloading or building the version again, and the version exports again")
+    func readableDamagedManifestWrittenAgain() async throws {
+        let workspace = try Workspace()
+        try workspace.publish(Self.version1)
+        let (server, url, _) = try await workspace.serve()
+        defer { stopProcess(server) }
+        let device = try DeviceProcess(workspace, sources: [url])
+        try await device.waitForVersion(1)
+        device.stop()
+        let folder = device.dataDirectory + "/versions/1", manifest = folder + "/manifest.json"
+        func inode(_ name: String) -> UInt64? { (try? FileManager.default.attributesOfItem(atPath: folder + "/" + name))?[.systemFileNumber] as? UInt64 }
+        let before = (inode("index.sqlite"), inode("snapshot.blob"))
+        var text = try String(contentsOfFile: manifest, encoding: .utf8)
+        let root = try #require(text.range(of: #""state_root":""#)).upperBound
+        text.replaceSubrange(root...root, with: text[root] == "0" ? "1" : "0")
+        try text.write(toFile: manifest, atomically: true, encoding: .utf8)
+
+        let again = try DeviceProcess(workspace, sources: [url], name: "again", dataDirectory: device.dataDirectory)
+        defer { again.stop() }
+        let sync = try again.cairn(["sync", "--wait", "--timeout", "60"])
+        #expect(sync.status == 0, "\(sync)")
+        #expect(FileManager.default.contents(atPath: manifest) == FileManager.default.contents(atPath: workspace.manifestPath))
+        let said = again.log.split(separator: "\n").filter { $0.contains("written again from the source's copy of version 1") }
+        #expect(said.count == 1 && said[0].contains("warning") && said[0].contains("changed on the disk since its install"), "\(again.log)")
+        #expect(before.0 != nil && before.1 != nil && (inode("index.sqlite"), inode("snapshot.blob")) == before)
+        #expect(try again.query("boil water").version == 1)
+        #expect(try again.cairn(["export", "--to", workspace.folder + "/stick"]).status == 0)
+    }
+
     @Test("Given a device serving version 1, when its mapped rows file is cut short under it, then the next query stops cairnd by SIGBUS with one line naming the file and records it, and a restart removes that file (a bad sector would stop it again), writes it anew and serves version 1 again")
     func failedReadOfMappedFileNamesIt() async throws {
         let workspace = try Workspace()

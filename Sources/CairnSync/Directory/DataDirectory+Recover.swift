@@ -64,9 +64,8 @@ extension DataDirectory {
         let installed = installed()
         // Damage that leaves the manifest readable (a digit of a hash) serves on: the index was
         // checked at its install; the manifest is only said, so that a failing card is seen.
-        if let installed, let bytes = try? FileSystem.read(installed.manifestPath),
-           let damage = Self.brokenSignature(bytes, signers: manifestSigners.withLock { $0 }) {
-            logger.error("\(installed.manifestPath) changed on the disk since its install (\(damage)); it still reads, so version \(installed.version) serves if its index opens; an export refuses it, and the next install replaces it",
+        if let installed, let damage = manifestDamage(of: installed) {
+            logger.error("\(installed.manifestPath) changed on the disk since its install (\(damage)); it still reads, so version \(installed.version) serves if its index opens; an export refuses it, and the next sync that reaches a source installs it again",
                          metadata: ["cairn.sync.version": "\(installed.version)"])
         }
         var state = readState()

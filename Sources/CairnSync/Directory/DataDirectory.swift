@@ -33,7 +33,7 @@ public final class DataDirectory: Sendable {
     private let unknownFieldsSaid = Mutex<Set<[String]>>([])
     /// The keys that may have signed an installed manifest (`knowManifestSigners`): empty until
     /// the opener names them.
-    let manifestSigners = Mutex<[PublicKey]>([])
+    private let manifestSigners = Mutex<[PublicKey]>([])
     let logger: Logger
 
     public var versionsPath: String { path + "/" + DataDirectoryLayout.versionsFolder }
@@ -357,6 +357,23 @@ public final class DataDirectory: Sendable {
         let known = Set(signers.map(\.keyID))
         guard let claimed = envelope.signatures.first, envelope.signatures.allSatisfy({ known.contains($0.keyID) }) else { return nil }
         return "its signature by key \(claimed.keyID.hex) does not verify"
+    }
+
+    /// Why `installed`'s manifest, which still reads, changed on the disk since its install (a
+    /// digit of a hash): every signature in it is by a key of the signers named
+    /// (`knowManifestSigners`) and none verifies. Nil when it verifies, or when that cannot be
+    /// told (no signers named, a key the device does not know, the file unreadable now).
+    public func manifestDamage(of installed: InstalledVersion) -> String? {
+        guard let bytes = try? FileSystem.read(installed.manifestPath) else { return nil }
+        return Self.brokenSignature(bytes, signers: manifestSigners.withLock { $0 })
+    }
+
+    /// Writes `bytes` over `installed`'s manifest file, atomically and fsynced: a source's
+    /// verified copy of that version, once the file on the disk changed (`manifestDamage`).
+    public func writeManifest(_ bytes: [UInt8], of installed: InstalledVersion) throws(SyncError) {
+        do { try FileSystem.writeAtomically(bytes, to: installed.manifestPath) } catch {
+            throw SyncError(.io, "cannot be written again: \(error.reason)", cause: error)
+        }
     }
 
     /// The manifest inside a signed file that was verified when it was installed (keys may have

@@ -223,6 +223,27 @@ public actor Syncer {
         }
     }
 
+    /// The state root the installed version's index holds (its rows', checked at its install),
+    /// which stands in for its manifest's once that changed on the disk; nil when it cannot be read.
+    private func indexStateRoot(of installed: InstalledVersion) -> ContentID? {
+        if let rows = installedRows, rows.meta.version == installed.version { return rows.meta.stateRoot }
+        return try? Snapshot.meta(at: installed.indexPath).stateRoot
+    }
+
+    /// Writes `bytes` (a source's manifest of the installed version, verified, whose state root
+    /// the installed index holds) over that version's manifest file, which changed on the disk
+    /// since its install (`damage`): kilobytes, where installing the version again would download
+    /// it whole. A read-only data directory keeps it (start-up said so).
+    private func writeManifestAgain(_ bytes: [UInt8], of installed: InstalledVersion, from source: String,
+                                    damage: String) throws(SyncError) {
+        guard !directory.readOnly else { return }
+        do throws(SyncError) { try directory.writeManifest(bytes, of: installed) } catch {
+            throw SyncError(error.code, "\(installed.manifestPath) changed on the disk since its install (\(damage)), and \(error.message)", cause: error)
+        }
+        logger.warning("\(installed.manifestPath) changed on the disk since its install (\(damage)); written again from the source's copy of version \(installed.version), whose state root its index holds",
+                       metadata: ["cairn.sync.version": "\(installed.version)", "cairn.sync.source": "\(source)"])
+    }
+
     /// The cause of `onInstalled`'s error for a version that cannot be opened now for a reason
     /// outside its bytes (out of memory, a full disk, SQLite busy): the version is kept
     /// installed and opened again at the next attempt, not removed and installed again.
@@ -546,8 +567,11 @@ public actor Syncer {
         let clock = ContinuousClock()
         let start = clock.now
         let installed = directory.installed()
+        // Checked at each attempt (a manifest is kilobytes): damage since the start counts too.
+        let damage = installed.flatMap(directory.manifestDamage)
         let policy = try await signingPolicy(base: base, state: &state, reached: &reached, installed: installed)
-        let etag = installed == nil ? nil : state.source(source)?.etag
+        // Not sent over a damaged manifest: a 304 would say the installed version is up to date.
+        let etag = installed == nil || damage != nil ? nil : state.source(source)?.etag
         let (fetch, stats) = try await downloader.fetchManifest(
             url: "\(base)/channels/\(configuration.channel)/manifest.json", etag: etag, access: configuration.access(for: base))
         lastAttemptStats.add(stats)
@@ -577,12 +601,15 @@ public actor Syncer {
             logger.notice("version \(held), held back by a rollback, is passed over: the trusted root holds none of the keys that signed it")
         }
         let planner = SyncPlanner(channel: configuration.channel, installed: installed.map {
-            .init(version: $0.version, stateRoot: $0.stateRoot, dimension: $0.manifest.dimension, modelID: $0.manifest.model.id)
+            // A damaged manifest's state root may be what changed: the index's own stands in.
+            .init(version: $0.version, stateRoot: damage == nil ? $0.stateRoot : indexStateRoot(of: $0) ?? $0.stateRoot,
+                  dimension: $0.manifest.dimension, modelID: $0.manifest.model.id)
         }, heldBack: holds ? state.heldBackVersion : nil, expiredUpdates: configuration.expiredUpdates, recovering: recovering,
            recoveringSince: state.recoveringSince.flatMap { Timestamp(rfc3339: $0) },
            forgotten: state.forgotten)
         switch planner.decide(manifest, now: now) {
         case .upToDate:
+            if let installed, let damage { try writeManifestAgain(bytes, of: installed, from: source, damage: damage) }
             if !recovering { state.raiseClockFloor(to: manifest.created) }
             state.withSource(source) { $0.etag = newETag }
             return (.upToDate(version: installed?.version), nil)

@@ -1,0 +1,80 @@
+import CairnTestSupport
+import CairnCore
+import CairnStore
+import CairnSync
+import Foundation
+import Testing
+
+/// An installed manifest that changed on the disk since its install but still reads (a digit of
+/// a hash): the next attempt that reaches a source offering that version writes the source's
+/// copy over it when the installed index holds its state root (protocol/data-directory.md, "A
+/// downgrade").
+@Suite("A damaged installed manifest written again", .offCooperativePool)
+struct DamagedManifestTests {
+    /// Changes the first hex digit after `field` (`"state_root":"`, or the snapshot's
+    /// `"sha256":"`) in the manifest at `path`: the file still parses; its signature fails.
+    static func damage(_ path: String, after field: String) throws {
+        var text = try String(contentsOfFile: path, encoding: .utf8)
+        let from = field == fields[0] ? try #require(text.range(of: #""snapshot":{"#)).upperBound : text.startIndex
+        let at = try #require(text.range(of: field, range: from..<text.endIndex)).upperBound
+        text.replaceSubrange(at...at, with: text[at] == "0" ? "1" : "0")
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    static let fields = [#""sha256":""#, #""state_root":""#]
+
+    /// Versions 1 and 2 (by a delta) installed, the device told its signers as cairnd is at start.
+    static func onVersion2() async throws -> (RepoFixture, Device) {
+        let repo = try RepoFixture(withModel: false)
+        let device = try Device(repo: repo, sources: [repo.url])
+        device.directory.knowManifestSigners(of: device.configuration)
+        try repo.publish(version: 1)
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        return (repo, device)
+    }
+
+    @Test("Given versions 1 and 2 installed, when version 2's manifest changes on the disk so that it still reads (a digit of the snapshot's hash, or of the state root), then the next attempt writes the source's copy over it and is up to date: nothing downloaded or built, the index file and the links as they were, and the manifest verifies again",
+          arguments: fields)
+    func writtenAgainFromTheSource(field: String) async throws {
+        let (repo, device) = try await Self.onVersion2()
+        let manifest = device.path + "/versions/2/manifest.json"
+        let index = device.path + "/versions/2/index.sqlite", before = InPlaceDeltaTests.inode(index)
+        try Self.damage(manifest, after: field)
+        #expect(device.directory.installed().map(device.directory.manifestDamage) != .some(nil))
+
+        #expect(await device.syncer.syncOnce().isUpToDate)
+        #expect(try FileSystem.read(manifest) == repo.manifestBytes[2])
+        #expect(device.directory.installed().map(device.directory.manifestDamage) == .some(nil))
+        #expect(InPlaceDeltaTests.inode(index) == before && before != nil)
+        #expect(!FileManager.default.fileExists(atPath: device.path + "/versions/2/" + DataDirectoryLayout.snapshotBlobFile))
+        #expect(device.currentTarget == "versions/2" && device.previousTarget == "versions/1")
+        #expect(device.entries("versions") == ["1", "2"])
+    }
+
+    @Test("Given version 2's manifest damaged so that it still reads, when the source offers a version 2 whose state root the installed index does not hold, then it is refused as a reuse of the number and the damaged file is left as it is")
+    func anotherStateRootRefused() async throws {
+        let (repo, device) = try await Self.onVersion2()
+        let manifest = device.path + "/versions/2/manifest.json"
+        try Self.damage(manifest, after: Self.fields[0])
+        let damaged = try FileSystem.read(manifest)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 3))
+        let outcome = await device.syncer.syncOnce()
+        #expect(outcome.errorCode == "rollback" && device.state.lastError?.message.contains("reuses version 2") == true, "\(outcome)")
+        #expect(try FileSystem.read(manifest) == damaged)
+    }
+
+    @Test("Given a device pinned to a root, rolled back from version 2 to 1 (2 held back), when version 1's manifest changes on the disk so that it still reads, then that is no version signed by revoked keys: the device does not enter recovery, and version 2 stays held back")
+    func damageIsNoRecovery() async throws {
+        let (repo, device, _, _, _) = try await TrustSyncTests.pinnedOnVersion1(namingSigners: true)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        #expect(try await device.syncer.rollback().version.version == 1)
+        try Self.damage(device.path + "/versions/1/manifest.json", after: Self.fields[0])
+
+        #expect(await device.syncer.syncOnce().isUpToDate)
+        #expect(device.state.recoveringFrom == nil && device.state.heldBackVersion == 2)
+        #expect(device.currentTarget == "versions/1")
+    }
+}
