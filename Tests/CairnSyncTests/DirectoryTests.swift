@@ -77,6 +77,28 @@ struct DirectoryTests {
         #expect(restarted.state.installedVersion == 1)
     }
 
+    @Test("Given a stop inside an install of a version's own number (the served folder moved to versions/2.replaced, the new one not in place: before the install's second rename, or inside the put-back after a failed handover), when recovering, then that copy goes back and serves, and what was half done goes")
+    func replacedCopyMovedBack() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        var device: Device? = try Device(repo: repo, sources: [repo.url])
+        #expect(await device!.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
+        #expect(await device!.syncer.syncOnce().installedVersion == 2)
+        let path = device!.path
+        device = nil
+        let fm = FileManager.default
+        try fm.moveItem(atPath: path + "/versions/2", toPath: path + "/versions/2.replaced")
+        try fm.createDirectory(atPath: path + "/versions/2.partial", withIntermediateDirectories: true)
+        try Data("half".utf8).write(to: URL(fileURLWithPath: path + "/versions/2.partial/index.sqlite"))
+
+        let restarted = try Device(repo: repo, sources: [repo.url], path: path)
+        #expect(restarted.directory.installed()?.version == 2)
+        #expect(restarted.currentTarget == "versions/2" && restarted.previousTarget == "versions/1")
+        #expect(restarted.entries("versions") == ["1", "2"])
+        #expect(await restarted.syncer.syncOnce().isUpToDate)
+    }
+
     @Test("Given the only version does not read at start-up, when recovering, then nothing is installed but its link and folder stay, that version is the floor, and a sync installs it again over its folder")
     func onlyVersionMissing() async throws {
         let repo = try RepoFixture(withModel: false)

@@ -15,11 +15,21 @@ import Testing
 /// its stored hashes broken.
 @Suite("A version the daemon cannot serve", .offCooperativePool)
 struct UnservableVersionTests {
-    /// Fails `onInstalled` for the versions in it.
+    /// Fails `onInstalled` for the versions in it: for their bytes, or with `notNow` as a daemon
+    /// that cannot open them now (out of memory). `served`: the last version it opened.
     final class Refusing: Sendable {
         let versions = Mutex<Set<Int>>([])
+        let notNow = Mutex(false)
+        let served = Mutex<Int?>(nil)
         func open(_ version: InstalledVersion) throws(SyncError) {
-            guard versions.withLock({ $0.contains(version.version) }) else { return }
+            guard versions.withLock({ $0.contains(version.version) }) else {
+                served.withLock { $0 = version.version }
+                return
+            }
+            if notNow.withLock({ $0 }) {
+                throw SyncError(.installFailed, "version \(version.version) is installed but cannot be opened now: out of memory",
+                                cause: Syncer.CannotOpenNow())
+            }
             throw SyncError(.installFailed, "version \(version.version) cannot be served: the test's daemon refuses it")
         }
     }
@@ -216,16 +226,24 @@ struct UnservableVersionTests {
         #expect(device.state.forgottenVersion == nil && device.state.forgottenStateRoot == nil)
     }
 
-    @Test("Given a thief's version 1,000,000,000 (the stolen signing key's) installed first and found unservable, when the owner rotates the root to revoke that key and publishes version 2 with the new key, then version 2 installs: the forgotten floor goes with the revoked key")
-    func revocationLiftsForgottenFloor() async throws {
+    /// A new device pinned to root 1 (root key `rootKey`, signing key `repo.key`, the one a thief
+    /// steals), whose daemon refuses the versions put into `refusing`; `newKey` signs for a root 2.
+    static func pinnedToRoot1() throws -> (RepoFixture, Refusing, Device, rootKey: PublisherKey, newKey: PublisherKey) {
         let repo = try RepoFixture(withModel: false)
         let rootKey = PublisherKey.generate(), newKey = PublisherKey.generate()
         let pinned = try TrustSyncTests.root(1, rootKey: rootKey, signingKey: repo.key, signers: [rootKey])
         try TrustSyncTests.put(pinned, root: 1, in: repo)
         let refusing = Refusing()
-        refusing.versions.withLock { $0 = [1_000_000_000] }
         let device = try Device(repo: repo, sources: [repo.url], trustedRoot: pinned,
-                                onInstalled: { version, _ throws(SyncError) in try refusing.open(version) })
+                                onInstalled: { version, _ throws(SyncError) in try refusing.open(version) },
+                                servedVersion: { refusing.served.withLock { $0 } })
+        return (repo, refusing, device, rootKey, newKey)
+    }
+
+    @Test("Given a thief's version 1,000,000,000 (the stolen signing key's) installed first and found unservable, when the owner rotates the root to revoke that key and publishes version 2 with the new key, then version 2 installs: the forgotten floor goes with the revoked key")
+    func revocationLiftsForgottenFloor() async throws {
+        let (repo, refusing, device, rootKey, newKey) = try Self.pinnedToRoot1()
+        refusing.versions.withLock { $0 = [1_000_000_000] }
         try repo.publish(version: 1_000_000_000)
         #expect(await device.syncer.syncOnce().errorCode == "install_failed")
         #expect(device.state.forgottenVersion == 1_000_000_000 && device.state.installedVersion == nil)
@@ -237,6 +255,31 @@ struct UnservableVersionTests {
         #expect(device.state.forgottenVersion == nil)
         // The thief's number no longer makes the device look behind.
         #expect(device.state.highestVersionSeen == 2)
+    }
+
+    @Test("Given a thief's version 2 (the stolen key's) installed and a rotation revoking that key, when the publisher's own version 2 installs over it but cannot be served (for its bytes, or not now), then the thief's copy, which serves, goes back in place and the device is still recovering; once it can be served the publisher's version 2 installs",
+          arguments: [false, true])
+    func recoveryAtTheSameNumberNotServed(notNow: Bool) async throws {
+        let (repo, refusing, device, rootKey, newKey) = try Self.pinnedToRoot1()
+        refusing.notNow.withLock { $0 = notNow }
+        try repo.publish(version: 2)
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        let thiefs = try #require(device.directory.installed()?.stateRoot)
+
+        try TrustSyncTests.put(try TrustSyncTests.root(2, rootKey: rootKey, signingKey: newKey, signers: [rootKey]), root: 2, in: repo)
+        #expect(await device.syncer.syncOnce().errorCode == "key_revoked")
+        #expect(device.state.recoveringFrom == 2)
+        // Made since the rotation: at or below the installed number, only such a version replaces it.
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), signer: newKey) { $0.created = Timestamp(Date().addingTimeInterval(1))! }
+        refusing.versions.withLock { $0 = [2] }
+        #expect(await device.syncer.syncOnce().errorCode == "install_failed")
+        #expect(device.currentTarget == "versions/2" && device.directory.installed()?.stateRoot == thiefs)
+        #expect(device.entries("versions") == ["2"] && device.state.recoveringFrom == 2)
+        #expect(device.state.installedStateRoot == thiefs.hex)
+
+        refusing.versions.withLock { $0 = [] }
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        #expect(device.directory.installed()?.stateRoot != thiefs && device.state.recoveringFrom == nil)
     }
 
     @Test("Given versions 1 and 2 installed, when a rollback to version 1 cannot be served, then it fails with previous_unusable, and the links, the held-back version and the rollback target are as before")

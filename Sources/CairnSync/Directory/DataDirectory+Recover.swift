@@ -19,6 +19,7 @@ extension DataDirectory {
     @discardableResult
     public func recover() throws(SyncError) -> InstalledVersion? {
         for name in ["current.tmp", "previous.tmp", "newer.tmp"] { unlink(path + "/" + name) }
+        if !readOnly { try restoreReplacedCopies() }
         if !readOnly { try restoreNewer() }
         let currentTarget = linkTarget(currentLink), previousTarget = linkTarget(previousLink)
         var unreadable: SyncError?
@@ -149,6 +150,54 @@ extension DataDirectory {
         unlink(previousLink)
         try syncFolder(path)
         return installed()
+    }
+
+    /// Whether an install of version `version` moved a folder of the same number aside
+    /// (`versions/<n>.replaced`), which the daemon serves until the new one is handed over.
+    public func hasReplacedCopy(of version: Int) -> Bool {
+        FileSystem.exists(versionsPath + "/\(version)" + DataDirectoryLayout.replacedSuffix)
+    }
+
+    /// After an install of version `version` over a folder of the same number that the daemon
+    /// still serves (a trust recovery's, a damaged manifest's; `hasReplacedCopy`), when the new
+    /// one cannot be served: the new folder goes and the copy moves back in place, so that
+    /// `current` names what serves. The links are unchanged (they name `versions/<n>`). Nil when
+    /// there is no such copy; else the version read back.
+    public func putBackReplacedCopy(of version: Int) throws(SyncError) -> InstalledVersion? {
+        let final = versionsPath + "/\(version)", aside = final + DataDirectoryLayout.replacedSuffix
+        guard FileSystem.exists(aside) else { return nil }
+        // A `.partial` name: start-up removes it if a crash leaves it.
+        let failed = final + ".partial"
+        remove(failed)
+        guard rename(final, failed) == 0 else { throw SyncError.system("cannot move the folder of version \(version) that cannot be served aside") }
+        guard rename(aside, final) == 0 else {
+            let undone = rename(failed, final) == 0
+            throw SyncError.system("cannot move the folder of version \(version) back from \(aside)\(undone ? "" : "; current names a missing folder until the next install")")
+        }
+        try syncFolder(versionsPath)
+        remove(failed)
+        return installed()
+    }
+
+    /// Moves a `versions/<n>.replaced` copy back to `versions/<n>` when a link names that folder
+    /// and it is missing: a crash inside an install over a folder of its own number (between its
+    /// two renames) or inside `putBackReplacedCopy` leaves that, and the copy is the version that
+    /// served. Without this, start-up would fall back to `previous` (or serve nothing) and remove
+    /// the copy as unreferenced.
+    func restoreReplacedCopies() throws(SyncError) {
+        var restored = false
+        for link in [currentLink, previousLink, newerLink] {
+            guard let target = linkTarget(link), !FileSystem.exists(path + "/" + target) else { continue }
+            let aside = path + "/" + target + DataDirectoryLayout.replacedSuffix
+            guard FileSystem.exists(aside) else { continue }
+            guard rename(aside, path + "/" + target) == 0 else {
+                logger.error("\(aside) cannot be moved back to \(target), which \(link) names: \(String(cString: strerror(errno)))")
+                continue
+            }
+            restored = true
+            logger.notice("\(target) moved back from \(aside): a stop interrupted an install of its number")
+        }
+        if restored { try syncFolder(versionsPath) }
     }
 
     /// Drops `current` when the version it names cannot be served and no previous version can

@@ -257,10 +257,12 @@ extension Syncer {
             // the publisher's, a damaged copy) is renamed aside, not removed: it may be the one
             // the daemon serves until the new version is handed over, and the clean-up after
             // that removes it (start-up recovery, after a crash).
+            // (One left by an earlier install goes first: after this step a `.replaced` copy is
+            // this install's, which `fallBack` may put back.)
             let aside = final + DataDirectoryLayout.replacedSuffix
+            try? FileManager.default.removeItem(atPath: aside)
             let movedAside = FileSystem.exists(final)
             if movedAside {
-                try? FileManager.default.removeItem(atPath: aside)
                 guard rename(final, aside) == 0 else { throw SyncError.system("cannot move the folder of version \(name) aside") }
             }
             guard rename(partial, final) == 0 else {

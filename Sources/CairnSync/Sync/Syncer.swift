@@ -113,6 +113,8 @@ public actor Syncer {
     /// the file's stored hashes instead, which refuses it, and the full snapshot is installed
     /// (protocol/threat-model.md, "Out of scope").
     var installedFileCheck: BackgroundWork.Pending<Bool>?
+    /// What the install of the attempt at one source lifted (`SyncState.LiftedByInstall`).
+    var liftedByInstall: SyncState.LiftedByInstall?
     /// The copy of the installed index to its spare, while it runs (`keepSpare`); an attempt
     /// that is to install, a rollback or an export stops it first.
     var spareCopy: SpareCopy?
@@ -322,6 +324,7 @@ public actor Syncer {
             progress.asking(source)
             var reached = false
             var timings = InstallTimings()
+            liftedByInstall = nil
             do throws(SyncError) {
                 let (outcome, contents) = try await attempt(source: source, state: &state, reached: &reached, timings: &timings)
                 state.lastAttemptReachedSource = true
@@ -348,7 +351,10 @@ public actor Syncer {
                     let opening = clock.now
                     do throws(SyncError) { try await onInstalled(version, contents) } catch {
                         state.lastSuccess = succeeded
-                        if error.cause is CannotOpenNow {
+                        // Installed over the copy of its number that the daemon serves (moved to
+                        // `.replaced`), that copy goes back in place instead (`fallBack`).
+                        let replacedServes = servedVersion?() == version.version && directory.hasReplacedCopy(of: version.version)
+                        if error.cause is CannotOpenNow, !replacedServes {
                             // Its bytes verified; what failed is outside them (memory, a full
                             // disk, SQLite busy). Removed, it would be downloaded and built
                             // again at every back-off while the cause lasts: it stays current,
@@ -360,7 +366,9 @@ public actor Syncer {
                             await removeUnreferenced()
                             throw error
                         }
-                        await fallBack(from: version, state: &state)
+                        // What the install lifted was about the version served again.
+                        liftedByInstall?.restore(in: &state)
+                        await fallBack(from: version, state: &state, replacedServes: replacedServes)
                         throw error
                     }
                     // Once it serves (a version that cannot be served is a failure, backed off
@@ -483,10 +491,13 @@ public actor Syncer {
     /// links name what is served and no clean-up removes it; the version that failed is removed
     /// as unreferenced, and a later attempt installs it again. Without a previous version (a
     /// first install) nothing is served: `current` is dropped, so that a later attempt installs
-    /// it again instead of finding it up to date. Logged; a failure to change the links too.
-    private func fallBack(from version: InstalledVersion, state: inout SyncState) async {
+    /// it again instead of finding it up to date. With `replacedServes` (just after its install,
+    /// which moved a copy of its own number aside to `.replaced`, the one served), that copy goes
+    /// back in place instead. Logged; a failure to change the links too.
+    private func fallBack(from version: InstalledVersion, state: inout SyncState, replacedServes: Bool = false) async {
         do {
-            let back = try directory.fallBackToPrevious()
+            var back = replacedServes ? try directory.putBackReplacedCopy(of: version.version) : nil
+            if back == nil { back = try directory.fallBackToPrevious() }
             if back == nil { try directory.forgetCurrent() }
             (installedRows, installedFileCheck) = (nil, nil)
             state.setInstalled(back)
@@ -659,6 +670,7 @@ public actor Syncer {
             (installedRows, installedFileCheck) = (contents, nil)
             Self.learnSetHash(of: contents)
             state.setInstalled(version)
+            liftedByInstall = SyncState.LiftedByInstall(of: state)
             state.liftHold()
             if expired { state.expiredInstalls = (state.expiredInstalls ?? 0) + 1 }
             // Only what the device installs (or a root it accepts) moves the clock floor: a
