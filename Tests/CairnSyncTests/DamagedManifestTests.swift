@@ -65,6 +65,32 @@ struct DamagedManifestTests {
         #expect(try FileSystem.read(manifest) == damaged)
     }
 
+    @Test("Given version 2's manifest damaged so that it still reads, when the source's version 2 is the same version signed again (another expiry: the same state root, other bytes), then it is not written over the damaged file (it may name other blobs than the folder holds), and the attempt is up to date")
+    func copySignedAgainLeft() async throws {
+        let (repo, device) = try await Self.onVersion2()
+        let manifest = device.path + "/versions/2/manifest.json"
+        try Self.damage(manifest, after: Self.fields[0])
+        let damaged = try FileSystem.read(manifest)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1], expires: Date().addingTimeInterval(86_400 * 90))
+        #expect(await device.syncer.syncOnce().isUpToDate)
+        #expect(try FileSystem.read(manifest) == damaged)
+    }
+
+    @Test("Given version 2's manifest changed on the disk in its version digit (it names version 3 from version 2's folder), then it is damage, not version 3: the installed version does not read, and the next attempt installs version 2 again over its folder")
+    func versionDigitIsDamage() async throws {
+        let (repo, device) = try await Self.onVersion2()
+        let manifest = device.path + "/versions/2/manifest.json"
+        var text = try String(contentsOfFile: manifest, encoding: .utf8)
+        let field = try #require(text.range(of: #","version":2"#))
+        text.replaceSubrange(field, with: #","version":3"#)
+        try text.write(toFile: manifest, atomically: true, encoding: .utf8)
+        #expect(device.directory.installed() == nil)
+
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        #expect(try FileSystem.read(manifest) == repo.manifestBytes[2])
+        #expect(device.currentTarget == "versions/2" && device.entries("versions") == ["1", "2"])
+    }
+
     @Test("Given a device pinned to a root, rolled back from version 2 to 1 (2 held back), when version 1's manifest changes on the disk so that it still reads, then that is no version signed by revoked keys: the device does not enter recovery, and version 2 stays held back")
     func damageIsNoRecovery() async throws {
         let (repo, device, _, _, _) = try await TrustSyncTests.pinnedOnVersion1(namingSigners: true)

@@ -94,6 +94,25 @@ struct UnservableVersionTests {
         #expect(device.state.lastError == nil && device.state.installedVersion == 3)
     }
 
+    @Test("Given a rollback from version 2 to 1 (2 held back), when version 3 installs but cannot be served, then version 2 stays held back (a stale source then offering it is passed over); once version 3 serves, the hold goes")
+    func holdStaysUntilServed() async throws {
+        let (repo, refusing, device) = try await Self.deviceOnVersion2()
+        #expect(try await device.syncer.rollback().version.version == 1)
+        try repo.publish(version: 3, chunks: RepoFixture.chunks(revision: 3), deltasFrom: [2])
+        refusing.versions.withLock { $0 = [3] }
+        #expect(await device.syncer.syncOnce().errorCode == "install_failed")
+        #expect(device.state.heldBackVersion == 2 && device.currentTarget == "versions/1")
+
+        try repo.makeCurrent(2)
+        #expect(await device.syncer.syncOnce().isUpToDate)
+        #expect(device.currentTarget == "versions/1")
+
+        refusing.versions.withLock { $0 = [] }
+        try repo.makeCurrent(3)
+        #expect(await device.syncer.syncOnce().installedVersion == 3)
+        #expect(device.state.heldBackVersion == nil)
+    }
+
     @Test("Given versions 1 then 2 installed, when version 3 installs but cannot be opened for a reason outside its bytes (out of memory, a full disk), then it stays installed (current, its folder) while version 2 answers and version 1 goes, the next attempt opens it again without installing it again; a rollback to version 2, served, needs no open; version 4 arriving meanwhile keeps version 2, served, as its previous; once the cause passes the newest serves; the source stays healthy throughout")
     func installNotOpenableNow() async throws {
         let repo = try RepoFixture(withModel: false)

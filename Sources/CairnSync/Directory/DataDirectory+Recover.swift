@@ -66,7 +66,7 @@ extension DataDirectory {
         // Damage that leaves the manifest readable (a digit of a hash) serves on: the index was
         // checked at its install; the manifest is only said, so that a failing card is seen.
         if let installed, let damage = manifestDamage(of: installed) {
-            logger.error("\(installed.manifestPath) changed on the disk since its install (\(damage)); it still reads, so version \(installed.version) serves if its index opens; an export refuses it, and the next sync that reaches a source installs it again",
+            logger.error("\(installed.manifestPath) changed on the disk since its install (\(damage)); it still reads, so version \(installed.version) serves if its index opens; an export refuses it until a sync writes it again from a source offering that version",
                          metadata: ["cairn.sync.version": "\(installed.version)"])
         }
         var state = readState()
@@ -161,11 +161,11 @@ extension DataDirectory {
     /// After an install of version `version` over a folder of the same number that the daemon
     /// still serves (a trust recovery's, a damaged manifest's; `hasReplacedCopy`), when the new
     /// one cannot be served: the new folder goes and the copy moves back in place, so that
-    /// `current` names what serves. The links are unchanged (they name `versions/<n>`). Nil when
-    /// there is no such copy; else the version read back.
-    public func putBackReplacedCopy(of version: Int) throws(SyncError) -> InstalledVersion? {
+    /// `current` names what serves. The links are unchanged (they name `versions/<n>`). False
+    /// when there is no such copy.
+    public func putBackReplacedCopy(of version: Int) throws(SyncError) -> Bool {
         let final = versionsPath + "/\(version)", aside = final + DataDirectoryLayout.replacedSuffix
-        guard FileSystem.exists(aside) else { return nil }
+        guard FileSystem.exists(aside) else { return false }
         // A `.partial` name: start-up removes it if a crash leaves it.
         let failed = final + ".partial"
         remove(failed)
@@ -176,7 +176,7 @@ extension DataDirectory {
         }
         try syncFolder(versionsPath)
         remove(failed)
-        return installed()
+        return true
     }
 
     /// Moves a `versions/<n>.replaced` copy back to `versions/<n>` when a link names that folder

@@ -308,6 +308,11 @@ public final class DataDirectory: Sendable {
             throw SyncError(.io, error.message)
         }
         let manifest = try judgeManifest(bytes, of: relative)
+        // The folder is named for the version its install verified: a manifest naming another
+        // changed on the disk since (a digit of its version), and would pass for that version.
+        if let named = Int((relative as NSString).lastPathComponent), named != manifest.version {
+            throw SyncError(.io, "\(relative)/\(DataDirectoryLayout.manifestFile) names version \(manifest.version): changed on the disk since its install")
+        }
         let model = directory + "/" + DataDirectoryLayout.modelLink
         let hasModel = FileSystem.exists(model + "/model.safetensors")
         return InstalledVersion(version: manifest.version, stateRoot: manifest.stateRoot, directory: directory,
@@ -366,6 +371,11 @@ public final class DataDirectory: Sendable {
     public func manifestDamage(of installed: InstalledVersion) -> String? {
         guard let bytes = try? FileSystem.read(installed.manifestPath) else { return nil }
         return Self.brokenSignature(bytes, signers: manifestSigners.withLock { $0 })
+    }
+
+    /// The bytes of `installed`'s manifest file as they are on the disk now.
+    func manifestBytes(of installed: InstalledVersion) throws(SyncError) -> [UInt8] {
+        do { return try FileSystem.read(installed.manifestPath) } catch { throw SyncError(.io, error.message) }
     }
 
     /// Writes `bytes` over `installed`'s manifest file, atomically and fsynced: a source's

@@ -145,24 +145,6 @@ public struct SyncState: Codable, Sendable, Equatable {
     /// Forgets the held-back version and its signers.
     mutating func liftHold() { (heldBackVersion, heldBackSigners) = (nil, nil) }
 
-    /// What an install lifts (a rollback's hold, a trust recovery), kept until its version is
-    /// handed to the daemon: put back when that version cannot be served, since they were about
-    /// the version that serves again.
-    struct LiftedByInstall: Sendable {
-        let heldBack: (version: Int?, signers: [String]?)
-        let recovering: (from: Int?, since: String?)
-
-        init(of state: SyncState) {
-            heldBack = (state.heldBackVersion, state.heldBackSigners)
-            recovering = (state.recoveringFrom, state.recoveringSince)
-        }
-
-        func restore(in state: inout SyncState) {
-            (state.heldBackVersion, state.heldBackSigners) = heldBack
-            (state.recoveringFrom, state.recoveringSince) = recovering
-        }
-    }
-
     /// Records `version` (nil: none) as the installed one. Nothing replacing an installed
     /// version makes that one the floor (`forgotten_version`); a version installing clears it.
     mutating func setInstalled(_ version: InstalledVersion?) {

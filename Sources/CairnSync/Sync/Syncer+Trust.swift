@@ -114,10 +114,11 @@ extension Syncer {
     /// may have raised them), and records since when a manifest must be made to replace it: the
     /// `created` of the first root under which the installed version stopped counting.
     private func noteRecovery(installed: InstalledVersion?, chain: TrustChain, state: inout SyncState) {
-        // A manifest no key of the chain verifies changed on the disk since its install (a key
-        // of a root the device does not hold never installed): no sign of a revoked key's
-        // version, whose floors would go (a rollback's hold, the highest version seen).
-        guard let installed, let signers = installed.signers(among: chain.roots.flatMap(\.signingKeys)), !signers.isEmpty else { return }
+        // A manifest changed on the disk since its install (its known keys' signatures all
+        // fail) is no sign of a revoked key's version, whose floors would go (a rollback's hold,
+        // the highest version seen); one signed by keys outside the chain still is.
+        guard let installed, directory.manifestDamage(of: installed) == nil,
+              let signers = installed.signers(among: chain.roots.flatMap(\.signingKeys)) else { return }
         func counts(_ root: RootMetadata) -> Bool { root.signingKeys.contains { signers.contains($0.keyID) } }
         let root = chain.current
         if counts(root) {

@@ -113,8 +113,11 @@ public actor Syncer {
     /// the file's stored hashes instead, which refuses it, and the full snapshot is installed
     /// (protocol/threat-model.md, "Out of scope").
     var installedFileCheck: BackgroundWork.Pending<Bool>?
-    /// What the install of the attempt at one source lifted (`SyncState.LiftedByInstall`).
-    var liftedByInstall: SyncState.LiftedByInstall?
+    /// The versions whose damaged manifest a source's copy could not mend, said once at warning.
+    var mendRefusalsSaid: Set<Int> = []
+    /// The most bytes in which a source's manifest may differ from a damaged installed one to
+    /// be written over it: a few flipped bits, or a short run a bad write left.
+    static let mendableBytes = 32
     /// The copy of the installed index to its spare, while it runs (`keepSpare`); an attempt
     /// that is to install, a rollback or an export stops it first.
     var spareCopy: SpareCopy?
@@ -208,6 +211,8 @@ public actor Syncer {
         guard let servedVersion, let installed = directory.installed(), servedVersion() != installed.version else { return nil }
         do throws(SyncError) {
             try await onInstalled(installed, nil)
+            var state = directory.readState()
+            if endHoldAndRecovery(served: installed, state: &state) { await persist(state) }
             return nil
         } catch {
             guard error.cause is CannotOpenNow else {
@@ -225,6 +230,20 @@ public actor Syncer {
         }
     }
 
+    /// What an installed version ends once it serves: a rollback's hold, and a trust recovery
+    /// (a version the current root's keys signed answers). Not at its install: one that cannot be
+    /// served, or only later, leaves serving the version they were about, and a stale source
+    /// could otherwise hand over the held-back version meanwhile. Returns whether `state` changed.
+    private func endHoldAndRecovery(served version: InstalledVersion, state: inout SyncState) -> Bool {
+        let changed = state.heldBackVersion != nil || state.recoveringFrom != nil
+        if let from = state.recoveringFrom, configuration.trustedRoot != nil {
+            logger.notice("recovered: version \(version.version) replaces version \(from), which only revoked keys signed")
+        }
+        state.liftHold()
+        state.endRecovery()
+        return changed
+    }
+
     /// The state root the installed version's index holds (its rows', checked at its install),
     /// which stands in for its manifest's once that changed on the disk; nil when it cannot be read.
     private func indexStateRoot(of installed: InstalledVersion) -> ContentID? {
@@ -235,12 +254,22 @@ public actor Syncer {
     /// Writes `bytes` (a source's manifest of the installed version, verified, whose state root
     /// the installed index holds) over that version's manifest file, which changed on the disk
     /// since its install (`damage`): kilobytes, where installing the version again would download
-    /// it whole. A read-only data directory keeps it (start-up said so).
-    private func writeManifestAgain(_ bytes: [UInt8], of installed: InstalledVersion, from source: String,
-                                    damage: String) throws(SyncError) {
-        guard !directory.readOnly else { return }
+    /// it whole. Only when the two files differ in a few bytes (`mendableBytes`), as a disk's
+    /// damage leaves them: a copy signed again (another expiry) or rebuilt may name other blobs
+    /// than the folder holds, and is left to the next version. A read-only data directory keeps
+    /// the file (start-up said so), as does a write that fails (said; the source is not blamed).
+    private func writeManifestAgain(_ bytes: [UInt8], of installed: InstalledVersion, from source: String, damage: String) {
+        guard !directory.readOnly, let held = try? directory.manifestBytes(of: installed) else { return }
+        guard held.count == bytes.count, zip(held, bytes).lazy.filter({ $0 != $1 }).count <= Self.mendableBytes else {
+            logger.log(level: mendRefusalsSaid.insert(installed.version).inserted ? .warning : .debug,
+                       "\(installed.manifestPath) changed on the disk since its install (\(damage)); the source's copy of version \(installed.version) is another file (signed again or rebuilt), so it is not written over it: the next version replaces it",
+                       metadata: ["cairn.sync.version": "\(installed.version)", "cairn.sync.source": "\(source)"])
+            return
+        }
         do throws(SyncError) { try directory.writeManifest(bytes, of: installed) } catch {
-            throw SyncError(error.code, "\(installed.manifestPath) changed on the disk since its install (\(damage)), and \(error.message)", cause: error)
+            logger.error("\(installed.manifestPath) changed on the disk since its install (\(damage)), and \(error.message)",
+                         metadata: ["cairn.sync.version": "\(installed.version)"])
+            return
         }
         logger.warning("\(installed.manifestPath) changed on the disk since its install (\(damage)); written again from the source's copy of version \(installed.version), whose state root its index holds",
                        metadata: ["cairn.sync.version": "\(installed.version)", "cairn.sync.source": "\(source)"])
@@ -324,7 +353,6 @@ public actor Syncer {
             progress.asking(source)
             var reached = false
             var timings = InstallTimings()
-            liftedByInstall = nil
             do throws(SyncError) {
                 let (outcome, contents) = try await attempt(source: source, state: &state, reached: &reached, timings: &timings)
                 state.lastAttemptReachedSource = true
@@ -366,8 +394,6 @@ public actor Syncer {
                             await removeUnreferenced()
                             throw error
                         }
-                        // What the install lifted was about the version served again.
-                        liftedByInstall?.restore(in: &state)
                         await fallBack(from: version, state: &state, replacedServes: replacedServes)
                         throw error
                     }
@@ -378,6 +404,7 @@ public actor Syncer {
                     installedBeforeAskingAll = queue[next...].contains {
                         $0 != source && !askedAgain.contains($0) && !Self.isDemoted($0, state: state, now: now())
                     }
+                    if endHoldAndRecovery(served: version, state: &state) { await persist(state) }
                     (timings.state, timings.open) = (opening - persisting, clock.now - opening)
                     logger.info("install timings", metadata: timings.metadata.merging(["cairn.sync.version": "\(version.version)"]) { $1 })
                     await removeUnreferenced()
@@ -496,9 +523,13 @@ public actor Syncer {
     /// back in place instead. Logged; a failure to change the links too.
     private func fallBack(from version: InstalledVersion, state: inout SyncState, replacedServes: Bool = false) async {
         do {
-            var back = replacedServes ? try directory.putBackReplacedCopy(of: version.version) : nil
-            if back == nil { back = try directory.fallBackToPrevious() }
-            if back == nil { try directory.forgetCurrent() }
+            let back: InstalledVersion?
+            if replacedServes, try directory.putBackReplacedCopy(of: version.version) {
+                back = directory.installed()
+            } else {
+                back = try directory.fallBackToPrevious()
+                if back == nil { try directory.forgetCurrent() }
+            }
             (installedRows, installedFileCheck) = (nil, nil)
             state.setInstalled(back)
             state.forgetManifestETags()
@@ -620,7 +651,7 @@ public actor Syncer {
            forgotten: state.forgotten)
         switch planner.decide(manifest, now: now) {
         case .upToDate:
-            if let installed, let damage { try writeManifestAgain(bytes, of: installed, from: source, damage: damage) }
+            if let installed, let damage { writeManifestAgain(bytes, of: installed, from: source, damage: damage) }
             if !recovering { state.raiseClockFloor(to: manifest.created) }
             state.withSource(source) { $0.etag = newETag }
             return (.upToDate(version: installed?.version), nil)
@@ -670,16 +701,10 @@ public actor Syncer {
             (installedRows, installedFileCheck) = (contents, nil)
             Self.learnSetHash(of: contents)
             state.setInstalled(version)
-            liftedByInstall = SyncState.LiftedByInstall(of: state)
-            state.liftHold()
             if expired { state.expiredInstalls = (state.expiredInstalls ?? 0) + 1 }
             // Only what the device installs (or a root it accepts) moves the clock floor: a
             // manifest that is merely verified could be a revoked key's, dated far ahead.
             state.raiseClockFloor(to: manifest.created)
-            if recovering {
-                logger.notice("recovered: version \(version.version) replaces version \(state.recoveringFrom ?? 0), which only revoked keys signed")
-                state.endRecovery()
-            }
             state.withSource(source) { $0.etag = newETag }
             return (.installed(version), contents)
         }
