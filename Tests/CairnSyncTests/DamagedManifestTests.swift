@@ -35,6 +35,15 @@ struct DamagedManifestTests {
         return (repo, device)
     }
 
+    /// `onVersion2` with a digit of version 2's snapshot hash changed in its manifest (the path),
+    /// and the damaged bytes.
+    static func onDamagedVersion2() async throws -> (RepoFixture, Device, manifest: String, damaged: [UInt8]) {
+        let (repo, device) = try await onVersion2()
+        let manifest = device.path + "/versions/2/manifest.json"
+        try damage(manifest, after: fields[0])
+        return (repo, device, manifest, try FileSystem.read(manifest))
+    }
+
     @Test("Given versions 1 and 2 installed, when version 2's manifest changes on the disk so that it still reads (a digit of the snapshot's hash, or of the state root), then the next attempt writes the source's copy over it and is up to date: nothing downloaded or built, the index file and the links as they were, and the manifest verifies again",
           arguments: fields)
     func writtenAgainFromTheSource(field: String) async throws {
@@ -55,10 +64,7 @@ struct DamagedManifestTests {
 
     @Test("Given version 2's manifest damaged so that it still reads, when the source offers a version 2 whose state root the installed index does not hold, then it is refused as a reuse of the number and the damaged file is left as it is")
     func anotherStateRootRefused() async throws {
-        let (repo, device) = try await Self.onVersion2()
-        let manifest = device.path + "/versions/2/manifest.json"
-        try Self.damage(manifest, after: Self.fields[0])
-        let damaged = try FileSystem.read(manifest)
+        let (repo, device, manifest, damaged) = try await Self.onDamagedVersion2()
         try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 3))
         let outcome = await device.syncer.syncOnce()
         #expect(outcome.errorCode == "rollback" && device.state.lastError?.message.contains("reuses version 2") == true, "\(outcome)")
@@ -67,10 +73,7 @@ struct DamagedManifestTests {
 
     @Test("Given version 2's manifest damaged so that it still reads, when the source's version 2 is the same version signed again (another expiry: the same state root, other bytes), then it is not written over the damaged file (it may name other blobs than the folder holds), and the attempt is up to date")
     func copySignedAgainLeft() async throws {
-        let (repo, device) = try await Self.onVersion2()
-        let manifest = device.path + "/versions/2/manifest.json"
-        try Self.damage(manifest, after: Self.fields[0])
-        let damaged = try FileSystem.read(manifest)
+        let (repo, device, manifest, damaged) = try await Self.onDamagedVersion2()
         try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1], expires: Date().addingTimeInterval(86_400 * 90))
         #expect(await device.syncer.syncOnce().isUpToDate)
         #expect(try FileSystem.read(manifest) == damaged)
