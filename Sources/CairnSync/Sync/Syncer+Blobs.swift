@@ -229,13 +229,13 @@ extension Syncer {
             do {
                 try FileSystem.makeDirectory(partial, syncingParents: false)
                 for file in files {
-                    let target = "\(partial)/\(file.name)"
-                    guard link("\(source)/\(file.name)", target) == 0 else {
+                    guard link("\(source)/\(file.name)", "\(partial)/\(file.name)") == 0 else {
                         throw SyncError.system("cannot link \(file.name) from \(source)")
                     }
-                    guard try FileSystem.sha256(of: target).id == file.sha256 else {
-                        throw SyncError(.hashMismatch, "\(source)/\(file.name) does not have its signed SHA-256")
-                    }
+                }
+                if let failing = Self.filesFailingHash(files, in: partial).first {
+                    throw SyncError(.hashMismatch, "\(source)/\(failing.name) "
+                                    + (failing.unread.map { "cannot be read: \($0.reason)" } ?? "does not have its signed SHA-256"))
                 }
                 try Self.placeModelFolder(partial, at: folder, in: models)
                 logger.info("linked the model from another channel's folder instead of downloading it", metadata: ["cairn.sync.model": "\(source)"])
@@ -262,9 +262,23 @@ extension Syncer {
         guard let weights = manifest.model.files.first(where: { $0.name == "model.safetensors" }) else { return nil }
         let legacy = "\(directory.modelsPath)/\(weights.sha256.hex)"
         let others = manifest.model.files.filter { $0.name != weights.name }
-        guard FileSystem.exists(legacy + "/" + weights.name),
-              others.allSatisfy({ (try? FileSystem.sha256(of: legacy + "/" + $0.name).id) == $0.sha256 }) else { return nil }
+        guard FileSystem.exists(legacy + "/" + weights.name), Self.filesFailingHash(others, in: legacy).isEmpty else { return nil }
         return legacy
+    }
+
+    /// The files of `files` in `folder` whose bytes are not their signed SHA-256, each with the
+    /// read's error when it could not be read (nil: read whole, other bytes). The one check of a
+    /// model folder's files; what an unreadable one means is its caller's: a folder not to link
+    /// or use (`adoptModelFromOtherChannels`, `existingModelFolder`), damage only on EIO
+    /// (`removeModelIfDamaged`).
+    nonisolated static func filesFailingHash(_ files: [Manifest.ModelFile], in folder: String) -> [(name: String, unread: StoreError?)] {
+        files.compactMap { file in
+            do throws(StoreError) {
+                return try FileSystem.sha256(of: folder + "/" + file.name).id == file.sha256 ? nil : (file.name, nil)
+            } catch {
+                return (file.name, error)
+            }
+        }
     }
 
     /// Whether the model folder `manifest` uses here has a file that no longer has its signed
@@ -278,11 +292,7 @@ extension Syncer {
         return await BackgroundWork.run { () -> Bool in
             // A file that cannot be read now (no descriptor, no memory) is not called damaged;
             // one whose read fails for its bytes (EIO) is.
-            let damaged = files.filter { file in
-                do throws(StoreError) { return try FileSystem.sha256(of: folder + "/" + file.name).id != file.sha256 } catch {
-                    return error.errno == EIO
-                }
-            }.map(\.name)
+            let damaged = Self.filesFailingHash(files, in: folder).filter { $0.unread.map { $0.errno == EIO } ?? true }.map(\.name)
             guard !damaged.isEmpty, Self.removeModelFolder(folder) else { return false }
             logger.error("the model folder \(folder) no longer has its signed hashes (\(damaged.joined(separator: ", ")) damaged on this disk); removed, to be downloaded again")
             return true
