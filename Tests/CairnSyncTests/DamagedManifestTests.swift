@@ -79,7 +79,7 @@ struct DamagedManifestTests {
         #expect(try FileSystem.read(manifest) == damaged)
     }
 
-    @Test("Given version 2's manifest changed on the disk in its version digit (it names version 3 from version 2's folder), then it is damage, not version 3: the installed version does not read, and the next attempt installs version 2 again over its folder")
+    @Test("Given version 2's manifest changed on the disk in its version digit (it names version 3 from version 2's folder), then it is damage, not version 3: the installed version does not read, a source offering version 1 meanwhile is refused as a rollback, and version 2 installs again over its folder")
     func versionDigitIsDamage() async throws {
         let (repo, device) = try await Self.onVersion2()
         let manifest = device.path + "/versions/2/manifest.json"
@@ -89,6 +89,9 @@ struct DamagedManifestTests {
         try text.write(toFile: manifest, atomically: true, encoding: .utf8)
         #expect(device.directory.installed() == nil)
 
+        try repo.makeCurrent(1)
+        #expect(await device.syncer.syncOnce().errorCode == "rollback")
+        try repo.makeCurrent(2)
         #expect(await device.syncer.syncOnce().installedVersion == 2)
         #expect(try FileSystem.read(manifest) == repo.manifestBytes[2])
         #expect(device.currentTarget == "versions/2" && device.entries("versions") == ["1", "2"])

@@ -94,14 +94,33 @@ struct UnservableVersionTests {
         #expect(device.state.lastError == nil && device.state.installedVersion == 3)
     }
 
-    @Test("Given a rollback from version 2 to 1 (2 held back), when version 3 installs but cannot be served, then version 2 stays held back (a stale source then offering it is passed over); once version 3 serves, the hold goes")
-    func holdStaysUntilServed() async throws {
-        let (repo, refusing, device) = try await Self.deviceOnVersion2()
+    /// Versions 1 and 2 installed and served, a rollback to 1 (2 held back), then version 3
+    /// installed but kept unserved: the daemon (`Refusing`, whose `served` the syncer reads)
+    /// cannot open it now.
+    static func rolledBackWithVersion3Kept() async throws -> (RepoFixture, Refusing, Device) {
+        let repo = try RepoFixture(withModel: false)
+        let refusing = Refusing()
+        let device = try Device(repo: repo, sources: [repo.url], onInstalled: { version, _ throws(SyncError) in try refusing.open(version) },
+                                servedVersion: { refusing.served.withLock { $0 } })
+        try repo.publish(version: 1)
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
         #expect(try await device.syncer.rollback().version.version == 1)
         try repo.publish(version: 3, chunks: RepoFixture.chunks(revision: 3), deltasFrom: [2])
         refusing.versions.withLock { $0 = [3] }
+        refusing.notNow.withLock { $0 = true }
         #expect(await device.syncer.syncOnce().errorCode == "install_failed")
-        #expect(device.state.heldBackVersion == 2 && device.currentTarget == "versions/1")
+        return (repo, refusing, device)
+    }
+
+    @Test("Given a rollback from version 2 to 1 (2 held back), when version 3 installs but cannot be opened now (kept unserved), and then fails on its own bytes, then version 2 stays held back throughout (a stale source then offering it is passed over); once version 3 serves, the hold goes")
+    func holdStaysUntilServed() async throws {
+        let (repo, refusing, device) = try await Self.rolledBackWithVersion3Kept()
+        #expect(device.currentTarget == "versions/3" && device.state.heldBackVersion == 2)
+        refusing.notNow.withLock { $0 = false }
+        #expect(await device.syncer.syncOnce().errorCode == "install_failed")
+        #expect(device.currentTarget == "versions/1" && device.state.heldBackVersion == 2)
 
         try repo.makeCurrent(2)
         #expect(await device.syncer.syncOnce().isUpToDate)
@@ -111,6 +130,37 @@ struct UnservableVersionTests {
         try repo.makeCurrent(3)
         #expect(await device.syncer.syncOnce().installedVersion == 3)
         #expect(device.state.heldBackVersion == nil)
+    }
+
+    @Test("Given a rollback from version 2 to 1 (2 held back), when version 3 installs but cannot be opened now and opens at the next attempt, then the hold goes once it serves, not before")
+    func holdEndsWhenKeptVersionOpens() async throws {
+        let (_, refusing, device) = try await Self.rolledBackWithVersion3Kept()
+        #expect(device.state.heldBackVersion == 2)
+
+        refusing.versions.withLock { $0 = [] }
+        #expect(await device.syncer.syncOnce().isUpToDate)
+        #expect(refusing.served.withLock { $0 } == 3 && device.state.heldBackVersion == nil)
+    }
+
+    @Test("Given a rollback from version 2 to 1 (2 held back) and a restart at which version 1 could not be opened (nothing served), when it opens at the next attempt, then the hold stays: a source offering version 2 is passed over")
+    func rollbackHoldSurvivesAReopen() async throws {
+        let repo = try RepoFixture(withModel: false)
+        try repo.publish(version: 1)
+        var first: Device? = try Device(repo: repo, sources: [repo.url])
+        #expect(await first!.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
+        #expect(await first!.syncer.syncOnce().installedVersion == 2)
+        #expect(try await first!.syncer.rollback().version.version == 1)
+        let path = first!.path
+        first = nil
+
+        let refusing = Refusing()
+        let restarted = try Device(repo: repo, sources: [repo.url], path: path,
+                                   onInstalled: { version, _ throws(SyncError) in try refusing.open(version) },
+                                   servedVersion: { refusing.served.withLock { $0 } })
+        #expect(await restarted.syncer.syncOnce().isUpToDate)
+        #expect(refusing.served.withLock { $0 } == 1 && restarted.state.heldBackVersion == 2)
+        #expect(restarted.currentTarget == "versions/1")
     }
 
     @Test("Given versions 1 then 2 installed, when version 3 installs but cannot be opened for a reason outside its bytes (out of memory, a full disk), then it stays installed (current, its folder) while version 2 answers and version 1 goes, the next attempt opens it again without installing it again; a rollback to version 2, served, needs no open; version 4 arriving meanwhile keeps version 2, served, as its previous; once the cause passes the newest serves; the source stays healthy throughout")

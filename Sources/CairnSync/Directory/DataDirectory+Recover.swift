@@ -71,7 +71,9 @@ extension DataDirectory {
         }
         var state = readState()
         // A rollback records its held-back version before it swaps: equal to the installed one,
-        // the swap never happened.
+        // the swap never happened. (A hold equal to it for another reason, the held-back
+        // version installed with nothing else installed, or one whose signers a rotation
+        // removed, has no effect left: lifting it changes nothing.)
         let unfinishedRollback = state.heldBackVersion != nil && state.heldBackVersion == installed?.version
         if state.installedVersion != installed?.version || unfinishedRollback {
             if state.installedVersion != installed?.version { state.forgetManifestETags() }

@@ -55,7 +55,7 @@ public struct SyncState: Codable, Sendable, Equatable {
     /// The device never believes it is earlier than this (protocol/root.md, "Clock floor").
     public var clockFloor: String?
     /// The installed version that no signing key of the trusted root signed: its rollback floor
-    /// is lifted until a version installs (protocol/root.md, "fast-forward recovery").
+    /// is lifted until a version installed serves (protocol/root.md, "fast-forward recovery").
     public var recoveringFrom: Int?
     /// While recovering: the `created` of the first root under which the installed version
     /// stopped counting. A manifest made before it is refused (a stale mirror's).

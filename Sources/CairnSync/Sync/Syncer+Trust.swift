@@ -116,7 +116,8 @@ extension Syncer {
     private func noteRecovery(installed: InstalledVersion?, chain: TrustChain, state: inout SyncState) {
         // A manifest changed on the disk since its install (its known keys' signatures all
         // fail) is no sign of a revoked key's version, whose floors would go (a rollback's hold,
-        // the highest version seen); one signed by keys outside the chain still is.
+        // the highest version seen); one signed by keys outside the chain still is. (A flip in a
+        // signature's key id names an unknown key and cannot be told from that: it recovers.)
         guard let installed, directory.manifestDamage(of: installed) == nil,
               let signers = installed.signers(among: chain.roots.flatMap(\.signingKeys)) else { return }
         func counts(_ root: RootMetadata) -> Bool { root.signingKeys.contains { signers.contains($0.keyID) } }

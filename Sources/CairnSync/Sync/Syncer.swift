@@ -211,8 +211,6 @@ public actor Syncer {
         guard let servedVersion, let installed = directory.installed(), servedVersion() != installed.version else { return nil }
         do throws(SyncError) {
             try await onInstalled(installed, nil)
-            var state = directory.readState()
-            if endHoldAndRecovery(served: installed, state: &state) { await persist(state) }
             return nil
         } catch {
             guard error.cause is CannotOpenNow else {
@@ -230,10 +228,12 @@ public actor Syncer {
         }
     }
 
-    /// What an installed version ends once it serves: a rollback's hold, and a trust recovery
-    /// (a version the current root's keys signed answers). Not at its install: one that cannot be
-    /// served, or only later, leaves serving the version they were about, and a stale source
-    /// could otherwise hand over the held-back version meanwhile. Returns whether `state` changed.
+    /// What a version this attempt installed ends once it serves: a rollback's hold, and a trust
+    /// recovery (a version the current root's keys signed answers). Not at its install: one that
+    /// cannot be served, or only later, leaves serving the version they were about, and a stale
+    /// source could otherwise hand over the held-back version meanwhile. (A kept version that
+    /// opens later ends the hold at the next attempt's start, the recovery at its chain walk.)
+    /// Returns whether `state` changed.
     private func endHoldAndRecovery(served version: InstalledVersion, state: inout SyncState) -> Bool {
         let changed = state.heldBackVersion != nil || state.recoveringFrom != nil
         if let from = state.recoveringFrom, configuration.trustedRoot != nil {
@@ -307,6 +307,12 @@ public actor Syncer {
     ///   with nothing newer does not make the device answer).
     private func attemptAll(unserved: SyncError?) async -> SyncOutcome {
         var state = directory.readState()
+        // A hold below the version that serves is over: a kept version opened since, or a stop
+        // between an install and its handover left it (a hold above it is a rollback's).
+        if let held = state.heldBackVersion, unserved == nil, let installed = directory.installed(), installed.version > held,
+           servedVersion.map({ $0() == installed.version }) ?? true {
+            state.liftHold()
+        }
         // Sources no longer configured (removed, or their URL changed) are forgotten: status
         // lists only those configured, and the file would carry them, with any credentials in
         // their URLs, for the device's life.
@@ -648,7 +654,12 @@ public actor Syncer {
                   dimension: $0.manifest.dimension, modelID: $0.manifest.model.id)
         }, heldBack: holds ? state.heldBackVersion : nil, expiredUpdates: configuration.expiredUpdates, recovering: recovering,
            recoveringSince: state.recoveringSince.flatMap { Timestamp(rfc3339: $0) },
-           forgotten: state.forgotten)
+           // An installed version that stopped reading while cairnd runs (changed on the disk)
+           // is the floor, as one that could not be served is: else a stick with an older
+           // version left plugged in would install it.
+           forgotten: state.forgotten ?? (installed == nil ? state.installedVersion.map {
+               ($0, state.installedStateRoot.flatMap { ContentID(hex: $0) })
+           } : nil))
         switch planner.decide(manifest, now: now) {
         case .upToDate:
             if let installed, let damage { writeManifestAgain(bytes, of: installed, from: source, damage: damage) }
