@@ -97,6 +97,20 @@ struct DamagedManifestTests {
         #expect(device.currentTarget == "versions/2" && device.entries("versions") == ["1", "2"])
     }
 
+    @Test("Given a rollback from version 2 to 1 (2 held back), when version 1's manifest changes in its version digit while cairnd runs (it no longer reads), then version 2, which the source still offers, stays held back")
+    func holdCountsWhileTheManifestDoesNotRead() async throws {
+        let (_, device) = try await Self.onVersion2()
+        #expect(try await device.syncer.rollback().version.version == 1)
+        let manifest = device.path + "/versions/1/manifest.json"
+        var text = try String(contentsOfFile: manifest, encoding: .utf8)
+        text.replaceSubrange(try #require(text.range(of: #","version":1"#)), with: #","version":4"#)
+        try text.write(toFile: manifest, atomically: true, encoding: .utf8)
+        #expect(device.directory.installed() == nil)
+
+        #expect(await device.syncer.syncOnce().isUpToDate)
+        #expect(device.currentTarget == "versions/1" && device.state.heldBackVersion == 2)
+    }
+
     @Test("Given a device pinned to a root, rolled back from version 2 to 1 (2 held back), when version 1's manifest changes on the disk so that it still reads, then that is no version signed by revoked keys: the device does not enter recovery, and version 2 stays held back")
     func damageIsNoRecovery() async throws {
         let (repo, device, _, _, _) = try await TrustSyncTests.pinnedOnVersion1(namingSigners: true)

@@ -61,9 +61,14 @@ public struct SyncPlanner: Sendable {
     /// While nothing is installed: the version that was, until it could not be served
     /// (`forgotten_version`); only it (same state root) or a newer one installs.
     public var forgotten: (version: Int, stateRoot: ContentID?)?
+    /// Nothing reads as installed, but the version that did still serves (its manifest stopped
+    /// reading while cairnd runs): a hold still counts, as while it was installed.
+    public var stillServed: Bool
 
     public init(channel: String, installed: Installed?, heldBack: Int? = nil, expiredUpdates: ExpiredUpdatePolicy = .install,
-                recovering: Bool = false, recoveringSince: Timestamp? = nil, forgotten: (version: Int, stateRoot: ContentID?)? = nil) {
+                recovering: Bool = false, recoveringSince: Timestamp? = nil, forgotten: (version: Int, stateRoot: ContentID?)? = nil,
+                stillServed: Bool = false) {
+        self.stillServed = stillServed
         self.channel = channel
         self.installed = installed
         self.heldBack = heldBack
@@ -116,7 +121,7 @@ public struct SyncPlanner: Sendable {
         }
         // A hold chooses between versions: with none installed (the one rolled back to was
         // found unusable and forgotten), a held-back version beats answering nothing.
-        if let heldBack, !recovering, installed != nil, manifest.version <= heldBack {
+        if let heldBack, !recovering, installed != nil || stillServed, manifest.version <= heldBack {
             return .heldBack
         }
         // While recovering the version floor is gone, and the `created` bound above stands in

@@ -659,7 +659,7 @@ public actor Syncer {
            // version left plugged in would install it.
            forgotten: state.forgotten ?? (installed == nil ? state.installedVersion.map {
                ($0, state.installedStateRoot.flatMap { ContentID(hex: $0) })
-           } : nil))
+           } : nil), stillServed: installed == nil && state.installedVersion != nil)
         switch planner.decide(manifest, now: now) {
         case .upToDate:
             if let installed, let damage { writeManifestAgain(bytes, of: installed, from: source, damage: damage) }
