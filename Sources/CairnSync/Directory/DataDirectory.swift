@@ -369,7 +369,7 @@ public final class DataDirectory: Sendable {
     /// (`knowManifestSigners`) and none verifies. Nil when it verifies, or when that cannot be
     /// told (no signers named, a key the device does not know, the file unreadable now).
     public func manifestDamage(of installed: InstalledVersion) -> String? {
-        guard let bytes = try? FileSystem.read(installed.manifestPath) else { return nil }
+        guard let bytes = try? manifestBytes(of: installed) else { return nil }
         return Self.brokenSignature(bytes, signers: manifestSigners.withLock { $0 })
     }
 

@@ -13,8 +13,10 @@ extension Syncer {
     /// The policy manifests from `base` are checked against: with a pinned root, after walking
     /// the source's chain (persisting each accepted root before the next step) and checking the
     /// newest root's expiry and whether the installed version still counts; else the pinned keys.
+    /// `installedDamaged`: the installed manifest changed on the disk (`DataDirectory.manifestDamage`),
+    /// as the attempt found it.
     func signingPolicy(base: String, state: inout SyncState, reached: inout Bool,
-                       installed: InstalledVersion?) async throws(SyncError) -> SigningPolicy {
+                       installed: InstalledVersion?, installedDamaged: Bool) async throws(SyncError) -> SigningPolicy {
         guard configuration.trustedRoot != nil else { return SigningPolicy(keys: configuration.trustedKeys) }
         guard var chain = trust.current else {
             throw SyncError(.rootRefused, "the pinned root (trusted_root) is not acceptable; fix the device's configuration")
@@ -69,7 +71,7 @@ extension Syncer {
         applyRevocation(&state)
         let current = chain.current
         // Recovery first: it resets a clock floor that a revoked key's version may have raised.
-        noteRecovery(installed: installed, chain: chain, state: &state)
+        noteRecovery(installed: installedDamaged ? nil : installed, chain: chain, state: &state)
         // The pinned root and the roots re-verified at start-up count too.
         state.raiseClockFloor(to: current.created)
         if current.isExpired(at: state.effectiveNow(now())) {
@@ -112,14 +114,13 @@ extension Syncer {
     /// current root, and leaves it when it is (checked at every attempt). Entering resets the
     /// version floors and the clock floor (to the root's `created`: what a revoked key signed
     /// may have raised them), and records since when a manifest must be made to replace it: the
-    /// `created` of the first root under which the installed version stopped counting.
+    /// `created` of the first root under which the installed version stopped counting. Not for
+    /// a manifest changed on the disk since its install (the caller passes nil): that is no sign
+    /// of a revoked key's version, whose floors would go (a rollback's hold, the highest version
+    /// seen); one signed by keys outside the chain still is. (A flip in a signature's key id
+    /// names an unknown key and cannot be told from that: it recovers.)
     private func noteRecovery(installed: InstalledVersion?, chain: TrustChain, state: inout SyncState) {
-        // A manifest changed on the disk since its install (its known keys' signatures all
-        // fail) is no sign of a revoked key's version, whose floors would go (a rollback's hold,
-        // the highest version seen); one signed by keys outside the chain still is. (A flip in a
-        // signature's key id names an unknown key and cannot be told from that: it recovers.)
-        guard let installed, directory.manifestDamage(of: installed) == nil,
-              let signers = installed.signers(among: chain.roots.flatMap(\.signingKeys)) else { return }
+        guard let installed, let signers = installed.signers(among: chain.roots.flatMap(\.signingKeys)) else { return }
         func counts(_ root: RootMetadata) -> Bool { root.signingKeys.contains { signers.contains($0.keyID) } }
         let root = chain.current
         if counts(root) {

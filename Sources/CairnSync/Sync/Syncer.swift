@@ -617,7 +617,8 @@ public actor Syncer {
         let installed = directory.installed()
         // Checked at each attempt (a manifest is kilobytes): damage since the start counts too.
         let damage = installed.flatMap(directory.manifestDamage)
-        let policy = try await signingPolicy(base: base, state: &state, reached: &reached, installed: installed)
+        let policy = try await signingPolicy(base: base, state: &state, reached: &reached, installed: installed,
+                                             installedDamaged: damage != nil)
         // Not sent over a damaged manifest: a 304 would say the installed version is up to date.
         let etag = installed == nil || damage != nil ? nil : state.source(source)?.etag
         let (fetch, stats) = try await downloader.fetchManifest(
