@@ -80,13 +80,7 @@ struct DirectoryTests {
     @Test("Given a stop inside an install of a version's own number (the served folder moved to versions/2.replaced, the new one not in place: before the install's second rename, or inside the put-back after a failed handover), when recovering, then that copy goes back and serves, and what was half done goes")
     func replacedCopyMovedBack() async throws {
         let repo = try RepoFixture(withModel: false)
-        try repo.publish(version: 1)
-        var device: Device? = try Device(repo: repo, sources: [repo.url])
-        #expect(await device!.syncer.syncOnce().installedVersion == 1)
-        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
-        #expect(await device!.syncer.syncOnce().installedVersion == 2)
-        let path = device!.path
-        device = nil
+        let path = try await Device.stopped(afterVersion2Of: repo)
         let fm = FileManager.default
         try fm.moveItem(atPath: path + "/versions/2", toPath: path + "/versions/2.replaced")
         try fm.createDirectory(atPath: path + "/versions/2.partial", withIntermediateDirectories: true)

@@ -145,14 +145,7 @@ struct UnservableVersionTests {
     @Test("Given a rollback from version 2 to 1 (2 held back) and a restart at which version 1 could not be opened (nothing served), when it opens at the next attempt, then the hold stays: a source offering version 2 is passed over")
     func rollbackHoldSurvivesAReopen() async throws {
         let repo = try RepoFixture(withModel: false)
-        try repo.publish(version: 1)
-        var first: Device? = try Device(repo: repo, sources: [repo.url])
-        #expect(await first!.syncer.syncOnce().installedVersion == 1)
-        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
-        #expect(await first!.syncer.syncOnce().installedVersion == 2)
-        #expect(try await first!.syncer.rollback().version.version == 1)
-        let path = first!.path
-        first = nil
+        let path = try await Device.stopped(afterVersion2Of: repo, rollingBack: true)
 
         let refusing = Refusing()
         let restarted = try Device(repo: repo, sources: [repo.url], path: path,

@@ -4,6 +4,7 @@ import CairnIndex
 import CairnSync
 import Foundation
 import Logging
+import Testing
 
 /// A device under test: a fresh data directory and a syncer following `repo`'s channel.
 struct Device {
@@ -63,6 +64,19 @@ struct Device {
             }
         }
         return try opened.get()
+    }
+
+    /// The data directory of a device that installed versions 1 and 2 of `repo` (2 by a delta
+    /// from 1), then, with `rollingBack`, rolled back to 1, and stopped: its lock goes with it,
+    /// as a process's does. For a `Device` restarting on that path.
+    static func stopped(afterVersion2Of repo: RepoFixture, rollingBack: Bool = false) async throws -> String {
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        if rollingBack { #expect(try await device.syncer.rollback().version.version == 1) }
+        return device.path
     }
 
     var state: SyncState { directory.readState() }
