@@ -135,7 +135,7 @@ struct RollbackExportTests {
 
         // When version 3 is published, it is installed and the hold is cleared.
         try workspace.publish(Self.version3)
-        #expect(try device.cairn(["sync"]).status == 0)
+        #expect(try device.cairn(["sync", "--wait"]).status == 0)
         try await device.waitForVersion(3)
         #expect(Self.sync(device)["held_back_version"] is NSNull)
         #expect(try device.query("generator garage").ids.first == "generator")

@@ -294,7 +294,7 @@ struct TrustTests {
         try w.publish(Workspace.version2, keys: [s2])
         let next = thief == 2 ? 3 : 2
         if next == 3 { try w.publish(Workspace.version2 + [("after", "Published after the recovery began.")], keys: [s2]) }
-        #expect(try device.cairn(["sync"]).status == 0)
+        #expect(try device.cairn(["sync", "--wait"]).status == 0)
         try await device.waitForVersion(next)
         trust = Self.trust(device)
         #expect(trust["recovering"] as? Bool == false)
@@ -368,7 +368,9 @@ struct TrustTests {
         try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--remove-signing-key", Self.pub(s1)])
         try genuine.write(to: URL(fileURLWithPath: w.manifestPath))
         try w.publish(Workspace.version2, keys: [s2])
-        #expect(try device.cairn(["sync"]).status == 0)
+        // The hold ends once version 2 serves, after its handover: --wait follows the attempt
+        // to its end, when the state says so.
+        #expect(try device.cairn(["sync", "--wait"]).status == 0)
         try await device.waitForVersion(2)
         let state = device.state
         #expect(state["held_back_version"] == nil && state["highest_version_seen"] as? Int == 2, "\(state)")
@@ -463,7 +465,7 @@ struct TrustTests {
         #expect(device.state["recovering_since"] as? String == Self.rootCreated(w, 2), "\(device.state)")
 
         try w.publish(Self.version3, keys: [s2])
-        #expect(try device.cairn(["sync"]).status == 0)
+        #expect(try device.cairn(["sync", "--wait"]).status == 0)
         try await device.waitForVersion(3)
         #expect(Self.trust(device)["recovering"] as? Bool == false && device.state["recovering_since"] == nil)
     }
@@ -476,7 +478,7 @@ struct TrustTests {
         try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--add-signing-key", Self.pub(s2)])
         try w.publish(Workspace.version2, keys: [s1, s2])
         try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--remove-signing-key", Self.pub(s1)])
-        #expect(try device.cairn(["sync"]).status == 0)
+        #expect(try device.cairn(["sync", "--wait"]).status == 0)
         try await device.waitForVersion(2)
         #expect(Self.trust(device)["root_version"] as? Int == 3 && Self.trust(device)["recovering"] as? Bool == false)
     }
