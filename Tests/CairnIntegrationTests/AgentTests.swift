@@ -142,7 +142,7 @@ struct AgentTests {
         }
     }
 
-    @Test("Given a passage of 3,000 characters with a source (a JSON record, kept whole), when cairn mcp searches, then its text line names its id and source and is cut at 2,000 characters saying that get gives it whole; structuredContent and get keep it whole; a tag no passage has is said in a note")
+    @Test("Given a passage of 3,000 characters with a source (a JSON record, kept whole), when cairn mcp searches, then its text line names its id and source and is cut at 2,000 characters saying that get gives it whole; structuredContent cuts it there too, saying so and how long it is; get keeps it whole; a tag no passage has is said in a note")
     func mcpCutsLongPassagesAndNamesSources() async throws {
         let workspace = try await Workspace.make()
         let long = String(repeating: "Boil the water for one minute before you drink it. ", count: 60)
@@ -162,7 +162,7 @@ struct AgentTests {
         defer { device.stop() }
         try await device.waitForVersion(1)
         let lines = [
-            #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water","k":1}}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water","k":2}}}"#,
             #"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get","arguments":{"id":"boil-long"}}}"#,
             #"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water","tags":["Water"]}}}"#,
             #"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"get","arguments":{"id":"boil-long","version":1}}}"#,
@@ -177,8 +177,15 @@ struct AgentTests {
         #expect(text.hasPrefix("Knowledge base version 1 (channel field), published 20"), "\(text.prefix(120))")
         #expect(line.contains("(id: boil-long, source: Field Manual p. 12)"), "\(line)")
         #expect(line.contains("… (cut; `get` with this id gives the whole passage)") && line.count < 2_200, "\(line.count)")
+        // A host may hand the model structuredContent instead of the text: the same cut.
         let results = (found?["structuredContent"] as? [String: Any])?["results"] as? [[String: Any]]
-        #expect(results?.first?["content"] as? String == long)
+        #expect(results?.first?["content"] as? String == String(long.prefix(2_000)))
+        #expect(results?.first?["cut"] as? Bool == true && results?.first?["characters"] as? Int == long.count,
+                "\(String(describing: results?.first?.filter { $0.key != "content" }))")
+        // A short passage comes whole, unmarked.
+        let short = results?.last
+        #expect(results?.count == 2 && short?["id"] as? String == "radio" && short?["cut"] == nil && short?["characters"] == nil
+                && short?["content"] as? String == "A crank radio keeps working when the power is out.", "\(String(describing: results))")
         let got = answers["2"]?["result"] as? [String: Any]
         let gotText = ((got?["content"] as? [[String: Any]])?.first?["text"] as? String) ?? ""
         #expect(gotText.hasSuffix(long))

@@ -43,12 +43,14 @@ struct MCPTools {
             ] as [String: Any],
             "outputSchema": [
                 "type": "object",
-                "description": "The passages whole (the text cuts long ones), and how fresh the knowledge is.",
+                "description": "The passages, each cut at 2,000 characters as the text cuts it (`get` gives one whole), and how fresh the knowledge is.",
                 "properties": [
                     "results": ["type": "array", "items": [
                         "type": "object",
                         "properties": Self.passageProperties.merging([
                             "rank": ["type": "integer", "minimum": 1], "score": ["type": ["number", "null"]],
+                            "cut": ["type": "boolean", "description": "The passage is longer than 2,000 characters and `content` holds its first 2,000: `get` with its id gives it whole."],
+                            "characters": ["type": "integer", "minimum": 0, "description": "The whole passage's length in characters, when cut."],
                         ] as [String: Any]) { $1 },
                         "required": ["rank", "id", "title", "content"],
                     ] as [String: Any]],
@@ -218,11 +220,15 @@ struct MCPTools {
         if freshnessLines.isEmpty { freshnessLines = [Self.freshness(version: nil, status: status, answer: answer)] }
         let results = (answer["results"] as? [[String: Any]] ?? []).map { result -> [String: Any] in
             let chunk = result["chunk"] as? [String: Any] ?? [:]
-            return ["rank": result["rank"] ?? NSNull(), "id": chunk["id"] ?? NSNull(), "title": chunk["title"] ?? "",
-                    "content": chunk["content"] ?? "", "scenario": chunk["scenario"] ?? NSNull(),
-                    "tags": chunk["tags"] ?? [], "source": chunk["source"] ?? NSNull(),
-                    "score": result["fused_score"] ?? result["dense_score"] ?? result["lexical_score"] ?? NSNull(),
-                    "channel": result["channel"] ?? NSNull(), "version": result["version"] ?? NSNull()]
+            let content = chunk["content"] as? String ?? ""
+            var entry: [String: Any] = [
+                "rank": result["rank"] ?? NSNull(), "id": chunk["id"] ?? NSNull(), "title": chunk["title"] ?? "",
+                "content": content, "scenario": chunk["scenario"] ?? NSNull(),
+                "tags": chunk["tags"] ?? [], "source": chunk["source"] ?? NSNull(),
+                "score": result["fused_score"] ?? result["dense_score"] ?? result["lexical_score"] ?? NSNull(),
+                "channel": result["channel"] ?? NSNull(), "version": result["version"] ?? NSNull()]
+            if let cut = Self.cut(content) { (entry["content"], entry["cut"], entry["characters"]) = (cut, true, content.count) }
+            return entry
         }
         let freshness = freshnessLines.joined(separator: "\n")
         var lines = freshnessLines
@@ -237,8 +243,9 @@ struct MCPTools {
             let channel = several ? (result["channel"] as? String).map { ", channel: \($0)" } ?? "" : ""
             // What a citation needs beside the id: where the passage came from.
             let source = (result["source"] as? String).map { ", source: \($0)" } ?? ""
+            let cut = result["cut"] as? Bool == true ? "… (cut; `get` with this id gives the whole passage)" : ""
             lines.append("[\(result["rank"] as? Int ?? 0)] \(result["title"] as? String ?? "") — "
-                         + "\(Self.passage(result["content"] as? String ?? "")) (id: \(result["id"] as? String ?? "")\(source)\(channel))")
+                         + "\(result["content"] as? String ?? "")\(cut) (id: \(result["id"] as? String ?? "")\(source)\(channel))")
         }
         var structured: [String: Any] = [
             "results": results, "version": answer["version"] ?? NSNull(), "state_root": answer["state_root"] ?? NSNull(),
@@ -252,15 +259,14 @@ struct MCPTools {
         return ["content": [["type": "text", "text": lines.joined(separator: "\n")]], "structuredContent": structured, "isError": false]
     }
 
-    /// The most characters of one passage a search's text carries: a whole record (a JSON
-    /// source's, kept unsplit) would fill an agent's context; `get` gives it whole, and
-    /// `structuredContent` keeps it whole.
+    /// The most characters of one passage a search carries, in its text and its
+    /// `structuredContent` alike: a whole record (a JSON source's, kept unsplit) would fill an
+    /// agent's context whichever of the two its host hands the model. `get` gives it whole.
     static let passageCharacters = 2_000
 
-    /// `content` as a search's text shows it: cut at `passageCharacters`, saying so.
-    static func passage(_ content: String) -> String {
-        guard content.count > passageCharacters else { return content }
-        return String(content.prefix(passageCharacters)) + "… (cut; `get` with this id gives the whole passage)"
+    /// The first `passageCharacters` of `content`, or nil when it is no longer.
+    static func cut(_ content: String) -> String? {
+        content.count > passageCharacters ? String(content.prefix(passageCharacters)) : nil
     }
 
     func get(_ arguments: [String: Any]) throws -> [String: Any] {
