@@ -112,6 +112,7 @@ public struct Device: Sendable {
     static func makeChannel(_ configuration: DaemonConfiguration, registry: MetricsRegistry, notifier: SystemdNotifier,
                             statusPrefix: String, otherChannels: [String] = [], logger: Logger) throws(DaemonError) -> ChannelParts {
         let sync = try syncConfiguration(configuration, otherChannels: otherChannels)
+        for line in unusedProxyCABundles(sync) { logger.warning("\(line)") }
         let directory: DataDirectory
         do {
             directory = try DataDirectory(path: configuration.dataDirectory, logger: logger)
@@ -269,6 +270,19 @@ public struct Device: Sendable {
         for source in configuration.sourceAccess.keys.sorted()
         where !sources.contains(where: { SourceAccess.base(of: $0) == source }) {
             throw DaemonError(.badConfiguration, "[source \(source)] names no configured source; sources are \(sources.joined(separator: ", "))")
+        }
+    }
+
+    /// A line for each source whose `proxy_ca_bundle` its proxy does not use: it verifies an
+    /// `https://` proxy only, and an operator who left it beside a plain-HTTP or SOCKS proxy
+    /// (meaning TLS to the proxy, or after changing proxies) would otherwise hear nothing. A
+    /// proxy the environment names (`proxy` unset) is libcurl's to judge.
+    static func unusedProxyCABundles(_ sync: SyncConfiguration) -> [String] {
+        sync.sources.compactMap { source in
+            let access = sync.access(for: source)
+            guard let bundle = access.proxyCABundle, let proxy = access.proxy, let scheme = proxy.split(separator: ":").first,
+                  scheme.lowercased() != "https" else { return nil }
+            return "proxy_ca_bundle \(bundle) is not used for \(source): its proxy is \(scheme)://, which carries no TLS to the proxy; only an https:// proxy's certificate is checked against it"
         }
     }
 
