@@ -132,11 +132,17 @@ struct UnservableVersionTests {
         #expect(device.state.heldBackVersion == nil)
     }
 
-    @Test("Given a rollback from version 2 to 1 (2 held back), when version 3 installs but cannot be opened now and opens at the next attempt, then the hold goes once it serves, not before")
+    @Test("Given a rollback from version 2 to 1 (2 held back), when version 3 installs but cannot be opened now, still not at the next attempt (the hold stays; a stale source offering version 2 meanwhile installs nothing), and opens at the one after, then the hold goes once it serves, not before")
     func holdEndsWhenKeptVersionOpens() async throws {
-        let (_, refusing, device) = try await Self.rolledBackWithVersion3Kept()
+        let (repo, refusing, device) = try await Self.rolledBackWithVersion3Kept()
         #expect(device.state.heldBackVersion == 2)
 
+        // Still not openable, with a stale source offering the held-back version meanwhile.
+        try repo.makeCurrent(2)
+        #expect(await device.syncer.syncOnce().errorCode == "install_failed")
+        #expect(device.currentTarget == "versions/3" && refusing.served.withLock { $0 } == 1 && device.state.heldBackVersion == 2)
+
+        try repo.makeCurrent(3)
         refusing.versions.withLock { $0 = [] }
         #expect(await device.syncer.syncOnce().isUpToDate)
         #expect(refusing.served.withLock { $0 } == 3 && device.state.heldBackVersion == nil)
