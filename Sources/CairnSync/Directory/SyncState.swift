@@ -62,8 +62,9 @@ public struct SyncState: Codable, Sendable, Equatable {
     public var recoveringSince: String?
     /// Expired-but-newer manifests installed under `expired_updates = install`.
     public var expiredInstalls: Int?
-    /// The previous version removed to make room for an install (`max_disk_bytes` or a full
-    /// disk); nil again once a previous version is kept.
+    /// The last previous version removed to make room for an install (`max_disk_bytes` or a
+    /// full disk), kept after a later previous version is (protocol/data-directory.md): `cairn
+    /// status` says it only while no previous version is kept.
     public var previousDropped: Int?
     /// The version that was installed until it could not be served and nothing before it could
     /// (its `current` dropped): while nothing is installed it is the rollback floor, so that a
