@@ -56,6 +56,16 @@ struct AgentTests {
         #expect(check.stdout.contains("0 failed") && check.stdout.contains("0 skipped"), "\(check.stdout)")
     }
 
+    /// A tool error's code and message, read from its text (`code: message`); nil unless the
+    /// result is an error that carries no structuredContent (the tool's outputSchema describes
+    /// its answer, and a client may check an error's structuredContent against it too).
+    static func failure(_ result: [String: Any]?) -> (code: String, message: String)? {
+        guard result?["isError"] as? Bool == true, result?["structuredContent"] == nil,
+              let text = (result?["content"] as? [[String: Any]])?.first?["text"] as? String,
+              let colon = text.range(of: ": ") else { return nil }
+        return (String(text[..<colon.lowerBound]), String(text[colon.upperBound...]))
+    }
+
     /// `cairn mcp` fed `lines` on standard input (then end of input): its answers, by id (a
     /// null id as "null"), and its exit status.
     /// `raw`: bytes written after the lines (one that is not UTF-8).
@@ -115,7 +125,7 @@ struct AgentTests {
         #expect(order.first == "2" && Set(order) == ["2", "3", "4", "5"], "\(order)")
         for id in ["3", "4", "5"] {
             let result = answers[id]?["result"] as? [String: Any]
-            #expect(result?["isError"] as? Bool == true && (result?["structuredContent"] as? [String: Any])?["code"] as? String == "unavailable")
+            #expect(Self.failure(result)?.code == "unavailable", "\(String(describing: result))")
         }
         #expect(answers["1"] == nil && answers["6"] == nil)
     }
@@ -142,14 +152,17 @@ struct AgentTests {
         }
     }
 
-    @Test("Given a passage of 3,000 characters with a source (a JSON record, kept whole), when cairn mcp searches, then its text line names its id and source and is cut at 2,000 characters saying that get gives it whole; structuredContent cuts it there too, saying so and how long it is; get keeps it whole; a tag no passage has is said in a note")
+    @Test("Given a passage of 3,000 characters with a source (a JSON record, kept whole), when cairn mcp searches, then its text line names its id and source and is cut at 2,000 characters saying that get gives it whole; structuredContent cuts it there too, saying so and how long it is, counting Unicode scalars (a letter with 2,500 combining marks is cut); get keeps it whole; a tag no passage has is said in a note")
     func mcpCutsLongPassagesAndNamesSources() async throws {
         let workspace = try await Workspace.make()
         let long = String(repeating: "Boil the water for one minute before you drink it. ", count: 60)
+        // One grapheme cluster of 2,501 Unicode scalars: a letter and 2,500 combining marks.
+        let accented = "Purify rainwater before you drink it: x" + String(repeating: "\u{0301}", count: 2_500)
         let source = workspace.folder + "/kb-long.json"
         let records: [[String: Any]] = [
             ["id": "boil-long", "title": "Boiling", "content": long, "source": "Field Manual p. 12"],
             ["id": "radio", "title": "Radio", "content": "A crank radio keeps working when the power is out."],
+            ["id": "accents", "title": "Accents", "content": accented],
         ]
         try JSONSerialization.data(withJSONObject: records).write(to: URL(fileURLWithPath: source))
         let publish = try Binaries.run("cairn-server", ["publish", "--repo", workspace.repo, "--channel", "field", "--source", source,
@@ -162,7 +175,7 @@ struct AgentTests {
         defer { device.stop() }
         try await device.waitForVersion(1)
         let lines = [
-            #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water","k":2}}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water","k":3}}}"#,
             #"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get","arguments":{"id":"boil-long"}}}"#,
             #"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water","tags":["Water"]}}}"#,
             #"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"get","arguments":{"id":"boil-long","version":1}}}"#,
@@ -182,9 +195,14 @@ struct AgentTests {
         #expect(results?.first?["content"] as? String == String(long.prefix(2_000)))
         #expect(results?.first?["cut"] as? Bool == true && results?.first?["characters"] as? Int == long.count,
                 "\(String(describing: results?.first?.filter { $0.key != "content" }))")
+        // Characters are Unicode scalars, as JSON Schema and Python count them: one cluster of
+        // thousands is cut too, where a cut by grapheme clusters bounded nothing.
+        let marks = results?.first { $0["id"] as? String == "accents" }
+        #expect(marks?["cut"] as? Bool == true && (marks?["content"] as? String)?.unicodeScalars.count == 2_000
+                && marks?["characters"] as? Int == accented.unicodeScalars.count, "\(String(describing: marks?.filter { $0.key != "content" }))")
         // A short passage comes whole, unmarked.
-        let short = results?.last
-        #expect(results?.count == 2 && short?["id"] as? String == "radio" && short?["cut"] == nil && short?["characters"] == nil
+        let short = results?.first { $0["id"] as? String == "radio" }
+        #expect(results?.count == 3 && short?["cut"] == nil && short?["characters"] == nil
                 && short?["content"] as? String == "A crank radio keeps working when the power is out.", "\(String(describing: results))")
         let got = answers["2"]?["result"] as? [String: Any]
         let gotText = ((got?["content"] as? [[String: Any]])?.first?["text"] as? String) ?? ""
@@ -200,7 +218,7 @@ struct AgentTests {
         // `get` pinned to the search's version: read back while it serves, refused once another does.
         #expect((answers["4"]?["result"] as? [String: Any])?["isError"] as? Bool == false)
         let moved = answers["5"]?["result"] as? [String: Any]
-        #expect(moved?["isError"] as? Bool == true && (moved?["structuredContent"] as? [String: Any])?["code"] as? String == "version_changed",
+        #expect(Self.failure(moved)?.code == "version_changed",
                 "\(String(describing: moved))")
     }
 
@@ -239,7 +257,7 @@ struct AgentTests {
         let line = #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get","arguments":{"id":"boil","version":5}}}"#
         let (answers, _, _, _) = try await Self.mcp(socket, [line], folder: folder)
         let moved = answers["1"]?["result"] as? [String: Any]
-        #expect(moved?["isError"] as? Bool == true && (moved?["structuredContent"] as? [String: Any])?["code"] as? String == "version_changed",
+        #expect(Self.failure(moved)?.code == "version_changed",
                 "\(String(describing: moved))")
     }
 
@@ -306,10 +324,9 @@ struct AgentTests {
         #expect(status == 0)
         for (id, tool, arguments, named) in refused {
             let result = answers["\(id)"]?["result"] as? [String: Any]
-            let structured = result?["structuredContent"] as? [String: Any]
-            #expect(result?["isError"] as? Bool == true && structured?["code"] as? String == "bad_arguments",
-                    "\(tool) \(arguments): \(String(describing: result))")
-            #expect((structured?["message"] as? String)?.contains(named) == true, "\(tool) \(arguments): \(String(describing: structured))")
+            let failure = Self.failure(result)
+            #expect(failure?.code == "bad_arguments", "\(tool) \(arguments): \(String(describing: result))")
+            #expect(failure?.message.contains(named) == true, "\(tool) \(arguments): \(String(describing: result))")
         }
         let found = answers["20"]?["result"] as? [String: Any]
         #expect(found?["isError"] as? Bool == false)
@@ -346,8 +363,8 @@ struct AgentTests {
         // Why cairnd cannot be reached decides what to do: not "start cairnd" for a path too long.
         let tooLong = rig.workspace.folder + "/" + String(repeating: "s", count: 120) + ".sock"
         let far = try await Self.mcp(tooLong, [call(1, "search", #"{"query":"boil water"}"#)], folder: rig.workspace.folder)
-        let unreachable = (far.answers["1"]?["result"] as? [String: Any])?["structuredContent"] as? [String: Any]
-        #expect((unreachable?["message"] as? String)?.contains("shorter than 108 bytes") == true, "\(String(describing: unreachable))")
+        let unreachable = Self.failure(far.answers["1"]?["result"] as? [String: Any])
+        #expect(unreachable?.message.contains("shorter than 108 bytes") == true, "\(String(describing: far.answers["1"]))")
 
         for timeout in ["0", "-1", "inf", "nan", "3000000"] {
             let run = try Binaries.run("cairn", ["mcp", "--socket", rig.device.socket, "--timeout", timeout], in: rig.workspace.folder)

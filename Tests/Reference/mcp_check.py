@@ -21,6 +21,15 @@ def check(what, ok, detail=""):
         failures.append(what)
 
 
+def code_of(result):
+    """A tool error's code, from its text (`code: message`); None unless the result is an error
+    without structured_content (the tool's outputSchema describes its answer, and a client may
+    check an error's structured_content against it too, as the TypeScript SDK's 1.x did)."""
+    if not result.is_error or result.structured_content is not None or not result.content:
+        return None
+    return result.content[0].text.split(": ", 1)[0]
+
+
 async def session_for(cairn, socket, body):
     params = StdioServerParameters(command=cairn, args=["mcp", "--socket", socket, "--timeout", "5"])
     async with stdio_client(params) as (read, write):
@@ -63,13 +72,13 @@ async def main(args):
               got.structured_content)
         missing = await session.call_tool("get", {"id": "no-such-chunk"})
         check("a missing id is a tool error with the daemon's code",
-              missing.is_error and (missing.structured_content or {}).get("code") == "chunk_not_found", missing.structured_content)
+              code_of(missing) == "chunk_not_found", (missing.content, missing.structured_content))
         bad = await session.call_tool("search", {"query": args.query, "k": 500})
         check("an argument outside the schema is a tool error", bad.is_error, bad.content)
-        summary["bad_arguments_code"] = (bad.structured_content or {}).get("code")
+        summary["bad_arguments_code"] = code_of(bad)
         refused = await session.call_tool("search", {"query": args.query, "channel": "no-such-channel"})
         check("a request cairnd refuses is a tool error with the daemon's code", refused.is_error, refused.content)
-        summary["bad_request_code"] = (refused.structured_content or {}).get("code")
+        summary["bad_request_code"] = code_of(refused)
         status = await session.call_tool("status", {})
         check("status reports the installed version", (status.structured_content or {}).get("version") == structured.get("version"),
               status.structured_content)
@@ -89,7 +98,7 @@ async def main(args):
             answer = await session.call_tool("search", {"query": "water"})
             check("an unreachable cairnd is a tool error naming the socket",
                   answer.is_error and args.dead_socket in answer.content[0].text, answer.content)
-            summary["unreachable_code"] = (answer.structured_content or {}).get("code")
+            summary["unreachable_code"] = code_of(answer)
         await asyncio.wait_for(session_for(args.cairn, args.dead_socket, dead), timeout=60)
 
     print(json.dumps(summary))

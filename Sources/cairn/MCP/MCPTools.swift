@@ -130,8 +130,10 @@ struct MCPTools {
             default: return try status()
             }
         } catch let failure as ToolFailure {
-            return ["content": [["type": "text", "text": "\(failure.code): \(failure.message)"]],
-                    "structuredContent": ["code": failure.code, "message": failure.message], "isError": true]
+            // No structuredContent: the tool's outputSchema describes its answer, and a client
+            // may check any structuredContent against it, an error's too (the TypeScript SDK's
+            // 1.x did), and then hand the agent a schema failure instead of this one.
+            return ["content": [["type": "text", "text": "\(failure.code): \(failure.message)"]], "isError": true]
         } catch {
             return ["content": [["type": "text", "text": "internal: \(error)"]], "isError": true]
         }
@@ -227,7 +229,9 @@ struct MCPTools {
                 "tags": chunk["tags"] ?? [], "source": chunk["source"] ?? NSNull(),
                 "score": result["fused_score"] ?? result["dense_score"] ?? result["lexical_score"] ?? NSNull(),
                 "channel": result["channel"] ?? NSNull(), "version": result["version"] ?? NSNull()]
-            if let cut = Self.cut(content) { (entry["content"], entry["cut"], entry["characters"]) = (cut, true, content.count) }
+            if let cut = Self.cut(content) {
+                (entry["content"], entry["cut"], entry["characters"]) = (cut, true, content.unicodeScalars.count)
+            }
             return entry
         }
         let freshness = freshnessLines.joined(separator: "\n")
@@ -264,9 +268,15 @@ struct MCPTools {
     /// agent's context whichever of the two its host hands the model. `get` gives it whole.
     static let passageCharacters = 2_000
 
-    /// The first `passageCharacters` of `content`, or nil when it is no longer.
+    /// The first `passageCharacters` of `content`, or nil when it is no longer. Characters are
+    /// Unicode scalars (code points), as JSON Schema's `maxLength` and Python's `len` count
+    /// them: a grapheme cluster may hold any number of them (combining marks), which a cut by
+    /// clusters would never bound.
     static func cut(_ content: String) -> String? {
-        content.count > passageCharacters ? String(content.prefix(passageCharacters)) : nil
+        let scalars = content.unicodeScalars
+        guard let end = scalars.index(scalars.startIndex, offsetBy: passageCharacters, limitedBy: scalars.endIndex),
+              end != scalars.endIndex else { return nil }
+        return String(scalars[..<end])
     }
 
     func get(_ arguments: [String: Any]) throws -> [String: Any] {
