@@ -48,6 +48,34 @@ struct BadInputTests {
         #expect(!error.message.contains("\n"))
     }
 
+    @Test("Given a source read whole before the publish lock, when a file is rewritten once the lock is held (one chunk's text changed, the file cut short, a chunk added), then the publish is refused in one line saying the source changed, and nothing is published",
+          arguments: ["changed", "cut short", "grown"])
+    func sourceChangedWhilePublished(edit: String) throws {
+        let workspace = try Workspace()
+        let original = SampleKB.chunks(count: 30)
+        let source = try workspace.writeSource(original)
+        var edited = original
+        switch edit {
+        case "changed": edited[12].content = "Rewritten by an editor while the publish ran: boil water for three minutes."
+        case "cut short": edited.removeLast(10)
+        default: edited += SampleKB.chunks(count: 35).suffix(5)
+        }
+        let replacement = edited
+        // The first pass reads the source before the lock; the edit lands once the lock is held.
+        let publisher = Publisher(configuration: PublishConfiguration(repository: workspace.repo, channel: "stable", source: source),
+                                  key: workspace.key, embedder: workspace.embedder, model: workspace.model, cache: nil,
+                                  logger: .init(label: "test"), checkpoint: { stage in
+            if stage == .locked { _ = try? workspace.writeSource(replacement) }
+        })
+        let error = #expect(throws: PublishError.self) { try publisher.publish() }
+        let said = ["changed": "is not the one read at row 12 before the publish lock", "cut short": "20 chunks, where the check before the publish lock read 30",
+                    "grown": "is past the 30 chunks read before the publish lock"][edit]!
+        #expect(error?.code == .badInput && error?.message.contains(said) == true
+                && error?.message.contains("the source changed while it was published; nothing was published") == true
+                && error?.message.contains("\n") == false, "\(String(describing: error))")
+        #expect(workspace.repository.versionNumbers("stable").isEmpty)
+    }
+
     @Test("Given a JSON Lines source whose last line is bad (a field missing, or the first line's id again), when published without --vectors, then it is refused naming that line before the publish lock is taken, nothing embedded or written",
           arguments: [(#"{"id":"last","title":"t"}"#, "missing `content`"),
                       (#"{"id":"chunk-000","title":"t","content":"again"}"#, #"duplicate id "chunk-000""#)])

@@ -85,7 +85,8 @@ public struct Publisher: Sendable {
         // pass over the source that writes nothing) before anything is written: the repository,
         // and the embedding cache, which the file's rows fill as the snapshot is staged.
         var supplied: SuppliedVectors?
-        /// Which chunk each row of the vectors file was checked as, in reading order.
+        /// Which chunk each row was read as before the lock (`rowKey`), in reading order: the
+        /// staging pass must read the same chunks (a vectors file's rows were checked as them).
         var checkedRows: [UInt64] = []
         if let path = config.vectors {
             guard config.verifySample >= 1 else { throw PublishError(.invalidArgument, "--verify-sample must be at least 1") }
@@ -100,7 +101,9 @@ public struct Publisher: Sendable {
         } else {
             // Every record checked before the lock: a bad one near the end of a large source
             // must not refuse the publish after hours of embedding, holding the lock all along.
-            _ = try sampleSource(rows: [])
+            // What was read is what the staging pass must read again: a file rewritten between
+            // the two (an editor, a sync tool) would otherwise go out changed or cut short.
+            checkedRows = try sampleSource(rows: []).keys
         }
 
         let repository = Repository(root: config.repository)
@@ -149,6 +152,9 @@ public struct Publisher: Sendable {
         let chunks = try stage(into: stream, vectors: &vectors, checkedRows: checkedRows)
         if let supplied, chunks != supplied.rows {
             throw PublishError(.badInput, "\(config.source): \(chunks) chunks, where the check of --vectors found \(supplied.rows): the source changed while it was published; nothing was published")
+        }
+        if supplied == nil, chunks != checkedRows.count {
+            throw PublishError(.badInput, "\(config.source): \(chunks) chunks, where the check before the publish lock read \(checkedRows.count): the source changed while it was published; nothing was published")
         }
         if vectors.disagreeing > 0 {
             logger.warning("rows of the vectors file differ from the earlier version's vectors for the same text; published as given",
@@ -262,9 +268,10 @@ public struct Publisher: Sendable {
     /// Reads the source a chunk at a time into `stream`, `configuration.batchSize` chunks at a
     /// time given their vectors, and returns the chunk count. A repeated id is refused naming
     /// both places.
-    /// With `checkedRows` (a vectors file's), each chunk must be the one its row was checked
-    /// as, or it would take another chunk's vector (and put it in the embedding cache under its
-    /// own text): refused before its batch is given vectors.
+    /// Each chunk must be the one its row was read as before the lock (`checkedRows`): with a
+    /// vectors file, or it would take another chunk's vector (and put it in the embedding cache
+    /// under its own text); without, or a file rewritten meanwhile would go out changed or cut
+    /// short. Refused before its batch is given vectors; a row past those read, at once.
     private func stage(into stream: SnapshotWriter.Stream, vectors: inout VectorSource, checkedRows: [UInt64]) throws(PublishError) -> Int {
         var batch: [(row: Int, chunk: Chunk, file: String, position: String)] = []
         var row = 0
@@ -288,8 +295,12 @@ public struct Publisher: Sendable {
                 row += 1
                 return
             }
-            if !checkedRows.isEmpty, row < checkedRows.count, Self.rowKey(chunk) != checkedRows[row] {
-                throw .badInput(file, position, "chunk \"\(chunk.id)\" is not the one row \(row) of --vectors was checked as: its id or text changed after the check; the source changed while it was published; nothing was published")
+            if total == nil, row >= checkedRows.count {
+                throw .badInput(file, position, "chunk \"\(chunk.id)\" is past the \(checkedRows.count) chunks read before the publish lock: the source changed while it was published; nothing was published")
+            }
+            if row < checkedRows.count, Self.rowKey(chunk) != checkedRows[row] {
+                let checked = total == nil ? "the one read at row \(row) before the publish lock" : "the one row \(row) of --vectors was checked as"
+                throw .badInput(file, position, "chunk \"\(chunk.id)\" is not \(checked): its id or text changed since; the source changed while it was published; nothing was published")
             }
             batch.append((row, chunk, file, position))
             row += 1
@@ -344,7 +355,7 @@ public struct Publisher: Sendable {
     }
 
     /// The first 8 bytes of the SHA-256 of a chunk's id and embedding text (each length-
-    /// prefixed): which chunk a vectors file's row was checked as (8 MB for a million rows).
+    /// prefixed): which chunk a row was read as before the lock (8 MB for a million rows).
     static func rowKey(_ chunk: Chunk) -> UInt64 {
         var hasher = ContentID.Hasher()
         for field in [chunk.id, chunk.embeddingText] {
