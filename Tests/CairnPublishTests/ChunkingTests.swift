@@ -83,7 +83,7 @@ struct ChunkingTests {
         #expect(try SourceReader.read(path: root + "/").map(\.id) == chunks.map(\.id))
     }
 
-    @Test("Given a link to a file that cannot be reached (a share not mounted) or a file name that is not UTF-8, when read, then the publish is refused naming it, not published without its chunks; a dangling link the reader would not read anyway is passed over")
+    @Test("Given a link to a file that cannot be reached (a share not mounted) or a file name that is not UTF-8, when read, then the publish is refused naming it, not published without its chunks; a dangling link, a dot file or a file of another kind the reader would not read anyway is passed over whatever its name, and a folder whose name is not UTF-8 is refused")
     func unreachableLinkAndBadName() throws {
         let folder = try TemporaryDirectory.make()
         try "top text".write(toFile: folder + "/top.md", atomically: true, encoding: .utf8)
@@ -94,11 +94,25 @@ struct ChunkingTests {
             (error as? PublishError)?.code == .io && (error as? PublishError)?.message.contains("guide.md") == true
         }
         unlink(folder + "/guide.md")
-        // "café.md" in Latin-1, as an archive made on Windows unpacks it.
-        let latin1: [UInt8] = Array((folder + "/caf").utf8) + [0xE9] + Array(".md".utf8)
-        let fd = open(latin1.map { CChar(bitPattern: $0) } + [0], O_CREAT | O_WRONLY, 0o644)
-        #expect(fd >= 0)
-        close(fd)
+        func create(_ name: [UInt8]) {
+            let fd = open((Array((folder + "/").utf8) + name).map { CChar(bitPattern: $0) } + [0], O_CREAT | O_WRONLY, 0o644)
+            #expect(fd >= 0)
+            close(fd)
+        }
+        // Names in Latin-1, as an archive made on Windows unpacks them: a slide deck and an
+        // office lock file beside the knowledge base are not read, so their names do not matter.
+        create(Array("Pr".utf8) + [0xE4] + Array("sentation.pdf".utf8))
+        create(Array(".~lock.caf".utf8) + [0xE9] + Array(".md#".utf8))
+        #expect(try SourceReader.read(path: folder).map(\.id) == ["top.md#1"])
+        // A folder is walked: its name must read.
+        let latin1Folder = (Array((folder + "/r").utf8) + [0xE9] + Array("sum".utf8)).map { CChar(bitPattern: $0) } + [0]
+        #expect(mkdir(latin1Folder, 0o755) == 0)
+        #expect { try SourceReader.read(path: folder) } throws: { error in
+            (error as? PublishError)?.code == .badInput && (error as? PublishError)?.message.contains("not UTF-8") == true
+        }
+        #expect(rmdir(latin1Folder) == 0)
+        // "café.md" in Latin-1 would be read.
+        create(Array("caf".utf8) + [0xE9] + Array(".md".utf8))
         #expect { try SourceReader.read(path: folder) } throws: { error in
             (error as? PublishError)?.code == .badInput && (error as? PublishError)?.message.contains("not UTF-8") == true
         }

@@ -103,6 +103,19 @@ public enum SourceReader {
     /// later occurrence of the root's path (`kb/b/kb/c.md` under `kb` came out as `bc.md`, and
     /// the file was skipped).
     /// - Throws: `.io` naming a folder that cannot be listed (a file is never skipped silently).
+    /// Whether the entry `name` of `folder` (its bytes: not UTF-8) would be read or walked: a
+    /// readable extension, or a folder (a link to one is not followed); one that cannot be
+    /// looked at counts as one.
+    private static func mayHoldChunks(folder: String, name: [UInt8]) -> Bool {
+        if let dot = name.lastIndex(of: UInt8(ascii: ".")),
+           let pathExtension = String(validating: name[(dot + 1)...], as: UTF8.self),
+           extensions.contains(pathExtension.lowercased()) { return true }
+        let path = Array(folder.utf8) + [UInt8(ascii: "/")] + name + [0]
+        var info = stat()
+        let looked = path.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { lstat($0.baseAddress!, &info) } }
+        return looked != 0 || info.st_mode & S_IFMT == S_IFDIR
+    }
+
     static func listFiles(in root: String) throws(PublishError) -> [(full: String, relative: String)] {
         let base = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
         var found: [String] = []
@@ -116,6 +129,10 @@ public enum SourceReader {
             while let entry = readdir(stream) {
                 let bytes = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
                 guard let name = String(validating: bytes, as: UTF8.self) else {
+                    // Refused only where it would be read or walked: a dot file or a file of
+                    // another kind (`Präsentation.pdf` in Latin-1, an office lock file) is
+                    // skipped whatever its name.
+                    if bytes.first == UInt8(ascii: ".") || !Self.mayHoldChunks(folder: folder, name: bytes) { continue }
                     let shown = String(decoding: bytes, as: UTF8.self)
                     throw PublishError(.badInput, "a name in the source folder \(folder) is not UTF-8 (\(shown)); rename it (convmv, or unpack the archive with its encoding)")
                 }
