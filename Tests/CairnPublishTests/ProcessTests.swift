@@ -44,6 +44,25 @@ struct ProcessTests {
         #expect(workspace.verify().problems == [])
     }
 
+    @Test("Given a publish killed once its version file was written (version 2, never current), when the next publish keeps one delta (--keep-deltas 1), then that delta is from version 1, which devices hold, not from the version none has")
+    func deltaFromTheCurrentPastAKilledPublish() throws {
+        let workspace = try Workspace()
+        var chunks = SampleKB.chunks(count: 8)
+        #expect(try CLI.run(CLI.publishArguments(workspace, source: try workspace.writeSource(chunks))).status == 0)
+        chunks[1].content += " bandage"
+        let source = try workspace.writeSource(chunks, name: "kb2.json")
+        let running = try CLI.start(CLI.publishArguments(workspace, source: source),
+                                    environment: ["CAIRN_PUBLISH_PAUSE_AT": PublishStage.versionWritten.rawValue])
+        #expect(running.waitForError(containing: "paused at version-written"), "\(running.error)")
+        running.kill()
+        #expect(try workspace.manifest().version == 1)
+
+        let again = try CLI.run(CLI.publishArguments(workspace, source: source, extra: ["--keep-deltas", "1"]))
+        #expect(again.status == 0, "\(again.error)")
+        let current = try workspace.manifest()
+        #expect(current.version == 3 && current.deltas.map(\.fromVersion) == [1], "\(current.deltas.map(\.fromVersion))")
+    }
+
     @Test("Given a publish holding the lock, when a second one starts, then it refuses with exit 75 and succeeds once the first is gone")
     func concurrentPublishes() throws {
         let workspace = try Workspace()

@@ -26,6 +26,8 @@ struct PublishedHistory {
     /// Versions not used, with the reason (a corrupt blob, a bad signature).
     var skipped: [String] = []
     let numbers: [Int]
+    /// The version `manifest.json` names: the one devices hold.
+    let current: Int?
     /// One more than the highest version seen in `versions/` or `manifest.json`: a version file
     /// left by a killed publish is never overwritten.
     let nextVersion: Int
@@ -37,7 +39,8 @@ struct PublishedHistory {
         self.vouchingKeys = vouchingKeys
         self.logger = logger
         numbers = repository.versionNumbers(channel)
-        nextVersion = max(numbers.last ?? 0, Self.currentVersion(repository.manifestPath(channel), logger: logger) ?? 0) + 1
+        current = Self.currentVersion(repository.manifestPath(channel), logger: logger)
+        nextVersion = max(numbers.last ?? 0, current ?? 0) + 1
     }
 
     /// The version `manifest.json` names, its signature not checked: devices hold that version
@@ -56,7 +59,10 @@ struct PublishedHistory {
         }
     }
 
-    /// The newest `count` versions, newest first; any that fails a check is skipped and logged.
+    /// The newest `count` versions, newest first, the current one always among them (a version
+    /// file a killed publish left above it, which no device holds, must not take its place: with
+    /// `--keep-deltas 1` every device would download the whole snapshot); any that fails a check
+    /// is skipped and logged.
     /// - Throws: `scratch_unusable` (the scratch folder full or failing): that is no fault of
     ///   the version, and skipping it would publish without its deltas and its vectors, saying
     ///   only a note. A version that cannot be read (its files another user's, damaged) is
@@ -65,7 +71,12 @@ struct PublishedHistory {
         var bases: [PublishedVersion] = []
         // A pruned version has no snapshot to build a delta from (`cairn-server prune`).
         let pruned = repository.prunedThrough(channel)
-        for number in numbers.reversed().filter({ $0 > pruned }).prefix(count) {
+        let candidates = numbers.reversed().filter { $0 > pruned }
+        var chosen = Array(candidates.prefix(count))
+        if let current, candidates.contains(current), !chosen.contains(current), !chosen.isEmpty {
+            chosen[chosen.count - 1] = current
+        }
+        for number in chosen {
             do throws(PublishError) {
                 bases.append(try load(number, scratch: scratch))
             } catch where error.code == .scratchUnusable {
