@@ -41,7 +41,7 @@ struct AgentTests {
         #expect((summary["freshness"] as? String)?.hasPrefix("Knowledge base version 1") == true)
     }
 
-    @Test("Given a device serving version 1, when the Python client (clients/python) and its LangChain retriever ask it, then status, search, get, the daemon's error codes and an absent socket all come back typed")
+    @Test("Given a device serving version 1, when the Python client (clients/python) and its LangChain retriever ask it, then status, search (each result naming its channel and version, a search scoped to that channel, an unknown channel refused), get, the daemon's error codes and an absent socket all come back typed")
     func pythonClient() async throws {
         let python = try requireOrSkip(try await Self.python(with: "langchain_core"),
                                        "langchain-core is not in the venv named by CAIRN_PYTHON; run the suite with scripts/test")

@@ -77,13 +77,16 @@ class Cairn:
         scenario: Optional[str] = None,
         tags: Union[Iterable[str], str, None] = None,
         min_similarity: Optional[float] = None,
+        channels: Union[Iterable[str], str, None] = None,
     ) -> SearchAnswer:
         """``POST /v1/search``: the ``k`` best chunks of the installed version for ``query``.
 
         ``mode`` is ``hybrid``, ``lexical``, ``dense`` or ``rrf``; ``scenario`` keeps chunks
         of that scenario (and ``general``); ``tags`` keeps chunks carrying every tag;
-        ``min_similarity`` drops dense matches below that cosine. Arguments are sent as
-        given: the daemon validates them (e.g. ``bad_k``, ``bad_mode``, ``empty_query``).
+        ``min_similarity`` drops dense matches below that cosine; ``channels`` searches only
+        those knowledge bases of a cairnd that follows several (default: all of them). Arguments
+        are sent as given: the daemon validates them (e.g. ``bad_k``, ``bad_mode``,
+        ``empty_query``, ``unknown_channel``).
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be a str, not {type(query).__name__}")
@@ -97,6 +100,8 @@ class Cairn:
             body["filter"] = search_filter
         if min_similarity is not None:
             body["min_similarity"] = min_similarity
+        if channels is not None:
+            body["channels"] = [channels] if isinstance(channels, str) else list(channels)
         answer = self._request("POST", "/v1/search", body)
         return self._decode(SearchAnswer.from_json, answer, "POST /v1/search")
 

@@ -26,8 +26,10 @@ class CairnRetriever(BaseRetriever):
     """Retrieves chunks from cairnd's installed version (``POST /v1/search``).
 
     Each Document's ``page_content`` is the chunk's content; its ``metadata`` holds ``id``,
-    ``title``, ``scenario``, ``tags``, ``source``, ``score`` (the fused score), ``rank``, and
-    the answer's ``version``, ``state_root``, ``stale`` and ``expired``. Errors are
+    ``title``, ``scenario``, ``tags``, ``source``, ``score`` (the fused score), ``rank``, the
+    ``channel`` and ``version`` it came from, and the answer's ``state_root``, ``stale`` and
+    ``expired`` (None over several channels). ``channels`` searches only those knowledge
+    bases of a cairnd that follows several. Errors are
     ``cairn_client.CairnError`` / ``CairnUnavailable``.
     """
 
@@ -38,12 +40,13 @@ class CairnRetriever(BaseRetriever):
     scenario: Optional[str] = None
     tags: Optional[List[str]] = None
     min_similarity: Optional[float] = None
+    channels: Optional[List[str]] = None
     timeout: float = 30.0
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> List[Document]:
         answer = Cairn(socket=self.socket, timeout=self.timeout).search(
             query, k=self.k, mode=self.mode, scenario=self.scenario, tags=self.tags,
-            min_similarity=self.min_similarity)
+            min_similarity=self.min_similarity, channels=self.channels)
         return [
             Document(
                 id=result.id,
@@ -56,7 +59,8 @@ class CairnRetriever(BaseRetriever):
                     "source": result.source,
                     "score": result.score,
                     "rank": result.rank,
-                    "version": answer.version,
+                    "channel": result.channel,
+                    "version": result.version if result.version is not None else answer.version,
                     "state_root": answer.state_root,
                     "stale": answer.stale,
                     "expired": answer.expired,

@@ -28,9 +28,9 @@ def _object(value: Any, what: str) -> Dict[str, Any]:
 
 @dataclass
 class Chunk:
-    """One chunk: the body of ``GET /v1/chunks/{id}`` (``version`` and ``state_root`` name the
-    version it came from), or the ``chunk`` of a search result (there they are None; the
-    answer's own ``version`` and ``state_root`` apply)."""
+    """One chunk: the body of ``GET /v1/chunks/{id}`` (``version``, ``state_root`` and
+    ``channel`` name the version it came from), or the ``chunk`` of a search result (there
+    they are None; the result's ``channel`` and ``version`` apply)."""
 
     id: str
     title: str
@@ -40,6 +40,7 @@ class Chunk:
     source: Optional[str] = None
     version: Optional[int] = None
     state_root: Optional[str] = None
+    channel: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -54,6 +55,7 @@ class Chunk:
             source=obj.get("source"),
             version=obj.get("version"),
             state_root=obj.get("state_root"),
+            channel=obj.get("channel"),
             raw=obj,
         )
 
@@ -63,7 +65,9 @@ class SearchResult:
     """One ranked result of ``POST /v1/search``: the chunk's fields, flattened, and its
     scores. ``score`` is the daemon's ``fused_score`` (what ranked; in ``hybrid`` a weighted
     sum of z-scores, which can be negative). ``lexical_score`` (−BM25) and ``dense_score``
-    (cosine) are None when the chunk was not in that list."""
+    (cosine) are None when the chunk was not in that list. ``channel`` and ``version`` name
+    the knowledge base and version it came from: pass them to ``Cairn.get`` to read this
+    chunk as found (a cairnd following several channels answers from all of them)."""
 
     id: str
     title: str
@@ -75,6 +79,8 @@ class SearchResult:
     lexical_score: Optional[float]
     dense_score: Optional[float]
     rank: Optional[int]
+    channel: Optional[str] = None
+    version: Optional[int] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -100,6 +106,8 @@ class SearchResult:
             lexical_score=obj.get("lexical_score"),
             dense_score=obj.get("dense_score"),
             rank=obj.get("rank"),
+            channel=obj.get("channel"),
+            version=obj.get("version"),
             raw=obj,
         )
 
@@ -125,6 +133,9 @@ class SearchAnswer:
     #: The filter values no chunk has (``scenario``/``scenarios``, ``tags``/``similar_tags``),
     #: None when every value names some chunk: an unknown scenario leaves only general chunks.
     unmatched_filter: Optional[Dict[str, Any]] = None
+    #: Each channel searched, when several were (its ``channel``, ``version``, ``state_root``
+    #: and flags); the answer's own ``version`` and ``state_root`` are then None.
+    channels: Optional[List[Dict[str, Any]]] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __iter__(self):
@@ -155,6 +166,7 @@ class SearchAnswer:
             dense_available=obj.get("dense_available"),
             timings=obj.get("timings") or {},
             unmatched_filter=obj.get("unmatched_filter"),
+            channels=obj.get("channels"),
             raw=obj,
         )
 

@@ -103,6 +103,18 @@ def main(argv=None) -> int:
         require(isinstance(first.score, (int, float)), f"first score is {first.score!r}")
         require(isinstance(first.tags, list), f"first tags is {first.tags!r}")
         require(answer.unmatched_filter is None, f"unmatched_filter is {answer.unmatched_filter!r} with no filter")
+        # Each result names its channel and version, as get takes them.
+        require(first.version == answer.version, f"first result's version {first.version!r}, the answer's {answer.version!r}")
+        require(isinstance(first.channel, str) and first.channel, f"first result's channel is {first.channel!r}")
+        require(answer.channels is None, f"channels is {answer.channels!r} with one channel searched")
+        scoped = cairn.search(args.query, k=3, channels=first.channel)
+        require([result.id for result in scoped.results] == ids and scoped.results[0].channel == first.channel,
+                f"search(channels={first.channel!r}) found {[(r.id, r.channel) for r in scoped.results]}")
+        expect_error(lambda: cairn.search(args.query, channels=["no-such-channel"]), "unknown_channel", 400,
+                     'search(channels=["no-such-channel"])')
+        found = cairn.get(first.id, channel=first.channel, version=first.version)
+        require(found.content == first.content and found.channel == first.channel,
+                f"get({first.id!r}, channel={first.channel!r}, version={first.version}) gave {found!r:.200}")
         guessed = cairn.search(args.query, k=3, tags=["No-Such-Tag"])
         require((guessed.unmatched_filter or {}).get("tags") == ["No-Such-Tag"],
                 f"unmatched_filter for a tag no chunk has is {guessed.unmatched_filter!r}")
@@ -115,6 +127,7 @@ def main(argv=None) -> int:
         require(isinstance(chunk.content, str) and chunk.content, "the chunk has no content")
         require(isinstance(chunk.version, int), f"version is {chunk.version!r}")
         require(isinstance(chunk.state_root, str) and chunk.state_root, f"state_root is {chunk.state_root!r}")
+        require(isinstance(chunk.channel, str) and chunk.channel, f"channel is {chunk.channel!r}")
         pinned = cairn.get(args.chunk_id, version=chunk.version)
         require(pinned.version == chunk.version, f"pinned to version {chunk.version}, got {pinned.version}")
         expect_error(lambda: cairn.get(args.chunk_id, version=chunk.version + 1), "version_changed", 409,
@@ -158,10 +171,12 @@ def main(argv=None) -> int:
         metadata = documents[0].metadata
         require(metadata.get("id") == args.expect_id,
                 f"first metadata id {metadata.get('id')!r}, expected {args.expect_id!r}")
-        missing = [key for key in ("id", "title", "scenario", "tags", "source", "score", "version",
+        missing = [key for key in ("id", "title", "scenario", "tags", "source", "score", "channel", "version",
                                    "state_root", "stale", "expired") if key not in metadata]
         require(not missing, f"metadata lacks {missing}")
         require(documents[0].page_content, "the first Document has no page_content")
+        require(isinstance(metadata["channel"], str) and isinstance(metadata["version"], int),
+                f"metadata channel {metadata['channel']!r} version {metadata['version']!r}")
         return f"{[doc.metadata['id'] for doc in documents]} version {metadata['version']}"
 
     check("status", check_status)
