@@ -20,7 +20,7 @@ struct ProxyTests {
         (device.syncStatus["sources"] as? [[String: Any]])?.first ?? [:]
     }
 
-    @Test("Given a proxy that asks for a login, when the device has none, then it says unauthorized naming proxy_auth_file; with the file (a password holding % : @ and a space), then it installs through the proxy (manifest and blob asked of it in absolute form), sending the login with each request, status names the proxy, and the password is shown nowhere; with the source down, the proxy's 502 is said as possibly the proxy's own; a proxy_ca_bundle beside the plain-HTTP proxy is said at start to be unused")
+    @Test("Given a proxy that asks for a login, when the device has none, then it says unauthorized naming proxy_auth_file; with the file (a password holding % : @ and a space), then it installs through the proxy (manifest and blob asked of it in absolute form), sending the login with each request, status names the proxy, and the password is shown nowhere; with the source down, the proxy's 502 is said as possibly the proxy's own; a proxy_ca_bundle beside the plain-HTTP proxy is said at start to be unused, once for two channels from that source")
     func plainHTTPThroughAnAuthenticatingProxy() async throws {
         let workspace = try await Workspace.make()
         try await workspace.publishOnThread(Workspace.version1)
@@ -42,10 +42,13 @@ struct ProxyTests {
         try Private.write(Self.login + "\n", workspace.folder + "/proxy-login")
         device = try await Private.device(workspace, source: origin.url, name: "login", dataDirectory: data,
                                           config: "proxy = \(proxy.url)\nproxy_auth_file = \(workspace.folder)/proxy-login\n"
-                                              + "proxy_ca_bundle = \(workspace.folder)/proxy-ca.pem\n",
+                                              + "proxy_ca_bundle = \(workspace.folder)/proxy-ca.pem\n"
+                                              // A second channel from the same source, through the same proxy.
+                                              + "[channel spare]\nsource = \(origin.url)\ntrusted_key = \(workspace.publicKey)\npoll_interval = 3600\n",
                                           expecting: nil)
         defer { device.stop() }
-        // Left beside a plain-HTTP proxy (meant for TLS to it, or from another proxy): said once.
+        // Left beside a plain-HTTP proxy (meant for TLS to it, or from another proxy): said once
+        // for the source, not once per channel that follows it.
         let unused = device.log.split(separator: "\n").filter { $0.contains("proxy_ca_bundle \(workspace.folder)/proxy-ca.pem is not used") }
         #expect(unused.count == 1 && unused[0].contains("for \(origin.url): its proxy is http://"), "\(unused)")
         let passed = proxy.requests.filter { $0.status == 200 }.map(\.target)

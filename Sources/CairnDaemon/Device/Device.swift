@@ -65,6 +65,11 @@ public struct Device: Sendable {
             extras.append(try makeChannel(channel, registry: registry, notifier: notifier, statusPrefix: "[\(settings.name)] ",
                                           otherChannels: others(channel.dataDirectory), logger: logger))
         }
+        // Once per source: channels share sources and their access settings.
+        var said = Set<String>()
+        for parts in [main] + extras {
+            for line in unusedProxyCABundles(parts.syncer.configuration) where said.insert(line).inserted { logger.warning("\(line)") }
+        }
         for (name, bytes) in unfollowedChannels(in: configuration.dataDirectory, followed: extras.map(\.name)) {
             logger.warning("\(configuration.dataDirectory)/channels/\(name) (\(bytes) bytes) is a channel no longer followed: nothing reads, counts or removes it; delete it to free the space, or follow the channel again")
         }
@@ -112,7 +117,6 @@ public struct Device: Sendable {
     static func makeChannel(_ configuration: DaemonConfiguration, registry: MetricsRegistry, notifier: SystemdNotifier,
                             statusPrefix: String, otherChannels: [String] = [], logger: Logger) throws(DaemonError) -> ChannelParts {
         let sync = try syncConfiguration(configuration, otherChannels: otherChannels)
-        for line in unusedProxyCABundles(sync) { logger.warning("\(line)") }
         let directory: DataDirectory
         do {
             directory = try DataDirectory(path: configuration.dataDirectory, logger: logger)

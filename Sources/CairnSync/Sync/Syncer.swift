@@ -29,7 +29,7 @@ public enum SyncOutcome: Sendable {
 /// Every refusal is recorded in the sync state as the last error (`state.json`, or in memory
 /// until its next write: `persist`) and logged as one line.
 public actor Syncer {
-    let configuration: SyncConfiguration
+    public nonisolated let configuration: SyncConfiguration
     let directory: DataDirectory
     let downloader: Downloader
     let logger: Logger
