@@ -96,13 +96,6 @@ public enum SourceReader {
         }
     }
 
-    /// Files under `root` with a known extension, sorted by relative path (bytewise); dotfiles
-    /// and dot folders skipped. A symbolic link to a file is read; one to a folder is not
-    /// followed (no loops, nothing from outside the source by accident). Walked with
-    /// `opendir`/`lstat` rather than `FileManager.enumerator`, whose relative paths drop every
-    /// later occurrence of the root's path (`kb/b/kb/c.md` under `kb` came out as `bc.md`, and
-    /// the file was skipped).
-    /// - Throws: `.io` naming a folder that cannot be listed (a file is never skipped silently).
     /// Whether the entry `name` of `folder` (its bytes: not UTF-8) would be read or walked: a
     /// readable extension, or a folder (a link to one is not followed); one that cannot be
     /// looked at counts as one.
@@ -116,6 +109,13 @@ public enum SourceReader {
         return looked != 0 || info.st_mode & S_IFMT == S_IFDIR
     }
 
+    /// Files under `root` with a known extension, sorted by relative path (bytewise); dotfiles
+    /// and dot folders skipped. A symbolic link to a file is read; one to a folder is not
+    /// followed (no loops, nothing from outside the source by accident). Walked with
+    /// `opendir`/`lstat` rather than `FileManager.enumerator`, whose relative paths drop every
+    /// later occurrence of the root's path (`kb/b/kb/c.md` under `kb` came out as `bc.md`, and
+    /// the file was skipped).
+    /// - Throws: `.io` naming a folder that cannot be listed (a file is never skipped silently).
     static func listFiles(in root: String) throws(PublishError) -> [(full: String, relative: String)] {
         let base = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
         var found: [String] = []
