@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import select
 import socket as _socket
 from typing import Any, Dict, Iterable, Optional, Union
 from urllib.parse import quote
@@ -189,7 +190,14 @@ class Cairn:
                     "unavailable", f"cannot connect to cairnd at {where} ({reason}): {_HINT}", where) from exc
 
             try:
-                connection.request(method, path, body=payload, headers=headers)
+                connection.putrequest(method, path, skip_accept_encoding=True)
+                for name, value in headers.items():
+                    connection.putheader(name, value)
+                if payload is not None:
+                    connection.putheader("Content-Length", str(len(payload)))
+                connection.endheaders()
+                if payload:
+                    _send_body(connection.sock, payload, self.timeout)
                 response = connection.getresponse()
                 data = response.read()
             except _socket.timeout as exc:
@@ -240,3 +248,18 @@ class Cairn:
 def _route(path: str) -> str:
     """The route of a request path, without a chunk id (messages never carry it)."""
     return "/v1/chunks/{id}" if path.startswith("/v1/chunks/") else path
+
+
+def _send_body(sock: _socket.socket, payload: bytes, timeout: Optional[float]) -> None:
+    """Writes ``payload``, stopping as soon as cairnd answers: it refuses a body over its limit
+    (413 ``body_too_large``) from the ``Content-Length`` and stops reading the connection, so a
+    client that kept writing would wait out its timeout and never read why."""
+    view = memoryview(payload)
+    sent = 0
+    while sent < len(view):
+        readable, writable, _ = select.select([sock], [sock], [], timeout)
+        if readable:
+            return
+        if not writable:
+            raise _socket.timeout("timed out")
+        sent += sock.send(view[sent:sent + 65536])

@@ -140,6 +140,13 @@ def main(argv=None) -> int:
     def check_bad_k():
         return expect_error(lambda: cairn.search(args.query, k=0), "bad_k", 400, "search(k=0)")
 
+    def check_body_too_large():
+        # About 4 MB of tags, more than the socket buffers: refused from its Content-Length and
+        # read at once, not after the client's timeout spent writing to a daemon that stopped
+        # reading.
+        return expect_error(lambda: cairn.search(args.query, tags=["x" * 400] * 10_000), "body_too_large", 413,
+                            "search(tags=[10,000 tags])")
+
     def check_bad_mode():
         return expect_error(lambda: cairn.search(args.query, mode="nonsense"), "bad_mode", 400,
                             'search(mode="nonsense")')
@@ -185,6 +192,7 @@ def main(argv=None) -> int:
     check("get missing chunk", check_missing_chunk)
     check("bad k", check_bad_k)
     check("bad mode", check_bad_mode)
+    check("body too large", check_body_too_large)
     check("unavailable socket", check_unavailable)
 
     try:
