@@ -63,6 +63,113 @@ enum RecordParser {
         try line(pending[...])
     }
 
+    /// The records of the `.json` file at `path`, an array of records, one at a time, each
+    /// with its position (`index 7`): read a megabyte at a time and each record parsed on its
+    /// own, so that an array of a million records is never held whole (a publish reads the
+    /// source two or three times). A file whose first value is not an array is read whole and
+    /// refused as `jsonArray` refuses it. A record over `maxLineBytes` is refused.
+    static func forEachArrayRecord(of path: String, _ body: (String, Chunk) throws(PublishError) -> Void) throws(PublishError) {
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw PublishError(.io, "cannot read \(path)") }
+        defer { try? handle.close() }
+        enum Place { case start, beforeRecord(first: Bool), inRecord, afterRecord, end, notAnArray }
+        var place = Place.start
+        var record: [UInt8] = []
+        // Within a record: its nesting, and whether a string is open (and an escape in it). A
+        // record that is no object, array or string ends at a comma, `]` or white space.
+        var (depth, inString, escaped, bare) = (0, false, false, false)
+        var (index, line, recordLine, offset) = (0, 1, 1, 0)
+        let (comma, open, close, quote, backslash) = (UInt8(ascii: ","), UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: "\""), UInt8(ascii: "\\"))
+        func invalid(_ what: String) -> PublishError { .badInput(path, "line \(line)", "not valid JSON: \(what)") }
+        func emit() throws(PublishError) {
+            let position = "index \(index)"
+            if String(validating: record, as: UTF8.self) == nil {
+                var bad = recordLine
+                for piece in record.split(separator: 0x0A, omittingEmptySubsequences: false) {
+                    if String(validating: piece, as: UTF8.self) == nil { break }
+                    bad += 1
+                }
+                throw .badInput(path, "line \(bad)", "invalid UTF-8")
+            }
+            let (where_, chunk) = try Self.record(try parseJSON(record, file: path, position: position), file: path, position: position)
+            try body(where_, chunk)
+            index += 1
+            record.removeAll(keepingCapacity: true)
+        }
+        func take(_ byte: UInt8) throws(PublishError) {
+            let white = byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
+            switch place {
+            case .start:
+                // A byte order mark, then white space, then the array.
+                if white || (offset < 3 && [0xEF, 0xBB, 0xBF][offset] == byte) { return }
+                place = byte == open ? .beforeRecord(first: true) : .notAnArray
+            case .beforeRecord(let first):
+                if white { return }
+                if byte == close, first { place = .end; return }
+                if byte == close || byte == comma { throw invalid("a record is missing before `\(Character(Unicode.Scalar(byte)))`") }
+                (record, recordLine) = ([byte], line)
+                (depth, inString, escaped) = (byte == UInt8(ascii: "{") || byte == open ? 1 : 0, byte == quote, false)
+                bare = depth == 0 && !inString
+                place = .inRecord
+            case .inRecord:
+                if bare, white || byte == comma || byte == close {
+                    place = .afterRecord
+                    return try take(byte)
+                }
+                record.append(byte)
+                guard record.count <= maxLineBytes else {
+                    throw .badInput(path, "index \(index)", "a record longer than \(maxLineBytes >> 20) MiB; split it")
+                }
+                if bare { return }
+                if inString {
+                    if escaped { escaped = false } else if byte == backslash { escaped = true } else if byte == quote {
+                        inString = false
+                        if depth == 0 { place = .afterRecord }
+                    }
+                    return
+                }
+                switch byte {
+                case quote: inString = true
+                case UInt8(ascii: "{"), open: depth += 1
+                case UInt8(ascii: "}"), close:
+                    depth -= 1
+                    if depth == 0 { place = .afterRecord }
+                default: break
+                }
+            case .afterRecord:
+                if white { return }
+                guard byte == comma || byte == close else { throw invalid("`,` or `]` expected after record \(index)") }
+                try emit()
+                place = byte == comma ? .beforeRecord(first: false) : .end
+            case .end:
+                if !white { throw invalid("something follows the array's closing `]`") }
+            case .notAnArray:
+                return
+            }
+        }
+        reading: while true {
+            let block: Data
+            do { block = try handle.read(upToCount: 1 << 20) ?? Data() } catch { throw PublishError(.io, "cannot read \(path)") }
+            if block.isEmpty { break }
+            for byte in block {
+                try take(byte)
+                if case .notAnArray = place { break reading }
+                if byte == 0x0A { line += 1 }
+                offset += 1
+            }
+        }
+        switch place {
+        case .end:
+            return
+        case .start, .notAnArray:
+            // Not an array (an object, a value, nothing): read whole, as before, for its message.
+            let bytes: [UInt8]
+            do { bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path))) } catch { throw PublishError(.io, "cannot read \(path)") }
+            for (position, chunk) in try jsonArray(bytes, file: path) { try body(position, chunk) }
+        default:
+            throw invalid("the file ends before the array's closing `]`")
+        }
+    }
+
     /// A leading UTF-8 byte order mark (a `.json` file's, a `.jsonl` file's first line) is skipped.
     static func parseJSON(_ bytes: [UInt8], file: String, position: String?) throws(PublishError) -> Any {
         let body = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? bytes[3...] : bytes[...]

@@ -44,7 +44,8 @@ public enum SourceReader {
 
     /// Calls `body` with every chunk of the source in reading order (file order, then record
     /// order), each with its file and position, holding at most one file's chunks at a time and,
-    /// for `.jsonl`, one line: a publish of a million records streams them. Ids are not checked
+    /// for `.jsonl`, one line, for a `.json` array one record: a publish of a million records
+    /// streams them, in either form. Ids are not checked
     /// for repeats here (`read` does; a publish's snapshot writer refuses a repeated id).
     public static func forEachChunk(path: String, chunking: ChunkingOptions = ChunkingOptions(),
                                     _ body: (_ file: String, _ position: String, Chunk) throws(PublishError) -> Void) throws(PublishError) {
@@ -65,9 +66,15 @@ public enum SourceReader {
             files = [(path, (path as NSString).lastPathComponent)]
         }
         for file in files {
-            if (file.relative as NSString).pathExtension.lowercased() == "jsonl" {
+            switch (file.relative as NSString).pathExtension.lowercased() {
+            case "jsonl":
                 try RecordParser.forEachLine(of: file.full) { (position, chunk) throws(PublishError) in try body(file.full, position, chunk) }
                 continue
+            case "json":
+                try RecordParser.forEachArrayRecord(of: file.full) { (position, chunk) throws(PublishError) in try body(file.full, position, chunk) }
+                continue
+            default:
+                break
             }
             let bytes: [UInt8]
             do { bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file.full))) } catch {
