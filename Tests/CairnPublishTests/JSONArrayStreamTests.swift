@@ -46,6 +46,9 @@ struct JSONArrayStreamTests {
             (#"[{"id":"a","title":"t","content":"x"}, 7]"#, "index 1: a record must be a JSON object"),
             (#"[{"id":"a","title":"t","content":"x","content":"SECRET-DOCUMENT-TEXT"}]"#, "index 0: an object names a key twice"),
             (#"[{"id":"a","title":"t","content":"SECRET-DOCUMENT-TEXT"#, "not valid JSON: the file ends before the array's closing `]`"),
+            // A record that does not parse alone is named by its index (a line, when Foundation
+            // gives one, is the file's: `parseJSON`'s `firstLine`).
+            ("[{\"id\":\"a\",\"title\":\"t\",\"content\":\"x\"},\n\n\n{\"id\": SECRET-DOCUMENT-TEXT}]", "index 1: not valid JSON"),
           ])
     func malformedRefused(text: String, expected: String) throws {
         guard case .failure(let error) = try Self.streamed(Array(text.utf8)) else {
@@ -56,7 +59,7 @@ struct JSONArrayStreamTests {
         #expect(!error.message.contains("SECRET-DOCUMENT-TEXT") && !error.message.contains("\n"))
     }
 
-    @Test("Given an array whose second record holds invalid UTF-8 on the file's line 3, when streamed, then the refusal names line 3")
+    @Test("Given an array whose second record holds invalid UTF-8 on the file's line 3, or that starts with two of a byte order mark's three bytes, when streamed, then the refusal names line 3, or line 1")
     func invalidUTF8NamesTheLine() throws {
         let bytes = Array("[{\"id\":\"a\",\"title\":\"t\",\"content\":\"x\"},\n{\"id\":\"b\",\n\"title\":\"".utf8) + [0xC3, 0x28] + Array("\",\"content\":\"y\"}]".utf8)
         guard case .failure(let error) = try Self.streamed(bytes) else {
@@ -64,5 +67,11 @@ struct JSONArrayStreamTests {
             return
         }
         #expect(error.message.hasSuffix("kb.json: line 3: invalid UTF-8"), "\(error.message)")
+        // Two bytes of a byte order mark: not a mark, and not UTF-8.
+        guard case .failure(let partial) = try Self.streamed([0xEF, 0xBB] + Array(#"[{"id":"a","title":"t","content":"x"}]"#.utf8)) else {
+            Issue.record("a partial byte order mark was read")
+            return
+        }
+        #expect(partial.message.hasSuffix("kb.json: line 1: invalid UTF-8"), "\(partial.message)")
     }
 }

@@ -77,7 +77,7 @@ enum RecordParser {
         // Within a record: its nesting, and whether a string is open (and an escape in it). A
         // record that is no object, array or string ends at a comma, `]` or white space.
         var (depth, inString, escaped, bare) = (0, false, false, false)
-        var (index, line, recordLine, offset) = (0, 1, 1, 0)
+        var (index, line, recordLine, offset, mark) = (0, 1, 1, 0, 0)
         let (comma, open, close, quote, backslash) = (UInt8(ascii: ","), UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: "\""), UInt8(ascii: "\\"))
         func invalid(_ what: String) -> PublishError { .badInput(path, "line \(line)", "not valid JSON: \(what)") }
         func emit() throws(PublishError) {
@@ -90,7 +90,8 @@ enum RecordParser {
                 }
                 throw .badInput(path, "line \(bad)", "invalid UTF-8")
             }
-            let (where_, chunk) = try Self.record(try parseJSON(record, file: path, position: position), file: path, position: position)
+            let value = try parseJSON(record, file: path, position: position, firstLine: recordLine)
+            let (where_, chunk) = try Self.record(value, file: path, position: position)
             try body(where_, chunk)
             index += 1
             record.removeAll(keepingCapacity: true)
@@ -99,8 +100,14 @@ enum RecordParser {
             let white = byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
             switch place {
             case .start:
-                // A byte order mark, then white space, then the array.
-                if white || (offset < 3 && [0xEF, 0xBB, 0xBF][offset] == byte) { return }
+                // A byte order mark (its three bytes first, or none), then white space, then the
+                // array. Anything else, a part of the mark too, is read whole and refused so.
+                if offset == mark, mark < 3, [0xEF, 0xBB, 0xBF][mark] == byte {
+                    mark += 1
+                    return
+                }
+                if mark % 3 != 0 { place = .notAnArray; return }
+                if white { return }
                 place = byte == open ? .beforeRecord(first: true) : .notAnArray
             case .beforeRecord(let first):
                 if white { return }
@@ -171,7 +178,9 @@ enum RecordParser {
     }
 
     /// A leading UTF-8 byte order mark (a `.json` file's, a `.jsonl` file's first line) is skipped.
-    static func parseJSON(_ bytes: [UInt8], file: String, position: String?) throws(PublishError) -> Any {
+    /// `firstLine`: the file's line `bytes` start on (a record of a streamed array), so that the
+    /// place an error names is the file's.
+    static func parseJSON(_ bytes: [UInt8], file: String, position: String?, firstLine: Int = 1) throws(PublishError) -> Any {
         let body = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? bytes[3...] : bytes[...]
         do {
             let value = try JSONSerialization.jsonObject(with: Data(body), options: [.fragmentsAllowed])
@@ -185,7 +194,11 @@ enum RecordParser {
         } catch {
             // Keep only the location from Foundation's message: it may quote document text.
             let text = "\(error)"
-            let location = text.range(of: #"line \d+, column \d+"#, options: .regularExpression).map { " near \(text[$0])" } ?? ""
+            let location = text.firstMatch(of: /line (\d+), column (\d+)/).map { match in
+                let line = (Int(match.1) ?? 1) + firstLine - 1
+                // The column counts from the record's start on its first line.
+                return line == firstLine && firstLine > 1 ? " near line \(line)" : " near line \(line), column \(match.2)"
+            } ?? ""
             throw .badInput(file, position, "not valid JSON\(location)")
         }
     }

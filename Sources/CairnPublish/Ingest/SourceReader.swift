@@ -89,17 +89,13 @@ public enum SourceReader {
         }
     }
 
-    /// The chunks of one `.json`, Markdown or text file with the position each came from
-    /// (`index 3`, `part 2`); `.jsonl` streams through `RecordParser.forEachLine`.
+    /// The chunks of one Markdown or text file with the position each came from (`part 2`);
+    /// `.jsonl` and `.json` stream through `RecordParser.forEachLine` and `forEachArrayRecord`.
     static func parse(_ bytes: [UInt8], relativePath: String, displayName: String,
                       chunking: ChunkingOptions) throws(PublishError) -> [(String, Chunk)] {
-        switch (relativePath as NSString).pathExtension.lowercased() {
-        case "json": return try RecordParser.jsonArray(bytes, file: displayName)
-        default:
-            let text = try TextDecoding.utf8(bytes, file: displayName)
-            return TextChunker(options: chunking).chunks(of: text, path: relativePath).enumerated().map {
-                ("part \($0.offset + 1)", $0.element)
-            }
+        let text = try TextDecoding.utf8(bytes, file: displayName)
+        return TextChunker(options: chunking).chunks(of: text, path: relativePath).enumerated().map {
+            ("part \($0.offset + 1)", $0.element)
         }
     }
 
