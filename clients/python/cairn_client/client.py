@@ -6,7 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import select
+import selectors
 import socket as _socket
 from typing import Any, Dict, Iterable, Optional, Union
 from urllib.parse import quote
@@ -190,7 +190,7 @@ class Cairn:
                     "unavailable", f"cannot connect to cairnd at {where} ({reason}): {_HINT}", where) from exc
 
             try:
-                connection.putrequest(method, path, skip_accept_encoding=True)
+                connection.putrequest(method, path)
                 for name, value in headers.items():
                     connection.putheader(name, value)
                 if payload is not None:
@@ -256,10 +256,17 @@ def _send_body(sock: _socket.socket, payload: bytes, timeout: Optional[float]) -
     client that kept writing would wait out its timeout and never read why."""
     view = memoryview(payload)
     sent = 0
-    while sent < len(view):
-        readable, writable, _ = select.select([sock], [sock], [], timeout)
-        if readable:
-            return
-        if not writable:
-            raise _socket.timeout("timed out")
-        sent += sock.send(view[sent:sent + 65536])
+    # A selector, not select(): that one refuses a descriptor past 1023 (a busy process).
+    with selectors.DefaultSelector() as selector:
+        selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        while sent < len(view):
+            events = selector.select(timeout)
+            if not events:
+                raise _socket.timeout("timed out")
+            if any(mask & selectors.EVENT_READ for _, mask in events):
+                return
+            try:
+                sent += sock.send(view[sent:sent + 65536])
+            except (BrokenPipeError, ConnectionResetError):
+                # It answered and closed between the two: the answer is read next.
+                return
