@@ -82,14 +82,7 @@ enum RecordParser {
         func invalid(_ what: String) -> PublishError { .badInput(path, "line \(line)", "not valid JSON: \(what)") }
         func emit() throws(PublishError) {
             let position = "index \(index)"
-            if String(validating: record, as: UTF8.self) == nil {
-                var bad = recordLine
-                for piece in record.split(separator: 0x0A, omittingEmptySubsequences: false) {
-                    if String(validating: piece, as: UTF8.self) == nil { break }
-                    bad += 1
-                }
-                throw .badInput(path, "line \(bad)", "invalid UTF-8")
-            }
+            _ = try TextDecoding.utf8(record, file: path, firstLine: recordLine)
             let value = try parseJSON(record, file: path, position: position, firstLine: recordLine)
             let (where_, chunk) = try Self.record(value, file: path, position: position)
             try body(where_, chunk)

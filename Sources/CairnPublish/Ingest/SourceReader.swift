@@ -174,10 +174,11 @@ public enum SourceReader {
 enum TextDecoding {
     /// The text of `bytes` without a leading byte order mark (editors on Windows write one; kept,
     /// it would sit in the first chunk's text and title), or `.badInput` naming the line of the
-    /// first invalid UTF-8 sequence.
-    static func utf8(_ bytes: [UInt8], file: String) throws(PublishError) -> String {
+    /// first invalid UTF-8 sequence, counted from `firstLine` (the file's line `bytes` start on:
+    /// a record of a streamed array).
+    static func utf8(_ bytes: [UInt8], file: String, firstLine: Int = 1) throws(PublishError) -> String {
         if let text = String(validating: bytes, as: UTF8.self) { return text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text }
-        var line = 1
+        var line = firstLine
         for piece in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             if String(validating: piece, as: UTF8.self) == nil { break }
             line += 1
