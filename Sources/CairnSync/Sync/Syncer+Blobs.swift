@@ -233,7 +233,8 @@ extension Syncer {
                         throw SyncError.system("cannot link \(file.name) from \(source)")
                     }
                 }
-                if let failing = Self.filesFailingHash(files, in: partial).first {
+                // The first failing file (iterated: a lazy `.first` would hash it twice).
+                for failing in Self.filesFailingHash(files, in: partial) {
                     throw SyncError(.hashMismatch, "\(source)/\(failing.name) "
                                     + (failing.unread.map { "cannot be read: \($0.reason)" } ?? "does not have its signed SHA-256"))
                 }
@@ -270,9 +271,11 @@ extension Syncer {
     /// read's error when it could not be read (nil: read whole, other bytes). The one check of a
     /// model folder's files; what an unreadable one means is its caller's: a folder not to link
     /// or use (`adoptModelFromOtherChannels`, `existingModelFolder`), damage only on EIO
-    /// (`removeModelIfDamaged`).
-    nonisolated static func filesFailingHash(_ files: [Manifest.ModelFile], in folder: String) -> [(name: String, unread: StoreError?)] {
-        files.compactMap { file in
+    /// (`removeModelIfDamaged`). Lazy: a caller that needs only the first (iterating, or
+    /// `.isEmpty`) hashes no file past it (the weights are some 90 MB).
+    nonisolated static func filesFailingHash(_ files: [Manifest.ModelFile], in folder: String)
+        -> some Collection<(name: String, unread: StoreError?)> {
+        files.lazy.compactMap { file -> (name: String, unread: StoreError?)? in
             do throws(StoreError) {
                 return try FileSystem.sha256(of: folder + "/" + file.name).id == file.sha256 ? nil : (file.name, nil)
             } catch {
@@ -292,7 +295,7 @@ extension Syncer {
         return await BackgroundWork.run { () -> Bool in
             // A file that cannot be read now (no descriptor, no memory) is not called damaged;
             // one whose read fails for its bytes (EIO) is.
-            let damaged = Self.filesFailingHash(files, in: folder).filter { $0.unread.map { $0.errno == EIO } ?? true }.map(\.name)
+            let damaged: [String] = Self.filesFailingHash(files, in: folder).filter { $0.unread.map { $0.errno == EIO } ?? true }.map { $0.name }
             guard !damaged.isEmpty, Self.removeModelFolder(folder) else { return false }
             logger.error("the model folder \(folder) no longer has its signed hashes (\(damaged.joined(separator: ", ")) damaged on this disk); removed, to be downloaded again")
             return true
