@@ -284,7 +284,9 @@ public struct Device: Sendable {
     static func unusedProxyCABundles(_ sync: SyncConfiguration) -> [String] {
         sync.sources.compactMap { source in
             let access = sync.access(for: source)
-            guard let bundle = access.proxyCABundle, let proxy = access.proxy, let scheme = proxy.split(separator: ":").first,
+            // No scheme is libcurl's http.
+            guard let bundle = access.proxyCABundle, let proxy = access.proxy, !proxy.isEmpty,
+                  case let scheme = proxy.range(of: "://").map({ String(proxy[..<$0.lowerBound]) }) ?? "http",
                   scheme.lowercased() != "https" else { return nil }
             return "proxy_ca_bundle \(bundle) is not used for \(source): its proxy is \(scheme)://, which carries no TLS to the proxy; only an https:// proxy's certificate is checked against it"
         }
