@@ -649,18 +649,17 @@ public actor Syncer {
             heldBackSaid = (held, true)
             logger.notice("version \(held), held back by a rollback, is passed over: the trusted root holds none of the keys that signed it")
         }
+        // An installed version that stopped reading while cairnd runs (changed on the disk)
+        // is the floor, as one that could not be served is: else a stick with an older version
+        // left plugged in would install it.
+        let unread = installed == nil ? state.installedVersion.map { ($0, state.installedStateRoot.flatMap { ContentID(hex: $0) }) } : nil
         let planner = SyncPlanner(channel: configuration.channel, installed: installed.map {
             // A damaged manifest's state root may be what changed: the index's own stands in.
             .init(version: $0.version, stateRoot: damage == nil ? $0.stateRoot : indexStateRoot(of: $0) ?? $0.stateRoot,
                   dimension: $0.manifest.dimension, modelID: $0.manifest.model.id)
         }, heldBack: holds ? state.heldBackVersion : nil, expiredUpdates: configuration.expiredUpdates, recovering: recovering,
            recoveringSince: state.recoveringSince.flatMap { Timestamp(rfc3339: $0) },
-           // An installed version that stopped reading while cairnd runs (changed on the disk)
-           // is the floor, as one that could not be served is: else a stick with an older
-           // version left plugged in would install it.
-           forgotten: state.forgotten ?? (installed == nil ? state.installedVersion.map {
-               ($0, state.installedStateRoot.flatMap { ContentID(hex: $0) })
-           } : nil), stillServed: installed == nil && state.installedVersion != nil)
+           forgotten: state.forgotten ?? unread, stillServed: unread != nil)
         switch planner.decide(manifest, now: now) {
         case .upToDate:
             if let installed, let damage { writeManifestAgain(bytes, of: installed, from: source, damage: damage) }
