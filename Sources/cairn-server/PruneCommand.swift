@@ -22,7 +22,8 @@ struct PruneCommand: ParsableCommand {
             blob of theirs that is present.
 
             Prints a summary: blobs and bytes removed, the versions kept. --dry-run says the same \
-            and removes nothing; --verbose prints one line per blob.
+            and removes nothing; it shares the lock with other readers, and reads a repository it \
+            cannot write (a read-only mirror) without one. --verbose prints one line per blob.
 
             Exit status: 0 done; 64 bad option, no such channel or repository; 75 a publish holds \
             the lock; 74 a manifest that decides what stays does not read (nothing removed) or a \

@@ -10,8 +10,10 @@ struct SignCommand: ParsableCommand {
         discussion: """
             Needs only the file (copy REPO/staged/<channel>/<n>.json to the machine that holds \
             the key) and the key; writes the file in place. Release it with cairn-server release \
-            --manifest FILE. Exit status: 0 signed; 65 not a signed manifest file; 64 bad key file; \
-            74 I/O error.
+            --manifest FILE. A file inside a repository (REPO/staged/<channel>/<n>.json) is signed \
+            under its publish lock, waiting up to --lock-wait seconds. Exit status: 0 signed; 65 not \
+            a signed manifest file; 64 bad key file; 75 a publish or release holds the lock; 74 I/O \
+            error.
             """
     )
 
@@ -19,11 +21,13 @@ struct SignCommand: ParsableCommand {
     var manifest: String
     @Option(help: "A private key file that signs (repeatable).")
     var key: [String] = []
+    @Option(name: .customLong("lock-wait"), help: "Seconds to wait for the repository's publish lock.")
+    var lockWait: Double = 5
 
     func run() throws {
         do throws(PublishError) {
             guard !key.isEmpty else { throw PublishError(.invalidArgument, "sign needs at least one --key") }
-            let (signed, signers) = try StagedRelease.sign(file: manifest, keys: try loadPrivate(key))
+            let (signed, signers) = try StagedRelease.sign(file: manifest, keys: try loadPrivate(key), lockWait: lockWait)
             print("\(manifest): version \(signed.version) of \(signed.channel), signed by \(signers.count) key(s): "
                   + signers.map(\.hex).joined(separator: ", "))
         } catch {
@@ -52,10 +56,12 @@ struct ReleaseCommand: ParsableCommand {
     var channel: String
     @Option(help: "A copy of the staged manifest signed elsewhere (repeatable).")
     var manifest: [String] = []
+    @Option(name: .customLong("lock-wait"), help: "Seconds to wait for another publish's lock.")
+    var lockWait: Double = 5
 
     func run() throws {
         do throws(PublishError) {
-            let released = try StagedRelease.release(repository: Repository(root: repo), channel: channel, copies: manifest)
+            let released = try StagedRelease.release(repository: Repository(root: repo), channel: channel, copies: manifest, lockWait: lockWait)
             print("released version \(released.version) of \(channel)")
         } catch {
             throw fail(error)

@@ -80,6 +80,63 @@ struct ProcessTests {
         #expect(third.output.hasPrefix("published version 1: 5 chunks"))
     }
 
+    @Test("Given a staged version and a publish holding the lock, when sign is run on the staged file itself, then it refuses with exit 75 in one line and leaves the file as it was; a copy outside the repository is signed meanwhile, and the staged file once the lock is free")
+    func signTakesTheLock() throws {
+        let workspace = try Workspace()
+        let staged = try CLI.run(CLI.publishArguments(workspace, source: try workspace.writeSource(SampleKB.chunks(count: 5)),
+                                                      extra: ["--stage"]))
+        #expect(staged.status == 0, "\(staged.error)")
+        let stagedPath = workspace.repo + "/staged/stable/1.json"
+        let before = try FileSystem.read(stagedPath)
+        let keys = try TemporaryDirectory.make() + "/second"
+        #expect(try CLI.run(["keygen", "--out", keys]).status == 0)
+        let copy = try TemporaryDirectory.make() + "/1.json"
+        try FileSystem.writeAtomically(before, to: copy)
+
+        let holder = try CLI.start(CLI.publishArguments(workspace, source: try workspace.writeSource(SampleKB.chunks(count: 6))),
+                                   environment: ["CAIRN_PUBLISH_PAUSE_AT": "locked"])
+        #expect(holder.waitForError(containing: "paused at locked"), "\(holder.error)")
+        let refused = try CLI.run(["sign", "--manifest", stagedPath, "--key", keys + "/publisher.key", "--lock-wait", "0.3"])
+        #expect(refused.status == 75, "\(refused.error)")
+        #expect(refused.error.contains("another publish holds") && refused.error.split(separator: "\n").count == 1, "\(refused.error)")
+        #expect(try FileSystem.read(stagedPath) == before)
+        let elsewhere = try CLI.run(["sign", "--manifest", copy, "--key", keys + "/publisher.key", "--lock-wait", "0.3"])
+        #expect(elsewhere.status == 0, "\(elsewhere.error)")
+        holder.kill()
+
+        let signed = try CLI.run(["sign", "--manifest", stagedPath, "--key", keys + "/publisher.key"])
+        #expect(signed.status == 0, "\(signed.error)")
+        #expect(try SignedManifest.decodeEnvelope(FileSystem.read(stagedPath)).signatures.count == 2)
+    }
+
+    @Test("Given three versions, when prune --dry-run runs while a publish holds the lock, then it refuses with exit 75; on a copy of the repository on a read-only file system (a mirror), it says what would go and exits 0, while prune itself refuses with exit 74 in one line")
+    func dryRunReadsAReadOnlyMirror() throws {
+        let workspace = try Workspace()
+        for count in 5...7 {
+            let published = try CLI.run(CLI.publishArguments(workspace, source: try workspace.writeSource(SampleKB.chunks(count: count), name: "kb\(count).json")))
+            #expect(published.status == 0, "\(published.error)")
+        }
+        let holder = try CLI.start(CLI.publishArguments(workspace, source: try workspace.writeSource(SampleKB.chunks(count: 8))),
+                                   environment: ["CAIRN_PUBLISH_PAUSE_AT": "locked"])
+        #expect(holder.waitForError(containing: "paused at locked"), "\(holder.error)")
+        let waited = try CLI.run(["prune", "--repo", workspace.repo, "--keep", "1", "--dry-run", "--lock-wait", "0.3"])
+        #expect(waited.status == 75 && waited.error.contains("another publish holds"), "\(waited.error)")
+        holder.kill()
+
+        let disk = try Tmpfs(megabytes: 64)
+        defer { disk.unmount() }
+        let mirror = disk.path + "/repo"
+        let copied = try Binaries.run("/bin/cp", ["-a", workspace.repo, mirror], in: "/tmp")
+        #expect(copied.status == 0, "\(copied.error)")
+        try disk.remount("ro")
+        let dry = try CLI.run(["prune", "--repo", mirror, "--keep", "1", "--dry-run"])
+        #expect(dry.status == 0, "\(dry.error)")
+        #expect(dry.output.hasPrefix("would remove 3 blob(s)") && dry.output.contains("(--dry-run: nothing removed)"), "\(dry.output)")
+        let pruned = try CLI.run(["prune", "--repo", mirror, "--keep", "1"])
+        #expect(pruned.status == 74 && pruned.error.contains("Read-only file system") && pruned.error.split(separator: "\n").count == 1,
+                "\(pruned.status) \(pruned.error)")
+    }
+
     @Test("Given --delta-format 1 and then 3, when publishing, then the first writes deltas a cairnd from before format 2 reads and the second is refused with exit 64, one line, and nothing written")
     func deltaFormats() throws {
         let workspace = try Workspace()

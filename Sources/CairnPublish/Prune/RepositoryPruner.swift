@@ -72,7 +72,9 @@ public struct RepositoryPruner: Sendable {
         if let channel, !Manifest.isValidChannelName(channel) || repository.versionNumbers(channel).isEmpty {
             throw PublishError(.invalidArgument, "channel \(channel) has no published version in \(repository.root)")
         }
-        let lock = try PublishLock(repository: repository.root, wait: lockWait)
+        // A dry run writes nothing, so it also reads a repository it cannot write.
+        let lock = dryRun ? try PublishLock.reading(repository: repository.root, wait: lockWait)
+                          : try PublishLock(repository: repository.root, wait: lockWait)
         defer { withExtendedLifetime(lock) {} }
         var report = PruneReport(dryRun: dryRun)
         var wanted: Set<ContentID> = []

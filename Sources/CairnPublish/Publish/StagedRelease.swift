@@ -9,10 +9,17 @@ import Foundation
 public enum StagedRelease {
     /// Adds the signatures of `keys` to the signed manifest file at `path` (in place, atomically),
     /// skipping keys that already signed. Returns the manifest and every key id that signed it.
-    /// - Throws: `.badInput` for a file that is not a signed manifest, `.io`.
-    public static func sign(file: String, keys: [PublisherKey]) throws(PublishError) -> (Manifest, [KeyID]) {
+    /// A file inside a repository (`REPO/staged/<channel>/<n>.json`) is signed under the
+    /// repository's publish lock, waiting up to `lockWait` seconds for it.
+    /// - Throws: `.badInput` for a file that is not a signed manifest, `.locked`, `.io`.
+    public static func sign(file: String, keys: [PublisherKey], lockWait: Double = 5) throws(PublishError) -> (Manifest, [KeyID]) {
         // Absolute, so that the folder the rename lands in can be fsynced.
         let path = URL(fileURLWithPath: file).standardizedFileURL.path
+        // A release running meanwhile would remove the file and this write bring it back (a
+        // released version still staged), or miss the signature; a publish's start removes the
+        // `.tmp-*` file the write goes through.
+        let lock = try repository(staging: path).map { root throws(PublishError) in try PublishLock(repository: root, wait: lockWait) }
+        defer { withExtendedLifetime(lock) {} }
         let (envelope, manifest) = try read(path)
         // A key signing again replaces what the file held under its id (a damaged copy).
         let own = Set(keys.map(\.keyID))
@@ -23,6 +30,18 @@ public enum StagedRelease {
             throw PublishError(.io, "cannot write \(path): \(error.message)", cause: error)
         }
         return (manifest, signed.signatures.map(\.keyID))
+    }
+
+    /// The repository whose `staged/<channel>/` folder holds `path`, if it lies in one: the
+    /// folder above `staged` holds `channels/`.
+    static func repository(staging path: String) -> String? {
+        let channelFolder = (path as NSString).deletingLastPathComponent
+        let staged = (channelFolder as NSString).deletingLastPathComponent
+        guard (staged as NSString).lastPathComponent == "staged" else { return nil }
+        let root = (staged as NSString).deletingLastPathComponent
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: root + "/channels", isDirectory: &isFolder), isFolder.boolValue else { return nil }
+        return root
     }
 
     /// Releases the staged version of `channel`: its signatures and those of `copies` (files of

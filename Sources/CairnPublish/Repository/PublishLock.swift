@@ -14,9 +14,32 @@ final class PublishLock {
         let path = root + "/.publish.lock"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw PublishError(.io, "cannot open the lock file \(path): \(String(cString: strerror(errno)))") }
+        self.fd = try Self.lock(fd, path: path, operation: LOCK_EX, wait: wait)
+    }
+
+    /// A reader's lock (`LOCK_SH`): no publish runs while it is held, and readers do not wait for
+    /// each other. In a repository this user cannot write (a read-only mirror, another user's
+    /// folder), where no lock file can be made, it holds nothing (nil), and the reader goes on
+    /// without one.
+    static func reading(repository root: String, wait: Double) throws(PublishError) -> PublishLock? {
+        let path = root + "/.publish.lock"
+        var fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        if fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM) { fd = open(path, O_RDONLY | O_CLOEXEC) }
+        guard fd >= 0 else {
+            guard errno == ENOENT else { throw PublishError(.io, "cannot open the lock file \(path): \(String(cString: strerror(errno)))") }
+            return nil
+        }
+        return PublishLock(fd: try lock(fd, path: path, operation: LOCK_SH, wait: wait))
+    }
+
+    private init(fd: Int32) { self.fd = fd }
+
+    /// `fd` locked with `operation`, retrying every 50 ms for up to `wait` seconds; closed when
+    /// it cannot be.
+    private static func lock(_ fd: Int32, path: String, operation: Int32, wait: Double) throws(PublishError) -> Int32 {
         // Clamped: a Duration of `inf` or 1e300 seconds traps.
         let deadline = ContinuousClock.now + .seconds(wait.isNaN ? 0 : min(max(wait, 0), 1e9))
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+        while flock(fd, operation | LOCK_NB) != 0 {
             guard errno == EWOULDBLOCK || errno == EINTR else {
                 // ENOLCK (NFS without a lock service) and the like: trying again would not help.
                 let reason = String(cString: strerror(errno))
@@ -29,7 +52,7 @@ final class PublishLock {
             }
             usleep(50_000)
         }
-        self.fd = fd
+        return fd
     }
 
     deinit {
