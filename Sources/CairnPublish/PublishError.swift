@@ -61,6 +61,11 @@ public struct PublishError: Error, Sendable, CustomStringConvertible {
         return PublishError(.locked, "\(path) was created by another publish at the same time, which the publish lock did not stop (a network file system whose locks are per host?); nothing was overwritten; publish from one host at a time", cause: error)
     }
 
+    /// A file that could not be opened or read, with the system's reason (`code`, default `errno`).
+    static func reading(_ path: String, _ code: Int32 = errno) -> PublishError {
+        PublishError(.io, "cannot read \(path): \(String(cString: strerror(code)))")
+    }
+
     /// Bad input in `file` at `record` (e.g. `line 3`, `index 2`, `id "x"`).
     static func badInput(_ file: String, _ record: String?, _ what: String) -> PublishError {
         PublishError(.badInput, record.map { "\(file): \($0): \(what)" } ?? "\(file): \(what)")

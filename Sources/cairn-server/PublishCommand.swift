@@ -2,6 +2,7 @@ import ArgumentParser
 import CairnCore
 import CairnEmbedding
 import CairnPublish
+import CairnStore
 import Foundation
 
 struct PublishCommand: ParsableCommand {
@@ -129,8 +130,9 @@ struct PublishCommand: ParsableCommand {
     }
 
     private func loadCanaries(_ path: String) throws(PublishError) -> [Canary] {
-        guard let data = FileManager.default.contents(atPath: path) else { throw PublishError(.io, "cannot read \(path)") }
-        do { return try Canary.parseFile(Array(data)) } catch {
+        let data: [UInt8]
+        do { data = try FileSystem.read(path) } catch { throw PublishError(.io, error.message, cause: error) }
+        do { return try Canary.parseFile(data) } catch {
             throw PublishError(.badInput, "\(path): \(error.message)", cause: error)
         }
     }

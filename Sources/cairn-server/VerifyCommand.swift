@@ -1,5 +1,6 @@
 import ArgumentParser
 import CairnPublish
+import CairnStore
 import Foundation
 
 struct VerifyCommand: ParsableCommand {
@@ -37,11 +38,10 @@ struct VerifyCommand: ParsableCommand {
         let keys = try trustedKeys(files: trustedKey, repository: repository)
         var pinned: [UInt8]?
         if let trustedRoot {
-            guard let data = FileManager.default.contents(atPath: trustedRoot) else {
-                printError("cannot read trusted root \(trustedRoot)")
+            do { pinned = try FileSystem.read(trustedRoot) } catch {
+                printError("cannot read trusted root \(trustedRoot): \(error.reason)")
                 throw ExitCode(64)
             }
-            pinned = Array(data)
         }
         let report = RepositoryVerifier(repository: repository, trustedKeys: keys, trustedRoot: pinned).verify()
         for problem in report.problems { print("problem: \(problem)") }

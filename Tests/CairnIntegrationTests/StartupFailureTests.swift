@@ -137,7 +137,7 @@ struct StartupFailureTests {
         try #require(keygen.status == 0)
         let base = ["--source", "file:///nowhere", "--data-dir", folder + "/data", "--socket", folder + "/d.sock"]
         try await expectOneLine("cairnd", base + ["--trusted-root", folder + "/none.json"], in: folder, exit: 2,
-                                saying: ["cannot read trusted root \(folder)/none.json"])
+                                saying: ["cannot read trusted root \(folder)/none.json: No such file or directory"])
         try await expectOneLine("cairnd", base + ["--trusted-root", folder + "/keys/publisher.pub"], in: folder, exit: 2,
                                 saying: ["trusted root \(folder)/keys/publisher.pub", "root_malformed"])
         let config = folder + "/cairnd.conf"

@@ -74,4 +74,19 @@ struct JSONArrayStreamTests {
         }
         #expect(partial.message.hasSuffix("kb.json: line 1: invalid UTF-8"), "\(partial.message)")
     }
+
+    @Test("Given a records file that is missing or is a folder, when read as .json or .jsonl, then the refusal is an I/O error naming the file and the system's reason",
+          arguments: ["kb.json", "kb.jsonl"])
+    func unreadableFileSaysWhy(name: String) throws {
+        let folder = try TemporaryDirectory.make()
+        for (path, reason) in [(folder + "/missing-" + name, "No such file or directory"), (folder, "Is a directory")] {
+            do throws(PublishError) {
+                let read: (String, Chunk) throws(PublishError) -> Void = { _, _ in }
+                if name.hasSuffix(".jsonl") { try RecordParser.forEachLine(of: path, read) } else { try RecordParser.forEachArrayRecord(of: path, read) }
+                Issue.record("\(path) was read")
+            } catch {
+                #expect(error.code == .io && error.message == "cannot read \(path): \(reason)", "\(error.message)")
+            }
+        }
+    }
 }

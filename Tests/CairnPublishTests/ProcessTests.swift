@@ -220,7 +220,7 @@ struct ProcessTests {
         #expect(try KeyFiles.loadPrivate(folder + "/publisher.key").seed == key.seed)
     }
 
-    @Test("Given two versions, when verify and history run, then verify exits 0 until a blob is altered and history lists both")
+    @Test("Given two versions, when verify and history run, then verify exits 0 until a blob is altered (64 naming why for a trusted root it cannot read) and history lists both")
     func verifyAndHistory() throws {
         let workspace = try VerifyTests.twoVersions()
         let pinned = try CLI.run(["verify", workspace.repo, "--trusted-key", workspace.keyDir + "/publisher.pub"])
@@ -229,6 +229,9 @@ struct ProcessTests {
         let stored = try CLI.run(["verify", workspace.repo])
         #expect(stored.status == 0)
         #expect(stored.output.contains("no --trusted-key given"))
+        let missingRoot = try CLI.run(["verify", workspace.repo, "--trusted-root", workspace.keyDir + "/none.json"])
+        #expect(missingRoot.status == 64 && missingRoot.error.contains("cannot read trusted root \(workspace.keyDir)/none.json: No such file or directory"),
+                "\(missingRoot.error)")
 
         for command in ["history", "list"] {
             let history = try CLI.run([command, "--repo", workspace.repo, "--channel", "stable"])

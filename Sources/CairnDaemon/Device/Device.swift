@@ -1,4 +1,5 @@
 import CairnCore
+import CairnStore
 import CairnIndex
 import CairnSearch
 import CairnSync
@@ -309,10 +310,11 @@ public struct Device: Sendable {
             guard keys.isEmpty else {
                 throw DaemonError(.badConfiguration, "trusted_root and trusted_key are both set; pin a root or keys, not both")
             }
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw DaemonError(.badConfiguration, "cannot read trusted root \(path)")
+            let data: [UInt8]
+            do { data = try FileSystem.read(path) } catch {
+                throw DaemonError(.badConfiguration, "cannot read trusted root \(path): \(error.reason)")
             }
-            do { _ = try TrustChain(pinned: Array(data)) } catch {
+            do { _ = try TrustChain(pinned: data) } catch {
                 throw DaemonError(.badConfiguration, "trusted root \(path): \(error.code): \(error.message)")
             }
             root = Array(data)

@@ -1,5 +1,6 @@
 public import CairnCore
 public import CairnEmbedding
+import CairnStore
 import Foundation
 
 /// The embedding model as the repository names it: its id, dimension, token window and the
@@ -20,10 +21,9 @@ public struct PublishedModel: Sendable {
         var files: [(String, [UInt8])] = []
         for name in Manifest.ModelFile.allowedNames {
             let path = (directory as NSString).appendingPathComponent(name)
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw PublishError(.model, "cannot read the model file \(path)")
+            do { files.append((name, try FileSystem.read(path))) } catch {
+                throw PublishError(.model, "cannot read the model file \(path): \(error.reason)")
             }
-            files.append((name, Array(data)))
         }
         self.id = id
         self.dimension = dimension

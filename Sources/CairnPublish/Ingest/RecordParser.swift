@@ -1,5 +1,6 @@
 import CairnCore
 import Foundation
+import CairnStore
 
 /// Turns JSON records into chunks: Cairn's `{id, title, content, scenario?, tags?, source?}`
 /// and BEIR's `{_id, title?, text, metadata?}` (a record with `_id` or `text` is BEIR).
@@ -29,8 +30,6 @@ enum RecordParser {
     /// The records of the `.jsonl` file at `path`, one line at a time (read a megabyte at a
     /// time: the file is never held whole), each with its position (`line 7`).
     static func forEachLine(of path: String, _ body: (String, Chunk) throws(PublishError) -> Void) throws(PublishError) {
-        guard let handle = FileHandle(forReadingAtPath: path) else { throw PublishError(.io, "cannot read \(path)") }
-        defer { try? handle.close() }
         var pending: [UInt8] = []
         var number = 0
         func line(_ bytes: ArraySlice<UInt8>) throws(PublishError) {
@@ -41,10 +40,7 @@ enum RecordParser {
             let (where_, chunk) = try record(try parseJSON(Array(bytes), file: path, position: position), file: path, position: position)
             try body(where_, chunk)
         }
-        while true {
-            let block: Data
-            do { block = try handle.read(upToCount: 1 << 20) ?? Data() } catch { throw PublishError(.io, "cannot read \(path)") }
-            if block.isEmpty { break }
+        try forEachBlock(of: path) { block throws(PublishError) in
             // What `pending` holds was searched already: only the new block is (a long line
             // searched again from its start at every block took time quadratic in its length).
             var searched = pending.endIndex
@@ -59,8 +55,23 @@ enum RecordParser {
             guard pending.count <= maxLineBytes else {
                 throw .badInput(path, "line \(number + 1)", "longer than \(maxLineBytes >> 20) MiB: a .jsonl source holds one record per line, with LF line ends (a JSON array belongs in a .json file)")
             }
+            return true
         }
         try line(pending[...])
+    }
+
+    /// The file at `path` a megabyte at a time, until it ends or `body` returns false.
+    private static func forEachBlock(of path: String, _ body: (ArraySlice<UInt8>) throws(PublishError) -> Bool) throws(PublishError) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw .reading(path) }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw .reading(path) }
+            guard count > 0, try body(buffer[..<count]) else { return }
+        }
     }
 
     /// The records of the `.json` file at `path`, an array of records, one at a time, each
@@ -69,8 +80,6 @@ enum RecordParser {
     /// source two or three times). A file whose first value is not an array is read whole and
     /// refused as `jsonArray` refuses it. A record over `maxLineBytes` is refused.
     static func forEachArrayRecord(of path: String, _ body: (String, Chunk) throws(PublishError) -> Void) throws(PublishError) {
-        guard let handle = FileHandle(forReadingAtPath: path) else { throw PublishError(.io, "cannot read \(path)") }
-        defer { try? handle.close() }
         enum Place { case start, beforeRecord(first: Bool), inRecord, afterRecord, end, notAnArray }
         var place = Place.start
         var record: [UInt8] = []
@@ -146,16 +155,14 @@ enum RecordParser {
                 return
             }
         }
-        reading: while true {
-            let block: Data
-            do { block = try handle.read(upToCount: 1 << 20) ?? Data() } catch { throw PublishError(.io, "cannot read \(path)") }
-            if block.isEmpty { break }
+        try forEachBlock(of: path) { block throws(PublishError) in
             for byte in block {
                 try take(byte)
-                if case .notAnArray = place { break reading }
+                if case .notAnArray = place { return false }
                 if byte == 0x0A { line += 1 }
                 offset += 1
             }
+            return true
         }
         switch place {
         case .end:
@@ -163,7 +170,7 @@ enum RecordParser {
         case .start, .notAnArray:
             // Not an array (an object, a value, nothing): read whole, as before, for its message.
             let bytes: [UInt8]
-            do { bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path))) } catch { throw PublishError(.io, "cannot read \(path)") }
+            do { bytes = try FileSystem.read(path) } catch { throw PublishError(.io, error.message, cause: error) }
             for (position, chunk) in try jsonArray(bytes, file: path) { try body(position, chunk) }
         default:
             throw invalid("the file ends before the array's closing `]`")

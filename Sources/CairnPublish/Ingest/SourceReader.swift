@@ -1,4 +1,5 @@
 public import CairnCore
+import CairnStore
 import Foundation
 
 /// How Markdown and plain-text files are cut into chunks. The defaults suit a 256-token model
@@ -77,9 +78,7 @@ public enum SourceReader {
                 break
             }
             let bytes: [UInt8]
-            do { bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file.full))) } catch {
-                throw PublishError(.io, "cannot read \(file.full)")
-            }
+            do { bytes = try FileSystem.read(file.full) } catch { throw PublishError(.io, error.message, cause: error) }
             // Ids and sources name the file in NFC, so that a folder written on macOS (NFD
             // names) publishes the same ids as its copy written on Linux.
             let relative = file.relative.precomposedStringWithCanonicalMapping

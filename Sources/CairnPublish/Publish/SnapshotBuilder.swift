@@ -135,7 +135,7 @@ enum DeltaBuilder {
             let output = FileHandle(forWritingAtPath: path) else { throw PublishError(.io, "cannot create \(path)") }
         defer { try? output.close() }
         try output.seekToEnd()
-        guard let input = FileHandle(forReadingAtPath: upsertsPath) else { throw PublishError(.io, "cannot read \(upsertsPath)") }
+        guard let input = FileHandle(forReadingAtPath: upsertsPath) else { throw PublishError.reading(upsertsPath) }
         defer { try? input.close() }
         while let block = try input.read(upToCount: 1 << 20), !block.isEmpty { try output.write(contentsOf: block) }
         try output.write(contentsOf: deletes.flatMap(Delta.encodedDelete))

@@ -63,11 +63,12 @@ struct VersionCache: Sendable {
     /// else the trusted keys with threshold 1.
     func signingPolicy() throws(ServerError) -> SigningPolicy {
         guard let trustedRootFile else { return SigningPolicy(keys: try trustedKeys()) }
-        guard let pinned = FileManager.default.contents(atPath: trustedRootFile) else {
-            throw ServerError(.configurationInvalid, "cannot read search_trusted_root \(trustedRootFile)")
+        let pinned: [UInt8]
+        do { pinned = try FileSystem.read(trustedRootFile) } catch {
+            throw ServerError(.configurationInvalid, "cannot read search_trusted_root \(trustedRootFile): \(error.reason)")
         }
         var chain: TrustChain
-        do { chain = try TrustChain(pinned: Array(pinned)) } catch {
+        do { chain = try TrustChain(pinned: pinned) } catch {
             throw ServerError(.configurationInvalid, "search_trusted_root \(trustedRootFile): \(error.message)")
         }
         while let next = FileManager.default.contents(atPath: repository + "/root/\(chain.current.version + 1).root.json") {
@@ -89,8 +90,12 @@ struct VersionCache: Sendable {
         var keys: [PublicKey] = []
         for file in files {
             do {
-                guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-                    throw ServerError(.configurationInvalid, "cannot read trusted key \(file)")
+                let bytes: [UInt8]
+                do { bytes = try FileSystem.read(file) } catch {
+                    throw ServerError(.configurationInvalid, "cannot read trusted key \(file): \(error.reason)")
+                }
+                guard let text = String(validating: bytes, as: UTF8.self) else {
+                    throw ServerError(.configurationInvalid, "trusted key \(file) is not a public key file (not UTF-8 text)")
                 }
                 keys.append(try PublicKey(fileText: text))
             } catch let error as ServerError {

@@ -289,7 +289,7 @@ struct Exporter {
     }
 
     private func read(_ path: String) throws(SyncError) -> [UInt8] {
-        do { return try FileSystem.read(path) } catch { throw SyncError(.io, "cannot read \(path)", cause: error) }
+        do { return try FileSystem.read(path) } catch { throw SyncError(.io, error.message, cause: error) }
     }
 }
 

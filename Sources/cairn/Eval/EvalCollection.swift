@@ -1,5 +1,6 @@
 import CairnCore
 import CairnSearch
+import CairnStore
 import Foundation
 
 /// A BEIR-format folder as `cairn eval` reads it: `queries.jsonl`, `qrels/<split>.tsv`, and the
@@ -41,8 +42,7 @@ struct EvalCollection {
     }
 
     private static func read(_ path: String) throws(EvalFailure) -> [UInt8] {
-        guard let data = FileManager.default.contents(atPath: path) else { throw .io("cannot read \(path)") }
-        return Array(data)
+        do { return try FileSystem.read(path) } catch { throw .io(error.message) }
     }
 
     /// The JSONL corpus at `path` dealt into `parts` files, document i to part i mod `parts` (so
@@ -67,7 +67,7 @@ struct EvalCollection {
     /// two), and the number dropped is returned. Other corpora are published as they are.
     func publishableCorpus(scratch: String) throws(EvalFailure) -> (path: String, dropped: Int) {
         guard corpusPath.lowercased().hasSuffix(".jsonl") else { return (corpusPath, 0) }
-        guard let data = FileManager.default.contents(atPath: corpusPath) else { throw .io("cannot read \(corpusPath)") }
+        let data = try Self.read(corpusPath)
         var kept: [UInt8] = [], dropped = 0
         for line in data.split(separator: UInt8(ascii: "\n")) {
             let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any]
