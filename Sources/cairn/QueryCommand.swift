@@ -14,8 +14,12 @@ struct QueryCommand: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @ParentCommand var root: CairnCommand
 
-    @Argument(help: "The question or keywords.")
-    var text: String
+    /// Words given unquoted (`cairn query boil water`) are one query, joined by spaces, as a
+    /// search box takes them.
+    @Argument(help: "The question or keywords (quoted or not).")
+    var words: [String] = []
+
+    var text: String { words.joined(separator: " ") }
     @Option(name: .short, help: "Results wanted (1-100).")
     var k = 3
     @Option(help: "hybrid, lexical, dense or rrf.")
@@ -30,6 +34,7 @@ struct QueryCommand: AsyncParsableCommand {
     var json = false
 
     func validate() throws {
+        guard !words.isEmpty else { throw ValidationError("Missing expected argument '<words>' (the question or keywords)") }
         for channel in channels { try requireText(channel, "--channel") }
         guard (1...100).contains(k) else { throw ValidationError("-k must be between 1 and 100") }
         guard SearchRequest.Mode(rawValue: mode) != nil else {

@@ -28,6 +28,11 @@ struct EndToEndTests {
         let answer = try JSONDecoder().decode(SearchAnswer.self, from: Data(query.stdout.utf8))
         #expect(answer.version == 6 && answer.results.count == 2 && answer.results.allSatisfy { $0.chunk.id.hasPrefix("v6-") })
 
+        // Words given unquoted are one query, and options may come between them.
+        let unquoted = try await run(cairn, ["--socket", socket, "query", "storm", "--mode", "lexical", "maps", "-k", "5", "--json"])
+        #expect(unquoted.status == 0, "\(unquoted.stderr)")
+        let words = try JSONDecoder().decode(SearchAnswer.self, from: Data(unquoted.stdout.utf8))
+        #expect(Set(words.results.map(\.chunk.id)) == ["v6-storm", "v6-maps"], "\(words.results.map(\.chunk.id))")
         let human = try await run(cairn, ["query", "flood maps", "--mode", "lexical", "--scenario", "flood"],
                                   environment: childEnvironment(["CAIRN_SOCKET": socket]))
         #expect(human.status == 0)

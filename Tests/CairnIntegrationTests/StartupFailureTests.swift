@@ -265,7 +265,7 @@ struct StartupFailureTests {
         let folder = try TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         try await expectOneLine("cairn", ["status", "--no-such-flag"], in: folder, exit: 2, saying: ["--no-such-flag"])
-        try await expectOneLine("cairn", ["query"], in: folder, exit: 2, saying: ["<text>"])
+        try await expectOneLine("cairn", ["query"], in: folder, exit: 2, saying: ["<words>"])
         try await expectOneLine("cairn", ["query", "water", "-k", "0"], in: folder, exit: 2, saying: ["-k"])
         try await expectOneLine("cairn", [], in: folder, exit: 2, saying: ["no command given", "query", "status"])
         let help = try await onThread { try Binaries.run("cairn", ["--help"], in: folder) }
