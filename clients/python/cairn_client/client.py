@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import os
 import selectors
 import socket as _socket
@@ -87,7 +88,8 @@ class Cairn:
         ``min_similarity`` drops dense matches below that cosine; ``channels`` searches only
         those knowledge bases of a cairnd that follows several (default: all of them). Arguments
         are sent as given: the daemon validates them (e.g. ``bad_k``, ``bad_mode``,
-        ``empty_query``, ``unknown_channel``).
+        ``empty_query``, ``unknown_channel``). A ``min_similarity`` of NaN or infinity, which
+        JSON cannot carry, raises ``bad_min_similarity`` here, as cairnd would.
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be a str, not {type(query).__name__}")
@@ -100,6 +102,9 @@ class Cairn:
         if search_filter:
             body["filter"] = search_filter
         if min_similarity is not None:
+            if isinstance(min_similarity, float) and not math.isfinite(min_similarity):
+                raise CairnError("bad_min_similarity",
+                                 f"min_similarity is not a finite number in -1...1: {min_similarity!r}", 400)
             body["min_similarity"] = min_similarity
         if channels is not None:
             body["channels"] = [channels] if isinstance(channels, str) else list(channels)
@@ -159,7 +164,7 @@ class Cairn:
         headers = {"Accept": "application/json", "Connection": "close", "User-Agent": _USER_AGENT}
         payload: Optional[bytes] = None
         if body is not None:
-            payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            payload = json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
             headers["Content-Type"] = "application/json"
         elif send_empty_body:
             payload = b""

@@ -142,6 +142,11 @@ def main(argv=None) -> int:
     def check_bad_k():
         return expect_error(lambda: cairn.search(args.query, k=0), "bad_k", 400, "search(k=0)")
 
+    def check_nan_similarity():
+        # JSON has no NaN: sent, it read as a body that is not JSON (bad_json).
+        return expect_error(lambda: cairn.search(args.query, min_similarity=float("nan")), "bad_min_similarity", 400,
+                            'search(min_similarity=nan)')
+
     def check_body_too_large():
         # About 4 MB of tags, more than the socket buffers: refused from its Content-Length and
         # read at once, not after the client's timeout spent writing to a daemon that stopped
@@ -194,6 +199,7 @@ def main(argv=None) -> int:
     check("get missing chunk", check_missing_chunk)
     check("bad k", check_bad_k)
     check("bad mode", check_bad_mode)
+    check("NaN min_similarity", check_nan_similarity)
     check("body too large", check_body_too_large)
     check("unavailable socket", check_unavailable)
 
