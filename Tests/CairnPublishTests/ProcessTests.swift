@@ -80,7 +80,7 @@ struct ProcessTests {
         #expect(third.output.hasPrefix("published version 1: 5 chunks"))
     }
 
-    @Test("Given a staged version and a publish holding the lock, when sign is run on the staged file itself, then it refuses with exit 75 in one line and leaves the file as it was; a copy outside the repository is signed meanwhile, and the staged file once the lock is free")
+    @Test("Given a staged version and a publish holding the lock, when sign is run on the staged file itself, then it refuses with exit 75 in one line and leaves the file as it was; also through a link to it; a copy outside the repository is signed meanwhile, and the staged file through the link, which stays a link, once the lock is free")
     func signTakesTheLock() throws {
         let workspace = try Workspace()
         let staged = try CLI.run(CLI.publishArguments(workspace, source: try workspace.writeSource(SampleKB.chunks(count: 5)),
@@ -100,13 +100,19 @@ struct ProcessTests {
         #expect(refused.status == 75, "\(refused.error)")
         #expect(refused.error.contains("another publish holds") && refused.error.split(separator: "\n").count == 1, "\(refused.error)")
         #expect(try FileSystem.read(stagedPath) == before)
+        // A link to the staged file is the staged file.
+        let link = try TemporaryDirectory.make() + "/to-sign.json"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: stagedPath)
+        let throughLink = try CLI.run(["sign", "--manifest", link, "--key", keys + "/publisher.key", "--lock-wait", "0.3"])
+        #expect(throughLink.status == 75, "\(throughLink.error)")
         let elsewhere = try CLI.run(["sign", "--manifest", copy, "--key", keys + "/publisher.key", "--lock-wait", "0.3"])
         #expect(elsewhere.status == 0, "\(elsewhere.error)")
         holder.kill()
 
-        let signed = try CLI.run(["sign", "--manifest", stagedPath, "--key", keys + "/publisher.key"])
+        let signed = try CLI.run(["sign", "--manifest", link, "--key", keys + "/publisher.key"])
         #expect(signed.status == 0, "\(signed.error)")
         #expect(try SignedManifest.decodeEnvelope(FileSystem.read(stagedPath)).signatures.count == 2)
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == stagedPath, "the link was replaced by a file")
     }
 
     @Test("Given three versions, when prune --dry-run runs while a publish holds the lock, then it refuses with exit 75; on a copy of the repository on a read-only file system (a mirror), it says what would go and exits 0, while prune itself refuses with exit 74 in one line")

@@ -13,8 +13,9 @@ public enum StagedRelease {
     /// repository's publish lock, waiting up to `lockWait` seconds for it.
     /// - Throws: `.badInput` for a file that is not a signed manifest, `.locked`, `.io`.
     public static func sign(file: String, keys: [PublisherKey], lockWait: Double = 5) throws(PublishError) -> (Manifest, [KeyID]) {
-        // Absolute, so that the folder the rename lands in can be fsynced.
-        let path = URL(fileURLWithPath: file).standardizedFileURL.path
+        // Absolute, so that the folder the rename lands in can be fsynced; links resolved, so that
+        // a link to a staged file is known as one (and stays a link).
+        let path = URL(fileURLWithPath: file).standardizedFileURL.resolvingSymlinksInPath().path
         // A release running meanwhile would remove the file and this write bring it back (a
         // released version still staged), or miss the signature; a publish's start removes the
         // `.tmp-*` file the write goes through.

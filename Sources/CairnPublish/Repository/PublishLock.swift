@@ -12,8 +12,7 @@ final class PublishLock {
     /// Takes the lock, retrying every 50 ms for up to `wait` seconds, then refusing.
     init(repository root: String, wait: Double) throws(PublishError) {
         let path = root + "/.publish.lock"
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw PublishError(.io, "cannot open the lock file \(path): \(String(cString: strerror(errno)))") }
+        guard let fd = Self.open(path) else { throw PublishError(.io, "cannot open the lock file \(path): \(String(cString: strerror(errno)))") }
         self.fd = try Self.lock(fd, path: path, operation: LOCK_EX, wait: wait)
     }
 
@@ -23,9 +22,7 @@ final class PublishLock {
     /// without one.
     static func reading(repository root: String, wait: Double) throws(PublishError) -> PublishLock? {
         let path = root + "/.publish.lock"
-        var fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        if fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM) { fd = open(path, O_RDONLY | O_CLOEXEC) }
-        guard fd >= 0 else {
+        guard let fd = open(path) else {
             guard errno == ENOENT else { throw PublishError(.io, "cannot open the lock file \(path): \(String(cString: strerror(errno)))") }
             return nil
         }
@@ -33,6 +30,15 @@ final class PublishLock {
     }
 
     private init(fd: Int32) { self.fd = fd }
+
+    /// The lock file, made if missing; opened for reading alone where this user may not write it
+    /// (a second signer on the host, a read-only mirror): `flock` needs no write access. Nil
+    /// with `errno` set when it cannot be opened.
+    private static func open(_ path: String) -> Int32? {
+        var fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        if fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM) { fd = Glibc.open(path, O_RDONLY | O_CLOEXEC) }
+        return fd >= 0 ? fd : nil
+    }
 
     /// `fd` locked with `operation`, retrying every 50 ms for up to `wait` seconds; closed when
     /// it cannot be.
