@@ -215,16 +215,19 @@ public enum FileSystem {
         return text
     }
 
-    /// The whole file.
+    /// The whole file, to its end: also a pipe (`--trusted-root <(…)`) or a `/proc` file, whose
+    /// size says 0.
     public static func read(_ path: String) throws(StoreError) -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw failure("cannot open", path) }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw failure("cannot stat", path) }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        // One byte more than the size, so that a regular file ends in the first pass.
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size) + 1)
         var done = 0
-        while done < bytes.count {
+        while true {
+            if done == bytes.count { bytes += [UInt8](repeating: 0, count: max(bytes.count, 1 << 16)) }
             let result = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, $0.count - done) }
             if result < 0 {
                 if errno == EINTR { continue }

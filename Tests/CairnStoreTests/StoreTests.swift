@@ -118,3 +118,33 @@ struct CreateAtomicallyTests {
         }
     }
 }
+
+@Suite("reading a whole file")
+struct ReadWholeFileTests {
+    @Test("Given a regular file and a pipe (whose size says 0, as --trusted-root <(…) gives), when read whole, then every byte comes back from each; an empty file reads as no bytes")
+    func regularFileAndPipe() throws {
+        let folder = try TemporaryDirectory.make()
+        let data = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        try FileSystem.writeAtomically(data, to: folder + "/file")
+        #expect(try FileSystem.read(folder + "/file") == data)
+        try FileSystem.writeAtomically([], to: folder + "/empty")
+        #expect(try FileSystem.read(folder + "/empty") == [])
+
+        let pipe = folder + "/pipe"
+        #expect(mkfifo(pipe, 0o600) == 0)
+        // The writer blocks in open until the reader opens the pipe.
+        let writer = Thread {
+            let fd = open(pipe, O_WRONLY | O_CLOEXEC)
+            guard fd >= 0 else { return }
+            defer { close(fd) }
+            var offset = 0
+            while offset < data.count {
+                let written = data[offset...].withUnsafeBytes { write(fd, $0.baseAddress, min($0.count, 4096)) }
+                guard written > 0 else { return }
+                offset += written
+            }
+        }
+        writer.start()
+        #expect(try FileSystem.read(pipe) == data)
+    }
+}
