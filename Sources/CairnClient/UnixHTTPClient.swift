@@ -30,7 +30,8 @@ public struct UnixHTTPClient: Sendable {
 
     /// Sends one request; `unreachable` when the socket cannot be reached (or the connection is
     /// closed unanswered), `no_answer` when cairnd took the request but did not answer within
-    /// `timeout`, `protocol_violation` when the answer is not HTTP/1.1.
+    /// `timeout` (counted from the connection, however the answer trickles in),
+    /// `protocol_violation` when the answer is not HTTP/1.1.
     public func send(method: String, path: String, body: [UInt8]? = nil,
                      contentType: String? = "application/json", headers: [(String, String)] = []) throws(ClientError) -> Response {
         let fd: Int32
@@ -43,9 +44,9 @@ public struct UnixHTTPClient: Sendable {
             throw ClientError(.unreachable, "cannot reach cairnd at \(socketPath) (\(error))", cause: error)
         }
         defer { close(fd) }
-        var limit = timeval(timeout)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        // One deadline for the whole exchange: a wait per read would let an answer that comes a
+        // byte at a time hold the caller for ever.
+        let deadline = ContinuousClock.now + .seconds(boundedTimeout(timeout))
 
         var head = "\(method) \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAccept: application/json\r\n"
         if let body {
@@ -56,8 +57,8 @@ public struct UnixHTTPClient: Sendable {
         head += "\r\n"
         // A server may answer (e.g. 413) and close before reading a large body: a failed write
         // is not fatal as long as a response can still be read.
-        let wrote = write(fd, Array(head.utf8) + (body ?? []))
-        let (received, timedOut) = read(fd)
+        let wrote = write(fd, Array(head.utf8) + (body ?? []), until: deadline)
+        let (received, timedOut) = read(fd, until: deadline)
         if timedOut {
             // It took the request: it is running, and may still be doing what was asked.
             throw ClientError(.noAnswer, "cairnd at \(socketPath) took the request but did not answer within \(Self.seconds(timeout)) s; it may still be working on it (cairn status shows what it is doing)")
@@ -72,11 +73,11 @@ public struct UnixHTTPClient: Sendable {
     /// Sends `bytes`, but stops early when the server answers first (e.g. 413 for a large body:
     /// cairnd then stops reading, so blindly writing on would block until its idle timeout).
     /// Returns whether everything was sent.
-    private func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+    private func write(_ fd: Int32, _ bytes: [UInt8], until deadline: ContinuousClock.Instant) -> Bool {
         var offset = 0
         while offset < bytes.count {
             var events = pollfd(fd: fd, events: Int16(POLLIN | POLLOUT), revents: 0)
-            let ready = poll(&events, 1, Int32(min(boundedTimeout(timeout) * 1000, Double(Int32.max))))
+            let ready = poll(&events, 1, Self.milliseconds(until: deadline))
             if ready < 0 && errno == EINTR { continue }
             guard ready > 0, events.revents & Int16(POLLIN | POLLERR | POLLHUP) == 0 else { return false }
             let end = min(bytes.count, offset + 65_536)
@@ -90,19 +91,30 @@ public struct UnixHTTPClient: Sendable {
         return true
     }
 
-    /// The response's bytes, and whether the receive timeout ended the wait before a complete
-    /// response came.
-    private func read(_ fd: Int32) -> (bytes: [UInt8], timedOut: Bool) {
+    /// The response's bytes, and whether `deadline` ended the wait before a complete response
+    /// came.
+    private func read(_ fd: Int32, until deadline: ContinuousClock.Instant) -> (bytes: [UInt8], timedOut: Bool) {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
-            if count < 0 && errno == EINTR { continue }
-            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return (received, true) }
+            var events = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&events, 1, Self.milliseconds(until: deadline))
+            if ready < 0 && errno == EINTR { continue }
+            if ready == 0 { return (received, true) }
+            let count = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if count < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) { continue }
             guard count > 0 else { break }
             received += buffer[0..<count]
             if HTTPResponseParser.isComplete(received) { break }
         }
         return (received, false)
+    }
+
+    /// What is left until `deadline`, in whole milliseconds for `poll` (0 once it has passed).
+    private static func milliseconds(until deadline: ContinuousClock.Instant) -> Int32 {
+        let left = ContinuousClock.now.duration(to: deadline)
+        guard left > .zero else { return 0 }
+        let (seconds, attoseconds) = left.components
+        return Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
     }
 }

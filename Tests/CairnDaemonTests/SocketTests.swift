@@ -106,6 +106,35 @@ extension SocketTests {
     }
 }
 
+extension SocketTests {
+    @Test("Given a server that answers a byte at a time, each soon after the last but the whole well past the client's timeout, when the client calls it, then the call ends as no_answer at its timeout rather than waiting for the trickle")
+    func tricklingAnswer() throws {
+        let folder = try TemporaryDirectory.make()
+        let path = folder + "/trickle.sock"
+        let listener = try UnixListener(path: path)
+        defer { listener.close() }
+        // The fault itself, not a synchronisation: a complete answer of 66 bytes, one every
+        // 50 ms (3.3 s in all), each within a wait per read of 0.5 s.
+        let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close\r\n\r\n{\"ok\":true}".utf8)
+        let server = Thread {
+            let connection = accept(listener.fd, nil, nil)
+            guard connection >= 0 else { return }
+            defer { close(connection) }
+            for byte in answer {
+                guard [byte].withUnsafeBytes({ send(connection, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) }) == 1 else { return }
+                usleep(50_000)
+            }
+        }
+        server.start()
+        #expect {
+            _ = try UnixHTTPClient(socketPath: path, timeout: 0.5).send(method: "GET", path: "/healthz")
+        } throws: { error in
+            guard let error = error as? ClientError else { return false }
+            return error.code == .noAnswer && error.message.contains("did not answer within 0.5 s")
+        }
+    }
+}
+
 /// Binds a Unix socket at `path` and closes it without unlinking: what a crash leaves behind.
 func leaveStaleSocket(at path: String) throws {
     try UnixListener(path: path, listening: false).close()
