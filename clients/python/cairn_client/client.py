@@ -104,7 +104,7 @@ class Cairn:
         if min_similarity is not None:
             if isinstance(min_similarity, float) and not math.isfinite(min_similarity):
                 raise CairnError("bad_min_similarity",
-                                 f"min_similarity is not a finite number in -1...1: {min_similarity!r}", 400)
+                                 f"min_similarity is not a finite number in -1...1: {min_similarity!r}")
             body["min_similarity"] = min_similarity
         if channels is not None:
             body["channels"] = [channels] if isinstance(channels, str) else list(channels)
@@ -164,7 +164,12 @@ class Cairn:
         headers = {"Accept": "application/json", "Connection": "close", "User-Agent": _USER_AGENT}
         payload: Optional[bytes] = None
         if body is not None:
-            payload = json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+            try:
+                payload = json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+            except ValueError as exc:
+                # NaN or infinity (k=float("nan")): JSON cannot carry it; sent as Python writes
+                # it, cairnd would refuse the body as bad_json.
+                raise CairnError("bad_json", f"the request holds a number JSON cannot carry: {exc}") from exc
             headers["Content-Type"] = "application/json"
         elif send_empty_body:
             payload = b""

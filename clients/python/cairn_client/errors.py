@@ -15,7 +15,9 @@ class CairnError(Exception):
     and ``status`` is the HTTP status. Errors the client itself detects use codes of
     its own: ``bad_answer`` (the daemon's answer does not decode as the protocol says)
     and ``protocol_error`` (the HTTP exchange broke), with ``status`` None unless an
-    HTTP status was read.
+    HTTP status was read. An argument JSON cannot carry (NaN, infinity) is refused before
+    anything is sent, with the code cairnd gives (``bad_min_similarity``, else ``bad_json``)
+    and ``status`` None.
     """
 
     def __init__(self, code: str, message: str, status: Optional[int] = None) -> None:
