@@ -189,7 +189,7 @@ struct ExportTrustTests {
 
 @Suite("An export cut short is replaced by the next")
 struct ExportCutShortTests {
-    @Test("Given a folder an export cut short left (its marker, a half-written blob, a manifest folder), when exporting there, then it is replaced and the export is whole, without the marker; a folder with the same files but no marker, or with the marker and a file no export writes, is refused as not empty and kept; an ext4 stick's root, with only lost+found, takes the export")
+    @Test("Given a folder an export cut short left (its marker, a half-written blob, a manifest folder), when exporting there, then it is replaced and the export is whole, without the marker; a folder with the same files but no marker, or with the marker and a file no export writes, is refused as not empty and kept; an ext4 stick's root, with only lost+found, takes the export, and a FAT stick's root with Windows' folders takes it in place of one cut short")
     func cutShortReplaced() async throws {
         let (repo, device) = try await DeltaTrustTests.deviceOnVersion1()
         let folder = try TemporaryDirectory.make()
@@ -224,5 +224,41 @@ struct ExportCutShortTests {
         _ = try await device.syncer.export(to: stick)
         #expect(FileManager.default.fileExists(atPath: stick + "/channels/\(repo.channel)/manifest.json"))
         #expect(FileManager.default.fileExists(atPath: stick + "/lost+found"))
+        // A stick Windows mounted: its own folders at the root are no one's files either, also
+        // beside an export cut short, which is then replaced.
+        let windows = folder + "/fat-root"
+        try leftovers(in: windows, marker: true)
+        for name in ["System Volume Information", "$RECYCLE.BIN"] {
+            try FileManager.default.createDirectory(atPath: windows + "/" + name, withIntermediateDirectories: true)
+        }
+        _ = try await device.syncer.export(to: windows)
+        #expect(FileManager.default.fileExists(atPath: windows + "/channels/\(repo.channel)/manifest.json"))
+        #expect(FileManager.default.fileExists(atPath: windows + "/System Volume Information")
+                && FileManager.default.fileExists(atPath: windows + "/$RECYCLE.BIN"))
+    }
+
+    @Test("Given a folder whose export marker an export in another process holds (it is writing there now), when exporting there, then it is refused with export_target_not_empty and nothing of the folder is removed; once that export is gone (its lock released, the marker left), the folder is an export cut short and is replaced")
+    func liveExportInAnotherProcess() async throws {
+        let (repo, device) = try await DeltaTrustTests.deviceOnVersion1()
+        let target = try TemporaryDirectory.make() + "/usb"
+        try FileManager.default.createDirectory(atPath: target + "/blobs/sha256/ab", withIntermediateDirectories: true)
+        try Data("half".utf8).write(to: URL(fileURLWithPath: target + "/blobs/sha256/ab/.tmp-1"))
+        // The other process's export: its marker, locked as an export holds it. flock locks an
+        // open file, not a process, so a descriptor of the test's own stands in for the other
+        // cairnd (one cannot be paused half-way through an export here).
+        let marker = target + "/" + Exporter.unfinishedMarker
+        let other = open(marker, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        try #require(other >= 0 && flock(other, LOCK_EX | LOCK_NB) == 0)
+        await #expect {
+            _ = try await device.syncer.export(to: target)
+        } throws: { error in
+            let failure = error as? SyncError
+            return failure?.code == .exportTargetNotEmpty && failure?.message.contains("another export is writing into") == true
+        }
+        #expect(FileManager.default.fileExists(atPath: target + "/blobs/sha256/ab/.tmp-1") && FileManager.default.fileExists(atPath: marker))
+        close(other)
+        _ = try await device.syncer.export(to: target)
+        #expect(FileManager.default.fileExists(atPath: target + "/channels/\(repo.channel)/manifest.json"))
+        #expect(!FileManager.default.fileExists(atPath: marker) && !FileManager.default.fileExists(atPath: target + "/blobs/sha256/ab/.tmp-1"))
     }
 }

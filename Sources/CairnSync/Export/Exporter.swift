@@ -26,15 +26,18 @@ struct Exporter {
 
     /// The folders an export is writing into now, in this process: another channel's export
     /// into the same folder would find it empty too, and one's clean-up would remove the
-    /// other's files.
+    /// other's files. Between processes, the marker's lock (`ExportMarker`) keeps them apart.
     static let writing = Mutex<Set<String>>([])
 
     /// Written into the target first and removed last: a folder holding it is an export cut
     /// short (a stick pulled, a power cut, SIGKILL), which the next export may replace.
     static let unfinishedMarker = ".cairn-export-unfinished"
 
-    /// The folder `mkfs.ext4` makes at a file system's root.
-    static let fileSystemFolder = "lost+found"
+    /// What file systems and desktops make at a stick's root, no one's files: `mkfs.ext4`'s
+    /// `lost+found`, the folders Windows makes on any FAT or exFAT stick it mounts, and
+    /// macOS's. Not "not empty", and never removed.
+    static let systemEntries: Set<String> = ["lost+found", "System Volume Information", "$RECYCLE.BIN",
+                                             ".Spotlight-V100", ".fseventsd", ".Trashes", ".DS_Store"]
 
     /// Whether an entry at a target's top level is one an export writes: its folders, the
     /// marker, and an atomic write's temporary file (`.tmp-<uuid>`, the marker's).
@@ -68,7 +71,9 @@ struct Exporter {
             throw SyncError(.badPath, "\(target) is not a folder; export into a new or empty folder")
         }
         // An ext4 stick's root holds `lost+found` from its making (and the FAT refusal below
-        // recommends ext4): no one's files, so not "not empty", and never removed.
+        // recommends ext4), a stick Windows or macOS mounted their own folders: no one's
+        // files, so not "not empty", and never removed.
+        var marker: ExportMarker?
         if existed, !ownEntries(target).isEmpty {
             guard FileSystem.exists(target + "/" + Self.unfinishedMarker) else {
                 throw SyncError(.exportTargetNotEmpty, "\(target) is not empty; export into a new or empty folder")
@@ -79,6 +84,8 @@ struct Exporter {
             guard others.isEmpty else {
                 throw SyncError(.exportTargetNotEmpty, "\(target) holds an export cut short and other files (\(others.sorted().prefix(3).joined(separator: ", "))); move them, or export into a new or empty folder")
             }
+            // Unless an export in another process is writing it now, which holds the marker.
+            marker = try ExportMarker.takeOver(in: target)
             logger.notice("removing what an export cut short left in \(target)", metadata: ["cairn.sync.path": "\(target)"])
             removeExport(from: target, keepingMarker: true)
             guard ownEntries(target) == [Self.unfinishedMarker] else {
@@ -96,8 +103,10 @@ struct Exporter {
             }
         }
         try checkTrust(installed)
+        let held: ExportMarker
+        if let marker { held = marker } else { held = try newMarker(in: target, existed: existed) }
         do {
-            return try write(installed, to: target)
+            return try write(installed, to: target, marker: held)
         } catch {
             // Leave nothing half-written behind: a partial repository must not look like a source.
             if existed {
@@ -109,15 +118,27 @@ struct Exporter {
         }
     }
 
-    private func write(_ installed: InstalledVersion, to target: String) throws(SyncError) -> ExportResult {
-        let manifest = installed.manifest
-        let marker = target + "/" + Self.unfinishedMarker
-        do {
-            try FileSystem.makeDirectory(target)
-            try FileSystem.writeAtomically([], to: marker)
-        } catch {
+    /// The folder, made if need be, and a new marker in it, checked empty again under the
+    /// marker: an export in another process may have written it whole (and removed its marker)
+    /// since it was found empty.
+    private func newMarker(in target: String, existed: Bool) throws(SyncError) -> ExportMarker {
+        do { try FileSystem.makeDirectory(target) } catch {
             throw SyncError.writing("cannot write into \(target): \(error.message)", error)
         }
+        let marker: ExportMarker
+        do throws(SyncError) { marker = try ExportMarker.create(in: target) } catch {
+            if !existed { rmdir(target) }  // only while empty: another export's stays
+            throw error
+        }
+        guard ownEntries(target) == [Self.unfinishedMarker] else {
+            try? marker.remove()
+            throw SyncError(.exportTargetNotEmpty, "\(target) is not empty; export into a new or empty folder")
+        }
+        return marker
+    }
+
+    private func write(_ installed: InstalledVersion, to target: String, marker: ExportMarker) throws(SyncError) -> ExportResult {
+        let manifest = installed.manifest
         let repository = BlobStore(root: target)
         var bytes: Int64 = 0
         /// Every file written and its SHA-256, for the read-back (and the answer's count).
@@ -184,7 +205,7 @@ struct Exporter {
         }
         bytes += Int64(signed.count) * 2
         try ExportReadBack.check(Array(written[named...]), in: target, stopping: checkStopping)
-        guard unlink(marker) == 0 else { throw SyncError.system("cannot finish the export: cannot remove \(marker)") }
+        try marker.remove()
         do { try FileSystem.syncDirectory(target) } catch {
             throw SyncError.writing("cannot finish the export in \(target): \(error.message)", error)
         }
@@ -266,9 +287,9 @@ struct Exporter {
         }
     }
 
-    /// The entries of `target` but the file system's own `lost+found`, which is no one's files.
+    /// The entries of `target` but `systemEntries`, which are no one's files.
     private func ownEntries(_ target: String) -> [String] {
-        directory.entries(target).filter { $0 != Self.fileSystemFolder }
+        directory.entries(target).filter { !Self.systemEntries.contains($0) }
     }
 
     /// Removes what an export writes from `target` (not the folder, nor anything else in it),
