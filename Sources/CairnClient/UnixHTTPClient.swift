@@ -76,8 +76,10 @@ public struct UnixHTTPClient: Sendable {
     private func write(_ fd: Int32, _ bytes: [UInt8], until deadline: ContinuousClock.Instant) -> Bool {
         var offset = 0
         while offset < bytes.count {
+            let wait = Self.milliseconds(until: deadline)
+            guard wait > 0 else { return false }
             var events = pollfd(fd: fd, events: Int16(POLLIN | POLLOUT), revents: 0)
-            let ready = poll(&events, 1, Self.milliseconds(until: deadline))
+            let ready = poll(&events, 1, wait)
             if ready < 0 && errno == EINTR { continue }
             guard ready > 0, events.revents & Int16(POLLIN | POLLERR | POLLHUP) == 0 else { return false }
             let end = min(bytes.count, offset + 65_536)
@@ -97,10 +99,15 @@ public struct UnixHTTPClient: Sendable {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
+            // Asked before each read, not only when none is ready: an answer that keeps coming
+            // past the deadline ends there too.
+            let wait = Self.milliseconds(until: deadline)
+            guard wait > 0 else { return (received, true) }
             var events = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&events, 1, Self.milliseconds(until: deadline))
-            if ready < 0 && errno == EINTR { continue }
-            if ready == 0 { return (received, true) }
+            let ready = poll(&events, 1, wait)
+            if ready < 0 && errno != EINTR { break }
+            // A wait past poll's longest (24.8 days) comes back to the deadline's check.
+            if ready <= 0 { continue }
             let count = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
             if count < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) { continue }
             guard count > 0 else { break }
@@ -110,7 +117,8 @@ public struct UnixHTTPClient: Sendable {
         return (received, false)
     }
 
-    /// What is left until `deadline`, in whole milliseconds for `poll` (0 once it has passed).
+    /// What is left until `deadline`, in whole milliseconds for `poll` (at least 1 until it has
+    /// passed, then 0).
     private static func milliseconds(until deadline: ContinuousClock.Instant) -> Int32 {
         let left = ContinuousClock.now.duration(to: deadline)
         guard left > .zero else { return 0 }

@@ -114,6 +114,7 @@ struct Exporter {
             } else {
                 try? FileManager.default.removeItem(atPath: target)
             }
+            withExtendedLifetime(held) {}  // the marker's lock held until its files are gone
             throw error
         }
     }
