@@ -150,11 +150,9 @@ public struct Publisher: Sendable {
             throw PublishError(.io, "cannot start the snapshot: \(error.message)", cause: error)
         }
         let chunks = try stage(into: stream, vectors: &vectors, checkedRows: checkedRows)
-        if let supplied, chunks != supplied.rows {
-            throw PublishError(.badInput, "\(config.source): \(chunks) chunks, where the check of --vectors found \(supplied.rows): the source changed while it was published; nothing was published")
-        }
-        if supplied == nil, chunks != checkedRows.count {
-            throw PublishError(.badInput, "\(config.source): \(chunks) chunks, where the check before the publish lock read \(checkedRows.count): the source changed while it was published; nothing was published")
+        let (expected, check) = supplied.map { ($0.rows, "the check of --vectors found") } ?? (checkedRows.count, "the check before the publish lock read")
+        if chunks != expected {
+            throw PublishError(.badInput, "\(config.source): \(chunks) chunks, where \(check) \(expected): the source changed while it was published; nothing was published")
         }
         if vectors.disagreeing > 0 {
             logger.warning("rows of the vectors file differ from the earlier version's vectors for the same text; published as given",
