@@ -91,13 +91,18 @@ struct FaultTests {
         #expect(!refused.isUpToDate && refused.errorCode != nil, "\(refused)")
     }
 
-    @Test("Given Content-Range values, when read, then the first and last bytes a range answer names are taken, and anything else is none (a server may cap a range answer; its length must match the range it names)")
+    @Test("Given Content-Range values, when read, then the first and last bytes and the whole length a range answer names are taken, and anything else is none (a server may cap a range answer; its length must match the range it names)")
     func contentRangeBounds() {
         #expect(TransferContext.rangeStart(of: " bytes 100-199/1000\r\n") == 100)
         #expect(TransferContext.rangeEnd(of: " bytes 100-199/1000\r\n") == 199)
         #expect(TransferContext.rangeEnd(of: " bytes */1000\r\n") == nil)
         #expect(TransferContext.rangeEnd(of: " bytes 100-/1000") == nil)
         #expect(TransferContext.rangeEnd(of: " items 1-2/3") == nil)
+        // The whole length, also a 416's: what tells a source's copy of another size.
+        #expect(TransferContext.rangeTotal(of: " bytes 100-199/1000\r\n") == 1000)
+        #expect(TransferContext.rangeTotal(of: " bytes */400\r\n") == 400)
+        #expect(TransferContext.rangeTotal(of: " bytes 100-199/*") == nil)
+        #expect(TransferContext.rangeTotal(of: " items 1-2/3") == nil)
     }
 
     @Test("Given a first source up to date and a later one offering a newer version that fails (corrupt blobs), when syncing, then the attempt fails with that error, not up to date; a later source out of reach stays no news")

@@ -141,6 +141,9 @@ public struct Downloader: Sendable {
             close(fd)
             stats.add(outcome.stats)
             if outcome.status == 416 {
+                // A range from inside the signed size refused as past the end: the source's copy
+                // is shorter than signed. What is held (from another source, perhaps) stays.
+                if let total = context.contentRangeTotal, total != size { throw Self.wrongSize(total, size, what: "blob") }
                 logger.info("range not satisfiable; restarting the download", metadata: ["cairn.sync.url": "\(url)"])
                 progress?.expect(Self.fileSize(path))
                 truncate(path, 0)
@@ -217,8 +220,10 @@ public struct Downloader: Sendable {
         if let encoding = context.encoding, (200..<300).contains(outcome.status) {
             throw SyncError(.httpStatus, "the source (or a proxy on the way) sent the \(what) compressed (Content-Encoding: \(encoding)) although cairnd asked for it as published; nothing of it was kept: check the proxy, or use https so that none can change it")
         }
+        if context.wrongTotal, let total = context.contentRangeTotal { throw Self.wrongSize(total, context.limit, what: what) }
         if context.wrongLength {
-            throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) with \(context.contentLength ?? 0) bytes for the \(what), not the \(context.limit - (outcome.status == 206 ? context.rangeStart : 0)) asked for: not the \(what) (an error or captive-portal page?); nothing of it was kept")
+            throw SyncError(.httpStatus, "the source answered HTTP \(outcome.status) with \(context.contentLength ?? 0) bytes for the \(what), not the \(context.limit - (outcome.status == 206 ? context.rangeStart : 0)) asked for: not the \(what) (an error or captive-portal page?); nothing of it was kept",
+                            cause: WrongSize())
         }
         if context.misplacedRange {
             throw SyncError(.httpStatus, "the source answered HTTP 206 with \(context.contentRangeStart.map { "bytes from \($0)" } ?? "no byte range") for the \(what), not the bytes from \(context.rangeStart) asked for")
@@ -252,6 +257,17 @@ public struct Downloader: Sendable {
     /// The cause of an error for a blob download cut for its pace while a later source could
     /// take it over (`download(…handingOver:)`).
     public struct SlowSource: Error, Sendable {}
+
+    /// The cause of an error for a file whose copy at the source is not its signed size (a
+    /// copy cut short, or an error page in its place): the next request for it asks caches to
+    /// revalidate, as after a hash mismatch.
+    public struct WrongSize: Error, Sendable {}
+
+    /// The source's copy of a file is `total` bytes where `size` are signed; what is held stays.
+    static func wrongSize(_ total: Int64, _ size: Int64, what: String) -> SyncError {
+        SyncError(.httpStatus, "the source's copy of the \(what) is \(total) bytes, not the \(size) signed (cut short on its way in, or damaged); nothing of it was kept, and the bytes already held stay for the next source",
+                  cause: WrongSize())
+    }
 
     /// The cause of an error for a delta a server or mirror does not hold while a later source
     /// might (`Syncer.buildIndex`): asked there before this one's snapshot, tens of times larger.

@@ -43,6 +43,11 @@ final class TransferContext: @unchecked Sendable {
     var contentRangeStart: Int64?
     /// Its last byte (nil: none, or not a `first-last` range).
     var contentRangeEnd: Int64?
+    /// The file's whole length it names (`…/<length>`, also a 416's `*/<length>`; nil: none, or `*`).
+    var contentRangeTotal: Int64?
+    /// A file's 206 naming a whole length that is not its signed size: the source's copy is
+    /// another file (cut short on its way in, or damaged). Cut before a byte is written.
+    var wrongTotal = false
     /// A 206 whose range does not start where the request asked: its bytes would land at the
     /// wrong offset, so the transfer is cut.
     var misplacedRange = false
@@ -102,7 +107,7 @@ final class TransferContext: @unchecked Sendable {
     /// Body bytes from libcurl. Returning fewer than `count` aborts the transfer.
     func receive(_ data: UnsafeRawPointer, _ count: Int) -> Int {
         if !statusChecked { checkStatus() }
-        if misplacedRange || wrongLength { return 0 }
+        if misplacedRange || wrongLength || wrongTotal { return 0 }
         // Only a success's body is the file: an error page may come compressed.
         if encoding != nil, !discarding { return 0 }
         if discarding {
@@ -155,6 +160,10 @@ final class TransferContext: @unchecked Sendable {
             break // file:// (no status) honours ranges
         case 206:
             misplacedRange = contentRangeStart != rangeStart
+            if fd >= 0, let contentRangeTotal, contentRangeTotal != limit {
+                wrongTotal = true
+                return
+            }
             // A server may cap what one range answer carries: the length must match the range
             // it names, which need not run to the blob's end (the rest comes at the next try).
             let named = contentRangeEnd.map { $0 - rangeStart + 1 } ?? (limit - rangeStart)
@@ -182,7 +191,7 @@ final class TransferContext: @unchecked Sendable {
         let line = String(decoding: UnsafeRawBufferPointer(start: data, count: count), as: UTF8.self)
         let lowered = line.lowercased()
         if line.hasPrefix("HTTP/") {
-            (etag, contentRangeStart, contentRangeEnd, contentLength, encoding) = (nil, nil, nil, nil, nil)
+            (etag, contentRangeStart, contentRangeEnd, contentRangeTotal, contentLength, encoding) = (nil, nil, nil, nil, nil, nil)
         } else if lowered.hasPrefix("content-encoding:") {
             let value = lowered.dropFirst(17).trimmingCharacters(in: .whitespacesAndNewlines)
             encoding = value.isEmpty || value == "identity" ? nil : value
@@ -193,6 +202,7 @@ final class TransferContext: @unchecked Sendable {
         } else if lowered.hasPrefix("content-range:") {
             contentRangeStart = Self.rangeStart(of: lowered.dropFirst(14))
             contentRangeEnd = Self.rangeEnd(of: lowered.dropFirst(14))
+            contentRangeTotal = Self.rangeTotal(of: lowered.dropFirst(14))
         }
         return count
     }
@@ -207,6 +217,16 @@ extension TransferContext {
         let last = trimmed[trimmed.index(after: dash)..<slash].trimmingCharacters(in: .whitespaces)
         guard !last.isEmpty, last.allSatisfy(\.isASCII), last.allSatisfy(\.isNumber) else { return nil }
         return Int64(last)
+    }
+
+    /// The whole length a `Content-Range` value names, `bytes <first>-<last>/<length>` or
+    /// `bytes */<length>`; nil for `*` or anything else.
+    static func rangeTotal(of value: Substring) -> Int64? {
+        let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard trimmed.hasPrefix("bytes "), let slash = trimmed.firstIndex(of: "/") else { return nil }
+        let length = trimmed[trimmed.index(after: slash)...].trimmingCharacters(in: .whitespaces)
+        guard !length.isEmpty, length.allSatisfy(\.isASCII), length.allSatisfy(\.isNumber) else { return nil }
+        return Int64(length)
     }
 
     static func rangeStart(of value: Substring) -> Int64? {

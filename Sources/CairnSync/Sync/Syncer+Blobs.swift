@@ -17,10 +17,8 @@ extension Syncer {
         for round in 0..<2 {
             let resumed = Downloader.fileSize(partial) > 0
             // The whole download after a resumed one failed its hash asks caches to revalidate too.
-            lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(size),
-                                                               access: configuration.access(for: base), tap: nil,
-                                                               progress: progress, handingOver: handingOver,
-                                                               revalidate: round > 0 || damagedURLs.contains(url)))
+            lastAttemptStats.add(try await download(url, base: base, to: partial, size: size, tap: nil,
+                                                    revalidate: round > 0 || damagedURLs.contains(url)))
             if try await BackgroundWork.run({ () throws(SyncError) in try Self.hashFile(partial) }) == id {
                 damagedURLs.remove(url)
                 return partial
@@ -34,6 +32,20 @@ extension Syncer {
             logger.info("resumed blob failed its hash; downloading it again whole", metadata: ["cairn.sync.blob": "\(id.hex.prefix(12))"])
         }
         throw Self.hashMismatch(id, from: base)
+    }
+
+    /// `downloader.download` of a blob of source `base`; a copy there of another size than
+    /// signed marks `url` damaged, as a hash mismatch does, so that the next request for it
+    /// asks caches to revalidate.
+    private func download(_ url: String, base: String, to partial: String, size: Int, tap: (any DownloadTap)?,
+                          revalidate: Bool) async throws(SyncError) -> TransferStats {
+        do {
+            return try await downloader.download(url: url, to: partial, size: Int64(size), access: configuration.access(for: base),
+                                                 tap: tap, progress: progress, handingOver: handingOver, revalidate: revalidate)
+        } catch {
+            if error.cause is Downloader.WrongSize { damagedURLs.insert(url) }
+            throw error
+        }
     }
 
     private static func hashMismatch(_ id: ContentID, from base: String) -> SyncError {
@@ -58,9 +70,8 @@ extension Syncer {
                                             bypassingCache: bypassingCache)
             let stats: TransferStats
             do {
-                stats = try await downloader.download(url: url, to: partial, size: Int64(snapshot.size),
-                                                      access: configuration.access(for: base), tap: stream, progress: progress,
-                                                      handingOver: handingOver, revalidate: damagedURLs.contains(url))
+                stats = try await download(url, base: base, to: partial, size: snapshot.size, tap: stream,
+                                           revalidate: damagedURLs.contains(url))
                 stream.endInput()
             } catch {
                 stream.endInput()
@@ -82,9 +93,8 @@ extension Syncer {
             // The stream did not see the whole blob from its start: inflate the file below.
             unlink(index)
         }
-        lastAttemptStats.add(try await downloader.download(url: url, to: partial, size: Int64(snapshot.size),
-                                                           access: configuration.access(for: base), tap: nil, progress: progress,
-                                                           handingOver: handingOver, revalidate: damagedURLs.contains(url)))
+        lastAttemptStats.add(try await download(url, base: base, to: partial, size: snapshot.size, tap: nil,
+                                                revalidate: damagedURLs.contains(url)))
         do {
             try await BackgroundWork.run { () throws(StoreError) in
                 try Zlib.decompressFile(partial, sha256: snapshot.sha256, to: index, size: snapshot.uncompressedSize,
