@@ -52,7 +52,7 @@ struct StatusCommand: AsyncParsableCommand {
         lines.append("online      " + (sync.online.map { $0 ? "yes" : "no" } ?? "unknown"))
         lines.append("stale       " + (sync.stale.map { $0 ? "YES" : "no" } ?? "unknown"))
         if sync.expired == true {
-            lines.append("expired     YES: the installed manifest expired at \(sync.expires ?? "?") (installed because it was newer)")
+            lines.append("expired     YES: the installed manifest expired at \(sync.expires ?? "?"); it answers until a newer version reaches this device")
         }
         if let trust = sync.trust {
             let keys = "\(trust.signingThreshold) of \(trust.signingKeys.count) signing key(s)"

@@ -534,7 +534,7 @@ struct TrustTests {
         #expect(verify.status == 1 && verify.output.contains("3.root.json"))
     }
 
-    @Test("Given an expired version newer than the installed one on a USB folder, then a device installs it flagged expired, and a device with expired_updates = refuse keeps its older one")
+    @Test("Given an expired version newer than the installed one on a USB folder, then a device installs it flagged expired (cairn status saying so), and a device with expired_updates = refuse keeps its older one")
     func expiredButNewerFromUSB() async throws {
         let w = try Workspace()
         let r = try w.keygen("root"), s = try w.keygen("sign")
@@ -568,6 +568,10 @@ struct TrustTests {
         let answer = try JSONSerialization.jsonObject(with: Data(try taking.cairn(["query", "sandbags", "--json"]).output.utf8)) as! [String: Any]
         #expect(answer["expired"] as? Bool == true && answer["expires"] as? String == expires.rfc3339)
         #expect((taking.status()["sync"] as? [String: Any])?["expired_installs"] as? Int == 1)
+        // Said as what is known on the device: it expired, and nothing newer has reached it.
+        let human = try taking.cairn(["status"]).output
+        #expect(human.contains("expired     YES: the installed manifest expired at \(expires.rfc3339); it answers until a newer version reaches this device"),
+                "\(human)")
         #expect(taking.log.contains("installing expired version 2"))
 
         _ = try await Self.waitForError(refusing, "expired")

@@ -417,6 +417,7 @@ public actor Syncer {
                 }
                 return outcome
             } catch {
+                let error = Self.withClockHint(error, state: state, now: now())
                 // An HTTP error status is an answer: the source was reached.
                 if reached || [.httpStatus, .unauthorized, .tls].contains(error.code) { state.lastAttemptReachedSource = true }
                 // Handed over (a pace cut, a delta it does not hold) is no failure of the source:
@@ -498,6 +499,16 @@ public actor Syncer {
     /// Whether `error` is the device's and not the source's: its disk full or its budget passed,
     /// a version it cannot open now, its model damaged on its disk, a stop. The source's health is left as it was (marked
     /// answering when it answered, unless the stop cut the attempt short).
+    /// A TLS failure while this device's clock is more than a day behind the newest time it has
+    /// seen (`clock_floor`; a dead clock battery puts it back to 1970): every certificate then
+    /// looks not yet valid, which no `ca_bundle` mends, so the message says to set the clock.
+    static func withClockHint(_ error: SyncError, state: SyncState, now: Date) -> SyncError {
+        guard error.code == .tls, let floor = state.clockFloor.flatMap(Timestamp.init(rfc3339:)),
+              floor > Timestamp(clamping: now.addingTimeInterval(86_400)) else { return error }
+        return SyncError(.tls, error.message + "; this device's clock (\(Timestamp(clamping: now).rfc3339)) is behind the newest time it has seen (\(floor.rfc3339)), so a certificate can look not yet valid: set the clock",
+                         cause: error.cause)
+    }
+
     static func isDevicesOwn(_ error: SyncError) -> Bool {
         [.diskFull, .diskBudget, .cancelled].contains(error.code) || error.cause is CannotOpenNow || error.cause is ModelDamaged
     }
