@@ -52,7 +52,7 @@ struct StatusCommand: AsyncParsableCommand {
         lines.append("online      " + (sync.online.map { $0 ? "yes" : "no" } ?? "unknown"))
         lines.append("stale       " + (sync.stale.map { $0 ? "YES" : "no" } ?? "unknown"))
         if sync.expired == true {
-            lines.append("expired     YES: the installed manifest expired at \(sync.expires ?? "?"); it answers until a newer version reaches this device")
+            lines.append("expired     YES: the installed manifest expired at \(sync.expires ?? "?"); no newer version has been installed")
         }
         if let trust = sync.trust {
             let keys = "\(trust.signingThreshold) of \(trust.signingKeys.count) signing key(s)"

@@ -568,9 +568,9 @@ struct TrustTests {
         let answer = try JSONSerialization.jsonObject(with: Data(try taking.cairn(["query", "sandbags", "--json"]).output.utf8)) as! [String: Any]
         #expect(answer["expired"] as? Bool == true && answer["expires"] as? String == expires.rfc3339)
         #expect((taking.status()["sync"] as? [String: Any])?["expired_installs"] as? Int == 1)
-        // Said as what is known on the device: it expired, and nothing newer has reached it.
+        // Said as what is known on the device: it expired, and nothing newer was installed.
         let human = try taking.cairn(["status"]).output
-        #expect(human.contains("expired     YES: the installed manifest expired at \(expires.rfc3339); it answers until a newer version reaches this device"),
+        #expect(human.contains("expired     YES: the installed manifest expired at \(expires.rfc3339); no newer version has been installed"),
                 "\(human)")
         #expect(taking.log.contains("installing expired version 2"))
 

@@ -91,14 +91,14 @@ struct FaultTests {
         #expect(!refused.isUpToDate && refused.errorCode != nil, "\(refused)")
     }
 
-    @Test("Given a TLS failure while the device's clock reads 1970 and the newest time it has seen is 2028 (a dead clock battery), then the message says to set the clock; with the clock within a day of that time, or for a failure other than TLS, it is unchanged (the wall clock cannot be set back in a test: the rule is checked alone)")
+    @Test("Given a TLS failure while the device's clock reads 1970 and the newest time it has seen is 2028 (a dead clock battery), then the message says to set the clock if it is wrong; with the clock within a day of that time, or for a failure other than TLS, it is unchanged (the wall clock cannot be set back in a test: the rule is checked alone)")
     func tlsWithTheClockBehind() {
         var state = SyncState()
         state.clockFloor = "2028-01-01T00:00:00Z"
         let tls = SyncError(.tls, "TLS with the source failed for the manifest: SSL certificate problem: certificate is not yet valid (curl 60); check ca_bundle, client_cert and client_key")
         let hinted = Syncer.withClockHint(tls, state: state, now: Date(timeIntervalSince1970: 0))
         #expect(hinted.code == .tls && hinted.message.hasPrefix(tls.message)
-                && hinted.message.hasSuffix("this device's clock (1970-01-01T00:00:00Z) is behind the newest time it has seen (2028-01-01T00:00:00Z), so a certificate can look not yet valid: set the clock"),
+                && hinted.message.hasSuffix("this device's clock (1970-01-01T00:00:00Z) is behind the newest time it has seen (2028-01-01T00:00:00Z), and a clock that is wrong makes a certificate look not yet valid: if it is, set the clock"),
                 "\(hinted.message)")
         #expect(Syncer.withClockHint(tls, state: state, now: Date(timeIntervalSince1970: 1_830_297_600 - 43_200)).message == tls.message)
         #expect(Syncer.withClockHint(SyncError(.network, "cut"), state: state, now: Date(timeIntervalSince1970: 0)).message == "cut")

@@ -41,4 +41,20 @@ struct WrongSizeCopyTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: partial)) == Data(blob.prefix(1_000)))
         #expect(origin.requests.map(\.range) == ["bytes=600-"], "\(origin.requests)")
     }
+
+    @Test("Given 600 bytes of a 1,000-byte blob held and a stick (file://) whose copy is 400 or 1,200 bytes, when the download resumes there, then it is refused as a copy of another size before a byte is read, and the 600 bytes are kept",
+          arguments: [400, 1_200])
+    func stickCopyOfAnotherSize(copySize: Int) async throws {
+        let folder = try TemporaryDirectory.make()
+        let blob = (0..<1_200).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+        try Data(blob.prefix(copySize)).write(to: URL(fileURLWithPath: folder + "/blob"))
+        let partial = folder + "/blob.partial"
+        try Data(blob.prefix(600)).write(to: URL(fileURLWithPath: partial))
+        await #expect {
+            _ = try await Downloader(logger: Logger(label: "test")).download(url: "file://" + folder + "/blob", to: partial, size: 1_000)
+        } throws: { error in
+            (error as? SyncError)?.cause is Downloader.WrongSize
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: partial)) == Data(blob.prefix(600)))
+    }
 }

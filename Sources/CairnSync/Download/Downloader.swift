@@ -112,6 +112,11 @@ public struct Downloader: Sendable {
                   tap: (any DownloadTap)?, progress: SyncProgress?, handingOver: Bool = false,
                   revalidate: Bool = false) async throws(SyncError) -> TransferStats {
         if let problem = Self.localFileProblem(url, what: "blob") { throw problem }
+        // A stick's copy of another size: libcurl gives file:// no length to check a resume by.
+        var info = stat()
+        if let file = SourceURL.filePath(url), stat(file, &info) == 0, Int64(info.st_size) != size {
+            throw Self.wrongSize(Int64(info.st_size), size, what: "blob")
+        }
         let headers = try access.headers() + (revalidate ? ["Cache-Control: no-cache", "Pragma: no-cache"] : [])
         let proxyLogin = try access.proxyLoginForTransfer()
         var stats = TransferStats()

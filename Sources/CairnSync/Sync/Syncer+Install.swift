@@ -126,10 +126,11 @@ extension Syncer {
                 // A source cut for its pace (a later one takes the delta over) would send the
                 // snapshot no faster.
                 if error.code == .cancelled || error.code == .diskFull || error.cause is Downloader.SlowSource { throw error }
-                // A server that does not hold the delta (a mirror that copies snapshots only):
-                // a later source may, and its snapshot is tens of times larger. This one is asked
-                // again after the others, for the snapshot then. Not a stick: its bytes are free.
-                if deltaHandOver, error.cause is Downloader.NotHeld, SourceURL.filePath(base) == nil {
+                // A server that does not hold the delta (a mirror that copies snapshots only), or
+                // holds a copy of another size: a later source may, and its snapshot is tens of
+                // times larger (the bytes held, kept, are resumed there). This one is asked again
+                // after the others, for the snapshot then. Not a stick: its bytes are free.
+                if deltaHandOver, error.cause is Downloader.NotHeld || error.cause is Downloader.WrongSize, SourceURL.filePath(base) == nil {
                     throw SyncError(error.code, "\(error.message) (the delta); the next source is asked for it before this one's snapshot",
                                     cause: Downloader.DeltaElsewhere())
                 }

@@ -496,19 +496,20 @@ public actor Syncer {
                          cause: refused)
     }
 
-    /// Whether `error` is the device's and not the source's: its disk full or its budget passed,
-    /// a version it cannot open now, its model damaged on its disk, a stop. The source's health is left as it was (marked
-    /// answering when it answered, unless the stop cut the attempt short).
     /// A TLS failure while this device's clock is more than a day behind the newest time it has
     /// seen (`clock_floor`; a dead clock battery puts it back to 1970): every certificate then
-    /// looks not yet valid, which no `ca_bundle` mends, so the message says to set the clock.
+    /// looks not yet valid, which no `ca_bundle` mends. The floor comes from the publisher's
+    /// clock, which may run ahead, so the message says to set the clock if it is wrong.
     static func withClockHint(_ error: SyncError, state: SyncState, now: Date) -> SyncError {
         guard error.code == .tls, let floor = state.clockFloor.flatMap(Timestamp.init(rfc3339:)),
               floor > Timestamp(clamping: now.addingTimeInterval(86_400)) else { return error }
-        return SyncError(.tls, error.message + "; this device's clock (\(Timestamp(clamping: now).rfc3339)) is behind the newest time it has seen (\(floor.rfc3339)), so a certificate can look not yet valid: set the clock",
+        return SyncError(.tls, error.message + "; this device's clock (\(Timestamp(clamping: now).rfc3339)) is behind the newest time it has seen (\(floor.rfc3339)), and a clock that is wrong makes a certificate look not yet valid: if it is, set the clock",
                          cause: error.cause)
     }
 
+    /// Whether `error` is the device's and not the source's: its disk full or its budget passed,
+    /// a version it cannot open now, its model damaged on its disk, a stop. The source's health is left as it was (marked
+    /// answering when it answered, unless the stop cut the attempt short).
     static func isDevicesOwn(_ error: SyncError) -> Bool {
         [.diskFull, .diskBudget, .cancelled].contains(error.code) || error.cause is CannotOpenNow || error.cause is ModelDamaged
     }

@@ -358,7 +358,7 @@ struct MCPTools {
         }
         if answer["stale"] as? Bool == true { parts.append("STALE: a newer version may exist") }
         if answer["expired"] as? Bool == true {
-            parts.append("EXPIRED" + ((answer["expires"] as? String).map { " at \($0)" } ?? "") + ": no newer version has reached this device")
+            parts.append("EXPIRED" + ((answer["expires"] as? String).map { " at \($0)" } ?? "") + ": no newer version has been installed on this device")
         }
         return parts.joined(separator: "; ") + "."
     }
