@@ -98,8 +98,11 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         [.network, .httpStatus, .diskFull, .io, .cancelled, .hashMismatch].contains(code)
     }
 
-    /// Whether the failure is about reaching a source rather than about what it served.
-    var isTransport: Bool { code == .network || code == .httpStatus || code == .cancelled }
+    /// Whether the failure is about reaching a source rather than about what it served (a copy
+    /// of another size than signed is what it served, as a hash mismatch is).
+    var isTransport: Bool {
+        (code == .network || code == .httpStatus || code == .cancelled) && !(cause is Downloader.WrongSize)
+    }
 
     public var description: String { "\(code): \(message)" }
 }

@@ -133,6 +133,22 @@ struct FaultTests {
         #expect(await device.syncer.syncOnce().isUpToDate)
     }
 
+    @Test("Given a first source up to date and a later one (a stick) offering a newer version whose blobs are copies cut short, when syncing, then the attempt fails with that error, not up to date, and the later source is tried after the others, as after a hash mismatch")
+    func laterSourceCopyCutShortIsNews() async throws {
+        let (repo, stick) = try Self.repositoryAndStick()
+        let mirror = try TemporaryDirectory.make() + "/mirror"
+        let device = try Device(repo: repo, sources: [stick, "file://" + mirror])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let manifest = try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), deltasFrom: [1])
+        try FileManager.default.copyItem(atPath: repo.root, toPath: mirror)
+        for id in [manifest.snapshot.sha256] + manifest.deltas.map(\.sha256) {
+            #expect(truncate(mirror + "/" + BlobStore.relativePath(of: id), 100) == 0)
+        }
+        let outcome = await device.syncer.syncOnce()
+        #expect(outcome.errorCode == "http_status", "\(outcome)")
+        #expect(device.state.source("file://" + mirror)?.lastHashMismatch != nil)
+    }
+
     @Test("Given a connection cut half-way through the snapshot, when syncing again, then the download resumes with Range and moves at most 1.1× the blob")
     func resumeAfterCut() async throws {
         let repo = try RepoFixture(withModel: false)
