@@ -317,7 +317,7 @@ public struct Device: Sendable {
             do { _ = try TrustChain(pinned: data) } catch {
                 throw DaemonError(.badConfiguration, "trusted root \(path): \(error.code): \(error.message)")
             }
-            root = Array(data)
+            root = data
         }
         if !configuration.sources.isEmpty && keys.isEmpty && root == nil {
             throw DaemonError(.badConfiguration, "sources are configured but no trusted_key or trusted_root: nothing could be installed")

@@ -135,7 +135,9 @@ enum DeltaBuilder {
             let output = FileHandle(forWritingAtPath: path) else { throw PublishError(.io, "cannot create \(path)") }
         defer { try? output.close() }
         try output.seekToEnd()
-        guard let input = FileHandle(forReadingAtPath: upsertsPath) else { throw PublishError.reading(upsertsPath) }
+        let fd = open(upsertsPath, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw PublishError.reading(upsertsPath) }
+        let input = FileHandle(fileDescriptor: fd, closeOnDealloc: false)
         defer { try? input.close() }
         while let block = try input.read(upToCount: 1 << 20), !block.isEmpty { try output.write(contentsOf: block) }
         try output.write(contentsOf: deletes.flatMap(Delta.encodedDelete))

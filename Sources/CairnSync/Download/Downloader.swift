@@ -29,7 +29,9 @@ public struct Downloader: Sendable {
     /// this process can read; else the refusal. libcurl would open a FIFO on a stick and wait
     /// for a writer for ever (the attempt, and every other source, stuck behind it), read a
     /// device file without end, and take an unreadable root file for "no more roots".
-    static func localFileProblem(_ url: String, what: String) -> SyncError? {
+    /// `size`: the file's signed size, which a copy of another size is refused for (libcurl
+    /// gives `file://` no length to check a resume by).
+    static func localFileProblem(_ url: String, what: String, size: Int64? = nil) -> SyncError? {
         guard let path = SourceURL.filePath(url) else { return nil }
         var info = stat()
         guard stat(path, &info) == 0 else { return errno == ENOENT || errno == ENOTDIR ? nil : SyncError(.io, "cannot read the \(what) \(path): \(String(cString: strerror(errno)))") }
@@ -39,6 +41,7 @@ public struct Downloader: Sendable {
         guard Glibc.access(path, R_OK) == 0 else {
             return SyncError(.io, "cannot read the \(what) \(path): \(String(cString: strerror(errno)))")
         }
+        if let size, Int64(info.st_size) != size { return wrongSize(Int64(info.st_size), size, what: what) }
         return nil
     }
 
@@ -111,12 +114,7 @@ public struct Downloader: Sendable {
     func download(url: String, to path: String, size: Int64, access: SourceAccess = .none,
                   tap: (any DownloadTap)?, progress: SyncProgress?, handingOver: Bool = false,
                   revalidate: Bool = false) async throws(SyncError) -> TransferStats {
-        if let problem = Self.localFileProblem(url, what: "blob") { throw problem }
-        // A stick's copy of another size: libcurl gives file:// no length to check a resume by.
-        var info = stat()
-        if let file = SourceURL.filePath(url), stat(file, &info) == 0, Int64(info.st_size) != size {
-            throw Self.wrongSize(Int64(info.st_size), size, what: "blob")
-        }
+        if let problem = Self.localFileProblem(url, what: "blob", size: size) { throw problem }
         let headers = try access.headers() + (revalidate ? ["Cache-Control: no-cache", "Pragma: no-cache"] : [])
         let proxyLogin = try access.proxyLoginForTransfer()
         var stats = TransferStats()
