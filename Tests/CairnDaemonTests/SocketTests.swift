@@ -70,9 +70,7 @@ struct SocketTests {
 
     @Test("Given a listener that never accepts and whose queue is full (a hung cairnd), when the client calls it, then the call fails as unreachable, naming the full queue, instead of waiting forever; the probe counts the socket as served")
     func fullQueueRefusedInTime() throws {
-        let folder = try TemporaryDirectory.make()
-        let path = folder + "/hung.sock"
-        let listener = try UnixListener(path: path)
+        let (path, listener) = try listening(as: "hung.sock")
         defer { listener.close() }
         var queued: [Int32] = []
         defer { queued.forEach { close($0) } }
@@ -92,9 +90,7 @@ struct SocketTests {
 extension SocketTests {
     @Test("Given a cairnd that takes the request but does not answer in time (a rollback behind a long sync), when the client calls it, then the call fails as no_answer saying it may still act on it, not as unreachable ('is cairnd running?')")
     func takenButUnanswered() throws {
-        let folder = try TemporaryDirectory.make()
-        let path = folder + "/slow.sock"
-        let listener = try UnixListener(path: path)  // connections queue; nothing is read or answered
+        let (path, listener) = try listening(as: "slow.sock")  // connections queue; nothing is read or answered
         defer { listener.close() }
         #expect {
             _ = try UnixHTTPClient(socketPath: path, timeout: 0.5).send(method: "POST", path: "/v1/rollback", body: [])
@@ -109,14 +105,19 @@ extension SocketTests {
 extension SocketTests {
     @Test("Given a server that answers a byte at a time, each soon after the last but the whole well past the client's timeout, when the client calls it, then the call ends as no_answer at its timeout rather than waiting for the trickle")
     func tricklingAnswer() throws {
-        let folder = try TemporaryDirectory.make()
-        let path = folder + "/trickle.sock"
-        let listener = try UnixListener(path: path)
-        defer { listener.close() }
+        let (path, listener) = try listening(as: "trickle.sock")
+        // The server thread ends with the test: shutdown wakes an accept still waiting.
+        let finished = DispatchSemaphore(value: 0)
+        defer {
+            shutdown(listener.fd, Int32(SHUT_RDWR))
+            _ = finished.wait(timeout: .now() + 10)
+            listener.close()
+        }
         // The fault itself, not a synchronisation: a complete answer of 66 bytes, one every
         // 50 ms (3.3 s in all), each within a wait per read of 0.5 s.
         let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close\r\n\r\n{\"ok\":true}".utf8)
         let server = Thread {
+            defer { finished.signal() }
             let connection = accept(listener.fd, nil, nil)
             guard connection >= 0 else { return }
             defer { close(connection) }
@@ -133,6 +134,12 @@ extension SocketTests {
             return error.code == .noAnswer && error.message.contains("did not answer within 0.5 s")
         }
     }
+}
+
+/// A Unix socket listening at `name` in a new temporary folder, and its path.
+func listening(as name: String) throws -> (path: String, listener: UnixListener) {
+    let path = try TemporaryDirectory.make() + "/" + name
+    return (path, try UnixListener(path: path))
 }
 
 /// Binds a Unix socket at `path` and closes it without unlinking: what a crash leaves behind.

@@ -95,6 +95,7 @@ struct ProcessTests {
 
         let holder = try CLI.start(CLI.publishArguments(workspace, source: try workspace.writeSource(SampleKB.chunks(count: 6))),
                                    environment: ["CAIRN_PUBLISH_PAUSE_AT": "locked"])
+        defer { holder.kill() }  // also when a step below throws; once reaped, kill() does nothing
         #expect(holder.waitForError(containing: "paused at locked"), "\(holder.error)")
         let refused = try CLI.run(["sign", "--manifest", stagedPath, "--key", keys + "/publisher.key", "--lock-wait", "0.3"])
         #expect(refused.status == 75, "\(refused.error)")
@@ -124,6 +125,7 @@ struct ProcessTests {
         }
         let holder = try CLI.start(CLI.publishArguments(workspace, source: try workspace.writeSource(SampleKB.chunks(count: 8))),
                                    environment: ["CAIRN_PUBLISH_PAUSE_AT": "locked"])
+        defer { holder.kill() }  // also when a step below throws; once reaped, kill() does nothing
         #expect(holder.waitForError(containing: "paused at locked"), "\(holder.error)")
         let waited = try CLI.run(["prune", "--repo", workspace.repo, "--keep", "1", "--dry-run", "--lock-wait", "0.3"])
         #expect(waited.status == 75 && waited.error.contains("another publish holds"), "\(waited.error)")

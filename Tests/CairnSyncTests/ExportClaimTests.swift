@@ -248,7 +248,10 @@ struct ExportCutShortTests {
         // cairnd (one cannot be paused half-way through an export here).
         let marker = target + "/" + Exporter.unfinishedMarker
         let other = open(marker, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        try #require(other >= 0 && flock(other, LOCK_EX | LOCK_NB) == 0)
+        try #require(other >= 0)
+        var held = true
+        defer { if held { close(other) } }
+        try #require(flock(other, LOCK_EX | LOCK_NB) == 0)
         await #expect {
             _ = try await device.syncer.export(to: target)
         } throws: { error in
@@ -257,6 +260,7 @@ struct ExportCutShortTests {
         }
         #expect(FileManager.default.fileExists(atPath: target + "/blobs/sha256/ab/.tmp-1") && FileManager.default.fileExists(atPath: marker))
         close(other)
+        held = false
         _ = try await device.syncer.export(to: target)
         #expect(FileManager.default.fileExists(atPath: target + "/channels/\(repo.channel)/manifest.json"))
         #expect(!FileManager.default.fileExists(atPath: marker) && !FileManager.default.fileExists(atPath: target + "/blobs/sha256/ab/.tmp-1"))

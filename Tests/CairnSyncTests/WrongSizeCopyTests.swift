@@ -10,18 +10,27 @@ import Testing
 /// (`fault_server.py`) serves the short and the long copy with its ranges.
 @Suite("A source's copy of another size than signed", .offCooperativePool)
 struct WrongSizeCopyTests {
+    /// A blob's bytes, up to its longest copy's 1,200 (the signed blob is the first 1,000).
+    static let blob = (0..<1_200).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+
+    /// `folder/blob.partial`, holding the blob's first 600 bytes (from another source).
+    static func heldPartial(in folder: String) throws -> String {
+        let partial = folder + "/blob.partial"
+        try Data(blob.prefix(600)).write(to: URL(fileURLWithPath: partial))
+        return partial
+    }
+
     @Test("Given 600 bytes of a 1,000-byte blob held and a source whose copy is 400, 800 or 1,200 bytes, when the download resumes there, then it is refused as a copy of another size, nothing of it written and the 600 bytes kept; from a source with the whole blob, it completes",
           arguments: [400, 800, 1_200])
     func heldBytesKept(copySize: Int) async throws {
         let folder = try TemporaryDirectory.make()
-        let blob = (0..<1_200).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+        let blob = Self.blob
         let (short, whole) = (folder + "/short", folder + "/whole")
         for (root, bytes) in [(short, Array(blob.prefix(copySize))), (whole, Array(blob.prefix(1_000)))] {
             try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
             try Data(bytes).write(to: URL(fileURLWithPath: root + "/blob"))
         }
-        let partial = folder + "/blob.partial"
-        try Data(blob.prefix(600)).write(to: URL(fileURLWithPath: partial))
+        let partial = try Self.heldPartial(in: folder)
         let mirror = try FaultServer(root: short)
         defer { mirror.stop() }
         let downloader = Downloader(logger: Logger(label: "test"))
@@ -46,10 +55,9 @@ struct WrongSizeCopyTests {
           arguments: [400, 1_200])
     func stickCopyOfAnotherSize(copySize: Int) async throws {
         let folder = try TemporaryDirectory.make()
-        let blob = (0..<1_200).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+        let blob = Self.blob
         try Data(blob.prefix(copySize)).write(to: URL(fileURLWithPath: folder + "/blob"))
-        let partial = folder + "/blob.partial"
-        try Data(blob.prefix(600)).write(to: URL(fileURLWithPath: partial))
+        let partial = try Self.heldPartial(in: folder)
         await #expect {
             _ = try await Downloader(logger: Logger(label: "test")).download(url: "file://" + folder + "/blob", to: partial, size: 1_000)
         } throws: { error in

@@ -35,7 +35,9 @@ enum CLI {
             return false
         }
 
+        /// SIGKILL and reap; once reaped, nothing (its pid may be another process's by then).
         func kill() {
+            guard process.isRunning else { return }
             Glibc.kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }

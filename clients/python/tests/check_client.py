@@ -144,7 +144,8 @@ def main(argv=None) -> int:
         return expect_error(lambda: cairn.search(args.query, k=0), "bad_k", 400, "search(k=0)")
 
     def check_nan_similarity():
-        # JSON has no NaN: sent, it read as a body that is not JSON (bad_json).
+        # JSON has no NaN: refused by the client before sending, with the code cairnd gives
+        # (sent as Python writes it, cairnd read a body that is not JSON: bad_json).
         expect_error(lambda: cairn.search(args.query, k=float("inf")), "bad_json", None, "search(k=inf)")
         return expect_error(lambda: cairn.search(args.query, min_similarity=float("nan")), "bad_min_similarity", None,
                             'search(min_similarity=nan)')
