@@ -28,14 +28,15 @@ struct ProgressTests {
 
     @Test("Given a slow source, when `cairn sync --wait` runs, then status shows the download's phase, version, bytes done of total, rate and source, and sync --wait prints its steps and exits 0 once the new version answers")
     func followsADownload() async throws {
-        let rig = try await Rig()
+        let rig = try await Rig(config: ["stall_timeout": "600"])
         defer { rig.stop() }
         let new = try rig.publishNext(bulk: 200_000)
-        // About 110 kB at 5 kB/s: the rate shows after the first second, leaving twenty or so
-        // for a loaded machine's status polls (each a `cairn status` process, JSON then text) to
-        // see it. At 10 kB/s a cold clone's full run (2026-11-28, 428 tests on 2 cores) once saw
-        // no poll land inside the download's ten seconds.
-        try rig.server.set(["rate": 5_000])
+        // About 110 kB at 5 kB/s, held after the first 10 kB until the status polls (each a
+        // `cairn status` process, JSON then text) have seen the download: however slowly a loaded
+        // machine runs them, they look while it goes on. A download left to run its twenty
+        // seconds unheld was once over before any poll landed in it (CI, 2026-12-07, 720 tests
+        // on 2 cores).
+        try rig.server.set(["rate": 5_000, "hold_after": 10_000])
         async let waited = Self.syncWait(rig)
         var seen: [String: Any] = [:]
         var text = ""
@@ -49,6 +50,7 @@ struct ProgressTests {
             (seen, text) = (progress, words)
             return true
         }
+        try rig.server.set(["rate": 5_000])
         let done = seen["bytes_done"] as? Int ?? -1, total = seen["bytes_total"] as? Int ?? 0
         #expect(seen["version"] as? Int == new)
         // The bulk chunk is 200,000 bytes of random hex words: compressed, about half of that.
