@@ -69,6 +69,7 @@ struct ProcessTests {
         let source = try workspace.writeSource(SampleKB.chunks(count: 5))
         let holder = try CLI.start(CLI.publishArguments(workspace, source: source),
                                    environment: ["CAIRN_PUBLISH_PAUSE_AT": "locked"])
+        defer { holder.kill() }  // also when a step below throws; once reaped, kill() does nothing
         #expect(holder.waitForError(containing: "paused at locked"))
         let second = try CLI.run(CLI.publishArguments(workspace, source: source, extra: ["--lock-wait", "0.3"]))
         #expect(second.status == 75)
