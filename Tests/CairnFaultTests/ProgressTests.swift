@@ -83,7 +83,7 @@ struct ProgressTests {
 
     @Test("Given a source that fails or is too slow, when `cairn sync --wait` runs, then it exits 1 with the attempt's error in one line, or after --timeout (a stalled source) saying the attempt goes on, and the old version keeps answering")
     func failsAndTimesOut() async throws {
-        let rig = try await Rig(config: ["stall_timeout": "2"])
+        let rig = try await Rig(config: ["stall_timeout": "600"])
         defer { rig.stop() }
         let new = try rig.publishNext(bulk: 100_000)
 
@@ -94,7 +94,9 @@ struct ProgressTests {
         #expect(line.hasPrefix("cairn: sync failed (http_status): ") && line.contains("HTTP 500"), "\(failed.stderr)")
         #expect(rig.wrongAnswer(expecting: 1) == nil)
 
-        try rig.server.set(["stall_after": 100])
+        // Held until the source recovers below: with stall_timeout 2, a wait starved past the
+        // stall's two seconds on a loaded machine saw the attempt fail instead.
+        try rig.server.set(["hold_after": 100])
         let slow = try await Self.syncWait(rig, ["--timeout", "1"])
         #expect(slow.status == 1)
         #expect(slow.stderr.contains("still syncing after 1.0 s; the attempt goes on"), "\(slow.stderr)")

@@ -120,7 +120,7 @@ struct AgentTests {
         // once cancelled.
         let lines = [search(1), search(3), search(4), search(5), search(6), #"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
                      cancel(6), cancel(1)]
-        let (answers, _, status, order) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder, timeout: 2)
+        let (answers, _, status, order) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder, timeout: 10)
         #expect(status == 0)
         #expect(order.first == "2" && Set(order) == ["2", "3", "4", "5"], "\(order)")
         for id in ["3", "4", "5"] {
