@@ -192,6 +192,31 @@ struct ChunkingTests {
         #expect(TextChunker().chunks(of: "See \(url) for more.", path: "u.md").first?.content == "See \(url) for more.")
     }
 
+    @Test("Given Chinese and Japanese paragraphs written without spaces (each past 1,000 bytes), an English word inside one, when chunked, then every character is in a chunk in its order, a chunk holds at most the target's words counting each character as one, the text gains no spaces, and the overlap is counted in characters")
+    func textWithoutSpaces() {
+        let han = Array("水源消毒煮沸饮用安全储存容器清洁避免污染"), kana = Array("みずをふっとうさせてからのんでください")
+        let chinese = String((0..<700).map { $0 % 25 == 24 ? "。" : han[$0 % han.count] })
+        let japanese = String((0..<400).map { kana[$0 % kana.count] })
+        let body = chinese + "加chlorine片" + chinese
+        let text = "# 饮用水\n\n" + body + "\n\n" + japanese + "\n"
+        // Without overlap the chunks are the text cut in pieces: 1,806 words (3 + 1,403 + 400),
+        // 180 a chunk, the eighth cut short at the Japanese paragraph: 11 chunks.
+        let pieces = TextChunker(options: ChunkingOptions(targetWords: 180, overlapWords: 0)).chunks(of: text, path: "water.md")
+        #expect(pieces.count == 11, "\(pieces.map(\.content.count))")
+        // (Compared to a Bool: the test library prints nothing for operands this long.)
+        let whole = pieces.map(\.content).joined() == "饮用水\n\n" + body + japanese
+        #expect(whole, "the chunks, in order, are not the text")
+        #expect(pieces.allSatisfy { !$0.content.contains(" ") && $0.content.count <= 180 + "chlorine".count - 1 })
+        #expect(pieces.first?.title == "饮用水")
+        // With an overlap of 30, the next chunk starts with the last 30 characters of this one.
+        let chunks = TextChunker(options: ChunkingOptions(targetWords: 180, overlapWords: 30)).chunks(of: text, path: "water.md")
+        #expect(chunks.count > 11 && chunks.contains { $0.content.contains("加chlorine片") })
+        #expect(String(chunks[1].content.prefix(30)) == String(chunks[0].content.suffix(30)))
+        // A word over 1,000 bytes of anything else is still data, not text.
+        let map = TextChunker().chunks(of: "看 " + String(repeating: "Ab0+", count: 300) + " 地图", path: "m.md")
+        #expect(map.map(\.content) == ["看 地图"])
+    }
+
     @Test("Given a file whose name is in NFD (as macOS writes it), when read, then its chunks' ids and source name it in NFC")
     func idsInNFC() throws {
         let folder = try TemporaryDirectory.make()

@@ -24,10 +24,54 @@ public struct TextChunker: Sendable {
     /// The longest word kept, in UTF-8 bytes (a long URL fits).
     static let longestWord = 1_000
 
-    /// One word of the text and whether a paragraph starts with it.
+    /// One word of the text, whether a paragraph starts with it, and whether it is written
+    /// against the word before it (a Chinese or Japanese character of a run without spaces).
     struct Word {
         var text: Substring
         var startsParagraph: Bool
+        var joinsPrevious = false
+    }
+
+    /// Whether `character` is a Han ideograph (the blocks BERT's tokenizer makes one token each),
+    /// kana, or CJK or full-width punctuation: text written without spaces, which counts as one
+    /// word a character.
+    static func isWrittenWithoutSpaces(_ character: Character) -> Bool {
+        guard let scalar = character.unicodeScalars.first?.value else { return false }
+        switch scalar {
+        case 0x3000...0x30FF,  // CJK punctuation, hiragana, katakana
+             0x3400...0x4DBF, 0x4E00...0x9FFF, 0xF900...0xFAFF,  // Han
+             0xFF00...0xFFEF,  // full-width forms
+             0x20000...0x2A6DF, 0x2A700...0x2CEAF, 0x2F800...0x2FA1F: return true
+        default: return false
+        }
+    }
+
+    /// The words of a run of text between white space: itself, or where it holds Chinese or
+    /// Japanese, each such character and each run of other characters between them, as the
+    /// embedding model's tokenizer splits them (a paragraph of Chinese has no spaces: as one
+    /// word it would be a whole chunk's worth, or past `longestWord` and dropped). A word of
+    /// over `longestWord` UTF-8 bytes is left out.
+    static func words(of run: Substring, _ body: (Substring, _ joinsPrevious: Bool) -> Void) {
+        guard run.utf8.count > run.count || run.utf8.count > longestWord else { return body(run, false) }  // ASCII, short
+        var start = run.startIndex, joins = false
+        func emit(_ end: Substring.Index) {
+            guard start < end else { return }
+            let word = run[start..<end]
+            if word.utf8.count <= longestWord { body(word, joins) }
+            joins = true
+        }
+        var index = run.startIndex
+        while index < run.endIndex {
+            let next = run.index(after: index)
+            if isWrittenWithoutSpaces(run[index]) {
+                emit(index)
+                start = index
+                emit(next)
+                start = next
+            }
+            index = next
+        }
+        emit(run.endIndex)
     }
 
     public func chunks(of text: String, path: String) -> [Chunk] {
@@ -49,15 +93,18 @@ public struct TextChunker: Sendable {
                     inParagraph = false  // a heading is a paragraph of its own
                 }
             }
-            // A "word" of over `longestWord` characters is embedded data (a data: URI image, a
-            // base64 blob, a minified line): no one searches for it, and it would swell the chunk.
-            let lineWords = line.split(whereSeparator: \.isWhitespace).filter { $0.utf8.count <= Self.longestWord }
-            if lineWords.isEmpty {
+            // A "word" of over `longestWord` bytes is embedded data (a data: URI image, a base64
+            // blob, a minified line): no one searches for it, and it would swell the chunk.
+            let first = words.count
+            for run in line.split(whereSeparator: \.isWhitespace) {
+                Self.words(of: run) { word, joins in
+                    words.append(Word(text: word, startsParagraph: words.count == first && !inParagraph,
+                                      joinsPrevious: joins && words.count > first))
+                }
+            }
+            if words.count == first {
                 inParagraph = false
                 continue
-            }
-            for (index, word) in lineWords.enumerated() {
-                words.append(Word(text: word, startsParagraph: index == 0 && !inParagraph))
             }
             inParagraph = !isHeading
         }
@@ -65,7 +112,9 @@ public struct TextChunker: Sendable {
         return windows(count: words.count, isBreak: { words[$0].startsParagraph }).enumerated().map { number, range in
             var content = ""
             for index in range {
-                if index != range.lowerBound { content += words[index].startsParagraph ? "\n\n" : " " }
+                if index != range.lowerBound {
+                    content += words[index].startsParagraph ? "\n\n" : words[index].joinsPrevious ? "" : " "
+                }
                 content += words[index].text
             }
             return Chunk(id: "\(path)#\(number + 1)", title: fileTitle, content: content, source: path)
