@@ -108,6 +108,46 @@ struct BadInputTests {
         #expect(!error.message.contains(Self.secret))
     }
 
+    @Test("Given a folder holding, beside a file of prose, an empty Markdown file, one of front matter alone, an empty .jsonl, a .json of [] and a link to a folder, when read, then the prose's chunks come and one notice each names the five others")
+    func sourceNotices() throws {
+        let folder = try TemporaryDirectory.make(), elsewhere = try TemporaryDirectory.make()
+        try "Boil water for one minute.".write(toFile: folder + "/good.md", atomically: true, encoding: .utf8)
+        for (name, text) in [("empty.md", ""), ("front.md", "---\ntitle: Draft\n---\n  \n"), ("none.jsonl", "\n"), ("none.json", "[]")] {
+            try text.write(toFile: folder + "/" + name, atomically: true, encoding: .utf8)
+        }
+        try "Shared.".write(toFile: elsewhere + "/shared.md", atomically: true, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: folder + "/shared", withDestinationPath: elsewhere)
+        var notices: [String] = [], ids: [String] = []
+        try SourceReader.forEachChunk(path: folder, notice: { notices.append($0) }) { _, _, chunk in ids.append(chunk.id) }
+        #expect(ids == ["good.md#1"])
+        #expect(notices.count == 5, "\(notices)")
+        for name in ["empty.md", "front.md"] {
+            #expect(notices.contains { $0.hasPrefix(folder + "/\(name) holds no text") }, "\(notices)")
+        }
+        for name in ["none.jsonl", "none.json"] {
+            #expect(notices.contains { $0.hasPrefix(folder + "/\(name) holds no records") }, "\(notices)")
+        }
+        #expect(notices.contains { $0.hasPrefix(folder + "/shared links to a folder, which is not followed") }, "\(notices)")
+    }
+
+    @Test("Given a FIFO as the source (a pipe, `--source <(…)`), when read, then it is refused at once as not a regular file, without opening it (with no writer, the open would wait for good)",
+          .timeLimit(.minutes(1)))
+    func pipeSourceRefused() throws {
+        let path = try TemporaryDirectory.make() + "/kb.jsonl"
+        try #require(mkfifo(path, 0o600) == 0)
+        let error = try #require(#expect(throws: PublishError.self) { try SourceReader.read(path: path) })
+        #expect(error.code == .badInput && error.message.contains("kb.jsonl: the source is not a regular file or a folder"), "\(error.message)")
+    }
+
+    @Test("Given a .txt file of more than 64 MiB (a data dump), when read, then it is refused naming it, before its text is read and chunked")
+    func oversizedTextRefused() throws {
+        let path = try TemporaryDirectory.make() + "/dump.txt"
+        #expect(FileManager.default.createFile(atPath: path, contents: Data("words ".utf8)))
+        try #require(truncate(path, 65 << 20) == 0)  // sparse: no disk taken
+        let error = try #require(#expect(throws: PublishError.self) { try SourceReader.read(path: path) })
+        #expect(error.code == .badInput && error.message.contains("dump.txt: larger than 64 MiB"), "\(error.message)")
+    }
+
     @Test("Given a file with invalid UTF-8 on line 3, when read, then the refusal names the file and line 3")
     func invalidUTF8() throws {
         for name in ["kb.jsonl", "notes.md", "kb.json"] {

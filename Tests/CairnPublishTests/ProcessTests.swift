@@ -284,6 +284,18 @@ struct ProcessTests {
         #expect(!second.error.contains("warning: "), "\(second.error)")
     }
 
+    @Test("Given a source folder holding an empty Markdown file beside the others, when published, then it succeeds and one warning line names the empty file")
+    func emptyFileWarned() throws {
+        let workspace = try Workspace()
+        let folder = try TemporaryDirectory.make()
+        try "# Water\n\nBoil water for one minute.".write(toFile: folder + "/water.md", atomically: true, encoding: .utf8)
+        try "".write(toFile: folder + "/fire.md", atomically: true, encoding: .utf8)
+        let published = try CLI.run(CLI.publishArguments(workspace, source: folder))
+        #expect(published.status == 0, "\(published.error)")
+        let warnings = published.error.split(separator: "\n").filter { $0.contains("warning: ") }
+        #expect(warnings.count == 1 && warnings.first?.contains("warning: \(folder)/fire.md holds no text") == true, "\(published.error)")
+    }
+
     @Test("Given a root already expired, or expiring within 90 days after the version does, when its warning is judged, then each says so; a root outliving both is not named")
     func rootExpiryWarningText() throws {
         let created = try #require(Timestamp(secondsSince1970: 2_000_000_000))

@@ -43,21 +43,34 @@ public enum SourceReader {
         return chunks
     }
 
+    /// The largest Markdown or text file read, in bytes: chunking holds several times its size
+    /// (the text, its lines, its words), and a file this large is a data dump, not prose.
+    static let maxTextFileBytes = Int64(RecordParser.maxLineBytes)
+
     /// Calls `body` with every chunk of the source in reading order (file order, then record
     /// order), each with its file and position, holding at most one file's chunks at a time and,
     /// for `.jsonl`, one line, for a `.json` array one record: a publish of a million records
     /// streams them, in either form. Ids are not checked
     /// for repeats here (`read` does; a publish's snapshot writer refuses a repeated id).
+    /// `notice` hears, in one line each, what a publisher may not have meant: a link to a folder
+    /// passed over, a file that holds no chunks.
     public static func forEachChunk(path: String, chunking: ChunkingOptions = ChunkingOptions(),
+                                    notice: (String) -> Void = { _ in },
                                     _ body: (_ file: String, _ position: String, Chunk) throws(PublishError) -> Void) throws(PublishError) {
-        var isFolder: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
-            throw PublishError(.io, "the source \(path) does not exist")
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            if errno == ENOENT { throw PublishError(.io, "the source \(path) does not exist") }
+            throw PublishError(.io, "cannot read the source \(path) (\(String(cString: strerror(errno))))")
         }
         let files: [(full: String, relative: String)]
-        if isFolder.boolValue {
-            files = try listFiles(in: path)
+        if info.st_mode & S_IFMT == S_IFDIR {
+            files = try listFiles(in: path, notice: notice)
         } else {
+            // A pipe (`--source <(…)`) would be read empty by the second of a publish's passes,
+            // and a FIFO without a writer would hold the publish for good.
+            guard info.st_mode & S_IFMT == S_IFREG else {
+                throw .badInput(path, nil, "the source is not a regular file or a folder (a pipe, a socket or a device): a publish reads it two or three times; write it to a file")
+            }
             // Named on its own, a file of another kind (.ndjson, .csv) is refused, not chunked
             // as text under ids that the right file's publish would then all replace.
             let kind = (path as NSString).pathExtension.lowercased()
@@ -67,23 +80,36 @@ public enum SourceReader {
             files = [(path, (path as NSString).lastPathComponent)]
         }
         for file in files {
+            var found = 0
+            func take(_ position: String, _ chunk: Chunk) throws(PublishError) {
+                found += 1
+                try body(file.full, position, chunk)
+            }
             switch (file.relative as NSString).pathExtension.lowercased() {
             case "jsonl":
-                try RecordParser.forEachLine(of: file.full) { (position, chunk) throws(PublishError) in try body(file.full, position, chunk) }
-                continue
+                try RecordParser.forEachLine(of: file.full, take)
             case "json":
-                try RecordParser.forEachArrayRecord(of: file.full) { (position, chunk) throws(PublishError) in try body(file.full, position, chunk) }
-                continue
+                try RecordParser.forEachArrayRecord(of: file.full, take)
             default:
-                break
+                var size = stat()
+                if stat(file.full, &size) == 0, Int64(size.st_size) > maxTextFileBytes {
+                    throw .badInput(file.full, nil, "larger than \(maxTextFileBytes >> 20) MiB, more than a Markdown or text file of prose holds; split it into files")
+                }
+                let bytes: [UInt8]
+                do { bytes = try FileSystem.read(file.full) } catch { throw PublishError(.io, error.message, cause: error) }
+                // Ids and sources name the file in NFC, so that a folder written on macOS (NFD
+                // names) publishes the same ids as its copy written on Linux.
+                let relative = file.relative.precomposedStringWithCanonicalMapping
+                for (position, chunk) in try parse(bytes, relativePath: relative, displayName: file.full, chunking: chunking) {
+                    try take(position, chunk)
+                }
             }
-            let bytes: [UInt8]
-            do { bytes = try FileSystem.read(file.full) } catch { throw PublishError(.io, error.message, cause: error) }
-            // Ids and sources name the file in NFC, so that a folder written on macOS (NFD
-            // names) publishes the same ids as its copy written on Linux.
-            let relative = file.relative.precomposedStringWithCanonicalMapping
-            for (position, chunk) in try parse(bytes, relativePath: relative, displayName: file.full, chunking: chunking) {
-                try body(file.full, position, chunk)
+            // Emptied by a failed save or a sync tool, a file would take its chunks off every
+            // device without a word.
+            if found == 0 {
+                let kind = ["json", "jsonl"].contains((file.relative as NSString).pathExtension.lowercased())
+                    ? "no records" : "no text (empty, or only white space, front matter or comments)"
+                notice("\(file.full) holds \(kind); its chunks, if an earlier version had any, leave this one")
             }
         }
     }
@@ -113,12 +139,13 @@ public enum SourceReader {
 
     /// Files under `root` with a known extension, sorted by relative path (bytewise); dotfiles
     /// and dot folders skipped. A symbolic link to a file is read; one to a folder is not
-    /// followed (no loops, nothing from outside the source by accident). Walked with
+    /// followed (no loops, nothing from outside the source by accident), and `notice` hears of
+    /// it. Walked with
     /// `opendir`/`lstat` rather than `FileManager.enumerator`, whose relative paths drop every
     /// later occurrence of the root's path (`kb/b/kb/c.md` under `kb` came out as `bc.md`, and
     /// the file was skipped).
     /// - Throws: `.io` naming a folder that cannot be listed (a file is never skipped silently).
-    static func listFiles(in root: String) throws(PublishError) -> [(full: String, relative: String)] {
+    static func listFiles(in root: String, notice: (String) -> Void = { _ in }) throws(PublishError) -> [(full: String, relative: String)] {
         let base = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
         var found: [String] = []
         var pending = [""]
@@ -162,6 +189,8 @@ public enum SourceReader {
                 }
                 if info.st_mode & S_IFMT == S_IFREG, readable {
                     found.append(relative)
+                } else if info.st_mode & S_IFMT == S_IFDIR {
+                    notice("\(path) links to a folder, which is not followed: its files are not in this version (move or bind-mount the folder in instead)")
                 }
             }
         }

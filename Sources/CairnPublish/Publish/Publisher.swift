@@ -88,6 +88,8 @@ public struct Publisher: Sendable {
         /// Which chunk each row was read as before the lock (`rowKey`), in reading order: the
         /// staging pass must read the same chunks (a vectors file's rows were checked as them).
         var checkedRows: [UInt64] = []
+        /// What the first pass noticed about the source (a link to a folder, an empty file).
+        var notices: [String] = []
         if let path = config.vectors {
             guard config.verifySample >= 1 else { throw PublishError(.invalidArgument, "--verify-sample must be at least 1") }
             let file = try SuppliedVectors(path: path)
@@ -97,13 +99,14 @@ public struct Publisher: Sendable {
             logger.info("vectors file verified", metadata: ["cairn.publish.vectors": "\(file.path)",
                                                             "cairn.publish.sample": "\(read.sampled.count)"])
             supplied = file
-            checkedRows = read.keys
+            (checkedRows, notices) = (read.keys, read.notices)
         } else {
             // Every record checked before the lock: a bad one near the end of a large source
             // must not refuse the publish after hours of embedding, holding the lock all along.
             // What was read is what the staging pass must read again: a file rewritten between
             // the two (an editor, a sync tool) would otherwise go out changed or cut short.
-            checkedRows = try sampleSource(rows: []).keys
+            let read = try sampleSource(rows: [])
+            (checkedRows, notices) = (read.keys, read.notices)
         }
 
         let repository = Repository(root: config.repository)
@@ -211,6 +214,7 @@ public struct Publisher: Sendable {
             snapshotSize: built.blob.size, snapshotUncompressedSize: built.blob.inputSize,
             deltas: deltas.built.map { .init(fromVersion: $0.ref.fromVersion, size: $0.ref.size, uncompressedSize: $0.ref.uncompressedSize) },
             skippedDeltas: deltas.skipped + history.skipped, manifestBytes: bytes, stagedPath: stagedPath)
+        report.warnings += notices
         if let root = trust.current, let warning = Self.rootExpiryWarning(root, created: manifest.created, expires: manifest.expires) {
             report.warnings.append(warning)  // printed by the command, once
         }
@@ -312,13 +316,16 @@ public struct Publisher: Sendable {
     /// The source's chunk count, and the id and embedding text of each chunk whose position in
     /// reading order is in `rows`: a pass over the source that embeds and writes nothing. A
     /// repeated id is refused here too, naming both places (`duplicateID`).
-    private func sampleSource(rows: Set<Int>) throws(PublishError) -> (chunks: Int, sampled: [(row: Int, id: String, text: String)], keys: [UInt64]) {
+    private func sampleSource(rows: Set<Int>) throws(PublishError)
+        -> (chunks: Int, sampled: [(row: Int, id: String, text: String)], keys: [UInt64], notices: [String]) {
         var sampled: [(row: Int, id: String, text: String)] = []
         var keys: [UInt64] = []
         // 8 bytes of each id's hash (about 11 MB at a million chunks); a hash seen twice is two
         // equal ids or, rarely, a collision, which a second pass over those ids alone tells apart.
         var seen = Set<Int>(), twice = Set<Int>()
-        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking) { (_, _, chunk) throws(PublishError) in
+        var notices: [String] = []
+        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking,
+                                      notice: { notices.append($0) }) { (_, _, chunk) throws(PublishError) in
             if rows.contains(keys.count) { sampled.append((keys.count, chunk.id, chunk.embeddingText)) }
             keys.append(Self.rowKey(chunk))
             let hash = Self.idHash(chunk.id)
@@ -326,7 +333,7 @@ public struct Publisher: Sendable {
         }
         guard !keys.isEmpty else { throw PublishError(.badInput, "\(configuration.source): no chunks found") }
         if !twice.isEmpty { try duplicateID(among: twice) }
-        return (keys.count, sampled, keys)
+        return (keys.count, sampled, keys, notices)
     }
 
     /// The hash of an id's bytes (not of the String: two canonically equivalent ids are two ids,
