@@ -171,6 +171,17 @@ struct ChunkingTests {
         #expect(TextChunker().chunks(of: "---\ntitle: x\nBody.", path: "a.md").first?.content == "--- title: x Body.")
     }
 
+    @Test("Given Markdown with `<!--` in a code span, a stray `<!-- TODO` that nothing closes, and a thematic break `---` on the first line, when chunked, then each is text and nothing after it is lost; a real comment after the code span is still left out")
+    func commentsThatAreText() {
+        let span = TextChunker().chunks(of: "Use `<!--` to open a comment.\n\n<!-- reviewer: check -->\nMore text.", path: "html.md")
+        #expect(span.first?.content == "Use `<!--` to open a comment.\n\nMore text.", "\(span.map(\.content))")
+        let stray = TextChunker().chunks(of: "Boil water.\n\n<!-- TODO dose\n\nKeep it covered.", path: "todo.md")
+        #expect(stray.first?.content == "Boil water.\n\n<!-- TODO dose\n\nKeep it covered.", "\(stray.map(\.content))")
+        let rule = TextChunker().chunks(of: "---\nBoil water for one minute.\n---\nKeep it covered.", path: "rule.md")
+        #expect(rule.first?.content == "--- Boil water for one minute. --- Keep it covered.", "\(rule.map(\.content))")
+        #expect(rule.first?.title == "rule")
+    }
+
     @Test("Given text whose paragraph breaks fall just past each window's half and an overlap of half a window, when chunked, then each chunk starts at least a quarter window after the last, so the chunk count stays near words / quarter window")
     func progressUnderLargeOverlap() {
         // Paragraphs of 51 words: with 100-word windows, every cut is at the first break past 50.

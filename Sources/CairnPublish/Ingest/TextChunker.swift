@@ -80,7 +80,7 @@ public struct TextChunker: Sendable {
         var title = isMarkdown ? Self.frontMatterTitle(&lines) : nil
         var words: [Word] = []
         var inParagraph = false
-        var markdown = MarkdownLines()
+        var markdown = MarkdownLines(lastCommentEnd: text.range(of: "-->", options: .backwards)?.lowerBound)
         for rawLine in lines {
             var line = rawLine[...]
             var isHeading = false
@@ -158,12 +158,17 @@ public struct TextChunker: Sendable {
 
     /// Drops YAML front matter from the start of `lines` — `---` on the first line, up to the
     /// next line that is `---` or `...` — and returns its `title:` (unquoted), if any. Without a
-    /// closing line it is not front matter, and nothing is dropped.
+    /// closing line, or when its first line is no YAML key (`---` was a thematic break, and the
+    /// text to the next one is prose), it is not front matter, and nothing is dropped.
     static func frontMatterTitle(_ lines: inout ArraySlice<Substring>) -> String? {
         guard let first = lines.first, first.trimmingCharacters(in: .whitespaces) == "---",
               let close = lines.dropFirst().firstIndex(where: { ["---", "..."].contains($0.trimmingCharacters(in: .whitespaces)) })
         else { return nil }
         let block = lines[lines.index(after: lines.startIndex)..<close]
+        if let key = block.first(where: { !$0.allSatisfy(\.isWhitespace) }) {
+            let name = key.prefix { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }
+            guard !name.isEmpty, key.dropFirst(name.count).first == ":" else { return nil }
+        }
         lines = lines[lines.index(after: close)...]
         guard let line = block.first(where: { $0.hasPrefix("title:") }) else { return nil }
         var value = line.dropFirst(6).trimmingCharacters(in: .whitespaces)
@@ -175,8 +180,16 @@ public struct TextChunker: Sendable {
 }
 
 /// Line-by-line Markdown state: whether a line lies in a fenced code block, and HTML comments
-/// (which may span lines) taken out of the text.
+/// (which may span lines) taken out of the text. A `<!--` that no `-->` follows anywhere in the
+/// file is text, as CommonMark reads it (a page about HTML, a stray `<!-- TODO`: before, the
+/// rest of the file was dropped), and so is one in a code span.
 struct MarkdownLines {
+    /// Where the file's last `-->` starts (an index of the text the lines are cut from).
+    let lastCommentEnd: String.Index?
+
+    init(lastCommentEnd: String.Index?) {
+        self.lastCommentEnd = lastCommentEnd
+    }
     /// The open fence's character and length, while in a fenced code block.
     private var fence: (character: Character, count: Int)?
     private var inComment = false
@@ -214,7 +227,7 @@ struct MarkdownLines {
                 guard let end = rest.range(of: "-->") else { return Substring(kept) }
                 rest = rest[end.upperBound...]
                 inComment = false
-            } else if let start = rest.range(of: "<!--") {
+            } else if let start = Self.commentStart(in: rest), let end = lastCommentEnd, start.upperBound <= end {
                 kept += rest[..<start.lowerBound] + " "
                 rest = rest[start.upperBound...]
                 inComment = true
@@ -224,5 +237,34 @@ struct MarkdownLines {
             }
         }
         return Substring(kept)
+    }
+
+    /// The first `<!--` of `line` outside a code span (a run of backticks to the next run of as
+    /// many; a run without one is text).
+    static func commentStart(in line: Substring) -> Range<Substring.Index>? {
+        guard let first = line.range(of: "<!--") else { return nil }
+        guard line[..<first.lowerBound].contains("`") else { return first }
+        var index = line.startIndex
+        while index < line.endIndex {
+            if line[index] == "`" {
+                let run = line[index...].prefix { $0 == "`" }
+                let fence = String(run)
+                var search = run.endIndex
+                var closed: Substring.Index?
+                while let found = line[search...].range(of: fence) {
+                    let after = line[found.upperBound...].prefix { $0 == "`" }
+                    if after.isEmpty, found.lowerBound == search || line[line.index(before: found.lowerBound)] != "`" {
+                        closed = found.upperBound
+                        break
+                    }
+                    search = after.endIndex
+                }
+                index = closed ?? run.endIndex
+                continue
+            }
+            if line[index...].hasPrefix("<!--") { return index..<line.index(index, offsetBy: 4) }
+            index = line.index(after: index)
+        }
+        return nil
     }
 }
