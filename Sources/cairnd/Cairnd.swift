@@ -75,7 +75,7 @@ struct Cairnd: AsyncParsableCommand {
     var pollInterval: Double?
 
     func run() async throws {
-        let configuration = try resolvedConfiguration()
+        var configuration = try resolvedConfiguration()
         let level = configuration.logLevel
         LoggingSystem.bootstrap { label in
             var handler = RedactingLogHandler(wrapped: StreamLogHandler.standardError(label: label))
@@ -85,6 +85,10 @@ struct Cairnd: AsyncParsableCommand {
         let logger = Logger(label: "cairnd")
         for ignored in configuration.ignoredKeys {
             logger.warning("\(ignored) is not a setting this cairnd knows (one of a newer cairnd?); skipped", metadata: ["cairn.version": "\(CairnVersion.date)"])
+        }
+        if let limit = DescriptorLimit.raise(), let fitting = DescriptorLimit.connections(configuration.maxConnections, within: limit) {
+            logger.warning("max_connections \(configuration.maxConnections) leaves too few of the \(limit) descriptors this process may open (\(DescriptorLimit.reserve) are kept for its index, downloads and state); serving \(fitting) at once: raise LimitNOFILE (ulimit -n) or lower max_connections")
+            configuration.maxConnections = fitting
         }
         // A file-size limit (ulimit -f) must fail the write with EFBIG, which the sync reports
         // as disk_full, instead of killing cairnd with SIGXFSZ.

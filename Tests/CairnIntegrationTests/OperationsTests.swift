@@ -82,6 +82,40 @@ extension OperationsTests {
         #expect(!device.log.contains("not feeding systemd's watchdog"), "\(device.log)")
     }
 
+    /// The soft and hard limits on open descriptors of process `pid`, from /proc.
+    static func descriptorLimits(_ pid: Int32) throws -> (soft: String, hard: String) {
+        let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+        let line = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+        let fields = line.dropFirst("Max open files".count).split(separator: " ")
+        return (String(fields[0]), String(fields[1]))
+    }
+
+    @Test("Given cairnd started with a soft limit of 300 descriptors under a higher hard one, then it runs at the hard limit; under a hard limit of 300 with max_connections 256, it says so in one warning and serves 44 connections at once, so that its index and downloads keep descriptors to open")
+    func descriptorLimit() async throws {
+        let hard = try Self.descriptorLimits(getpid()).hard
+        try requireOrSkip(Int(hard).map { $0 > 600 } ?? true, "this machine's hard limit on descriptors (\(hard)) leaves no room above 300")
+        let raised = try await ServedDevice(wrapper: ["/bin/sh", "-c", #"ulimit -Sn 300 && exec "$0" "$@""#])
+        defer { raised.stop() }
+        let limits = try Self.descriptorLimits(raised.device.process.processIdentifier)
+        #expect(limits.soft == hard && limits.hard == hard, "\(limits)")
+        #expect(!raised.device.log.contains("max_connections"), "\(raised.device.log)")
+
+        let capped = try await ServedDevice(config: ["idle_timeout": "3600"], wrapper: ["/bin/sh", "-c", #"ulimit -n 300 && exec "$0" "$@""#])
+        defer { capped.stop() }
+        let device = capped.device
+        #expect(device.log.contains("max_connections 256 leaves too few of the 300 descriptors this process may open") && device.log.contains("serving 44 at once"), "\(device.log)")
+        var held: [Int32] = []
+        defer { held.forEach { close($0) } }
+        for _ in 0..<44 { held.append(try UnixSocket.connect(device.socket).get()) }
+        try await waitUntil("a 45th connection is no longer answered", seconds: 30) {
+            (try? UnixHTTPClient(socketPath: device.socket, timeout: 1).send(method: "GET", path: "/healthz")) == nil
+        }
+        close(held.removeLast())
+        try await waitUntil("one freed, a new connection is answered", seconds: 30) {
+            (try? UnixHTTPClient(socketPath: device.socket, timeout: 1).send(method: "GET", path: "/healthz")) != nil
+        }
+    }
+
     @Test("Given a NOTIFY_SOCKET that nobody reads and a watchdog every millisecond, when cairnd starts, syncs and is queried, then it serves, answers and installs the next version")
     func busyManagerDoesNotStall() async throws {
         // The queue of an unread datagram socket holds net.unix.max_dgram_qlen notices (10 by

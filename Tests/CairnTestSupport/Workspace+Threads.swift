@@ -37,12 +37,13 @@ public final class ServedDevice: @unchecked Sendable {
     public let url: String
     public let device: DeviceProcess
 
-    public init(environment: [String: String] = [:], config: [String: String] = [:]) async throws {
+    /// `wrapper` starts cairnd through another program (`DeviceProcess`).
+    public init(environment: [String: String] = [:], config: [String: String] = [:], wrapper: [String] = []) async throws {
         workspace = try await Workspace.make()
         try await workspace.publishOnThread(Workspace.version1)
         (server, url, _) = try await workspace.serve()
         do {
-            device = try DeviceProcess(workspace, sources: [url], config: config, environment: environment)
+            device = try DeviceProcess(workspace, sources: [url], config: config, environment: environment, wrapper: wrapper)
         } catch {
             stopProcess(server)
             throw error
