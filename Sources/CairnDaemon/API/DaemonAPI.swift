@@ -31,7 +31,7 @@ struct DaemonAPI: Sendable {
         router.get("metrics") { _, _ in try await metricsAnswer() }
         router.post("v1/search") { request, _ in try await search(request) }
         router.get("v1/chunks/:id") { request, context in
-            try chunk(context.parameters.require("id"), channel: request.uri.queryParameters["channel"].map(String.init),
+            try await chunk(context.parameters.require("id"), channel: request.uri.queryParameters["channel"].map(String.init),
                       version: request.uri.queryParameters["version"].map(String.init))
         }
         router.post("v1/sync") { _, _ in try await sync() }
@@ -147,7 +147,9 @@ struct DaemonAPI: Sendable {
     /// The chunk `rawID` of `name`'s serving version (nil: the daemon's own channel). With
     /// `version` (the one a search answered from), 409 `version_changed` when another version
     /// serves now: the passage read back must be the one the search found, or said not to be.
-    func chunk(_ rawID: String, channel name: String?, version wanted: String? = nil) throws -> Response {
+    /// Read on a search thread (503 `busy` when their queue is full), not on the threads that
+    /// serve connections: a row on a cold SD card is milliseconds of blocking reads.
+    func chunk(_ rawID: String, channel name: String?, version wanted: String? = nil) async throws -> Response {
         let pinned: Int?
         if let wanted {
             guard let number = Int(wanted), number >= 1 else {
@@ -167,12 +169,12 @@ struct DaemonAPI: Sendable {
             throw APIError(409, "version_changed", ChunkAnswer.versionChanged(pinned: pinned, serving: serving.version))
         }
         let id = rawID.removingPercentEncoding ?? rawID
-        let found: Chunk?
-        do {
-            found = try serving.index.chunk(id: id)
-        } catch {
-            logger.error("chunk fetch failed", metadata: ["cairn.error": "\(error)"])
-            throw APIError.internalError
+        let logger = self.logger
+        let found = try await endpoint.pool.run { () throws(APIError) -> Chunk? in
+            do { return try serving.index.chunk(id: id) } catch {
+                logger.error("chunk fetch failed", metadata: ["cairn.error": "\(error)"])
+                throw APIError.internalError
+            }
         }
         guard let found else { throw APIError(404, "chunk_not_found", "the installed version has no chunk with that id") }
         return Self.json(ChunkAnswer(chunk: found, version: serving.version, stateRoot: serving.stateRoot, channel: channel))
