@@ -148,6 +148,35 @@ struct BadInputTests {
         #expect(error.code == .badInput && error.message.contains("dump.txt: larger than 64 MiB"), "\(error.message)")
     }
 
+    @Test("Given a text file saved as UTF-16 with a byte order mark, one without (a NUL every other byte), and Markdown with a NUL on line 3, when read, then each is refused in one line saying what it is, rather than published as text of NULs")
+    func utf16AndNULRefused() throws {
+        let utf16 = Array("Boil water.\nKeep it covered.\n".utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }
+        let marked = try #require(try Self.refusal("notes.txt", [0xFF, 0xFE] + utf16))
+        #expect(marked.message.hasSuffix("notes.txt: UTF-16 (it starts with a UTF-16 byte order mark), not UTF-8: save it as UTF-8"), "\(marked.message)")
+        let unmarked = try #require(try Self.refusal("notes.txt", utf16))
+        #expect(unmarked.message.hasSuffix("notes.txt: line 1: a NUL byte: not text, or UTF-16 without a byte order mark (save it as UTF-8)"), "\(unmarked.message)")
+        let nul = try #require(try Self.refusal("notes.md", Array("# Water\n\nBoil\u{0} water.\n".utf8)))
+        #expect(nul.code == .badInput && nul.message.contains("notes.md: line 3: a NUL byte"), "\(nul.message)")
+    }
+
+    @Test("Given a record id holding a newline or a tab, and a Markdown file whose name holds one, when read, then each is refused in one line naming the character; a file of another kind so named is passed over")
+    func controlCharactersRefused() throws {
+        for (id, shown) in [("a\\nb", "U+000A"), ("a\\tb", "U+0009"), ("a\\u007fb", "U+007F")] {
+            let error = try #require(try Self.refusal("kb.jsonl", "{\"id\":\"\(id)\",\"title\":\"t\",\"content\":\"x\"}\n"))
+            #expect(error.message.hasSuffix("kb.jsonl: line 1: `id` holds the control character \(shown): an id is named in one-line errors and logs; take it out"),
+                    "\(error.message)")
+            #expect(!error.message.contains("\n") && !error.message.contains("\t"))
+        }
+        let folder = try TemporaryDirectory.make()
+        try "Boil water.".write(toFile: folder + "/water.md", atomically: true, encoding: .utf8)
+        try "Slides.".write(toFile: folder + "/talk\nslides.pdf", atomically: true, encoding: .utf8)
+        #expect(try SourceReader.read(path: folder).map(\.id) == ["water.md#1"])
+        try "Fire.".write(toFile: folder + "/fire\nsafety.md", atomically: true, encoding: .utf8)
+        let error = try #require(#expect(throws: PublishError.self) { try SourceReader.read(path: folder) })
+        #expect(error.code == .badInput && error.message.contains("holds the control character U+000A (fire?safety.md); rename it"), "\(error.message)")
+        #expect(!error.message.contains("\n"))
+    }
+
     @Test("Given a file with invalid UTF-8 on line 3, when read, then the refusal names the file and line 3")
     func invalidUTF8() throws {
         for name in ["kb.jsonl", "notes.md", "kb.json"] {

@@ -219,6 +219,9 @@ enum RecordParser {
         let idKey = isBEIR ? "_id" : "id", contentKey = isBEIR ? "text" : "content"
         let id = try string(idKey, required: true)!
         guard !id.isEmpty else { throw .badInput(file, where_, "`\(idKey)` is empty") }
+        if let control = TextDecoding.firstControlCharacter(id) {
+            throw .badInput(file, position, "`\(idKey)` holds the control character \(control): an id is named in one-line errors and logs; take it out")
+        }
         where_ = "\(position) (id \"\(id)\")"
         let allowed = isBEIR ? beirFields : cairnFields
         if let unknown = object.keys.sorted().first(where: { !allowed.contains($0) }) {

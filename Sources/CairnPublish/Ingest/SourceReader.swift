@@ -166,6 +166,11 @@ public enum SourceReader {
                     throw PublishError(.badInput, "a name in the source folder \(folder) is not UTF-8 (\(shown)); rename it (convmv, or unpack the archive with its encoding)")
                 }
                 if name.hasPrefix(".") { continue }
+                if let control = TextDecoding.firstControlCharacter(name), Self.mayHoldChunks(folder: folder, name: bytes) {
+                    // It would be the chunks' ids and source, in errors and logs of one line.
+                    let shown = String(name.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
+                    throw PublishError(.badInput, "a name in the source folder \(folder) holds the control character \(control) (\(shown)); rename it")
+                }
                 let relative = relativeFolder.isEmpty ? name : relativeFolder + "/" + name
                 let path = folder + "/" + name
                 var info = stat()
@@ -204,13 +209,32 @@ enum TextDecoding {
     /// it would sit in the first chunk's text and title), or `.badInput` naming the line of the
     /// first invalid UTF-8 sequence, counted from `firstLine` (the file's line `bytes` start on:
     /// a record of a streamed array).
+    /// A NUL byte is refused too, naming its line: valid UTF-8, but in text it is a file in
+    /// UTF-16 without a byte order mark (every other byte of ASCII text), or not text at all.
     static func utf8(_ bytes: [UInt8], file: String, firstLine: Int = 1) throws(PublishError) -> String {
-        if let text = String(validating: bytes, as: UTF8.self) { return text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text }
+        if bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF]) {
+            throw .badInput(file, nil, "UTF-16 (it starts with a UTF-16 byte order mark), not UTF-8: save it as UTF-8")
+        }
+        if let text = String(validating: bytes, as: UTF8.self) {
+            if let nul = bytes.firstIndex(of: 0) {
+                let line = firstLine + bytes[..<nul].count { $0 == UInt8(ascii: "\n") }
+                throw .badInput(file, "line \(line)", "a NUL byte: not text, or UTF-16 without a byte order mark (save it as UTF-8)")
+            }
+            return text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text
+        }
         var line = firstLine
         for piece in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             if String(validating: piece, as: UTF8.self) == nil { break }
             line += 1
         }
         throw .badInput(file, "line \(line)", "invalid UTF-8")
+    }
+
+    /// The first C0 control character or DEL of `text`, as `U+000A`, or nil: what an id or a
+    /// file name must not hold, named as they are in one-line errors and logs.
+    static func firstControlCharacter(_ text: String) -> String? {
+        guard let scalar = text.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return nil }
+        let hex = String(scalar.value, radix: 16, uppercase: true)
+        return "U+" + String(repeating: "0", count: 4 - hex.count) + hex
     }
 }
