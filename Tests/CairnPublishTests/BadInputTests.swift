@@ -108,7 +108,7 @@ struct BadInputTests {
         #expect(!error.message.contains(Self.secret))
     }
 
-    @Test("Given a folder holding, beside a file of prose, an empty Markdown file, one of front matter alone, an empty .jsonl, a .json of [] and a link to a folder, when read, then the prose's chunks come and one notice each names the five others")
+    @Test("Given a folder holding, beside a file of prose, an empty Markdown file, one of front matter alone, an empty .jsonl, a .json of [], a link to a folder and a FIFO named .md, when read, then the prose's chunks come and one notice each names the six others")
     func sourceNotices() throws {
         let folder = try TemporaryDirectory.make(), elsewhere = try TemporaryDirectory.make()
         try "Boil water for one minute.".write(toFile: folder + "/good.md", atomically: true, encoding: .utf8)
@@ -117,10 +117,12 @@ struct BadInputTests {
         }
         try "Shared.".write(toFile: elsewhere + "/shared.md", atomically: true, encoding: .utf8)
         try FileManager.default.createSymbolicLink(atPath: folder + "/shared", withDestinationPath: elsewhere)
+        try #require(mkfifo(folder + "/pipe.md", 0o600) == 0)
         var notices: [String] = [], ids: [String] = []
         try SourceReader.forEachChunk(path: folder, notice: { notices.append($0) }) { _, _, chunk in ids.append(chunk.id) }
         #expect(ids == ["good.md#1"])
-        #expect(notices.count == 5, "\(notices)")
+        #expect(notices.count == 6, "\(notices)")
+        #expect(notices.contains(folder + "/pipe.md is not a regular file (a FIFO, a socket or a device): not read"), "\(notices)")
         for name in ["empty.md", "front.md"] {
             #expect(notices.contains { $0.hasPrefix(folder + "/\(name) holds no text") }, "\(notices)")
         }

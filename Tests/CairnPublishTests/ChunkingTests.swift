@@ -180,6 +180,16 @@ struct ChunkingTests {
         let rule = TextChunker().chunks(of: "---\nBoil water for one minute.\n---\nKeep it covered.", path: "rule.md")
         #expect(rule.first?.content == "--- Boil water for one minute. --- Keep it covered.", "\(rule.map(\.content))")
         #expect(rule.first?.title == "rule")
+        // A `-->` in a fenced block closes no comment: the prose `<!--` before it is text, the
+        // fence is code, and the heading after it is the title.
+        let fenced = TextChunker().chunks(of: "Type <!-- to open a comment.\n\n```html\n<!-- note -->\n```\n\n## Boiling\nBoil water.", path: "f.md")
+        #expect(fenced.first?.content == "Type <!-- to open a comment.\n\n<!-- note -->\n\nBoiling\n\nBoil water.", "\(fenced.map(\.content))")
+        #expect(fenced.first?.title == "Boiling")
+        // Front matter whose first line is a YAML comment, or whose key is quoted, is front matter.
+        for head in ["# Hugo page settings\ntitle: Water", "\"title\": Water"] {
+            let page = TextChunker().chunks(of: "---\n\(head)\ndraft: true\n---\nBody.", path: "p.md")
+            #expect(page.first?.title == "Water" && page.first?.content == "Body.", "\(page)")
+        }
     }
 
     @Test("Given text whose paragraph breaks fall just past each window's half and an overlap of half a window, when chunked, then each chunk starts at least a quarter window after the last, so the chunk count stays near words / quarter window")
@@ -223,9 +233,14 @@ struct ChunkingTests {
         let chunks = TextChunker(options: ChunkingOptions(targetWords: 180, overlapWords: 30)).chunks(of: text, path: "water.md")
         #expect(chunks.count > 11 && chunks.contains { $0.content.contains("加chlorine片") })
         #expect(String(chunks[1].content.prefix(30)) == String(chunks[0].content.suffix(30)))
-        // A word over 1,000 bytes of anything else is still data, not text.
-        let map = TextChunker().chunks(of: "看 " + String(repeating: "Ab0+", count: 300) + " 地图", path: "m.md")
+        // A word over 1,000 bytes of anything else is still data, not text, and what follows it
+        // is not glued to the word before.
+        let map = TextChunker().chunks(of: "看 " + String(repeating: "Ab0+", count: 300) + "地图", path: "m.md")
         #expect(map.map(\.content) == ["看 地图"])
+        // Wrapped inside a paragraph, a line of Chinese goes on without a space; a new
+        // paragraph, or an English word, keeps its break.
+        let wrapped = TextChunker().chunks(of: "把水烧开\n一分钟后饮用\nthen\n静置\n\n消毒", path: "w.md")
+        #expect(wrapped.map(\.content) == ["把水烧开一分钟后饮用 then 静置\n\n消毒"])
     }
 
     @Test("Given a file whose name is in NFD (as macOS writes it), when read, then its chunks' ids and source name it in NFC")

@@ -196,6 +196,8 @@ public enum SourceReader {
                     found.append(relative)
                 } else if info.st_mode & S_IFMT == S_IFDIR {
                     notice("\(path) links to a folder, which is not followed: its files are not in this version (move or bind-mount the folder in instead)")
+                } else if readable {
+                    notice("\(path) is not a regular file (a FIFO, a socket or a device): not read")
                 }
             }
         }

@@ -57,7 +57,8 @@ public struct TextChunker: Sendable {
         func emit(_ end: Substring.Index) {
             guard start < end else { return }
             let word = run[start..<end]
-            if word.utf8.count <= longestWord { body(word, joins) }
+            guard word.utf8.count <= longestWord else { return }
+            body(word, joins)
             joins = true
         }
         var index = run.startIndex
@@ -80,7 +81,7 @@ public struct TextChunker: Sendable {
         var title = isMarkdown ? Self.frontMatterTitle(&lines) : nil
         var words: [Word] = []
         var inParagraph = false
-        var markdown = MarkdownLines(lastCommentEnd: text.range(of: "-->", options: .backwards)?.lowerBound)
+        var markdown = MarkdownLines(lastCommentEnd: isMarkdown ? MarkdownLines.lastCommentEnd(in: lines) : nil)
         for rawLine in lines {
             var line = rawLine[...]
             var isHeading = false
@@ -98,8 +99,12 @@ public struct TextChunker: Sendable {
             let first = words.count
             for run in line.split(whereSeparator: \.isWhitespace) {
                 Self.words(of: run) { word, joins in
+                    // A line of Chinese or Japanese wrapped inside a paragraph goes on the next
+                    // line without a space.
+                    let joinsLine = words.count == first && inParagraph && words.last?.text.last.map(Self.isWrittenWithoutSpaces) == true
+                        && word.first.map(Self.isWrittenWithoutSpaces) == true
                     words.append(Word(text: word, startsParagraph: words.count == first && !inParagraph,
-                                      joinsPrevious: joins && words.count > first))
+                                      joinsPrevious: (joins && words.count > first) || joinsLine))
                 }
             }
             if words.count == first {
@@ -165,13 +170,18 @@ public struct TextChunker: Sendable {
               let close = lines.dropFirst().firstIndex(where: { ["---", "..."].contains($0.trimmingCharacters(in: .whitespaces)) })
         else { return nil }
         let block = lines[lines.index(after: lines.startIndex)..<close]
-        if let key = block.first(where: { !$0.allSatisfy(\.isWhitespace) }) {
-            let name = key.prefix { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }
-            guard !name.isEmpty, key.dropFirst(name.count).first == ":" else { return nil }
+        // Its first line that is not blank or a YAML comment is a key: a bare word, or quoted.
+        if let key = block.lazy.map({ $0.trimmingCharacters(in: .whitespaces) }).first(where: { !$0.isEmpty && !$0.hasPrefix("#") }) {
+            guard let colon = key.firstIndex(of: ":") else { return nil }
+            let name = key[..<colon]
+            let quoted = name.count >= 2 && (name.first == "\"" || name.first == "'") && name.last == name.first
+            guard !name.isEmpty, quoted || !name.contains(where: \.isWhitespace) else { return nil }
         }
         lines = lines[lines.index(after: close)...]
-        guard let line = block.first(where: { $0.hasPrefix("title:") }) else { return nil }
-        var value = line.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        let keys = ["title:", "\"title\":", "'title':"]
+        guard let line = block.first(where: { line in keys.contains { line.hasPrefix($0) } }),
+              let key = keys.first(where: { line.hasPrefix($0) }) else { return nil }
+        var value = line.dropFirst(key.count).trimmingCharacters(in: .whitespaces)
         if value.count >= 2, let quote = value.first, quote == "\"" || quote == "'", value.last == quote {
             value = String(value.dropFirst().dropLast())
         }
@@ -239,11 +249,27 @@ struct MarkdownLines {
         return Substring(kept)
     }
 
-    /// The first `<!--` of `line` outside a code span (a run of backticks to the next run of as
-    /// many; a run without one is text).
-    static func commentStart(in line: Substring) -> Range<Substring.Index>? {
-        guard let first = line.range(of: "<!--") else { return nil }
-        guard line[..<first.lowerBound].contains("`") else { return first }
+    /// Where the last `-->` of `lines` outside fenced code blocks and code spans starts: a
+    /// `<!--` after it opens no comment.
+    static func lastCommentEnd(in lines: ArraySlice<Substring>) -> String.Index? {
+        var fences = MarkdownLines(lastCommentEnd: nil)  // no comment opens: fences alone
+        var last: String.Index?
+        for line in lines {
+            _ = fences.text(of: line)  // (a copy: its indices are not the text's)
+            if !fences.inFence, let end = outsideCodeSpans("-->", in: line, last: true) { last = end.lowerBound }
+        }
+        return last
+    }
+
+    /// The first `<!--` of `line` outside a code span.
+    static func commentStart(in line: Substring) -> Range<Substring.Index>? { outsideCodeSpans("<!--", in: line, last: false) }
+
+    /// The first (or last) `pattern` of `line` outside a code span (a run of backticks to the
+    /// next run of as many; a run without one is text).
+    static func outsideCodeSpans(_ pattern: String, in line: Substring, last: Bool) -> Range<Substring.Index>? {
+        guard let first = line.range(of: pattern) else { return nil }
+        guard line.contains("`") else { return last ? line.range(of: pattern, options: .backwards) : first }
+        var found: Range<Substring.Index>?
         var index = line.startIndex
         while index < line.endIndex {
             if line[index] == "`" {
@@ -262,9 +288,12 @@ struct MarkdownLines {
                 index = closed ?? run.endIndex
                 continue
             }
-            if line[index...].hasPrefix("<!--") { return index..<line.index(index, offsetBy: 4) }
+            if line[index...].hasPrefix(pattern) {
+                found = index..<line.index(index, offsetBy: pattern.count)
+                if !last { return found }
+            }
             index = line.index(after: index)
         }
-        return nil
+        return found
     }
 }
