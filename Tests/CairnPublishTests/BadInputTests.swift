@@ -118,10 +118,12 @@ struct BadInputTests {
         try "Shared.".write(toFile: elsewhere + "/shared.md", atomically: true, encoding: .utf8)
         try FileManager.default.createSymbolicLink(atPath: folder + "/shared", withDestinationPath: elsewhere)
         try #require(mkfifo(folder + "/pipe.md", 0o600) == 0)
+        try FileManager.default.createSymbolicLink(atPath: folder + "/odd\nlink", withDestinationPath: elsewhere)
         var notices: [String] = [], ids: [String] = []
         try SourceReader.forEachChunk(path: folder, notice: { notices.append($0) }) { _, _, chunk in ids.append(chunk.id) }
         #expect(ids == ["good.md#1"])
-        #expect(notices.count == 6, "\(notices)")
+        #expect(notices.count == 7, "\(notices)")
+        #expect(notices.contains { $0.hasPrefix(folder + "/odd?link links to a folder") }, "\(notices)")
         #expect(notices.contains(folder + "/pipe.md is not a regular file (a FIFO, a socket or a device): not read"), "\(notices)")
         for name in ["empty.md", "front.md"] {
             #expect(notices.contains { $0.hasPrefix(folder + "/\(name) holds no text") }, "\(notices)")
@@ -159,6 +161,12 @@ struct BadInputTests {
         #expect(unmarked.message.hasSuffix("notes.txt: line 1: a NUL byte: not text, or UTF-16 without a byte order mark (save it as UTF-8)"), "\(unmarked.message)")
         let nul = try #require(try Self.refusal("notes.md", Array("# Water\n\nBoil\u{0} water.\n".utf8)))
         #expect(nul.code == .badInput && nul.message.contains("notes.md: line 3: a NUL byte"), "\(nul.message)")
+        // JSON Lines too: a line at a time, UTF-16 without a mark read as JSON in UTF-16.
+        let lines = Array(#"{"id":"a","title":"t","content":"x"}"#.utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }
+        let unmarkedLines = try #require(try Self.refusal("kb.jsonl", lines))
+        #expect(unmarkedLines.message.hasSuffix("kb.jsonl: line 1: a NUL byte: not text, or UTF-16 without a byte order mark (save it as UTF-8)"), "\(unmarkedLines.message)")
+        let markedLines = try #require(try Self.refusal("kb.jsonl", [0xFF, 0xFE] + lines))
+        #expect(markedLines.message.hasSuffix("kb.jsonl: UTF-16 (it starts with a UTF-16 byte order mark), not UTF-8: save it as UTF-8"), "\(markedLines.message)")
     }
 
     @Test("Given a record id holding a newline or a tab, and a Markdown file whose name holds one, when read, then each is refused in one line naming the character; a file of another kind so named is passed over")

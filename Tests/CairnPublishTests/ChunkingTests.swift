@@ -185,6 +185,15 @@ struct ChunkingTests {
         let fenced = TextChunker().chunks(of: "Type <!-- to open a comment.\n\n```html\n<!-- note -->\n```\n\n## Boiling\nBoil water.", path: "f.md")
         #expect(fenced.first?.content == "Type <!-- to open a comment.\n\n<!-- note -->\n\nBoiling\n\nBoil water.", "\(fenced.map(\.content))")
         #expect(fenced.first?.title == "Boiling")
+        // A comment opened on a line of its own hides what it holds, a fence included, to its
+        // `-->`; one inside a paragraph, only to a `-->` in that paragraph.
+        let cut = TextChunker().chunks(of: "Intro.\n<!--\n~~~ old example, cut\n-->\n# Real heading\nBody.", path: "c.md")
+        #expect(cut.first?.content == "Intro.\n\nReal heading\n\nBody." && cut.first?.title == "Real heading", "\(cut)")
+        let inline = TextChunker().chunks(of: "Boil <!-- check\nthe dose --> water.\n\nType <!-- to open.\n\nA real <!-- note --> end.", path: "i.md")
+        #expect(inline.first?.content == "Boil water.\n\nType <!-- to open.\n\nA real end.", "\(inline.map(\.content))")
+        // Prose between two `---` lines is not front matter, whatever it starts with.
+        let update = TextChunker().chunks(of: "---\n**Update:** this page moved.\n---\nText.", path: "u.md")
+        #expect(update.first?.content == "--- **Update:** this page moved. --- Text.", "\(update.map(\.content))")
         // Front matter whose first line is a YAML comment, or whose key is quoted, is front matter.
         for head in ["# Hugo page settings\ntitle: Water", "\"title\": Water"] {
             let page = TextChunker().chunks(of: "---\n\(head)\ndraft: true\n---\nBody.", path: "p.md")

@@ -35,7 +35,11 @@ enum RecordParser {
         func line(_ bytes: ArraySlice<UInt8>) throws(PublishError) {
             number += 1
             let position = "line \(number)"
+            if number == 1, let problem = TextDecoding.utf16Mark(bytes) { throw .badInput(path, nil, problem) }
             guard String(validating: bytes, as: UTF8.self) != nil else { throw .badInput(path, position, "invalid UTF-8") }
+            // Valid UTF-8, but JSON holds no raw NUL: UTF-16 without a byte order mark, which
+            // the JSON parser would otherwise read as UTF-16 a line at a time.
+            if bytes.contains(0) { throw .badInput(path, position, TextDecoding.nulByte) }
             if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
             let (where_, chunk) = try record(try parseJSON(Array(bytes), file: path, position: position), file: path, position: position)
             try body(where_, chunk)
@@ -91,7 +95,7 @@ enum RecordParser {
         func invalid(_ what: String) -> PublishError { .badInput(path, "line \(line)", "not valid JSON: \(what)") }
         func emit() throws(PublishError) {
             let position = "index \(index)"
-            _ = try TextDecoding.utf8(record, file: path, firstLine: recordLine)
+            _ = try TextDecoding.utf8(record, file: path, firstLine: recordLine, atFileStart: false)
             let value = try parseJSON(record, file: path, position: position, firstLine: recordLine)
             let (where_, chunk) = try Self.record(value, file: path, position: position)
             try body(where_, chunk)

@@ -168,8 +168,7 @@ public enum SourceReader {
                 if name.hasPrefix(".") { continue }
                 if let control = TextDecoding.firstControlCharacter(name), Self.mayHoldChunks(folder: folder, name: bytes) {
                     // It would be the chunks' ids and source, in errors and logs of one line.
-                    let shown = String(name.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
-                    throw PublishError(.badInput, "a name in the source folder \(folder) holds the control character \(control) (\(shown)); rename it")
+                    throw PublishError(.badInput, "a name in the source folder \(TextDecoding.shown(folder)) holds the control character \(control) (\(TextDecoding.shown(name))); rename it")
                 }
                 let relative = relativeFolder.isEmpty ? name : relativeFolder + "/" + name
                 let path = folder + "/" + name
@@ -195,9 +194,9 @@ public enum SourceReader {
                 if info.st_mode & S_IFMT == S_IFREG, readable {
                     found.append(relative)
                 } else if info.st_mode & S_IFMT == S_IFDIR {
-                    notice("\(path) links to a folder, which is not followed: its files are not in this version (move or bind-mount the folder in instead)")
+                    notice("\(TextDecoding.shown(path)) links to a folder, which is not followed: its files are not in this version (move or bind-mount the folder in instead)")
                 } else if readable {
-                    notice("\(path) is not a regular file (a FIFO, a socket or a device): not read")
+                    notice("\(TextDecoding.shown(path)) is not a regular file (a FIFO, a socket or a device): not read")
                 }
             }
         }
@@ -213,14 +212,13 @@ enum TextDecoding {
     /// a record of a streamed array).
     /// A NUL byte is refused too, naming its line: valid UTF-8, but in text it is a file in
     /// UTF-16 without a byte order mark (every other byte of ASCII text), or not text at all.
-    static func utf8(_ bytes: [UInt8], file: String, firstLine: Int = 1) throws(PublishError) -> String {
-        if bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF]) {
-            throw .badInput(file, nil, "UTF-16 (it starts with a UTF-16 byte order mark), not UTF-8: save it as UTF-8")
-        }
+    /// `atFileStart`: `bytes` open the file (a streamed record does not), and a UTF-16 byte
+    /// order mark there is named as one.
+    static func utf8(_ bytes: [UInt8], file: String, firstLine: Int = 1, atFileStart: Bool = true) throws(PublishError) -> String {
+        if atFileStart, let problem = utf16Mark(bytes) { throw .badInput(file, nil, problem) }
         if let text = String(validating: bytes, as: UTF8.self) {
             if let nul = bytes.firstIndex(of: 0) {
-                let line = firstLine + bytes[..<nul].count { $0 == UInt8(ascii: "\n") }
-                throw .badInput(file, "line \(line)", "a NUL byte: not text, or UTF-16 without a byte order mark (save it as UTF-8)")
+                throw .badInput(file, "line \(firstLine + bytes[..<nul].count { $0 == UInt8(ascii: "\n") })", nulByte)
             }
             return text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text
         }
@@ -230,6 +228,20 @@ enum TextDecoding {
             line += 1
         }
         throw .badInput(file, "line \(line)", "invalid UTF-8")
+    }
+
+    /// What a NUL byte in a text or JSON file is.
+    static let nulByte = "a NUL byte: not text, or UTF-16 without a byte order mark (save it as UTF-8)"
+
+    /// What a file that opens with a UTF-16 byte order mark is, or nil.
+    static func utf16Mark(_ bytes: some Collection<UInt8>) -> String? {
+        guard bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF]) else { return nil }
+        return "UTF-16 (it starts with a UTF-16 byte order mark), not UTF-8: save it as UTF-8"
+    }
+
+    /// `name` with each control character shown as `?`, for a line of its own.
+    static func shown(_ name: String) -> String {
+        String(name.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
     }
 
     /// The first C0 control character or DEL of `text`, as `U+000A`, or nil: what an id or a

@@ -81,12 +81,17 @@ public struct TextChunker: Sendable {
         var title = isMarkdown ? Self.frontMatterTitle(&lines) : nil
         var words: [Word] = []
         var inParagraph = false
-        var markdown = MarkdownLines(lastCommentEnd: isMarkdown ? MarkdownLines.lastCommentEnd(in: lines) : nil)
-        for rawLine in lines {
+        var markdown = MarkdownLines(text: text)
+        var paragraphEnd = text.startIndex
+        for (number, rawLine) in zip(lines.indices, lines) {
             var line = rawLine[...]
             var isHeading = false
             if isMarkdown {
-                line = markdown.text(of: line)
+                if line.startIndex >= paragraphEnd {
+                    let blank = lines[number...].firstIndex { $0.allSatisfy(\.isWhitespace) }
+                    paragraphEnd = blank.map { lines[$0].startIndex } ?? text.endIndex
+                }
+                line = markdown.text(of: line, paragraphEnd: paragraphEnd)
                 if !markdown.inFence, let heading = Self.heading(line) {
                     if title == nil { title = String(heading) }
                     line = heading
@@ -175,7 +180,8 @@ public struct TextChunker: Sendable {
             guard let colon = key.firstIndex(of: ":") else { return nil }
             let name = key[..<colon]
             let quoted = name.count >= 2 && (name.first == "\"" || name.first == "'") && name.last == name.first
-            guard !name.isEmpty, quoted || !name.contains(where: \.isWhitespace) else { return nil }
+            let bare = !name.isEmpty && name.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }
+            guard quoted || bare else { return nil }
         }
         lines = lines[lines.index(after: close)...]
         let keys = ["title:", "\"title\":", "'title':"]
@@ -190,24 +196,29 @@ public struct TextChunker: Sendable {
 }
 
 /// Line-by-line Markdown state: whether a line lies in a fenced code block, and HTML comments
-/// (which may span lines) taken out of the text. A `<!--` that no `-->` follows anywhere in the
-/// file is text, as CommonMark reads it (a page about HTML, a stray `<!-- TODO`: before, the
-/// rest of the file was dropped), and so is one in a code span.
+/// (which may span lines) taken out of the text, as CommonMark reads them: a `<!--` that starts
+/// a line (after at most three spaces) opens a comment to the next `-->`, fences and blank lines
+/// inside included; one inside a paragraph, only when a `-->` follows before the paragraph ends.
+/// Otherwise, and in a code span, `<!--` is text (a page about HTML, a stray `<!-- TODO`).
+/// Unlike CommonMark, a comment that nothing closes is text too, rather than hiding the rest of
+/// the file.
 struct MarkdownLines {
-    /// Where the file's last `-->` starts (an index of the text the lines are cut from).
-    let lastCommentEnd: String.Index?
-
-    init(lastCommentEnd: String.Index?) {
-        self.lastCommentEnd = lastCommentEnd
-    }
+    /// The text the lines are cut from (a `-->` is looked for ahead in it).
+    private let text: String
     /// The open fence's character and length, while in a fenced code block.
     private var fence: (character: Character, count: Int)?
     private var inComment = false
     /// Whether the last line given was inside a fenced code block (its fences included).
     private(set) var inFence = false
 
+    init(text: String) {
+        self.text = text
+    }
+
     /// `line`'s text: itself in a code block, else without its HTML comments; updates the state.
-    mutating func text(of line: Substring) -> Substring {
+    /// `line` is a slice of the text; its paragraph ends at `paragraphEnd` (the start of the
+    /// next blank line, or the text's end).
+    mutating func text(of line: Substring, paragraphEnd: String.Index) -> Substring {
         let indent = line.prefix { $0 == " " }.count
         let trimmed = line.dropFirst(indent)
         if !inComment, indent <= 3, let marker = trimmed.first, marker == "`" || marker == "~" {
@@ -226,10 +237,10 @@ struct MarkdownLines {
         }
         inFence = fence != nil
         if inFence { return line }
-        return withoutComments(line)
+        return withoutComments(line, paragraphEnd: paragraphEnd)
     }
 
-    private mutating func withoutComments(_ line: Substring) -> Substring {
+    private mutating func withoutComments(_ line: Substring, paragraphEnd: String.Index) -> Substring {
         var kept = ""
         var rest = line
         while !rest.isEmpty {
@@ -237,7 +248,7 @@ struct MarkdownLines {
                 guard let end = rest.range(of: "-->") else { return Substring(kept) }
                 rest = rest[end.upperBound...]
                 inComment = false
-            } else if let start = Self.commentStart(in: rest), let end = lastCommentEnd, start.upperBound <= end {
+            } else if let start = Self.commentStart(in: rest), closes(start, line: line, paragraphEnd: paragraphEnd) {
                 kept += rest[..<start.lowerBound] + " "
                 rest = rest[start.upperBound...]
                 inComment = true
@@ -249,27 +260,19 @@ struct MarkdownLines {
         return Substring(kept)
     }
 
-    /// Where the last `-->` of `lines` outside fenced code blocks and code spans starts: a
-    /// `<!--` after it opens no comment.
-    static func lastCommentEnd(in lines: ArraySlice<Substring>) -> String.Index? {
-        var fences = MarkdownLines(lastCommentEnd: nil)  // no comment opens: fences alone
-        var last: String.Index?
-        for line in lines {
-            _ = fences.text(of: line)  // (a copy: its indices are not the text's)
-            if !fences.inFence, let end = outsideCodeSpans("-->", in: line, last: true) { last = end.lowerBound }
-        }
-        return last
+    /// Whether the `<!--` at `start` of `line` opens a comment: a `-->` follows it, anywhere
+    /// when it starts the line, else within its paragraph.
+    private func closes(_ start: Range<String.Index>, line: Substring, paragraphEnd: String.Index) -> Bool {
+        let before = line[..<start.lowerBound]
+        let limit = before.count <= 3 && before.allSatisfy({ $0 == " " }) ? text.endIndex : max(paragraphEnd, start.upperBound)
+        return text.range(of: "-->", range: start.upperBound..<limit) != nil
     }
 
-    /// The first `<!--` of `line` outside a code span.
-    static func commentStart(in line: Substring) -> Range<Substring.Index>? { outsideCodeSpans("<!--", in: line, last: false) }
-
-    /// The first (or last) `pattern` of `line` outside a code span (a run of backticks to the
-    /// next run of as many; a run without one is text).
-    static func outsideCodeSpans(_ pattern: String, in line: Substring, last: Bool) -> Range<Substring.Index>? {
-        guard let first = line.range(of: pattern) else { return nil }
-        guard line.contains("`") else { return last ? line.range(of: pattern, options: .backwards) : first }
-        var found: Range<Substring.Index>?
+    /// The first `<!--` of `line` outside a code span (a run of backticks to the next run of as
+    /// many; a run without one is text).
+    static func commentStart(in line: Substring) -> Range<Substring.Index>? {
+        guard let first = line.range(of: "<!--") else { return nil }
+        guard line[..<first.lowerBound].contains("`") else { return first }
         var index = line.startIndex
         while index < line.endIndex {
             if line[index] == "`" {
@@ -288,12 +291,9 @@ struct MarkdownLines {
                 index = closed ?? run.endIndex
                 continue
             }
-            if line[index...].hasPrefix(pattern) {
-                found = index..<line.index(index, offsetBy: pattern.count)
-                if !last { return found }
-            }
+            if line[index...].hasPrefix("<!--") { return index..<line.index(index, offsetBy: 4) }
             index = line.index(after: index)
         }
-        return found
+        return nil
     }
 }
