@@ -191,11 +191,18 @@ struct ChunkingTests {
         #expect(cut.first?.content == "Intro.\n\nReal heading\n\nBody." && cut.first?.title == "Real heading", "\(cut)")
         let inline = TextChunker().chunks(of: "Boil <!-- check\nthe dose --> water.\n\nType <!-- to open.\n\nA real <!-- note --> end.", path: "i.md")
         #expect(inline.first?.content == "Boil water.\n\nType <!-- to open.\n\nA real end.", "\(inline.map(\.content))")
+        // A fence or a heading ends a paragraph: a `-->` past it closes no `<!--` before it.
+        let fenceAfter = TextChunker().chunks(of: "Write a comment <!-- like so:\n```html\n<!-- hidden -->\n```\n## Next\nText.", path: "w.md")
+        #expect(fenceAfter.first?.content == "Write a comment <!-- like so:\n\n<!-- hidden -->\n\nNext\n\nText." && fenceAfter.first?.title == "Next",
+                "\(fenceAfter)")
+        // Lines of `<!--` that nothing closes are text, every one.
+        let open = TextChunker().chunks(of: String(repeating: "<!--\n", count: 2_000) + "End.", path: "o.md")
+        #expect(open.flatMap { $0.content.split(whereSeparator: \.isWhitespace) }.filter { $0 == "<!--" }.count >= 2_000)
         // Prose between two `---` lines is not front matter, whatever it starts with.
         let update = TextChunker().chunks(of: "---\n**Update:** this page moved.\n---\nText.", path: "u.md")
         #expect(update.first?.content == "--- **Update:** this page moved. --- Text.", "\(update.map(\.content))")
         // Front matter whose first line is a YAML comment, or whose key is quoted, is front matter.
-        for head in ["# Hugo page settings\ntitle: Water", "\"title\": Water"] {
+        for head in ["# Hugo page settings\ntitle: Water", "\"title\": Water", "og.title: Water\ntitle: Water"] {
             let page = TextChunker().chunks(of: "---\n\(head)\ndraft: true\n---\nBody.", path: "p.md")
             #expect(page.first?.title == "Water" && page.first?.content == "Body.", "\(page)")
         }

@@ -88,8 +88,11 @@ public struct TextChunker: Sendable {
             var isHeading = false
             if isMarkdown {
                 if line.startIndex >= paragraphEnd {
-                    let blank = lines[number...].firstIndex { $0.allSatisfy(\.isWhitespace) }
-                    paragraphEnd = blank.map { lines[$0].startIndex } ?? text.endIndex
+                    // The paragraph ends at the next blank line, fence or heading; a heading is
+                    // a paragraph of its own.
+                    let next = lines.index(after: number)
+                    let end = Self.heading(line) != nil ? next : lines[next...].firstIndex(where: Self.endsParagraph) ?? lines.endIndex
+                    paragraphEnd = end < lines.endIndex ? lines[end].startIndex : text.endIndex
                 }
                 line = markdown.text(of: line, paragraphEnd: paragraphEnd)
                 if !markdown.inFence, let heading = Self.heading(line) {
@@ -151,6 +154,14 @@ public struct TextChunker: Sendable {
         return ranges
     }
 
+    /// Whether `line` ends the paragraph before it: blank, a fence's opening, or a heading.
+    static func endsParagraph(_ line: Substring) -> Bool {
+        let trimmed = line.drop { $0 == " " }
+        if trimmed.allSatisfy(\.isWhitespace) { return true }
+        if line.count - trimmed.count <= 3, trimmed.hasPrefix("```") || trimmed.hasPrefix("~~~") { return true }
+        return heading(line) != nil
+    }
+
     /// The text of a Markdown ATX heading line (`## Title ##` → `Title`), or nil; indented by
     /// four spaces or more, it is code.
     static func heading(_ line: Substring) -> Substring? {
@@ -180,7 +191,7 @@ public struct TextChunker: Sendable {
             guard let colon = key.firstIndex(of: ":") else { return nil }
             let name = key[..<colon]
             let quoted = name.count >= 2 && (name.first == "\"" || name.first == "'") && name.last == name.first
-            let bare = !name.isEmpty && name.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }
+            let bare = !name.isEmpty && name.allSatisfy { $0.isLetter || $0.isNumber || "_-.$@".contains($0) }
             guard quoted || bare else { return nil }
         }
         lines = lines[lines.index(after: close)...]
@@ -210,6 +221,10 @@ struct MarkdownLines {
     private var inComment = false
     /// Whether the last line given was inside a fenced code block (its fences included).
     private(set) var inFence = false
+    /// The first `-->` at or after `searchedFrom` (nil: none to the text's end): a file of
+    /// `<!--` lines that nothing closes is searched once, not once a line.
+    private var nextClose: String.Index?
+    private var searchedFrom: String.Index?
 
     init(text: String) {
         self.text = text
@@ -262,10 +277,15 @@ struct MarkdownLines {
 
     /// Whether the `<!--` at `start` of `line` opens a comment: a `-->` follows it, anywhere
     /// when it starts the line, else within its paragraph.
-    private func closes(_ start: Range<String.Index>, line: Substring, paragraphEnd: String.Index) -> Bool {
+    private mutating func closes(_ start: Range<String.Index>, line: Substring, paragraphEnd: String.Index) -> Bool {
+        let from = start.upperBound
+        // `<!--` come in the text's order: a search from an earlier place that found nothing,
+        // or found a `-->` at or after this one, answers for this one too.
+        let known = searchedFrom.map { $0 <= from } == true && nextClose.map { $0 >= from } ?? true
+        if !known { (nextClose, searchedFrom) = (text.range(of: "-->", range: from..<text.endIndex)?.lowerBound, from) }
+        guard let close = nextClose else { return false }
         let before = line[..<start.lowerBound]
-        let limit = before.count <= 3 && before.allSatisfy({ $0 == " " }) ? text.endIndex : max(paragraphEnd, start.upperBound)
-        return text.range(of: "-->", range: start.upperBound..<limit) != nil
+        return before.count <= 3 && before.allSatisfy({ $0 == " " }) || close < paragraphEnd
     }
 
     /// The first `<!--` of `line` outside a code span (a run of backticks to the next run of as
