@@ -98,11 +98,14 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         [.network, .httpStatus, .diskFull, .io, .cancelled, .hashMismatch].contains(code)
     }
 
-    /// Whether the failure is about reaching a source rather than about what it served (a copy
-    /// of another size than signed is what it served, as a hash mismatch is).
+    /// Whether the failure is about reaching a source rather than about what it served.
     var isTransport: Bool {
-        (code == .network || code == .httpStatus || code == .cancelled) && !(cause is Downloader.WrongSize)
+        (code == .network || code == .httpStatus || code == .cancelled) && !isDamagedCopy
     }
+
+    /// Whether the source served a damaged copy: one that fails its SHA-256, or is not even the
+    /// signed size (an HTTP answer, coded `http_status`, whose cause says so).
+    var isDamagedCopy: Bool { code == .hashMismatch || cause is Downloader.WrongSize }
 
     public var description: String { "\(code): \(message)" }
 }

@@ -18,7 +18,7 @@ enum DescriptorLimit {
             raised.rlim_cur = limit.rlim_max
             if setrlimit(resource, &raised) == 0 { limit = raised }
         }
-        return limit.rlim_cur == rlim_t.max ? Int.max : Int(clamping: limit.rlim_cur)  // rlim_t.max: RLIM_INFINITY
+        return Int(clamping: limit.rlim_cur)  // RLIM_INFINITY, all ones, clamps to Int.max
     }
 
     /// The `max_connections` that fits `limit` with `reserve` to spare (at least 16), or nil when

@@ -127,7 +127,8 @@ public struct WordPieceTokenizer: Sendable {
         }
     }
 
-    static func isChinese(_ scalar: Unicode.Scalar) -> Bool {
+    /// The Han blocks BERT's basic tokenizer makes one token a character.
+    public static func isChinese(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0x4E00...0x9FFF, 0x3400...0x4DBF, 0x20000...0x2A6DF, 0x2A700...0x2B73F,
              0x2B740...0x2B81F, 0x2B920...0x2CEAF, 0xF900...0xFAFF, 0x2F800...0x2FA1F: true

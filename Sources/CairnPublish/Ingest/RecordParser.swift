@@ -35,11 +35,9 @@ enum RecordParser {
         func line(_ bytes: ArraySlice<UInt8>) throws(PublishError) {
             number += 1
             let position = "line \(number)"
-            if number == 1, let problem = TextDecoding.utf16Mark(bytes) { throw .badInput(path, nil, problem) }
-            guard String(validating: bytes, as: UTF8.self) != nil else { throw .badInput(path, position, "invalid UTF-8") }
-            // Valid UTF-8, but JSON holds no raw NUL: UTF-16 without a byte order mark, which
-            // the JSON parser would otherwise read as UTF-16 a line at a time.
-            if bytes.contains(0) { throw .badInput(path, position, TextDecoding.nulByte) }
+            // Also a NUL: UTF-16 without a byte order mark, which the JSON parser would otherwise
+            // read as UTF-16 a line at a time.
+            _ = try TextDecoding.utf8(bytes, file: path, firstLine: number, atFileStart: number == 1)
             if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
             let (where_, chunk) = try record(try parseJSON(Array(bytes), file: path, position: position), file: path, position: position)
             try body(where_, chunk)

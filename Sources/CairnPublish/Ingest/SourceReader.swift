@@ -62,7 +62,7 @@ public enum SourceReader {
             if errno == ENOENT { throw PublishError(.io, "the source \(path) does not exist") }
             throw PublishError(.io, "cannot read the source \(path) (\(String(cString: strerror(errno))))")
         }
-        let files: [(full: String, relative: String)]
+        let files: [(full: String, relative: String, size: Int64)]
         if info.st_mode & S_IFMT == S_IFDIR {
             files = try listFiles(in: path, notice: notice)
         } else {
@@ -77,7 +77,7 @@ public enum SourceReader {
             guard extensions.contains(kind) else {
                 throw .badInput(path, nil, "the source's kind comes from its extension, and .\(kind) is none of .\(extensions.sorted().joined(separator: ", .")); rename it (JSON Lines: .jsonl)")
             }
-            files = [(path, (path as NSString).lastPathComponent)]
+            files = [(path, (path as NSString).lastPathComponent, Int64(info.st_size))]
         }
         for file in files {
             var found = 0
@@ -85,14 +85,14 @@ public enum SourceReader {
                 found += 1
                 try body(file.full, position, chunk)
             }
-            switch (file.relative as NSString).pathExtension.lowercased() {
+            let kind = (file.relative as NSString).pathExtension.lowercased()
+            switch kind {
             case "jsonl":
                 try RecordParser.forEachLine(of: file.full, take)
             case "json":
                 try RecordParser.forEachArrayRecord(of: file.full, take)
             default:
-                var size = stat()
-                if stat(file.full, &size) == 0, Int64(size.st_size) > maxTextFileBytes {
+                if file.size > maxTextFileBytes {
                     throw .badInput(file.full, nil, "larger than \(maxTextFileBytes >> 20) MiB, more than a Markdown or text file of prose holds; split it into files")
                 }
                 let bytes: [UInt8]
@@ -107,9 +107,8 @@ public enum SourceReader {
             // Emptied by a failed save or a sync tool, a file would take its chunks off every
             // device without a word.
             if found == 0 {
-                let kind = ["json", "jsonl"].contains((file.relative as NSString).pathExtension.lowercased())
-                    ? "no records" : "no text (empty, or only white space, front matter or comments)"
-                notice("\(file.full) holds \(kind); its chunks, if an earlier version had any, leave this one")
+                let what = ["json", "jsonl"].contains(kind) ? "no records" : "no text (empty, or only white space, front matter or comments)"
+                notice("\(file.full) holds \(what); its chunks, if an earlier version had any, leave this one")
             }
         }
     }
@@ -145,9 +144,9 @@ public enum SourceReader {
     /// later occurrence of the root's path (`kb/b/kb/c.md` under `kb` came out as `bc.md`, and
     /// the file was skipped).
     /// - Throws: `.io` naming a folder that cannot be listed (a file is never skipped silently).
-    static func listFiles(in root: String, notice: (String) -> Void = { _ in }) throws(PublishError) -> [(full: String, relative: String)] {
+    static func listFiles(in root: String, notice: (String) -> Void = { _ in }) throws(PublishError) -> [(full: String, relative: String, size: Int64)] {
         let base = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
-        var found: [String] = []
+        var found: [(relative: String, size: Int64)] = []
         var pending = [""]
         while let relativeFolder = pending.popLast() {
             let folder = relativeFolder.isEmpty ? root : base + "/" + relativeFolder
@@ -192,7 +191,7 @@ public enum SourceReader {
                     continue
                 }
                 if info.st_mode & S_IFMT == S_IFREG, readable {
-                    found.append(relative)
+                    found.append((relative, Int64(info.st_size)))
                 } else if info.st_mode & S_IFMT == S_IFDIR {
                     notice("\(TextDecoding.shown(path)) links to a folder, which is not followed: its files are not in this version (move or bind-mount the folder in instead)")
                 } else if readable {
@@ -200,7 +199,7 @@ public enum SourceReader {
                 }
             }
         }
-        return found.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.map { (base + "/" + $0, $0) }
+        return found.sorted { $0.relative.utf8.lexicographicallyPrecedes($1.relative.utf8) }.map { (base + "/" + $0.relative, $0.relative, $0.size) }
     }
 }
 
@@ -214,11 +213,12 @@ enum TextDecoding {
     /// UTF-16 without a byte order mark (every other byte of ASCII text), or not text at all.
     /// `atFileStart`: `bytes` open the file (a streamed record does not), and a UTF-16 byte
     /// order mark there is named as one.
-    static func utf8(_ bytes: [UInt8], file: String, firstLine: Int = 1, atFileStart: Bool = true) throws(PublishError) -> String {
+    static func utf8(_ bytes: some Collection<UInt8>, file: String, firstLine: Int = 1, atFileStart: Bool = true) throws(PublishError) -> String {
         if atFileStart, let problem = utf16Mark(bytes) { throw .badInput(file, nil, problem) }
         if let text = String(validating: bytes, as: UTF8.self) {
             if let nul = bytes.firstIndex(of: 0) {
-                throw .badInput(file, "line \(firstLine + bytes[..<nul].count { $0 == UInt8(ascii: "\n") })", nulByte)
+                throw .badInput(file, "line \(firstLine + bytes[..<nul].count { $0 == UInt8(ascii: "\n") })",
+                                "a NUL byte: not text, or UTF-16 without a byte order mark (save it as UTF-8)")
             }
             return text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text
         }
@@ -230,24 +230,24 @@ enum TextDecoding {
         throw .badInput(file, "line \(line)", "invalid UTF-8")
     }
 
-    /// What a NUL byte in a text or JSON file is.
-    static let nulByte = "a NUL byte: not text, or UTF-16 without a byte order mark (save it as UTF-8)"
-
     /// What a file that opens with a UTF-16 byte order mark is, or nil.
     static func utf16Mark(_ bytes: some Collection<UInt8>) -> String? {
         guard bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF]) else { return nil }
         return "UTF-16 (it starts with a UTF-16 byte order mark), not UTF-8: save it as UTF-8"
     }
 
+    /// A C0 control character or DEL: what an id or a file name must not hold, named as they
+    /// are in one-line errors and logs.
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool { scalar.value < 0x20 || scalar.value == 0x7F }
+
     /// `name` with each control character shown as `?`, for a line of its own.
     static func shown(_ name: String) -> String {
-        String(name.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
+        String(name.unicodeScalars.map { isControl($0) ? "?" : Character($0) })
     }
 
-    /// The first C0 control character or DEL of `text`, as `U+000A`, or nil: what an id or a
-    /// file name must not hold, named as they are in one-line errors and logs.
+    /// The first control character of `text`, as `U+000A`, or nil.
     static func firstControlCharacter(_ text: String) -> String? {
-        guard let scalar = text.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return nil }
+        guard let scalar = text.unicodeScalars.first(where: isControl) else { return nil }
         let hex = String(scalar.value, radix: 16, uppercase: true)
         return "U+" + String(repeating: "0", count: 4 - hex.count) + hex
     }

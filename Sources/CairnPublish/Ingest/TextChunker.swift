@@ -1,4 +1,5 @@
 public import CairnCore
+import CairnEmbedding
 import Foundation
 
 /// Cuts Markdown and plain text into overlapping chunks of about `targetWords` words.
@@ -32,17 +33,18 @@ public struct TextChunker: Sendable {
         var joinsPrevious = false
     }
 
-    /// Whether `character` is a Han ideograph (the blocks BERT's tokenizer makes one token each),
-    /// kana, or CJK or full-width punctuation: text written without spaces, which counts as one
-    /// word a character.
+    /// Whether `character` is a Han ideograph (the blocks the model's tokenizer makes one token
+    /// each), kana, or CJK or full-width punctuation: text written without spaces, which counts
+    /// as one word a character.
     static func isWrittenWithoutSpaces(_ character: Character) -> Bool {
-        guard let scalar = character.unicodeScalars.first?.value else { return false }
-        switch scalar {
+        character.unicodeScalars.first.map(isWrittenWithoutSpaces) ?? false
+    }
+
+    static func isWrittenWithoutSpaces(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
         case 0x3000...0x30FF,  // CJK punctuation, hiragana, katakana
-             0x3400...0x4DBF, 0x4E00...0x9FFF, 0xF900...0xFAFF,  // Han
-             0xFF00...0xFFEF,  // full-width forms
-             0x20000...0x2A6DF, 0x2A700...0x2CEAF, 0x2F800...0x2FA1F: return true
-        default: return false
+             0xFF00...0xFFEF: true  // full-width forms
+        default: WordPieceTokenizer.isChinese(scalar)
         }
     }
 
@@ -52,7 +54,10 @@ public struct TextChunker: Sendable {
     /// word it would be a whole chunk's worth, or past `longestWord` and dropped). A word of
     /// over `longestWord` UTF-8 bytes is left out.
     static func words(of run: Substring, _ body: (Substring, _ joinsPrevious: Bool) -> Void) {
-        guard run.utf8.count > run.count || run.utf8.count > longestWord else { return body(run, false) }  // ASCII, short
+        guard run.unicodeScalars.contains(where: isWrittenWithoutSpaces) else {
+            if run.utf8.count <= longestWord { body(run, false) }
+            return
+        }
         var start = run.startIndex, joins = false
         func emit(_ end: Substring.Index) {
             guard start < end else { return }
@@ -82,19 +87,11 @@ public struct TextChunker: Sendable {
         var words: [Word] = []
         var inParagraph = false
         var markdown = MarkdownLines(text: text)
-        var paragraphEnd = text.startIndex
         for (number, rawLine) in zip(lines.indices, lines) {
             var line = rawLine[...]
             var isHeading = false
             if isMarkdown {
-                if line.startIndex >= paragraphEnd {
-                    // The paragraph ends at the next blank line, fence or heading; a heading is
-                    // a paragraph of its own.
-                    let next = lines.index(after: number)
-                    let end = Self.heading(line) != nil ? next : lines[next...].firstIndex(where: Self.endsParagraph) ?? lines.endIndex
-                    paragraphEnd = end < lines.endIndex ? lines[end].startIndex : text.endIndex
-                }
-                line = markdown.text(of: line, paragraphEnd: paragraphEnd)
+                line = markdown.text(of: line, following: lines[lines.index(after: number)...])
                 if !markdown.inFence, let heading = Self.heading(line) {
                     if title == nil { title = String(heading) }
                     line = heading
@@ -112,7 +109,7 @@ public struct TextChunker: Sendable {
                     let joinsLine = words.count == first && inParagraph && words.last?.text.last.map(Self.isWrittenWithoutSpaces) == true
                         && word.first.map(Self.isWrittenWithoutSpaces) == true
                     words.append(Word(text: word, startsParagraph: words.count == first && !inParagraph,
-                                      joinsPrevious: (joins && words.count > first) || joinsLine))
+                                      joinsPrevious: joins || joinsLine))
                 }
             }
             if words.count == first {
@@ -196,8 +193,8 @@ public struct TextChunker: Sendable {
         }
         lines = lines[lines.index(after: close)...]
         let keys = ["title:", "\"title\":", "'title':"]
-        guard let line = block.first(where: { line in keys.contains { line.hasPrefix($0) } }),
-              let key = keys.first(where: { line.hasPrefix($0) }) else { return nil }
+        guard let (line, key) = block.lazy.compactMap({ line in keys.first(where: line.hasPrefix).map { (line, $0) } }).first
+        else { return nil }
         var value = line.dropFirst(key.count).trimmingCharacters(in: .whitespaces)
         if value.count >= 2, let quote = value.first, quote == "\"" || quote == "'", value.last == quote {
             value = String(value.dropFirst().dropLast())
@@ -221,19 +218,19 @@ struct MarkdownLines {
     private var inComment = false
     /// Whether the last line given was inside a fenced code block (its fences included).
     private(set) var inFence = false
-    /// The first `-->` at or after `searchedFrom` (nil: none to the text's end): a file of
-    /// `<!--` lines that nothing closes is searched once, not once a line.
+    /// The first `-->` after the last `<!--` searched from (nil: none to the text's end, or no
+    /// search yet): a file of `<!--` lines that nothing closes is searched once, not once a line.
     private var nextClose: String.Index?
-    private var searchedFrom: String.Index?
+    private var searched = false
 
     init(text: String) {
         self.text = text
     }
 
     /// `line`'s text: itself in a code block, else without its HTML comments; updates the state.
-    /// `line` is a slice of the text; its paragraph ends at `paragraphEnd` (the start of the
-    /// next blank line, or the text's end).
-    mutating func text(of line: Substring, paragraphEnd: String.Index) -> Substring {
+    /// `line` is a slice of the text, and `following` the lines after it (where its paragraph
+    /// may go on).
+    mutating func text(of line: Substring, following: ArraySlice<Substring>) -> Substring {
         let indent = line.prefix { $0 == " " }.count
         let trimmed = line.dropFirst(indent)
         if !inComment, indent <= 3, let marker = trimmed.first, marker == "`" || marker == "~" {
@@ -252,10 +249,10 @@ struct MarkdownLines {
         }
         inFence = fence != nil
         if inFence { return line }
-        return withoutComments(line, paragraphEnd: paragraphEnd)
+        return withoutComments(line, following: following)
     }
 
-    private mutating func withoutComments(_ line: Substring, paragraphEnd: String.Index) -> Substring {
+    private mutating func withoutComments(_ line: Substring, following: ArraySlice<Substring>) -> Substring {
         var kept = ""
         var rest = line
         while !rest.isEmpty {
@@ -263,7 +260,7 @@ struct MarkdownLines {
                 guard let end = rest.range(of: "-->") else { return Substring(kept) }
                 rest = rest[end.upperBound...]
                 inComment = false
-            } else if let start = Self.commentStart(in: rest), closes(start, line: line, paragraphEnd: paragraphEnd) {
+            } else if let start = Self.commentStart(in: rest), closes(start, line: line, following: following) {
                 kept += rest[..<start.lowerBound] + " "
                 rest = rest[start.upperBound...]
                 inComment = true
@@ -276,16 +273,21 @@ struct MarkdownLines {
     }
 
     /// Whether the `<!--` at `start` of `line` opens a comment: a `-->` follows it, anywhere
-    /// when it starts the line, else within its paragraph.
-    private mutating func closes(_ start: Range<String.Index>, line: Substring, paragraphEnd: String.Index) -> Bool {
+    /// when it starts the line, else within its paragraph, which ends at the next blank line,
+    /// fence or heading (a heading is a paragraph of its own).
+    private mutating func closes(_ start: Range<String.Index>, line: Substring, following: ArraySlice<Substring>) -> Bool {
         let from = start.upperBound
-        // `<!--` come in the text's order: a search from an earlier place that found nothing,
-        // or found a `-->` at or after this one, answers for this one too.
-        let known = searchedFrom.map { $0 <= from } == true && nextClose.map { $0 >= from } ?? true
-        if !known { (nextClose, searchedFrom) = (text.range(of: "-->", range: from..<text.endIndex)?.lowerBound, from) }
+        // `<!--` come in the text's order: a search from an earlier one that found nothing, or
+        // found a `-->` at or after this one, answers for this one too.
+        if !searched || nextClose.map({ $0 < from }) == true {
+            (nextClose, searched) = (text.range(of: "-->", range: from..<text.endIndex)?.lowerBound, true)
+        }
         guard let close = nextClose else { return false }
         let before = line[..<start.lowerBound]
-        return before.count <= 3 && before.allSatisfy({ $0 == " " }) || close < paragraphEnd
+        if before.count <= 3 && before.allSatisfy({ $0 == " " }) || close < line.endIndex { return true }
+        guard TextChunker.heading(line) == nil else { return false }
+        let end = following.first(where: TextChunker.endsParagraph)?.startIndex ?? text.endIndex
+        return close < end
     }
 
     /// The first `<!--` of `line` outside a code span (a run of backticks to the next run of as

@@ -442,8 +442,7 @@ public actor Syncer {
                     $0.lastFailure = SyncState.time(now())
                     $0.consecutiveFailures += 1
                     $0.lastError = "\(error.code): \(error.message)"
-                    // A damaged copy: one that fails its SHA-256, or is not even the signed size.
-                    if error.code == .hashMismatch || error.cause is Downloader.WrongSize { $0.lastHashMismatch = SyncState.time(now()) }
+                    if error.isDamagedCopy { $0.lastHashMismatch = SyncState.time(now()) }
                 }
                 // Keep the most telling error: what a source served beats not reaching one.
                 // A cut for pace is no reason to end on: the source is asked again, and what
