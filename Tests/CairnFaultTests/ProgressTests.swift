@@ -38,6 +38,9 @@ struct ProgressTests {
         // on 2 cores).
         try rig.server.set(["rate": 5_000, "hold_after": 10_000])
         async let waited = Self.syncWait(rig)
+        // Lifted on every way out: a failed wait below would else leave `cairn sync --wait`
+        // (awaited before the rig stops) held until stall_timeout.
+        defer { try? rig.server.set(["rate": 5_000]) }
         var seen: [String: Any] = [:]
         var text = ""
         try await waitUntil("status (JSON, then text) shows the download with its rate", seconds: 60) {
@@ -50,7 +53,7 @@ struct ProgressTests {
             (seen, text) = (progress, words)
             return true
         }
-        try rig.server.set(["rate": 5_000])
+        try rig.server.set(["rate": 5_000])  // the rest goes
         let done = seen["bytes_done"] as? Int ?? -1, total = seen["bytes_total"] as? Int ?? 0
         #expect(seen["version"] as? Int == new)
         // The bulk chunk is 200,000 bytes of random hex words: compressed, about half of that.

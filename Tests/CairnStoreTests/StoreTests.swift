@@ -153,10 +153,11 @@ struct ReadWholeFileTests {
         }
         writer.start()
         defer {
-            // A writer still waiting in open (the read failed before opening) is let through.
+            // A writer still waiting in open (the read failed before opening) is let through,
+            // and its writes then fail (EPIPE; SIGPIPE is blocked) rather than fill the pipe.
             let unblock = open(pipe, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-            _ = finished.wait(timeout: .now() + 10)
             if unblock >= 0 { close(unblock) }
+            _ = finished.wait(timeout: .now() + 10)
         }
         #expect(try FileSystem.read(pipe) == data)
     }

@@ -147,6 +147,8 @@ struct FaultTests {
         let outcome = await device.syncer.syncOnce()
         #expect(outcome.errorCode == "http_status", "\(outcome)")
         #expect(device.state.source("file://" + mirror)?.lastHashMismatch != nil)
+        // Listed first, it would now be asked after the stick.
+        #expect(Syncer.order(["file://" + mirror, stick], state: device.state, now: Date()) == [stick, "file://" + mirror])
     }
 
     @Test("Given a connection cut half-way through the snapshot, when syncing again, then the download resumes with Range and moves at most 1.1× the blob")

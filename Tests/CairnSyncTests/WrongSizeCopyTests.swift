@@ -51,7 +51,7 @@ struct WrongSizeCopyTests {
         #expect(origin.requests.map(\.range) == ["bytes=600-"], "\(origin.requests)")
     }
 
-    @Test("Given 600 bytes of a 1,000-byte blob held and a stick (file://) whose copy is 400 or 1,200 bytes, when the download resumes there, then it is refused as a copy of another size before a byte is read, and the 600 bytes are kept",
+    @Test("Given 600 bytes of a 1,000-byte blob held and a stick (file://) whose copy is 400 or 1,200 bytes, when the download resumes there, then it is refused as a copy of another size with nothing of it written, and the 600 bytes are kept",
           arguments: [400, 1_200])
     func stickCopyOfAnotherSize(copySize: Int) async throws {
         let folder = try TemporaryDirectory.make()
