@@ -128,10 +128,7 @@ let package = Package(
         .testTarget(name: "CairnPublishTests", dependencies: ["CairnPublish", "CairnIndex", "CairnStore", "CairnTestSupport"]),
         .testTarget(name: "CairnSyncTests", dependencies: ["CairnSync", "CairnPublish", "CairnTestSupport", "CairnThreads"]),
         .testTarget(name: "CairnSearchTests", dependencies: ["CairnSearch", "CairnIndex", "CairnCore", "CairnThreads"]),
-        .testTarget(name: "CairnServerTests", dependencies: [
-            "CairnServer", "CairnIndex", "CairnSearch", "CairnEmbedding", "CairnTestSupport",
-            .product(name: "HummingbirdTesting", package: "hummingbird"),
-        ]),
+        .testTarget(name: "CairnServerTests", dependencies: ["CairnServer", "CairnIndex", "CairnSearch", "CairnEmbedding", "CairnTestSupport"]),
         .testTarget(name: "CairnDaemonTests", dependencies: ["CairnClient", "CairnDaemon", "CairnSearch", "CairnTestSupport"]),
         // Real processes: cairn-server, cairnd and cairn started from the built products.
         .testTarget(name: "CairnIntegrationTests", dependencies: ["CairnClient", "CairnCore", "CairnIndex", "CairnTestSupport"]),
