@@ -151,7 +151,7 @@ extension OperationsTests {
         return nil
     }
 
-    @Test("Given a device with version 1, when it is queried, fails a query and syncs, then /metrics counts queries by mode and outcome, attempts by outcome, bytes by path, and reports the version and freshness")
+    @Test("Given a device with version 1, when it is queried, fails a query, gets a body too large and one broken off, and syncs, then /metrics counts queries by mode and outcome (the two bodies apart), attempts by outcome, bytes by path, and reports the version and freshness")
     func metricsMove() async throws {
         let rig = try await ServedDevice()
         defer { rig.stop() }
@@ -173,6 +173,25 @@ extension OperationsTests {
         let bad = try await CairnTestSupport.run("/usr/bin/curl", ["-s", "--unix-socket", device.socket, "http://localhost/v1/search",
                                                                     "-d", #"{"query":"boil","k":0}"#])
         #expect(bad.stdout.contains("bad_k"))
+        // A chunked body past the limit is too large; one whose client hangs up before its
+        // end broke off, which is not the same fault.
+        let large = workspace.folder + "/large.json"
+        try Data((#"{"query":""# + String(repeating: "a", count: 70_000) + #""}"#).utf8).write(to: URL(fileURLWithPath: large))
+        let tooLarge = try await CairnTestSupport.run("/usr/bin/curl", ["-s", "--unix-socket", device.socket, "http://localhost/v1/search",
+                                                                         "-H", "Transfer-Encoding: chunked", "-H", "Content-Type: application/json",
+                                                                         "--data-binary", "@" + large])
+        #expect(tooLarge.stdout.contains("body_too_large"), "\(tooLarge.stdout)")
+        let hangUp = """
+            import socket, sys
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+            s.sendall(b"POST /v1/search HTTP/1.1\\r\\nHost: localhost\\r\\nContent-Type: application/json\\r\\nContent-Length: 100\\r\\n\\r\\n{\\"query\\":")
+            s.close()
+            """
+        #expect(try await CairnTestSupport.run("/usr/bin/python3", ["-c", hangUp, device.socket]).status == 0)
+        try await waitUntil("the broken-off body is counted", seconds: 30) {
+            let text = (try? await Self.scrape(device)) ?? ""
+            return Self.value(text, "cairnd_queries_total", [#"mode="unknown""#, #"outcome="bad_request""#]) == 1
+        }
         try workspace.publish(Workspace.version2)
         #expect(try device.cairn(["sync"]).status == 0)
         try await device.waitForVersion(2)
@@ -184,6 +203,7 @@ extension OperationsTests {
         let after = try await Self.scrape(device)
         #expect(Self.value(after, "cairnd_queries_total", [#"mode="lexical""#, #"outcome="ok""#]) == okBefore + 2)
         #expect(Self.value(after, "cairnd_queries_total", [#"mode="hybrid""#, #"outcome="bad_k""#]) == 1)
+        #expect(Self.value(after, "cairnd_queries_total", [#"mode="unknown""#, #"outcome="body_too_large""#]) == 1)
         #expect((Self.value(after, "cairnd_query_duration_seconds_count", [#"mode="lexical""#]) ?? 0) >= 2)
         #expect((Self.value(after, "cairnd_downloaded_bytes_total", [#"path="delta""#]) ?? 0) > 0)
         #expect(Self.value(after, "cairnd_installed_version") == 2)

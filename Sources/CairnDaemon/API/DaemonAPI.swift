@@ -128,9 +128,8 @@ struct DaemonAPI: Sendable {
 
     /// The request's JSON body, with the search endpoint's content-type and size rules.
     func readBody(_ request: Request) async throws(APIError) -> [UInt8] {
-        try await endpoint.body(contentType: request.headers[.contentType], contentLength: request.headers[.contentLength]) { limit in
-            var buffer = try await request.body.collect(upTo: limit)
-            return buffer.readBytes(length: buffer.readableBytes) ?? []
+        try await endpoint.body(contentType: request.headers[.contentType], contentLength: request.headers[.contentLength]) {
+            try await request.bodyBytes(upTo: $0)
         }
     }
 

@@ -33,6 +33,9 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
     public static func bodyTooLarge(limit: Int) -> APIError {
         APIError(413, "body_too_large", "the request body is larger than \(limit) bytes")
     }
+    /// A body the connection broke off before its end (the client hung up, or a chunk was
+    /// malformed): not a body that was too large.
+    public static let bodyBrokenOff = APIError(400, "bad_request", "the request body broke off before its end")
     public static let badContentType = APIError(
         415, "bad_content_type", "send the body as application/json (application/x-www-form-urlencoded is read as JSON too)")
     public static let noIndex = APIError(503, "no_index", "no knowledge-base version is installed yet; wait for the first sync")

@@ -21,15 +21,19 @@ public struct SearchEndpoint: Sendable {
 
     /// A request body that must be JSON: the content type checked (415 `bad_content_type`),
     /// and at most `maxBodyBytes` read (413 `body_too_large`, before reading when the declared
-    /// length is over).
+    /// length is over). A body that breaks off before its end is 400 `bad_request`.
     /// - Parameters:
     ///   - contentType, contentLength: the request's headers, when present.
-    ///   - readBody: collects the body, at most `limit` bytes (throwing past it).
+    ///   - readBody: collects the body: nil when it holds more than `limit` bytes; throws when
+    ///     it breaks off (the connection closed before the body's end).
     public func body(contentType: String?, contentLength: String?,
-                     readBody: (_ limit: Int) async throws -> [UInt8]) async throws(APIError) -> [UInt8] {
+                     readBody: (_ limit: Int) async throws -> [UInt8]?) async throws(APIError) -> [UInt8] {
         try Self.checkContentType(contentType)
         if let declared = contentLength.flatMap(Int.init), declared > maxBodyBytes { throw .bodyTooLarge(limit: maxBodyBytes) }
-        do { return try await readBody(maxBodyBytes) } catch { throw .bodyTooLarge(limit: maxBodyBytes) }
+        let bytes: [UInt8]?
+        do { bytes = try await readBody(maxBodyBytes) } catch { throw .bodyBrokenOff }
+        guard let bytes else { throw .bodyTooLarge(limit: maxBodyBytes) }
+        return bytes
     }
 
     /// The answer's JSON bytes for a search request body (read with `body(…)`).

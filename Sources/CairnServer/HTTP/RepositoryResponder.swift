@@ -86,10 +86,8 @@ struct RepositoryResponder: HTTPResponder {
             }
             guard request.method == .post else { throw APIError(405, "method_not_allowed", "use POST on this endpoint", allow: "POST") }
             let body = try await search.endpoint.body(
-                contentType: request.headers[.contentType], contentLength: request.headers[.contentLength]) { limit in
-                    var buffer = try await request.body.collect(upTo: limit)
-                    return buffer.readBytes(length: buffer.readableBytes) ?? []
-                }
+                contentType: request.headers[.contentType], contentLength: request.headers[.contentLength]
+            ) { try await request.bodyBytes(upTo: $0) }
             let answer = try await search.endpoint.search(
                 body: body, channel: channel,
                 // The server is the source: there is no sync whose state to report.
