@@ -42,7 +42,7 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         // Online search maps rows files: a failed read of one names the file before the process stops.
         MappedFiles.nameFailedReads(program: "cairn-server")
-        let configuration: ServerConfiguration
+        var configuration: ServerConfiguration
         do {
             configuration = try settings()
         } catch {
@@ -56,6 +56,10 @@ struct ServeCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "cairn-server")
+        // A download holds two descriptors (its connection and the blob's file).
+        let fitted = DescriptorLimit.fit(maxConnections: configuration.maxConnections, descriptorsEach: 2)
+        if let warning = fitted.warning { logger.warning("\(warning)") }
+        configuration.maxConnections = fitted.connections
         let repository = configuration.repository
         let host = configuration.host
         do {

@@ -86,10 +86,10 @@ struct Cairnd: AsyncParsableCommand {
         for ignored in configuration.ignoredKeys {
             logger.warning("\(ignored) is not a setting this cairnd knows (one of a newer cairnd?); skipped", metadata: ["cairn.version": "\(CairnVersion.date)"])
         }
-        if let limit = DescriptorLimit.raise(), let fitting = DescriptorLimit.connections(configuration.maxConnections, within: limit) {
-            logger.warning("max_connections \(configuration.maxConnections) leaves too few of the \(limit) descriptors this process may open (\(DescriptorLimit.reserve) are kept for its index, downloads and state); serving \(fitting) at once: raise LimitNOFILE (ulimit -n) or lower max_connections")
-            configuration.maxConnections = fitting
-        }
+        // A search connection holds its socket alone (the index's connections are in the reserve).
+        let fitted = DescriptorLimit.fit(maxConnections: configuration.maxConnections, descriptorsEach: 1)
+        if let warning = fitted.warning { logger.warning("\(warning)") }
+        configuration.maxConnections = fitted.connections
         // A file-size limit (ulimit -f) must fail the write with EFBIG, which the sync reports
         // as disk_full, instead of killing cairnd with SIGXFSZ.
         signal(SIGXFSZ, SIG_IGN)

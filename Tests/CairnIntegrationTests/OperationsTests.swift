@@ -117,6 +117,38 @@ extension OperationsTests {
         }
     }
 
+    @Test("Given cairn-server serve started with a soft limit of 300 descriptors under a higher hard one, then it runs at the hard limit; under a hard limit of 300 with max_connections 1024, it says so in one warning and serves 22 connections at once (two descriptors each: the socket and the file it sends)")
+    func serverDescriptorLimit() async throws {
+        let hard = try Self.descriptorLimits(getpid()).hard
+        try requireOrSkip(Int(hard).map { $0 > 600 } ?? true, "this machine's hard limit on descriptors (\(hard)) leaves no room above 300")
+        let workspace = try Workspace()
+        try workspace.publish(Workspace.version1)
+        let raised = try await workspace.serve(wrapper: ["/bin/sh", "-c", #"ulimit -Sn 300 && exec "$0" "$@""#])
+        let limits = try Self.descriptorLimits(raised.0.processIdentifier)
+        stopProcess(raised.0)
+        #expect(limits.soft == hard && limits.hard == hard, "\(limits)")
+        #expect(!(try String(contentsOfFile: raised.log, encoding: .utf8)).contains("max_connections"))
+
+        let config = workspace.folder + "/serve.conf"
+        try "idle_timeout_seconds = 3600\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let (server, url, log) = try await workspace.serve(arguments: ["--config", config], wrapper: ["/bin/sh", "-c", #"ulimit -n 300 && exec "$0" "$@""#])
+        defer { stopProcess(server) }
+        let text = try String(contentsOfFile: log, encoding: .utf8)
+        #expect(text.contains("max_connections 1024 leaves too few of the 300 descriptors this process may open") && text.contains("serving 22 at once"), "\(text)")
+        #expect(text.components(separatedBy: "max_connections 1024 leaves").count == 2, "one warning: \(text)")
+        let port = try #require(Int(url.split(separator: ":").last ?? ""))
+        var held: [Int32] = []
+        defer { held.forEach { close($0) } }
+        for _ in 0..<22 { held.append(try #require(connectTCP(port))) }
+        let answered = { () async -> Bool in
+            let get = try? await CairnTestSupport.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "--max-time", "1", url + "/channels/field/manifest.json"])
+            return get?.status == 0
+        }
+        try await waitUntil("a 23rd connection is no longer answered", seconds: 30) { await !answered() }
+        close(held.removeLast())
+        try await waitUntil("one freed, a new connection is answered", seconds: 30) { await answered() }
+    }
+
     @Test("Given a NOTIFY_SOCKET that nobody reads and a watchdog every millisecond, when cairnd starts, syncs and is queried, then it serves, answers and installs the next version")
     func busyManagerDoesNotStall() async throws {
         // The queue of an unread datagram socket holds net.unix.max_dgram_qlen notices (10 by

@@ -78,13 +78,14 @@ public struct Workspace: Sendable {
     }
 
     /// Starts `cairn-server serve --port 0` (or `port`, plus `arguments`) and returns it with its
-    /// URL and log path.
-    public func serve(port: Int = 0, arguments: [String] = []) async throws -> (Process, url: String, log: String) {
+    /// URL and log path. `wrapper` starts it through another program, which execs it.
+    public func serve(port: Int = 0, arguments: [String] = [], wrapper: [String] = []) async throws -> (Process, url: String, log: String) {
         let server = folder + "/server"
         try FileManager.default.createDirectory(atPath: server, withIntermediateDirectories: true)
         let log = server + "/daemon.log"
         try? FileManager.default.removeItem(atPath: log)
-        let process = try launch(Products.path("cairn-server"), ["serve", "--repo", repo, "--port", String(port)] + arguments,
+        let command = [Products.path("cairn-server"), "serve", "--repo", repo, "--port", String(port)] + arguments
+        let process = try launch(wrapper.first ?? command[0], Array((wrapper.isEmpty ? [] : Array(wrapper.dropFirst()) + [command[0]]) + command.dropFirst()),
                                  logDirectory: server)
         var url = ""
         try await waitUntil("cairn-server prints its address", seconds: 30) {

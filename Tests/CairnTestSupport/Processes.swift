@@ -77,15 +77,18 @@ extension Process {
     }
 }
 
-/// Starts `executable` and returns the running process (stdout/stderr to files in `logDirectory`).
+/// Starts `executable` and returns the running process (stdout and stderr to `daemon.log` in
+/// `logDirectory`).
 public func launch(_ executable: String, _ arguments: [String], logDirectory: String, environment: [String: String] = childEnvironment()) throws -> Process {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     process.environment = environment
     _ = FileManager.default.createFile(atPath: logDirectory + "/daemon.log", contents: nil)
-    process.standardOutput = FileHandle(forWritingAtPath: logDirectory + "/daemon.log")
-    process.standardError = FileHandle(forWritingAtPath: logDirectory + "/daemon.log")
+    // One open file for both: two would each write from their own offset, over each other's lines.
+    let log = FileHandle(forWritingAtPath: logDirectory + "/daemon.log")
+    process.standardOutput = log
+    process.standardError = log
     try process.spawn()
     return process
 }

@@ -24,15 +24,26 @@ public func stopProcess(_ process: Process) {
 
 /// Whether something accepts TCP connections on 127.0.0.1:`port`.
 public func isListening(_ port: Int) -> Bool {
+    guard let fd = connectTCP(port) else { return false }
+    close(fd)
+    return true
+}
+
+/// A socket connected to 127.0.0.1:`port` (the caller closes it), or nil when none connects.
+public func connectTCP(_ port: Int) -> Int32? {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = in_port_t(UInt16(port).bigEndian)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    return withUnsafePointer(to: &address) {
+    let connected = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
     }
+    guard connected else {
+        close(fd)
+        return nil
+    }
+    return fd
 }
 
 /// A port the OS just handed out on 127.0.0.1 (for nginx, which cannot listen on port 0).
