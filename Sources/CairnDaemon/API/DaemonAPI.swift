@@ -1,5 +1,6 @@
 import CairnClient
 import CairnCore
+import CairnHTTP
 import CairnIndex
 import CairnSearch
 import CairnSync

@@ -29,10 +29,13 @@ public struct SearchEndpoint: Sendable {
     public func body(contentType: String?, contentLength: String?,
                      readBody: (_ limit: Int) async throws -> [UInt8]?) async throws(APIError) -> [UInt8] {
         try Self.checkContentType(contentType)
-        if let declared = contentLength.flatMap(Int.init), declared > maxBodyBytes { throw .bodyTooLarge(limit: maxBodyBytes) }
+        let declared = contentLength.flatMap(Int.init)
+        if let declared, declared > maxBodyBytes { throw .bodyTooLarge(limit: maxBodyBytes) }
         let bytes: [UInt8]?
         do { bytes = try await readBody(maxBodyBytes) } catch { throw .bodyBrokenOff }
         guard let bytes else { throw .bodyTooLarge(limit: maxBodyBytes) }
+        // Fewer bytes than declared: the stream ended early without saying so.
+        if let declared, bytes.count < declared { throw .bodyBrokenOff }
         return bytes
     }
 

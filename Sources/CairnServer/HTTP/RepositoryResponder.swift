@@ -1,3 +1,4 @@
+import CairnHTTP
 import CairnSearch
 import Hummingbird
 import Logging
