@@ -106,16 +106,17 @@ struct FaultTests {
 
     @Test("Given Content-Range values, when read, then the first and last bytes and the whole length a range answer names are taken, and anything else is none (a server may cap a range answer; its length must match the range it names)")
     func contentRangeBounds() {
-        #expect(TransferContext.rangeStart(of: " bytes 100-199/1000\r\n") == 100)
-        #expect(TransferContext.rangeEnd(of: " bytes 100-199/1000\r\n") == 199)
-        #expect(TransferContext.rangeEnd(of: " bytes */1000\r\n") == nil)
-        #expect(TransferContext.rangeEnd(of: " bytes 100-/1000") == nil)
-        #expect(TransferContext.rangeEnd(of: " items 1-2/3") == nil)
-        // The whole length, also a 416's: what tells a source's copy of another size.
-        #expect(TransferContext.rangeTotal(of: " bytes 100-199/1000\r\n") == 1000)
-        #expect(TransferContext.rangeTotal(of: " bytes */400\r\n") == 400)
-        #expect(TransferContext.rangeTotal(of: " bytes 100-199/*") == nil)
-        #expect(TransferContext.rangeTotal(of: " items 1-2/3") == nil)
+        let parts = { (value: Substring) -> [Int64?] in
+            let range = TransferContext.contentRange(value)
+            return [range.first, range.last, range.length]
+        }
+        #expect(parts(" bytes 100-199/1000\r\n") == [100, 199, 1000])
+        // The whole length alone, also a 416's: what tells a source's copy of another size.
+        #expect(parts(" bytes */400\r\n") == [nil, nil, 400])
+        #expect(parts(" bytes 100-/1000") == [100, nil, 1000])
+        #expect(parts(" bytes 100-199/*") == [100, 199, nil])
+        #expect(parts(" bytes 1x0-199/1000") == [nil, 199, 1000])
+        #expect(parts(" items 1-2/3") == [nil, nil, nil])
     }
 
     @Test("Given a first source up to date and a later one offering a newer version that fails (corrupt blobs), when syncing, then the attempt fails with that error, not up to date; a later source out of reach stays no news")

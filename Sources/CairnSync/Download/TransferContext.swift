@@ -200,41 +200,31 @@ final class TransferContext: @unchecked Sendable {
         } else if lowered.hasPrefix("etag:") {
             etag = line.dropFirst(5).trimmingCharacters(in: .whitespacesAndNewlines)
         } else if lowered.hasPrefix("content-range:") {
-            contentRangeStart = Self.rangeStart(of: lowered.dropFirst(14))
-            contentRangeEnd = Self.rangeEnd(of: lowered.dropFirst(14))
-            contentRangeTotal = Self.rangeTotal(of: lowered.dropFirst(14))
+            (contentRangeStart, contentRangeEnd, contentRangeTotal) = Self.contentRange(lowered.dropFirst(14))
         }
         return count
     }
 }
 
 extension TransferContext {
-    /// The first byte of a `Content-Range` value, `bytes <first>-<last>/<length>` (RFC 9110
-    /// 14.4); nil for anything else.
-    static func rangeEnd(of value: Substring) -> Int64? {
+    /// The parts of a `Content-Range` value, `bytes <first>-<last>/<length>` or
+    /// `bytes */<length>` (RFC 9110 14.4): each one that is a whole number, else nil (`*`, absent
+    /// or malformed; all nil for another unit).
+    static func contentRange(_ value: Substring) -> (first: Int64?, last: Int64?, length: Int64?) {
         let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard trimmed.hasPrefix("bytes "), let dash = trimmed.firstIndex(of: "-"), let slash = trimmed.firstIndex(of: "/"), dash < slash else { return nil }
-        let last = trimmed[trimmed.index(after: dash)..<slash].trimmingCharacters(in: .whitespaces)
-        guard !last.isEmpty, last.allSatisfy(\.isASCII), last.allSatisfy(\.isNumber) else { return nil }
-        return Int64(last)
+        guard trimmed.hasPrefix("bytes ") else { return (nil, nil, nil) }
+        let rest = trimmed.dropFirst(6)
+        let slash = rest.firstIndex(of: "/")
+        let range = rest[..<(slash ?? rest.endIndex)]
+        let length = slash.flatMap { wholeNumber(rest[rest.index(after: $0)...]) }
+        guard let dash = range.firstIndex(of: "-") else { return (nil, nil, length) }
+        return (wholeNumber(range[..<dash]), slash == nil ? nil : wholeNumber(range[range.index(after: dash)...]), length)
     }
 
-    /// The whole length a `Content-Range` value names, `bytes <first>-<last>/<length>` or
-    /// `bytes */<length>`; nil for `*` or anything else.
-    static func rangeTotal(of value: Substring) -> Int64? {
-        let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard trimmed.hasPrefix("bytes "), let slash = trimmed.firstIndex(of: "/") else { return nil }
-        let length = trimmed[trimmed.index(after: slash)...].trimmingCharacters(in: .whitespaces)
-        guard !length.isEmpty, length.allSatisfy(\.isASCII), length.allSatisfy(\.isNumber) else { return nil }
-        return Int64(length)
-    }
-
-    static func rangeStart(of value: Substring) -> Int64? {
-        let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard trimmed.hasPrefix("bytes "), let dash = trimmed.firstIndex(of: "-") else { return nil }
-        let first = trimmed[trimmed.index(trimmed.startIndex, offsetBy: 6)..<dash].trimmingCharacters(in: .whitespaces)
-        guard !first.isEmpty, first.allSatisfy(\.isASCII), first.allSatisfy(\.isNumber) else { return nil }
-        return Int64(first)
+    private static func wholeNumber(_ text: Substring) -> Int64? {
+        let digits = text.trimmingCharacters(in: .whitespaces)
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return Int64(digits)
     }
 }
 
