@@ -200,6 +200,25 @@ struct NetworkFaultTests {
         if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
     }
 
+    @Test("Given a cache in front of the source that still holds version 2's manifest after version 3 is installed and version 4 published, and checks it with the origin only when a request asks (Cache-Control: no-cache), then the attempt is refused as a rollback saying the source may be behind, version 3 answers, and the next attempt asks for the manifest that way and installs version 4")
+    func manifestBehindInACache() async throws {
+        let rig = try await Rig(config: Self.config)
+        defer { rig.stop() }
+        _ = try rig.publishNext()
+        let older = rig.workspace.manifestPath + ".2"
+        try FileManager.default.copyItem(atPath: rig.workspace.manifestPath, toPath: older)
+        let installed = try rig.publishNext()
+        if let problem = try await rig.recovery(to: installed) { Issue.record("\(problem)") }
+        let new = try rig.publishNext()
+        try rig.server.set(["cached_files": ["/channels/field/manifest.json": older]])
+        let outcome = try await rig.syncAttempt()
+        if let problem = rig.refusal(outcome, codes: ["rollback"], old: installed) { Issue.record("\(problem)") }
+        #expect(outcome?.message.contains("serves version 2, older than the installed 3: a cache or mirror that is behind") == true,
+                "\(String(describing: outcome))")
+        // The cache keeps version 2's manifest: only a request that asks it to revalidate gets version 4's.
+        if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
+    }
+
     @Test("Given the source killed in the middle of a blob download, then the attempt fails, and once it is back the download resumes")
     func serverKilledMidDownload() async throws {
         let rig = try await Rig(config: Self.config)

@@ -62,11 +62,16 @@ public struct Downloader: Sendable {
         throw SyncError(.network, "the \(what) did not arrive within \(limit) s (the source sends it too slowly)")
     }
 
+    /// The request headers that ask every cache on the way to check its copy with the origin.
+    static let revalidation = ["Cache-Control: no-cache", "Pragma: no-cache"]
+
     /// GETs a manifest, sending `If-None-Match: etag` when given; at most `maxManifestBytes`.
-    public func fetchManifest(url: String, etag: String?, access: SourceAccess = .none) async throws(SyncError) -> (ManifestFetch, TransferStats) {
+    /// `revalidate`: the request asks every cache on the way to check its copy with the origin.
+    public func fetchManifest(url: String, etag: String?, access: SourceAccess = .none,
+                              revalidate: Bool = false) async throws(SyncError) -> (ManifestFetch, TransferStats) {
         if let problem = Self.localFileProblem(url, what: "manifest") { throw problem }
         let context = TransferContext(limit: Int64(limits.maxManifestBytes), held: 0, rangeStart: 0)
-        let headers = try access.headers() + (etag.map { ["If-None-Match: \($0)"] } ?? [])
+        let headers = try access.headers() + (etag.map { ["If-None-Match: \($0)"] } ?? []) + (revalidate ? Self.revalidation : [])
         let started = ContinuousClock.now
         let outcome = await CurlTransfer.run(url: url, limits: smallFileLimits, context: context, handles: handles, access: access,
                                              headers: headers, proxyLogin: try access.proxyLoginForTransfer())
@@ -115,7 +120,7 @@ public struct Downloader: Sendable {
                   tap: (any DownloadTap)?, progress: SyncProgress?, handingOver: Bool = false,
                   revalidate: Bool = false) async throws(SyncError) -> TransferStats {
         if let problem = Self.localFileProblem(url, what: "blob", size: size) { throw problem }
-        let headers = try access.headers() + (revalidate ? ["Cache-Control: no-cache", "Pragma: no-cache"] : [])
+        let headers = try access.headers() + (revalidate ? Self.revalidation : [])
         let proxyLogin = try access.proxyLoginForTransfer()
         var stats = TransferStats()
         for _ in 0..<2 {

@@ -99,6 +99,12 @@ public actor Syncer {
     /// cache between to revalidate (`Cache-Control: no-cache`), since a CDN or proxy keeps a
     /// damaged copy of an immutable blob for a year otherwise. Forgotten once one verifies.
     var damagedURLs: Set<String> = []
+    /// Sources whose last manifest was refused as a rollback (older than what the device holds):
+    /// a cache or CDN edge that is behind, most likely. The next manifest request to one asks
+    /// caches to revalidate; a proxy that keeps the manifest past its `no-cache` (a CDN's default
+    /// time to live) would otherwise serve the old one until it expires. Forgotten once one of
+    /// its manifests is taken.
+    var behindSources: Set<String> = []
 
     /// Whether a source's `count`-th failure in a row of one kind is logged at info (the first,
     /// the second, then the 4th, 8th, 16th…); the others at debug. A source failing the same way
@@ -634,18 +640,24 @@ public actor Syncer {
         // Not sent over a damaged manifest: a 304 would say the installed version is up to date.
         let etag = installed == nil || damage != nil ? nil : state.source(source)?.etag
         let (fetch, stats) = try await downloader.fetchManifest(
-            url: "\(base)/channels/\(configuration.channel)/manifest.json", etag: etag, access: configuration.access(for: base))
+            url: "\(base)/channels/\(configuration.channel)/manifest.json", etag: etag, access: configuration.access(for: base),
+            revalidate: behindSources.contains(source))
         lastAttemptStats.add(stats)
         reached = true
         answeredSources.insert(source)
-        guard case .fetched(let bytes, let newETag) = fetch else { return (.upToDate(version: installed?.version), nil) }
+        guard case .fetched(let bytes, let newETag) = fetch else {
+            behindSources.remove(source)
+            return (.upToDate(version: installed?.version), nil)
+        }
 
         // Recovery applies only to a device pinned to a root (a key-pinned one has no rotations).
         let recovering = state.recoveringFrom != nil && configuration.trustedRoot != nil
         let manifest: Manifest
         do { manifest = try verifyManifest(bytes, policy: policy) } catch {
-            throw recovering ? error : Self.olderCopy(bytes, refused: error, channel: configuration.channel, installed: installed,
-                                                      heldBack: state.heldBackVersion) ?? error
+            let refusal = recovering ? error : Self.olderCopy(bytes, refused: error, channel: configuration.channel, installed: installed,
+                                                              heldBack: state.heldBackVersion) ?? error
+            if refusal.code == .rollback { behindSources.insert(source) }
+            throw refusal
         }
         blobsOffered.formUnion(manifest.blobIDs)
         if manifest.channel == configuration.channel, manifest.version > (state.highestVersionSeen ?? 0) {
@@ -672,7 +684,9 @@ public actor Syncer {
         }, heldBack: holds ? state.heldBackVersion : nil, expiredUpdates: configuration.expiredUpdates, recovering: recovering,
            recoveringSince: state.recoveringSince.flatMap { Timestamp(rfc3339: $0) },
            forgotten: state.forgotten ?? unread, stillServed: unread != nil)
-        switch planner.decide(manifest, now: now) {
+        let decision = planner.decide(manifest, now: now)
+        if case .refuse(let error) = decision, error.code == .rollback { behindSources.insert(source) } else { behindSources.remove(source) }
+        switch decision {
         case .upToDate:
             if let installed, let damage { writeManifestAgain(bytes, of: installed, from: source, damage: damage) }
             if !recovering { state.raiseClockFloor(to: manifest.created) }

@@ -24,7 +24,10 @@ request misbehaves for blob paths (/blobs/...):
                    (answer every blob GET with 200 and the whole blob gzip-compressed, with
                    Content-Encoding: gzip, as a compressing proxy would), cached_corrupt (as
                    corrupt, but not for a request with Cache-Control: no-cache: a cache holding
-                   a damaged copy, which revalidates when asked to)
+                   a damaged copy, which revalidates when asked to), cached_files (an object
+                   of URL paths to files: each path is answered with that file's bytes, but
+                   not for a request with Cache-Control: no-cache: a cache that is behind, with
+                   an older manifest, which revalidates when asked to)
   --port N         listen on N instead of a port chosen by the OS (to come back after a kill)
 Each request is logged to --log as one line: "<path> <status> <range or -> <body bytes>", before
 the last byte of its answer goes (a client that has the whole answer finds the line): the body
@@ -104,7 +107,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        with open(full, "rb") as f:
+        revalidated = "no-cache" in (self.headers.get("Cache-Control") or "")
+        older = (fault.get("cached_files") or {}).get(path)
+        with open(older if older and not revalidated else full, "rb") as f:
             data = f.read()
         blob = path.startswith("/blobs/")
         if blob and fault.get("html"):
@@ -137,7 +142,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return
             status = 206
         body = data[start:end + 1]
-        revalidated = "no-cache" in (self.headers.get("Cache-Control") or "")
         if blob and (fault.get("corrupt") or (fault.get("cached_corrupt") and not revalidated)):
             body = bytes(b ^ 0xFF for b in body)
         flip = fault.get("flip_bit") if blob else None
