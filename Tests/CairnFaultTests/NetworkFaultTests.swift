@@ -219,6 +219,20 @@ struct NetworkFaultTests {
         if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
     }
 
+    @Test("Given a cache in front of the source that answers 404 for every blob of the new version (kept from before it was published) and checks with the origin only when a request asks (Cache-Control: no-cache), then the attempt fails as http_status, the old version answers, and the next attempt asks for those blobs that way and installs")
+    func notFoundKeptInACache() async throws {
+        let rig = try await Rig(config: Self.config)
+        defer { rig.stop() }
+        let old = rig.version
+        let new = try rig.publishNext()
+        try rig.server.set(["cached_missing": true])
+        let outcome = try await rig.syncAttempt()
+        if let problem = rig.refusal(outcome, codes: ["http_status"], old: old) { Issue.record("\(problem)") }
+        #expect(outcome?.message.contains("404") == true, "\(String(describing: outcome))")
+        // The cache keeps its 404s: only a request that asks it to revalidate gets a blob.
+        if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
+    }
+
     @Test("Given the source killed in the middle of a blob download, then the attempt fails, and once it is back the download resumes")
     func serverKilledMidDownload() async throws {
         let rig = try await Rig(config: Self.config)

@@ -36,14 +36,15 @@ extension Syncer {
 
     /// `downloader.download` of a blob of source `base`; a copy there of another size than
     /// signed marks `url` damaged, as a hash mismatch does, so that the next request for it
-    /// asks caches to revalidate.
+    /// asks caches to revalidate, and so does a blob not found (a signed manifest names it:
+    /// a 404 is an answer from before it was published, which a cache may keep).
     private func download(_ url: String, base: String, to partial: String, size: Int, tap: (any DownloadTap)?,
                           revalidate: Bool) async throws(SyncError) -> TransferStats {
         do {
             return try await downloader.download(url: url, to: partial, size: Int64(size), access: configuration.access(for: base),
                                                  tap: tap, progress: progress, handingOver: handingOver, revalidate: revalidate)
         } catch {
-            if error.cause is Downloader.WrongSize { damagedURLs.insert(url) }
+            if error.cause is Downloader.WrongSize || error.cause is Downloader.NotHeld { damagedURLs.insert(url) }
             throw error
         }
     }

@@ -95,9 +95,10 @@ public actor Syncer {
     var webPageRootsSaid: Set<String> = []
     /// The held-back version last said to be waited on or passed over: said again only when it changes.
     var heldBackSaid: (version: Int, passedOver: Bool)?
-    /// Blob URLs whose last whole download failed its hash: the next request for one asks any
-    /// cache between to revalidate (`Cache-Control: no-cache`), since a CDN or proxy keeps a
-    /// damaged copy of an immutable blob for a year otherwise. Forgotten once one verifies.
+    /// Blob URLs whose last whole download failed its hash, or was answered 404 (not found):
+    /// the next request for one asks any cache between to revalidate (`Cache-Control:
+    /// no-cache`), since a CDN or proxy keeps a damaged copy of an immutable blob for a year
+    /// otherwise, and some keep a 404 for minutes or hours. Forgotten once one verifies.
     var damagedURLs: Set<String> = []
     /// Sources whose last manifest was refused as a rollback (older than what the device holds):
     /// a cache or CDN edge that is behind, most likely. The next manifest request to one asks

@@ -27,7 +27,9 @@ request misbehaves for blob paths (/blobs/...):
                    a damaged copy, which revalidates when asked to), cached_files (an object
                    of URL paths to files: each path is answered with that file's bytes, but
                    not for a request with Cache-Control: no-cache: a cache that is behind, with
-                   an older manifest, which revalidates when asked to)
+                   an older manifest, which revalidates when asked to), cached_missing
+                   (answer every blob GET 404, but not a request with Cache-Control: no-cache:
+                   a cache that kept a 404 from before the blob was published)
   --port N         listen on N instead of a port chosen by the OS (to come back after a kill)
 Each request is logged to --log as one line: "<path> <status> <range or -> <body bytes>", before
 the last byte of its answer goes (a client that has the whole answer finds the line): the body
@@ -101,7 +103,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_page(b"<!DOCTYPE html><html><body><div id=app></div><script src=/app.js></script></body></html>\n",
                            path, rng, head)
             return
-        if not full.startswith(os.path.realpath(args.root)) or not os.path.isfile(full):
+        missing = path.startswith("/blobs/") and fault.get("cached_missing") and "no-cache" not in (self.headers.get("Cache-Control") or "")
+        if missing or not full.startswith(os.path.realpath(args.root)) or not os.path.isfile(full):
             log(path, 404, rng, 0)
             self.send_response(404)
             self.send_header("Content-Length", "0")
