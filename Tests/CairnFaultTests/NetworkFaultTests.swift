@@ -213,7 +213,7 @@ struct NetworkFaultTests {
         try rig.server.set(["cached_files": ["/channels/field/manifest.json": older]])
         let outcome = try await rig.syncAttempt()
         if let problem = rig.refusal(outcome, codes: ["rollback"], old: installed) { Issue.record("\(problem)") }
-        #expect(outcome?.message.contains("serves version 2, older than the installed 3: a cache or mirror that is behind") == true,
+        #expect(outcome?.message.contains("serves version 2, older than the installed 3: a copy or cache that is behind") == true,
                 "\(String(describing: outcome))")
         // The cache keeps version 2's manifest: only a request that asks it to revalidate gets version 4's.
         if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }

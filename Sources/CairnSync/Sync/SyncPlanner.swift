@@ -109,7 +109,7 @@ public struct SyncPlanner: Sendable {
                 return .upToDate
             }
             guard manifest.version > installed.version else {
-                return .refuse(SyncError(.rollback, "the source serves version \(manifest.version), older than the installed \(installed.version): a cache or mirror that is behind (its next manifest request asks caches to revalidate), or a replayed manifest; rollback refused"))
+                return .refuse(SyncError(.rollback, "the source serves version \(manifest.version), older than the installed \(installed.version): a copy or cache that is behind, or a replayed manifest; rollback refused"))
             }
         } else if let forgotten, !recovering {
             guard manifest.version >= forgotten.version else {

@@ -44,7 +44,10 @@ extension Syncer {
             return try await downloader.download(url: url, to: partial, size: Int64(size), access: configuration.access(for: base),
                                                  tap: tap, progress: progress, handingOver: handingOver, revalidate: revalidate)
         } catch {
-            if error.cause is Downloader.WrongSize || error.cause is Downloader.NotHeld { damagedURLs.insert(url) }
+            // (No cache stands before a file:// source.)
+            if error.cause is Downloader.WrongSize || error.cause is Downloader.NotHeld && SourceURL.filePath(base) == nil {
+                damagedURLs.insert(url)
+            }
             throw error
         }
     }

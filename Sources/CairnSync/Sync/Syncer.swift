@@ -100,12 +100,14 @@ public actor Syncer {
     /// no-cache`), since a CDN or proxy keeps a damaged copy of an immutable blob for a year
     /// otherwise, and some keep a 404 for minutes or hours. Forgotten once one verifies.
     var damagedURLs: Set<String> = []
-    /// Sources whose last manifest was refused as a rollback (older than what the device holds):
-    /// a cache or CDN edge that is behind, most likely. The next manifest request to one asks
-    /// caches to revalidate; a proxy that keeps the manifest past its `no-cache` (a CDN's default
-    /// time to live) would otherwise serve the old one until it expires. Forgotten once one of
-    /// its manifests is taken.
-    var behindSources: Set<String> = []
+    /// Sources whose last manifest was refused as a rollback (older than what the device holds),
+    /// with that manifest's hash and whether a request has since asked caches to revalidate: a
+    /// cache or CDN edge that is behind, most likely, which a proxy honouring `no-cache` checks
+    /// with the origin when asked, instead of serving the old manifest until its time to live
+    /// ends. Asked once per stale manifest: the same one again after that is the source's own
+    /// (a mirror that is behind, a replay), which no header changes. Forgotten when the source
+    /// serves a manifest that is not older.
+    var behindSources: [String: (manifest: ContentID, asked: Bool)] = [:]
 
     /// Whether a source's `count`-th failure in a row of one kind is logged at info (the first,
     /// the second, then the 4th, 8th, 16th…); the others at debug. A source failing the same way
@@ -639,16 +641,23 @@ public actor Syncer {
         let policy = try await signingPolicy(base: base, state: &state, reached: &reached, installed: installed,
                                              installedDamaged: damage != nil)
         // Not sent over a damaged manifest: a 304 would say the installed version is up to date.
-        let etag = installed == nil || damage != nil ? nil : state.source(source)?.etag
+        // Nor with a request that revalidates: a cache that passes the device's ETag on could
+        // have the origin's 304 and keep its own stale copy.
+        let revalidate = behindSources[source]?.asked == false
+        let etag = installed == nil || damage != nil || revalidate ? nil : state.source(source)?.etag
         let (fetch, stats) = try await downloader.fetchManifest(
             url: "\(base)/channels/\(configuration.channel)/manifest.json", etag: etag, access: configuration.access(for: base),
-            revalidate: behindSources.contains(source))
+            revalidate: revalidate)
         lastAttemptStats.add(stats)
         reached = true
         answeredSources.insert(source)
         guard case .fetched(let bytes, let newETag) = fetch else {
-            behindSources.remove(source)
+            behindSources[source] = nil
             return (.upToDate(version: installed?.version), nil)
+        }
+        func behind() {
+            let stale = ContentID(hashing: bytes)
+            behindSources[source] = (stale, revalidate || behindSources[source].map { $0.manifest == stale && $0.asked } ?? false)
         }
 
         // Recovery applies only to a device pinned to a root (a key-pinned one has no rotations).
@@ -657,7 +666,7 @@ public actor Syncer {
         do { manifest = try verifyManifest(bytes, policy: policy) } catch {
             let refusal = recovering ? error : Self.olderCopy(bytes, refused: error, channel: configuration.channel, installed: installed,
                                                               heldBack: state.heldBackVersion) ?? error
-            if refusal.code == .rollback { behindSources.insert(source) }
+            if refusal.code == .rollback { behind() }
             throw refusal
         }
         blobsOffered.formUnion(manifest.blobIDs)
@@ -686,7 +695,7 @@ public actor Syncer {
            recoveringSince: state.recoveringSince.flatMap { Timestamp(rfc3339: $0) },
            forgotten: state.forgotten ?? unread, stillServed: unread != nil)
         let decision = planner.decide(manifest, now: now)
-        if case .refuse(let error) = decision, error.code == .rollback { behindSources.insert(source) } else { behindSources.remove(source) }
+        if case .refuse(let error) = decision, error.code == .rollback { behind() } else { behindSources[source] = nil }
         switch decision {
         case .upToDate:
             if let installed, let damage { writeManifestAgain(bytes, of: installed, from: source, damage: damage) }
