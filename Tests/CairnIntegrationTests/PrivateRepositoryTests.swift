@@ -142,6 +142,24 @@ struct PrivateRepositoryTests {
         #expect(line.contains("HTTP 400") && !line.contains("client certificate"), "\(line)")
     }
 
+    @Test("Given nginx with TLS and a bearer token that answers 403 for every blob (as a bucket answers for a key it does not hold when the credentials may not list it), when the device with the token syncs, then it fails as http_status naming s3:ListBucket, not as a refused login")
+    func forbiddenBlobWithToken() async throws {
+        let workspace = try await Workspace.make()
+        try await workspace.publishOnThread(Workspace.version1)
+        let pki = try await Self.makeCertificates(in: workspace)
+        let nginx = try Nginx(root: workspace.repo, tls: .init(certificate: pki + "/server.pem", key: pki + "/server.key"),
+                              serverLines: #"if ($http_authorization != "Bearer field-token-7f3a") { return 401; } "#
+                                  + #"if ($uri ~ "^/blobs/") { return 403; }"#)
+        defer { nginx.stop() }
+        try Self.write("field-token-7f3a\n", pki + "/token")
+        let device = try await Self.device(workspace, source: nginx.url, name: "bucket", dataDirectory: workspace.folder + "/data",
+                                           config: Self.config(source: nginx.url, ["token_file": pki + "/token", "ca_bundle": pki + "/ca.pem"]),
+                                           expecting: "http_status")
+        defer { device.stop() }
+        let line = device.syncStatus["last_error"] as? String ?? ""
+        #expect(line.contains("HTTP 403 for the blob with this device's credentials") && line.contains("s3:ListBucket"), "\(line)")
+    }
+
     @Test("Given an https source that redirects to plain http, when the device syncs, then it refuses the redirect with http_status in one line, and the http server is never asked")
     func noDowngradeRedirect() async throws {
         let workspace = try await Workspace.make()

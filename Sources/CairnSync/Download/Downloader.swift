@@ -213,6 +213,13 @@ public struct Downloader: Sendable {
         if outcome.proxyStatus >= 300 {
             throw SyncError(.httpStatus, "\(proxy) refused to tunnel to the source for the \(what) (HTTP \(outcome.proxyStatus) to CONNECT)")
         }
+        // A bucket answers 403, not 404, for a key it does not hold unless the credentials may
+        // list it: for a blob, whose manifest the same credentials read, that is as likely as a
+        // refusal, and a blob not there yet is one to ask another source for.
+        if outcome.status == 403 && hasCredentials && what == "blob" {
+            throw SyncError(.httpStatus, "the source answered HTTP 403 for the blob with this device's credentials: a bucket answers so for a key it does not hold (not yet copied there) unless they may list it (s3:ListBucket); else they do not reach blobs/ (netrc_file, token_file)",
+                            cause: NotHeld())
+        }
         if outcome.status == 401 || (outcome.status == 403 && hasCredentials) {
             throw SyncError(.unauthorized, "the source refused access to the \(what) (HTTP \(outcome.status)); check its netrc_file or token_file")
         }
