@@ -109,16 +109,22 @@ struct PrivateRepositoryTests {
         }
     }
 
-    @Test("Given nginx with TLS that wants a bearer token, when the device has the token file, then it installs; with another token, then unauthorized; with one the server answers 400 to (no client certificate involved), then http_status, not tls; the token never reaches the log")
-    func bearerToken() async throws {
+    /// Version 1 published and served by nginx over TLS, which answers 401 unless the request
+    /// carries the token in `pki/token`; `before` and `after` are nginx lines around that check.
+    static func bearerRepository(_ before: String = "", after: String = "") async throws -> (Workspace, pki: String, Nginx) {
         let workspace = try await Workspace.make()
         try await workspace.publishOnThread(Workspace.version1)
-        let pki = try await Self.makeCertificates(in: workspace)
+        let pki = try await makeCertificates(in: workspace)
         let nginx = try Nginx(root: workspace.repo, tls: .init(certificate: pki + "/server.pem", key: pki + "/server.key"),
-                              serverLines: #"if ($http_authorization = "Bearer malformed") { return 400; } "#
-                                  + #"if ($http_authorization != "Bearer field-token-7f3a") { return 401; }"#)
+                              serverLines: before + #"if ($http_authorization != "Bearer field-token-7f3a") { return 401; } "# + after)
+        try write("field-token-7f3a\n", pki + "/token")
+        return (workspace, pki, nginx)
+    }
+
+    @Test("Given nginx with TLS that wants a bearer token, when the device has the token file, then it installs; with another token, then unauthorized; with one the server answers 400 to (no client certificate involved), then http_status, not tls; the token never reaches the log")
+    func bearerToken() async throws {
+        let (workspace, pki, nginx) = try await Self.bearerRepository(#"if ($http_authorization = "Bearer malformed") { return 400; } "#)
         defer { nginx.stop() }
-        try Self.write("field-token-7f3a\n", pki + "/token")
         try Self.write("someone-elses-token\n", pki + "/other-token")
         let data = workspace.folder + "/data"
         var device = try await Self.device(workspace, source: nginx.url, name: "token", dataDirectory: data,
@@ -144,14 +150,8 @@ struct PrivateRepositoryTests {
 
     @Test("Given nginx with TLS and a bearer token that answers 403 for every blob (as a bucket answers for a key it does not hold when the credentials may not list it), when the device with the token syncs, then it fails as http_status naming s3:ListBucket, not as a refused login")
     func forbiddenBlobWithToken() async throws {
-        let workspace = try await Workspace.make()
-        try await workspace.publishOnThread(Workspace.version1)
-        let pki = try await Self.makeCertificates(in: workspace)
-        let nginx = try Nginx(root: workspace.repo, tls: .init(certificate: pki + "/server.pem", key: pki + "/server.key"),
-                              serverLines: #"if ($http_authorization != "Bearer field-token-7f3a") { return 401; } "#
-                                  + #"if ($uri ~ "^/blobs/") { return 403; }"#)
+        let (workspace, pki, nginx) = try await Self.bearerRepository(after: #"if ($uri ~ "^/blobs/") { return 403; }"#)
         defer { nginx.stop() }
-        try Self.write("field-token-7f3a\n", pki + "/token")
         let device = try await Self.device(workspace, source: nginx.url, name: "bucket", dataDirectory: workspace.folder + "/data",
                                            config: Self.config(source: nginx.url, ["token_file": pki + "/token", "ca_bundle": pki + "/ca.pem"]),
                                            expecting: "http_status")
