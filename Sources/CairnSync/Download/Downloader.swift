@@ -216,9 +216,9 @@ public struct Downloader: Sendable {
         // A bucket answers 403, not 404, for a key it does not hold unless the credentials may
         // list it: for a blob, whose manifest the same credentials read, that is as likely as a
         // refusal, and a blob not there yet is one to ask another source for.
-        if outcome.status == 403 && hasCredentials && what == "blob" {
+        if outcome.status == 403 && (access.netrcFile != nil || access.tokenFile != nil) && what == "blob" {
             throw SyncError(.httpStatus, "the source answered HTTP 403 for the blob with this device's credentials: a bucket answers so for a key it does not hold (not yet copied there) unless they may list it (s3:ListBucket); else they do not reach blobs/ (netrc_file, token_file)",
-                            cause: NotHeld())
+                            cause: NotHeld(forbidden: true))
         }
         if outcome.status == 401 || (outcome.status == 403 && hasCredentials) {
             throw SyncError(.unauthorized, "the source refused access to the \(what) (HTTP \(outcome.status)); check its netrc_file or token_file")
@@ -267,7 +267,11 @@ public struct Downloader: Sendable {
     }
 
     /// The cause of an error for a file the source does not hold (a `file://` folder without it).
-    public struct NotHeld: Error, Sendable {}
+    /// `forbidden`: a 403 to the device's credentials, which may be a refusal too (credentials
+    /// that do not reach `blobs/`): the attempt's news even where another source answers.
+    public struct NotHeld: Error, Sendable {
+        public var forbidden = false
+    }
 
     /// The cause of an error for a blob download cut for its pace while a later source could
     /// take it over (`download(…handingOver:)`).
