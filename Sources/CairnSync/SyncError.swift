@@ -98,9 +98,12 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         [.network, .httpStatus, .diskFull, .io, .cancelled, .hashMismatch].contains(code)
     }
 
-    /// Whether the failure is about reaching a source rather than about what it served.
+    /// Whether the failure is about reaching a source rather than about what it served (a
+    /// damaged copy, or a blob refused to the device's credentials, which may be credentials
+    /// that do not reach it, is an answer).
     var isTransport: Bool {
         (code == .network || code == .httpStatus || code == .cancelled) && !isDamagedCopy
+            && (cause as? Downloader.NotHeld)?.forbidden != true
     }
 
     /// Whether the source served a damaged copy: one that fails its SHA-256, or is not even the

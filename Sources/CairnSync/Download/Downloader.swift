@@ -268,7 +268,8 @@ public struct Downloader: Sendable {
 
     /// The cause of an error for a file the source does not hold (a `file://` folder without it).
     /// `forbidden`: a 403 to the device's credentials, which may be a refusal too (credentials
-    /// that do not reach `blobs/`): the attempt's news even where another source answers.
+    /// that do not reach `blobs/`): not a transport failure (`SyncError.isTransport`), so the
+    /// attempt's news even where another source answers.
     public struct NotHeld: Error, Sendable {
         public var forbidden = false
     }

@@ -457,10 +457,7 @@ public actor Syncer {
                 // A cut for pace is no reason to end on: the source is asked again, and what
                 // happens then (or at a later source) says more.
                 if kept == nil || (kept!.isTransport && !error.isTransport) || Self.handedOver(kept!) { kept = error }
-                // A blob refused to the device's credentials may be credentials that do not reach
-                // it: said even where another source answers "up to date".
-                let refused = (error.cause as? Downloader.NotHeld)?.forbidden == true
-                if news == nil, !error.isTransport || refused, !Self.notNews.contains(error.code) { news = error }
+                if news == nil, !error.isTransport, !Self.notNews.contains(error.code) { news = error }
                 if error.code == .cancelled { break }
                 if handedOver, askedAgain.insert(source).inserted { queue.append(source) }
             }
