@@ -8,11 +8,11 @@ import Glibc
 public enum DescriptorLimit {
     /// Descriptors kept for what is not a connection (SQLite connections of each channel's
     /// search threads, downloads, the state, an export).
-    public static let reserve = 256
+    static let reserve = 256
 
     /// Raises the soft limit to the hard one (systemd's default soft limit is 1,024; the hard
     /// one is usually far higher), and returns the soft limit now in force (nil: unknown).
-    public static func raise() -> Int? {
+    private static func raise() -> Int? {
         var limit = rlimit()
         guard getrlimit(resource, &limit) == 0 else { return nil }
         if limit.rlim_cur < limit.rlim_max {
@@ -23,16 +23,16 @@ public enum DescriptorLimit {
         return Int(clamping: limit.rlim_cur)  // RLIM_INFINITY, all ones, clamps to Int.max
     }
 
-    /// Raises the limit (`raise`) and returns the `max_connections` to serve: `configured`, or
-    /// the number that fits the limit with `reserve` to spare (at least 16), each connection
-    /// taking `descriptorsEach`, with the one-line warning that says so.
-    public static func fit(maxConnections configured: Int, descriptorsEach: Int) -> (connections: Int, warning: String?) {
-        guard let limit = raise(), let fitting = connections(configured, within: limit, descriptorsEach: descriptorsEach) else {
-            return (configured, nil)
-        }
-        return (fitting, "max_connections \(configured) leaves too few of the \(limit) descriptors this process may open "
-                + "(\(reserve) are kept for its files, indexes and downloads); serving \(fitting) at once: "
-                + "raise LimitNOFILE (ulimit -n) or lower max_connections")
+    /// Raises the limit (`raise`) and lowers `maxConnections` to the number that fits it with
+    /// `reserve` to spare (at least 16), each connection taking `descriptorsEach`, passing
+    /// `warn` the one line that says so; leaves it when it fits.
+    public static func fit(_ maxConnections: inout Int, descriptorsEach: Int, warn: (String) -> Void) {
+        let configured = maxConnections
+        guard let limit = raise(), let fitting = connections(configured, within: limit, descriptorsEach: descriptorsEach) else { return }
+        maxConnections = fitting
+        warn("max_connections \(configured) leaves too few of the \(limit) descriptors this process may open "
+             + "(\(reserve) are kept for its files, indexes and downloads); serving \(fitting) at once: "
+             + "raise LimitNOFILE (ulimit -n) or lower max_connections")
     }
 
     /// The `max_connections` that fits `limit` with `reserve` to spare (at least 16), or nil when

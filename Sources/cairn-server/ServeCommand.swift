@@ -57,9 +57,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let logger = Logger(label: "cairn-server")
         // A download holds two descriptors (its connection and the blob's file).
-        let fitted = DescriptorLimit.fit(maxConnections: configuration.maxConnections, descriptorsEach: 2)
-        if let warning = fitted.warning { logger.warning("\(warning)") }
-        configuration.maxConnections = fitted.connections
+        DescriptorLimit.fit(&configuration.maxConnections, descriptorsEach: 2) { logger.warning("\($0)") }
         let repository = configuration.repository
         let host = configuration.host
         do {

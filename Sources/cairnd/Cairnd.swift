@@ -87,9 +87,7 @@ struct Cairnd: AsyncParsableCommand {
             logger.warning("\(ignored) is not a setting this cairnd knows (one of a newer cairnd?); skipped", metadata: ["cairn.version": "\(CairnVersion.date)"])
         }
         // A search connection holds its socket alone (the index's connections are in the reserve).
-        let fitted = DescriptorLimit.fit(maxConnections: configuration.maxConnections, descriptorsEach: 1)
-        if let warning = fitted.warning { logger.warning("\(warning)") }
-        configuration.maxConnections = fitted.connections
+        DescriptorLimit.fit(&configuration.maxConnections, descriptorsEach: 1) { logger.warning("\($0)") }
         // A file-size limit (ulimit -f) must fail the write with EFBIG, which the sync reports
         // as disk_full, instead of killing cairnd with SIGXFSZ.
         signal(SIGXFSZ, SIG_IGN)
