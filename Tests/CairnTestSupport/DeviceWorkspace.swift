@@ -84,9 +84,8 @@ public struct Workspace: Sendable {
         try FileManager.default.createDirectory(atPath: server, withIntermediateDirectories: true)
         let log = server + "/daemon.log"
         try? FileManager.default.removeItem(atPath: log)
-        let command = [Products.path("cairn-server"), "serve", "--repo", repo, "--port", String(port)] + arguments
-        let process = try launch(wrapper.first ?? command[0], Array((wrapper.isEmpty ? [] : Array(wrapper.dropFirst()) + [command[0]]) + command.dropFirst()),
-                                 logDirectory: server)
+        let process = try launch(Products.path("cairn-server"), ["serve", "--repo", repo, "--port", String(port)] + arguments,
+                                 logDirectory: server, through: wrapper)
         var url = ""
         try await waitUntil("cairn-server prints its address", seconds: 30) {
             let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
@@ -132,9 +131,8 @@ public final class DeviceProcess: @unchecked Sendable {
             try lines.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
             arguments += ["--config", file]
         }
-        let cairnd = Products.path("cairnd")
-        process = try launch(wrapper.first ?? cairnd, wrapper.isEmpty ? arguments : Array(wrapper.dropFirst()) + [cairnd] + arguments,
-                             logDirectory: folder, environment: childEnvironment(environment))
+        process = try launch(Products.path("cairnd"), arguments, logDirectory: folder, environment: childEnvironment(environment),
+                             through: wrapper)
     }
 
     public func cairn(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {

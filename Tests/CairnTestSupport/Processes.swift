@@ -78,11 +78,13 @@ extension Process {
 }
 
 /// Starts `executable` and returns the running process (stdout and stderr to `daemon.log` in
-/// `logDirectory`).
-public func launch(_ executable: String, _ arguments: [String], logDirectory: String, environment: [String: String] = childEnvironment()) throws -> Process {
+/// `logDirectory`). `wrapper`: a program and its arguments that start it (and exec it), e.g.
+/// `["/bin/sh", "-c", "ulimit -n 300 && exec \"$0\" \"$@\""]`.
+public func launch(_ executable: String, _ arguments: [String], logDirectory: String, environment: [String: String] = childEnvironment(),
+                   through wrapper: [String] = []) throws -> Process {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
+    process.executableURL = URL(fileURLWithPath: wrapper.first ?? executable)
+    process.arguments = wrapper.isEmpty ? arguments : Array(wrapper.dropFirst()) + [executable] + arguments
     process.environment = environment
     _ = FileManager.default.createFile(atPath: logDirectory + "/daemon.log", contents: nil)
     // One open file for both: two would each write from their own offset, over each other's lines.
