@@ -71,14 +71,28 @@ func loadPrivate(_ paths: [String], outside repository: String? = nil) throws(Pu
         if stat(path, &info) == 0, info.st_mode & 0o077 != 0 {
             printError("warning: the private key \(path) may be read by others (mode \(String(info.st_mode & 0o777, radix: 8))); chmod 600 it")
         }
-        keys.append(try KeyFiles.loadPrivate(path))
+        let key = try KeyFiles.loadPrivate(path)
+        try refuseRepeated(key.keyID, in: path, loaded: keys.map(\.keyID), from: paths)
+        keys.append(key)
     }
     return keys
 }
 
-/// The public keys in the files at `paths`, in order.
+/// The public keys in the files at `paths`, in order; refused when two hold the same key.
 func loadPublic(_ paths: [String]) throws(PublishError) -> [PublicKey] {
     var keys: [PublicKey] = []
-    for path in paths { keys.append(try KeyFiles.loadPublic(path)) }
+    for path in paths {
+        let key = try KeyFiles.loadPublic(path)
+        try refuseRepeated(key.keyID, in: path, loaded: keys.map(\.keyID), from: paths)
+        keys.append(key)
+    }
     return keys
+}
+
+/// Refuses key `id` from `path` when one of the keys `loaded` from the first of `paths` is the
+/// same: a key signs, and counts toward a threshold, once (a publish counted it once and said
+/// "1 were given"; root init, rotate and their public keys said a JSON field was out of range).
+private func refuseRepeated(_ id: KeyID, in path: String, loaded: [KeyID], from paths: [String]) throws(PublishError) {
+    guard let earlier = loaded.firstIndex(of: id) else { return }
+    throw PublishError(.invalidArgument, "\(paths[earlier]) and \(path) hold the same key \(id); a key counts once toward a threshold: give each key once")
 }

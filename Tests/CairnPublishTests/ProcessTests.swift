@@ -378,6 +378,32 @@ struct ProcessTests {
         #expect(broken.status == 74 && broken.error.contains("2.root.json"))
     }
 
+    @Test("Given a root whose signing threshold is 2, when one key is given twice (a copy of its file), then publish and root init refuse with exit 64 in one line naming both files and write nothing; with two keys the publish goes through")
+    func keyGivenTwice() throws {
+        let workspace = try Workspace()
+        let keys = workspace.keyDir
+        for name in ["second", "root"] { #expect(try CLI.run(["keygen", "--out", keys, "--name", name]).status == 0) }
+        let copy = keys + "/publisher-copy.key"
+        try FileSystem.writeAtomically(try FileSystem.read(keys + "/publisher.key"), to: copy)
+        chmod(copy, 0o600)
+        #expect(try CLI.run(["root", "init", "--repo", workspace.repo, "--root-key", keys + "/root.key",
+                             "--signing-key", keys + "/publisher.pub", keys + "/second.pub", "--threshold", "2"]).status == 0)
+        let source = try workspace.writeSource(SampleKB.chunks(count: 3))
+        // Until 2026-12-07: "needs 2 signing keys and 1 were given" (exit 77), naming neither file;
+        // root init said its root_threshold field was out of range.
+        let twice = try CLI.run(CLI.publishArguments(workspace, source: source, extra: ["--key", copy]))
+        #expect(twice.status == 64 && twice.error.contains("publisher.key and \(copy) hold the same key"), "\(twice.status) \(twice.error)")
+        #expect(twice.error.split(separator: "\n").count == 1)
+        #expect(!FileManager.default.fileExists(atPath: workspace.repository.manifestPath("stable")))
+        let rootTwice = try CLI.run(["root", "init", "--repo", workspace.folder + "/other", "--root-key", keys + "/root.key",
+                                     keys + "/root.key", "--root-threshold", "2", "--signing-key", keys + "/publisher.pub"])
+        #expect(rootTwice.status == 64 && rootTwice.error.contains("hold the same key"), "\(rootTwice.error)")
+        #expect(!FileManager.default.fileExists(atPath: workspace.folder + "/other/root/1.root.json"))
+        let both = try CLI.run(CLI.publishArguments(workspace, source: source, extra: ["--key", keys + "/second.key"]))
+        #expect(both.status == 0, "\(both.error)")
+        #expect(try workspace.manifest().version == 1)
+    }
+
     @Test("Given --help for each subcommand, when printed, then it explains the command")
     func help() throws {
         for (command, phrase) in [("keygen", "0600"), ("publish", "CAIRN_PUBLISH_PAUSE_AT"), ("verify", "--trusted-key"),
