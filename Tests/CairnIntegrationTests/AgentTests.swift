@@ -224,6 +224,25 @@ struct AgentTests {
                 "\(String(describing: moved))")
     }
 
+    @Test("Given cairn mcp, when a line is JSON but not an object or array (7, null), then it is an Invalid Request (-32600), not a Parse error; a line one byte over 4 MiB whose end comes in the read that brings its newline is refused as over the limit, with id null; the next line is answered")
+    func mcpFragmentsAndALineJustOver() async throws {
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let head = #"{"jsonrpc":"2.0","id":50,"method":"ping","params":{"pad":""#, tail = #""}}"#
+        // 4 MiB + 1 bytes without its newline; the key check reads at most 4 MiB, and until
+        // 2026-12-07 such a line was refused, with id 50, as JSON it could not check.
+        let justOver = head + String(repeating: "x", count: (4 << 20) + 1 - head.utf8.count - tail.utf8.count) + tail
+        let ping = #"{"jsonrpc":"2.0","id":51,"method":"ping"}"#
+        // No cairnd: ping does not ask it. One run a line, so that each answer with id null is read.
+        for (line, saying) in [("7", "Invalid Request"), ("null", "Invalid Request"), (justOver, "a line over")] {
+            let run = try await Self.mcp(folder + "/absent.sock", [line, ping], folder: folder)
+            #expect(run.status == 0 && run.order == ["null", "51"], "\(run.order)")
+            let error = run.answers["null"]?["error"] as? [String: Any]
+            #expect(error?["code"] as? Int == -32600 && (error?["message"] as? String)?.contains(saying) == true,
+                    "\(line.prefix(40)): \(String(describing: error))")
+        }
+    }
+
     @Test("Given a cairnd from before 2026-12-06, which ignores ?version= and answers a chunk from the version it serves (6), when cairn get --version 5 and the MCP get tool with version 5 ask, then each fails version_changed, and cairn get exits 1 with nothing on standard output")
     func versionPinHeldAgainstAnOlderDaemon() async throws {
         try requireOrSkip(FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "python3 is not installed (apt-get install python3)")
