@@ -280,7 +280,7 @@ struct DiskFaultTests {
 
     @Test("Given cairn export to a folder under /run/media where no stick is mounted (the folder is on the device's own disk), then it is refused with bad_path saying nothing is mounted there, and nothing is written; with a file system mounted there, the same export succeeds")
     func exportToUnmountedStick() async throws {
-        try Tools.requireRoot("make a folder under /run/media and mount a tmpfs there")
+        try Tools.requireMount("make a folder under /run/media and mount a tmpfs there")
         try await Self.withMediaFolder { _, stick in
             let rig = try await Rig()
             defer { rig.stop() }
@@ -299,7 +299,7 @@ struct DiskFaultTests {
 
     @Test("Given a stick mounted below a folder only another user may enter (a desktop's /run/media/USER), when it is exported to, then the export is refused as bad_path naming that folder and cairnd's user, not as a folder nothing is mounted at, and nothing is written; with access given, it succeeds")
     func exportBelowAFolderCairndMayNotEnter() async throws {
-        try Tools.requireRoot("mount a tmpfs under /run/media and run cairnd without CAP_DAC_OVERRIDE")
+        try Tools.requireMount("mount a tmpfs under /run/media and run cairnd without CAP_DAC_OVERRIDE")
         let (uid, gid) = try await SystemUsers.ensure(user: SystemUsers.outsider)
         try await Self.withMediaFolder { media, stick in
             let mount = try Binaries.run("/bin/mount", ["-t", "tmpfs", "-o", "size=64m,mode=0755,uid=\(uid),gid=\(gid)", "tmpfs", stick],

@@ -69,7 +69,7 @@ struct StartupFailureTests {
 
     @Test("Given a data directory holding a version under a read-only bind mount of a writable file system (as ProtectSystem=strict makes of a folder not in ReadWritePaths=), when cairnd starts, then it exits 1 naming ReadWritePaths=, not served as a failing disk's would be")
     func cairndReadOnlyView() async throws {
-        try requireOrSkip(getuid() == 0, "a bind mount needs root")
+        try Tools.requireMount("bind-mount a data directory read-only")
         let folder = try TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let data = folder + "/data"
@@ -95,6 +95,7 @@ struct StartupFailureTests {
         // is made read-only for this user.
         let reason: String
         if getuid() == 0 {
+            try Tools.requireMount("mount a read-only tmpfs (root writes through any folder's mode)")
             let mount = try Binaries.run("/bin/mount", ["-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", data], in: "/tmp")
             guard mount.status == 0 else { throw StepFailed("mount a read-only tmpfs: \(mount.error)") }
             // Not "chown", which cannot mend it (since 2026-12-06).

@@ -57,4 +57,24 @@ public enum Tools {
         }
         try Test.cancel(Comment(rawValue: reason), sourceLocation: sourceLocation)
     }
+
+    /// As `requireRoot`, and the power to mount: root in a container run without
+    /// `--privileged` (Docker's default) may not mount a tmpfs or a bind mount, nor enter a
+    /// mount namespace of its own. Where it may not, the test is skipped, and fails where
+    /// `CAIRN_REQUIRE_MOUNT=1` (scripts/test sets it where `unshare --mount` works).
+    public static func requireMount(_ why: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        try requireRoot(why, sourceLocation: sourceLocation)
+        if mayMount { return }
+        let reason = "needs the power to mount to \(why); root here has none (a container run without --privileged)"
+        if ProcessInfo.processInfo.environment["CAIRN_REQUIRE_MOUNT"] == "1" {
+            throw MissingRequirement(description: "\(reason) (CAIRN_REQUIRE_MOUNT=1)")
+        }
+        try Test.cancel(Comment(rawValue: reason), sourceLocation: sourceLocation)
+    }
+
+    /// Whether `unshare --mount` works here, the probe scripts/test makes too: asked once.
+    private static let mayMount: Bool = {
+        guard let run = try? Binaries.run("/usr/bin/unshare", ["--mount", "/bin/true"], in: "/tmp") else { return false }
+        return run.status == 0
+    }()
 }

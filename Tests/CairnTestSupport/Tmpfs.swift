@@ -9,7 +9,7 @@ public struct Tmpfs: Sendable {
     public let path: String
 
     public init(megabytes: Int) throws {
-        try Tools.requireRoot("mount a tmpfs")
+        try Tools.requireMount("mount a tmpfs")
         path = try TemporaryDirectory.make() + "/disk"
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         let mount = try Binaries.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", path], in: "/tmp")
