@@ -20,8 +20,13 @@ cairn_install_system_packages() {
     # `venv --help` answers without python3-venv; creating one needs ensurepip, which it brings.
     python3 -c 'import ensurepip' >/dev/null 2>&1 || wanted+=(python3-venv)
     python3 -m pip --version >/dev/null 2>&1 || wanted+=(python3-pip)
+    cairn_install_packages "${wanted[@]}"
+}
+
+# Installs those of the Debian packages named that are missing (as root, or through sudo).
+cairn_install_packages() {
     local missing=() package
-    for package in "${wanted[@]}"; do
+    for package in "$@"; do
         dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
