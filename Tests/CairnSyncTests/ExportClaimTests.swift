@@ -189,7 +189,7 @@ struct ExportTrustTests {
 
 @Suite("An export cut short is replaced by the next")
 struct ExportCutShortTests {
-    @Test("Given a folder an export cut short left (its marker, a half-written blob, a manifest folder), when exporting there, then it is replaced and the export is whole, without the marker; a folder with the same files but no marker, or with the marker and a file no export writes, is refused as not empty and kept; an ext4 stick's root, with only lost+found, takes the export, and a FAT stick's root with Windows' folders takes it in place of one cut short")
+    @Test("Given a folder an export cut short left (its marker, a half-written blob, a manifest folder), when exporting there, then it is replaced and the export is whole, without the marker; a folder with the same files but no marker, or with the marker and a file no export writes, is refused as not empty and kept; an ext4 stick's root, with only lost+found, takes the export, and a FAT stick's root with Windows' folders, a desktop's trash and macOS's files takes it in place of one cut short")
     func cutShortReplaced() async throws {
         let (repo, device) = try await DeltaTrustTests.deviceOnVersion1()
         let folder = try TemporaryDirectory.make()
@@ -228,13 +228,15 @@ struct ExportCutShortTests {
         // beside an export cut short, which is then replaced.
         let windows = folder + "/fat-root"
         try leftovers(in: windows, marker: true)
-        for name in ["System Volume Information", "$RECYCLE.BIN"] {
+        // A Linux desktop's trash too (the old export, deleted from the stick in a file manager,
+        // lands in .Trash-1000) and macOS's AppleDouble files on FAT: until 2026-12-07 "not empty".
+        let others = ["System Volume Information", "$RECYCLE.BIN", ".Trash-1000", "._.Trashes", ".TemporaryItems"]
+        for name in others {
             try FileManager.default.createDirectory(atPath: windows + "/" + name, withIntermediateDirectories: true)
         }
         _ = try await device.syncer.export(to: windows)
         #expect(FileManager.default.fileExists(atPath: windows + "/channels/\(repo.channel)/manifest.json"))
-        #expect(FileManager.default.fileExists(atPath: windows + "/System Volume Information")
-                && FileManager.default.fileExists(atPath: windows + "/$RECYCLE.BIN"))
+        #expect(others.allSatisfy { FileManager.default.fileExists(atPath: windows + "/" + $0) })
     }
 
     @Test("Given a folder whose export marker an export in another process holds (it is writing there now), when exporting there, then it is refused with export_target_not_empty and nothing of the folder is removed; once that export is gone (its lock released, the marker left), the folder is an export cut short and is replaced")

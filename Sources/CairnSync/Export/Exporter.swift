@@ -34,10 +34,17 @@ struct Exporter {
     static let unfinishedMarker = ".cairn-export-unfinished"
 
     /// What file systems and desktops make at a stick's root, no one's files: `mkfs.ext4`'s
-    /// `lost+found`, the folders Windows makes on any FAT or exFAT stick it mounts, and
-    /// macOS's. Not "not empty", and never removed.
+    /// `lost+found`, the folders Windows makes on any FAT or exFAT stick it mounts, macOS's
+    /// (and their AppleDouble `._` files on FAT), and a Linux desktop's trash (`.Trash-1000`,
+    /// where a file manager puts an old export deleted from the stick). Not "not empty", and
+    /// never removed.
     static let systemEntries: Set<String> = ["lost+found", "System Volume Information", "$RECYCLE.BIN",
-                                             ".Spotlight-V100", ".fseventsd", ".Trashes", ".DS_Store"]
+                                             ".Spotlight-V100", ".fseventsd", ".Trashes", ".DS_Store",
+                                             ".TemporaryItems", "._.Trashes", "._.DS_Store"]
+
+    static func isSystemEntry(_ name: String) -> Bool {
+        systemEntries.contains(name) || name.hasPrefix(".Trash-")
+    }
 
     /// Whether an entry at a target's top level is one an export writes: its folders, the
     /// marker, and an atomic write's temporary file (`.tmp-<uuid>`, the marker's).
@@ -288,9 +295,9 @@ struct Exporter {
         }
     }
 
-    /// The entries of `target` but `systemEntries`, which are no one's files.
+    /// The entries of `target` but system ones (`isSystemEntry`), which are no one's files.
     private func ownEntries(_ target: String) -> [String] {
-        directory.entries(target).filter { !Self.systemEntries.contains($0) }
+        directory.entries(target).filter { !Self.isSystemEntry($0) }
     }
 
     /// Removes what an export writes from `target` (not the folder, nor anything else in it),
