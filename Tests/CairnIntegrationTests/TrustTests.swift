@@ -380,6 +380,37 @@ struct TrustTests {
         #expect(device.log.contains("version \(thief), held back by a rollback, is passed over"))
     }
 
+    @Test("Given key 1 (stolen) re-signing the installed version dated in 9999, which raised the clock floor, when root 2 revokes key 1 and the state is then as it was before that walk (roots are written as accepted, the state at the attempt's end: what a kill or a power cut in between leaves), then the next walk, which starts at root 2, still lowers the clock floor")
+    func revocationAppliedAfterAKill() async throws {
+        let (w, r, s1, _, pinned) = try Self.rooted(bothSign: true)
+        let genuine = try Data(contentsOf: URL(fileURLWithPath: w.manifestPath))
+        let (server, url, device) = try await Self.servedDevice(w, pinned: pinned)
+        defer { stopProcess(server); device.stop() }
+        try Self.serve(w, try Self.redated(w, created: "9999-12-30T00:00:00Z", expires: "9999-12-31T00:00:00Z", key: s1,
+                                           to: w.folder + "/redated.json"))
+        _ = try device.cairn(["sync"])
+        try await waitUntil("the clock floor reaches 9999", seconds: 60) { (device.state["clock_floor"] as? String)?.hasPrefix("9999") == true }
+        let statePath = device.dataDirectory + "/state.json"
+        let before = try Data(contentsOf: URL(fileURLWithPath: statePath))
+
+        try w.server(["root", "rotate", "--repo", w.repo, "--sign-with", r, "--remove-signing-key", Self.pub(s1)])
+        try genuine.write(to: URL(fileURLWithPath: w.manifestPath))
+        #expect(try device.cairn(["sync", "--wait"]).status == 0)
+        #expect((device.state["clock_floor"] as? String ?? "9999") < "2100", "\(device.state)")
+        // On the disk, what a kill after root 2's write and before the state's leaves. Until
+        // 2026-12-07 the next walk began at root 2, found nothing removed, and the floor stayed
+        // in 9999 for good: every manifest and root expired in the device's eyes.
+        device.stop()
+        try before.write(to: URL(fileURLWithPath: statePath))
+        let again = try DeviceProcess(w, sources: [url], name: "again", dataDirectory: device.dataDirectory, trust: ["--trusted-root", pinned])
+        defer { again.stop() }
+        try await again.waitForVersion(1)
+        #expect(try again.cairn(["sync", "--wait"]).status == 0)
+        #expect(Self.trust(again)["root_version"] as? Int == 2)
+        #expect((again.state["clock_floor"] as? String ?? "9999") < "2100", "\(again.state)")
+        #expect(again.state["revoked_through_root"] as? Int == 2)
+    }
+
     @Test("Given a rollback from a version key 1 alone signed, when one walk takes root 2, which removes key 1, and root 3, which adds it back, then the hold stays (key 1 is trusted again, net) and the version rolled back from does not install again")
     func keyRemovedAndAddedBackKeepsTheHold() async throws {
         let unwanted = 7

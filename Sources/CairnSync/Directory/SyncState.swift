@@ -60,6 +60,11 @@ public struct SyncState: Codable, Sendable, Equatable {
     /// While recovering: the `created` of the first root under which the installed version
     /// stopped counting. A manifest made before it is refused (a stale mirror's).
     public var recoveringSince: String?
+    /// The newest root of the last walk whose removals of signing keys were applied
+    /// (`Syncer.signingPolicy`): the next walk compares against it, so that one whose state was
+    /// never written (a kill before the attempt's end; roots are written as accepted) is
+    /// applied again.
+    public var revokedThroughRoot: Int?
     /// Expired-but-newer manifests installed under `expired_updates = install`.
     public var expiredInstalls: Int?
     /// The last previous version removed to make room for an install (`max_disk_bytes` or a
@@ -81,6 +86,7 @@ public struct SyncState: Codable, Sendable, Equatable {
         case highestVersionSeen = "highest_version_seen", heldBackVersion = "held_back_version"
         case heldBackSigners = "held_back_signers", attempts, sources
         case clockFloor = "clock_floor", recoveringFrom = "recovering_from", recoveringSince = "recovering_since"
+        case revokedThroughRoot = "revoked_through_root"
         case expiredInstalls = "expired_installs"
         case previousDropped = "previous_dropped"
         case forgottenVersion = "forgotten_version", forgottenStateRoot = "forgotten_state_root"
@@ -109,6 +115,7 @@ public struct SyncState: Codable, Sendable, Equatable {
         clockFloor = field(.clockFloor)
         recoveringFrom = field(.recoveringFrom)
         recoveringSince = field(.recoveringSince)
+        revokedThroughRoot = field(.revokedThroughRoot)
         expiredInstalls = field(.expiredInstalls)
         previousDropped = field(.previousDropped)
         forgottenVersion = field(.forgottenVersion)

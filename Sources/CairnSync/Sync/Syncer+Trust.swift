@@ -23,13 +23,17 @@ extension Syncer {
         }
         // What the walk revokes, net: a key one step removes and a later one adds back is not.
         // Applied once the walk ends, or when a later step is refused (the roots accepted until
-        // then stay, and the next walk starts after them).
-        let start = chain.current
+        // then stay, and the next walk starts after them). Measured from the root the last
+        // applied walk ended at, not from this walk's start: roots are written as they are
+        // accepted and the state at the attempt's end, and a kill in between would else lose
+        // the lowering for good (this walk would start past the roots that removed the key).
+        let start = state.revokedThroughRoot.flatMap { through in chain.roots.first { $0.version == through } } ?? chain.current
         var revocationApplied = false
         func applyRevocation(_ state: inout SyncState) {
             revocationApplied = true
             let end = chain.current
             if start.signingKeys.contains(where: { !end.signingKeys.contains($0) }) { revoked(by: end, installed: installed, state: &state) }
+            state.revokedThroughRoot = end.version
         }
         defer { if !revocationApplied { applyRevocation(&state) } }
         var steps = 0
