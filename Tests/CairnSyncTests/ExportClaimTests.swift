@@ -31,6 +31,28 @@ struct ExportClaimTests {
         _ = try await device.syncer.export(to: target)
         #expect(FileManager.default.fileExists(atPath: target + "/channels/\(repo.channel)/manifest.json"))
     }
+
+    @Test("Given a model file changed on the device's disk since its install, when exporting, then hash_mismatch naming the file, and nothing is left in the folder")
+    func damagedModelFileNotExported() async throws {
+        let repo = try RepoFixture()
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url])
+        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let model = try #require(device.directory.installed()?.modelDirectory)
+        let file = try #require(repo.modelFiles.first)
+        var bytes = try FileSystem.read(model + "/" + file.name)
+        bytes[bytes.count / 2] ^= 0xFF
+        chmod(model + "/" + file.name, 0o644)
+        try FileSystem.writeAtomically(bytes, to: model + "/" + file.name)
+        let target = try TemporaryDirectory.make() + "/usb"
+        await #expect {
+            _ = try await device.syncer.export(to: target)
+        } throws: { error in
+            let failure = error as? SyncError
+            return failure?.code == .hashMismatch && failure?.message.contains("model file \(file.name)") == true
+        }
+        #expect(!FileManager.default.fileExists(atPath: target))
+    }
 }
 
 /// An export stopped because cairnd is stopping (`Stopping`, set by SIGTERM). The process-wide

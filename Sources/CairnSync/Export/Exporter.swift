@@ -151,13 +151,14 @@ struct Exporter {
         var bytes: Int64 = 0
         /// Every file written and its SHA-256, for the read-back (and the answer's count).
         var written: [(path: String, id: ContentID)] = []
-        func put(_ content: [UInt8], as id: ContentID, what: String) throws(SyncError) {
-            guard ContentID(hashing: content) == id else {
-                throw SyncError(.hashMismatch, "\(what) of version \(installed.version) does not match its signed SHA-256; not exported")
+        /// Copies the file at `path` (`id`, `size` bytes) in, a megabyte at a time.
+        func copy(_ path: String, as id: ContentID, size: Int, what: String) throws(SyncError) {
+            do { try repository.put(file: path, id: id, stopping: stopping) } catch {
+                try checkStopping()
+                throw SyncError.writing("cannot write \(what) into \(target): \(error.message)", error)
             }
-            do { try repository.put(content) } catch { throw SyncError.writing("cannot write \(what) into \(target): \(error.message)", error) }
             written.append((repository.path(of: id), id))
-            bytes += Int64(content.count)
+            bytes += Int64(size)
         }
         func writeSmall(_ content: [UInt8], to path: String) throws(StoreError) {
             try FileSystem.writeAtomically(content, to: path)
@@ -167,19 +168,26 @@ struct Exporter {
         let (snapshot, origin) = try snapshotBlob(installed)
         defer { if origin == .rebuilt { unlink(snapshot) } }
         try checkStopping()
-        do { try repository.put(file: snapshot, id: manifest.snapshot.sha256, stopping: stopping) } catch {
-            try checkStopping()
-            throw SyncError.writing("cannot write the snapshot blob into \(target): \(error.message)", error)
-        }
-        written.append((repository.path(of: manifest.snapshot.sha256), manifest.snapshot.sha256))
-        bytes += Int64(manifest.snapshot.size)
+        try copy(snapshot, as: manifest.snapshot.sha256, size: manifest.snapshot.size, what: "the snapshot blob")
         if !manifest.model.files.isEmpty {
             guard let model = installed.modelDirectory else {
                 throw SyncError(.io, "version \(installed.version)'s model files are not on this device; nothing exported")
             }
+            // Hashed and copied a megabyte at a time, as the snapshot blob is: read whole, a
+            // model's tens or hundreds of megabytes would sit on the heap of a cairnd serving
+            // on a small device, which maps its model to keep them off.
             for file in manifest.model.files {
                 try checkStopping()
-                try put(try read(model + "/" + file.name), as: file.sha256, what: "model file \(file.name)")
+                let path = model + "/" + file.name
+                let held: ContentID
+                do { held = try FileSystem.sha256(of: path, stopping: stopping).id } catch {
+                    try checkStopping()
+                    throw SyncError(.io, error.message, cause: error)
+                }
+                guard held == file.sha256 else {
+                    throw SyncError(.hashMismatch, "model file \(file.name) of version \(installed.version) does not match its signed SHA-256; not exported")
+                }
+                try copy(path, as: file.sha256, size: file.size, what: "model file \(file.name)")
             }
         }
         let signed = try read(installed.manifestPath)
