@@ -12,7 +12,7 @@ import Testing
 /// paused half-way here to race another for real.
 @Suite("One export per folder at a time")
 struct ExportClaimTests {
-    @Test("Given an export writing into a folder, then another export into that folder, however its path is spelled, is refused with export_target_not_empty before it writes; once the first ends, it proceeds")
+    @Test("Given an export writing into a folder, then another export into that folder, however its path is spelled, is refused with export_target_not_empty before it writes; once the first ends, it proceeds; run again, it is refused saying which version the folder holds")
     func oneExportPerFolder() async throws {
         let repo = try RepoFixture(withModel: false)
         try repo.publish(version: 1)
@@ -30,6 +30,15 @@ struct ExportClaimTests {
         Exporter.release(target)
         _ = try await device.syncer.export(to: target)
         #expect(FileManager.default.fileExists(atPath: target + "/channels/\(repo.channel)/manifest.json"))
+        // Run again: refused, saying what the folder holds (until 2026-12-07 "is not empty" alone,
+        // whose obvious remedy, removing it, may put an older version in a newer one's place).
+        await #expect {
+            _ = try await device.syncer.export(to: target)
+        } throws: { error in
+            let failure = error as? SyncError
+            return failure?.code == .exportTargetNotEmpty
+                && failure?.message.contains("it holds an export of channel \(repo.channel), version 1, the version this device has") == true
+        }
     }
 
     @Test("Given a model file changed on the device's disk since its install, when exporting, then hash_mismatch naming the file, and nothing is left in the folder")

@@ -52,6 +52,26 @@ struct Exporter {
         ["blobs", "channels", "root", "keys", unfinishedMarker].contains(name) || name.hasPrefix(".tmp-")
     }
 
+    /// When `target` holds a finished export (a manifest, read without checking its signature:
+    /// said, not trusted), what it holds beside what this device has: an export run again, or
+    /// a stick from a newer device, whose removal would put an older version in its place.
+    func heldExport(in target: String, installed: InstalledVersion) -> String {
+        let own = installed.manifest.channel
+        let channels = [own] + directory.entries(target + "/channels").filter { $0 != own }.sorted()
+        for channel in channels {
+            guard let bytes = try? FileSystem.read("\(target)/channels/\(channel)/manifest.json"),
+                  let envelope = try? SignedManifest.decodeEnvelope(bytes),
+                  let held = try? Manifest(json: envelope.content) else { continue }
+            let mine = installed.version
+            let relation = held.channel != own ? "another channel than this device's \(own)"
+                : held.version == mine ? "the version this device has"
+                : held.version > mine ? "newer than this device's \(mine): removing it would put an older version in its place"
+                : "older than this device's \(mine)"
+            return " (it holds an export of channel \(held.channel), version \(held.version), \(relation))"
+        }
+        return ""
+    }
+
     /// Claims `target` for one export (false when another holds it); `release` gives it back.
     static func claim(_ target: String) -> Bool { writing.withLock { $0.insert(Self.key(target)).inserted } }
     static func release(_ target: String) { _ = writing.withLock { $0.remove(Self.key(target)) } }
@@ -83,7 +103,7 @@ struct Exporter {
         var marker: ExportMarker?
         if existed, !ownEntries(target).isEmpty {
             guard FileSystem.exists(target + "/" + Self.unfinishedMarker) else {
-                throw SyncError(.exportTargetNotEmpty, "\(target) is not empty; export into a new or empty folder")
+                throw SyncError(.exportTargetNotEmpty, "\(target) is not empty\(heldExport(in: target, installed: installed)); export into a new or empty folder")
             }
             // An export cut short left it: what it wrote goes, the marker last. Anything else
             // is someone's (documents copied onto the stick since): refused, never removed.
