@@ -67,22 +67,6 @@ struct SyncCommand: AsyncParsableCommand {
         }
     }
 
-    /// Ctrl-C (SIGINT) during the wait: the progress line cleared, one line saying that only
-    /// the wait ended (cairnd's attempt goes on), exit 130 as for any interrupted command.
-    private static func onInterrupt(clearing display: SyncProgressDisplay) -> any DispatchSourceSignal {
-        signal(SIGINT, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        source.setEventHandler {
-            // write(2) and _exit: stdio's lock may be held by a progress line blocked on a full
-            // pipe or a stopped terminal, and nothing buffered is worth waiting for.
-            if display.drawsInPlace { writeStandardError("\r\u{1B}[K") }
-            writeStandardError("cairn: interrupted; the wait ended, cairnd's attempt goes on (`cairn status` shows it)\n")
-            _exit(128 + SIGINT)
-        }
-        source.resume()
-        return source
-    }
-
     struct Accepted: Decodable {
         let attempts: [String: Int]?
     }
@@ -98,7 +82,11 @@ struct SyncCommand: AsyncParsableCommand {
             display.clear()
             fflush(nil)
         }
-        let interrupt = Self.onInterrupt(clearing: display)
+        // Ctrl-C: the progress line cleared, and one line saying that only the wait ended.
+        let inPlace = display.drawsInPlace
+        let interrupt = exitOnInterrupt(saying: "cairn: interrupted; the wait ended, cairnd's attempt goes on (`cairn status` shows it)") {
+            if inPlace { writeStandardError("\r\u{1B}[K") }
+        }
         defer { interrupt.cancel() }
         // Monotonic: a device's clock stepped by NTP during the wait must not end or stretch it.
         let deadline = timeout.map { ContinuousClock.now + .seconds(min($0, 1e9)) }

@@ -9,6 +9,36 @@ import Testing
 /// syncing from an export through a `file://` source.
 @Suite("rollback and export: real processes", .offCooperativePool, .serialized)
 struct RollbackExportTests {
+    @Test("Given `cairn export` waiting on cairnd, when it gets SIGINT (Ctrl-C), then it exits 130 in one line saying the wait ended and cairnd's export goes on, and when the stick may be removed")
+    func interruptedExport() async throws {
+        try requireOrSkip(FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "python3 is not installed (apt-get install python3)")
+        let folder = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let socket = folder + "/cairnd.sock", received = folder + "/received", logs = folder + "/cli"
+        for log in [folder + "/peer", logs] { try FileManager.default.createDirectory(atPath: log, withIntermediateDirectories: true) }
+        // A stand-in for a cairnd in the middle of a long export (minutes onto a slow stick, which
+        // no test can time): it takes the request, says so in a file, and never answers.
+        let script = """
+            import os, socket, sys, time
+            s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1] + ".new"); s.listen(8)
+            os.rename(sys.argv[1] + ".new", sys.argv[1])
+            c, _ = s.accept(); c.recv(65536); open(sys.argv[2], "w").close()
+            time.sleep(600)
+            """
+        let peer = try launch("/usr/bin/python3", ["-c", script, socket, received], logDirectory: folder + "/peer")
+        defer { stopProcess(peer) }
+        try await waitUntil("the stand-in listens", seconds: 20) { FileManager.default.fileExists(atPath: socket) }
+        let export = try launch(Products.path("cairn"), ["--socket", socket, "export", "--to", folder + "/usb"], logDirectory: logs)
+        defer { stopProcess(export) }
+        // The request is sent after the handler is in place.
+        try await waitUntil("the stand-in has the request", seconds: 20) { FileManager.default.fileExists(atPath: received) }
+        kill(export.processIdentifier, SIGINT)
+        #expect(try await waitForExit(export) == 130)
+        let output = (try? String(contentsOfFile: logs + "/daemon.log", encoding: .utf8)) ?? ""
+        #expect(output == "cairn: interrupted; the wait ended, cairnd's export into \(folder)/usb goes on (`cairn status` shows it): remove the stick only once it ends\n",
+                "\(output)")
+    }
+
     static let version3: [(id: String, text: String)] = DeviceFlowTests.version2 + [
         ("generator", "Run a generator outside, never in a garage or a basement."),
     ]
