@@ -1,3 +1,5 @@
+import Foundation
+
 /// Turns arbitrary user text into a safe FTS5 MATCH expression.
 ///
 /// User text is never given to FTS5's query syntax: it is split into word tokens (runs of
@@ -6,8 +8,12 @@
 /// token is quoted as an FTS5 string (`"token"`, embedded quotes doubled) and joined with OR.
 /// `AND`, `NEAR(`, `*`, `^`, `:`, quotes and parentheses thus lose all meaning.
 public enum LexicalQuery {
-    /// The word tokens of `text`, in order of first appearance, lowercased and unique.
+    /// The word tokens of `text`, in order of first appearance, lowercased and unique, in NFC:
+    /// FTS5 compares bytes, and a query typed or pasted decomposed ("한" as its jamo, "が" as
+    /// "か" and a combining mark, as macOS file names hold them) would miss the precomposed
+    /// text that documents hold.
     public static func tokens(_ text: String) -> [String] {
+        let text = text.precomposedStringWithCanonicalMapping
         var tokens: [String] = []
         var seen: Set<String> = []
         var current = String.UnicodeScalarView()
