@@ -108,11 +108,12 @@ struct BadInputTests {
         #expect(!error.message.contains(Self.secret))
     }
 
-    @Test("Given a folder holding, beside a file of prose, an empty Markdown file, one of front matter alone, an empty .jsonl, a .json of [], two links to a folder (one named with a newline, shown as ?) and a FIFO named .md, when read, then the prose's chunks come and one notice each names the seven others")
+    @Test("Given a folder holding, beside a file of prose, an empty Markdown file, one of front matter alone, an empty .jsonl, a .json of [] and one of white space, two links to a folder (one named with a newline, shown as ?) and a FIFO named .md, when read, then the prose's chunks come and one notice each names the eight others")
     func sourceNotices() throws {
         let folder = try TemporaryDirectory.make(), elsewhere = try TemporaryDirectory.make()
         try "Boil water for one minute.".write(toFile: folder + "/good.md", atomically: true, encoding: .utf8)
-        for (name, text) in [("empty.md", ""), ("front.md", "---\ntitle: Draft\n---\n  \n"), ("none.jsonl", "\n"), ("none.json", "[]")] {
+        for (name, text) in [("empty.md", ""), ("front.md", "---\ntitle: Draft\n---\n  \n"), ("none.jsonl", "\n"), ("none.json", "[]"),
+                             ("blank.json", " \n")] {
             try text.write(toFile: folder + "/" + name, atomically: true, encoding: .utf8)
         }
         try "Shared.".write(toFile: elsewhere + "/shared.md", atomically: true, encoding: .utf8)
@@ -122,16 +123,42 @@ struct BadInputTests {
         var notices: [String] = [], ids: [String] = []
         try SourceReader.forEachChunk(path: folder, notice: { notices.append($0) }) { _, _, chunk in ids.append(chunk.id) }
         #expect(ids == ["good.md#1"])
-        #expect(notices.count == 7, "\(notices)")
+        #expect(notices.count == 8, "\(notices)")
         #expect(notices.contains { $0.hasPrefix(folder + "/odd?link links to a folder") }, "\(notices)")
         #expect(notices.contains(folder + "/pipe.md is not a regular file (a FIFO, a socket or a device): not read"), "\(notices)")
         for name in ["empty.md", "front.md"] {
             #expect(notices.contains { $0.hasPrefix(folder + "/\(name) holds no text") }, "\(notices)")
         }
-        for name in ["none.jsonl", "none.json"] {
+        // An empty .json too (until 2026-12-07 refused as "not valid JSON", where the others say this).
+        for name in ["none.jsonl", "none.json", "blank.json"] {
             #expect(notices.contains { $0.hasPrefix(folder + "/\(name) holds no records") }, "\(notices)")
         }
         #expect(notices.contains { $0.hasPrefix(folder + "/shared links to a folder, which is not followed") }, "\(notices)")
+    }
+
+    @Test("Given a folder holding a link to one of its own files, a hard link to another, and the repository published to (its JSON manifests), when read, then each file is read once under its first path, the repository not at all, and one notice says each")
+    func sameFileTwiceAndTheRepository() throws {
+        let folder = try TemporaryDirectory.make()
+        try FileManager.default.createDirectory(atPath: folder + "/guide", withIntermediateDirectories: true)
+        try "Boil water for one minute.".write(toFile: folder + "/guide/intro.md", atomically: true, encoding: .utf8)
+        try #"[{"id":"a","title":"A","content":"Sandbags."}]"#.write(toFile: folder + "/v3.json", atomically: true, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: folder + "/index.md", withDestinationPath: "guide/intro.md")
+        try #require(link(folder + "/v3.json", folder + "/latest.json") == 0)
+        // As a publish leaves it: a manifest is a JSON object, not an array of records.
+        try FileManager.default.createDirectory(atPath: folder + "/repo/channels/stable", withIntermediateDirectories: true)
+        try #"{"manifest":{}}"#.write(toFile: folder + "/repo/channels/stable/manifest.json", atomically: true, encoding: .utf8)
+        var notices: [String] = [], ids: [String] = []
+        try SourceReader.forEachChunk(path: folder, excluding: [folder + "/repo/"], notice: { notices.append($0) }) { _, _, chunk in
+            ids.append(chunk.id)
+        }
+        // Read twice until 2026-12-07: the link's chunks answered twice under two ids, and the
+        // hard link's refused the publish as repeated ids.
+        #expect(ids == ["guide/intro.md#1", "a"], "\(ids)")
+        #expect(notices.sorted() == [
+            folder + "/index.md is the same file as \(folder)/guide/intro.md (a link): read once, as guide/intro.md",
+            folder + "/repo is the repository published to: not read as a source",
+            folder + "/v3.json is the same file as \(folder)/latest.json (a link): read once, as latest.json",
+        ], "\(notices)")
     }
 
     @Test("Given a FIFO as the source (a pipe, `--source <(…)`), when read, then it is refused at once as not a regular file, without opening it (with no writer, the open would wait for good)",

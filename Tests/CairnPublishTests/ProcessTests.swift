@@ -378,6 +378,24 @@ struct ProcessTests {
         #expect(broken.status == 74 && broken.error.contains("2.root.json"))
     }
 
+    @Test("Given a repository inside the source folder (--repo kb/repo --source kb), when published twice, then both succeed and the second says the repository is not read as a source")
+    func repositoryInsideTheSource() throws {
+        let workspace = try Workspace()
+        let kb = workspace.folder + "/kb"
+        try FileManager.default.createDirectory(atPath: kb, withIntermediateDirectories: true)
+        try "Boil water for one minute.".write(toFile: kb + "/water.md", atomically: true, encoding: .utf8)
+        let arguments = ["publish", "--repo", kb + "/repo", "--channel", "stable", "--source", kb, "--key", workspace.keyDir + "/publisher.key",
+                         "--model-dir", workspace.modelDir, "--cache", workspace.cachePath]
+        let first = try CLI.run(arguments)
+        #expect(first.status == 0, "\(first.error)")
+        // Until 2026-12-07 the second read the first's manifests as records: "a .json source
+        // must be an array of records" (exit 65).
+        try "Then let it cool.".write(toFile: kb + "/cool.md", atomically: true, encoding: .utf8)
+        let second = try CLI.run(arguments)
+        #expect(second.status == 0 && second.output.hasPrefix("published version 2: 2 chunks"), "\(second.output) \(second.error)")
+        #expect(second.error.contains(kb + "/repo is the repository published to: not read as a source"), "\(second.error)")
+    }
+
     @Test("Given a root whose signing threshold is 2, when one key is given twice (a copy of its file), then publish and root init refuse with exit 64 in one line naming both files and write nothing; with two keys the publish goes through")
     func keyGivenTwice() throws {
         let workspace = try Workspace()

@@ -54,8 +54,10 @@ public enum SourceReader {
     /// for repeats here (`read` does; a publish's snapshot writer refuses a repeated id).
     /// `notice` hears, in one line each, what a publisher may not have meant: a link to a folder
     /// passed over, a file that holds no chunks.
+    /// `excluding`: folders under a source folder that are no source (the repository published
+    /// to: its manifests and roots are JSON, and a second publish would read them as records).
     public static func forEachChunk(path: String, chunking: ChunkingOptions = ChunkingOptions(),
-                                    notice: (String) -> Void = { _ in },
+                                    excluding: [String] = [], notice: (String) -> Void = { _ in },
                                     _ body: (_ file: String, _ position: String, Chunk) throws(PublishError) -> Void) throws(PublishError) {
         var info = stat()
         guard stat(path, &info) == 0 else {
@@ -64,7 +66,7 @@ public enum SourceReader {
         }
         let files: [(full: String, relative: String, size: Int64)]
         if info.st_mode & S_IFMT == S_IFDIR {
-            files = try listFiles(in: path, notice: notice)
+            files = try listFiles(in: path, excluding: excluding, notice: notice)
         } else {
             // A pipe (`--source <(…)`) would be read empty by the second of a publish's passes,
             // and a FIFO without a writer would hold the publish for good.
@@ -143,10 +145,21 @@ public enum SourceReader {
     /// `opendir`/`lstat` rather than `FileManager.enumerator`, whose relative paths drop every
     /// later occurrence of the root's path (`kb/b/kb/c.md` under `kb` came out as `bc.md`, and
     /// the file was skipped).
+    /// A file reached twice (a link to a file in the source, a hard link) is read once, under
+    /// its first path in that order, and `notice` hears of the other: read twice, its chunks
+    /// would answer twice under two ids (a `.json`'s would refuse the publish as repeated ids).
+    /// The folders `excluding` names are not walked (`notice` hears of each), nor is a file that
+    /// vanishes between its listing and its look (an editor's or a sync tool's temporary file).
     /// - Throws: `.io` naming a folder that cannot be listed (a file is never skipped silently).
-    static func listFiles(in root: String, notice: (String) -> Void = { _ in }) throws(PublishError) -> [(full: String, relative: String, size: Int64)] {
+    static func listFiles(in root: String, excluding: [String] = [],
+                          notice: (String) -> Void = { _ in }) throws(PublishError) -> [(full: String, relative: String, size: Int64)] {
         let base = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
-        var found: [(relative: String, size: Int64)] = []
+        func identity(_ info: stat) -> [UInt64] { [UInt64(info.st_dev), UInt64(info.st_ino)] }
+        let excluded = Set(excluding.compactMap { path -> [UInt64]? in
+            var info = stat()
+            return stat(path, &info) == 0 ? identity(info) : nil
+        })
+        var found: [(relative: String, size: Int64, identity: [UInt64])] = []
         var pending = [""]
         while let relativeFolder = pending.popLast() {
             let folder = relativeFolder.isEmpty ? root : base + "/" + relativeFolder
@@ -173,10 +186,15 @@ public enum SourceReader {
                 let path = folder + "/" + name
                 var info = stat()
                 guard lstat(path, &info) == 0 else {
+                    if errno == ENOENT { continue }  // gone since readdir listed it
                     throw PublishError(.io, "cannot read \(path) (\(String(cString: strerror(errno))))")
                 }
                 if info.st_mode & S_IFMT == S_IFDIR {
-                    pending.append(relative)
+                    if excluded.contains(identity(info)) {
+                        notice("\(TextDecoding.shown(path)) is the repository published to: not read as a source")
+                    } else {
+                        pending.append(relative)
+                    }
                     continue
                 }
                 // A file, or a symbolic link to one; sockets, FIFOs and devices are not read.
@@ -191,7 +209,7 @@ public enum SourceReader {
                     continue
                 }
                 if info.st_mode & S_IFMT == S_IFREG, readable {
-                    found.append((relative, Int64(info.st_size)))
+                    found.append((relative, Int64(info.st_size), identity(info)))
                 } else if info.st_mode & S_IFMT == S_IFDIR {
                     notice("\(TextDecoding.shown(path)) links to a folder, which is not followed: its files are not in this version (move or bind-mount the folder in instead)")
                 } else if readable {
@@ -199,7 +217,16 @@ public enum SourceReader {
                 }
             }
         }
-        return found.sorted { $0.relative.utf8.lexicographicallyPrecedes($1.relative.utf8) }.map { (base + "/" + $0.relative, $0.relative, $0.size) }
+        // The first path of a file in this order keeps it: the same one at every publish.
+        var first: [[UInt64]: String] = [:]
+        return found.sorted { $0.relative.utf8.lexicographicallyPrecedes($1.relative.utf8) }.compactMap { file in
+            if let earlier = first[file.identity] {
+                notice("\(TextDecoding.shown(base + "/" + file.relative)) is the same file as \(TextDecoding.shown(base + "/" + earlier)) (a link): read once, as \(TextDecoding.shown(earlier))")
+                return nil
+            }
+            first[file.identity] = file.relative
+            return (base + "/" + file.relative, file.relative, file.size)
+        }
     }
 }
 

@@ -290,7 +290,7 @@ public struct Publisher: Sendable {
             batch.removeAll(keepingCapacity: true)
             progress(PublishProgress(done: row, total: total, embedded: vectors.embedded, finished: false))
         }
-        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking) { (file, position, chunk) throws(PublishError) in
+        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking, excluding: [configuration.repository]) { (file, position, chunk) throws(PublishError) in
             // Past a vectors file's last row (a source grown since the file was checked), chunks
             // are only counted: the caller then refuses the source.
             if let total, row >= total {
@@ -324,7 +324,7 @@ public struct Publisher: Sendable {
         // equal ids or, rarely, a collision, which a second pass over those ids alone tells apart.
         var seen = Set<Int>(), twice = Set<Int>()
         var notices: [String] = []
-        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking,
+        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking, excluding: [configuration.repository],
                                       notice: { notices.append($0) }) { (_, _, chunk) throws(PublishError) in
             if rows.contains(keys.count) { sampled.append((keys.count, chunk.id, chunk.embeddingText)) }
             keys.append(Self.rowKey(chunk))
@@ -349,7 +349,7 @@ public struct Publisher: Sendable {
     /// seen twice (byte for byte), naming both places; returns when none is (collisions only).
     private func duplicateID(among hashes: Set<Int>) throws(PublishError) {
         var first: [[UInt8]: String] = [:]
-        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking) { (file, position, chunk) throws(PublishError) in
+        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking, excluding: [configuration.repository]) { (file, position, chunk) throws(PublishError) in
             guard hashes.contains(Self.idHash(chunk.id)) else { return }
             let bytes = Array(chunk.id.utf8)
             if let earlier = first[bytes] {
