@@ -38,13 +38,16 @@ struct ChunkingTests {
         #expect(chunks[0].title == "notes")
     }
 
-    @Test("Given a Markdown file with headings, when chunked, then the first heading is the title and heading marks are not content")
+    @Test("Given a Markdown file with headings, when chunked, then the first heading is the title and heading marks are not content, a word's own # (C#) excepted")
     func headings() {
         let text = "Intro line\n\n## First aid ##\n\nPress firmly.\n\n### Later\n\nMore."
         let chunks = TextChunker().chunks(of: text, path: "aid.markdown")
         #expect(chunks.count == 1)
         #expect(chunks[0].title == "First aid")
         #expect(chunks[0].content == "Intro line\n\nFirst aid\n\nPress firmly.\n\nLater\n\nMore.")
+        // A closing run of # only after a space (CommonMark): a `#` that ends a word stays.
+        let sharp = TextChunker().chunks(of: "# Learn C#\n\nLINQ in F#.\n\n## Tabs\t##\n\nText.", path: "c.md")
+        #expect(sharp.first?.title == "Learn C#" && sharp.first?.content == "Learn C#\n\nLINQ in F#.\n\nTabs\n\nText.", "\(sharp)")
     }
 
     @Test("Given a folder of mixed files, when read, then files are walked sorted, dotfiles skipped, each by its kind")

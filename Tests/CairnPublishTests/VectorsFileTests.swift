@@ -221,6 +221,20 @@ struct VectorsFileTests {
         }
     }
 
+    @Test("Given a vectors file cut after it was opened (np.save into it during a publish), when a row past the cut is read, then it is all zero (refused by the norm check), not a row part zero published scaled")
+    func rowReadShort() throws {
+        let workspace = try Workspace()
+        let file = workspace.folder + "/cut.npy"
+        try Self.writeNPY([[Float]](repeating: [1, 2, 3, 4], count: 4), to: file)
+        let vectors = try SuppliedVectors(path: file)
+        #expect(vectors.row(3) == [1, 2, 3, 4])
+        // Cut mid-row: the last row's last two values gone.
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int)
+        #expect(truncate(file, off_t(size - 8)) == 0)
+        #expect(vectors.row(3) == [0, 0, 0, 0])
+        #expect(vectors.row(2) == [1, 2, 3, 4])
+    }
+
     @Test("Given a file of 40 rows, half of them another model's, and a sample of 8, when published twice, then both publishes are refused with the same line, naming a wrong row that the file's own sample holds; a file that differs in one row is sampled on other rows")
     func sampleRepeats() throws {
         let workspace = try Workspace()

@@ -58,12 +58,14 @@ final class SuppliedVectors: @unchecked Sendable {
         close(descriptor)
     }
 
-    /// Row `index` as float32 values (all zero if the file cannot be read there: refused by the
-    /// caller's check of each row's norm).
+    /// Row `index` as float32 values (all zero if the file cannot be read there whole: refused
+    /// by the caller's check of each row's norm). A row read short (the file cut by a `np.save`
+    /// into it meanwhile) was part zero, a norm above zero, and published scaled.
     func row(_ index: Int) -> [Float] {
         var bytes = [UInt8](repeating: 0, count: dimension * width)
         let offset = off_t(dataOffset + index * dimension * width)
-        _ = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, offset) }
+        let read = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, offset) }
+        guard read == bytes.count else { return [Float](repeating: 0, count: dimension) }
         return bytes.withUnsafeBytes { start in
             if width == 4 {
                 var vector: [Float] = []

@@ -169,7 +169,12 @@ public struct TextChunker: Sendable {
         let rest = trimmed.dropFirst(hashes.count)
         guard let first = rest.first, first == " " || first == "\t" else { return nil }
         var text = rest.trimmingCharacters(in: .whitespaces)[...]
-        while text.hasSuffix("#") { text = text.dropLast() }
+        // A closing run of `#` only after a space or a tab, as CommonMark has it: `# Learn C#`
+        // keeps its `#` (until 2026-12-07 it became "Learn C", title of every chunk of the file).
+        let closing = text.reversed().prefix { $0 == "#" }.count
+        if closing > 0, case let before = text.dropLast(closing), before.isEmpty || before.hasSuffix(" ") || before.hasSuffix("\t") {
+            text = before
+        }
         let result = text.trimmingCharacters(in: .whitespaces)
         return result.isEmpty ? nil : Substring(result)
     }
