@@ -278,6 +278,34 @@ struct DiskFaultTests {
         try await body(media, stick)
     }
 
+    @Test("Given cairn export to a stick mounted read-only, or seen read-only through a read-only bind mount of a writable file system (as ProtectSystem=strict shows cairnd a folder outside ReadWritePaths=), then it is refused with bad_path naming the cause and the fix, before anything is written; mounted read-write, the same export succeeds")
+    func exportToReadOnlyStick() async throws {
+        try Tools.requireMount("mount a tmpfs under /run/media read-only")
+        try await Self.withMediaFolder { _, stick in
+            let rig = try await Rig()
+            defer { rig.stop() }
+            let target = stick + "/cairn"
+            func mount(_ arguments: [String]) throws {
+                let run = try Binaries.run("/bin/mount", arguments, in: "/tmp")
+                try #require(run.status == 0, "mount \(arguments): \(run.error)")
+            }
+            // Until 2026-12-07 both were export_failed, "cannot write …: Read-only file system".
+            try mount(["-t", "tmpfs", "-o", "size=64m,ro", "tmpfs", stick])
+            let readOnly = try rig.device.cairn(["export", "--to", target])
+            #expect(readOnly.status == 1 && readOnly.error.contains("is on a file system mounted read-only at \(stick)")
+                    && readOnly.error.contains("(bad_path)"), "\(readOnly.status) \(readOnly.error)")
+            try mount(["-o", "remount,rw", stick])
+            try mount(["--bind", stick, stick])
+            try mount(["-o", "remount,bind,ro", stick])
+            let view = try rig.device.cairn(["export", "--to", target])
+            #expect(view.status == 1 && view.error.contains("ReadWritePaths=") && view.error.contains("(bad_path)"), "\(view.status) \(view.error)")
+            #expect(!FileManager.default.fileExists(atPath: target))
+            _ = try Binaries.run("/bin/umount", [stick], in: "/tmp")  // the view; the tmpfs stays
+            let exported = try rig.device.cairn(["export", "--to", target])
+            #expect(exported.status == 0, "\(exported.error)")
+        }
+    }
+
     @Test("Given cairn export to a folder under /run/media where no stick is mounted (the folder is on the device's own disk), then it is refused with bad_path saying nothing is mounted there, and nothing is written; with a file system mounted there, the same export succeeds")
     func exportToUnmountedStick() async throws {
         try Tools.requireMount("make a folder under /run/media and mount a tmpfs there")

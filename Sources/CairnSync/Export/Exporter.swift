@@ -125,6 +125,8 @@ struct Exporter {
         let files = [Int64(manifest.snapshot.size)] + manifest.model.files.map { Int64($0.size) }
         if let fileSystem = ExportRoom.fileSystem(holding: target) {
             if let problem = ExportRoom.unmountedMediaProblem(target: target, real: fileSystem.real, mountPoint: fileSystem.mountPoint)
+                ?? ExportRoom.readOnlyProblem(target: target, mountPoint: fileSystem.mountPoint, readOnly: fileSystem.readOnly,
+                                              readOnlyView: fileSystem.readOnlyView)
                 ?? ExportRoom.problem(target: target, fileSystem: (fileSystem.type, fileSystem.free), files: files) {
                 throw problem
             }
@@ -393,7 +395,8 @@ public enum ExportRoom {
     /// /proc/self/mountinfo; "" when unknown), its mount point, the path with symbolic links
     /// resolved, and the bytes an unprivileged writer may still use (nil when it cannot be
     /// asked).
-    public static func fileSystem(holding path: String) -> (type: String, free: Int64, mountPoint: String, real: String)? {
+    public static func fileSystem(holding path: String)
+        -> (type: String, free: Int64, mountPoint: String, real: String, readOnly: Bool, readOnlyView: Bool)? {
         var probe = path
         while !FileSystem.exists(probe), probe != "/" {
             probe = (probe as NSString).deletingLastPathComponent
@@ -403,7 +406,20 @@ public enum ExportRoom {
         let real = URL(fileURLWithPath: probe).resolvingSymlinksInPath().path
         let mounts = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
         let mount = self.mount(of: real, mountinfo: mounts)
-        return (mount.type, free, mount.point, real)
+        return (mount.type, free, mount.point, real, mount.readOnly, mount.readOnlyView)
+    }
+
+    /// `bad_path` when the mount holding `target` is read-only: a read-only view of a writable
+    /// file system (cairnd's unit, ProtectSystem=strict, sees all but `ReadWritePaths=` so,
+    /// while the stick is writable from a shell), or a stick mounted read-only (a write-protect
+    /// switch, or the kernel remounted a FAT stick after errors). Else the first write failed
+    /// as `export_failed` with "Read-only file system", no lead for either.
+    public static func readOnlyProblem(target: String, mountPoint: String, readOnly: Bool, readOnlyView: Bool) -> SyncError? {
+        guard readOnly else { return nil }
+        if readOnlyView {
+            return SyncError(.badPath, "cairnd sees \(target) read-only, on a writable file system (its unit's ProtectSystem=strict): add \(mountPoint) to ReadWritePaths= in cairnd's unit; nothing was written")
+        }
+        return SyncError(.badPath, "\(target) is on a file system mounted read-only at \(mountPoint) (a write-protect switch, or the kernel remounted it after errors: check the stick, then mount it read-write); nothing was written")
     }
 
     /// The type of the mount, among the lines of `mountinfo` (proc(5)), that holds `path`: the
@@ -414,8 +430,8 @@ public enum ExportRoom {
     /// longest prefix of it; ("/", "") when none is. `readOnlyView`: its mount options say `ro`
     /// and its file system's (super) options `rw`, a read-only bind mount of a writable file
     /// system, as systemd's ProtectSystem=strict makes.
-    static func mount(of path: String, mountinfo: String) -> (point: String, type: String, readOnlyView: Bool) {
-        var best = (point: "/", type: "", readOnlyView: false, length: -1)
+    static func mount(of path: String, mountinfo: String) -> (point: String, type: String, readOnly: Bool, readOnlyView: Bool) {
+        var best = (point: "/", type: "", readOnly: false, readOnlyView: false, length: -1)
         for line in mountinfo.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: false)
             guard fields.count > 5, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
@@ -423,10 +439,10 @@ public enum ExportRoom {
             let holds = point == "/" || path == point || path.hasPrefix(point + "/")
             guard holds, point.count >= best.length else { continue }
             let superReadOnly = dash + 3 < fields.count && fields[dash + 3].split(separator: ",").contains("ro")
-            let view = fields[5].split(separator: ",").contains("ro") && !superReadOnly
-            best = (point, String(fields[dash + 1]), view, point.count)
+            let readOnly = fields[5].split(separator: ",").contains("ro")
+            best = (point, String(fields[dash + 1]), readOnly, readOnly && !superReadOnly, point.count)
         }
-        return (best.point, best.type, best.readOnlyView)
+        return (best.point, best.type, best.readOnly, best.readOnlyView)
     }
 
     /// `bad_path` when `real` (a target's nearest existing folder, links resolved) lies under
