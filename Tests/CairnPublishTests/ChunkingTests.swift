@@ -50,6 +50,16 @@ struct ChunkingTests {
         #expect(sharp.first?.title == "Learn C#" && sharp.first?.content == "Learn C#\n\nLINQ in F#.\n\nTabs\n\nText.", "\(sharp)")
     }
 
+    @Test("Given Markdown sections of 100 words each under their headings, when chunked into windows of 180 words, then a chunk ends before a heading, not after it, and the next one starts with it")
+    func headingStaysWithItsSection() {
+        let words = { (prefix: String) in (1...100).map { "\(prefix)\($0)" }.joined(separator: " ") }
+        let text = "# Alpha\n\n" + words("a") + "\n\n# Beta\n\n" + words("b")
+        let chunks = TextChunker(options: ChunkingOptions(targetWords: 180, overlapWords: 0)).chunks(of: text, path: "s.md")
+        // Until 2026-12-07 the first ended "… a100\n\nBeta" and the second began "b1 …".
+        #expect(chunks.count == 2 && chunks[0].content.hasSuffix("a100") && chunks[1].content.hasPrefix("Beta\n\nb1 "),
+                "\(chunks.map { ($0.content.prefix(12), $0.content.suffix(12)) })")
+    }
+
     @Test("Given a folder of mixed files, when read, then files are walked sorted, dotfiles skipped, each by its kind")
     func folderWalk() throws {
         let folder = try TemporaryDirectory.make()

@@ -31,6 +31,8 @@ public struct TextChunker: Sendable {
         var text: Substring
         var startsParagraph: Bool
         var joinsPrevious = false
+        /// A word of a Markdown heading.
+        var inHeading = false
     }
 
     /// Whether `character` is a Han ideograph (the blocks the model's tokenizer makes one token
@@ -109,7 +111,7 @@ public struct TextChunker: Sendable {
                     let joinsLine = words.count == first && inParagraph && words.last?.text.last.map(Self.isWrittenWithoutSpaces) == true
                         && word.first.map(Self.isWrittenWithoutSpaces) == true
                     words.append(Word(text: word, startsParagraph: words.count == first && !inParagraph,
-                                      joinsPrevious: joins || joinsLine))
+                                      joinsPrevious: joins || joinsLine, inHeading: isHeading))
                 }
             }
             if words.count == first {
@@ -119,7 +121,13 @@ public struct TextChunker: Sendable {
             inParagraph = !isHeading
         }
         let fileTitle = title ?? ((path as NSString).lastPathComponent as NSString).deletingPathExtension
-        return windows(count: words.count, isBreak: { words[$0].startsParagraph }).enumerated().map { number, range in
+        // Not between a heading and its section's text: cut there, a chunk would end with the
+        // heading and the next begin with its text without it (a window searched back from its
+        // end meets that break before the heading's own).
+        let isBreak = { (index: Int) in
+            words[index].startsParagraph && !(index > 0 && words[index - 1].inHeading && !words[index].inHeading)
+        }
+        return windows(count: words.count, isBreak: isBreak).enumerated().map { number, range in
             var content = ""
             for index in range {
                 if index != range.lowerBound {
