@@ -20,7 +20,6 @@ extension SearchIndex {
                                                  maximumTokens: configuration.maximumQueryTokens)
         guard !searched.isEmpty else { return LexicalCandidates() }
         return try pool.withConnection { (db) throws(IndexError) -> LexicalCandidates in
-            let searched = try Self.distinctTerms(searched, db: db)
             let (tokens, counts) = Self.informative(searched, counts: try documentCounts.counts(of: searched, db: db), rows: count,
                                                     keep: configuration.lexicalWords)
             if mask == nil, count > configuration.approximateLexicalAbove {
@@ -36,18 +35,6 @@ extension SearchIndex {
             guard mask != nil, found.list.isEmpty, tokens.count < searched.count else { return found }
             let all = try documentCounts.counts(of: searched, db: db)
             return try fullLexical(searched, counts: all, limit: limit, mask: mask, db: db)
-        }
-    }
-
-    /// `tokens` without those whose indexed term an earlier one has: words with one stem
-    /// ("purify purifying purified") are one term to the porter tokenizer, and each phrase of
-    /// the expression scores it again (three times the weight of "water" beside them).
-    static func distinctTerms(_ tokens: [String], db: Database) throws(IndexError) -> [String] {
-        guard tokens.count > 1, let terms = try FullTextPostings.terms(for: tokens, db: db) else { return tokens }
-        var seen: Set<[UInt8]> = []
-        return zip(tokens, terms).compactMap { token, term in
-            guard let term else { return token }
-            return seen.insert(term).inserted ? token : nil
         }
     }
 
