@@ -240,6 +240,27 @@ public enum FileSystem {
         return bytes
     }
 
+    /// The file at `path` when it is a regular file (not a link, a FIFO or a device: opened
+    /// without waiting for a writer) of at most `limit` bytes, read whole; nil otherwise, or
+    /// when it cannot be read. For a file someone else put there (a stick's), read only to say
+    /// what it holds.
+    public static func readRegularFile(_ path: String, atMost limit: Int) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= limit else { return nil }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var done = 0
+        while done < bytes.count {
+            let result = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, $0.count - done) }
+            if result < 0, errno == EINTR { continue }
+            guard result > 0 else { return nil }
+            done += result
+        }
+        return bytes
+    }
+
     /// Bytes free for an unprivileged writer on the file system holding `path`.
     public static func availableBytes(at path: String) throws(StoreError) -> Int64 {
         var info = statvfs()

@@ -37,10 +37,12 @@ struct DaemonConnection {
     /// export copies one: `timeout` an hour), after checking within 10 s that cairnd answers at
     /// all: one stopped or hung still takes connections, and the request would then wait the
     /// whole hour in silence (exit 3 instead, as for `sync --wait`).
-    func callLong(_ method: String, _ path: String, body: [UInt8], timeout: Double) throws -> [UInt8] {
+    /// `asking`: called once cairnd answered its health check, before the request is sent.
+    func callLong(_ method: String, _ path: String, body: [UInt8], timeout: Double, asking: () -> Void = {}) throws -> [UInt8] {
         guard try callIfReachable("GET", "/healthz", timeout: 10, treating: [.unreachable, .noAnswer], unreachable: { error in
             error.code == .noAnswer ? fail("\(error.message.prefix { $0 != ";" }): it is stopped, hung, or every connection it takes (max_connections) is held; nothing was asked of it", code: "\(error.code)") : failUnreachable(error)
         }) != nil else { throw ExitCode(3) }
+        asking()
         return try call(method, path, body: body, timeout: timeout)
     }
 

@@ -45,10 +45,12 @@ struct ExportCommand: AsyncParsableCommand {
         if let channel { fields["channel"] = channel }
         let request = try JSONSerialization.data(withJSONObject: fields)
         // Ctrl-C ends the wait, not the export, which cairnd writes on: a stick pulled then is
-        // an export cut short.
-        let interrupt = exitOnInterrupt(saying: "cairn: interrupted; the wait ended, cairnd's export into \(target) goes on (`cairn status` shows it): remove the stick only once it ends")
-        defer { interrupt.cancel() }
-        let body = try daemon.callLong("POST", "/v1/export", body: Array(request), timeout: 3600)
+        // an export cut short. Said once the export is asked for (not during the health check).
+        var interrupt: (any DispatchSourceSignal)?
+        defer { interrupt?.cancel() }
+        let body = try daemon.callLong("POST", "/v1/export", body: Array(request), timeout: 3600) {
+            interrupt = exitOnInterrupt(saying: "cairn: interrupted; the wait ended, cairnd's export into \(target) goes on (`cairn status` shows it): remove the stick only once it ends")
+        }
         let answer = try daemon.decode(Answer.self, from: body)
         // cairnd may see another file system at that path than this shell: its unit's private
         // /tmp (PrivateTmp) holds an export nobody else can reach, reported as written.

@@ -17,21 +17,27 @@ struct RollbackExportTests {
         let socket = folder + "/cairnd.sock", received = folder + "/received", logs = folder + "/cli"
         for log in [folder + "/peer", logs] { try FileManager.default.createDirectory(atPath: log, withIntermediateDirectories: true) }
         // A stand-in for a cairnd in the middle of a long export (minutes onto a slow stick, which
-        // no test can time): it takes the request, says so in a file, and never answers.
+        // no test can time): it answers the health check, takes the export's request, says so in
+        // a file, and never answers it.
         let script = """
             import os, socket, sys, time
             s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1] + ".new"); s.listen(8)
             os.rename(sys.argv[1] + ".new", sys.argv[1])
-            c, _ = s.accept(); c.recv(65536); open(sys.argv[2], "w").close()
-            time.sleep(600)
+            held = []
+            while True:
+                c, _ = s.accept(); request = c.recv(65536)
+                if request.startswith(b"GET /healthz"):
+                    c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\nContent-Length: 11\\r\\nConnection: close\\r\\n\\r\\n{\\"ok\\":true}"); c.close()
+                elif request.startswith(b"POST /v1/export"):
+                    held.append(c); open(sys.argv[2], "w").close()
             """
         let peer = try launch("/usr/bin/python3", ["-c", script, socket, received], logDirectory: folder + "/peer")
         defer { stopProcess(peer) }
         try await waitUntil("the stand-in listens", seconds: 20) { FileManager.default.fileExists(atPath: socket) }
         let export = try launch(Products.path("cairn"), ["--socket", socket, "export", "--to", folder + "/usb"], logDirectory: logs)
         defer { stopProcess(export) }
-        // The request is sent after the handler is in place.
-        try await waitUntil("the stand-in has the request", seconds: 20) { FileManager.default.fileExists(atPath: received) }
+        // The export is asked for after the handler is in place.
+        try await waitUntil("the stand-in has the export's request", seconds: 20) { FileManager.default.fileExists(atPath: received) }
         kill(export.processIdentifier, SIGINT)
         #expect(try await waitForExit(export) == 130)
         let output = (try? String(contentsOfFile: logs + "/daemon.log", encoding: .utf8)) ?? ""

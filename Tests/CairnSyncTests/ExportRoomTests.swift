@@ -24,6 +24,25 @@ struct ExportRoomTests {
         #expect(ExportRoom.mountType(of: "/x", mountinfo: "") == "")
     }
 
+    @Test("Given a stick the kernel remounted read-only after errors (its mount's options still rw, its file system's ro), a read-only bind view of a writable file system, and a stick mounted ro, then each is read-only, and only the view is a view")
+    func readOnlyMounts() {
+        let mountinfo = """
+            22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+            41 22 8:17 / /media/errors rw,nosuid shared:21 - vfat /dev/sdb1 ro,fmask=0022
+            42 22 8:1 /srv /srv/export ro,relatime shared:22 - ext4 /dev/sda1 rw
+            43 22 8:33 / /media/locked ro shared:23 - exfat /dev/sdc1 ro
+            """
+        func flags(_ path: String) -> [Bool] {
+            let mount = ExportRoom.mount(of: path, mountinfo: mountinfo)
+            return [mount.readOnly, mount.readOnlyView]
+        }
+        // Until 2026-12-07 only the mount's own options were read: the first was writable.
+        #expect(flags("/media/errors/cairn") == [true, false])
+        #expect(flags("/srv/export/cairn") == [true, true])
+        #expect(flags("/media/locked") == [true, false])
+        #expect(flags("/home/field") == [false, false])
+    }
+
     @Test("Given a 5 GiB snapshot blob, then a FAT stick is refused with bad_path whatever its room, exFAT and ext4 take it; any file system with less free space than the blobs and small files is refused with disk_full")
     func problems() {
         let gib: Int64 = 1 << 30

@@ -35,12 +35,12 @@ struct Exporter {
 
     /// What file systems and desktops make at a stick's root, no one's files: `mkfs.ext4`'s
     /// `lost+found`, the folders Windows makes on any FAT or exFAT stick it mounts, macOS's
-    /// (and their AppleDouble `._` files on FAT), and a Linux desktop's trash (`.Trash-1000`,
-    /// where a file manager puts an old export deleted from the stick). Not "not empty", and
-    /// never removed.
+    /// (and their AppleDouble `._` files on FAT), and a Linux desktop's trash (`.Trash-1000`, or
+    /// the shared `.Trash`, where a file manager puts an old export deleted from the stick). Not
+    /// "not empty", and never removed.
     static let systemEntries: Set<String> = ["lost+found", "System Volume Information", "$RECYCLE.BIN",
                                              ".Spotlight-V100", ".fseventsd", ".Trashes", ".DS_Store",
-                                             ".TemporaryItems", "._.Trashes", "._.DS_Store"]
+                                             ".TemporaryItems", "._.Trashes", "._.DS_Store", ".Trash"]
 
     static func isSystemEntry(_ name: String) -> Bool {
         systemEntries.contains(name) || name.hasPrefix(".Trash-")
@@ -57,9 +57,11 @@ struct Exporter {
     /// a stick from a newer device, whose removal would put an older version in its place.
     func heldExport(in target: String, installed: InstalledVersion) -> String {
         let own = installed.manifest.channel
-        let channels = [own] + directory.entries(target + "/channels").filter { $0 != own }.sorted()
+        // A few channels at most, each manifest no larger than a device reads, and never a FIFO
+        // or a link (a stick's files are anyone's): the export holds the channel's syncs.
+        let channels = ([own] + directory.entries(target + "/channels").filter { $0 != own }.sorted()).prefix(8)
         for channel in channels {
-            guard let bytes = try? FileSystem.read("\(target)/channels/\(channel)/manifest.json"),
+            guard let bytes = FileSystem.readRegularFile("\(target)/channels/\(channel)/manifest.json", atMost: CanonicalJSON.maxInputBytes),
                   let envelope = try? SignedManifest.decodeEnvelope(bytes),
                   let held = try? Manifest(json: envelope.content) else { continue }
             let mine = installed.version
@@ -97,6 +99,13 @@ struct Exporter {
         guard !existed || info.st_mode & S_IFMT == S_IFDIR else {
             throw SyncError(.badPath, "\(target) is not a folder; export into a new or empty folder")
         }
+        // A read-only stick, before an export cut short there is taken over (its marker opened
+        // for writing) or anything else is tried.
+        if let fileSystem = ExportRoom.fileSystem(holding: target),
+           let problem = ExportRoom.readOnlyProblem(target: target, folder: fileSystem.real, mountPoint: fileSystem.mountPoint,
+                                                    readOnly: fileSystem.readOnly, readOnlyView: fileSystem.readOnlyView) {
+            throw problem
+        }
         // An ext4 stick's root holds `lost+found` from its making (and the FAT refusal below
         // recommends ext4), a stick Windows or macOS mounted their own folders: no one's
         // files, so not "not empty", and never removed.
@@ -125,8 +134,6 @@ struct Exporter {
         let files = [Int64(manifest.snapshot.size)] + manifest.model.files.map { Int64($0.size) }
         if let fileSystem = ExportRoom.fileSystem(holding: target) {
             if let problem = ExportRoom.unmountedMediaProblem(target: target, real: fileSystem.real, mountPoint: fileSystem.mountPoint)
-                ?? ExportRoom.readOnlyProblem(target: target, mountPoint: fileSystem.mountPoint, readOnly: fileSystem.readOnly,
-                                              readOnlyView: fileSystem.readOnlyView)
                 ?? ExportRoom.problem(target: target, fileSystem: (fileSystem.type, fileSystem.free), files: files) {
                 throw problem
             }
@@ -414,10 +421,12 @@ public enum ExportRoom {
     /// while the stick is writable from a shell), or a stick mounted read-only (a write-protect
     /// switch, or the kernel remounted a FAT stick after errors). Else the first write failed
     /// as `export_failed` with "Read-only file system", no lead for either.
-    public static func readOnlyProblem(target: String, mountPoint: String, readOnly: Bool, readOnlyView: Bool) -> SyncError? {
+    /// `folder`: the target's nearest existing folder, which `ReadWritePaths=` can name.
+    public static func readOnlyProblem(target: String, folder: String, mountPoint: String, readOnly: Bool,
+                                       readOnlyView: Bool) -> SyncError? {
         guard readOnly else { return nil }
         if readOnlyView {
-            return SyncError(.badPath, "cairnd sees \(target) read-only, on a writable file system (its unit's ProtectSystem=strict): add \(mountPoint) to ReadWritePaths= in cairnd's unit; nothing was written")
+            return SyncError(.badPath, "cairnd sees \(target) read-only, through a read-only bind mount of a writable file system (as its unit's ProtectSystem=strict makes of a folder outside ReadWritePaths=): add \(folder) to ReadWritePaths= in cairnd's unit, or export elsewhere; nothing was written")
         }
         return SyncError(.badPath, "\(target) is on a file system mounted read-only at \(mountPoint) (a write-protect switch, or the kernel remounted it after errors: check the stick, then mount it read-write); nothing was written")
     }
@@ -430,7 +439,7 @@ public enum ExportRoom {
     /// longest prefix of it; ("/", "") when none is. `readOnlyView`: its mount options say `ro`
     /// and its file system's (super) options `rw`, a read-only bind mount of a writable file
     /// system, as systemd's ProtectSystem=strict makes.
-    static func mount(of path: String, mountinfo: String) -> (point: String, type: String, readOnly: Bool, readOnlyView: Bool) {
+    public static func mount(of path: String, mountinfo: String) -> (point: String, type: String, readOnly: Bool, readOnlyView: Bool) {
         var best = (point: "/", type: "", readOnly: false, readOnlyView: false, length: -1)
         for line in mountinfo.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: false)
@@ -439,8 +448,10 @@ public enum ExportRoom {
             let holds = point == "/" || path == point || path.hasPrefix(point + "/")
             guard holds, point.count >= best.length else { continue }
             let superReadOnly = dash + 3 < fields.count && fields[dash + 3].split(separator: ",").contains("ro")
-            let readOnly = fields[5].split(separator: ",").contains("ro")
-            best = (point, String(fields[dash + 1]), readOnly, readOnly && !superReadOnly, point.count)
+            // The kernel marks only the file system read-only when it remounts it after errors
+            // (FAT's default, ext4's errors=remount-ro): the mount's own options still say rw.
+            let mountReadOnly = fields[5].split(separator: ",").contains("ro")
+            best = (point, String(fields[dash + 1]), mountReadOnly || superReadOnly, mountReadOnly && !superReadOnly, point.count)
         }
         return (best.point, best.type, best.readOnly, best.readOnlyView)
     }
