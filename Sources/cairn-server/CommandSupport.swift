@@ -42,7 +42,15 @@ func bootstrapLogging(verbose: Bool) -> Logger {
 /// The trusted keys: the files given, else those under `<repo>/keys/` (saying so).
 func trustedKeys(files: [String], repository: Repository, announce: (String) -> Void = { print($0) }) throws -> [PublicKey] {
     if !files.isEmpty {
-        do throws(PublishError) { return try loadPublic(files) } catch { throw fail(error) }
+        // Trusted, not counted toward a threshold: a key named twice (keys/*.pub and a pinned
+        // copy) is trusted once.
+        var keys: [PublicKey] = []
+        for file in files {
+            let key: PublicKey
+            do throws(PublishError) { key = try KeyFiles.loadPublic(file) } catch { throw fail(error) }
+            if !keys.contains(key) { keys.append(key) }
+        }
+        return keys
     }
     let stored = repository.storedKeys()
     announce("no --trusted-key given: trusting the \(stored.count) key(s) stored under \(repository.keysFolder)/ "

@@ -136,7 +136,7 @@ struct BadInputTests {
         #expect(notices.contains { $0.hasPrefix(folder + "/shared links to a folder, which is not followed") }, "\(notices)")
     }
 
-    @Test("Given a folder holding a link to one of its own files, a hard link to another, and the repository published to (its JSON manifests), when read, then each file is read once under its first path, the repository not at all, and one notice says each")
+    @Test("Given a folder holding a link to one of its own files, a hard link to another, and the repository published to (its JSON manifests), when read, then each file is read once under its own path (a hard link's: its first in order), the repository not at all, and one notice says each")
     func sameFileTwiceAndTheRepository() throws {
         let folder = try TemporaryDirectory.make()
         try FileManager.default.createDirectory(atPath: folder + "/guide", withIntermediateDirectories: true)
@@ -147,18 +147,33 @@ struct BadInputTests {
         // As a publish leaves it: a manifest is a JSON object, not an array of records.
         try FileManager.default.createDirectory(atPath: folder + "/repo/channels/stable", withIntermediateDirectories: true)
         try #"{"manifest":{}}"#.write(toFile: folder + "/repo/channels/stable/manifest.json", atomically: true, encoding: .utf8)
+        // The file's own path, not a link's, though the link's sorts first.
+        try FileManager.default.createSymbolicLink(atPath: folder + "/a-latest.md", withDestinationPath: "guide/intro.md")
         var notices: [String] = [], ids: [String] = []
         try SourceReader.forEachChunk(path: folder, excluding: [folder + "/repo/"], notice: { notices.append($0) }) { _, _, chunk in
             ids.append(chunk.id)
         }
-        // Read twice until 2026-12-07: the link's chunks answered twice under two ids, and the
+        // Read twice until 2026-12-07: the links' chunks answered again under other ids, and the
         // hard link's refused the publish as repeated ids.
         #expect(ids == ["guide/intro.md#1", "a"], "\(ids)")
         #expect(notices.sorted() == [
+            folder + "/a-latest.md is the same file as \(folder)/guide/intro.md (a link): read once, as guide/intro.md",
             folder + "/index.md is the same file as \(folder)/guide/intro.md (a link): read once, as guide/intro.md",
             folder + "/repo is the repository published to: not read as a source",
             folder + "/v3.json is the same file as \(folder)/latest.json (a link): read once, as latest.json",
         ], "\(notices)")
+    }
+
+    @Test("Given records whose title and text are written decomposed (NFD Hangul, kana with a combining mark), when read, then each chunk's title and content are in NFC, as devices search")
+    func decomposedTextComposed() throws {
+        let folder = try TemporaryDirectory.make()
+        let title = "한국".decomposedStringWithCanonicalMapping, content = "がっこう 안내".decomposedStringWithCanonicalMapping
+        let record = try JSONSerialization.data(withJSONObject: [["id": "k", "title": title, "content": content]])
+        try record.write(to: URL(fileURLWithPath: folder + "/kb.json"))
+        let chunks = try SourceReader.read(path: folder + "/kb.json")
+        #expect(chunks.count == 1)
+        #expect(Array(chunks[0].title.unicodeScalars) == Array("한국".precomposedStringWithCanonicalMapping.unicodeScalars))
+        #expect(Array(chunks[0].content.unicodeScalars) == Array("がっこう 안내".precomposedStringWithCanonicalMapping.unicodeScalars))
     }
 
     @Test("Given a FIFO as the source (a pipe, `--source <(…)`), when read, then it is refused at once as not a regular file, without opening it (with no writer, the open would wait for good)",

@@ -169,11 +169,11 @@ enum RecordParser {
         switch place {
         case .end:
             return
-        case .start:
-            // Nothing but white space (a byte order mark): no records, as `[]` or an empty .jsonl
-            // file holds (said by the reader), not JSON refused.
+        case .start where mark % 3 == 0:
+            // Nothing but white space (and a whole byte order mark): no records, as `[]` or an
+            // empty .jsonl file holds (said by the reader), not JSON refused.
             return
-        case .notAnArray:
+        case .start, .notAnArray:
             // Not an array (an object, a value, nothing): read whole, as before, for its message.
             let bytes: [UInt8]
             do { bytes = try FileSystem.read(path) } catch { throw PublishError(.io, error.message, cause: error) }

@@ -43,6 +43,18 @@ public enum SourceReader {
         return chunks
     }
 
+    /// `chunk` with its title and content in NFC: the index compares bytes, and devices search
+    /// with queries in NFC (`LexicalQuery.tokens`), so text written decomposed (Hangul as its
+    /// jamo, kana with a combining mark) would match no query. ASCII text is left as it is.
+    static func composed(_ chunk: Chunk) -> Chunk {
+        func ascii(_ text: String) -> Bool { text.utf8.allSatisfy { $0 < 0x80 } }
+        guard !ascii(chunk.title) || !ascii(chunk.content) else { return chunk }
+        var composed = chunk
+        composed.title = chunk.title.precomposedStringWithCanonicalMapping
+        composed.content = chunk.content.precomposedStringWithCanonicalMapping
+        return composed
+    }
+
     /// The largest Markdown or text file read, in bytes: chunking holds several times its size
     /// (the text, its lines, its words), and a file this large is a data dump, not prose.
     static let maxTextFileBytes = Int64(RecordParser.maxLineBytes)
@@ -85,7 +97,7 @@ public enum SourceReader {
             var found = 0
             func take(_ position: String, _ chunk: Chunk) throws(PublishError) {
                 found += 1
-                try body(file.full, position, chunk)
+                try body(file.full, position, Self.composed(chunk))
             }
             let kind = (file.relative as NSString).pathExtension.lowercased()
             switch kind {
@@ -146,7 +158,8 @@ public enum SourceReader {
     /// later occurrence of the root's path (`kb/b/kb/c.md` under `kb` came out as `bc.md`, and
     /// the file was skipped).
     /// A file reached twice (a link to a file in the source, a hard link) is read once, under
-    /// its first path in that order, and `notice` hears of the other: read twice, its chunks
+    /// its own path rather than a link's (else its first in that order), and `notice` hears of
+    /// the other: read twice, its chunks
     /// would answer twice under two ids (a `.json`'s would refuse the publish as repeated ids).
     /// The folders `excluding` names are not walked (`notice` hears of each), nor is a file that
     /// vanishes between its listing and its look (an editor's or a sync tool's temporary file).
@@ -159,7 +172,7 @@ public enum SourceReader {
             var info = stat()
             return stat(path, &info) == 0 ? identity(info) : nil
         })
-        var found: [(relative: String, size: Int64, identity: [UInt64])] = []
+        var found: [(relative: String, size: Int64, identity: [UInt64], isLink: Bool)] = []
         var pending = [""]
         while let relativeFolder = pending.popLast() {
             let folder = relativeFolder.isEmpty ? root : base + "/" + relativeFolder
@@ -199,7 +212,8 @@ public enum SourceReader {
                 }
                 // A file, or a symbolic link to one; sockets, FIFOs and devices are not read.
                 let readable = extensions.contains((name as NSString).pathExtension.lowercased())
-                if info.st_mode & S_IFMT == S_IFLNK, stat(path, &info) != 0 {
+                let isLink = info.st_mode & S_IFMT == S_IFLNK
+                if isLink, stat(path, &info) != 0 {
                     // A link whose file cannot be reached now (a share not mounted, a folder
                     // without search permission): skipped, its chunks would leave the next
                     // version, and every device.
@@ -209,7 +223,7 @@ public enum SourceReader {
                     continue
                 }
                 if info.st_mode & S_IFMT == S_IFREG, readable {
-                    found.append((relative, Int64(info.st_size), identity(info)))
+                    found.append((relative, Int64(info.st_size), identity(info), isLink))
                 } else if info.st_mode & S_IFMT == S_IFDIR {
                     notice("\(TextDecoding.shown(path)) links to a folder, which is not followed: its files are not in this version (move or bind-mount the folder in instead)")
                 } else if readable {
@@ -217,15 +231,20 @@ public enum SourceReader {
                 }
             }
         }
-        // The first path of a file in this order keeps it: the same one at every publish.
-        var first: [[UInt64]: String] = [:]
-        return found.sorted { $0.relative.utf8.lexicographicallyPrecedes($1.relative.utf8) }.compactMap { file in
-            if let earlier = first[file.identity] {
-                notice("\(TextDecoding.shown(base + "/" + file.relative)) is the same file as \(TextDecoding.shown(base + "/" + earlier)) (a link): read once, as \(TextDecoding.shown(earlier))")
-                return nil
+        // A file reached twice is read under its own path, not a link's (`latest.md` → `v3.md`
+        // keeps v3's ids when the link moves on), and between hard links under the first in
+        // this order: the same one at every publish.
+        let sorted = found.sorted { $0.relative.utf8.lexicographicallyPrecedes($1.relative.utf8) }
+        var kept: [[UInt64]: (relative: String, isLink: Bool)] = [:]
+        for file in sorted where kept[file.identity].map({ $0.isLink && !file.isLink }) ?? true {
+            kept[file.identity] = (file.relative, file.isLink)
+        }
+        return sorted.compactMap { file in
+            guard let chosen = kept[file.identity]?.relative, chosen != file.relative else {
+                return (base + "/" + file.relative, file.relative, file.size)
             }
-            first[file.identity] = file.relative
-            return (base + "/" + file.relative, file.relative, file.size)
+            notice("\(TextDecoding.shown(base + "/" + file.relative)) is the same file as \(TextDecoding.shown(base + "/" + chosen)) (a link): read once, as \(TextDecoding.shown(chosen))")
+            return nil
         }
     }
 }
