@@ -62,7 +62,8 @@ struct MCPServer {
                     return line
                 }
                 searched = pending.count
-                if pending.count > limit {
+                // (A CR last may be a CRLF's, whose LF the next read brings: not the line's.)
+                if pending.count - (pending.last == 0x0D ? 1 : 0) > limit {
                     // Too long already: its bytes go; the rest up to its newline too.
                     overlong = true
                     pending.removeAll(keepingCapacity: true)
