@@ -50,7 +50,7 @@ struct ChunkingTests {
         #expect(sharp.first?.title == "Learn C#" && sharp.first?.content == "Learn C#\n\nLINQ in F#.\n\nTabs\n\nText.", "\(sharp)")
     }
 
-    @Test("Given Markdown sections of 100 words each under their headings, when chunked into windows of 180 words, then a chunk ends before a heading, not after it, and the next one starts with it")
+    @Test("Given Markdown sections of 100 words each under their headings, when chunked into windows of 180 words, then a chunk ends before a heading (before the first of headings in a row), not after it, and the next one starts with it")
     func headingStaysWithItsSection() {
         let words = { (prefix: String) in (1...100).map { "\(prefix)\($0)" }.joined(separator: " ") }
         let text = "# Alpha\n\n" + words("a") + "\n\n# Beta\n\n" + words("b")
@@ -58,6 +58,11 @@ struct ChunkingTests {
         // Until 2026-12-07 the first ended "… a100\n\nBeta" and the second began "b1 …".
         #expect(chunks.count == 2 && chunks[0].content.hasSuffix("a100") && chunks[1].content.hasPrefix("Beta\n\nb1 "),
                 "\(chunks.map { ($0.content.prefix(12), $0.content.suffix(12)) })")
+        // Headings in a row: the cut comes before the first of them, not between them.
+        let nested = "# Alpha\n\n" + words("a") + "\n\n## Install\n\n### Linux\n\n" + words("b")
+        let parts = TextChunker(options: ChunkingOptions(targetWords: 180, overlapWords: 0)).chunks(of: nested, path: "s.md")
+        #expect(parts.count == 2 && parts[0].content.hasSuffix("a100") && parts[1].content.hasPrefix("Install\n\nLinux\n\nb1 "),
+                "\(parts.map { ($0.content.prefix(20), $0.content.suffix(12)) })")
     }
 
     @Test("Given a folder of mixed files, when read, then files are walked sorted, dotfiles skipped, each by its kind")

@@ -57,7 +57,7 @@ struct ExportRoomTests {
         #expect(ExportRoom.problem(target: "/s", fileSystem: ("ext4", 99 + ExportRoom.smallFiles), files: [100])?.code == .diskFull)
     }
 
-    @Test("Given a target under /media, /mnt or /run/media, then it is refused as bad_path when its mount point is above that folder (no stick mounted), and taken when a file system is mounted at the folder or below it; a target elsewhere is never judged so")
+    @Test("Given a target under /media, /mnt or /run/media, then it is refused as bad_path when its mount point is above that folder (no stick mounted) or is a folder of another file system bound there (systemd's ReadWritePaths=), and taken when a file system is mounted at the folder or below it; a target elsewhere is never judged so")
     func unmountedMedia() {
         let refused = ExportRoom.unmountedMediaProblem(target: "/media/usb/cairn", real: "/media/usb", mountPoint: "/")
         #expect(refused?.code == .badPath && refused?.message.contains("nothing is mounted at /media/usb/cairn") == true)
@@ -67,5 +67,14 @@ struct ExportRoomTests {
         #expect(ExportRoom.unmountedMediaProblem(target: "/mnt/cairn", real: "/mnt", mountPoint: "/mnt") == nil)
         #expect(ExportRoom.unmountedMediaProblem(target: "/mediafiles/x", real: "/mediafiles", mountPoint: "/") == nil)
         #expect(ExportRoom.unmountedMediaProblem(target: "/srv/export", real: "/srv", mountPoint: "/") == nil)
+        // systemd's ReadWritePaths=-/media binds /media onto itself in cairnd's namespace: a mount
+        // at the media folder, of a folder of the device's disk, is no stick (until 2026-12-07 the
+        // export filled the device's disk under the shipped unit).
+        let bound = ExportRoom.unmountedMediaProblem(target: "/media/usb/cairn", real: "/media", mountPoint: "/media", mountRoot: "/media")
+        #expect(bound?.code == .badPath && bound?.message.contains("(/media bound at /media)") == true, "\(String(describing: bound))")
+        #expect(ExportRoom.unmountedMediaProblem(target: "/media/usb/cairn", real: "/media/usb", mountPoint: "/media/usb", mountRoot: "/") == nil)
+        let line = "60 22 8:1 /media /media rw,relatime shared:1 - ext4 /dev/sda1 rw"
+        #expect(ExportRoom.mount(of: "/media/usb", mountinfo: Self.mountinfo + "\n" + line).root == "/media")
+        #expect(ExportRoom.mount(of: "/media/USB STICK", mountinfo: Self.mountinfo).root == "/")
     }
 }

@@ -121,11 +121,12 @@ public struct TextChunker: Sendable {
             inParagraph = !isHeading
         }
         let fileTitle = title ?? ((path as NSString).lastPathComponent as NSString).deletingPathExtension
-        // Not between a heading and its section's text: cut there, a chunk would end with the
-        // heading and the next begin with its text without it (a window searched back from its
-        // end meets that break before the heading's own).
+        // Never right after a heading: cut there, a chunk would end with the heading and the
+        // next begin with its text without it (a window searched back from its end meets that
+        // break before the heading's own). Of headings in a row (`## Install`, `### Linux`),
+        // the cut comes before the first.
         let isBreak = { (index: Int) in
-            words[index].startsParagraph && !(index > 0 && words[index - 1].inHeading && !words[index].inHeading)
+            words[index].startsParagraph && !(index > 0 && words[index - 1].inHeading)
         }
         return windows(count: words.count, isBreak: isBreak).enumerated().map { number, range in
             var content = ""

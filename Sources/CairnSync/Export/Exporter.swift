@@ -99,11 +99,13 @@ struct Exporter {
         guard !existed || info.st_mode & S_IFMT == S_IFDIR else {
             throw SyncError(.badPath, "\(target) is not a folder; export into a new or empty folder")
         }
-        // A read-only stick, before an export cut short there is taken over (its marker opened
-        // for writing) or anything else is tried.
+        // No stick mounted there, or a read-only one: said before an export cut short there is
+        // taken over (its marker opened for writing) or anything else is tried.
         if let fileSystem = ExportRoom.fileSystem(holding: target),
-           let problem = ExportRoom.readOnlyProblem(target: target, folder: fileSystem.real, mountPoint: fileSystem.mountPoint,
-                                                    readOnly: fileSystem.readOnly, readOnlyView: fileSystem.readOnlyView) {
+           let problem = ExportRoom.unmountedMediaProblem(target: target, real: fileSystem.real, mountPoint: fileSystem.mountPoint,
+                                                          mountRoot: fileSystem.mountRoot)
+               ?? ExportRoom.readOnlyProblem(target: target, folder: fileSystem.real, mountPoint: fileSystem.mountPoint,
+                                             readOnly: fileSystem.readOnly, readOnlyView: fileSystem.readOnlyView) {
             throw problem
         }
         // An ext4 stick's root holds `lost+found` from its making (and the FAT refusal below
@@ -132,11 +134,9 @@ struct Exporter {
         // whose file system cannot hold the snapshot blob, is refused at once.
         let manifest = installed.manifest
         let files = [Int64(manifest.snapshot.size)] + manifest.model.files.map { Int64($0.size) }
-        if let fileSystem = ExportRoom.fileSystem(holding: target) {
-            if let problem = ExportRoom.unmountedMediaProblem(target: target, real: fileSystem.real, mountPoint: fileSystem.mountPoint)
-                ?? ExportRoom.problem(target: target, fileSystem: (fileSystem.type, fileSystem.free), files: files) {
-                throw problem
-            }
+        if let fileSystem = ExportRoom.fileSystem(holding: target),
+           let problem = ExportRoom.problem(target: target, fileSystem: (fileSystem.type, fileSystem.free), files: files) {
+            throw problem
         }
         try checkTrust(installed)
         let held: ExportMarker
@@ -403,7 +403,7 @@ public enum ExportRoom {
     /// resolved, and the bytes an unprivileged writer may still use (nil when it cannot be
     /// asked).
     public static func fileSystem(holding path: String)
-        -> (type: String, free: Int64, mountPoint: String, real: String, readOnly: Bool, readOnlyView: Bool)? {
+        -> (type: String, free: Int64, mountPoint: String, mountRoot: String, real: String, readOnly: Bool, readOnlyView: Bool)? {
         var probe = path
         while !FileSystem.exists(probe), probe != "/" {
             probe = (probe as NSString).deletingLastPathComponent
@@ -413,7 +413,7 @@ public enum ExportRoom {
         let real = URL(fileURLWithPath: probe).resolvingSymlinksInPath().path
         let mounts = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
         let mount = self.mount(of: real, mountinfo: mounts)
-        return (mount.type, free, mount.point, real, mount.readOnly, mount.readOnlyView)
+        return (mount.type, free, mount.point, mount.root, real, mount.readOnly, mount.readOnlyView)
     }
 
     /// `bad_path` when the mount holding `target` is read-only: a read-only view of a writable
@@ -439,8 +439,11 @@ public enum ExportRoom {
     /// longest prefix of it; ("/", "") when none is. `readOnlyView`: its mount options say `ro`
     /// and its file system's (super) options `rw`, a read-only bind mount of a writable file
     /// system, as systemd's ProtectSystem=strict makes.
-    public static func mount(of path: String, mountinfo: String) -> (point: String, type: String, readOnly: Bool, readOnlyView: Bool) {
-        var best = (point: "/", type: "", readOnly: false, readOnlyView: false, length: -1)
+    /// `root`: the folder of its file system mounted there (mountinfo's fourth field): "/" for a
+    /// whole file system (a stick), a folder for a bind mount.
+    public static func mount(of path: String, mountinfo: String)
+        -> (point: String, type: String, readOnly: Bool, readOnlyView: Bool, root: String) {
+        var best = (point: "/", type: "", readOnly: false, readOnlyView: false, root: "/", length: -1)
         for line in mountinfo.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: false)
             guard fields.count > 5, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
@@ -451,19 +454,24 @@ public enum ExportRoom {
             // The kernel marks only the file system read-only when it remounts it after errors
             // (FAT's default, ext4's errors=remount-ro): the mount's own options still say rw.
             let mountReadOnly = fields[5].split(separator: ",").contains("ro")
-            best = (point, String(fields[dash + 1]), mountReadOnly || superReadOnly, mountReadOnly && !superReadOnly, point.count)
+            best = (point, String(fields[dash + 1]), mountReadOnly || superReadOnly, mountReadOnly && !superReadOnly,
+                    unescape(fields[3]), point.count)
         }
-        return (best.point, best.type, best.readOnly, best.readOnlyView)
+        return (best.point, best.type, best.readOnly, best.readOnlyView, best.root)
     }
 
     /// `bad_path` when `real` (a target's nearest existing folder, links resolved) lies under
     /// /media, /mnt or /run/media but its mount point is neither that folder nor below it
-    /// (a stick mounted at /mnt itself counts): the stick is not mounted, and
-    /// the export would fill the device's own disk while the user believes it on the stick.
-    public static func unmountedMediaProblem(target: String, real: String, mountPoint: String) -> SyncError? {
-        guard let root = removableMediaRoots.first(where: { real == $0 || real.hasPrefix($0 + "/") }),
-              mountPoint != root, !mountPoint.hasPrefix(root + "/") else { return nil }
-        return SyncError(.badPath, "nothing is mounted at \(target): it is on the device's own disk (mounted at \(mountPoint)), not on a stick under \(root); mount the stick, or export to a folder outside \(removableMediaRoots.joined(separator: ", ")); nothing was written")
+    /// (a stick mounted at /mnt itself counts), or is a bind mount of a folder (`mountRoot`
+    /// not "/"): systemd's `ReadWritePaths=/media` binds /media onto itself in cairnd's
+    /// namespace, which is no stick. The stick is not mounted, and the export would fill the
+    /// device's own disk while the user believes it on the stick.
+    public static func unmountedMediaProblem(target: String, real: String, mountPoint: String, mountRoot: String = "/") -> SyncError? {
+        guard let root = removableMediaRoots.first(where: { real == $0 || real.hasPrefix($0 + "/") }) else { return nil }
+        let onStick = (mountPoint == root || mountPoint.hasPrefix(root + "/")) && mountRoot == "/"
+        guard !onStick else { return nil }
+        let mounted = mountRoot == "/" ? "mounted at \(mountPoint)" : "\(mountRoot) bound at \(mountPoint)"
+        return SyncError(.badPath, "nothing is mounted at \(target): it is on the device's own disk (\(mounted)), not on a stick under \(root); mount the stick, or export to a folder outside \(removableMediaRoots.joined(separator: ", ")); nothing was written")
     }
 
     /// `bad_path` when this process may not enter or write into `target`'s nearest existing
