@@ -73,8 +73,18 @@ struct ExportRoomTests {
         let bound = ExportRoom.unmountedMediaProblem(target: "/media/usb/cairn", real: "/media", mountPoint: "/media", mountRoot: "/media")
         #expect(bound?.code == .badPath && bound?.message.contains("(/media bound at /media)") == true, "\(String(describing: bound))")
         #expect(ExportRoom.unmountedMediaProblem(target: "/media/usb/cairn", real: "/media/usb", mountPoint: "/media/usb", mountRoot: "/") == nil)
-        let line = "60 22 8:1 /media /media rw,relatime shared:1 - ext4 /dev/sda1 rw"
-        #expect(ExportRoom.mount(of: "/media/usb", mountinfo: Self.mountinfo + "\n" + line).root == "/media")
-        #expect(ExportRoom.mount(of: "/media/USB STICK", mountinfo: Self.mountinfo).root == "/")
+        // From mountinfo: the unit's binds are folders of the file system beneath (/media of "/",
+        // /run/media of the /run tmpfs); a stick's btrfs subvolume, or a stick's folder bound
+        // at /mnt/export, is a folder of another device: a stick.
+        let lines = Self.mountinfo + "\n60 22 8:1 /media /media rw,relatime shared:1 - ext4 /dev/sda1 rw"
+            + "\n61 60 0:50 /@data /media/stick rw shared:2 - btrfs /dev/sdd1 rw"
+            + "\n70 22 0:25 / /run rw,nosuid shared:3 - tmpfs tmpfs rw"
+            + "\n71 70 0:25 /media /run/media rw,nosuid shared:3 - tmpfs tmpfs rw"
+            + "\n72 22 8:49 /exports /mnt/export rw shared:4 - vfat /dev/sde1 rw"
+        #expect(ExportRoom.boundRoot(of: "/media/usb", mountinfo: lines) == "/media")
+        #expect(ExportRoom.boundRoot(of: "/run/media/field/STICK", mountinfo: lines) == "/media")
+        #expect(ExportRoom.boundRoot(of: "/media/stick/cairn", mountinfo: lines) == "/")
+        #expect(ExportRoom.boundRoot(of: "/mnt/export/cairn", mountinfo: lines) == "/")
+        #expect(ExportRoom.boundRoot(of: "/media/USB STICK", mountinfo: Self.mountinfo) == "/")
     }
 }

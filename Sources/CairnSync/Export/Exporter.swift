@@ -413,7 +413,18 @@ public enum ExportRoom {
         let real = URL(fileURLWithPath: probe).resolvingSymlinksInPath().path
         let mounts = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
         let mount = self.mount(of: real, mountinfo: mounts)
-        return (mount.type, free, mount.point, mount.root, real, mount.readOnly, mount.readOnlyView)
+        return (mount.type, free, mount.point, boundRoot(of: real, mountinfo: mounts), real, mount.readOnly, mount.readOnlyView)
+    }
+
+    /// The folder bound at the mount holding `path` when it is a folder of the file system
+    /// beneath that mount point, as systemd's `ReadWritePaths=` binds /media (on "/") or
+    /// /run/media (on the /run tmpfs) onto itself; "/" for a whole file system, or a folder of
+    /// another (a stick's btrfs subvolume, a stick's folder bound elsewhere).
+    public static func boundRoot(of path: String, mountinfo: String) -> String {
+        let mount = mount(of: path, mountinfo: mountinfo)
+        guard mount.root != "/", mount.point != "/" else { return "/" }
+        let parent = (mount.point as NSString).deletingLastPathComponent
+        return mount.device == self.mount(of: parent.isEmpty ? "/" : parent, mountinfo: mountinfo).device ? mount.root : "/"
     }
 
     /// `bad_path` when the mount holding `target` is read-only: a read-only view of a writable
@@ -440,10 +451,11 @@ public enum ExportRoom {
     /// and its file system's (super) options `rw`, a read-only bind mount of a writable file
     /// system, as systemd's ProtectSystem=strict makes.
     /// `root`: the folder of its file system mounted there (mountinfo's fourth field): "/" for a
-    /// whole file system (a stick), a folder for a bind mount.
+    /// whole file system (a stick), a folder for a bind mount (or a btrfs subvolume);
+    /// `device`: its file system's major:minor.
     public static func mount(of path: String, mountinfo: String)
-        -> (point: String, type: String, readOnly: Bool, readOnlyView: Bool, root: String) {
-        var best = (point: "/", type: "", readOnly: false, readOnlyView: false, root: "/", length: -1)
+        -> (point: String, type: String, readOnly: Bool, readOnlyView: Bool, root: String, device: String) {
+        var best = (point: "/", type: "", readOnly: false, readOnlyView: false, root: "/", device: "", length: -1)
         for line in mountinfo.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: false)
             guard fields.count > 5, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
@@ -455,16 +467,16 @@ public enum ExportRoom {
             // (FAT's default, ext4's errors=remount-ro): the mount's own options still say rw.
             let mountReadOnly = fields[5].split(separator: ",").contains("ro")
             best = (point, String(fields[dash + 1]), mountReadOnly || superReadOnly, mountReadOnly && !superReadOnly,
-                    unescape(fields[3]), point.count)
+                    unescape(fields[3]), String(fields[2]), point.count)
         }
-        return (best.point, best.type, best.readOnly, best.readOnlyView, best.root)
+        return (best.point, best.type, best.readOnly, best.readOnlyView, best.root, best.device)
     }
 
     /// `bad_path` when `real` (a target's nearest existing folder, links resolved) lies under
     /// /media, /mnt or /run/media but its mount point is neither that folder nor below it
-    /// (a stick mounted at /mnt itself counts), or is a bind mount of a folder (`mountRoot`
-    /// not "/"): systemd's `ReadWritePaths=/media` binds /media onto itself in cairnd's
-    /// namespace, which is no stick. The stick is not mounted, and the export would fill the
+    /// (a stick mounted at /mnt itself counts), or is a folder of the file system beneath bound
+    /// there (`mountRoot`, else "/"): systemd's `ReadWritePaths=/media` binds /media onto
+    /// itself in cairnd's namespace, which is no stick. The stick is not mounted, and the export would fill the
     /// device's own disk while the user believes it on the stick.
     public static func unmountedMediaProblem(target: String, real: String, mountPoint: String, mountRoot: String = "/") -> SyncError? {
         guard let root = removableMediaRoots.first(where: { real == $0 || real.hasPrefix($0 + "/") }) else { return nil }
