@@ -104,7 +104,7 @@ import Testing
             let more = [ChunkRecord(chunk: Chunk(id: "lighting", title: "Lighting", content: "Use torches.", scenario: nil, tags: []), vector: unit(0, 0, 1, 1))]
             #expect(try rows.changed(deleting: [], upserting: ChunkRecords(more)).stateRoot == read.changed(deleting: [], upserting: ChunkRecords(more)).stateRoot)
             // Reopened from the files alone, as after a restart: the same rows.
-            let reopened = try #require(IndexContents.open(beside: next, meta: meta))
+            let reopened = try #require(try IndexContents.open(beside: next, meta: meta))
             Self.expectSameRows(reopened, read)
         }
     }

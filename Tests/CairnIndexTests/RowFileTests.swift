@@ -68,7 +68,7 @@ import Testing
                 bytes.replaceSubrange(offset..<offset + 8, with: withUnsafeBytes(of: UInt64(1 << 40).littleEndian, Array.init))
             }
             try bytes.write(to: URL(fileURLWithPath: rows))
-            #expect(IndexContents.open(beside: path, meta: Corpus.meta()) == nil)
+            #expect(try IndexContents.open(beside: path, meta: Corpus.meta()) == nil)
             let reopened = try SearchIndex(path: path)
             #expect(reopened.rowsSource == .scanned)
             #expect(try reopened.search(SearchRequest(query: "boil water", k: 3, mode: .lexical), queryVector: nil).results.first?.chunk.id == "water-purify")

@@ -58,7 +58,7 @@ import Testing
             #expect(try !second.search(tagged, queryVector: vector).results.isEmpty)
             // Rows files of another version are not used: the meta's state root names the rows.
             try Database(path: path, mode: .readWrite).exec("UPDATE meta SET value = '\(ContentID(hashing: [1]).hex)' WHERE key = 'state_root'")
-            #expect(IndexContents.open(beside: path, meta: try Snapshot.meta(at: path)) == nil)
+            #expect(try IndexContents.open(beside: path, meta: try Snapshot.meta(at: path)) == nil)
         }
     }
 

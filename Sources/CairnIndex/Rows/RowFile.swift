@@ -55,18 +55,18 @@ final class RowFile: @unchecked Sendable {
     private let sampled = Mutex<EvenSample?>(nil)
 
     /// Maps the file at `path` and checks its header and sections; `.snapshotMalformed` when it
-    /// is not a whole rows file of `dimension` values a row.
+    /// is not a whole rows file of `dimension` values a row, `.io` when it cannot be opened or
+    /// mapped now (`cannot`).
     init(path: String, dimension expected: Int) throws(IndexError) {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw Self.malformed(path, "cannot be opened: \(String(cString: strerror(errno)))") }
+        guard descriptor >= 0 else { throw Self.cannot("be opened", path, errno) }
         defer { close(descriptor) }
         var info = stat()
         guard fstat(descriptor, &info) == 0, info.st_size >= Self.headerSize else { throw Self.malformed(path, "is too short") }
         length = Int(info.st_size)
         (device, inode) = (UInt64(info.st_dev), UInt64(info.st_ino))
-        guard let mapped = mmap(nil, length, PROT_READ, MAP_SHARED, descriptor, 0), mapped != MAP_FAILED else {
-            throw Self.malformed(path, "cannot be mapped: \(String(cString: strerror(errno)))")
-        }
+        let mapped = Self.mappingFails ? nil : mmap(nil, length, PROT_READ, MAP_SHARED, descriptor, 0)
+        guard let mapped, mapped != MAP_FAILED else { throw Self.cannot("be mapped", path, Self.mappingFails ? ENOMEM : errno) }
         mapping = mapped
         self.path = path
         named = MappedFiles.remember(mapped, count: length, path: path)
@@ -139,6 +139,21 @@ final class RowFile: @unchecked Sendable {
 
     /// Where the section table starts in the header: 14 × (offset, size), u64 each.
     static let sectionTable = 112
+
+    /// A rows file that cannot be opened or mapped now (too many open files, no memory or
+    /// address space left, as a small device's limits give at a million rows): `.io`, outside
+    /// the file's bytes (`IndexError.isEnvironmental`), so that the version is kept and opened
+    /// again later, not scanned row by row and then, failing the same way, dropped as damaged.
+    /// One that is not there, or not a file, is `.snapshotMalformed`.
+    private static func cannot(_ what: String, _ path: String, _ code: Int32) -> IndexError {
+        let reason = String(cString: strerror(code))
+        guard ![ENOENT, ENOTDIR, EISDIR, ENODEV].contains(code) else { return malformed(path, "cannot \(what): \(reason)") }
+        return IndexError(.io, "the rows file \(path) cannot \(what) now: \(reason)")
+    }
+
+    /// Test hook: `CAIRN_TEST_ROWS_MAP_FAILS=1` fails every mapping of a rows file with ENOMEM,
+    /// a fault no test can cause on time (the memory limit of a small device at start-up).
+    private static let mappingFails = ProcessInfo.processInfo.environment["CAIRN_TEST_ROWS_MAP_FAILS"] == "1"
 
     private static func malformed(_ path: String, _ problem: String) -> IndexError {
         IndexError(.snapshotMalformed, "the rows file \(path) \(problem)")

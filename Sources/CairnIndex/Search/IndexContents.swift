@@ -116,13 +116,20 @@ public final class IndexContents: Sendable {
 
     /// The rows files beside the snapshot file at `index`, when they are there and describe
     /// `meta`; nil when there are none or they describe another version (a scan then writes
-    /// them anew).
-    static func open(beside index: String, meta: SnapshotMeta) -> IndexContents? {
+    /// them anew). Throws when they cannot be opened or mapped now (`.io`): a scan would read
+    /// every row, and its own rows file would fail the same way.
+    static func open(beside index: String, meta: SnapshotMeta) throws(IndexError) -> IndexContents? {
+        func rows(_ path: String) throws(IndexError) -> RowFile? {
+            do throws(IndexError) { return try RowFile(path: path, dimension: meta.dimension) } catch {
+                if error.isEnvironmental { throw error }
+                return nil
+            }
+        }
         let basePath = basePath(beside: index), overlayPath = overlayPath(beside: index)
-        guard let base = try? RowFile(path: basePath, dimension: meta.dimension) else { return nil }
+        guard let base = try rows(basePath) else { return nil }
         let overlay: RowFile?
         if access(overlayPath, F_OK) == 0 {
-            guard let opened = try? RowFile(path: overlayPath, dimension: meta.dimension) else { return nil }
+            guard let opened = try rows(overlayPath) else { return nil }
             overlay = opened
         } else {
             overlay = nil

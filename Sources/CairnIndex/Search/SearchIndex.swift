@@ -68,7 +68,7 @@ public final class SearchIndex: Sendable {
                 throw IndexError(.snapshotMalformed, "the preloaded rows belong to another file than the one opened")
             }
             (loaded, rowsSource) = (contents, .rowsFiles)
-        } else if let found = IndexContents.open(beside: path, meta: meta) {
+        } else if let found = try IndexContents.open(beside: path, meta: meta) {
             (loaded, rowsSource) = (found, .rowsFiles)
         } else {
             // By the path: the file opened must still be there (a rename over it would give
