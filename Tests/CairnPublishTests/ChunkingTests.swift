@@ -63,6 +63,11 @@ struct ChunkingTests {
         let parts = TextChunker(options: ChunkingOptions(targetWords: 180, overlapWords: 0)).chunks(of: nested, path: "s.md")
         #expect(parts.count == 2 && parts[0].content.hasSuffix("a100") && parts[1].content.hasPrefix("Install\n\nLinux\n\nb1 "),
                 "\(parts.map { ($0.content.prefix(20), $0.content.suffix(12)) })")
+        // A file of headings alone (an outline): cut between two of them, not within one.
+        let outline = (1...60).map { "## Step \($0) of the long plan here" }.joined(separator: "\n\n")
+        let steps = TextChunker(options: ChunkingOptions(targetWords: 180, overlapWords: 0)).chunks(of: outline, path: "o.md")
+        #expect(steps.count > 1 && steps.allSatisfy { $0.content.hasPrefix("Step ") && $0.content.hasSuffix(" here") },
+                "\(steps.map { ($0.content.prefix(14), $0.content.suffix(14)) })")
     }
 
     @Test("Given a folder of mixed files, when read, then files are walked sorted, dotfiles skipped, each by its kind")

@@ -124,11 +124,12 @@ public struct TextChunker: Sendable {
         // Never right after a heading: cut there, a chunk would end with the heading and the
         // next begin with its text without it (a window searched back from its end meets that
         // break before the heading's own). Of headings in a row (`## Install`, `### Linux`),
-        // the cut comes before the first.
+        // the cut comes before the first; with no other break in the window's second half (a
+        // file of headings alone), between two of them.
         let isBreak = { (index: Int) in
             words[index].startsParagraph && !(index > 0 && words[index - 1].inHeading)
         }
-        return windows(count: words.count, isBreak: isBreak).enumerated().map { number, range in
+        return windows(count: words.count, isBreak: isBreak, fallback: { words[$0].startsParagraph }).enumerated().map { number, range in
             var content = ""
             for index in range {
                 if index != range.lowerBound {
@@ -141,15 +142,17 @@ public struct TextChunker: Sendable {
     }
 
     /// The word ranges of the chunks: greedy windows of at most `targetWords`, ending at a
-    /// paragraph break in the window's second half when there is one, overlapping by
-    /// `overlapWords`.
-    func windows(count: Int, isBreak: (Int) -> Bool) -> [Range<Int>] {
+    /// break in the window's second half when there is one (`isBreak`, else `fallback`: a
+    /// file of headings alone is cut between two of them rather than within one), overlapping
+    /// by `overlapWords`.
+    func windows(count: Int, isBreak: (Int) -> Bool, fallback: (Int) -> Bool = { _ in false }) -> [Range<Int>] {
         let target = options.targetWords, overlap = options.overlapWords
         var ranges: [Range<Int>] = []
         var start = 0
         while start < count {
             var end = min(start + target, count)
-            if end < count, let cut = stride(from: end, to: start + max(1, target / 2), by: -1).first(where: isBreak) {
+            let candidates = stride(from: end, to: start + max(1, target / 2), by: -1)
+            if end < count, let cut = candidates.first(where: isBreak) ?? candidates.first(where: fallback) {
                 end = cut
             }
             ranges.append(start..<end)
