@@ -63,6 +63,12 @@ struct ChunkingTests {
         let parts = TextChunker(options: ChunkingOptions(targetWords: 180, overlapWords: 0)).chunks(of: nested, path: "s.md")
         #expect(parts.count == 2 && parts[0].content.hasSuffix("a100") && parts[1].content.hasPrefix("Install\n\nLinux\n\nb1 "),
                 "\(parts.map { ($0.content.prefix(20), $0.content.suffix(12)) })")
+        // A heading just before the window's middle, followed by a long paragraph: no break in
+        // the second half but the one right after the heading, which is not taken.
+        let late = words("a").split(separator: " ").prefix(86).joined(separator: " ") + "\n\n# One two three four five six\n\n"
+            + (1...200).map { "c\($0)" }.joined(separator: " ")
+        let cut = TextChunker(options: ChunkingOptions(targetWords: 180, overlapWords: 0)).chunks(of: late, path: "l.md")
+        #expect(!(cut.first?.content.hasSuffix("six") ?? true), "\(cut.map { $0.content.suffix(16) })")
         // A file of headings alone (an outline): cut between two of them, not within one.
         let outline = (1...60).map { "## Step \($0) of the long plan here" }.joined(separator: "\n\n")
         let steps = TextChunker(options: ChunkingOptions(targetWords: 180, overlapWords: 0)).chunks(of: outline, path: "o.md")

@@ -144,12 +144,20 @@ final class RowFile: @unchecked Sendable {
     /// address space left, as a small device's limits give at a million rows): `.io`, outside
     /// the file's bytes (`IndexError.isEnvironmental`), so that the version is kept and opened
     /// again later, not scanned row by row and then, failing the same way, dropped as damaged.
-    /// One that is not there, or not a file, is `.snapshotMalformed`.
+    /// One that is not there, not a file, or not this process's to read (a data directory
+    /// copied under another user: written anew by the scan, as a rows file can be) is
+    /// `.snapshotMalformed`.
     private static func cannot(_ what: String, _ path: String, _ code: Int32) -> IndexError {
         let reason = String(cString: strerror(code))
-        guard ![ENOENT, ENOTDIR, EISDIR, ENODEV].contains(code) else { return malformed(path, "cannot \(what): \(reason)") }
-        return IndexError(.io, "the rows file \(path) cannot \(what) now: \(reason)")
+        guard ![ENOENT, ENOTDIR, EISDIR, ENODEV, EACCES, EPERM, ELOOP].contains(code) else {
+            return malformed(path, "cannot \(what): \(reason)")
+        }
+        return IndexError(.io, "the rows file \(path) cannot \(what) now: \(reason)", cause: CannotOpenNow())
     }
+
+    /// The cause of `cannot`'s `.io`: not a folder that cannot be written, which a scan's
+    /// rows file in TMPDIR would get around (`Snapshot.scanWritingRows`).
+    struct CannotOpenNow: Error {}
 
     /// Test hook: `CAIRN_TEST_ROWS_MAP_FAILS=1` fails every mapping of a rows file with ENOMEM,
     /// a fault no test can cause on time (the memory limit of a small device at start-up).

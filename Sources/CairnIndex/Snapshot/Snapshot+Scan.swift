@@ -39,7 +39,9 @@ extension Snapshot {
             // Durable: trusted at the next start by its header, it must not be renamed into
             // place before its sections are on the disk.
             return try scan(at: path, check: .storedHashes, durable: true)
-        } catch where error.code == .io || error.code == .diskFull {
+        } catch where (error.code == .io || error.code == .diskFull) && !(error.cause is RowFile.CannotOpenNow) {
+            // (A rows file written but not mapped now, out of memory: a second scan into TMPDIR,
+            // on a small device its memory, would fail the same way.)
             removeAbandonedTemporaryRows()
             let temporary = (NSTemporaryDirectory() as NSString).appendingPathComponent("cairn-rows-\(getpid())-\(UUID().uuidString).bin")
             defer { unlink(temporary) }

@@ -129,7 +129,10 @@ public struct TextChunker: Sendable {
         let isBreak = { (index: Int) in
             words[index].startsParagraph && !(index > 0 && words[index - 1].inHeading)
         }
-        return windows(count: words.count, isBreak: isBreak, fallback: { words[$0].startsParagraph }).enumerated().map { number, range in
+        // The fallback only between two headings: a paragraph's start after a heading would
+        // end a chunk with that heading again.
+        let betweenHeadings = { (index: Int) in words[index].startsParagraph && words[index].inHeading }
+        return windows(count: words.count, isBreak: isBreak, fallback: betweenHeadings).enumerated().map { number, range in
             var content = ""
             for index in range {
                 if index != range.lowerBound {
