@@ -1,4 +1,4 @@
-import Foundation
+import CairnCore
 
 /// Turns arbitrary user text into a safe FTS5 MATCH expression.
 ///
@@ -13,7 +13,7 @@ public enum LexicalQuery {
     /// "か" and a combining mark, as macOS file names hold them) would miss the precomposed
     /// text that documents hold.
     public static func tokens(_ text: String) -> [String] {
-        let text = text.precomposedStringWithCanonicalMapping
+        let text = text.composed
         var tokens: [String] = []
         var seen: Set<String> = []
         var current = String.UnicodeScalarView()

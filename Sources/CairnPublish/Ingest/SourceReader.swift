@@ -47,11 +47,8 @@ public enum SourceReader {
     /// with queries in NFC (`LexicalQuery.tokens`), so text written decomposed (Hangul as its
     /// jamo, kana with a combining mark) would match no query. ASCII text is left as it is.
     static func composed(_ chunk: Chunk) -> Chunk {
-        func ascii(_ text: String) -> Bool { text.utf8.allSatisfy { $0 < 0x80 } }
-        guard !ascii(chunk.title) || !ascii(chunk.content) else { return chunk }
         var composed = chunk
-        composed.title = chunk.title.precomposedStringWithCanonicalMapping
-        composed.content = chunk.content.precomposedStringWithCanonicalMapping
+        (composed.title, composed.content) = (chunk.title.composed, chunk.content.composed)
         return composed
     }
 
@@ -113,7 +110,7 @@ public enum SourceReader {
                 do { bytes = try FileSystem.read(file.full) } catch { throw PublishError(.io, error.message, cause: error) }
                 // Ids and sources name the file in NFC, so that a folder written on macOS (NFD
                 // names) publishes the same ids as its copy written on Linux.
-                let relative = file.relative.precomposedStringWithCanonicalMapping
+                let relative = file.relative.composed
                 for (position, chunk) in try parse(bytes, relativePath: relative, displayName: file.full, chunking: chunking) {
                     try take(position, chunk)
                 }
