@@ -290,7 +290,7 @@ public struct Publisher: Sendable {
             batch.removeAll(keepingCapacity: true)
             progress(PublishProgress(done: row, total: total, embedded: vectors.embedded, finished: false))
         }
-        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking, excluding: [configuration.repository]) { (file, position, chunk) throws(PublishError) in
+        try forEachSourceChunk { (file, position, chunk) throws(PublishError) in
             // Past a vectors file's last row (a source grown since the file was checked), chunks
             // are only counted: the caller then refuses the source.
             if let total, row >= total {
@@ -324,8 +324,7 @@ public struct Publisher: Sendable {
         // equal ids or, rarely, a collision, which a second pass over those ids alone tells apart.
         var seen = Set<Int>(), twice = Set<Int>()
         var notices: [String] = []
-        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking, excluding: [configuration.repository],
-                                      notice: { notices.append($0) }) { (_, _, chunk) throws(PublishError) in
+        try forEachSourceChunk(notice: { notices.append($0) }) { (_, _, chunk) throws(PublishError) in
             if rows.contains(keys.count) { sampled.append((keys.count, chunk.id, chunk.embeddingText)) }
             keys.append(Self.rowKey(chunk))
             let hash = Self.idHash(chunk.id)
@@ -345,11 +344,19 @@ public struct Publisher: Sendable {
         return hasher.finalize()
     }
 
+    /// `SourceReader.forEachChunk` over this publish's source, with its chunking, passing over
+    /// the repository published to when it lies inside the source folder.
+    private func forEachSourceChunk(notice: (String) -> Void = { _ in },
+                                    _ body: (_ file: String, _ position: String, Chunk) throws(PublishError) -> Void) throws(PublishError) {
+        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking,
+                                      excluding: [configuration.repository], notice: notice, body)
+    }
+
     /// Reads the source again for the ids whose hash is in `hashes`, and refuses the first one
     /// seen twice (byte for byte), naming both places; returns when none is (collisions only).
     private func duplicateID(among hashes: Set<Int>) throws(PublishError) {
         var first: [[UInt8]: String] = [:]
-        try SourceReader.forEachChunk(path: configuration.source, chunking: configuration.chunking, excluding: [configuration.repository]) { (file, position, chunk) throws(PublishError) in
+        try forEachSourceChunk { (file, position, chunk) throws(PublishError) in
             guard hashes.contains(Self.idHash(chunk.id)) else { return }
             let bytes = Array(chunk.id.utf8)
             if let earlier = first[bytes] {
