@@ -44,13 +44,7 @@ func trustedKeys(files: [String], repository: Repository, announce: (String) -> 
     if !files.isEmpty {
         // Trusted, not counted toward a threshold: a key named twice (keys/*.pub and a pinned
         // copy) is trusted once.
-        var keys: [PublicKey] = []
-        for file in files {
-            let key: PublicKey
-            do throws(PublishError) { key = try KeyFiles.loadPublic(file) } catch { throw fail(error) }
-            if !keys.contains(key) { keys.append(key) }
-        }
-        return keys
+        do throws(PublishError) { return try loadPublic(files, keepingOnce: true) } catch { throw fail(error) }
     }
     let stored = repository.storedKeys()
     announce("no --trusted-key given: trusting the \(stored.count) key(s) stored under \(repository.keysFolder)/ "
@@ -86,11 +80,14 @@ func loadPrivate(_ paths: [String], outside repository: String? = nil) throws(Pu
     return keys
 }
 
-/// The public keys in the files at `paths`, in order; refused when two hold the same key.
-func loadPublic(_ paths: [String]) throws(PublishError) -> [PublicKey] {
+/// The public keys in the files at `paths`, in order; two that hold the same key are refused
+/// (`refuseRepeated`: keys that sign or count toward a threshold), or with `keepingOnce` (keys
+/// only trusted) the key is kept once.
+func loadPublic(_ paths: [String], keepingOnce: Bool = false) throws(PublishError) -> [PublicKey] {
     var keys: [PublicKey] = []
     for path in paths {
         let key = try KeyFiles.loadPublic(path)
+        if keepingOnce, keys.contains(key) { continue }
         try refuseRepeated(key.keyID, in: path, loaded: keys.map(\.keyID), from: paths)
         keys.append(key)
     }
