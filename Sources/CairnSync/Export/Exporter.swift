@@ -101,8 +101,8 @@ struct Exporter {
         }
         // No stick mounted there, or a read-only one: said before an export cut short there is
         // taken over (its marker opened for writing) or anything else is tried.
-        if let fileSystem = ExportRoom.fileSystem(holding: target),
-           let problem = ExportRoom.unmountedMediaProblem(target: target, real: fileSystem.real, mountPoint: fileSystem.mountPoint,
+        let fileSystem = ExportRoom.fileSystem(holding: target)
+        if let problem = ExportRoom.unmountedMediaProblem(target: target, real: fileSystem.real, mountPoint: fileSystem.mountPoint,
                                                           mountRoot: fileSystem.mountRoot)
                ?? ExportRoom.readOnlyProblem(target: target, folder: fileSystem.real, mountPoint: fileSystem.mountPoint,
                                              readOnly: fileSystem.readOnly, readOnlyView: fileSystem.readOnlyView) {
@@ -134,8 +134,9 @@ struct Exporter {
         // whose file system cannot hold the snapshot blob, is refused at once.
         let manifest = installed.manifest
         let files = [Int64(manifest.snapshot.size)] + manifest.model.files.map { Int64($0.size) }
-        if let fileSystem = ExportRoom.fileSystem(holding: target),
-           let problem = ExportRoom.problem(target: target, fileSystem: (fileSystem.type, fileSystem.free), files: files) {
+        // The room asked now: an export cut short, removed above, gave some back.
+        if let free = try? FileSystem.availableBytes(at: fileSystem.real),
+           let problem = ExportRoom.problem(target: target, fileSystem: (fileSystem.type, free), files: files) {
             throw problem
         }
         try checkTrust(installed)
@@ -399,21 +400,20 @@ public enum ExportRoom {
     static let removableMediaRoots = ["/media", "/mnt", "/run/media"]
 
     /// The file system of `path`, or of its nearest existing parent: its type (from
-    /// /proc/self/mountinfo; "" when unknown), its mount point, the path with symbolic links
-    /// resolved, and the bytes an unprivileged writer may still use (nil when it cannot be
-    /// asked).
+    /// /proc/self/mountinfo; "" when unknown), its mount point and `boundRoot`, whether it is
+    /// read-only, and the nearest existing folder with symbolic links resolved (`real`: ask
+    /// `FileSystem.availableBytes(at:)` its room).
     public static func fileSystem(holding path: String)
-        -> (type: String, free: Int64, mountPoint: String, mountRoot: String, real: String, readOnly: Bool, readOnlyView: Bool)? {
+        -> (type: String, mountPoint: String, mountRoot: String, real: String, readOnly: Bool, readOnlyView: Bool) {
         var probe = path
         while !FileSystem.exists(probe), probe != "/" {
             probe = (probe as NSString).deletingLastPathComponent
             if probe.isEmpty { probe = "/" }
         }
-        guard let free = try? FileSystem.availableBytes(at: probe) else { return nil }
         let real = URL(fileURLWithPath: probe).resolvingSymlinksInPath().path
         let mounts = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
         let mount = self.mount(of: real, mountinfo: mounts)
-        return (mount.type, free, mount.point, boundRoot(of: real, mountinfo: mounts), real, mount.readOnly, mount.readOnlyView)
+        return (mount.type, mount.point, boundRoot(of: mount, mountinfo: mounts), real, mount.readOnly, mount.readOnlyView)
     }
 
     /// The folder bound at the mount holding `path` when it is a folder of the file system
@@ -421,7 +421,12 @@ public enum ExportRoom {
     /// /run/media (on the /run tmpfs) onto itself; "/" for a whole file system, or a folder of
     /// another (a stick's btrfs subvolume, a stick's folder bound elsewhere).
     public static func boundRoot(of path: String, mountinfo: String) -> String {
-        let mount = mount(of: path, mountinfo: mountinfo)
+        boundRoot(of: mount(of: path, mountinfo: mountinfo), mountinfo: mountinfo)
+    }
+
+    /// `boundRoot` of a mount already found among `mountinfo`'s lines.
+    static func boundRoot(of mount: (point: String, type: String, readOnly: Bool, readOnlyView: Bool, root: String, device: String),
+                          mountinfo: String) -> String {
         guard mount.root != "/", mount.point != "/" else { return "/" }
         let parent = (mount.point as NSString).deletingLastPathComponent
         return mount.device == self.mount(of: parent.isEmpty ? "/" : parent, mountinfo: mountinfo).device ? mount.root : "/"
