@@ -265,6 +265,12 @@ struct DiskFaultTests {
         }
     }
 
+    /// `mount` with `arguments`, which must succeed.
+    static func mount(_ arguments: [String]) throws {
+        let run = try Binaries.run("/bin/mount", arguments, in: "/tmp")
+        try #require(run.status == 0, "mount \(arguments): \(run.error)")
+    }
+
     /// A folder made under /run/media (`media`) and one in it for a stick (`stick`), both removed
     /// after `body`, a file system mounted on `stick` unmounted.
     static func withMediaFolder(_ body: (_ media: String, _ stick: String) async throws -> Void) async throws {
@@ -285,18 +291,14 @@ struct DiskFaultTests {
             let rig = try await Rig()
             defer { rig.stop() }
             let target = stick + "/cairn"
-            func mount(_ arguments: [String]) throws {
-                let run = try Binaries.run("/bin/mount", arguments, in: "/tmp")
-                try #require(run.status == 0, "mount \(arguments): \(run.error)")
-            }
             // Until 2026-12-07 both were export_failed, "cannot write …: Read-only file system".
-            try mount(["-t", "tmpfs", "-o", "size=64m,ro", "tmpfs", stick])
+            try Self.mount(["-t", "tmpfs", "-o", "size=64m,ro", "tmpfs", stick])
             let readOnly = try rig.device.cairn(["export", "--to", target])
             #expect(readOnly.status == 1 && readOnly.error.contains("is on a file system mounted read-only at \(stick)")
                     && readOnly.error.contains("(bad_path)"), "\(readOnly.status) \(readOnly.error)")
-            try mount(["-o", "remount,rw", stick])
-            try mount(["--bind", stick, stick])
-            try mount(["-o", "remount,bind,ro", stick])
+            try Self.mount(["-o", "remount,rw", stick])
+            try Self.mount(["--bind", stick, stick])
+            try Self.mount(["-o", "remount,bind,ro", stick])
             let view = try rig.device.cairn(["export", "--to", target])
             #expect(view.status == 1 && view.error.contains("ReadWritePaths=") && view.error.contains("(bad_path)"), "\(view.status) \(view.error)")
             #expect(!FileManager.default.fileExists(atPath: target))
@@ -317,8 +319,7 @@ struct DiskFaultTests {
             #expect(refused.status == 1 && refused.error.contains("nothing is mounted at \(target)") && refused.error.contains("(bad_path)"),
                     "\(refused.status) \(refused.error)")
             #expect(!FileManager.default.fileExists(atPath: target))
-            let mount = try Binaries.run("/bin/mount", ["-t", "tmpfs", "-o", "size=64m", "tmpfs", stick], in: "/tmp")
-            try #require(mount.status == 0, "\(mount.error)")
+            try Self.mount(["-t", "tmpfs", "-o", "size=64m", "tmpfs", stick])
             let exported = try rig.device.cairn(["export", "--to", target])
             #expect(exported.status == 0, "\(exported.error)")
             #expect(FileManager.default.fileExists(atPath: target + "/channels"))
@@ -330,9 +331,7 @@ struct DiskFaultTests {
         try Tools.requireMount("mount a tmpfs under /run/media and run cairnd without CAP_DAC_OVERRIDE")
         let (uid, gid) = try await SystemUsers.ensure(user: SystemUsers.outsider)
         try await Self.withMediaFolder { media, stick in
-            let mount = try Binaries.run("/bin/mount", ["-t", "tmpfs", "-o", "size=64m,mode=0755,uid=\(uid),gid=\(gid)", "tmpfs", stick],
-                                         in: "/tmp")
-            try #require(mount.status == 0, "\(mount.error)")
+            try Self.mount(["-t", "tmpfs", "-o", "size=64m,mode=0755,uid=\(uid),gid=\(gid)", "tmpfs", stick])
             // As udisks leaves it for a desktop's user: that user's, entered by no one else.
             try #require(chown(media, uid, gid) == 0 && chmod(media, 0o700) == 0)
             // cairnd as root without the capabilities that pass file modes by: as cairnd

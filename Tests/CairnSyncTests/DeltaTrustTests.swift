@@ -11,8 +11,8 @@ import Testing
 @Suite("What a delta install still refuses", .offCooperativePool)
 struct DeltaTrustTests {
     /// A lexical-only repository at version 1 and a device that installed it in full.
-    static func deviceOnVersion1(deltasWithSetHash: Bool = true) async throws -> (RepoFixture, Device) {
-        let repo = try RepoFixture(withModel: false)
+    static func deviceOnVersion1(deltasWithSetHash: Bool = true, withModel: Bool = false) async throws -> (RepoFixture, Device) {
+        let repo = try RepoFixture(withModel: withModel)
         repo.deltasWithSetHash = deltasWithSetHash
         try repo.publish(version: 1)
         let device = try Device(repo: repo, sources: [repo.url])

@@ -43,10 +43,7 @@ struct ExportClaimTests {
 
     @Test("Given a model file changed on the device's disk since its install, when exporting, then hash_mismatch naming the file, and nothing is left in the folder")
     func damagedModelFileNotExported() async throws {
-        let repo = try RepoFixture()
-        try repo.publish(version: 1)
-        let device = try Device(repo: repo, sources: [repo.url])
-        #expect(await device.syncer.syncOnce().installedVersion == 1)
+        let (repo, device) = try await DeltaTrustTests.deviceOnVersion1(withModel: true)
         let model = try #require(device.directory.installed()?.modelDirectory)
         let file = try #require(repo.modelFiles.first)
         var bytes = try FileSystem.read(model + "/" + file.name)
