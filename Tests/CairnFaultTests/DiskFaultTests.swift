@@ -483,6 +483,74 @@ struct DiskFaultTests {
         }
     }
 
+    @Test("Given a version whose manifest cairnd cannot read now (EACCES, as a failing card's EIO), when cairnd restarts, then no version is dropped: a current one is kept with every link while the previous one serves, a previous one keeps its link, and each serves again once it reads")
+    func manifestUnreadableAtStartup() async throws {
+        // A real EACCES: cairnd as root loses the capabilities that pass file modes by (as
+        // cairnd under its own user meets a file it may not read); a user needs nothing.
+        let wrapper = getuid() == 0 ? ["/usr/bin/setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"] : []
+        let rig = try await Rig(wrapper: wrapper)
+        defer { rig.stop() }
+        let new = try rig.publishNext()
+        if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
+        let data = rig.device.dataDirectory
+        func link(_ name: String) -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/" + name) }
+        func manifest(_ version: Int, mode: mode_t) throws { try #require(chmod(data + "/versions/\(version)/manifest.json", mode) == 0) }
+        // No source: a sync would install the version again, hiding what start-up did.
+        func restart(_ name: String) throws -> DeviceProcess {
+            try DeviceProcess(rig.workspace, sources: [], name: name, dataDirectory: data, wrapper: wrapper)
+        }
+        rig.device.stop()
+
+        try manifest(new, mode: 0)
+        let keptCurrent = try restart("current-unreadable")
+        try await keptCurrent.waitForVersion(1)
+        #expect(link("current") == "versions/\(new)" && link("previous") == "versions/1")
+        #expect(FileManager.default.fileExists(atPath: data + "/versions/\(new)/index.sqlite"))
+        #expect(keptCurrent.log.contains("the current version cannot be read now; it is kept with every link"), "\(keptCurrent.log)")
+        keptCurrent.stop()
+        try manifest(new, mode: 0o644)
+        let readAgain = try restart("current-reads")
+        try await readAgain.waitForVersion(new)
+        readAgain.stop()
+
+        try manifest(1, mode: 0)
+        let keptPrevious = try restart("previous-unreadable")
+        defer { keptPrevious.stop() }
+        try await keptPrevious.waitForVersion(new)
+        #expect(link("current") == "versions/\(new)" && link("previous") == "versions/1")
+        #expect(FileManager.default.fileExists(atPath: data + "/versions/1/index.sqlite"))
+        #expect(keptPrevious.log.contains("the previous version cannot be read now; it is kept"), "\(keptPrevious.log)")
+        try manifest(1, mode: 0o644)
+        let rolled = try keptPrevious.cairn(["rollback"])
+        #expect(rolled.status == 0, "\(rolled.error)")
+        try await keptPrevious.waitForVersion(1)
+    }
+
+    @Test("Given version 2's manifest damaged and the links unable to change at start-up (a real failing link edit: a folder where the new link is made), when cairnd restarts, then it starts and version 1 serves with the links as they were, and falls back for good once they can change")
+    func linksCannotChangeAtStartup() async throws {
+        let rig = try await Rig()
+        defer { rig.stop() }
+        let new = try rig.publishNext()
+        if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
+        let data = rig.device.dataDirectory
+        func link(_ name: String) -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/" + name) }
+        rig.device.stop()
+        try Data("{".utf8).write(to: URL(fileURLWithPath: data + "/versions/\(new)/manifest.json"))
+        // `replaceLink` makes `current.tmp` and renames it over `current`: with a folder there,
+        // unlink fails and symlink meets EEXIST, as an edit meets EIO on a failing card.
+        try FileManager.default.createDirectory(atPath: data + "/current.tmp", withIntermediateDirectories: false)
+        let stuck = try DeviceProcess(rig.workspace, sources: [], name: "links-stuck", dataDirectory: data)
+        try await stuck.waitForVersion(1)
+        #expect(link("current") == "versions/\(new)" && link("previous") == "versions/1")
+        #expect(stuck.log.contains("the data directory's links cannot be changed now"), "\(stuck.log)")
+        stuck.stop()
+        try FileManager.default.removeItem(atPath: data + "/current.tmp")
+        let mended = try DeviceProcess(rig.workspace, sources: [], name: "links-mended", dataDirectory: data)
+        defer { mended.stop() }
+        try await mended.waitForVersion(1)
+        #expect(link("current") == "versions/1" && link("previous") == nil)
+    }
+
     @Test("Given a full disk at start-up and installed versions whose rows files must be written again, then cairnd keeps every version (in a temporary folder when it has room, serving at once; else serving nothing for now) and serves the installed one once space returns",
           arguments: [true, false])
     func fullDiskAtStartup(temporaryOnFullDisk: Bool) async throws {

@@ -148,17 +148,23 @@ public struct Device: Sendable {
                 failure = error
             }
         }
-        // A read-only data directory keeps its links (`recover`): while `current` does not read,
-        // `previous` serves if it opens.
+        let retried = sync.sources.isEmpty ? "cairnd opens it again when restarted" : "it is opened again at each sync"
+        // `recover` keeps the links while `current` does not read in a read-only data directory,
+        // when its manifest cannot be read now (EIO, EACCES), or when the links cannot be
+        // changed: `previous` serves meanwhile if it opens.
         let newer = installed == nil ? directory.currentWrittenByNewerCairnd() : nil
-        if installed == nil, directory.readOnly, directory.previousVersion() != nil,
+        let unreadNow = installed == nil ? directory.currentCannotBeReadNow() : nil
+        if installed == nil, directory.previousVersion() != nil,
            servePrevious(configuration, holder: holder, logger: logger) == nil {
-            logger.error("serving the previous version: the current one does not read, and the read-only data directory keeps its links")
+            logger.error(directory.readOnly
+                ? "serving the previous version: the current one does not read, and the read-only data directory keeps its links"
+                : "serving the previous version: the current one does not read, and its links are kept\(unreadNow.map { " (\($0.message))" } ?? "")")
         } else if installed == nil, let newer {
             // A newer cairnd's version with none before it to serve (`recover` kept it).
             holder.markUnservable(newer.message)
+        } else if installed == nil, let unreadNow {
+            holder.markUnservable("the installed version cannot be read now (\(unreadNow.message)); it is kept; \(retried)")
         }
-        let retried = sync.sources.isEmpty ? "cairnd opens it again when restarted" : "it is opened again at each sync"
         if let installed, let failure, failure.isEnvironmental {
             // Not the version's fault (a full disk, SQLite busy or out of memory): every link
             // stays, `previous` answers meanwhile if it opens, and `current` is opened again.

@@ -19,28 +19,48 @@ extension DataDirectory {
     @discardableResult
     public func recover() throws(SyncError) -> InstalledVersion? {
         for name in ["current.tmp", "previous.tmp", "newer.tmp"] { unlink(path + "/" + name) }
-        if !readOnly { try restoreReplacedCopies() }
-        if !readOnly { try restoreNewer() }
+        if !readOnly {
+            changeLinks("a replaced copy moved back") { () throws(SyncError) in try restoreReplacedCopies() }
+            changeLinks("the version a newer cairnd installed made current again") { () throws(SyncError) in try restoreNewer() }
+        }
         let currentTarget = linkTarget(currentLink), previousTarget = linkTarget(previousLink)
         var unreadable: SyncError?
         var current: String?
         if let currentTarget {
             do throws(SyncError) { _ = try readVersion(currentTarget); current = currentTarget } catch { unreadable = error }
         }
-        let previous = previousTarget.flatMap { loadVersion($0) == nil ? nil : $0 }
-        if current == nil, let previous, let currentTarget, unreadable?.code == .unsupportedFormat, !readOnly {
+        // A manifest that cannot be read now (`cannotReadNow`: EIO, EACCES) says nothing of its
+        // version: its link stays, or the clean-up below would remove the folder for good.
+        var previous: String?
+        var previousKept = false
+        if let previousTarget {
+            do throws(SyncError) { _ = try readVersion(previousTarget); previous = previousTarget } catch {
+                previousKept = Self.cannotReadNow(error)
+                if previousKept {
+                    logger.error("the previous version cannot be read now; it is kept, and rollback to it waits until it reads",
+                                 metadata: ["cairn.sync.version": "\(previousTarget)", "cairn.error": "\(error.message)"])
+                }
+            }
+        }
+        let currentKept = unreadable.map(Self.cannotReadNow) ?? false
+        if currentKept, let unreadable {
+            logger.error("the current version cannot be read now; it is kept with every link, the previous version serves meanwhile if it opens, and it is read again at the next sync",
+                         metadata: ["cairn.sync.version": "\(currentTarget!)", "cairn.error": "\(unreadable.message)"])
+        } else if current == nil, let previous, let currentTarget, unreadable?.code == .unsupportedFormat, !readOnly {
             // A downgrade: the version a newer cairnd installed is not damage. It is kept under
             // `newer`, `previous` becomes `current` (so installs, rollback, export and the disk
             // budget all see the version that serves), and the upgrade back serves it again.
             // Each step made durable before the next: a power cut keeps a link to every version.
-            try replaceLink(newerLink, with: currentTarget)
-            try syncFolder(path)
-            try replaceLink(currentLink, with: previous)
-            try syncFolder(path)
-            unlink(previousLink)
-            try syncFolder(path)
-            logger.error("the current version was installed by a newer cairnd; it is kept (the newer link), and the previous version serves until cairnd is upgraded",
-                         metadata: ["cairn.sync.version": "\(previous)", "cairn.error": "\(unreadable!.message)"])
+            changeLinks("the previous version made current") { () throws(SyncError) in
+                try replaceLink(newerLink, with: currentTarget)
+                try syncFolder(path)
+                try replaceLink(currentLink, with: previous)
+                try syncFolder(path)
+                unlink(previousLink)
+                try syncFolder(path)
+                logger.error("the current version was installed by a newer cairnd; it is kept (the newer link), and the previous version serves until cairnd is upgraded",
+                             metadata: ["cairn.sync.version": "\(previous)", "cairn.error": "\(unreadable!.message)"])
+            }
         } else if current == nil, previous != nil, readOnly {
             // The links cannot change: `current` stays, and the daemon serves `previous` while
             // `current` cannot be opened, as for any version that does not open.
@@ -49,14 +69,14 @@ extension DataDirectory {
         } else if current == nil, previous != nil {
             logger.error("the current version does not read; falling back to the previous one",
                          metadata: ["cairn.sync.version": "\(previous!)", "cairn.error": "\(unreadable.map(\.message) ?? "")"])
-            try fallBackToPrevious()
+            changeLinks("current pointed at the previous version") { () throws(SyncError) in try fallBackToPrevious() }
         } else if let unreadable {
             logger.error("the installed version does not read; it is kept, and nothing is served from it until it does or a sync installs one",
                          metadata: ["cairn.sync.version": "\(currentTarget!)", "cairn.error": "\(unreadable.message)"])
         } else if !readOnly {
             if current == nil { unlink(currentLink) }
-            if previous == nil || previous == current { unlink(previousLink) }
-            try syncFolder(path)
+            if !previousKept, previous == nil || previous == current { unlink(previousLink) }
+            changeLinks("the links made durable") { () throws(SyncError) in try syncFolder(path) }
         }
 
         removeUnreferenced(keepingResumableDownloads: true)
@@ -75,7 +95,8 @@ extension DataDirectory {
         // version installed with nothing else installed, or one whose signers a rotation
         // removed, has no effect left: lifting it changes nothing.)
         let unfinishedRollback = state.heldBackVersion != nil && state.heldBackVersion == installed?.version
-        if state.installedVersion != installed?.version || unfinishedRollback {
+        // A current version kept unread is still the one installed: the state stays as it is.
+        if !currentKept, state.installedVersion != installed?.version || unfinishedRollback {
             if state.installedVersion != installed?.version { state.forgetManifestETags() }
             state.setInstalled(installed)
             if unfinishedRollback { state.liftHold() }
@@ -86,6 +107,16 @@ extension DataDirectory {
             }
         }
         return installed
+    }
+
+    /// Runs a change of the links at start-up. One that fails (EIO from a failing card, no
+    /// room for a link) is said, and start-up goes on with the links as they stand, each naming
+    /// a complete version: cairnd serves what they name, or `previous` while `current` does
+    /// not read, rather than refusing to start at every try.
+    private func changeLinks(_ what: String, _ change: () throws(SyncError) -> Void) {
+        do { try change() } catch {
+            logger.error("the data directory's links cannot be changed now (\(what)); they stay as they are: \(error.message)")
+        }
     }
 
     /// The upgrade back: the version `newer` names (one a newer cairnd installed, kept by a

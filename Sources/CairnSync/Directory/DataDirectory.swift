@@ -305,7 +305,7 @@ public final class DataDirectory: Sendable {
         }
         let bytes: [UInt8]
         do { bytes = try FileSystem.read(directory + "/" + DataDirectoryLayout.manifestFile) } catch {
-            throw SyncError(.io, error.message)
+            throw SyncError(.io, error.message, cause: error)
         }
         let manifest = try judgeManifest(bytes, of: relative)
         // The folder is named for the version its install verified: a manifest naming another
@@ -398,6 +398,25 @@ public final class DataDirectory: Sendable {
             throw CoreError(.manifestMalformed, "not a signed manifest file")
         }
         return try Manifest(json: json)
+    }
+
+    /// Whether `error` (`readVersion`'s) says the manifest cannot be read now rather than what
+    /// the version is: a read that failed for a reason outside its bytes (EIO from a failing
+    /// card, EACCES after a copy under another user, no memory or file descriptor left). Such
+    /// a version is kept with its link (`recover`); a missing manifest, or one that reads and
+    /// does not parse, is a verdict.
+    static func cannotReadNow(_ error: SyncError) -> Bool {
+        guard let code = (error.cause as? StoreError)?.errno else { return false }
+        return ![ENOENT, ENOTDIR, EISDIR, ELOOP, ENAMETOOLONG].contains(code)
+    }
+
+    /// Why the version `current` names cannot be read now (`cannotReadNow`): it is kept with
+    /// its links, and `previous` serves meanwhile if it opens. Nil when `current` reads, or
+    /// does not for another reason.
+    public func currentCannotBeReadNow() -> SyncError? {
+        guard let target = linkTarget(currentLink) else { return nil }
+        do { _ = try readVersion(target) } catch where Self.cannotReadNow(error) { return error } catch {}
+        return nil
     }
 
     /// Why the version `current` names does not read when a newer cairnd installed it (a
