@@ -350,6 +350,30 @@ struct UnservableVersionTests {
         #expect(device.directory.installed()?.stateRoot != thiefs && device.state.recoveringFrom == nil)
     }
 
+    @Test("Given a thief's version 2 installed and a rotation revoking its key, when the publisher's version 2 is renamed into place but the links cannot then be changed, then the thief's copy goes back in place and the device is still recovering; once the links can change the publisher's version 2 installs")
+    func recoveryAtTheSameNumberCutShort() async throws {
+        let (repo, _, device, rootKey, newKey) = try Self.pinnedToRoot1()
+        try repo.publish(version: 2)
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        let thiefs = try #require(device.directory.installed()?.stateRoot)
+        try TrustSyncTests.put(try TrustSyncTests.root(2, rootKey: rootKey, signingKey: newKey, signers: [rootKey]), root: 2, in: repo)
+        #expect(await device.syncer.syncOnce().errorCode == "key_revoked")
+        try repo.publish(version: 2, chunks: RepoFixture.chunks(revision: 2), signer: newKey) { $0.created = Timestamp(Date().addingTimeInterval(1))! }
+
+        // A real failing link edit after the folder's rename: a folder where `current.tmp` is
+        // made (unlink fails, symlink meets EEXIST), as a failing card's EIO would.
+        let stuck = device.path + "/current.tmp"
+        try FileManager.default.createDirectory(atPath: stuck, withIntermediateDirectories: false)
+        let cut = await device.syncer.syncOnce()
+        #expect(cut.errorCode == "io", "\(cut)")
+        #expect(device.currentTarget == "versions/2" && device.directory.installed()?.stateRoot == thiefs)
+        #expect(device.entries("versions") == ["2"] && device.state.recoveringFrom == 2)
+
+        try FileManager.default.removeItem(atPath: stuck)
+        #expect(await device.syncer.syncOnce().installedVersion == 2)
+        #expect(device.directory.installed()?.stateRoot != thiefs && device.state.recoveringFrom == nil)
+    }
+
     @Test("Given versions 1 and 2 installed, when a rollback to version 1 cannot be served, then it fails with previous_unusable, and the links, the held-back version and the rollback target are as before")
     func rollbackNotServed() async throws {
         let (_, refusing, device) = try await Self.deviceOnVersion2()

@@ -230,6 +230,7 @@ extension Syncer {
     private nonisolated func finish(manifest: Manifest, partial: String, model: String?) throws(SyncError) -> InstalledVersion {
         let name = "\(manifest.version)"
         let final = "\(directory.versionsPath)/\(name)"
+        var movedAside = false
         do {
             try Self.fsyncFile(partial + "/" + DataDirectoryLayout.manifestFile)
             if let model {
@@ -262,7 +263,7 @@ extension Syncer {
             // this install's, which `fallBack` may put back.)
             let aside = final + DataDirectoryLayout.replacedSuffix
             try? FileManager.default.removeItem(atPath: aside)
-            let movedAside = FileSystem.exists(final)
+            movedAside = FileSystem.exists(final)
             if movedAside {
                 guard rename(final, aside) == 0 else { throw SyncError.system("cannot move the folder of version \(name) aside") }
             }
@@ -274,11 +275,32 @@ extension Syncer {
                 }
                 throw error
             }
-            try FileSystem.syncDirectory(directory.versionsPath)
         } catch let error as SyncError {
             throw error
         } catch {
             throw SyncError.writing("cannot finish installing version \(name): \(error)", error)
+        }
+        do {
+            return try swapLinks(to: manifest)
+        } catch {
+            // The folder of the same number that serves (a thief's version a trust recovery
+            // replaces) goes back in place: else the next attempt would find its number
+            // installed, hand nothing over, and it would serve until a restart.
+            if movedAside {
+                do { _ = try directory.putBackReplacedCopy(of: manifest.version) } catch let putBack {
+                    logger.error("version \(name) did not finish installing, and the folder it replaced cannot be put back: \(putBack.message)")
+                }
+            }
+            throw error
+        }
+    }
+
+    /// `finish`'s last steps, once the new folder is in place: the folder made durable, the
+    /// links swapped, and the version read back.
+    private nonisolated func swapLinks(to manifest: Manifest) throws(SyncError) -> InstalledVersion {
+        let name = "\(manifest.version)"
+        do { try FileSystem.syncDirectory(directory.versionsPath) } catch {
+            throw SyncError.writing("cannot finish installing version \(name): \(error.message)", error)
         }
         let target = DataDirectoryLayout.versionFolder(manifest.version)
         // The rollback target is the version the daemon serves: `current` but for one kept
