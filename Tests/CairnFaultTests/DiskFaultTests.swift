@@ -483,8 +483,8 @@ struct DiskFaultTests {
         }
     }
 
-    @Test("Given a version whose manifest cairnd cannot read now (EACCES, as a failing card's EIO), when cairnd restarts, then no version is dropped: a current one is kept with every link while the previous one serves, a previous one keeps its link, and each serves again once it reads")
-    func manifestUnreadableAtStartup() async throws {
+    @Test("Given a version cairnd cannot read now (its manifest or its folder: EACCES, as a failing card's EIO), when cairnd restarts, then no version is dropped: a current one is kept with every link while the previous one serves, and serves at the next sync once it reads; a previous one keeps its link and folder, and rollback works once it reads")
+    func versionUnreadableAtStartup() async throws {
         // A real EACCES: cairnd as root loses the capabilities that pass file modes by (as
         // cairnd under its own user meets a file it may not read); a user needs nothing.
         let wrapper = getuid() == 0 ? ["/usr/bin/setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"] : []
@@ -494,33 +494,33 @@ struct DiskFaultTests {
         if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
         let data = rig.device.dataDirectory
         func link(_ name: String) -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: data + "/" + name) }
-        func manifest(_ version: Int, mode: mode_t) throws { try #require(chmod(data + "/versions/\(version)/manifest.json", mode) == 0) }
-        // No source: a sync would install the version again, hiding what start-up did.
-        func restart(_ name: String) throws -> DeviceProcess {
-            try DeviceProcess(rig.workspace, sources: [], name: name, dataDirectory: data, wrapper: wrapper)
-        }
+        func mode(_ item: String, _ mode: mode_t) throws { try #require(chmod(data + "/versions/" + item, mode) == 0) }
         rig.device.stop()
 
-        try manifest(new, mode: 0)
-        let keptCurrent = try restart("current-unreadable")
+        // The source down: a sync finds nothing to install, so only a read again serves version 2.
+        rig.server.kill()
+        try mode("\(new)/manifest.json", 0)
+        let keptCurrent = try DeviceProcess(rig.workspace, sources: [rig.server.url], name: "current-unreadable", dataDirectory: data,
+                                            wrapper: wrapper)
         try await keptCurrent.waitForVersion(1)
         #expect(link("current") == "versions/\(new)" && link("previous") == "versions/1")
         #expect(FileManager.default.fileExists(atPath: data + "/versions/\(new)/index.sqlite"))
         #expect(keptCurrent.log.contains("the current version cannot be read now; it is kept with every link"), "\(keptCurrent.log)")
+        try mode("\(new)/manifest.json", 0o644)
+        _ = try keptCurrent.cairn(["sync"])
+        try await keptCurrent.waitForVersion(new)
         keptCurrent.stop()
-        try manifest(new, mode: 0o644)
-        let readAgain = try restart("current-reads")
-        try await readAgain.waitForVersion(new)
-        readAgain.stop()
 
-        try manifest(1, mode: 0)
-        let keptPrevious = try restart("previous-unreadable")
+        // The previous version's folder: its index cannot even be looked up. No source: a sync
+        // would install again what start-up dropped.
+        try mode("1", 0)
+        let keptPrevious = try DeviceProcess(rig.workspace, sources: [], name: "previous-unreadable", dataDirectory: data, wrapper: wrapper)
         defer { keptPrevious.stop() }
         try await keptPrevious.waitForVersion(new)
         #expect(link("current") == "versions/\(new)" && link("previous") == "versions/1")
         #expect(FileManager.default.fileExists(atPath: data + "/versions/1/index.sqlite"))
         #expect(keptPrevious.log.contains("the previous version cannot be read now; it is kept"), "\(keptPrevious.log)")
-        try manifest(1, mode: 0o644)
+        try mode("1", 0o755)
         let rolled = try keptPrevious.cairn(["rollback"])
         #expect(rolled.status == 0, "\(rolled.error)")
         try await keptPrevious.waitForVersion(1)

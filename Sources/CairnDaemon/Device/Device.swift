@@ -154,7 +154,9 @@ public struct Device: Sendable {
         // changed: `previous` serves meanwhile if it opens.
         let newer = installed == nil ? directory.currentWrittenByNewerCairnd() : nil
         let unreadNow = installed == nil ? directory.currentCannotBeReadNow() : nil
-        if installed == nil, directory.previousVersion() != nil,
+        // (Outside a read-only directory, only a previous whose manifest reads: with both
+        // damaged, `recover` serves neither.)
+        if installed == nil, directory.readOnly ? directory.previousVersion() != nil : directory.previous() != nil,
            servePrevious(configuration, holder: holder, logger: logger) == nil {
             logger.error(directory.readOnly
                 ? "serving the previous version: the current one does not read, and the read-only data directory keeps its links"

@@ -152,8 +152,13 @@ extension DataDirectory {
             }
             return
         }
+        let before = linkTarget(previousLink)
         if let current { try replaceLink(previousLink, with: current) }
-        try replaceLink(currentLink, with: newer)
+        do { try replaceLink(currentLink, with: newer) } catch {
+            // `previous` would name `current`, and the version it named be removed.
+            if let before, current != nil { try? replaceLink(previousLink, with: before) }
+            throw error
+        }
         try syncFolder(path)
         unlink(newerLink)
         try syncFolder(path)
@@ -280,11 +285,18 @@ extension DataDirectory {
     /// install in progress fetched for its new version, not yet linked).
     func removeUnusedModels(served: String? = nil, keeping: String? = nil) {
         let versions = [currentLink, previousLink, newerLink].compactMap(linkTarget) + [served].compactMap { $0 }
-        let used = Set(versions.compactMap { version -> String? in
+        var used: Set<String> = Set([keeping].compactMap { $0 })
+        for version in versions {
             let link = path + "/" + version + "/" + DataDirectoryLayout.modelLink
-            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: link) else { return nil }
-            return (target as NSString).lastPathComponent
-        } + [keeping].compactMap { $0 })
+            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: link) {
+                used.insert((target as NSString).lastPathComponent)
+                continue
+            }
+            // A version without a model link (lexical only) uses none; one whose link cannot be
+            // read now (EIO, EACCES: a version kept unread) may use any: nothing goes this time.
+            var info = stat()
+            guard lstat(link, &info) != 0, [ENOENT, ENOTDIR].contains(errno) else { return }
+        }
         for name in entries(modelsPath) where !used.contains(name) {
             remove(modelsPath + "/" + name)
         }

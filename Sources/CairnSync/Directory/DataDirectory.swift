@@ -240,9 +240,16 @@ public final class DataDirectory: Sendable {
         guard stat(path + "/" + target + "/" + DataDirectoryLayout.manifestFile, &info) == 0 else { return nil }
         let key = "\(target) \(info.st_ino) \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec) \(info.st_size)"
         if let cached = installedCache.withLock({ $0 }), cached.key == key { return cached.version }
-        let loaded = loadVersion(target)
-        installedCache.withLock { $0 = (key, loaded) }
-        return loaded
+        do {
+            let loaded = try readVersion(target)
+            installedCache.withLock { $0 = (key, loaded) }
+            return loaded
+        } catch {
+            // A manifest that cannot be read now (EIO, EACCES) reads again with its file
+            // unchanged (a mode changes only its ctime; a card's error clears): not kept.
+            if !Self.cannotReadNow(error) { installedCache.withLock { $0 = (key, nil) } }
+            return nil
+        }
     }
 
     /// The version `previous` points at, if any.
@@ -300,8 +307,14 @@ public final class DataDirectory: Sendable {
     /// written by a newer cairnd than this one (`.unsupportedFormat`).
     func readVersion(_ relative: String) throws(SyncError) -> InstalledVersion {
         let directory = path + "/" + relative
-        guard FileSystem.exists(directory + "/" + DataDirectoryLayout.indexFile) else {
-            throw SyncError(.io, "\(relative) has no \(DataDirectoryLayout.indexFile)")
+        var info = stat()
+        guard stat(directory + "/" + DataDirectoryLayout.indexFile, &info) == 0 else {
+            // Only an index that is not there is a verdict: a folder that cannot be searched
+            // now (EACCES, EIO) is `cannotReadNow`.
+            let code = errno
+            throw SyncError(.io, "\(relative) has no \(DataDirectoryLayout.indexFile)"
+                            + (code == ENOENT ? "" : " that can be read now: \(String(cString: strerror(code)))"),
+                            cause: code == ENOENT ? nil : StoreError(.io, "cannot look up \(directory)", errno: code))
         }
         let bytes: [UInt8]
         do { bytes = try FileSystem.read(directory + "/" + DataDirectoryLayout.manifestFile) } catch {

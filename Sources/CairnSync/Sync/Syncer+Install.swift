@@ -283,10 +283,11 @@ extension Syncer {
         do {
             return try swapLinks(to: manifest)
         } catch {
-            // The folder of the same number that serves (a thief's version a trust recovery
-            // replaces) goes back in place: else the next attempt would find its number
-            // installed, hand nothing over, and it would serve until a restart.
-            if movedAside {
+            // The folder of the same number, when it serves (a thief's version a trust recovery
+            // replaces), goes back in place: else the next attempt would find its number
+            // installed, hand nothing over, and it would serve until a restart. One that does
+            // not serve (kept unread) stays replaced: `current` names the new copy.
+            if movedAside, servedVersion?() == manifest.version {
                 do { _ = try directory.putBackReplacedCopy(of: manifest.version) } catch let putBack {
                     logger.error("version \(name) did not finish installing, and the folder it replaced cannot be put back: \(putBack.message)")
                 }

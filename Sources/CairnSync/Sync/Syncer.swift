@@ -685,7 +685,9 @@ public actor Syncer {
         }
         // An installed version that stopped reading while cairnd runs (changed on the disk)
         // is the floor, as one that could not be served is: else a stick with an older version
-        // left plugged in would install it.
+        // left plugged in would install it. It holds a rollback's hold only while something
+        // serves (one kept unread at start-up may leave nothing: the held-back version then
+        // beats answering nothing).
         let unread = installed == nil ? state.installedVersion.map { ($0, state.installedStateRoot.flatMap { ContentID(hex: $0) }) } : nil
         let planner = SyncPlanner(channel: configuration.channel, installed: installed.map {
             // A damaged manifest's state root may be what changed: the index's own stands in.
@@ -693,7 +695,7 @@ public actor Syncer {
                   dimension: $0.manifest.dimension, modelID: $0.manifest.model.id)
         }, heldBack: holds ? state.heldBackVersion : nil, expiredUpdates: configuration.expiredUpdates, recovering: recovering,
            recoveringSince: state.recoveringSince.flatMap { Timestamp(rfc3339: $0) },
-           forgotten: state.forgotten ?? unread, stillServed: unread != nil)
+           forgotten: state.forgotten ?? unread, stillServed: unread != nil && (servedVersion.map { $0() != nil } ?? true))
         let decision = planner.decide(manifest, now: now)
         if case .refuse(let error) = decision, error.code == .rollback { behind() } else { behindSources[source] = nil }
         switch decision {
