@@ -68,6 +68,10 @@ public struct IndexError: Error, CustomStringConvertible, Sendable {
         return [5, 6, 7, 8, 13, 14].contains(sqliteCode & 0xFF)
     }
 
+    /// A rows file that cannot be opened or mapped now (too many open files, no memory or
+    /// address space: `RowFile`): the device's limits, not the version's bytes.
+    public var cannotOpenNow: Bool { cause is RowFile.CannotOpenNow }
+
     public var description: String { "\(code): \(message)" }
 
     static func oneLine(_ text: String) -> String {

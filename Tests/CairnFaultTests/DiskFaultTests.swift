@@ -464,6 +464,33 @@ struct DiskFaultTests {
         #expect(current() == installed)
     }
 
+    @Test("Given a new version whose rows file cannot be mapped during its install (no memory), by delta or by snapshot, then the attempt fails as the device's own (io, the source still healthy), a delta does not fall back to downloading the snapshot, the old version answers, and with memory back the version installs",
+          arguments: ["delta", "snapshot"])
+    func rowsCannotBeMappedDuringInstall(path: String) async throws {
+        // The one mock here, as in rowsCannotBeMappedAtStartup: mmap of a rows file fails with
+        // ENOMEM while the file `flag` exists (cairnd must start, and map version 1, first).
+        let flag = try TemporaryDirectory.make() + "/no-memory"
+        let rig = try await Rig(environment: ["CAIRN_TEST_ROWS_MAP_FAILS": flag])
+        defer { rig.stop() }
+        let new = try rig.publishNext()
+        if path == "snapshot" { try rig.tamperManifest { $0.deltas = [] } }
+        let snapshot = try #require(rig.currentBlobs().last).sha
+        let asked = rig.server.requests.count
+        FileManager.default.createFile(atPath: flag, contents: nil)
+        let outcome = try await rig.syncAttempt()
+        if let problem = rig.refusal(outcome, codes: ["io"], old: 1) { Issue.record("\(problem)") }
+        #expect(outcome?.message.contains("cannot be mapped now") == true, "\(String(describing: outcome))")
+        let source = (rig.device.syncStatus["sources"] as? [[String: Any]])?.first ?? [:]
+        #expect(source["healthy"] as? Bool == true && source["failures_in_a_row"] as? Int == 0, "\(source)")
+        if path == "delta" {
+            #expect(!rig.device.log.contains("falling back to the full snapshot"))
+            #expect(!rig.server.requests.dropFirst(asked).contains { $0.path.contains(snapshot) })
+        }
+        try FileManager.default.removeItem(atPath: flag)
+        if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
+        if path == "delta" { #expect(!rig.server.requests.dropFirst(asked).contains { $0.path.contains(snapshot) }) }
+    }
+
     @Test("Given versions 1 and 2 installed, version 2's manifest damaged and the data directory read-only, when cairnd restarts, then it starts and version 1 serves (the links unchanged), not an exit and restarts for ever")
     func readOnlyWithUnreadableCurrent() async throws {
         try await Self.onTmpfs(megabytes: 80) { disk, rig in

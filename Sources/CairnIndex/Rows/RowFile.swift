@@ -65,8 +65,9 @@ final class RowFile: @unchecked Sendable {
         guard fstat(descriptor, &info) == 0, info.st_size >= Self.headerSize else { throw Self.malformed(path, "is too short") }
         length = Int(info.st_size)
         (device, inode) = (UInt64(info.st_dev), UInt64(info.st_ino))
-        let mapped = Self.mappingFails ? nil : mmap(nil, length, PROT_READ, MAP_SHARED, descriptor, 0)
-        guard let mapped, mapped != MAP_FAILED else { throw Self.cannot("be mapped", path, Self.mappingFails ? ENOMEM : errno) }
+        let fails = Self.mappingFails
+        let mapped = fails ? nil : mmap(nil, length, PROT_READ, MAP_SHARED, descriptor, 0)
+        guard let mapped, mapped != MAP_FAILED else { throw Self.cannot("be mapped", path, fails ? ENOMEM : errno) }
         mapping = mapped
         self.path = path
         named = MappedFiles.remember(mapped, count: length, path: path)
@@ -160,8 +161,15 @@ final class RowFile: @unchecked Sendable {
     struct CannotOpenNow: Error {}
 
     /// Test hook: `CAIRN_TEST_ROWS_MAP_FAILS=1` fails every mapping of a rows file with ENOMEM,
-    /// a fault no test can cause on time (the memory limit of a small device at start-up).
-    private static let mappingFails = ProcessInfo.processInfo.environment["CAIRN_TEST_ROWS_MAP_FAILS"] == "1"
+    /// a fault no test can cause on time (the memory limit of a small device at start-up, or
+    /// during an install); an absolute path instead fails them while a file is there, so that
+    /// a test can start cairnd first.
+    private static let mappingFailsSetting = ProcessInfo.processInfo.environment["CAIRN_TEST_ROWS_MAP_FAILS"]
+
+    private static var mappingFails: Bool {
+        guard let setting = mappingFailsSetting else { return false }
+        return setting == "1" || (setting.hasPrefix("/") && access(setting, F_OK) == 0)
+    }
 
     private static func malformed(_ path: String, _ problem: String) -> IndexError {
         IndexError(.snapshotMalformed, "the rows file \(path) \(problem)")

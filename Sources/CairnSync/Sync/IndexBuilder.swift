@@ -209,6 +209,7 @@ enum IndexBuilder {
             if error.code == .diskFull {
                 throw SyncError(.diskFull, "the disk filled while applying the delta: \(error.message)", cause: error)
             }
+            if error.cannotOpenNow { throw cannotOpenNow(error) }
             throw SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : .installFailed,
                             "the delta does not apply: \(error.message)", cause: error)
         }
@@ -298,8 +299,16 @@ enum IndexBuilder {
     }
 
     private static func failure(_ error: IndexError) -> SyncError {
-        SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : error.code == .diskFull ? .diskFull : .installFailed,
+        if error.cannotOpenNow { return cannotOpenNow(error) }
+        return SyncError(error.code == .stateRootMismatch ? .stateRootMismatch : error.code == .diskFull ? .diskFull : .installFailed,
                   "the new index fails verification: \(error.message)", cause: error)
+    }
+
+    /// The new version's rows cannot be opened now (`IndexError.cannotOpenNow`): the device's
+    /// limits, not the version's bytes, so no source is blamed, a delta does not fall back to the
+    /// snapshot, and the next attempt builds it again (`Syncer.cannotOpenRowsNow`).
+    private static func cannotOpenNow(_ error: IndexError) -> SyncError {
+        SyncError(.io, "the new version's rows cannot be opened now (\(error.message)); it is built again at the next attempt", cause: error)
     }
 
     private static func check(_ meta: SnapshotMeta, against manifest: Manifest) throws(SyncError) {

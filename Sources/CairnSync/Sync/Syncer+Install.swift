@@ -126,6 +126,13 @@ extension Syncer {
                 // A source cut for its pace (a later one takes the delta over) would send the
                 // snapshot no faster.
                 if error.code == .cancelled || error.code == .diskFull || error.cause is Downloader.SlowSource { throw error }
+                // Rows that cannot be mapped now (no memory or address space) would fail the
+                // snapshot's the same way, after its download. A delta applied in place took the
+                // previous version's index: what is left of its folder is no one's.
+                if Self.cannotOpenRowsNow(error) {
+                    directory.removeUnreferencedVersions(keeping: [(index as NSString).deletingLastPathComponent] + servedFolder)
+                    throw error
+                }
                 // A server that does not hold the delta (a mirror that copies snapshots only), or
                 // holds a copy of another size: a later source may, and its snapshot is tens of
                 // times larger (the bytes held, kept, are resumed there). This one is asked again

@@ -521,6 +521,13 @@ public actor Syncer {
     /// answering when it answered, unless the stop cut the attempt short).
     static func isDevicesOwn(_ error: SyncError) -> Bool {
         [.diskFull, .diskBudget, .cancelled].contains(error.code) || error.cause is CannotOpenNow || error.cause is ModelDamaged
+            || cannotOpenRowsNow(error)
+    }
+
+    /// Whether an install failed because its new rows file cannot be opened or mapped now (no
+    /// memory or address space, too many open files): the device's limits, as a full disk is.
+    static func cannotOpenRowsNow(_ error: SyncError) -> Bool {
+        (error.cause as? IndexError)?.cannotOpenNow == true
     }
 
     /// The cause of an install's failure when the model folder it used no longer has its signed

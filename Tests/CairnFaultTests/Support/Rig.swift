@@ -25,9 +25,11 @@ final class Rig: @unchecked Sendable {
     /// Publishes version 1, starts the fault server and cairnd (`config` adds cairnd config
     /// lines), and waits until version 1 serves. `rootPinned`: the repository gets root 1 (root
     /// key `rootKey`, the workspace's key signs) and the device is pinned to it, not to the key.
-    /// `wrapper` starts cairnd through another program (`DeviceProcess`'s).
+    /// `wrapper` starts cairnd through another program, `environment` adds to its variables
+    /// (`DeviceProcess`'s).
     init(name: String = "device", config: [String: String] = [:], dataDirectory: String? = nil,
-         workspace: Workspace? = nil, rootPinned: Bool = false, wrapper: [String] = []) async throws {
+         workspace: Workspace? = nil, rootPinned: Bool = false, wrapper: [String] = [],
+         environment: [String: String] = [:]) async throws {
         self.workspace = try workspace ?? Workspace()
         var trust: [String]?
         if rootPinned {
@@ -40,7 +42,7 @@ final class Rig: @unchecked Sendable {
         server = try FaultServer(root: self.workspace.repo)
         do {
             device = try DeviceProcess(self.workspace, sources: [server.url], name: name, config: config,
-                                       dataDirectory: dataDirectory, trust: trust, wrapper: wrapper)
+                                       dataDirectory: dataDirectory, trust: trust, environment: environment, wrapper: wrapper)
         } catch {
             server.stop()
             throw error
