@@ -6,13 +6,21 @@
 /// standard error (`2>&-`, a reader gone) loses the line but must not trap the program, as
 /// Foundation's `FileHandle.write` does, nor change its exit status.
 public func writeStandardError(_ text: String) {
-    var bytes = Array(text.utf8)[...]
-    while !bytes.isEmpty {
-        let written = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    _ = writeWhole(Array(text.utf8), to: STDERR_FILENO)
+}
+
+/// Writes all of `bytes` to `descriptor` with write(2) (again after EINTR, on after a short
+/// write): nil once written, else the errno that stopped it. Never traps, as Foundation's
+/// `FileHandle.write` does on a full disk or a closed descriptor.
+public func writeWhole(_ bytes: [UInt8], to descriptor: Int32) -> Int32? {
+    var rest = bytes[...]
+    while !rest.isEmpty {
+        let written = rest.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
         if written < 0 && errno == EINTR { continue }
-        guard written > 0 else { return }
-        bytes = bytes.dropFirst(written)
+        guard written > 0 else { return written < 0 ? errno : EIO }
+        rest = rest.dropFirst(written)
     }
+    return nil
 }
 
 /// Writes `text` to standard output with write(2), past stdio's buffer and lock (a signal

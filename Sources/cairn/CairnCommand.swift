@@ -14,9 +14,10 @@ struct CairnCommand: AsyncParsableCommand {
             /run/cairn/cairnd.sock. The API is described in protocol/socket-api.md.
 
             Exit status: 0 ok; 1 the daemon answered with an error (its message is printed); \
-            2 usage error; 3 cannot reach the socket; 4 no index installed yet; 5 no previous \
-            version to roll back to; 65 and 128+n from eval, 66 from embed and eval (no model); 74 \
-            standard output cannot be written; 130 sync --wait interrupted. docs/exit-codes.md says more.
+            2 usage error (an option given twice too); 3 cannot reach the socket; 4 no index \
+            installed yet; 5 no previous version to roll back to; 65 and 128+n from eval, 66 from \
+            embed and eval (no model); 74 standard output cannot be written; 77 refused to this \
+            user (forbidden); 130 sync --wait or export interrupted. docs/exit-codes.md says more.
             """,
         version: "cairn " + CairnVersion.summary,
         subcommands: [QueryCommand.self, StatusCommand.self, SyncCommand.self, GetCommand.self, RollbackCommand.self,
@@ -26,7 +27,7 @@ struct CairnCommand: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     /// Usage errors in one line, exit 2, as docs/exit-codes.md gives for cairn.
-    static func main() async { await mainWithOneLineUsage(exitingOnUsage: 2) }
+    static func main() async { await mainWithOneLineUsage(exitingOnUsage: 2, refusingRepeatedOptions: true) }
 }
 
 /// `--socket`, accepted before or after the subcommand.

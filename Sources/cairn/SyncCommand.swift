@@ -15,7 +15,7 @@ struct SyncCommand: AsyncParsableCommand {
             the request on every channel (a progress bar on a terminal, a line per step otherwise \
             or with TERM=dumb) and exits 0 once the newest version answers; 1 if the attempt \
             failed, --timeout passed or cairnd restarted; 3 if cairnd cannot be reached for 10 s \
-            (a cairnd just started is waited for) or answers nothing for two 10 s polls in a row; \
+            or --timeout when shorter (a cairnd just started is waited for) or answers nothing for two 10 s polls in a row; \
             130 on Ctrl-C, which ends only the wait.
             """)
 
@@ -48,7 +48,8 @@ struct SyncCommand: AsyncParsableCommand {
 
     /// With --wait, the request waits up to 10 s for a socket that cannot be reached yet: a
     /// cairnd started just before (`cairnd … & cairn sync --wait`) binds it within a moment, as
-    /// one restarting does, which the wait rides out the same way (exit 3 after 10 s).
+    /// one restarting does, which the wait rides out the same way (exit 3 after 10 s, or after
+    /// --timeout when that is shorter).
     private func requestWhenReachable(_ daemon: DaemonConnection) async throws -> [UInt8] {
         let since = ContinuousClock.now
         while true {
@@ -59,7 +60,7 @@ struct SyncCommand: AsyncParsableCommand {
             // Only a socket that is not there yet, or not listened on yet, can come: a path
             // this user may not use, or one too long, is said at once.
             let settled = [EACCES, EPERM, ENAMETOOLONG, ENOTDIR].contains((failure?.cause as? UnixSocket.Errno)?.code ?? 0)
-            if ContinuousClock.now - since >= .seconds(10) || settled, let failure {
+            if ContinuousClock.now - since >= .seconds(min(10, timeout ?? 10)) || settled, let failure {
                 daemon.failUnreachable(failure)
                 throw ExitCode(3)
             }

@@ -25,6 +25,29 @@ struct CommandLineTests {
         }
     }
 
+    @Test("Given `cairn mcp` whose answers go to a full disk (/dev/full), then it exits 74 with one line, not a crash with a backtrace")
+    func mcpFullStandardOutput() async throws {
+        let written = try await run("/bin/sh", ["-c", #"printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"ping"}' | exec "$0" --socket /nonexistent/cairnd.sock mcp > /dev/full"#,
+                                                Products.path("cairn")])
+        #expect(written.status == 74, "exit \(written.status): \(written.stderr)")
+        #expect(written.stderr == "cairn mcp: cannot write standard output (No space left on device); stopping\n", "\(written.stderr)")
+    }
+
+    @Test("Given an option given twice (-k 3 -k 50, --to a --to=b, --socket before and after the command), then cairn refuses it as a usage error naming it (exit 2), not the last one kept without a word; a value after -- is no option")
+    func optionGivenTwice() async throws {
+        let cairn = Products.path("cairn")
+        for (arguments, named) in [(["--socket", "/nonexistent/s", "query", "water", "-k", "3", "-k", "50"], "-k"),
+                                   (["--socket", "/nonexistent/s", "export", "--to", "/a", "--to=/b"], "--to"),
+                                   (["--socket", "/nonexistent/s", "status", "--socket", "/nonexistent/t"], "--socket")] {
+            let refused = try await run(cairn, arguments)
+            #expect(refused.status == 2 && refused.stderr == "cairn: \(named) is given twice; give it once (cairn --help)\n",
+                    "\(arguments): exit \(refused.status) \(refused.stderr)")
+        }
+        // Words after `--` are the query's: cairnd is asked (and cannot be reached here, 3).
+        let words = try await run(cairn, ["--socket", "/nonexistent/s", "query", "--", "-k", "-k"])
+        #expect(words.status == 3, "exit \(words.status): \(words.stderr)")
+    }
+
     @Test("Given the three programs, when each is asked --version, then each prints its name, this build's date and the formats it reads, exit 0; cairnd's status carries the date as `software`, and `cairn status` prints both programs' dates")
     func versions() async throws {
         for program in ["cairnd", "cairn", "cairn-server"] {

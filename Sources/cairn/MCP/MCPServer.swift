@@ -1,4 +1,5 @@
 import CairnCore
+import CairnCommandLine
 import Foundation
 
 /// The Model Context Protocol over stdio (JSON-RPC 2.0, one message per line; revisions
@@ -105,7 +106,15 @@ struct MCPServer {
         calls.maxConcurrentOperationCount = Self.concurrentRequests
         let write = { @Sendable (answer: Any) in
             let line = Self.encode(answer) + Data("\n".utf8)
-            writing.withLock { output.write(line) }
+            // A client that cannot take the answer (a full disk under `> file`, a closed
+            // descriptor) ends the server in one line, exit 74 (docs/exit-codes.md), where
+            // FileHandle.write would trap.
+            writing.withLock {
+                if let code = writeWhole([UInt8](line), to: output.fileDescriptor) {
+                    writeStandardError("cairn mcp: cannot write standard output (\(String(cString: strerror(code)))); stopping\n")
+                    exit(74)
+                }
+            }
         }
         var lines = LineReader(input: .standardInput, limit: Self.maximumLineBytes)
         while let read = lines.next() {
