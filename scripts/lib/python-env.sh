@@ -26,7 +26,9 @@ _cairn_missing() {
 }
 
 cairn_venv() {
-    local venv="${CAIRN_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/cairn/venv}"
+    # HOME unset (cron, a unit without User=): the user's home from passwd.
+    local home="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
+    local venv="${CAIRN_VENV:-${XDG_CACHE_HOME:-$home/.cache}/cairn/venv}"
     local py="$venv/bin/python" stamp="$venv/.cairn-freeze" log pin
     for pin in "$@"; do
         case $pin in *==*) ;; *) echo "cairn_venv: pin an exact version: $pin" >&2; return 2 ;; esac

@@ -6,6 +6,11 @@ _cairn_as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# HOME unset (a cron job, a systemd unit without User=): the user's home from passwd, for swift's
+# caches, the model's and the venv's folders, and the programs the scripts start (as cairnd and
+# cairn-server find it themselves).
+export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
+
 # Loopback servers (the demo's, the tests') must not go through a proxy the environment names.
 export no_proxy="127.0.0.1,localhost,::1${no_proxy:+,$no_proxy}"
 export NO_PROXY="$no_proxy"
