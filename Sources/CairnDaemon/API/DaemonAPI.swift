@@ -185,7 +185,7 @@ struct DaemonAPI: Sendable {
         // Each channel's serving version is read once: a swap between two reads would pair one
         // version's number with another's state root.
         let serving = holder.current
-        var answer = DaemonStatus(serving: serving, dataDirectory: dataDirectory,
+        var answer = DaemonStatus(serving: serving, unservable: holder.unservableReason != nil, dataDirectory: dataDirectory,
                                   dataDirectoryBytes: DiskUsage.bytes(under: dataDirectory),
                                   syncAvailable: requestSync != nil, sync: sync)
         answer.notServing = holder.unservableReason
@@ -211,7 +211,7 @@ struct DaemonAPI: Sendable {
     // MARK: Helpers
 
     static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
-        json(bytes: APIJSON.encode(value), status: status)
+        do { return json(bytes: try APIJSON.encode(answer: value), status: status) } catch { return response(for: error) }
     }
 
     static func json(bytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {

@@ -47,10 +47,20 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
 public enum APIJSON {
     public static let contentType = "application/json; charset=utf-8"
 
+    /// `value`'s JSON, for a value of strings alone (an error's body): encoding cannot fail.
     public static func encode(_ value: some Encodable) -> [UInt8] {
+        (try? encoder.encode(value)).map(Array.init) ?? Array("{}".utf8)
+    }
+
+    /// An answer's JSON, or `internalError` when it cannot be encoded (a NaN or infinite number,
+    /// which JSON cannot hold): a 500 the caller can tell, not a 200 `{}` without its fields.
+    public static func encode(answer value: some Encodable) throws(APIError) -> [UInt8] {
+        do { return Array(try encoder.encode(value)) } catch { throw APIError.internalError }
+    }
+
+    private static var encoder: JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Every value encoded here is a plain struct of strings and numbers: encoding cannot fail.
-        return (try? encoder.encode(value)).map(Array.init) ?? Array("{}".utf8)
+        return encoder
     }
 }

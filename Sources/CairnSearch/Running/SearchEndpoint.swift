@@ -58,7 +58,7 @@ public struct SearchEndpoint: Sendable {
         let answer = try await pool.run { () throws(APIError) -> SearchAnswer in
             try Self.run(request, on: try version(), flags: flags, logger: logger)
         }
-        return APIJSON.encode(answer)
+        return try APIJSON.encode(answer: answer)
     }
 
     /// One channel a daemon may search: its name, its flags for the version that answers, and
@@ -109,7 +109,7 @@ public struct SearchEndpoint: Sendable {
         // The whole of what the caller waited for once its body was read: the wait for a search
         // thread (under load, most of it) and every channel's search, not the first's alone.
         answer.timings.totalMilliseconds = Self.milliseconds(.now - received)
-        return APIJSON.encode(answer)
+        return try APIJSON.encode(answer: answer)
     }
 
     /// The results of every channel's answer, labelled, best first by their ranking score, cut
