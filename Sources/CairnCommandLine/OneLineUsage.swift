@@ -13,19 +13,21 @@ extension AsyncParsableCommand {
     /// A command that ran but could not write all of its standard output (a full disk, a closed
     /// descriptor) exits `outputFailure` with one line, rather than 0 (docs/exit-codes.md).
     ///
-    /// `refusingRepeatedOptions`: for a program whose every option takes one value, an option
-    /// given twice (`-k 3 -k 50`, `--to a --to b`, `--socket` before and after the command) is
-    /// a usage error, where argument-parser would keep the last without a word.
+    /// `refusingRepeatedOptions`: an option given twice (`-k 3 -k 50`, `--to a --to b`,
+    /// `--socket` before and after the command) is a usage error, where argument-parser would
+    /// keep the last without a word; but for those the command names as `RepeatableOptions`.
     public static func mainWithOneLineUsage(exitingOnUsage usage: Int32, outputFailure: Int32 = 74,
                                             refusingRepeatedOptions: Bool = false) async {
         BLAS.prepareEnvironment()
         let program = configuration.commandName ?? CommandLine.arguments.first ?? "?"
-        if refusingRepeatedOptions, let repeated = repeatedOption(in: CommandLine.arguments.dropFirst()) {
-            writeStandardError("\(program): \(repeated) is given twice; give it once (\(program) --help)\n")
-            Foundation.exit(usage)
-        }
         do {
             var command = try parseAsRoot()
+            if refusingRepeatedOptions, let repeated = repeatedOption(
+                in: CommandLine.arguments.dropFirst(),
+                allowing: (type(of: command) as? any RepeatableOptions.Type)?.repeatableOptions ?? []) {
+                writeStandardError("\(program): \(repeated) is given twice; give it once (\(program) --help)\n")
+                Foundation.exit(usage)
+            }
             // A group of commands (the program, or `cairn-server root`) given none of them.
             let group = type(of: command).configuration
             if !group.subcommands.isEmpty, group.defaultSubcommand == nil {
@@ -53,15 +55,21 @@ extension AsyncParsableCommand {
     }
 }
 
+/// A command whose options named here (array options: `--tag`) may be given more than once,
+/// in a program that refuses any other option given twice (`refusingRepeatedOptions`).
+public protocol RepeatableOptions {
+    static var repeatableOptions: Set<String> { get }
+}
+
 /// The first option named twice in `arguments` (`-k`, `--to`; `--to=a` counts as `--to`), up
-/// to a `--` that ends the options; nil when none is.
-func repeatedOption(in arguments: some Sequence<String>) -> String? {
+/// to a `--` that ends the options, other than those `allowing` names; nil when none is.
+func repeatedOption(in arguments: some Sequence<String>, allowing repeatable: Set<String>) -> String? {
     var seen = Set<String>()
     for argument in arguments {
         if argument == "--" { break }
         guard argument.count > 1, argument.hasPrefix("-"), Double(argument) == nil else { continue }
         let name = String(argument.prefix { $0 != "=" })
-        if !seen.insert(name).inserted { return name }
+        if !repeatable.contains(name), !seen.insert(name).inserted { return name }
     }
     return nil
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CairnClient
+import CairnCommandLine
 import CairnCore
 import CairnIndex
 import CairnSearch
@@ -94,4 +95,10 @@ struct QueryCommand: AsyncParsableCommand {
         if !denseAvailable { parts.append("lexical only: no embedding model installed") }
         return parts.joined(separator: " · ")
     }
+}
+
+/// `--tag` and `--channel` take one value each time and may be given again; any other option
+/// given twice is refused (`mainWithOneLineUsage`).
+extension QueryCommand: RepeatableOptions {
+    static let repeatableOptions: Set<String> = ["--tag", "--channel"]
 }

@@ -33,6 +33,8 @@ struct SyncCommand: AsyncParsableCommand {
 
     func run() async throws {
         let daemon = DaemonConnection(root: root.connection, local: connection)
+        // --timeout counts from here: the wait for a socket not reachable yet is part of it.
+        let started = ContinuousClock.now
         let body = wait ? try await requestWhenReachable(daemon) : try daemon.call("POST", "/v1/sync", body: [])
         guard wait else {
             print("sync requested; `cairn status` shows the outcome")
@@ -43,7 +45,7 @@ struct SyncCommand: AsyncParsableCommand {
             daemon.fail("this cairnd does not number its sync attempts; upgrade it to use --wait")
             throw ExitCode(1)
         }
-        try await follow(daemon, attempts: attempts)
+        try await follow(daemon, attempts: attempts, started: started)
     }
 
     /// With --wait, the request waits up to 10 s for a socket that cannot be reached yet: a
@@ -74,7 +76,7 @@ struct SyncCommand: AsyncParsableCommand {
 
     /// Polls the status until every channel's attempt `attempts[channel]` has ended, drawing its
     /// progress, then prints each outcome; exits 1 when one failed or the timeout passed.
-    private func follow(_ daemon: DaemonConnection, attempts: [String: Int]) async throws {
+    private func follow(_ daemon: DaemonConnection, attempts: [String: Int], started: ContinuousClock.Instant) async throws {
         let display = SyncProgressDisplay(terminal: SyncProgressDisplay.drawsInPlace())
         // Every line said on the way out (here or by the connection) starts on a cleared line,
         // not after the progress bar.
@@ -90,7 +92,7 @@ struct SyncCommand: AsyncParsableCommand {
         }
         defer { interrupt.cancel() }
         // Monotonic: a device's clock stepped by NTP during the wait must not end or stretch it.
-        let deadline = timeout.map { ContinuousClock.now + .seconds(min($0, 1e9)) }
+        let deadline = timeout.map { started + .seconds(min($0, 1e9)) }
         let several = attempts.count > 1
         /// Each channel's ended attempts at the last poll: a count that goes back means cairnd
         /// restarted, and its numbers are a new process's.

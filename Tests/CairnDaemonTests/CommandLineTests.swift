@@ -33,7 +33,7 @@ struct CommandLineTests {
         #expect(written.stderr == "cairn mcp: cannot write standard output (No space left on device); stopping\n", "\(written.stderr)")
     }
 
-    @Test("Given an option given twice (-k 3 -k 50, --to a --to=b, --socket before and after the command), then cairn refuses it as a usage error naming it (exit 2), not the last one kept without a word; a value after -- is no option")
+    @Test("Given an option given twice (-k 3 -k 50, --to a --to=b, --socket before and after the command), then cairn refuses it as a usage error naming it (exit 2), not the last one kept without a word; a value after -- is no option, and query's --tag and --channel repeat")
     func optionGivenTwice() async throws {
         let cairn = Products.path("cairn")
         for (arguments, named) in [(["--socket", "/nonexistent/s", "query", "water", "-k", "3", "-k", "50"], "-k"),
@@ -43,9 +43,13 @@ struct CommandLineTests {
             #expect(refused.status == 2 && refused.stderr == "cairn: \(named) is given twice; give it once (cairn --help)\n",
                     "\(arguments): exit \(refused.status) \(refused.stderr)")
         }
-        // Words after `--` are the query's: cairnd is asked (and cannot be reached here, 3).
-        let words = try await run(cairn, ["--socket", "/nonexistent/s", "query", "--", "-k", "-k"])
-        #expect(words.status == 3, "exit \(words.status): \(words.stderr)")
+        // Words after `--` are the query's, and `--tag` and `--channel` repeat by design: cairnd
+        // is asked (and cannot be reached here, 3).
+        for arguments in [["query", "--", "-k", "-k"], ["query", "water", "--tag", "a", "--tag", "b", "--channel", "x", "--channel", "y"],
+                          ["search", "water", "--tag=a", "--tag", "b"]] {
+            let asked = try await run(cairn, ["--socket", "/nonexistent/s"] + arguments)
+            #expect(asked.status == 3, "\(arguments): exit \(asked.status) \(asked.stderr)")
+        }
     }
 
     @Test("Given the three programs, when each is asked --version, then each prints its name, this build's date and the formats it reads, exit 0; cairnd's status carries the date as `software`, and `cairn status` prints both programs' dates")
