@@ -292,10 +292,13 @@ extension DataDirectory {
                 used.insert((target as NSString).lastPathComponent)
                 continue
             }
-            // A version without a model link (lexical only) uses none; one whose link cannot be
-            // read now (EIO, EACCES: a version kept unread) may use any: nothing goes this time.
+            // A version without a model link (lexical only, or a folder copied in its place)
+            // uses none; one whose link cannot be read now (EIO, EACCES: a version kept unread)
+            // may use any: nothing goes this time.
             var info = stat()
-            guard lstat(link, &info) != 0, [ENOENT, ENOTDIR].contains(errno) else { return }
+            let found = lstat(link, &info) == 0
+            let code = errno
+            guard found ? (info.st_mode & S_IFMT) != S_IFLNK : [ENOENT, ENOTDIR].contains(code) else { return }
         }
         for name in entries(modelsPath) where !used.contains(name) {
             remove(modelsPath + "/" + name)

@@ -19,8 +19,9 @@ public final class DataDirectory: Sendable {
     /// The state last read whole or written: what a read that fails for a moment (no file
     /// descriptor left under a burst of connections) answers instead of an empty state.
     private let lastGood = Mutex<SyncState?>(nil)
-    /// The last `installed()` answer and the folder and manifest file it was read from.
-    private let installedCache = Mutex<(key: String, version: InstalledVersion?)?>(nil)
+    /// The last `installed()` answer and the folder and manifest file it was read from; for a
+    /// manifest that cannot be read now, until when its nil stands.
+    private let installedCache = Mutex<(key: String, version: InstalledVersion?, until: ContinuousClock.Instant?)?>(nil)
     /// The last state decoded from `state.json`, by the file's inode, time and size: every
     /// search reads the state for its flags, and the file changes only by an atomic rename.
     private let stateCache = Mutex<(key: String, state: SyncState)?>(nil)
@@ -239,15 +240,20 @@ public final class DataDirectory: Sendable {
         var info = stat()
         guard stat(path + "/" + target + "/" + DataDirectoryLayout.manifestFile, &info) == 0 else { return nil }
         let key = "\(target) \(info.st_ino) \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec) \(info.st_size)"
-        if let cached = installedCache.withLock({ $0 }), cached.key == key { return cached.version }
+        if let cached = installedCache.withLock({ $0 }), cached.key == key, cached.until.map({ .now < $0 }) ?? true {
+            return cached.version
+        }
         do {
             let loaded = try readVersion(target)
-            installedCache.withLock { $0 = (key, loaded) }
+            installedCache.withLock { $0 = (key, loaded, nil) }
             return loaded
         } catch {
             // A manifest that cannot be read now (EIO, EACCES) reads again with its file
-            // unchanged (a mode changes only its ctime; a card's error clears): not kept.
-            if !Self.cannotReadNow(error) { installedCache.withLock { $0 = (key, nil) } }
+            // unchanged (a mode changes only its ctime; a card's error clears): its nil stands
+            // 10 s, so that searches (which ask for their flags) do not each wait on a failing
+            // card's retries.
+            let until: ContinuousClock.Instant? = Self.cannotReadNow(error) ? .now + .seconds(10) : nil
+            installedCache.withLock { $0 = (key, nil, until) }
             return nil
         }
     }

@@ -458,7 +458,9 @@ public actor Syncer {
                 // happens then (or at a later source) says more.
                 if kept == nil || (kept!.isTransport && !error.isTransport) || Self.handedOver(kept!) { kept = error }
                 if news == nil, !error.isTransport, !Self.notNews.contains(error.code) { news = error }
-                if error.code == .cancelled { break }
+                // A stop ends the attempt; so do rows that cannot be mapped now, which would fail
+                // the same way with any source's copy, after its download and build.
+                if error.code == .cancelled || Self.cannotOpenRowsNow(error) { break }
                 if handedOver, askedAgain.insert(source).inserted { queue.append(source) }
             }
         }
