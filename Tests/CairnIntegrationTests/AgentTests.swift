@@ -130,6 +130,24 @@ struct AgentTests {
         #expect(answers["1"] == nil && answers["6"] == nil)
     }
 
+    @Test("Given cairnd stopped (a search held), when an agent sends a second call with the same id while the first runs, then the second is refused at once (-32600, before the ping after it), and the first still ends with its own answer")
+    func mcpRefusesAnIdInUse() async throws {
+        let rig = try await ServedDevice()
+        defer { rig.stop() }
+        kill(rig.device.process.processIdentifier, SIGSTOP)
+        defer { kill(rig.device.process.processIdentifier, SIGCONT) }
+        let lines = [#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water"}}}"#,
+                     #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"status","arguments":{}}}"#,
+                     #"{"jsonrpc":"2.0","id":2,"method":"ping"}"#]
+        let (answers, _, status, order) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder, timeout: 5)
+        #expect(status == 0)
+        // The refusal comes as its line is read, before the ping; the search's answer at
+        // --timeout (cairnd answers nothing), after it. Until 2026-12-07 both calls ran, and
+        // both answered at --timeout.
+        #expect(order == ["1", "2", "1"], "\(order)")
+        #expect(Self.failure(answers["1"]?["result"] as? [String: Any])?.code == "unavailable", "\(String(describing: answers["1"]))")
+    }
+
     @Test("Given cairnd stopped and cairn mcp's queue full (4 calls running, 1,024 waiting), when one more call and a batch of two come, then each of the three is answered -32000 busy with its id, none left unanswered")
     func mcpAnswersEveryRequestWhenBusy() async throws {
         let rig = try await ServedDevice()

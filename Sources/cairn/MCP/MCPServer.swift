@@ -156,7 +156,13 @@ struct MCPServer {
                 }
                 continue
             }
-            if let id { requests.start(id) }
+            // An id still in use (MCP: a request id is never reused within a session): the two
+            // answers could not be told apart, nor a cancellation be meant for one of them.
+            if let id, !requests.start(id) {
+                let raw = (object as? [String: Any])?["id"] ?? NSNull()
+                write(Self.error(id: raw, code: -32600, "Invalid Request: id \(raw) is in use by a request still running"))
+                continue
+            }
             calls.addOperation {
                 // Cancelled while it waited: cairnd is not asked, and nothing is answered.
                 if let id, requests.isCancelled(id) {
@@ -190,7 +196,14 @@ struct MCPServer {
         // @unchecked: every access holds `lock`.
         private let lock = NSLock()
         private var running: [String: Bool] = [:]
-        func start(_ id: String) { lock.withLock { running[id] = false } }
+        /// Starts `id`; false, with nothing changed, when a request of that id still runs.
+        func start(_ id: String) -> Bool {
+            lock.withLock {
+                guard running[id] == nil else { return false }
+                running[id] = false
+                return true
+            }
+        }
         func cancel(_ id: String) { lock.withLock { if running[id] != nil { running[id] = true } } }
         func isCancelled(_ id: String) -> Bool { lock.withLock { running[id] == true } }
         /// Ends `id`; whether its answer is still wanted.
