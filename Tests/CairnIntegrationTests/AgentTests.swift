@@ -103,70 +103,74 @@ struct AgentTests {
         return (answers, replies.count, finished.1, order)
     }
 
-    @Test("Given cairnd stopped (SIGSTOP: it takes connections but answers nothing), when an agent sends five searches (one more than run at once), a ping and cancellations of the first and the fifth, then the ping is answered first, the three others end as unavailable after --timeout, and neither cancelled one gets an answer")
-    func mcpRunsRequestsAtOnceAndDropsCancelled() async throws {
+    /// A served device whose cairnd is stopped (SIGSTOP: it takes connections but answers
+    /// nothing) while `body` runs.
+    static func withStoppedDaemon(_ body: (ServedDevice) async throws -> Void) async throws {
         let rig = try await ServedDevice()
         defer { rig.stop() }
         kill(rig.device.process.processIdentifier, SIGSTOP)
         defer { kill(rig.device.process.processIdentifier, SIGCONT) }
-        let search = { (id: Int) in
-            #"{"jsonrpc":"2.0","id":\#(id),"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water"}}}"#
+        try await body(rig)
+    }
+
+    @Test("Given cairnd stopped (SIGSTOP: it takes connections but answers nothing), when an agent sends five searches (one more than run at once), a ping and cancellations of the first and the fifth, then the ping is answered first, the three others end as unavailable after --timeout, and neither cancelled one gets an answer")
+    func mcpRunsRequestsAtOnceAndDropsCancelled() async throws {
+        try await Self.withStoppedDaemon { rig in
+            let search = { (id: Int) in
+                #"{"jsonrpc":"2.0","id":\#(id),"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water"}}}"#
+            }
+            let cancel = { (id: Int) in
+                #"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":\#(id),"reason":"user"}}"#
+            }
+            // Four run at once; the fifth waits, and must neither hold the ping behind it (until
+            // 2026-12-06 the reader waited for a free slot before it read the next line) nor run
+            // once cancelled.
+            let lines = [search(1), search(3), search(4), search(5), search(6), #"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+                         cancel(6), cancel(1)]
+            let (answers, _, status, order) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder, timeout: 10)
+            #expect(status == 0)
+            #expect(order.first == "2" && Set(order) == ["2", "3", "4", "5"], "\(order)")
+            for id in ["3", "4", "5"] {
+                let result = answers[id]?["result"] as? [String: Any]
+                #expect(Self.failure(result)?.code == "unavailable", "\(String(describing: result))")
+            }
+            #expect(answers["1"] == nil && answers["6"] == nil)
         }
-        let cancel = { (id: Int) in
-            #"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":\#(id),"reason":"user"}}"#
-        }
-        // Four run at once; the fifth waits, and must neither hold the ping behind it (until
-        // 2026-12-06 the reader waited for a free slot before it read the next line) nor run
-        // once cancelled.
-        let lines = [search(1), search(3), search(4), search(5), search(6), #"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
-                     cancel(6), cancel(1)]
-        let (answers, _, status, order) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder, timeout: 10)
-        #expect(status == 0)
-        #expect(order.first == "2" && Set(order) == ["2", "3", "4", "5"], "\(order)")
-        for id in ["3", "4", "5"] {
-            let result = answers[id]?["result"] as? [String: Any]
-            #expect(Self.failure(result)?.code == "unavailable", "\(String(describing: result))")
-        }
-        #expect(answers["1"] == nil && answers["6"] == nil)
     }
 
     @Test("Given cairnd stopped (a search held), when an agent sends a second call with the same id while the first runs, then the second is refused at once (-32600, before the ping after it), and the first still ends with its own answer")
     func mcpRefusesAnIdInUse() async throws {
-        let rig = try await ServedDevice()
-        defer { rig.stop() }
-        kill(rig.device.process.processIdentifier, SIGSTOP)
-        defer { kill(rig.device.process.processIdentifier, SIGCONT) }
-        let lines = [#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water"}}}"#,
-                     #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"status","arguments":{}}}"#,
-                     #"{"jsonrpc":"2.0","id":2,"method":"ping"}"#]
-        let (answers, _, status, order) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder, timeout: 5)
-        #expect(status == 0)
-        // The refusal comes as its line is read, before the ping; the search's answer at
-        // --timeout (cairnd answers nothing), after it. Until 2026-12-07 both calls ran, and
-        // both answered at --timeout.
-        #expect(order == ["1", "2", "1"], "\(order)")
-        #expect(Self.failure(answers["1"]?["result"] as? [String: Any])?.code == "unavailable", "\(String(describing: answers["1"]))")
+        try await Self.withStoppedDaemon { rig in
+            let lines = [#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"boil water"}}}"#,
+                         #"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"status","arguments":{}}}"#,
+                         #"{"jsonrpc":"2.0","id":2,"method":"ping"}"#]
+            let (answers, _, status, order) = try await Self.mcp(rig.device.socket, lines, folder: rig.workspace.folder, timeout: 5)
+            #expect(status == 0)
+            // The refusal comes as its line is read, before the ping; the search's answer at
+            // --timeout (cairnd answers nothing), after it. Until 2026-12-07 both calls ran, and
+            // both answered at --timeout.
+            #expect(order == ["1", "2", "1"], "\(order)")
+            #expect(Self.failure(answers["1"]?["result"] as? [String: Any])?.code == "unavailable", "\(String(describing: answers["1"]))")
+        }
     }
 
     @Test("Given cairnd stopped and cairn mcp's queue full (4 calls running, 1,024 waiting), when one more call and a batch of two come, then each of the three is answered -32000 busy with its id, none left unanswered")
     func mcpAnswersEveryRequestWhenBusy() async throws {
-        let rig = try await ServedDevice()
-        defer { rig.stop() }
-        kill(rig.device.process.processIdentifier, SIGSTOP)
-        defer { kill(rig.device.process.processIdentifier, SIGCONT) }
-        let call = { (id: Int) in
-            #"{"jsonrpc":"2.0","id":\#(id),"method":"tools/call","params":{"name":"status","arguments":{}}}"#
-        }
-        let queued = (1...1028).map(call)
-        let batch = "[" + call(3001) + "," + call(3002) + "]"
-        // The queued calls are cancelled once the busy answers are asked for: the waiting ones
-        // end at once, the four running at --timeout.
-        let cancels = (1...1028).map { #"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":\#($0)}}"# }
-        let (answers, _, status, _) = try await Self.mcp(rig.device.socket, queued + [call(2000), batch] + cancels,
-                                                         folder: rig.workspace.folder, timeout: 5)
-        #expect(status == 0)
-        for id in ["2000", "3001", "3002"] {
-            #expect((answers[id]?["error"] as? [String: Any])?["code"] as? Int == -32000, "\(id): \(String(describing: answers[id]))")
+        try await Self.withStoppedDaemon { rig in
+            let call = { (id: Int) in
+                #"{"jsonrpc":"2.0","id":\#(id),"method":"tools/call","params":{"name":"status","arguments":{}}}"#
+            }
+            let queued = (1...1028).map(call)
+            let batch = "[" + call(3001) + "," + call(3002) + "]"
+            // The queued calls are cancelled once the busy answers are asked for: the waiting ones
+            // end at once, the four running at --timeout.
+            let cancels = (1...1028).map { #"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":\#($0)}}"# }
+            let (answers, _, status, _) = try await Self.mcp(rig.device.socket, queued + [call(2000), batch] + cancels,
+                                                             folder: rig.workspace.folder, timeout: 5)
+            #expect(status == 0)
+            for id in ["2000", "3001", "3002"] {
+                #expect((answers[id]?["error"] as? [String: Any])?["code"] as? Int == -32000, "\(id): \(String(describing: answers[id]))")
+            }
         }
     }
 
