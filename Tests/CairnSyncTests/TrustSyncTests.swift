@@ -87,6 +87,34 @@ struct TrustSyncTests {
         #expect(restarted.syncer.trust.current?.current.version == 3)
     }
 
+    @Test("Given a device exactly as many roots behind as one attempt walks (1,024), when it syncs, then it walks them all and installs, not refused as offered more; one root more is refused naming the cap, and the next attempt goes on from there")
+    func rootWalkCap() async throws {
+        let repo = try RepoFixture(withModel: false)
+        let rootKey = PublisherKey.generate()
+        let pinned = try Self.root(1, rootKey: rootKey, signingKey: repo.key, signers: [rootKey])
+        try Self.put(pinned, root: 1, in: repo)
+        let cap = Syncer.maxRootSteps
+        for version in 2...(1 + cap) {
+            try Self.put(try Self.root(version, rootKey: rootKey, signingKey: repo.key, signers: [rootKey]), root: version, in: repo)
+        }
+        try repo.publish(version: 1)
+        let device = try Device(repo: repo, sources: [repo.url], trustedRoot: pinned)
+        // Until 2026-12-07 the cap was checked before asking for the next root: refused here.
+        let walked = await device.syncer.syncOnce()
+        #expect(walked.installedVersion == 1, "\(walked)")
+        #expect(device.syncer.trust.current?.current.version == 1 + cap)
+
+        for version in (2 + cap)...(2 + 2 * cap) {
+            try Self.put(try Self.root(version, rootKey: rootKey, signingKey: repo.key, signers: [rootKey]), root: version, in: repo)
+        }
+        let capped = await device.syncer.syncOnce()
+        #expect(capped.errorCode == "root_refused" && device.state.lastError?.message.contains("more than \(cap) new roots") == true,
+                "\(capped)")
+        #expect(device.syncer.trust.current?.current.version == 1 + 2 * cap)
+        _ = await device.syncer.syncOnce()
+        #expect(device.syncer.trust.current?.current.version == 2 + 2 * cap)
+    }
+
     @Test("Given expired_updates = refuse and version 2 refused as expired, when the device clock is set back to 1970, then version 2 is still refused and the clock floor holds")
     func clockSetBack() async throws {
         let repo = try RepoFixture(withModel: false)

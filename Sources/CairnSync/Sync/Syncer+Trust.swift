@@ -8,7 +8,7 @@ import Foundation
 extension Syncer {
     /// The most root steps one attempt takes. Reaching it ends the attempt before any manifest
     /// is checked (never against an intermediate root); the next attempt goes on from there.
-    static let maxRootSteps = 1024
+    public static let maxRootSteps = 1024
 
     /// The policy manifests from `base` are checked against: with a pinned root, after walking
     /// the source's chain (persisting each accepted root before the next step) and checking the
@@ -38,16 +38,17 @@ extension Syncer {
         defer { if !revocationApplied { applyRevocation(&state) } }
         var steps = 0
         while true {
-            guard steps < Self.maxRootSteps else {
-                throw SyncError(.rootRefused, "the source offers more than \(Self.maxRootSteps) new roots at once; the walk goes on at the next attempt from root \(chain.current.version)")
-            }
-            steps += 1
             let next = chain.current.version + 1
             let (fetched, stats) = try await downloader.fetchOptional(url: "\(base)/root/\(DataDirectoryLayout.rootFile(next))",
                                                                       access: configuration.access(for: base))
             lastAttemptStats.add(stats)
             guard let bytes = fetched else { break }
             reached = true
+            // Counted once a root is there: a device exactly the cap behind walks them all.
+            guard steps < Self.maxRootSteps else {
+                throw SyncError(.rootRefused, "the source offers more than \(Self.maxRootSteps) new roots at once; the walk goes on at the next attempt from root \(chain.current.version)")
+            }
+            steps += 1
             // A host that answers every missing path with its page and 200 (a single-page site's
             // fallback on a CDN, Netlify or Firebase) has no root there: a body that starts as
             // markup does is taken as absent, as its 404 would be. An attacker gains nothing (he
