@@ -67,8 +67,9 @@ struct NetworkFaultTests {
         #expect(rig.server.requests.contains { $0.status == 206 }, "no download resumed with a Range request")
     }
 
-    @Test("Given a delta cut mid-download, then the attempt fails as network without asking for the snapshot (the spare kept), and the next attempt resumes the delta and installs by it")
-    func cutDeltaDoesNotFallBack() async throws {
+    @Test("Given a delta cut mid-download, or before its first byte (the link down once the manifest came), then the attempt fails as network without asking for the snapshot (the spare kept), and the next attempt resumes the delta (or asks for it again) and installs by it",
+          arguments: [true, false])
+    func cutDeltaDoesNotFallBack(midway: Bool) async throws {
         let rig = try await Rig(config: Self.config.merging(["spare_index_min_bytes": "0"]) { $1 })
         defer { rig.stop() }
         try await waitUntil("the spare is kept") { rig.device.syncStatus["spare"] as? String == "ready" }
@@ -77,7 +78,9 @@ struct NetworkFaultTests {
         let manifest = try rig.currentManifest()
         let delta = try #require(manifest.deltas.first { $0.fromVersion == old })
         let snapshot = manifest.snapshot.sha256.hex
-        try rig.server.set(["cut_after": delta.size / 2])
+        // Before 2026-12-07 a cut before the first byte fell back to the snapshot, making room
+        // for it (the spare, the previous version) over a link that had just gone down.
+        try rig.server.set(["cut_after": midway ? delta.size / 2 : 0])
         let seen = rig.server.requests.count
         let outcome = try await rig.syncAttempt()
         #expect(outcome?.code == "network", "\(String(describing: outcome))")
@@ -88,7 +91,8 @@ struct NetworkFaultTests {
         let again = rig.server.requests.count
         if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }
         let resumed = rig.server.requests.dropFirst(again)
-        #expect(resumed.contains { $0.path.contains(delta.sha256.hex) && $0.status == 206 } && !resumed.contains { $0.path.contains(snapshot) },
+        #expect(resumed.contains { $0.path.contains(delta.sha256.hex) && $0.status == (midway ? 206 : 200) }
+                && !resumed.contains { $0.path.contains(snapshot) },
                 "\(resumed.map(\.path))")
     }
 

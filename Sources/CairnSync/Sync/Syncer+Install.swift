@@ -95,7 +95,6 @@ extension Syncer {
         if case .delta(let ref) = path, let installed {
             // The kept delta's rows are read ahead while the new delta downloads.
             let prepared = IndexBuilder.prepare(reusableFile(installed: installed), installed: installed, scratch: index + ".kept-delta")
-            let stagedBefore = stagedBytes(path)
             do throws(SyncError) {
                 let started = clock.now
                 let blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size)
@@ -119,10 +118,10 @@ extension Syncer {
                 if let prepared { await BackgroundWork.run { prepared.wait() } }
                 // A full disk will not take the larger snapshot either. Nor does a link that cut
                 // the delta carry the snapshot, tens of times its size, from the same source any
-                // better: when this attempt added bytes to the delta's download, it resumes at the
-                // next attempt, and the spare and the previous version are not dropped for
-                // nothing. A delta that made no progress (a file the source does not hold or holds
-                // cut short, an HTTP status, a stick without it, refused credentials) falls back.
+                // better: the delta resumes (or is asked again) at the next attempt, and the spare
+                // and the previous version are not dropped for nothing. A delta the source does not
+                // give (a file it does not hold or holds cut short, an HTTP status, a stick without
+                // it, refused credentials) falls back.
                 // A source cut for its pace (a later one takes the delta over) would send the
                 // snapshot no faster.
                 if error.code == .cancelled || error.code == .diskFull || error.cause is Downloader.SlowSource { throw error }
@@ -141,7 +140,9 @@ extension Syncer {
                     throw SyncError(error.code, "\(error.message) (the delta); the next source is asked for it before this one's snapshot",
                                     cause: Downloader.DeltaElsewhere())
                 }
-                if error.code == .network, !(error.cause is Downloader.NotHeld), stagedBytes(path) > stagedBefore { throw error }
+                // So too a link that failed before the delta's first byte (down once the manifest
+                // came, a connect timeout; until 2026-12-07 this fell back).
+                if error.code == .network, !(error.cause is Downloader.NotHeld) { throw error }
                 logger.info("delta path failed; falling back to the full snapshot",
                             metadata: ["cairn.sync.error": "\(error.code)", "cairn.sync.reason": "\(error.message)"])
                 // The delta's rows files too: a full install writes its own base and no overlay.
