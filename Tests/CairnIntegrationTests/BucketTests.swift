@@ -66,11 +66,15 @@ struct MotoBucket {
     static let immutables = ["--exclude", "*/manifest.json", "--exclude", ".*", "--exclude", "*/.*", "--exclude", "staged/*",
                              "--cache-control", "public, max-age=31536000, immutable"]
 
-    /// Pushes `repo` as docs/hosting.md says: the immutable files, then the manifests,
-    /// revalidated every time.
+    /// Pushes `repo` as docs/hosting.md says: the manifests read first, then the immutable
+    /// files, then those manifests, revalidated every time.
     func push(_ repo: String) async throws {
+        let manifests = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: manifests) }
+        let read = try await run("/bin/sh", ["-c", #"cd "$0" && find channels -name manifest.json -exec cp --parents {} "$1" \;"#, repo, manifests])
+        try #require(read.status == 0, "copying the manifests: \(read.stderr)")
         try await s3(["s3", "sync", repo, "s3://cairn/repo"] + Self.immutables)
-        try await s3(["s3", "sync", repo, "s3://cairn/repo", "--exclude", "*", "--include", "*/manifest.json",
+        try await s3(["s3", "sync", manifests, "s3://cairn/repo", "--exclude", "*", "--include", "*/manifest.json",
                       "--cache-control", "no-cache", "--content-type", "application/json"])
     }
 
