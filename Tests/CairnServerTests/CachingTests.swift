@@ -1,4 +1,5 @@
 import CairnCore
+import Foundation
 import Testing
 
 @Suite("Caching and conditional requests")
@@ -20,7 +21,7 @@ struct CachingTests {
         }
     }
 
-    @Test("Given a fetched manifest, when it is asked for again with If-None-Match or If-Modified-Since, then the answer is 304 without a body")
+    @Test("Given a fetched manifest, when it is asked for again with If-None-Match, then the answer is 304 without a body; If-Modified-Since alone is not trusted for a file replaced in place (200 with the bytes)")
     func manifestNotModified() async throws {
         let repo = try TestRepository()
         defer { repo.remove() }
@@ -32,8 +33,10 @@ struct CachingTests {
             #expect(byTag.status == 304)
             #expect(byTag.body.isEmpty)
             #expect(byTag.header("ETag") == etag)
+            // Until 2026-12-07 a 304: a manifest published twice within one second, or dated
+            // back by a clock set back, would have stayed with a cache as it was.
             let byDate = try await RawHTTP.send(port: port, target: "/channels/stable/manifest.json", headers: ["If-Modified-Since": date])
-            #expect(byDate.status == 304)
+            #expect(byDate.status == 200 && byDate.body == repo.manifest)
             let stale = try await RawHTTP.send(port: port, target: "/channels/stable/manifest.json", headers: ["If-None-Match": "\"0000\""])
             #expect(stale.status == 200)
             #expect(stale.body == repo.manifest)
@@ -59,7 +62,7 @@ struct CachingTests {
         }
     }
 
-    @Test("Given a blob, a version manifest and a root, when they are fetched, then they are immutable for a year, the blob's ETag is its name")
+    @Test("Given a blob, a version manifest and a root, when they are fetched, then they are immutable for a year, the blob's ETag is its name and time; a blob written again (repaired) answers its old ETag with the new bytes, not 304")
     func immutableHeaders() async throws {
         let repo = try TestRepository()
         defer { repo.remove() }
@@ -74,10 +77,20 @@ struct CachingTests {
             #expect(blob.status == 200)
             #expect(blob.body == repo.blob)
             #expect(blob.header("Cache-Control") == "public, max-age=31536000, immutable")
-            #expect(blob.header("ETag") == "\"\(repo.blobHex)\"")
+            let etag = try #require(blob.header("ETag"))
+            #expect(etag.hasPrefix("\"\(repo.blobHex)-"), "\(etag)")
             #expect(blob.header("Content-Type") == "application/octet-stream")
-            let again = try await RawHTTP.send(port: port, target: repo.blobPath, headers: ["If-None-Match": "\"\(repo.blobHex)\""])
+            let again = try await RawHTTP.send(port: port, target: repo.blobPath, headers: ["If-None-Match": etag])
             #expect(again.status == 304)
+            let byDate = try await RawHTTP.send(port: port, target: repo.blobPath, headers: ["If-Modified-Since": blob.header("Last-Modified") ?? ""])
+            #expect(byDate.status == 304)
+            // Written again as a publish repairs it (a new file renamed over it, a later time).
+            let file = repo.root.path + repo.blobPath
+            let written = try #require(try FileManager.default.attributesOfItem(atPath: file)[.modificationDate] as? Date)
+            try repo.write("repo" + repo.blobPath, repo.blob)
+            try FileManager.default.setAttributes([.modificationDate: written.addingTimeInterval(5)], ofItemAtPath: file)
+            let repaired = try await RawHTTP.send(port: port, target: repo.blobPath, headers: ["If-None-Match": etag])
+            #expect(repaired.status == 200 && repaired.body == repo.blob && repaired.header("ETag") != etag)
             let version = try await RawHTTP.send(port: port, target: "/channels/stable/versions/3.json")
             #expect(version.status == 200)
             #expect(version.body == repo.manifest)
@@ -93,7 +106,7 @@ struct CachingTests {
             let response = try await RawHTTP.send(port: port, method: "HEAD", target: repo.blobPath)
             #expect(response.status == 200)
             #expect(response.header("Content-Length") == String(repo.blob.count))
-            #expect(response.header("ETag") == "\"\(repo.blobHex)\"")
+            #expect(response.header("ETag")?.hasPrefix("\"\(repo.blobHex)-") == true)
             #expect(response.body.isEmpty)
             let manifest = try await RawHTTP.send(port: port, method: "HEAD", target: "/channels/stable/manifest.json")
             #expect(manifest.header("Content-Length") == String(repo.manifest.count))

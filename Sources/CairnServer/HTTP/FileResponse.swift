@@ -18,7 +18,11 @@ struct FileResponse {
             // A blob is opened only once its status and headers are sent: one this server may
             // not read answered 200, then the connection was cut, and every device retried.
             if let failure = unreadable(context) { return failure }
-            etag = "\"\(name)\""
+            // Its name and its time: a blob repaired on the disk (a publish that found it damaged
+            // writes it again) is another ETag, so a cache that kept the damaged copy and
+            // revalidates (a device's no-cache retry) gets the new bytes, not a 304 for a year.
+            // Seconds, which a copy with `rsync -a` keeps: mirrors of one repository agree.
+            etag = "\"\(name)-\(String(resolved.modified, radix: 16))\""
             size = resolved.size
         } else {
             guard let loaded = documents.document(resolved) else { return unreadable(context) ?? Responses.error(.notFound) }
@@ -32,12 +36,15 @@ struct FileResponse {
             .cacheControl: file.cacheControl,
             .acceptRanges: "bytes",
         ]
-        if Conditional.notModified(request.headers, etag: etag, lastModified: resolved.modified) {
+        // A date says nothing certain of a file replaced in place (two writes in one second, a
+        // clock set back): for a manifest or a key, only its ETag (the SHA-256 of its bytes) counts.
+        let dated = document == nil ? resolved.modified : nil
+        if Conditional.notModified(request.headers, etag: etag, lastModified: dated) {
             return Response(status: .notModified, headers: headers)
         }
         headers[.contentType] = file.contentType
         var range = ByteRange.full
-        if request.method == .get, Conditional.rangeApplies(request.headers, etag: etag, lastModified: resolved.modified) {
+        if request.method == .get, Conditional.rangeApplies(request.headers, etag: etag, lastModified: dated) {
             range = ByteRange(header: request.headers[.range], size: size)
         }
         let status: HTTPResponse.Status
