@@ -201,6 +201,33 @@ struct ProcessTests {
                 "\(published.error)")
     }
 
+    @Test("Given keygen and a publish under umask 077 (root's cron, a hardened shell), then the repository is readable by all (files 0644, folders 0755), so a web server of another user serves it, and the private key stays 0600")
+    func publishUnderStrictUmask() throws {
+        let workspace = try Workspace()
+        let source = try workspace.writeSource(SampleKB.chunks(count: 5))
+        let strict = { (arguments: [String]) in
+            try Binaries.run("/bin/sh", ["-c", #"umask 077 && exec "$0" "$@""#, CLI.binary] + arguments, in: "/tmp")
+        }
+        let keys = (workspace.repo as NSString).deletingLastPathComponent + "/strict-keys"
+        #expect(try strict(["keygen", "--out", keys]).status == 0)
+        var arguments = CLI.publishArguments(workspace, source: source)
+        arguments[arguments.firstIndex(of: "--key")! + 1] = keys + "/publisher.key"
+        let published = try strict(arguments)
+        try #require(published.status == 0, "\(published.error)")
+        func mode(_ path: String) -> mode_t? {
+            var info = stat()
+            return stat(path, &info) == 0 ? info.st_mode & 0o777 : nil
+        }
+        // Until 2026-12-07: 0600 and 0700, as the umask made them.
+        let manifest = workspace.repo + "/channels/stable/manifest.json"
+        #expect(mode(manifest) == 0o644 && mode(workspace.repo + "/channels/stable") == 0o755)
+        let blobs = workspace.repo + "/blobs/sha256"
+        let fanOut = try #require(try FileManager.default.contentsOfDirectory(atPath: blobs).first)
+        let blob = try #require(try FileManager.default.contentsOfDirectory(atPath: blobs + "/" + fanOut).first)
+        #expect(mode(blobs + "/" + fanOut) == 0o755 && mode(blobs + "/" + fanOut + "/" + blob) == 0o644)
+        #expect(mode(keys + "/publisher.key") == 0o600 && mode(keys + "/publisher.pub") == 0o644)
+    }
+
     @Test("Given two publishes started together without pausing, when both finish, then they got distinct versions and the repository verifies")
     func racingPublishes() throws {
         let workspace = try Workspace()

@@ -49,7 +49,7 @@ struct ServeProcessTests {
         #expect(process.terminationStatus == 0)
     }
 
-    @Test("Given a blob the server's user may not read (a publish under umask 077 served by the unit's DynamicUser), when it is fetched, then the answer is 500 and the log says which file and what to do, rather than 200 and a cut connection; the manifest it can read is served")
+    @Test("Given a blob the server's user may not read (a publish under umask 077 served by the unit's DynamicUser), or one in a folder it may not search, when it is fetched, then the answer is 500 and the log says which file and what to do, rather than 200 and a cut connection or a 404; the manifest it can read is served")
     func unreadableBlob() async throws {
         try Tools.requireRoot("run the server as another user")
         let (uid, gid) = try await SystemUsers.ensure(user: SystemUsers.outsider)
@@ -84,11 +84,17 @@ struct ServeProcessTests {
         }
         #expect(try await RawHTTP.send(port: port, target: repo.blobPath).status == 500)
         #expect(try await RawHTTP.send(port: port, target: "/channels/stable/manifest.json").status == 200)
+        // A folder on the way it may not search (made under umask 077): 500 too, not the 404
+        // a device takes for "not held here" (until 2026-12-07).
+        chmod(repo.root.path + repo.blobPath, 0o644)
+        chmod((repo.root.path + repo.blobPath as NSString).deletingLastPathComponent, 0o700)
+        #expect(try await RawHTTP.send(port: port, target: repo.blobPath).status == 500)
         kill(process.processIdentifier, SIGTERM)
         let log = try await RawHTTP.onThread { String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
         try await RawHTTP.onThread { process.waitUntilExit() }
         #expect(log.contains("a repository file cannot be read; answered 500") && log.contains("Permission denied")
                 && log.contains(String(repo.blobPath.dropFirst())), "\(log)")
+        #expect(log.contains("a repository folder cannot be searched; answered 500"), "\(log)")
     }
 
     @Test("Given a private key under the repository, when the binary starts, then it exits non-zero saying why")

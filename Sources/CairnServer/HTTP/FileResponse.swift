@@ -87,9 +87,17 @@ struct FileResponse {
         }
         let code = errno
         guard code != ENOENT else { return nil }
-        context.logger.error("a repository file cannot be read; answered 500", metadata: [
-            "cairn.http.path": "\(file.relativePath)", "cairn.error": "\(String(cString: strerror(code)))",
-            "cairn.hint": "the server's user must read every file of the repository (chmod -R a+rX it; publish with umask 022)",
+        return Self.unreadableAnswer("a repository file cannot be read", path: file.relativePath, errno: code, context: context)
+    }
+
+    /// The 500 for a repository file or folder this server cannot read, logged in one line
+    /// with what to do about the cause.
+    static func unreadableAnswer(_ what: String, path: String, errno code: Int32, context: some RequestContext) -> Response {
+        let hint = [EMFILE, ENFILE].contains(code)
+            ? "too many open files: raise the server's limit (LimitNOFILE= under systemd, ulimit -n)"
+            : "the server's user must read every file and folder of the repository (chmod -R a+rX it)"
+        context.logger.error("\(what); answered 500", metadata: [
+            "cairn.http.path": "\(path)", "cairn.error": "\(String(cString: strerror(code)))", "cairn.hint": "\(hint)",
         ])
         return Responses.error(.internalServerError)
     }

@@ -121,7 +121,13 @@ struct RepositoryResponder: HTTPResponder {
                                 headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
                                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.exposition())))
         case .file(let file):
-            guard let resolved = root.resolve(file.relativePath) else { return Responses.error(.notFound) }
+            guard let resolved = root.resolve(file.relativePath) else {
+                // A 404 tells a device the file is not held here (a root: the chain ends); a
+                // folder this server may not search is the server's fault, said as one.
+                guard let code = root.lookupFailure(file.relativePath) else { return Responses.error(.notFound) }
+                return FileResponse.unreadableAnswer("a repository folder cannot be searched", path: file.relativePath, errno: code,
+                                                     context: context)
+            }
             let builder = FileResponse(file: file, resolved: resolved, documents: documents, fileIO: fileIO)
             do {
                 return try await builder.response(to: request, context: context)

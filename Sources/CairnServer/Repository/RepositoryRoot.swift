@@ -75,6 +75,19 @@ struct RepositoryRoot: Sendable {
                         identity: [Int(info.st_dev), Int(info.st_ino), Int(info.st_size), mtime, ctime])
     }
 
+    /// Why `relativePath` cannot be looked up when it is not simply absent: a folder on the way
+    /// this server may not search (one made under umask 077 by another user: EACCES), a read
+    /// error (EIO). Nil when it is not there (ENOENT, ENOTDIR) or it resolves.
+    func lookupFailure(_ relativePath: String) -> Int32? {
+        guard let root = currentRoot() else { return nil }
+        if let resolved = realpath(root + "/" + relativePath, nil) {
+            free(resolved)
+            return nil
+        }
+        let code = errno
+        return [ENOENT, ENOTDIR].contains(code) ? nil : code
+    }
+
     static func realPath(_ path: String) -> String? {
         guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }
