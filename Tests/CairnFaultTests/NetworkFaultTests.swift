@@ -87,6 +87,10 @@ struct NetworkFaultTests {
         let asked = rig.server.requests.dropFirst(seen).map(\.path)
         #expect(asked.contains { $0.contains(delta.sha256.hex) } && !asked.contains { $0.contains(snapshot) }, "\(asked)")
         #expect(rig.device.syncStatus["spare"] as? String == "ready", "\(rig.device.syncStatus)")
+        // Half the delta held: the next attempt comes after the shortest back-off, not a
+        // doubled one (until 2026-12-07 every failure doubled it, progress or not).
+        #expect(rig.device.log.contains("its download advanced; the next comes after the shortest back-off") == midway,
+                "\(rig.device.log.suffix(2_000))")
         try rig.server.clear()
         let again = rig.server.requests.count
         if let problem = try await rig.recovery(to: new) { Issue.record("\(problem)") }

@@ -171,4 +171,16 @@ struct PlannerTests {
         let wait = schedule.next(succeeded: true, using: &random)
         #expect(schedule.baseDelay == .seconds(900) && wait >= .seconds(810) && wait <= .seconds(990))
     }
+
+    @Test("Given failures that doubled the wait, when a failed attempt advanced a download kept to resume, then the wait is the minimum again, and doubles from there")
+    func backoffAfterProgress() {
+        var schedule = PollSchedule(interval: .seconds(900), backoffMinimum: .seconds(30), backoffMaximum: .seconds(3600))
+        var random = SplitMix64(seed: 2)
+        for _ in 0..<5 { _ = schedule.next(succeeded: false, using: &random) }
+        #expect(schedule.baseDelay == .seconds(480))
+        _ = schedule.next(succeeded: false, advanced: true, using: &random)
+        #expect(schedule.baseDelay == .seconds(30))
+        _ = schedule.next(succeeded: false, using: &random)
+        #expect(schedule.baseDelay == .seconds(60))
+    }
 }

@@ -331,6 +331,11 @@ extension DataDirectory {
         }
     }
 
+    /// The bytes held in staging by downloads kept to resume (`<sha256>.partial`).
+    public func resumableDownloadBytes() -> Int64 {
+        entries(stagingPath).filter(Self.isResumable).reduce(0) { $0 + Downloader.fileSize(stagingPath + "/" + $1) }
+    }
+
     /// A download named by its content hash can be resumed from any source.
     static func isResumable(_ name: String) -> Bool {
         guard name.hasSuffix(".partial") else { return false }

@@ -14,9 +14,11 @@ public struct PollSchedule: Sendable {
         self.backoffMaximum = backoffMaximum
     }
 
-    /// Records an attempt and returns the wait before the next one.
-    public mutating func next(succeeded: Bool, using random: inout some RandomNumberGenerator) -> Duration {
-        failures = succeeded ? 0 : failures + 1
+    /// Records an attempt and returns the wait before the next one. A failed attempt that
+    /// `advanced` a download kept to resume counts as the first failure: the link works at
+    /// times, and each short window moves the download on.
+    public mutating func next(succeeded: Bool, advanced: Bool = false, using random: inout some RandomNumberGenerator) -> Duration {
+        failures = succeeded ? 0 : advanced ? 1 : failures + 1
         return Self.jitter(baseDelay, using: &random)
     }
 

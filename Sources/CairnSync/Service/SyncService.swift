@@ -92,7 +92,7 @@ public final class SyncService: Service, Sendable {
             onStatus(Self.statusLine(outcome, serving: Serving(syncer.servedVersion)))
             onAttempt(outcome.label, await syncer.lastInstallPath, await syncer.lastAttemptStats.totalBytes)
             let succeeded = if case .failed = outcome { false } else { true }
-            var delay = schedule.next(succeeded: succeeded, using: &random)
+            var delay = schedule.next(succeeded: succeeded, advanced: await syncer.lastAttemptAdvanced > 0, using: &random)
             // Installed from a source before others were asked: one of them may be newer still.
             if case .installed = outcome, await syncer.installedBeforeAskingAll {
                 logger.info("installed before every source was asked; asking the others now")

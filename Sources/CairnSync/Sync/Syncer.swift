@@ -50,6 +50,11 @@ public actor Syncer {
     /// one of those may hold a newer version still (a stick's older one installed first), and
     /// the service asks again at once rather than after the poll interval.
     public internal(set) var installedBeforeAskingAll = false
+    /// The bytes the last attempt added to downloads kept to resume when it failed on the link
+    /// (0 otherwise): a link that drops every half minute still moves a download forward, and
+    /// the service then tries again after the shortest back-off, not a doubled one (hours
+    /// between 30 s of transfer would take a snapshot weeks on a slow link).
+    public internal(set) var lastAttemptAdvanced: Int64 = 0
     /// What the last install by delta was checked by (`set_hash`, `state_root` or
     /// `transaction`; protocol/snapshot.md, "Verification after a delta"), nil after a full one.
     public internal(set) var lastDeltaCheck: String?
@@ -202,8 +207,17 @@ public actor Syncer {
     public func syncOnce() async -> SyncOutcome {
         await exclusively { () async -> SyncOutcome in
             progress.begin(at: now())
+            let held = directory.resumableDownloadBytes()
             let unserved = await self.reopenIfUnserved()
             let outcome = await self.attemptAll(unserved: unserved)
+            lastAttemptAdvanced = if case .failed(let error) = outcome, error.isTransport {
+                max(0, directory.resumableDownloadBytes() - held)
+            } else { 0 }
+            // Said before the attempt counts as ended (status), so that what follows it is known.
+            if lastAttemptAdvanced > 0 {
+                logger.info("the attempt failed on the link but its download advanced; the next comes after the shortest back-off",
+                            metadata: ["cairn.sync.bytes_added": "\(lastAttemptAdvanced)"])
+            }
             progress.finish(outcome: outcome.label)
             keepSpare()
             return outcome
