@@ -106,6 +106,22 @@ struct PruneTests {
         #expect(try Self.blobs(workspace, 10).deltas.count == 7)
     }
 
+    @Test("Given versions 1 to 3 and a version 4 file a killed publish left (manifest.json still names 3), when pruned with --keep 2, then versions 2 and 3 keep their blobs (the one above the current counts for none) and version 1's snapshot goes")
+    func leftoverVersionCountsForNone() throws {
+        let workspace = try Workspace()
+        for n in 1...3 { try workspace.publish(Self.kb(n)) }
+        let current = try Data(contentsOf: URL(fileURLWithPath: workspace.manifestPath))
+        try workspace.publish(Self.kb(4))
+        // Killed between versions/4.json and manifest.json's rename: 3 is still what devices see.
+        try current.write(to: URL(fileURLWithPath: workspace.manifestPath))
+        let run = try Binaries.run("cairn-server", ["prune", "--repo", workspace.repo, "--keep", "2"], in: workspace.folder)
+        #expect(run.status == 0, "\(run.error)")
+        // Until 2026-12-07, versions 3 and 4 were the two kept, and version 2 lost its snapshot.
+        #expect(Self.present(workspace, try Self.blobs(workspace, 2).snapshot))
+        #expect(Self.present(workspace, try Self.blobs(workspace, 3).snapshot))
+        #expect(!Self.present(workspace, try Self.blobs(workspace, 1).snapshot))
+    }
+
     @Test("Given a version staged for more signatures, when the channel is pruned to one version, then the staged version's blobs stay and it releases into a repository that verifies")
     func stagedSurvives() throws {
         let workspace = try Workspace()

@@ -93,7 +93,10 @@ public struct RepositoryPruner: Sendable {
             // Versions below `from` lose their blobs; the current one never does (a killed
             // publish can leave a newer version file than manifest.json names).
             var from = repository.prunedThrough(name) + 1
-            if channel == nil || channel == name, var newest = numbers.suffix(keep ?? Self.defaultKeep).first {
+            // Counted back from the current version: a version file a killed publish left above
+            // it was never served, and must not take the place of one that was.
+            let served = current.map { current in numbers.filter { $0 <= current } } ?? numbers
+            if channel == nil || channel == name, var newest = served.suffix(keep ?? Self.defaultKeep).first {
                 // The next publish with the same --keep-deltas finds every base it had.
                 if keep == nil, let oldestBase { newest = min(newest, oldestBase) }
                 from = min(max(from, newest), current ?? newest)

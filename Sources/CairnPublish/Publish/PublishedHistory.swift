@@ -71,7 +71,9 @@ struct PublishedHistory {
         var bases: [PublishedVersion] = []
         // A pruned version has no snapshot to build a delta from (`cairn-server prune`).
         let pruned = repository.prunedThrough(channel)
-        let candidates = numbers.reversed().filter { $0 > pruned }
+        // A version file above the current one (a killed publish's) was never served: no
+        // device holds it, and it must not take a base's place.
+        let candidates = numbers.reversed().filter { $0 > pruned && $0 <= (current ?? .max) }
         var chosen = Array(candidates.prefix(count))
         if let current, candidates.contains(current), !chosen.contains(current), !chosen.isEmpty {
             chosen[chosen.count - 1] = current
