@@ -1,7 +1,6 @@
 import ArgumentParser
 import CairnCommandLine
 import CairnCore
-import Foundation
 
 @main
 struct CairnServerCommand: AsyncParsableCommand {
@@ -19,12 +18,5 @@ struct CairnServerCommand: AsyncParsableCommand {
     )
 
     /// Usage errors in one line, exit 64 (EX_USAGE), as every failure of cairn-server.
-    static func main() async {
-        // A repository is written to be served, often by a web server of another user: a umask
-        // that would hide it (077, root's cron) made every new blob 0600 and folder 0700, and
-        // nginx answered 403. Read and search bits are not masked; write bits stay as set, and
-        // a private key is written 0600 whatever the umask.
-        umask(umask(0) & ~0o055)
-        await mainWithOneLineUsage(exitingOnUsage: 64)
-    }
+    static func main() async { await mainWithOneLineUsage(exitingOnUsage: 64) }
 }

@@ -45,6 +45,7 @@ struct PruneCommand: ParsableCommand {
     var verbose = false
 
     func run() throws {
+        followRepositoryReadability(repo)
         let pruner = RepositoryPruner(repository: Repository(root: repo), channel: channel, keep: keep,
                                       dryRun: dryRun, lockWait: lockWait)
         let report: PruneReport

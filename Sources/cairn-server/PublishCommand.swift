@@ -89,6 +89,7 @@ struct PublishCommand: ParsableCommand {
     var verbose = false
 
     func run() throws {
+        followRepositoryReadability(repo)
         let logger = bootstrapLogging(verbose: verbose)
         let display = ProgressDisplay()
         do {

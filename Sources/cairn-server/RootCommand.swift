@@ -36,6 +36,7 @@ struct RootCommand: ParsableCommand {
         var expiresDays = 365
 
         func run() throws {
+            followRepositoryReadability(repo)
             do throws(PublishError) {
                 let root = try RootPublisher.initialize(
                     repository: Repository(root: repo), rootKeys: try loadPrivate(rootKey, outside: repo), rootThreshold: rootThreshold,
@@ -78,6 +79,7 @@ struct RootCommand: ParsableCommand {
         var expiresDays = 365
 
         func run() throws {
+            followRepositoryReadability(repo)
             do throws(PublishError) {
                 var rotation = RootPublisher.Rotation()
                 rotation.addRootKeys = try loadPublic(addRootKey)

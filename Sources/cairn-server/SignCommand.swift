@@ -1,6 +1,7 @@
 import ArgumentParser
 import CairnCore
 import CairnPublish
+import Foundation
 
 /// `cairn-server sign`: add signatures to a staged manifest file, on any machine.
 struct SignCommand: ParsableCommand {
@@ -27,7 +28,11 @@ struct SignCommand: ParsableCommand {
     func run() throws {
         do throws(PublishError) {
             guard !key.isEmpty else { throw PublishError(.invalidArgument, "sign needs at least one --key") }
-            let (signed, signers) = try StagedRelease.sign(file: manifest, keys: try loadPrivate(key), lockWait: lockWait)
+            // A staged file's repository (through a link too) must not hold the key, as for publish.
+            let repository = StagedRelease.repository(staging: URL(fileURLWithPath: manifest).resolvingSymlinksInPath().path)
+            let keys = try loadPrivate(key, outside: repository)
+            if let repository { followRepositoryReadability(repository) }
+            let (signed, signers) = try StagedRelease.sign(file: manifest, keys: keys, lockWait: lockWait)
             print("\(manifest): version \(signed.version) of \(signed.channel), signed by \(signers.count) key(s): "
                   + signers.map(\.hex).joined(separator: ", "))
         } catch {
@@ -60,6 +65,7 @@ struct ReleaseCommand: ParsableCommand {
     var lockWait: Double = 5
 
     func run() throws {
+        followRepositoryReadability(repo)
         do throws(PublishError) {
             let released = try StagedRelease.release(repository: Repository(root: repo), channel: channel, copies: manifest, lockWait: lockWait)
             print("released version \(released.version) of \(channel)")

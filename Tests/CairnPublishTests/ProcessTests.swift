@@ -180,7 +180,7 @@ struct ProcessTests {
         #expect(workspace.repository.versionNumbers("stable").isEmpty)
     }
 
-    @Test("Given the signing key inside the repository (keys/, where publish writes the .pub), when publishing, then it is refused with exit 77 in one line and nothing is written; a key others may read is published with a warning")
+    @Test("Given the signing key inside the repository (keys/, where publish writes the .pub), when publishing or signing a staged version, then it is refused with exit 77 in one line and nothing is written; a key others may read is published with a warning")
     func keyInsideRepositoryRefused() throws {
         let workspace = try Workspace()
         let source = try workspace.writeSource(SampleKB.chunks(count: 5))
@@ -201,11 +201,20 @@ struct ProcessTests {
         #expect(published.status == 0, "\(published.error)")
         #expect(published.error.contains("warning: the private key \(workspace.keyDir)/publisher.key may be read by others (mode 644); chmod 600 it"),
                 "\(published.error)")
+
+        // sign refuses it too (until 2026-12-07 it signed a staged file with a key inside).
+        #expect(try CLI.run(CLI.publishArguments(workspace, source: source, extra: ["--stage"])).status == 0)
+        try FileManager.default.copyItem(atPath: workspace.keyDir + "/publisher.key", toPath: inside)
+        let staged = workspace.repo + "/staged/stable/2.json"
+        let signed = try CLI.run(["sign", "--manifest", staged, "--key", inside])
+        #expect(signed.status == 77 && signed.error.contains("the private key \(inside) is inside the repository"), "\(signed.error)")
     }
 
-    @Test("Given keygen and a publish under umask 077 (root's cron, a hardened shell), then the repository is readable by all (files 0644, folders 0755), so a web server of another user serves it, and the private key stays 0600")
+    @Test("Given a publish under umask 077 (root's cron, a hardened shell) into a folder others may read, then the repository is readable by all (files 0644, folders 0755), so a web server of another user serves it, and a private key stays 0600; into a private folder (0700), the umask's modes stay")
     func publishUnderStrictUmask() throws {
         let workspace = try Workspace()
+        let parent = (workspace.repo as NSString).deletingLastPathComponent
+        try #require(chmod(parent, 0o755) == 0)
         let source = try workspace.writeSource(SampleKB.chunks(count: 5))
         let strict = { (arguments: [String]) in
             try Binaries.run("/bin/sh", ["-c", #"umask 077 && exec "$0" "$@""#, CLI.binary] + arguments, in: "/tmp")
@@ -227,7 +236,15 @@ struct ProcessTests {
         let fanOut = try #require(try FileManager.default.contentsOfDirectory(atPath: blobs).first)
         let blob = try #require(try FileManager.default.contentsOfDirectory(atPath: blobs + "/" + fanOut).first)
         #expect(mode(blobs + "/" + fanOut) == 0o755 && mode(blobs + "/" + fanOut + "/" + blob) == 0o644)
-        #expect(mode(keys + "/publisher.key") == 0o600 && mode(keys + "/publisher.pub") == 0o644)
+        #expect(mode(keys + "/publisher.key") == 0o600)
+
+        // A private repository: its folder 0700, and what the next publish writes stays 0600.
+        try #require(chmod(workspace.repo, 0o700) == 0)
+        let more = try workspace.writeSource(SampleKB.chunks(count: 6), name: "kb2.json")
+        arguments[arguments.firstIndex(of: "--source")! + 1] = more
+        let again = try strict(arguments)
+        try #require(again.status == 0, "\(again.error)")
+        #expect(mode(manifest) == 0o600)
     }
 
     @Test("Given two publishes started together without pausing, when both finish, then they got distinct versions and the repository verifies")

@@ -35,7 +35,7 @@ public enum StagedRelease {
 
     /// The repository whose `staged/<channel>/` folder holds `path`, if it lies in one: the
     /// folder above `staged` holds `channels/`.
-    static func repository(staging path: String) -> String? {
+    public static func repository(staging path: String) -> String? {
         let channelFolder = (path as NSString).deletingLastPathComponent
         let staged = (channelFolder as NSString).deletingLastPathComponent
         guard (staged as NSString).lastPathComponent == "staged" else { return nil }

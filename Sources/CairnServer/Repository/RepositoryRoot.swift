@@ -77,7 +77,7 @@ struct RepositoryRoot: Sendable {
 
     /// Why `relativePath` cannot be looked up when it is not simply absent: a folder on the way
     /// this server may not search (one made under umask 077 by another user: EACCES), a read
-    /// error (EIO). Nil when it is not there (ENOENT, ENOTDIR) or it resolves.
+    /// error (EIO). Nil when it is not there (ENOENT, ENOTDIR, a name too long) or it resolves.
     func lookupFailure(_ relativePath: String) -> Int32? {
         guard let root = currentRoot() else { return nil }
         if let resolved = realpath(root + "/" + relativePath, nil) {
@@ -85,7 +85,8 @@ struct RepositoryRoot: Sendable {
             return nil
         }
         let code = errno
-        return [ENOENT, ENOTDIR].contains(code) ? nil : code
+        // A name too long is none the repository holds (any caller can ask for one).
+        return [ENOENT, ENOTDIR, ENAMETOOLONG].contains(code) ? nil : code
     }
 
     static func realPath(_ path: String) -> String? {

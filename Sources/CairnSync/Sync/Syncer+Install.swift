@@ -95,6 +95,7 @@ extension Syncer {
         if case .delta(let ref) = path, let installed {
             // The kept delta's rows are read ahead while the new delta downloads.
             let prepared = IndexBuilder.prepare(reusableFile(installed: installed), installed: installed, scratch: index + ".kept-delta")
+            let stagedBefore = stagedBytes(path)
             do throws(SyncError) {
                 let started = clock.now
                 let blob = try await fetchBlob(base: base, id: ref.sha256, size: ref.size)
@@ -141,8 +142,20 @@ extension Syncer {
                                     cause: Downloader.DeltaElsewhere())
                 }
                 // So too a link that failed before the delta's first byte (down once the manifest
-                // came, a connect timeout; until 2026-12-07 this fell back).
-                if error.code == .network, !(error.cause is Downloader.NotHeld) { throw error }
+                // came, a connect timeout; until 2026-12-07 this fell back), a few attempts in a
+                // row: a failure there every time is the delta's (a server that resets that one
+                // file), and the snapshot is tried. Not a stick's: its bytes are free, and one
+                // that fails before adding any (a bad sector) falls back at once.
+                if error.code == .network, !(error.cause is Downloader.NotHeld) {
+                    if stagedBytes(path) > stagedBefore {
+                        deltaStalls[ref.sha256] = nil
+                        throw error
+                    }
+                    let stalls = (deltaStalls[ref.sha256] ?? 0) + 1
+                    deltaStalls[ref.sha256] = stalls
+                    if SourceURL.filePath(base) == nil, stalls < Self.deltaStallsBeforeFallBack { throw error }
+                    deltaStalls[ref.sha256] = nil
+                }
                 logger.info("delta path failed; falling back to the full snapshot",
                             metadata: ["cairn.sync.error": "\(error.code)", "cairn.sync.reason": "\(error.message)"])
                 // The delta's rows files too: a full install writes its own base and no overlay.

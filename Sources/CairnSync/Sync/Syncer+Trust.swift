@@ -44,11 +44,6 @@ extension Syncer {
             lastAttemptStats.add(stats)
             guard let bytes = fetched else { break }
             reached = true
-            // Counted once a root is there: a device exactly the cap behind walks them all.
-            guard steps < Self.maxRootSteps else {
-                throw SyncError(.rootRefused, "the source offers more than \(Self.maxRootSteps) new roots at once; the walk goes on at the next attempt from root \(chain.current.version)")
-            }
-            steps += 1
             // A host that answers every missing path with its page and 200 (a single-page site's
             // fallback on a CDN, Netlify or Firebase) has no root there: a body that starts as
             // markup does is taken as absent, as its 404 would be. An attacker gains nothing (he
@@ -60,6 +55,11 @@ extension Syncer {
                            metadata: ["cairn.sync.source": "\(base)"])
                 break
             }
+            // Counted once a root is there (not a web page): a device exactly the cap behind walks them all.
+            guard steps < Self.maxRootSteps else {
+                throw SyncError(.rootRefused, "the source offers more than \(Self.maxRootSteps) new roots at once; the walk goes on at the next attempt from root \(chain.current.version)")
+            }
+            steps += 1
             let root: RootMetadata
             do { root = try chain.accept(next: bytes) } catch {
                 throw SyncError(.rootRefused, "root \(next) is refused: \(error.message); keeping root \(chain.current.version)", cause: error)
