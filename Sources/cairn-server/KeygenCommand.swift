@@ -1,6 +1,7 @@
 import ArgumentParser
 import CairnCore
 import CairnPublish
+import Foundation
 
 struct KeygenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -21,10 +22,30 @@ struct KeygenCommand: ParsableCommand {
 
     func run() throws {
         do throws(PublishError) {
+            if let repository = Self.repository(holding: out) {
+                throw PublishError(.keyExposed, "\(out) is inside the repository \(repository), whose files are copied to servers and sticks; write the key pair elsewhere (publish writes keys/*.pub there itself)")
+            }
             let key = try KeyFiles.generate(in: out, name: name)
             print("wrote \(out)/\(name).key (0600) and \(out)/\(name).pub; key id \(key.keyID)")
         } catch {
             throw fail(error)
+        }
+    }
+
+    /// The repository (a folder holding `channels/` or `.publish.lock`) that `folder` is in or
+    /// is, from its nearest existing ancestor up; nil when none.
+    static func repository(holding folder: String) -> String? {
+        var path = URL(fileURLWithPath: folder).standardizedFileURL.path
+        while !FileManager.default.fileExists(atPath: path), path != "/" { path = (path as NSString).deletingLastPathComponent }
+        var current = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        while true {
+            var isFolder: ObjCBool = false
+            if FileManager.default.fileExists(atPath: current + "/channels", isDirectory: &isFolder) && isFolder.boolValue
+                || FileManager.default.fileExists(atPath: current + "/.publish.lock") {
+                return current
+            }
+            guard current != "/" else { return nil }
+            current = (current as NSString).deletingLastPathComponent
         }
     }
 }

@@ -259,7 +259,7 @@ struct ProcessTests {
         #expect(workspace.verify().problems == [])
     }
 
-    @Test("Given keygen, when run twice into one folder, then the key is 0600 and the second run refuses to overwrite")
+    @Test("Given keygen, when run twice into one folder, then the key is 0600 and the second run refuses to overwrite; into a repository's folder it is refused (exit 77) and writes nothing")
     func keygen() throws {
         let folder = try TemporaryDirectory.make() + "/keys"
         let first = try CLI.run(["keygen", "--out", folder])
@@ -273,6 +273,13 @@ struct ProcessTests {
         #expect(second.status != 0)
         #expect(second.error.contains("already exists"))
         #expect(try KeyFiles.loadPrivate(folder + "/publisher.key").seed == key.seed)
+
+        // Not inside a repository (its keys/ folder, where publish writes the .pub): refused 77.
+        let workspace = try Workspace()
+        #expect(try CLI.run(CLI.publishArguments(workspace, source: try workspace.writeSource(SampleKB.chunks(count: 5)))).status == 0)
+        let inside = try CLI.run(["keygen", "--out", workspace.repo + "/keys/more"])
+        #expect(inside.status == 77 && inside.error.contains("is inside the repository"), "\(inside.error)")
+        #expect(!FileManager.default.fileExists(atPath: workspace.repo + "/keys/more"))
     }
 
     @Test("Given two versions, when verify and history run, then verify exits 0 until a blob is altered (64 naming why for a trusted root it cannot read) and history lists both")

@@ -32,9 +32,12 @@ enum ByteRange: Equatable {
         }
     }
 
-    /// Decimal digits only (no sign, no spaces), capped well below overflow.
+    /// Decimal digits only (no sign, no spaces). One of more than 18 digits stands for the
+    /// largest Int: a last position past the end means the end, a suffix longer than the file
+    /// the whole file, a first position past the end 416 (RFC 9110 §14.1.2; until 2026-12-07 any
+    /// such number made the range unsatisfiable).
     private static func number(_ text: Substring) -> Int? {
-        guard !text.isEmpty, text.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        return Int(text)
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return text.count <= 18 ? Int(text) : Int.max
     }
 }
