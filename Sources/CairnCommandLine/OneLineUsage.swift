@@ -50,6 +50,16 @@ extension AsyncParsableCommand {
                 writeStandardError("\(program): \(message(for: error)) (\(program) --help)\n")
                 Foundation.exit(usage)
             }
+            // --help and --version end as a clean exit: their text is written here, so that a
+            // text that did not reach standard output exits 74 as any command's does.
+            if !(error is ExitCode), exitCode(for: error) == .success {
+                writeStandardOutput(fullMessage(for: error) + "\n")
+                if let line = standardOutputFailure(program: program) {
+                    writeStandardError(line)
+                    Foundation.exit(outputFailure)
+                }
+                Foundation.exit(0)
+            }
             exit(withError: error)
         }
     }

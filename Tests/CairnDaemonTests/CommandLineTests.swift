@@ -25,6 +25,16 @@ struct CommandLineTests {
         }
     }
 
+    @Test("Given --help and --version written to a full disk (/dev/full), then each program exits 74 with one line, not 0 with its text lost; to a pipe, 0 with the text")
+    func helpToAFullDisk() async throws {
+        for (program, flag) in [("cairn", "--help"), ("cairn", "--version"), ("cairn-server", "--help"), ("cairn", "query --help")] {
+            let lost = try await run("/bin/sh", ["-c", #"exec "$0" $1 > /dev/full"#, Products.path(program), flag])
+            #expect(lost.status == 74 && lost.stderr.contains("cannot write standard output"), "\(program) \(flag): \(lost.status) \(lost.stderr)")
+            let shown = try await run("/bin/sh", ["-c", #"exec "$0" $1"#, Products.path(program), flag])
+            #expect(shown.status == 0 && !shown.stdout.isEmpty, "\(program) \(flag): \(shown.status) \(shown.stderr)")
+        }
+    }
+
     @Test("Given `cairn mcp` whose answers go to a full disk (/dev/full), then it exits 74 with one line, not a crash with a backtrace")
     func mcpFullStandardOutput() async throws {
         let written = try await run("/bin/sh", ["-c", #"printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"ping"}' | exec "$0" --socket /nonexistent/cairnd.sock mcp > /dev/full"#,
