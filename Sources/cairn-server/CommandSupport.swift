@@ -103,15 +103,20 @@ private func refuseRepeated(_ id: KeyID, in path: String, loaded: [KeyID], from 
 }
 
 /// Makes what this command writes into `repository` as readable as the repository's own folder
-/// (before the first publish, the folder it goes in): a repository others may read (0755) gets
+/// (before the first publish, the nearest folder on its way that exists): a repository others may read (0755) gets
 /// files 0644 and folders 0755 whatever the umask, where root's cron (077) made every new blob
 /// 0600 and folder 0700, and a web server of another user answered 403; a private one (0700)
 /// keeps the umask's modes. Only read and search bits are unmasked, and only those the folder
 /// grants; a private key is written 0600 whatever the umask.
 func followRepositoryReadability(_ repository: String) {
     var info = stat()
-    let folder = FileManager.default.fileExists(atPath: repository) ? repository : (repository as NSString).deletingLastPathComponent
-    guard stat(folder.isEmpty ? "." : folder, &info) == 0 else { return }
+    var folder = repository.isEmpty ? "." : repository
+    // Before the first publish: the nearest folder that exists on the way.
+    while stat(folder, &info) != 0 {
+        let parent = (folder as NSString).deletingLastPathComponent
+        guard parent != folder else { return }
+        folder = parent.isEmpty ? "." : parent
+    }
     let granted = mode_t(info.st_mode) & 0o055
     umask(umask(0) & ~granted)
 }

@@ -32,16 +32,30 @@ struct KeygenCommand: ParsableCommand {
         }
     }
 
-    /// The repository (a folder holding `channels/` or `.publish.lock`) that `folder` is in or
-    /// is, from its nearest existing ancestor up; nil when none.
+    /// The repository (a folder holding `.publish.lock`, or both `channels/` and `blobs/`) that
+    /// `folder` is in or is, from its nearest existing ancestor (resolved by the kernel, links
+    /// and `..` alike) up; nil when none.
     static func repository(holding folder: String) -> String? {
-        var path = URL(fileURLWithPath: folder).standardizedFileURL.path
-        while !FileManager.default.fileExists(atPath: path), path != "/" { path = (path as NSString).deletingLastPathComponent }
-        var current = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
-        while true {
+        var path = folder.hasPrefix("/") ? folder : FileManager.default.currentDirectoryPath + "/" + folder
+        var resolved: String?
+        while resolved == nil {
+            if let real = realpath(path, nil) {
+                resolved = String(cString: real)
+                free(real)
+            } else {
+                let parent = (path as NSString).deletingLastPathComponent
+                guard parent != path else { return nil }
+                path = parent
+            }
+        }
+        var current = resolved!
+        func isFolder(_ path: String) -> Bool {
             var isFolder: ObjCBool = false
-            if FileManager.default.fileExists(atPath: current + "/channels", isDirectory: &isFolder) && isFolder.boolValue
-                || FileManager.default.fileExists(atPath: current + "/.publish.lock") {
+            return FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) && isFolder.boolValue
+        }
+        while true {
+            if FileManager.default.fileExists(atPath: current + "/.publish.lock")
+                || isFolder(current + "/channels") && isFolder(current + "/blobs") {
                 return current
             }
             guard current != "/" else { return nil }

@@ -210,7 +210,7 @@ struct ProcessTests {
         #expect(signed.status == 77 && signed.error.contains("the private key \(inside) is inside the repository"), "\(signed.error)")
     }
 
-    @Test("Given a publish under umask 077 (root's cron, a hardened shell) into a folder others may read, then the repository is readable by all (files 0644, folders 0755), so a web server of another user serves it, and a private key stays 0600; into a private folder (0700), the umask's modes stay")
+    @Test("Given a publish under umask 077 (root's cron, a hardened shell) into a folder others may read, then the repository is readable by all (files 0644, folders 0755; a new one a few folders down too), so a web server of another user serves it, and a private key and the embedding cache stay 0600; into a private folder (0700), the umask's modes stay")
     func publishUnderStrictUmask() throws {
         let workspace = try Workspace()
         let parent = (workspace.repo as NSString).deletingLastPathComponent
@@ -237,6 +237,15 @@ struct ProcessTests {
         let blob = try #require(try FileManager.default.contentsOfDirectory(atPath: blobs + "/" + fanOut).first)
         #expect(mode(blobs + "/" + fanOut) == 0o755 && mode(blobs + "/" + fanOut + "/" + blob) == 0o644)
         #expect(mode(keys + "/publisher.key") == 0o600)
+        // The embedding cache holds every repository's vectors, private ones too: never widened.
+        #expect(mode(workspace.cachePath) == 0o600, "\(String(describing: mode(workspace.cachePath)))")
+        // A repository a few folders below one that exists takes that folder's readability.
+        let deep = parent + "/fresh/deeper/repo"
+        var first = CLI.publishArguments(workspace, source: source)
+        first[first.firstIndex(of: "--repo")! + 1] = deep
+        first[first.firstIndex(of: "--key")! + 1] = keys + "/publisher.key"
+        try #require(try strict(first).status == 0)
+        #expect(mode(parent + "/fresh") == 0o755 && mode(deep + "/channels/stable/manifest.json") == 0o644)
 
         // A private repository: its folder 0700, and what the next publish writes stays 0600.
         try #require(chmod(workspace.repo, 0o700) == 0)
@@ -280,6 +289,10 @@ struct ProcessTests {
         let inside = try CLI.run(["keygen", "--out", workspace.repo + "/keys/more"])
         #expect(inside.status == 77 && inside.error.contains("is inside the repository"), "\(inside.error)")
         #expect(!FileManager.default.fileExists(atPath: workspace.repo + "/keys/more"))
+        // A folder with a channels/ of its own that is no repository (a cairnd data directory).
+        let data = try TemporaryDirectory.make() + "/data"
+        try FileManager.default.createDirectory(atPath: data + "/channels", withIntermediateDirectories: true)
+        #expect(try CLI.run(["keygen", "--out", data + "/keys"]).status == 0)
     }
 
     @Test("Given two versions, when verify and history run, then verify exits 0 until a blob is altered (64 naming why for a trusted root it cannot read) and history lists both")

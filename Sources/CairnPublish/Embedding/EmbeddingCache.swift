@@ -20,8 +20,16 @@ public final class EmbeddingCache: Sendable {
     public init(path: String) throws(PublishError) {
         self.path = path
         do {
+            // The publisher's own, whatever the umask (a command writing a public repository
+            // unmasks read bits, `followRepositoryReadability`): it holds vectors of every
+            // repository's text, private ones too. SQLite gives its -wal and -shm the file's mode.
             let folder = (path as NSString).deletingLastPathComponent
-            if !folder.isEmpty { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+            if !folder.isEmpty {
+                try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true,
+                                                         attributes: [.posixPermissions: 0o700])
+            }
+            let created = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if created >= 0 { close(created) }
             db = try Database(path: path, mode: .readWriteCreate, busyTimeout: 30_000)
             // Switching to WAL needs an exclusive lock and SQLite does not call the busy handler
             // for it, so two publishes opening a new cache together would see "database is

@@ -38,6 +38,7 @@ enum ByteRange: Equatable {
     /// such number made the range unsatisfiable).
     private static func number(_ text: Substring) -> Int? {
         guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        return text.count <= 18 ? Int(text) : Int.max
+        let digits = text.drop { $0 == "0" }
+        return digits.isEmpty ? 0 : digits.count <= 18 ? Int(digits) : Int.max
     }
 }

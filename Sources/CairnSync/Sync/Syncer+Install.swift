@@ -111,6 +111,7 @@ extension Syncer {
                 // Kept for the next delta, which brings this file up to date in place (a rename).
                 let kept = (index as NSString).deletingLastPathComponent + "/" + DataDirectoryLayout.deltaBlobFile
                 guard rename(blob, kept) == 0 else { throw SyncError.system("cannot keep the delta blob in \(kept)") }
+                deltaStalls = nil
                 return BuiltIndex(byDelta: true, inPlace: result.reused, fetch: fetch, rows: result.contents, delta: result.phases,
                                   writtenDirect: false)
             } catch {
@@ -148,13 +149,13 @@ extension Syncer {
                 // that fails before adding any (a bad sector) falls back at once.
                 if error.code == .network, !(error.cause is Downloader.NotHeld) {
                     if stagedBytes(path) > stagedBefore {
-                        deltaStalls[ref.sha256] = nil
+                        deltaStalls = nil
                         throw error
                     }
-                    let stalls = (deltaStalls[ref.sha256] ?? 0) + 1
-                    deltaStalls[ref.sha256] = stalls
+                    let stalls = (deltaStalls?.sha == ref.sha256 ? deltaStalls!.count : 0) + 1
+                    deltaStalls = (ref.sha256, stalls)
                     if SourceURL.filePath(base) == nil, stalls < Self.deltaStallsBeforeFallBack { throw error }
-                    deltaStalls[ref.sha256] = nil
+                    deltaStalls = nil
                 }
                 logger.info("delta path failed; falling back to the full snapshot",
                             metadata: ["cairn.sync.error": "\(error.code)", "cairn.sync.reason": "\(error.message)"])

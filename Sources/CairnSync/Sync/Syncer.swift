@@ -55,9 +55,10 @@ public actor Syncer {
     /// the service then tries again after the shortest back-off, not a doubled one (hours
     /// between 30 s of transfer would take a snapshot weeks on a slow link).
     public internal(set) var lastAttemptAdvanced: Int64 = 0
-    /// Attempts in a row whose delta (by its SHA-256) failed on the link before its first new
-    /// byte: at `deltaStallsBeforeFallBack` the snapshot is tried instead.
-    var deltaStalls: [ContentID: Int] = [:]
+    /// The delta (by its SHA-256) whose downloads failed on the link before a new byte, and how
+    /// many times in a row (sources alike): at `deltaStallsBeforeFallBack` the snapshot is tried
+    /// instead. One delta only: another, or the delta's progress or install, starts it over.
+    var deltaStalls: (sha: ContentID, count: Int)?
     static let deltaStallsBeforeFallBack = 3
     /// What the last install by delta was checked by (`set_hash`, `state_root` or
     /// `transaction`; protocol/snapshot.md, "Verification after a delta"), nil after a full one.
