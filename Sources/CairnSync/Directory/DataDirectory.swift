@@ -258,6 +258,13 @@ public final class DataDirectory: Sendable {
         }
     }
 
+    /// Forgets an `installed()` answer kept for a manifest that could not be read now: a sync
+    /// attempt reads it again at once (the 10 s are for searches, not for an attempt that a
+    /// caller asked for once the file reads again).
+    public func forgetUnreadInstalled() {
+        installedCache.withLock { if $0?.until != nil { $0 = nil } }
+    }
+
     /// The version `previous` points at, if any.
     public func previous() -> InstalledVersion? {
         linkTarget(previousLink).flatMap(loadVersion)

@@ -212,6 +212,7 @@ public actor Syncer {
     public func syncOnce() async -> SyncOutcome {
         await exclusively { () async -> SyncOutcome in
             progress.begin(at: now())
+            directory.forgetUnreadInstalled()
             let held = directory.resumableDownloadBytes()
             let unserved = await self.reopenIfUnserved()
             let outcome = await self.attemptAll(unserved: unserved)
