@@ -35,14 +35,22 @@ struct TrustSyncTests {
         try Data(bytes).write(to: URL(fileURLWithPath: repo.root + "/root/\(version).root.json"))
     }
 
+    /// A repository whose root 1 (root key `rootKey`) names its key as the signing key, and
+    /// root 1's bytes (`pinned`), which a device pins.
+    static func rootedRepository() throws -> (repo: RepoFixture, rootKey: PublisherKey, pinned: [UInt8]) {
+        let repo = try RepoFixture(withModel: false)
+        let rootKey = PublisherKey.generate()
+        let pinned = try root(1, rootKey: rootKey, signingKey: repo.key, signers: [rootKey])
+        try put(pinned, root: 1, in: repo)
+        return (repo, rootKey, pinned)
+    }
+
     /// A device pinned to root 1, whose signing key is `repo.key` (A), with version 1 installed;
     /// `next` (B) for a root 2. `namingSigners`: told the chain's keys first, as cairnd is at start.
     static func pinnedOnVersion1(namingSigners: Bool = false) async throws
         -> (repo: RepoFixture, device: Device, rootKey: PublisherKey, next: PublisherKey, pinned: [UInt8]) {
-        let repo = try RepoFixture(withModel: false)
-        let rootKey = PublisherKey.generate(), next = PublisherKey.generate()
-        let pinned = try root(1, rootKey: rootKey, signingKey: repo.key, signers: [rootKey])
-        try put(pinned, root: 1, in: repo)
+        let (repo, rootKey, pinned) = try rootedRepository()
+        let next = PublisherKey.generate()
         try repo.publish(version: 1)
         let device = try Device(repo: repo, sources: [repo.url], trustedRoot: pinned)
         if namingSigners { device.directory.knowManifestSigners(of: device.configuration) }
@@ -61,10 +69,7 @@ struct TrustSyncTests {
 
     @Test("Given roots 2 and 3 that chain and a forged root 4, when the device walks, then 2 and 3 are persisted before the refusal, root 3 is current, and a restart keeps them")
     func walkPersistsEachStep() async throws {
-        let repo = try RepoFixture(withModel: false)
-        let rootKey = PublisherKey.generate()
-        let pinned = try Self.root(1, rootKey: rootKey, signingKey: repo.key, signers: [rootKey])
-        try Self.put(pinned, root: 1, in: repo)
+        let (repo, rootKey, pinned) = try Self.rootedRepository()
         try Self.put(try Self.root(2, rootKey: rootKey, signingKey: repo.key, signers: [rootKey]), root: 2, in: repo)
         try Self.put(try Self.root(3, rootKey: rootKey, signingKey: repo.key, signers: [rootKey]), root: 3, in: repo)
         let stranger = PublisherKey.generate()
@@ -89,10 +94,7 @@ struct TrustSyncTests {
 
     @Test("Given a device exactly as many roots behind as one attempt walks (1,024), when it syncs, then it walks them all and installs, not refused as offered more; one root more is refused naming the cap, and the next attempt goes on from there")
     func rootWalkCap() async throws {
-        let repo = try RepoFixture(withModel: false)
-        let rootKey = PublisherKey.generate()
-        let pinned = try Self.root(1, rootKey: rootKey, signingKey: repo.key, signers: [rootKey])
-        try Self.put(pinned, root: 1, in: repo)
+        let (repo, rootKey, pinned) = try Self.rootedRepository()
         let cap = Syncer.maxRootSteps
         for version in 2...(1 + cap) {
             try Self.put(try Self.root(version, rootKey: rootKey, signingKey: repo.key, signers: [rootKey]), root: version, in: repo)

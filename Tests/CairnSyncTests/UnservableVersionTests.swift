@@ -297,10 +297,8 @@ struct UnservableVersionTests {
     /// A new device pinned to root 1 (root key `rootKey`, signing key `repo.key`, the one a thief
     /// steals), whose daemon refuses the versions put into `refusing`; `newKey` signs for a root 2.
     static func pinnedToRoot1() throws -> (RepoFixture, Refusing, Device, rootKey: PublisherKey, newKey: PublisherKey) {
-        let repo = try RepoFixture(withModel: false)
-        let rootKey = PublisherKey.generate(), newKey = PublisherKey.generate()
-        let pinned = try TrustSyncTests.root(1, rootKey: rootKey, signingKey: repo.key, signers: [rootKey])
-        try TrustSyncTests.put(pinned, root: 1, in: repo)
+        let (repo, rootKey, pinned) = try TrustSyncTests.rootedRepository()
+        let newKey = PublisherKey.generate()
         let refusing = Refusing()
         let device = try Device(repo: repo, sources: [repo.url], trustedRoot: pinned,
                                 onInstalled: { version, _ throws(SyncError) in try refusing.open(version) },
