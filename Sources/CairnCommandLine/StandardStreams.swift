@@ -23,13 +23,6 @@ public func writeWhole(_ bytes: [UInt8], to descriptor: Int32) -> Int32? {
     return nil
 }
 
-/// Writes `text` to standard output with write(2), past stdio's buffer and lock (a signal
-/// handler's last word); a failure is ignored.
-public func writeStandardOutput(raw text: String) {
-    let bytes = Array(text.utf8)
-    _ = bytes.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
-}
-
 /// Writes `text` to standard output through stdio, as `print` does (so the two keep their
 /// order), and flushes it: a failure is left in `ferror(stdout)` for the exit check of
 /// `mainWithOneLineUsage`.
