@@ -185,10 +185,12 @@ struct DaemonAPI: Sendable {
         // Each channel's serving version is read once: a swap between two reads would pair one
         // version's number with another's state root.
         let serving = holder.current
-        var answer = DaemonStatus(serving: serving, unservable: holder.unservableReason != nil, dataDirectory: dataDirectory,
+        var answer = DaemonStatus(serving: serving, dataDirectory: dataDirectory,
                                   dataDirectoryBytes: DiskUsage.bytes(under: dataDirectory),
                                   syncAvailable: requestSync != nil, sync: sync)
         answer.notServing = holder.unservableReason
+        // Installed, though not served: not_serving says why.
+        answer.installed = serving != nil || answer.notServing != nil
         answer.software = CairnVersion.date
         var list = [DaemonStatus.ChannelState(channel: channel, serving: serving?.version, stateRoot: serving?.stateRoot, sync: sync)]
         for other in channels {
